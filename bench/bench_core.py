@@ -1,0 +1,313 @@
+"""Benchmark the onlinepgs core against scikit-learn on the shared real data sets.
+
+Default mode (IMDB, logistic loss, sigma in {1e-4, 1e-5}):
+
+* seconds per epoch -- the median over ``--repeats`` runs of one ``fit`` with
+  ``max_epochs=1`` (``max_iter=1`` for SGD), shuffling on -- for PGS p=2,
+  ``SGDClassifier(loss="log_loss", learning_rate="optimal")`` and PGS p=1.8, with
+  the ratios PGS p=2 / SGD and PGS p=1.8 / PGS p=2;
+* test accuracy (imdb_test) and training objective after 1, 2 and 5 epochs (fresh
+  fits with ``max_epochs=E``, fixed ``random_state``) beside the optimum of the same
+  objective found by ``LogisticRegression``.
+
+``--iterates`` mode: test accuracy of PGS p=2 (logistic) after 1, 2 and 5 epochs for
+each ``iterate`` ("last", "average", "weighted", "random"), median over 3 seeds, on
+imdb, a9a and w8a (w8a has no test file: stratified 80/20 split, seed 0).
+
+Objective: PGS p=2 minimises ``sigma/2 ||w||^2 + mean logistic loss``, which is
+SGDClassifier's objective with ``alpha = sigma`` and LogisticRegression's with
+``C = 1 / (sigma m)`` (m training rows). SGD and LogisticRegression leave the
+intercept unregularized; PGS learns it as a regularized constant feature.
+
+Run from the repository root (the compiled extension must be built in place)::
+
+    python bench/bench_core.py --quick            # 5000 training rows, 1 repeat
+    python bench/bench_core.py --out results.md   # full run
+    python bench/bench_core.py --iterates --out iterates.md
+"""
+import argparse
+import os
+import platform
+import shlex
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import scipy
+import sklearn
+from sklearn.datasets import load_svmlight_file
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression, SGDClassifier
+from sklearn.model_selection import train_test_split
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the in-place build, when run as bench/bench_core.py
+from onlinepgs import PGSClassifier  # noqa: E402
+
+DEFAULT_DATA = REPO.parent / "shared" / "data"
+SIGMAS = (1e-4, 1e-5)
+EPOCHS = (1, 2, 5)
+ITERATES = ("last", "average", "weighted", "random")
+ITERATE_SEEDS = (0, 1, 2)
+QUICK_ROWS = 5000
+# test accuracy of the optimum on imdb_test, from the shared data README
+README_OPT_ACC = {1e-4: 0.8854, 1e-5: 0.8895}
+# goals checked in the default mode
+GOAL_P2_OVER_SGD = 1.0
+GOAL_P18_OVER_P2 = 3.0
+GOAL_ACC_GAP = 0.003
+
+
+# ---- data ------------------------------------------------------------------------------
+def _load(path, n_features):
+    X, y = load_svmlight_file(str(path), n_features=n_features)
+    # SGDClassifier accepts only 32-bit indices; every method gets this same matrix
+    X.indices = X.indices.astype(np.int32)
+    X.indptr = X.indptr.astype(np.int32)
+    return X, y
+
+
+def _subset(X, y, n_rows, seed=0):
+    """n_rows random rows (in file order) of (X, y), or all of them if n_rows is None."""
+    if n_rows is None or n_rows >= X.shape[0]:
+        return X, y
+    keep = np.sort(np.random.RandomState(seed).choice(X.shape[0], n_rows, replace=False))
+    return X[keep], y[keep]
+
+
+def load_dataset(name, data_dir, n_rows=None):
+    """(X_train, y_train, X_test, y_test); n_rows subsamples the training part only."""
+    data_dir = Path(data_dir)
+    if name == "imdb":
+        Xtr, ytr = _load(data_dir / "imdb_train.svm.gz", 89527)
+        Xte, yte = _load(data_dir / "imdb_test.svm.gz", 89527)
+    elif name == "a9a":
+        Xtr, ytr = _load(data_dir / "a9a.svm.gz", 123)
+        Xte, yte = _load(data_dir / "a9a.t.svm.gz", 123)
+    elif name == "w8a":
+        X, y = _load(data_dir / "w8a.svm.gz", 300)
+        # the file is grouped by label: a stratified split keeps the 3% positives in both
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
+    else:
+        raise ValueError(f"unknown dataset {name!r}")
+    Xtr, ytr = _subset(Xtr, ytr, n_rows)
+    return Xtr, ytr, Xte, yte
+
+
+# ---- models ----------------------------------------------------------------------------
+def make_pgs(sigma, p=2.0, epochs=1, seed=0, iterate="weighted"):
+    return PGSClassifier(loss="logistic", p=p, sigma=sigma, iterate=iterate,
+                         max_epochs=epochs, shuffle=True, random_state=seed)
+
+
+def make_sgd(sigma, epochs=1, seed=0):
+    return SGDClassifier(loss="log_loss", alpha=sigma, max_iter=epochs, tol=None,
+                         learning_rate="optimal", shuffle=True, average=False,
+                         random_state=seed)
+
+
+METHODS = {
+    "PGS p=2": lambda sigma, epochs, seed: make_pgs(sigma, 2.0, epochs, seed),
+    "SGDClassifier": make_sgd,
+    "PGS p=1.8": lambda sigma, epochs, seed: make_pgs(sigma, 1.8, epochs, seed),
+}
+P_OF = {"PGS p=2": 2.0, "SGDClassifier": 2.0, "PGS p=1.8": 1.8}  # regularizer's p
+
+
+def fit_quiet(model, X, y):
+    """fit, silencing the ConvergenceWarning SGD raises for max_iter=E with tol=None."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return model.fit(X, y)
+
+
+def fit_optimum(X, y, sigma):
+    """LogisticRegression on the same objective (its intercept is unregularized)."""
+    m = X.shape[0]
+    return LogisticRegression(C=1.0 / (sigma * m), tol=1e-8, max_iter=5000).fit(X, y)
+
+
+def objective(model, X, y, sigma, p=2.0):
+    """sigma ||coef||_p^2 / (2 (p - 1)) + mean log(1 + exp(-y f(x))), intercept not penalised."""
+    coef = np.ravel(model.coef_)
+    margins = y * model.decision_function(X)
+    reg = np.sum(np.abs(coef) ** p) ** (2.0 / p) / (2.0 * (p - 1.0))
+    return sigma * reg + np.mean(np.logaddexp(0.0, -margins))
+
+
+def seconds_per_epoch(make, X, y, repeats):
+    """Median and min wall time of a one-epoch fit (after one untimed warm-up fit)."""
+    fit_quiet(make(seed=repeats), X, y)
+    times = []
+    for seed in range(repeats):
+        model = make(seed=seed)
+        start = time.perf_counter()
+        fit_quiet(model, X, y)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)), float(np.min(times))
+
+
+# ---- markdown --------------------------------------------------------------------------
+def md_table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def ok(flag):
+    return "met" if flag else "NOT met"
+
+
+# ---- default mode ----------------------------------------------------------------------
+def run_core(args, out):
+    Xtr, ytr, Xte, yte = load_dataset("imdb", args.data, QUICK_ROWS if args.quick else None)
+    m = Xtr.shape[0]
+    out += [f"IMDB: {m} training rows, {Xte.shape[0]} test rows, {Xtr.shape[1]} features, "
+            f"{Xtr.nnz} training non-zeros. Logistic loss.", ""]
+
+    # -- time per epoch
+    timing = {}
+    for sigma in SIGMAS:
+        for name, make in METHODS.items():
+            timing[sigma, name] = seconds_per_epoch(
+                lambda seed, make=make: make(sigma, 1, seed), Xtr, ytr, args.repeats)
+    out += ["## Seconds per epoch", "",
+            f"One `fit` with one epoch (PGS `max_epochs=1`, SGD `max_iter=1`), shuffling on; "
+            f"median (and min) over {args.repeats} repeat(s) after one warm-up fit, "
+            "`time.perf_counter`. Includes each estimator's input validation and shuffle.", ""]
+    rows = []
+    for sigma in SIGMAS:
+        for name in METHODS:
+            med, low = timing[sigma, name]
+            rows.append([f"{sigma:g}", name, f"{med:.4f}", f"{low:.4f}",
+                         f"{1e9 * med / Xtr.nnz:.1f}"])
+    out += md_table(["sigma", "method", "s/epoch (median)", "s/epoch (min)", "ns per nnz"], rows)
+    out += [""]
+    rows = []
+    for sigma in SIGMAS:
+        r_sgd = timing[sigma, "PGS p=2"][0] / timing[sigma, "SGDClassifier"][0]
+        r_p = timing[sigma, "PGS p=1.8"][0] / timing[sigma, "PGS p=2"][0]
+        rows.append([f"{sigma:g}", f"{r_sgd:.2f}", f"{ok(r_sgd <= GOAL_P2_OVER_SGD)} "
+                     f"(<= {GOAL_P2_OVER_SGD:g})", f"{r_p:.2f}",
+                     f"{ok(r_p <= GOAL_P18_OVER_P2)} (<= {GOAL_P18_OVER_P2:g})"])
+    out += md_table(["sigma", "PGS p=2 / SGD", "goal", "PGS p=1.8 / PGS p=2", "goal"], rows)
+    out += [""]
+
+    # -- accuracy after E epochs
+    out += ["## Test accuracy after E epochs", "",
+            f"Fresh fit with E epochs, `random_state={args.seed}`; test set imdb_test. "
+            "Train objective = sigma ||coef||_p^2 / (2(p-1)) + mean training logistic loss "
+            "(p=2: sigma/2 ||coef||^2), intercept not penalised (the SGD / LogisticRegression "
+            "convention; PGS itself also penalises its intercept); the gap is to the p=2 "
+            "optimum, so it is n/a for p=1.8, whose objective differs. Optimum: `LogisticRegression(C=1/(sigma*m), tol=1e-8, "
+            "max_iter=5000)`, whose intercept is unregularized.", ""]
+    rows, goal_rows = [], []
+    for sigma in SIGMAS:
+        start = time.perf_counter()
+        opt = fit_optimum(Xtr, ytr, sigma)
+        opt_time = time.perf_counter() - start
+        opt_acc = opt.score(Xte, yte)
+        opt_obj = objective(opt, Xtr, ytr, sigma)
+        for name, make in METHODS.items():
+            for epochs in EPOCHS:
+                model = fit_quiet(make(sigma, epochs, args.seed), Xtr, ytr)
+                acc = model.score(Xte, yte)
+                p = P_OF[name]
+                obj = objective(model, Xtr, ytr, sigma, p)
+                gap = f"{obj - opt_obj:.2e}" if p == 2.0 else "n/a"
+                rows.append([f"{sigma:g}", name, epochs, f"{acc:.4f}", f"{acc - opt_acc:+.4f}",
+                             f"{obj:.5f}", gap])
+                if name.startswith("PGS") and epochs == 1:
+                    goal_rows.append([f"{sigma:g}", name, f"{acc:.4f}", f"{opt_acc:.4f}",
+                                      f"{abs(acc - opt_acc):.4f}",
+                                      ok(abs(acc - opt_acc) <= GOAL_ACC_GAP) if sigma == 1e-4
+                                      else "(no goal)"])
+        note = f"optimum ({opt.n_iter_[0]} lbfgs iterations, {opt_time:.1f} s"
+        if not args.quick:
+            note += f"; data README: {README_OPT_ACC[sigma]:.4f}"
+        rows.append([f"{sigma:g}", note + ")", "-", f"{opt_acc:.4f}", "0", f"{opt_obj:.5f}", "0"])
+    out += md_table(["sigma", "method", "epochs", "test acc", "acc - optimum's",
+                     "train objective", "objective gap"], rows)
+    out += ["", f"Goal: at sigma=1e-4, PGS test accuracy after one epoch within "
+            f"{GOAL_ACC_GAP} of the optimum's.", ""]
+    out += md_table(["sigma", "method", "acc after 1 epoch", "optimum acc", "abs gap", "goal"],
+                    goal_rows)
+
+
+# ---- --iterates mode -------------------------------------------------------------------
+def run_iterates(args, out):
+    seeds = ITERATE_SEEDS[:1] if args.quick else ITERATE_SEEDS
+    out += ["## Test accuracy by iterate (PGS p=2, logistic)", "",
+            f"Fresh fit with E epochs; median test accuracy over random_state in "
+            f"{list(seeds)}. `best` marks the highest median in each column (ties share it). "
+            "Optimum: LogisticRegression on the same objective (unregularized intercept).", ""]
+    score = {it: [] for it in ITERATES}  # accuracy - best accuracy, per cell
+    wins = {it: 0 for it in ITERATES}
+    n_cells = 0
+    for dataset in ("imdb", "a9a", "w8a"):
+        Xtr, ytr, Xte, yte = load_dataset(dataset, args.data,
+                                          QUICK_ROWS if args.quick else None)
+        for sigma in SIGMAS:
+            acc = {}
+            for it in ITERATES:
+                for epochs in EPOCHS:
+                    acc[it, epochs] = float(np.median([
+                        make_pgs(sigma, 2.0, epochs, seed, it).fit(Xtr, ytr).score(Xte, yte)
+                        for seed in seeds]))
+            best = {e: max(acc[it, e] for it in ITERATES) for e in EPOCHS}
+            for e in EPOCHS:
+                n_cells += 1
+                for it in ITERATES:
+                    score[it].append(acc[it, e] - best[e])
+                    wins[it] += acc[it, e] == best[e]
+            opt_acc = fit_optimum(Xtr, ytr, sigma).score(Xte, yte)
+            out += [f"### {dataset}, sigma={sigma:g} ({Xtr.shape[0]} training rows, "
+                    f"{Xte.shape[0]} test rows; optimum's test accuracy {opt_acc:.4f})", ""]
+            rows = [[it] + [f"{acc[it, e]:.4f}" + (" best" if acc[it, e] == best[e] else "")
+                            for e in EPOCHS] for it in ITERATES]
+            out += md_table(["iterate"] + [f"{e} epoch(s)" for e in EPOCHS], rows) + [""]
+    out += ["### Summary", "",
+            f"Over the {n_cells} (dataset, sigma, epochs) cells: how often each iterate had the "
+            "best median accuracy, and its mean / worst shortfall from the best.", ""]
+    rows = [[it, f"{wins[it]}/{n_cells}", f"{-np.mean(score[it]):.4f}",
+             f"{-np.min(score[it]):.4f}"] for it in ITERATES]
+    out += md_table(["iterate", "best in", "mean shortfall", "worst shortfall"], rows)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
+                        help=f"directory with the .svm.gz files (default: {DEFAULT_DATA})")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_ROWS} training rows, 1 repeat / 1 seed")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="timing repeats (median reported; default 5, 1 with --quick)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="random_state of the accuracy fits (default 0)")
+    parser.add_argument("--iterates", action="store_true",
+                        help="compare PGS's iterate choices instead of the default benchmark")
+    parser.add_argument("--out", type=Path, help="also write the markdown to this file")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats = 1
+
+    command = shlex.join(["python"] + (sys.argv if argv is None else [sys.argv[0]] + argv))
+    out = [f"Command: `{command}`", "",
+           f"Python {platform.python_version()}, numpy {np.__version__}, scipy "
+           f"{scipy.__version__}, scikit-learn {sklearn.__version__}, {platform.machine()}, "
+           f"{os.cpu_count()} logical CPUs", ""]
+    print("\n".join(out), flush=True)  # the command line first, before the long part
+    n_head = len(out)
+    start = time.perf_counter()
+    (run_iterates if args.iterates else run_core)(args, out)
+    out += ["", f"Total benchmark time: {time.perf_counter() - start:.0f} s"]
+    print("\n".join(out[n_head:]))
+    text = "\n".join(out) + "\n"
+    if args.out:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,614 @@
+# cython: language_level=3
+"""The Primal Gradient Solver's state and its pass over rows (paper 000, Figure 1).
+
+Every iterate is w_t = s_t * phi(lambda) coordinate-wise (ALGORITHM.md): for p = 2,
+phi = lambda; for p < 2, phi_j = sgn(lambda_j) (|lambda_j| / M)^(q-1) with a per-problem
+scale M that keeps the powers inside double range, and N = sum_j (|lambda_j| / M)^q is
+a running scalar. A step touches only the coordinates of its rows; s_t, N and the
+sums behind the averaged iterates are scalars, so every step costs O(nnz).
+
+Arrays are feature-major, shape (dim, K): the K one-vs-rest problems of a coordinate
+sit side by side, so one pass over a row serves every class. Coordinate 0 is the
+intercept's constant feature; feature j of the data is coordinate j + 1.
+"""
+cimport cython
+import numpy as np
+cimport numpy as cnp
+from libc.math cimport pow, fabs, sqrt, log, exp, copysign, isfinite
+from libc.stdint cimport uint64_t, int64_t, int32_t
+
+from onlinepgs._core._losses cimport loss_value, loss_derivative
+from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
+
+cnp.import_array()
+
+ctypedef fused index_t:
+    int32_t
+    int64_t
+
+cdef enum:
+    ITERATE_LAST = 0
+    ITERATE_AVERAGE = 1
+    ITERATE_WEIGHTED = 2
+    ITERATE_RANDOM = 3
+
+ITERATES = {"last": ITERATE_LAST, "average": ITERATE_AVERAGE,
+            "weighted": ITERATE_WEIGHTED, "random": ITERATE_RANDOM}
+
+# For p < 2 the scale M is kept within a factor 2 of max_j |lambda_j| (refreshed when a
+# coordinate passes 2M, or when N < 2^-q, i.e. all fall below M/2): the powers stay in
+# range and s_t keeps one magnitude, which the lazy averages' running sums need for
+# precision. The refresh is O(dim) and happens O(log t) times.
+STATE_VERSION = 1
+
+
+cdef inline uint64_t _splitmix64(uint64_t* s) noexcept nogil:
+    cdef uint64_t z
+    s[0] += <uint64_t>0x9E3779B97F4A7C15
+    z = s[0]
+    z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9
+    z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EB
+    return z ^ (z >> 31)
+
+
+cdef inline double _uniform(uint64_t* s) noexcept nogil:
+    return (_splitmix64(s) >> 11) * (1.0 / 9007199254740992.0)
+
+
+@cython.final
+cdef class PGSState:
+    """Everything PGS carries between steps, for K problems sharing one pass.
+
+    Built by the estimators; exposed for tests, model files and the Dask layer.
+    `to_dict()` / `from_dict()` round-trip it exactly.
+    """
+    # configuration
+    cdef readonly double p, q, sigma, epsilon, intercept_scaling
+    cdef public double radius
+    cdef readonly int loss_code, iterate, batch_size, n_problems
+    cdef readonly bint fit_intercept, multiclass, p_is_two, bounded, need_norm, radius_auto
+    cdef double norm_low
+    cdef readonly str loss
+    # coordinates (rows of the arrays) = 1 + number of features
+    cdef readonly Py_ssize_t dim
+    # (dim, K) arrays
+    cdef public cnp.ndarray lam_a, phi_a, acc_a, mark_a, snap_a, snapv_a
+    cdef double[:, ::1] lam, phi, acc, mark, snap
+    cdef int64_t[:, ::1] snapv
+    # (K,) per-problem scalars
+    cdef public cnp.ndarray norm_a, scale_a, s_a, cum_a, rnd_s_a, regret_a, rnd_ver_a
+    cdef double[::1] norm_sum, mscale, s, cum, rnd_s, regret
+    cdef int64_t[::1] rnd_ver
+    # global counters
+    cdef public int64_t t, n_examples, n_mistakes, rnd_t, touches_since_exact
+    # set when a step's loss derivative is not finite; that step is not applied
+    cdef public bint diverged
+    cdef public int64_t diverged_row
+    cdef public double sum_weight, sum_loss, sum_weighted_loss, loss0_max
+    cdef public uint64_t rng
+    # scratch for mini-batches (not part of the saved state)
+    cdef double[::1] grad_acc, coefs, margins_buf
+    cdef int64_t[::1] touched
+    cdef unsigned char[::1] is_touched
+    cdef int[::1] flag_rescale, flag_moved
+    cdef double[::1] step_gq
+
+    def __init__(self, *, double p=2.0, double sigma=1e-4, radius=None, str loss="logistic",
+                 int batch_size=1, str iterate="last", int n_problems=1, bint multiclass=False,
+                 bint fit_intercept=True, double intercept_scaling=1.0, double epsilon=0.1,
+                 Py_ssize_t n_features=0, uint64_t seed=0):
+        if not (1.0 < p <= 2.0):
+            raise ValueError(f"p must be in (1, 2], got {p!r}")
+        if not (sigma > 0.0 and isfinite(sigma)):
+            raise ValueError(f"sigma must be a positive finite number, got {sigma!r}")
+        if isinstance(radius, str):
+            if radius != "auto":
+                raise ValueError(f"radius must be None, 'auto' or a positive number, got {radius!r}")
+        elif radius is not None and not (radius > 0.0 and isfinite(radius)):
+            raise ValueError(f"radius must be None, 'auto' or a positive finite number, "
+                             f"got {radius!r}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        if loss not in LOSS_CODES:
+            raise ValueError(f"unknown loss {loss!r}; expected one of {sorted(LOSS_CODES)}")
+        if iterate not in ITERATES:
+            raise ValueError(f"iterate must be one of {sorted(ITERATES)}, got {iterate!r}")
+        if n_problems < 1:
+            raise ValueError("n_problems must be >= 1")
+        self.p = p
+        self.q = p / (p - 1.0)
+        self.p_is_two = p == 2.0
+        self.sigma = sigma
+        self.bounded = radius is not None
+        self.radius_auto = radius == "auto"
+        # "auto": sqrt(2 (p-1) max_i sw_i l(0; y_i) / sigma), grown example by example
+        self.radius = 0.0 if self.radius_auto else (
+            float(radius) if radius is not None else float("inf"))
+        self.need_norm = (not self.p_is_two) or self.bounded
+        # p = 2 only needs N for the ball; its phi does not depend on M
+        self.norm_low = 2.0 ** -600 if self.p_is_two else 2.0 ** -self.q
+        self.loss = loss
+        self.loss_code = LOSS_CODES[loss]
+        self.epsilon = epsilon
+        self.batch_size = batch_size
+        self.iterate = ITERATES[iterate]
+        self.n_problems = n_problems
+        self.multiclass = multiclass
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.rng = seed
+        K = n_problems
+        self.norm_a = np.zeros(K)
+        self.scale_a = np.ones(K)
+        self.s_a = np.zeros(K)
+        self.cum_a = np.zeros(K)
+        self.rnd_s_a = np.zeros(K)
+        self.regret_a = np.zeros(K)
+        self.rnd_ver_a = np.zeros(K, dtype=np.int64)
+        self.dim = 0
+        self._allocate(1 + n_features)
+        self._bind()
+
+    # ---- storage ---------------------------------------------------------------
+    def _allocate(self, Py_ssize_t new_dim):
+        """Grow the (dim, K) arrays to new_dim rows; new coordinates are zero."""
+        K = self.n_problems
+        names = ("lam_a", "phi_a", "acc_a", "mark_a", "snap_a")
+        for name in names + ("snapv_a",):
+            old = getattr(self, name) if self.dim else None
+            dtype = np.int64 if name == "snapv_a" else np.float64
+            new = np.zeros((new_dim, K), dtype=dtype)
+            if old is not None:
+                new[: old.shape[0]] = old
+            setattr(self, name, new)
+        if self.p_is_two:
+            self.phi_a = self.lam_a  # phi is lambda itself
+        self.dim = new_dim
+        self.grad_acc = np.zeros(new_dim * K)
+        self.is_touched = np.zeros(new_dim, dtype=np.uint8)
+        self.touched = np.zeros(new_dim, dtype=np.int64)
+
+    def _bind(self):
+        self.lam = self.lam_a
+        self.phi = self.phi_a
+        self.acc = self.acc_a
+        self.mark = self.mark_a
+        self.snap = self.snap_a
+        self.snapv = self.snapv_a
+        self.norm_sum = self.norm_a
+        self.mscale = self.scale_a
+        self.s = self.s_a
+        self.cum = self.cum_a
+        self.rnd_s = self.rnd_s_a
+        self.regret = self.regret_a
+        self.rnd_ver = self.rnd_ver_a
+        K = self.n_problems
+        self.coefs = np.zeros(max(self.batch_size, 1) * K)
+        self.margins_buf = np.zeros(K)
+        self.flag_rescale = np.zeros(K, dtype=np.intc)
+        self.flag_moved = np.zeros(K, dtype=np.intc)
+        self.step_gq = np.zeros(K)
+
+    def ensure_dim(self, Py_ssize_t n_features):
+        """Make room for n_features data features (never shrinks)."""
+        if 1 + n_features > self.dim:
+            self._allocate(1 + n_features)
+            self._bind()
+
+    # ---- serialisation -----------------------------------------------------------
+    def config(self):
+        radius = "auto" if self.radius_auto else (self.radius if self.bounded else None)
+        return dict(p=self.p, sigma=self.sigma, radius=radius,
+                    loss=self.loss, batch_size=self.batch_size,
+                    iterate={v: k for k, v in ITERATES.items()}[self.iterate],
+                    n_problems=self.n_problems, multiclass=bool(self.multiclass),
+                    fit_intercept=bool(self.fit_intercept),
+                    intercept_scaling=self.intercept_scaling, epsilon=self.epsilon)
+
+    def to_dict(self):
+        """The whole state as plain numbers and arrays (copies)."""
+        d = dict(version=STATE_VERSION, config=self.config(), dim=self.dim,
+                 t=self.t, n_examples=self.n_examples, n_mistakes=self.n_mistakes,
+                 rnd_t=self.rnd_t, touches_since_exact=self.touches_since_exact,
+                 sum_weight=self.sum_weight, sum_loss=self.sum_loss,
+                 sum_weighted_loss=self.sum_weighted_loss, loss0_max=self.loss0_max,
+                 radius_now=self.radius, rng=int(self.rng))
+        for name in ("lam_a", "acc_a", "mark_a", "snap_a", "snapv_a", "norm_a", "scale_a",
+                     "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a"):
+            d[name] = np.array(getattr(self, name), copy=True)
+        if not self.p_is_two:
+            d["phi_a"] = np.array(self.phi_a, copy=True)
+        return d
+
+    @classmethod
+    def from_dict(cls, d):
+        if d.get("version") != STATE_VERSION:
+            raise ValueError(f"unsupported solver state version {d.get('version')!r}")
+        cfg = d["config"]
+        self = cls(**cfg, n_features=int(d["dim"]) - 1)
+        K = self.n_problems
+        for name in ("lam_a", "acc_a", "mark_a", "snap_a", "snapv_a"):
+            arr = np.ascontiguousarray(d[name])
+            if arr.shape != (self.dim, K):
+                raise ValueError(f"solver state array {name} has shape {arr.shape}, "
+                                 f"expected {(self.dim, K)}")
+            getattr(self, name)[...] = arr
+        if not self.p_is_two:
+            self.phi_a[...] = d["phi_a"]
+        for name in ("norm_a", "scale_a", "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a"):
+            getattr(self, name)[...] = d[name]
+        for name in ("t", "n_examples", "n_mistakes", "rnd_t", "touches_since_exact"):
+            setattr(self, name, int(d[name]))
+        for name in ("sum_weight", "sum_loss", "sum_weighted_loss", "loss0_max"):
+            setattr(self, name, float(d[name]))
+        self.radius = float(d["radius_now"])
+        self.rng = int(d["rng"])
+        return self
+
+    def __reduce__(self):
+        return (_rebuild_state, (self.to_dict(),))
+
+    # ---- scalars -------------------------------------------------------------------
+    cdef inline double _scale_of(self, Py_ssize_t c, int64_t t) noexcept nogil:
+        """s such that w_t = s * phi, from N, M and t (Figure 2 in scalar form)."""
+        cdef double denom = (t + 1.0) * self.sigma
+        cdef double s, norm_q, wnorm
+        if self.p_is_two:
+            s = 1.0 / denom
+            if self.bounded:
+                wnorm = self.mscale[c] * sqrt(self.norm_sum[c]) / denom
+                if wnorm > self.radius:
+                    s *= self.radius / wnorm
+            return s
+        if self.norm_sum[c] <= 0.0:
+            return 0.0
+        # ||lambda||_q^(2-q) M^(q-1) / ((q-1)(t+1) sigma), with ||lambda||_q = M N^(1/q)
+        s = self.mscale[c] * exp(((2.0 - self.q) / self.q) * log(self.norm_sum[c])) / (
+            (self.q - 1.0) * denom)
+        if self.bounded:
+            norm_q = self.mscale[c] * exp(log(self.norm_sum[c]) / self.q)
+            wnorm = (self.p - 1.0) * norm_q / denom
+            if wnorm > self.radius:
+                s *= self.radius / wnorm
+        return s
+
+    cdef void _settle_all(self, Py_ssize_t c) noexcept nogil:
+        """Fold the lazy average of problem c into acc and restart its running sum."""
+        cdef Py_ssize_t j
+        if self.iterate == ITERATE_AVERAGE or self.iterate == ITERATE_WEIGHTED:
+            for j in range(self.dim):
+                self.acc[j, c] += self.phi[j, c] * (self.cum[c] - self.mark[j, c])
+                self.mark[j, c] = 0.0
+            self.cum[c] = 0.0
+
+    cdef void _exact_norm(self, Py_ssize_t c, bint rescale) noexcept nogil:
+        """Recompute N exactly from lambda; with rescale, first move M to max |lambda_j|."""
+        cdef Py_ssize_t j
+        cdef double m = 0.0, r, total = 0.0, old_m = self.mscale[c], ph
+        if rescale:
+            for j in range(self.dim):
+                if fabs(self.lam[j, c]) > m:
+                    m = fabs(self.lam[j, c])
+            if m == 0.0:
+                m = 1.0
+            if not self.p_is_two:
+                self._settle_all(c)
+                # w = rnd_s * phi for coordinates not yet snapped: keep that product
+                if self.rnd_ver[c] > 0:
+                    self.rnd_s[c] *= exp((self.q - 1.0) * log(m / old_m))
+            self.mscale[c] = m
+        m = self.mscale[c]
+        for j in range(self.dim):
+            r = fabs(self.lam[j, c]) / m
+            if self.p_is_two:
+                total += r * r
+            else:
+                ph = pow(r, self.q - 1.0) if r > 0.0 else 0.0
+                if rescale:
+                    self.phi[j, c] = copysign(ph, self.lam[j, c])
+                total += r * ph
+        self.norm_sum[c] = total
+
+    cdef inline void _touch(self, Py_ssize_t j, Py_ssize_t c, double delta,
+                            int* need_rescale) noexcept nogil:
+        """lambda_j -= delta for problem c, keeping phi, N and the lazy iterates exact."""
+        cdef double lam_old = self.lam[j, c], lam_new, phi_old = self.phi[j, c]
+        cdef double m, r_old, r_new, ph
+        cdef int it = self.iterate
+        if it == ITERATE_AVERAGE or it == ITERATE_WEIGHTED:
+            self.acc[j, c] += phi_old * (self.cum[c] - self.mark[j, c])
+            self.mark[j, c] = self.cum[c]
+        elif it == ITERATE_RANDOM:
+            if self.snapv[j, c] != self.rnd_ver[c]:
+                self.snap[j, c] = self.rnd_s[c] * phi_old
+                self.snapv[j, c] = self.rnd_ver[c]
+        lam_new = lam_old - delta
+        self.lam[j, c] = lam_new
+        if not self.need_norm:
+            return
+        m = self.mscale[c]
+        r_new = fabs(lam_new) / m
+        if self.p_is_two:
+            if r_new * r_new > 1e300:
+                need_rescale[0] = 1
+                return
+            r_old = lam_old / m
+            self.norm_sum[c] += r_new * r_new - r_old * r_old
+            return
+        if r_new > 2.0:
+            # M no longer tracks max |lambda_j|: park phi at 0 (finite), rescale after the step
+            self.phi[j, c] = 0.0
+            need_rescale[0] = 1
+            return
+        ph = pow(r_new, self.q - 1.0) if r_new > 0.0 else 0.0
+        self.phi[j, c] = copysign(ph, lam_new)
+        r_old = fabs(lam_old) / m
+        self.norm_sum[c] += r_new * ph - r_old * fabs(phi_old)
+
+    cdef void _end_step(self, int* need_rescale, int* moved) noexcept nogil:
+        """After a step's updates: t += 1, new scales, lazy sums, reservoir, N upkeep."""
+        cdef Py_ssize_t c, K = self.n_problems
+        cdef bint select = False
+        cdef double wt
+        self.t += 1
+        if self.need_norm:
+            for c in range(K):
+                if need_rescale[c] or (moved[c] and self.norm_sum[c] < self.norm_low):
+                    self._exact_norm(c, True)
+                elif self.norm_sum[c] < 0.0:
+                    self.norm_sum[c] = 0.0
+            if self.touches_since_exact > self.dim:
+                self.touches_since_exact = 0
+                for c in range(K):
+                    self._exact_norm(c, False)
+        if self.iterate == ITERATE_RANDOM:
+            # reservoir: w_t replaces the kept iterate with probability 1/t
+            select = _uniform(&self.rng) * self.t < 1.0
+            if select:
+                self.rnd_t = self.t
+        wt = <double>self.t if self.iterate == ITERATE_WEIGHTED else 1.0
+        for c in range(K):
+            self.s[c] = self._scale_of(c, self.t)
+            self.cum[c] += wt * self.s[c]
+            if select:
+                self.rnd_ver[c] += 1
+                self.rnd_s[c] = self.s[c]
+
+    # ---- read-out ------------------------------------------------------------------------
+    def weights(self, str which=None):
+        """The (dim, K) weights of the chosen iterate (intercept feature in row 0)."""
+        it = self.iterate if which is None else ITERATES[which]
+        if it != self.iterate and it != ITERATE_LAST:
+            raise ValueError("this state keeps only the last iterate and its own "
+                             f"{self.config()['iterate']!r} iterate")
+        phi = np.asarray(self.phi_a)
+        s = np.asarray(self.s_a)
+        if self.t == 0:
+            return np.zeros((self.dim, self.n_problems))
+        if it == ITERATE_LAST:
+            return phi * s
+        if it == ITERATE_AVERAGE or it == ITERATE_WEIGHTED:
+            total = self.acc_a + phi * (self.cum_a - self.mark_a)
+            if it == ITERATE_AVERAGE:
+                return total / self.t
+            return total / (0.5 * self.t * (self.t + 1.0))
+        snapped = self.snapv_a == self.rnd_ver_a
+        return np.where(snapped, self.snap_a, phi * self.rnd_s_a)
+
+    def stats_dict(self):
+        """Online statistics (paper Section VI)."""
+        T = self.t
+        regret = np.asarray(self.regret_a).copy()
+        return dict(
+            n_examples=int(self.n_examples),
+            n_steps=int(T),
+            sum_weight=float(self.sum_weight),
+            progressive_loss=(self.sum_weighted_loss / self.sum_weight
+                              if self.sum_weight > 0 else float("nan")),
+            progressive_mistakes=int(self.n_mistakes),
+            regret_bound=regret,
+            optimization_error_bound=regret / T if T else np.full_like(regret, np.inf),
+        )
+
+    # ---- the pass -------------------------------------------------------------------------
+    def run(self, data, indices, indptr, Py_ssize_t n_cols, const double[::1] y,
+            const double[::1] sample_weight, const int64_t[::1] order, bint classifier):
+        """One pass of Figure 1 over the rows in `order` (k rows a step, a last short step).
+
+        CSR input: data/indices/indptr; dense C-contiguous input: indices is None.
+        y holds +-1 (binary), the class index (multiclass) or the target (regression).
+        """
+        cdef const double[::1] d = data
+        cdef const int32_t[::1] ind32
+        cdef const int64_t[::1] ind64
+        cdef int64_t[::1] ptr64
+        if n_cols + 1 > self.dim:
+            raise ValueError("state dimension too small for the data")
+        if indices is None:
+            with nogil:
+                _run_pass(self, &d[0] if d.shape[0] else NULL, <const int32_t*>NULL, <int64_t*>NULL,
+                          n_cols, y, sample_weight, order, classifier, True)
+            return
+        ptr64 = np.array(indptr, dtype=np.int64)  # writable copy of n_rows + 1 offsets
+        if indices.dtype == np.int32:
+            ind32 = indices
+            with nogil:
+                _run_pass(self, &d[0] if d.shape[0] else NULL,
+                          &ind32[0] if ind32.shape[0] else NULL, &ptr64[0], 0,
+                          y, sample_weight, order, classifier, False)
+        else:
+            ind64 = indices
+            with nogil:
+                _run_pass(self, &d[0] if d.shape[0] else NULL,
+                          &ind64[0] if ind64.shape[0] else NULL, &ptr64[0], 0,
+                          y, sample_weight, order, classifier, False)
+
+
+
+
+cdef void _run_pass(PGSState self, const double* data, const index_t* indices, int64_t* indptr,
+               Py_ssize_t n_cols, const double[::1] y, const double[::1] sw,
+               const int64_t[::1] order, bint classifier,
+               bint dense) noexcept nogil:
+    cdef Py_ssize_t n_rows = order.shape[0], K = self.n_problems
+    cdef Py_ssize_t k = self.batch_size, pos = 0, b, bsize, i, e, c, j, nnz, start, label
+    cdef Py_ssize_t n_touched, ti
+    cdef int64_t row
+    cdef double xv, z, yc, dl, w_i, inv_k, icpt = self.intercept_scaling, ex_loss
+    cdef double xq, g, gq, best, l0, b_weight, b_loss, b_wloss, b_loss0
+    cdef int64_t b_mistakes
+    cdef double q = self.q
+    cdef bint fit_icpt = self.fit_intercept, p2 = self.p_is_two
+    cdef double* acc_m = &self.margins_buf[0]
+    cdef double* coefs = &self.coefs[0]
+    cdef double* phi
+    cdef double* G = &self.grad_acc[0]
+    cdef int* resc = &self.flag_rescale[0]
+    cdef int* mov = &self.flag_moved[0]
+    cdef double* gqs = &self.step_gq[0]
+    cdef int best_c
+    while pos < n_rows:
+        bsize = k if n_rows - pos >= k else n_rows - pos
+        inv_k = 1.0 / bsize
+        for c in range(K):
+            resc[c] = 0
+            mov[c] = 0
+            gqs[c] = 0.0
+        phi = &self.phi[0, 0]
+        b_mistakes = 0
+        b_weight = b_loss = b_wloss = 0.0
+        b_loss0 = self.loss0_max
+        # phase 1: every row of the step at w_{t-1}
+        for b in range(bsize):
+            row = order[pos + b]
+            if dense:
+                start = row * n_cols
+                nnz = n_cols
+            else:
+                start = indptr[row]
+                nnz = indptr[row + 1] - start
+            for c in range(K):
+                acc_m[c] = phi[c] * icpt if fit_icpt else 0.0
+            for e in range(nnz):
+                xv = data[start + e]
+                j = (e if dense else <Py_ssize_t>indices[start + e]) + 1
+                for c in range(K):
+                    acc_m[c] += phi[j * K + c] * xv
+            w_i = sw[row]
+            ex_loss = 0.0
+            label = <Py_ssize_t>y[row] if (classifier and self.multiclass) else 0
+            best = 0.0
+            best_c = 0
+            for c in range(K):
+                z = self.s[c] * acc_m[c]
+                if classifier and self.multiclass:
+                    yc = 1.0 if c == label else -1.0
+                    if c == 0 or z > best:
+                        best = z
+                        best_c = <int>c
+                else:
+                    yc = y[row]
+                ex_loss += loss_value(self.loss_code, z, yc, self.epsilon)
+                dl = loss_derivative(self.loss_code, z, yc, self.epsilon)
+                if not isfinite(dl):
+                    # the run has diverged (unbounded loss on R^n): stop before this step
+                    self.diverged = True
+                    self.diverged_row = row
+                    return
+                coefs[b * K + c] = dl * w_i * inv_k
+                if self.radius_auto:
+                    l0 = w_i * loss_value(self.loss_code, 0.0, yc, self.epsilon)
+                    if l0 > b_loss0:
+                        b_loss0 = l0
+            if classifier:
+                if self.multiclass:
+                    if best_c != label:
+                        b_mistakes += 1
+                elif (self.s[0] * acc_m[0] > 0.0) != (y[row] > 0.0):
+                    b_mistakes += 1
+            b_weight += w_i
+            b_loss += ex_loss
+            b_wloss += w_i * ex_loss
+        # the step will be applied: commit its rows to the statistics
+        self.n_examples += bsize
+        self.n_mistakes += b_mistakes
+        self.sum_weight += b_weight
+        self.sum_loss += b_loss
+        self.sum_weighted_loss += b_wloss
+        if b_loss0 > self.loss0_max:
+            self.loss0_max = b_loss0
+            self.radius = sqrt(2.0 * (self.p - 1.0) * b_loss0 / self.sigma)
+        # phase 2: lambda <- lambda - g_t, touching only the step's coordinates
+        if bsize == 1:
+            row = order[pos]
+            if dense:
+                start = row * n_cols
+                nnz = n_cols
+            else:
+                start = indptr[row]
+                nnz = indptr[row + 1] - start
+            xq = 0.0
+            for e in range(nnz):
+                xv = data[start + e]
+                if xv == 0.0:
+                    continue
+                j = (e if dense else <Py_ssize_t>indices[start + e]) + 1
+                xq += xv * xv if p2 else pow(fabs(xv), q)
+                for c in range(K):
+                    if coefs[c] != 0.0:
+                        self._touch(j, c, coefs[c] * xv, &resc[c])
+                        mov[c] = 1
+            if fit_icpt:
+                xq += icpt * icpt if p2 else pow(fabs(icpt), q)
+                for c in range(K):
+                    if coefs[c] != 0.0:
+                        self._touch(0, c, coefs[c] * icpt, &resc[c])
+                        mov[c] = 1
+            for c in range(K):
+                gqs[c] = (coefs[c] * coefs[c] if p2 else pow(fabs(coefs[c]), q)) * xq
+            self.touches_since_exact += nnz + 1
+        else:
+            n_touched = 0
+            for b in range(bsize):
+                row = order[pos + b]
+                if dense:
+                    start = row * n_cols
+                    nnz = n_cols
+                else:
+                    start = indptr[row]
+                    nnz = indptr[row + 1] - start
+                for e in range(-1 if fit_icpt else 0, nnz):
+                    if e < 0:
+                        j = 0
+                        xv = icpt
+                    else:
+                        xv = data[start + e]
+                        if xv == 0.0:
+                            continue
+                        j = (e if dense else <Py_ssize_t>indices[start + e]) + 1
+                    if not self.is_touched[j]:
+                        self.is_touched[j] = 1
+                        self.touched[n_touched] = j
+                        n_touched += 1
+                    for c in range(K):
+                        G[j * K + c] += coefs[b * K + c] * xv
+            for ti in range(n_touched):
+                j = self.touched[ti]
+                self.is_touched[j] = 0
+                for c in range(K):
+                    g = G[j * K + c]
+                    if g != 0.0:
+                        G[j * K + c] = 0.0
+                        gqs[c] += g * g if p2 else pow(fabs(g), q)
+                        self._touch(j, c, g, &resc[c])
+                        mov[c] = 1
+            self.touches_since_exact += n_touched
+        self._end_step(resc, mov)
+        for c in range(K):
+            gq = gqs[c] if p2 else (pow(gqs[c], 2.0 / q) if gqs[c] > 0.0 else 0.0)
+            self.regret[c] += 0.5 * gq / (self.t * self.sigma)
+        pos += bsize
+
+
+def _rebuild_state(d):
+    return PGSState.from_dict(d)

@@ -1,0 +1,621 @@
+"""scikit-learn-style estimators over the compiled Primal Gradient Solver.
+
+The estimators only validate, order rows and read results out; every example is
+processed in the compiled core (`onlinepgs._core._pgs`) with the GIL released.
+"""
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
+
+from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES, PGSState
+
+__all__ = ["PGSClassifier", "PGSRegressor", "PGSDivergedError"]
+
+# Parameters fixed by the solver's state: changing one needs a fresh fit.
+_STATE_PARAMS = ("loss", "p", "sigma", "radius", "batch_size", "iterate",
+                 "fit_intercept", "intercept_scaling", "epsilon")
+
+_COMMON_DOC = """
+    p : float in (1, 2], default=2.0
+        The regularizer is ``||w||_p^2 / (2 (p - 1))``; p < 2 leans towards sparser
+        models than p = 2 while staying strongly convex.
+    sigma : float > 0, default=1e-4
+        Regularization weight (the paper's sigma): the objective is
+        ``sigma * r(w) + mean_i sample_weight_i * loss(<w, x_i>, y_i)``.
+    radius : "auto", float > 0 or None, default="auto"
+        The domain S of w. None: S = R^n (the paper's plain PGS). A number B: the l_p
+        ball of radius B. "auto": the ball of radius
+        ``sqrt(2 (p - 1) max_i sample_weight_i * loss(0; y_i) / sigma)`` over the rows
+        seen so far, which contains the optimum (sigma r(w*) <= F(0)), so the solution
+        is that of R^n while the large early steps stay bounded; it is what makes the
+        squared and squared-hinge losses (unbounded gradients) safe at small sigma.
+    batch_size : int >= 1, default=1
+        k rows per step, all evaluated at the same iterate.
+    iterate : {"weighted", "average", "last", "random"}, default="weighted"
+        Which iterate the model reports: the average of w_1..w_T with weights
+        proportional to t ("weighted"), the uniform average, the last iterate, or
+        the paper's uniformly random iterate (reservoir-sampled). "weighted" is the
+        default because it gave the best test accuracy after one and two passes on
+        the shared IMDB, a9a and w8a data (docs/benchmarks.md): the uniform average
+        keeps the large early steps of PGS, the last iterate is noisy.
+    fit_intercept : bool, default=True
+        Learn an intercept as a constant feature of value ``intercept_scaling``
+        inside the regularized vector (keeps the objective strongly convex, paper
+        Section VII); ``intercept_ = intercept_scaling * w_0``.
+    intercept_scaling : float > 0, default=1.0
+        The constant feature's value; larger values regularize the intercept less.
+    max_epochs : int >= 1, default=5
+        Passes over the data made by `fit`.
+    tol : float or None, default=None
+        With a number, `fit` stops once an epoch's progressive loss has not improved
+        on the best so far by ``tol`` for ``n_iter_no_change`` epochs in a row.
+    n_iter_no_change : int >= 1, default=5
+        See ``tol``.
+    shuffle : bool, default=True
+        Shuffle the rows before each epoch of `fit` (`partial_fit` keeps the
+        caller's order: a stream's order is the caller's).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the shuffles and the random iterate.
+    epsilon : float >= 0, default=0.1
+        Width parameter of the huber and epsilon_insensitive losses.
+"""
+
+
+def _as_1d(est, y):
+    if y is None:
+        raise ValueError(f"{type(est).__name__} requires y to be passed, but the target y is None")
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        return column_or_1d(y, warn=True)
+    if y.ndim != 1:
+        raise ValueError(f"y should be a 1d array, got an array of shape {y.shape}")
+    return y
+
+
+class PGSDivergedError(FloatingPointError):
+    """A step's loss derivative overflowed (an unbounded loss on R^n with a small sigma)."""
+
+
+class _unchanged_on_error:
+    """Restore the estimator's attributes if training raises (bad input never half-updates).
+
+    The solver state itself is only touched after every check has passed. The one
+    exception is divergence within `partial_fit`, where the state already advanced
+    over earlier rows: then the estimator keeps that (consistent) state.
+    """
+
+    def __init__(self, est, keep=()):
+        self.est = est
+        self.keep = keep
+
+    def __enter__(self):
+        self.saved = dict(self.est.__dict__)
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and not issubclass(exc_type, self.keep):
+            self.est.__dict__.clear()
+            self.est.__dict__.update(self.saved)
+        return False
+
+
+def _is_logistic(est):
+    return est.loss == "logistic"
+
+
+class _BasePGS(BaseEstimator):
+    _parameter_constraints = {
+        "p": [Interval(numbers.Real, 1, 2, closed="right")],
+        "sigma": [Interval(numbers.Real, 0, None, closed="neither")],
+        "radius": [None, StrOptions({"auto"}), Interval(numbers.Real, 0, None, closed="neither")],
+        "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
+        "iterate": [StrOptions(set(ITERATES))],
+        "fit_intercept": ["boolean"],
+        "intercept_scaling": [Interval(numbers.Real, 0, None, closed="neither")],
+        "max_epochs": [Interval(numbers.Integral, 1, None, closed="left")],
+        "tol": [None, Interval(numbers.Real, 0, None, closed="left")],
+        "n_iter_no_change": [Interval(numbers.Integral, 1, None, closed="left")],
+        "shuffle": ["boolean"],
+        "random_state": ["random_state"],
+        "epsilon": [Interval(numbers.Real, 0, None, closed="left")],
+    }
+
+    def __init__(self, loss, *, p=2.0, sigma=1e-4, radius="auto", batch_size=1,
+                 iterate="weighted", fit_intercept=True, intercept_scaling=1.0,
+                 max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
+                 random_state=None, epsilon=0.1):
+        self.loss = loss
+        self.p = p
+        self.sigma = sigma
+        self.radius = radius
+        self.batch_size = batch_size
+        self.iterate = iterate
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.max_epochs = max_epochs
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.epsilon = epsilon
+
+    # ---- hooks for the classifier / regressor ------------------------------------------
+    _classifier = False
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    # ---- validation -------------------------------------------------------------------
+    def _check_finite_params(self):
+        for name in ("p", "sigma", "radius", "intercept_scaling", "epsilon", "tol"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str) and not np.isfinite(value):
+                raise ValueError(f"The '{name}' parameter of {type(self).__name__} "
+                                 f"must be finite, got {value!r}.")
+
+    def _validate_X(self, X, *, reset, allow_growth=False):
+        """CSR float64 (not copied when it already is one) or C-contiguous dense float64."""
+        if sp.issparse(X):
+            X = check_array(X, accept_sparse="csr", dtype=np.float64,
+                            accept_large_sparse=True, input_name="X")
+            if not X.has_canonical_format:
+                # the k = 1 step and ||g_t||_q assume one entry per (row, column)
+                X = X.copy()
+                X.sum_duplicates()
+            if reset:
+                self.n_features_in_ = X.shape[1]
+            elif X.shape[1] > self.n_features_in_ and not allow_growth:
+                pass  # features the model never saw have weight 0
+            return X
+        if reset:
+            X = validate_data(self, X, dtype=np.float64, order="C", reset=True)
+        else:
+            X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        return X
+
+    def _validate_weights(self, sample_weight, n_rows):
+        if sample_weight is None:
+            return np.ones(n_rows)
+        sw = np.asarray(sample_weight, dtype=np.float64)
+        if sw.ndim == 0:
+            sw = np.full(n_rows, float(sw))
+        if sw.shape != (n_rows,):
+            raise ValueError(f"sample_weight has shape {sw.shape}, expected ({n_rows},)")
+        bad = np.flatnonzero(~np.isfinite(sw) | (sw < 0))
+        if bad.size:
+            raise ValueError(f"sample_weight must be finite and >= 0; row {bad[0]} "
+                             f"has {sw[bad[0]]!r}")
+        return np.ascontiguousarray(sw)
+
+    def _new_state(self, n_features, n_problems, multiclass, seed):
+        return PGSState(p=float(self.p), sigma=float(self.sigma),
+                        radius=self.radius if self.radius in (None, "auto") else float(self.radius),
+                        loss=self.loss, batch_size=int(self.batch_size),
+                        iterate=self.iterate, n_problems=n_problems, multiclass=multiclass,
+                        fit_intercept=bool(self.fit_intercept),
+                        intercept_scaling=float(self.intercept_scaling),
+                        epsilon=float(self.epsilon), n_features=n_features, seed=seed)
+
+    def _check_state_params(self):
+        changed = [n for n in _STATE_PARAMS if getattr(self, n) != self._state_params[n]]
+        if changed:
+            raise ValueError(
+                f"parameter(s) {changed} changed since training started; partial_fit "
+                "continues one solver state, so call fit (or clone the estimator) to "
+                "start over with new values")
+
+    # ---- training ---------------------------------------------------------------------
+    def _run(self, state, X, y, sw, order, classifier):
+        if sp.issparse(X):
+            state.run(X.data, X.indices, X.indptr, X.shape[1], y, sw, order, classifier)
+        else:
+            state.run(X.ravel(), None, None, X.shape[1], y, sw, order, classifier)
+        if state.diverged:
+            row = int(state.diverged_row)
+            state.diverged = False
+            raise PGSDivergedError(
+                f"PGS diverged at row {row} of this call (step {state.t + 1}): the "
+                f"{self.loss!r} loss's derivative overflowed. Its gradient is unbounded, "
+                f"so on R^n (radius=None) a small sigma={self.sigma:g} lets the first "
+                "steps of size 1/(t sigma) blow up; use radius='auto' (or a finite "
+                "radius) or a larger sigma. The model keeps the state before that step.")
+
+    def _fit(self, X, y, sample_weight):
+        with _unchanged_on_error(self):
+            return self._fit_unguarded(X, y, sample_weight)
+
+    def _fit_unguarded(self, X, y, sample_weight):
+        self._validate_params()
+        self._check_finite_params()
+        self._check_loss()
+        X = self._validate_X(X, reset=True)
+        y_core, n_problems, multiclass, extra = self._encode_targets(X, y, fit=True)
+        sw = self._validate_weights(sample_weight, X.shape[0])
+        if X.shape[0] and not sw.any():
+            raise ValueError("sample_weight is zero for every row: there is nothing to fit")
+        rng = check_random_state(self.random_state)
+        seed = int(rng.randint(0, 2**31 - 1)) * 2**32 + int(rng.randint(0, 2**31 - 1))
+        state = self._new_state(X.shape[1], n_problems, multiclass, seed)
+        n = X.shape[0]
+        best, stall, epochs = np.inf, 0, 0
+        for _ in range(self.max_epochs):
+            order = rng.permutation(n).astype(np.int64) if self.shuffle else np.arange(n, dtype=np.int64)
+            before = (state.sum_weighted_loss, state.sum_weight)
+            self._run(state, X, y_core, sw, order, self._classifier)
+            epochs += 1
+            if self.tol is not None:
+                w = state.sum_weight - before[1]
+                epoch_loss = (state.sum_weighted_loss - before[0]) / w if w > 0 else 0.0
+                stall = stall + 1 if epoch_loss > best - self.tol else 0
+                best = min(best, epoch_loss)
+                if stall >= self.n_iter_no_change:
+                    break
+        for name, value in extra.items():
+            setattr(self, name, value)
+        self._install(state, epochs)
+        return self
+
+    def _partial_fit(self, X, y, sample_weight, classes=None):
+        with _unchanged_on_error(self, keep=(PGSDivergedError,)):
+            return self._partial_fit_unguarded(X, y, sample_weight, classes)
+
+    def _partial_fit_unguarded(self, X, y, sample_weight, classes):
+        first = not hasattr(self, "_state")
+        if first:
+            self._validate_params()
+            self._check_finite_params()
+            self._check_loss()
+        else:
+            self._check_state_params()
+        if first:
+            X = self._validate_X(X, reset=True)
+        else:
+            X = self._validate_X(X, reset=False, allow_growth=True)
+        y_core, n_problems, multiclass, extra = self._encode_targets(
+            X, y, fit=first, classes=classes)
+        sw = self._validate_weights(sample_weight, X.shape[0])
+        # everything is validated: from here on nothing can fail half-way
+        if first:
+            rng = check_random_state(self.random_state)
+            seed = int(rng.randint(0, 2**31 - 1)) * 2**32 + int(rng.randint(0, 2**31 - 1))
+            state = self._new_state(X.shape[1], n_problems, multiclass, seed)
+            for name, value in extra.items():
+                setattr(self, name, value)
+        else:
+            state = self._state
+            if X.shape[1] > self.n_features_in_:
+                state.ensure_dim(X.shape[1])
+                self.n_features_in_ = X.shape[1]
+        order = np.arange(X.shape[0], dtype=np.int64)
+        try:
+            self._run(state, X, y_core, sw, order, self._classifier)
+        finally:
+            self._install(state, getattr(self, "n_iter_", 0) + 1 if not first else 1)
+        return self
+
+    def _install(self, state, epochs):
+        self._state = state
+        self._state_params = {n: getattr(self, n) for n in _STATE_PARAMS}
+        self._cache = {}
+        self.n_iter_ = epochs
+        self.t_ = int(state.t)
+
+    # ---- read-out ---------------------------------------------------------------------
+    def _weights(self):
+        check_is_fitted(self, "_state")
+        cache = self._cache
+        if "W" not in cache:
+            W = self._state.weights()  # (1 + n_features, K)
+            coef = np.ascontiguousarray(W[1:].T)
+            if self.fit_intercept:
+                intercept = W[0] * self.intercept_scaling
+            else:
+                intercept = np.zeros(W.shape[1])
+            cache["W"] = (coef, intercept)
+        return cache["W"]
+
+    @property
+    def online_stats_(self):
+        """Online statistics kept by the core (see the README, "Online statistics")."""
+        check_is_fitted(self, "_state")
+        stats = self._state.stats_dict()
+        if self._classifier:
+            n = stats["n_examples"]
+            stats["progressive_error_rate"] = stats["progressive_mistakes"] / n if n else float("nan")
+        else:
+            del stats["progressive_mistakes"]
+        if stats["regret_bound"].shape == (1,):
+            stats["regret_bound"] = float(stats["regret_bound"][0])
+            stats["optimization_error_bound"] = float(stats["optimization_error_bound"][0])
+        return stats
+
+    def _decision(self, X):
+        check_is_fitted(self, "_state")
+        coef, intercept = self._weights()
+        if sp.issparse(X):
+            X = check_array(X, accept_sparse="csr", dtype=np.float64,
+                            accept_large_sparse=True, input_name="X")
+            n = coef.shape[1]
+            if X.shape[1] > n:  # columns the model never saw carry weight 0
+                coef = np.hstack([coef, np.zeros((coef.shape[0], X.shape[1] - n))])
+            elif X.shape[1] < n:
+                coef = coef[:, : X.shape[1]]
+            return np.asarray(X @ coef.T) + intercept
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return X @ coef.T + intercept
+
+
+class PGSClassifier(ClassifierMixin, _BasePGS):
+    __doc__ = """Linear classifier trained by the Primal Gradient Solver (streaming, l_p).
+
+    Binary problems use one weight vector; K > 2 classes use K one-vs-rest problems
+    updated in the same pass over each row.
+
+    Parameters
+    ----------
+    loss : {"logistic", "hinge", "squared_hinge", "smooth_hinge"}, default="logistic"
+        Loss of the margin; "smooth_hinge" is the quadratically smoothed hinge
+        (smoothing 1) of Shalev-Shwartz and Zhang.
+""" + _COMMON_DOC + """
+    Attributes
+    ----------
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    classes_ : ndarray of shape (n_classes,)
+    t_ : int
+        Solver steps taken so far (the paper's t).
+    n_features_in_ : int
+    n_iter_ : int
+        Passes made by the last `fit` (or `partial_fit` calls so far).
+    online_stats_ : dict
+        Progressive loss and error rate, the Lemma 1 regret bound and the bound on
+        the expected optimization error it implies.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onlinepgs import PGSClassifier
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randn(200, 5); y = (X[:, 0] + 0.1 * rng.randn(200) > 0).astype(int)
+    >>> clf = PGSClassifier(sigma=1e-3, random_state=0).fit(X, y)
+    >>> clf.score(X, y) > 0.9
+    True
+    >>> clf.online_stats_["n_examples"]
+    1000
+    """
+    _classifier = True
+
+    def __init__(self, loss="logistic", *, p=2.0, sigma=1e-4, radius="auto", batch_size=1,
+                 iterate="weighted", fit_intercept=True, intercept_scaling=1.0,
+                 max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
+                 random_state=None, epsilon=0.1):
+        super().__init__(loss, p=p, sigma=sigma, radius=radius, batch_size=batch_size,
+                         iterate=iterate, fit_intercept=fit_intercept,
+                         intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
+                         n_iter_no_change=n_iter_no_change, shuffle=shuffle,
+                         random_state=random_state, epsilon=epsilon)
+
+    _parameter_constraints = {**_BasePGS._parameter_constraints,
+                              "loss": [StrOptions(set(CLASSIFICATION_LOSSES))]}
+
+    def _check_loss(self):
+        pass  # covered by _parameter_constraints
+
+    def _encode_targets(self, X, y, fit, classes=None):
+        y = _as_1d(self, y)
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
+        check_classification_targets(y)
+        if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+            bad = np.flatnonzero(~np.isfinite(y))[0]
+            raise ValueError(f"y contains NaN or infinity (row {bad}: {y[bad]!r})")
+        extra = {}
+        if fit:
+            if classes is None:
+                cls = np.unique(y)
+            else:
+                cls = np.unique(np.asarray(classes))
+            if cls.shape[0] < 2:
+                raise ValueError(f"{type(self).__name__} needs samples of at least 2 "
+                                 f"classes in the data, got one class: {cls.tolist()}")
+            extra["classes_"] = cls
+        else:
+            cls = self.classes_
+            if classes is not None and not np.array_equal(np.unique(classes), cls):
+                raise ValueError(f"classes={np.unique(classes).tolist()} differs from "
+                                 f"the classes of the first call {cls.tolist()}")
+        idx = np.searchsorted(cls, y)
+        idx_clip = np.minimum(idx, cls.shape[0] - 1)
+        unknown = np.flatnonzero(cls[idx_clip] != y)
+        if unknown.size:
+            raise ValueError(f"label {y[unknown[0]]!r} (row {unknown[0]}) is not one of "
+                             f"the classes {cls.tolist()}")
+        n_classes = cls.shape[0]
+        if n_classes == 2:
+            return np.where(idx_clip == 1, 1.0, -1.0), 1, False, extra
+        return idx_clip.astype(np.float64), n_classes, True, extra
+
+    def fit(self, X, y, sample_weight=None):
+        """Run `max_epochs` passes of PGS over (X, y) from a fresh state.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Each row's loss weight (scales its gradient).
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y, sample_weight)
+
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """One pass over the rows of (X, y), in order, continuing the current state.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Sparse chunks may have more columns than earlier ones: the model grows.
+        y : array-like of shape (n_samples,)
+        classes : array-like, required on the first call
+            Every label the stream may contain.
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self
+        """
+        if not hasattr(self, "_state") and classes is None:
+            raise ValueError("classes must be passed on the first call to partial_fit")
+        return self._partial_fit(X, y, sample_weight, classes=classes)
+
+    @property
+    def coef_(self):
+        coef, _ = self._weights()
+        return coef.copy()
+
+    @property
+    def intercept_(self):
+        _, intercept = self._weights()
+        return intercept.copy()
+
+    def decision_function(self, X):
+        """Signed scores: shape (n_samples,) for two classes, else (n_samples, n_classes)."""
+        scores = self._decision(X)
+        return scores.ravel() if scores.shape[1] == 1 else scores
+
+    def predict(self, X):
+        """Predicted class labels."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=1)]
+
+    @available_if(_is_logistic)
+    def predict_proba(self, X):
+        """Class probabilities (logistic loss only; one-vs-rest normalised for K > 2)."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            pos = _sigmoid(scores)
+            return np.column_stack([1.0 - pos, pos])
+        prob = _sigmoid(scores)
+        total = prob.sum(axis=1, keepdims=True)
+        return np.divide(prob, total, out=np.full_like(prob, 1.0 / prob.shape[1]),
+                         where=total > 0)
+
+    @available_if(_is_logistic)
+    def predict_log_proba(self, X):
+        """Logarithm of `predict_proba`."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+
+def _sigmoid(z):
+    out = np.empty_like(z)
+    pos = z >= 0
+    out[pos] = 1.0 / (1.0 + np.exp(-z[pos]))
+    ez = np.exp(z[~pos])
+    out[~pos] = ez / (1.0 + ez)
+    return out
+
+
+class PGSRegressor(RegressorMixin, _BasePGS):
+    __doc__ = """Linear regressor trained by the Primal Gradient Solver (streaming, l_p).
+
+    Parameters
+    ----------
+    loss : {"squared", "absolute", "huber", "epsilon_insensitive"}, default="squared"
+        "squared" is the paper's ``(z - y)^2`` (no 1/2). Its gradient is unbounded, so
+        the theory needs a finite ``radius``.
+""" + _COMMON_DOC + """
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+    intercept_ : ndarray of shape (1,)
+    t_ : int
+    n_features_in_ : int
+    n_iter_ : int
+    online_stats_ : dict
+        Progressive loss, the Lemma 1 regret bound and the optimization-error bound.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onlinepgs import PGSRegressor
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randn(500, 3); y = X @ [1.0, -2.0, 0.5] + 0.01 * rng.randn(500)
+    >>> reg = PGSRegressor(sigma=1e-3, radius=10.0, max_epochs=20, random_state=0).fit(X, y)
+    >>> reg.score(X, y) > 0.99
+    True
+    """
+
+    def __init__(self, loss="squared", *, p=2.0, sigma=1e-4, radius="auto", batch_size=1,
+                 iterate="weighted", fit_intercept=True, intercept_scaling=1.0,
+                 max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
+                 random_state=None, epsilon=0.1):
+        super().__init__(loss, p=p, sigma=sigma, radius=radius, batch_size=batch_size,
+                         iterate=iterate, fit_intercept=fit_intercept,
+                         intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
+                         n_iter_no_change=n_iter_no_change, shuffle=shuffle,
+                         random_state=random_state, epsilon=epsilon)
+
+    _parameter_constraints = {**_BasePGS._parameter_constraints,
+                              "loss": [StrOptions(set(REGRESSION_LOSSES))]}
+
+    def _check_loss(self):
+        pass
+
+    def _encode_targets(self, X, y, fit, classes=None):
+        y = _as_1d(self, y)
+        try:
+            y = y.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"y must be numeric for a regressor: {exc}") from None
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} targets")
+        if not np.all(np.isfinite(y)):
+            bad = np.flatnonzero(~np.isfinite(y))[0]
+            raise ValueError(f"y contains NaN or infinity (row {bad}: {y[bad]!r})")
+        return np.ascontiguousarray(y), 1, False, {}
+
+    def fit(self, X, y, sample_weight=None):
+        """Run `max_epochs` passes of PGS over (X, y) from a fresh state.
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y, sample_weight)
+
+    def partial_fit(self, X, y, sample_weight=None):
+        """One pass over the rows of (X, y), in order, continuing the current state.
+
+        Returns
+        -------
+        self
+        """
+        return self._partial_fit(X, y, sample_weight)
+
+    @property
+    def coef_(self):
+        coef, _ = self._weights()
+        return coef[0].copy()
+
+    @property
+    def intercept_(self):
+        _, intercept = self._weights()
+        return intercept.copy()
+
+    def predict(self, X):
+        """Predicted targets."""
+        return self._decision(X).ravel()

@@ -1,0 +1,30 @@
+"""Build the Cython core of onlinepgs (metadata lives in pyproject.toml)."""
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+compile_args = ["-O3", "-fno-math-errno"]
+extensions = [
+    Extension(
+        f"onlinepgs._core.{name}",
+        [f"onlinepgs/_core/{name}.pyx"],
+        include_dirs=[np.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=compile_args,
+    )
+    for name in ("_losses", "_pgs")
+]
+
+setup(
+    ext_modules=cythonize(
+        extensions,
+        language_level=3,
+        compiler_directives={
+            "boundscheck": False,
+            "wraparound": False,
+            "cdivision": True,
+            "initializedcheck": False,
+        },
+    ),
+    package_data={"onlinepgs._core": ["*.pxd", "*.pyx"]},
+)

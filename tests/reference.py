@@ -1,0 +1,133 @@
+"""Plain-NumPy reference of PGS (paper 000, Figure 1): O(n) per step, no lazy tricks.
+
+Written from the paper and ALGORITHM.md only, as an independent yardstick for the core.
+"""
+import numpy as np
+
+
+def loss_value(name, z, y, epsilon=0.1):
+    z = np.asarray(z, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if name == "hinge":
+        return np.maximum(0.0, 1.0 - y * z)
+    if name == "logistic":
+        return np.logaddexp(0.0, -y * z)
+    if name == "squared_hinge":
+        return np.maximum(0.0, 1.0 - y * z) ** 2
+    if name == "smooth_hinge":
+        m = y * z
+        return np.where(m >= 1, 0.0, np.where(m <= 0, 0.5 - m, 0.5 * (1 - m) ** 2))
+    if name == "squared":
+        return (z - y) ** 2
+    if name == "absolute":
+        return np.abs(z - y)
+    if name == "huber":
+        a = np.abs(z - y)
+        return np.where(a <= epsilon, 0.5 * a**2, epsilon * a - 0.5 * epsilon**2)
+    if name == "epsilon_insensitive":
+        return np.maximum(0.0, np.abs(z - y) - epsilon)
+    raise ValueError(name)
+
+
+def loss_derivative(name, z, y, epsilon=0.1):
+    z = np.asarray(z, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if name == "hinge":
+        return np.where(y * z < 1, -y, 0.0)
+    if name == "logistic":
+        return -y * 0.5 * (1.0 - np.tanh(0.5 * y * z))  # -y * sigmoid(-yz)
+    if name == "squared_hinge":
+        return np.where(y * z < 1, -2 * y * (1 - y * z), 0.0)
+    if name == "smooth_hinge":
+        m = y * z
+        return np.where(m >= 1, 0.0, np.where(m <= 0, -y, -y * (1 - m)))
+    if name == "squared":
+        return 2 * (z - y)
+    if name == "absolute":
+        return np.sign(z - y)
+    if name == "huber":
+        return np.clip(z - y, -epsilon, epsilon)
+    if name == "epsilon_insensitive":
+        r = z - y
+        return np.where(r > epsilon, 1.0, np.where(r < -epsilon, -1.0, 0.0))
+    raise ValueError(name)
+
+
+def grad_rstar(theta, p, radius=None):
+    """grad of r*(theta) = ||theta||_q^2 / (2(q-1)) over R^n, or over the l_p ball."""
+    q = p / (p - 1.0)
+    nq = np.sum(np.abs(theta) ** q) ** (1.0 / q)
+    if nq == 0.0:
+        return np.zeros_like(theta)
+    w = nq ** (2.0 - q) * np.abs(theta) ** (q - 1.0) * np.sign(theta) / (q - 1.0)
+    if radius is not None:
+        norm_p = np.sum(np.abs(w) ** p) ** (1.0 / p)
+        if norm_p > radius:
+            w = w * (radius / norm_p)
+    return w
+
+
+def reference_pgs(X, Y, *, p, sigma, loss, batch_size=1, radius=None, sample_weight=None,
+                  epsilon=0.1, labels=None):
+    """Figure 1 over the rows of dense X in order, for the columns of Y (one problem each).
+
+    Returns the list of iterates w_1..w_T (each (n, K)) and the online statistics.
+    `labels` (class indices) turns on multiclass mistakes by argmax.
+    """
+    X = np.asarray(X, dtype=float)
+    Y = np.asarray(Y, dtype=float).reshape(X.shape[0], -1)
+    m, n = X.shape
+    K = Y.shape[1]
+    sw = np.ones(m) if sample_weight is None else np.asarray(sample_weight, float)
+    q = p / (p - 1.0)
+    lam = np.zeros((n, K))
+    w = np.zeros((n, K))
+    iterates = []
+    sum_loss = sum_wloss = sum_w = 0.0
+    mistakes = 0
+    regret = np.zeros(K)
+    t = 0
+    loss0_max = 0.0
+    for start in range(0, m, batch_size):
+        rows = np.arange(start, min(start + batch_size, m))
+        Z = X[rows] @ w
+        g = np.zeros((n, K))
+        for i, r in enumerate(rows):
+            ex_loss = loss_value(loss, Z[i], Y[r], epsilon).sum()
+            sum_loss += ex_loss
+            sum_wloss += sw[r] * ex_loss
+            sum_w += sw[r]
+            if labels is not None:
+                mistakes += int(np.argmax(Z[i]) != labels[r])
+            elif loss in ("hinge", "logistic", "squared_hinge", "smooth_hinge"):
+                mistakes += int((Z[i, 0] > 0) != (Y[r, 0] > 0))
+            g += np.outer(X[r], loss_derivative(loss, Z[i], Y[r], epsilon) * sw[r])
+        g /= len(rows)
+        t += 1
+        if radius == "auto":  # the smallest ball sure to hold the optimum, rows so far
+            for r in rows:
+                loss0_max = max(loss0_max, np.max(sw[r] * loss_value(loss, 0.0, Y[r], epsilon)))
+        step_radius = np.sqrt(2 * (p - 1) * loss0_max / sigma) if radius == "auto" else radius
+        lam -= g
+        for c in range(K):
+            w[:, c] = grad_rstar(lam[:, c] / ((t + 1) * sigma), p, step_radius)
+            regret[c] += 0.5 * np.sum(np.abs(g[:, c]) ** q) ** (2.0 / q) / (t * sigma)
+        iterates.append(w.copy())
+    stats = dict(n_examples=m, n_steps=t, progressive_loss=sum_wloss / sum_w,
+                 sum_loss=sum_loss, progressive_mistakes=mistakes, regret_bound=regret)
+    return iterates, stats
+
+
+def combine(iterates, which, rnd_t=None):
+    W = np.array(iterates)
+    T = len(iterates)
+    if which == "last":
+        return W[-1]
+    if which == "average":
+        return W.mean(axis=0)
+    if which == "weighted":
+        tw = np.arange(1, T + 1, dtype=float)
+        return np.tensordot(tw, W, axes=1) / tw.sum()
+    if which == "random":
+        return W[rnd_t - 1]
+    raise ValueError(which)
