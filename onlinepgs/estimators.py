@@ -68,6 +68,11 @@ _COMMON_DOC = """
 """
 
 
+def _py(value):
+    """A numpy scalar as the plain Python value, for readable messages."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _as_1d(est, y):
     if y is None:
         raise ValueError(f"{type(est).__name__} requires y to be passed, but the target y is None")
@@ -192,7 +197,7 @@ class _BasePGS(BaseEstimator):
         bad = np.flatnonzero(~np.isfinite(sw) | (sw < 0))
         if bad.size:
             raise ValueError(f"sample_weight must be finite and >= 0; row {bad[0]} "
-                             f"has {sw[bad[0]]!r}")
+                             f"has {_py(sw[bad[0]])!r}")
         return np.ascontiguousarray(sw)
 
     def _new_state(self, n_features, n_problems, multiclass, seed):
@@ -416,7 +421,7 @@ class PGSClassifier(ClassifierMixin, _BasePGS):
         check_classification_targets(y)
         if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
             bad = np.flatnonzero(~np.isfinite(y))[0]
-            raise ValueError(f"y contains NaN or infinity (row {bad}: {y[bad]!r})")
+            raise ValueError(f"y contains NaN or infinity (row {bad}: {_py(y[bad])!r})")
         extra = {}
         if fit:
             if classes is None:
@@ -436,7 +441,7 @@ class PGSClassifier(ClassifierMixin, _BasePGS):
         idx_clip = np.minimum(idx, cls.shape[0] - 1)
         unknown = np.flatnonzero(cls[idx_clip] != y)
         if unknown.size:
-            raise ValueError(f"label {y[unknown[0]]!r} (row {unknown[0]}) is not one of "
+            raise ValueError(f"label {_py(y[unknown[0]])!r} (row {unknown[0]}) is not one of "
                              f"the classes {cls.tolist()}")
         n_classes = cls.shape[0]
         if n_classes == 2:
@@ -585,7 +590,7 @@ class PGSRegressor(RegressorMixin, _BasePGS):
             raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} targets")
         if not np.all(np.isfinite(y)):
             bad = np.flatnonzero(~np.isfinite(y))[0]
-            raise ValueError(f"y contains NaN or infinity (row {bad}: {y[bad]!r})")
+            raise ValueError(f"y contains NaN or infinity (row {bad}: {_py(y[bad])!r})")
         return np.ascontiguousarray(y), 1, False, {}
 
     def fit(self, X, y, sample_weight=None):

@@ -455,7 +455,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     cdef Py_ssize_t n_touched, ti
     cdef int64_t row
     cdef double xv, z, yc, dl, w_i, inv_k, icpt = self.intercept_scaling, ex_loss
-    cdef double xq, g, gq, best, l0, b_weight, b_loss, b_wloss, b_loss0
+    cdef double xq, g, gq, best, l0, lv, b_weight, b_loss, b_wloss, b_loss0
     cdef int64_t b_mistakes
     cdef double q = self.q
     cdef bint fit_icpt = self.fit_intercept, p2 = self.p_is_two
@@ -508,10 +508,11 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                         best_c = <int>c
                 else:
                     yc = y[row]
-                ex_loss += loss_value(self.loss_code, z, yc, self.epsilon)
+                lv = loss_value(self.loss_code, z, yc, self.epsilon)
+                ex_loss += lv
                 dl = loss_derivative(self.loss_code, z, yc, self.epsilon)
                 if not isfinite(dl):
-                    # the run has diverged (unbounded loss on R^n): stop before this step
+                    # a run diverging on R^n (unbounded gradient): stop before this step
                     self.diverged = True
                     self.diverged_row = row
                     return

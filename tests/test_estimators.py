@@ -1,0 +1,249 @@
+"""Estimator behaviour: determinism, chunking, growth, validation, statistics, extremes."""
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from onlinepgs import PGSClassifier, PGSDivergedError, PGSRegressor
+
+from reference import loss_value
+
+
+def data(m=120, n=20, seed=0, classes=2):
+    rng = np.random.RandomState(seed)
+    X = sp.random(m, n, density=0.3, random_state=rng, format="csr")
+    W = rng.randn(n, classes)
+    labels = np.argmax(X @ W + 0.3 * rng.randn(m, classes), axis=1)
+    return X, labels
+
+
+def snapshot(est):
+    """Everything observable about a fitted model (to prove nothing changed)."""
+    d = {k: v for k, v in vars(est).items() if k not in ("_state", "_cache")}
+    if hasattr(est, "_state"):
+        d["state"] = est._state.to_dict()
+    return pickle.dumps(d)
+
+
+@pytest.mark.parametrize("iterate", ["last", "average", "weighted", "random"])
+@pytest.mark.parametrize("p", [2.0, 1.6])
+def test_chunked_partial_fit_equals_one_call(iterate, p):
+    X, y = data(m=120, classes=3)
+    one = PGSClassifier(p=p, batch_size=4, iterate=iterate, random_state=3)
+    one.partial_fit(X, y, classes=[0, 1, 2])
+    chunked = PGSClassifier(p=p, batch_size=4, iterate=iterate, random_state=3)
+    for start, stop in [(0, 8), (8, 60), (60, 64), (64, 120)]:
+        chunked.partial_fit(X[start:stop], y[start:stop], classes=[0, 1, 2])
+    np.testing.assert_array_equal(one.coef_, chunked.coef_)
+    np.testing.assert_array_equal(one.intercept_, chunked.intercept_)
+    assert one.online_stats_["regret_bound"].tolist() == chunked.online_stats_["regret_bound"].tolist()
+    assert one.t_ == chunked.t_ == 30
+
+
+def test_same_seed_same_model_and_different_seed_differs():
+    X, y = data()
+    a = PGSClassifier(random_state=1, max_epochs=3).fit(X, y)
+    b = PGSClassifier(random_state=1, max_epochs=3).fit(X, y)
+    c = PGSClassifier(random_state=2, max_epochs=3).fit(X, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert not np.array_equal(a.coef_, c.coef_)
+
+
+def test_fit_restarts_and_partial_fit_continues():
+    X, y = data()
+    est = PGSClassifier(random_state=0, max_epochs=2).fit(X, y)
+    first = est.coef_.copy()
+    est.fit(X, y)
+    np.testing.assert_array_equal(est.coef_, first)
+    assert est.t_ == 240
+    est.partial_fit(X, y)
+    assert est.t_ == 360 and est.online_stats_["n_examples"] == 360
+
+
+def test_sparse_chunks_grow_the_model():
+    X, y = data(n=30)
+    est = PGSClassifier(random_state=0)
+    est.partial_fit(X[:60, :10], y[:60], classes=[0, 1])
+    assert est.coef_.shape == (1, 10)
+    est.partial_fit(X[60:], y[60:])
+    assert est.coef_.shape == (1, 30) and est.n_features_in_ == 30
+    ref = PGSClassifier(random_state=0)
+    ref.partial_fit(sp.hstack([X[:60, :10], sp.csr_matrix((60, 20))]).tocsr(), y[:60], classes=[0, 1])
+    ref.partial_fit(X[60:], y[60:])
+    # the periodic exact recomputation of ||lambda||_q depends on the dimension: equal
+    # up to rounding, not bit for bit
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-12)
+    # fewer columns at predict time: the missing ones are zero
+    np.testing.assert_allclose(est.decision_function(X[:, :5]),
+                               est.decision_function(sp.hstack([X[:, :5], sp.csr_matrix((120, 25))])))
+
+
+def test_dense_chunk_with_other_width_is_rejected():
+    X, y = data()
+    est = PGSClassifier().partial_fit(X.toarray(), y, classes=[0, 1])
+    with pytest.raises(ValueError, match="X has 5 features, but PGSClassifier is expecting 20"):
+        est.partial_fit(X.toarray()[:, :5], y)
+
+
+@pytest.mark.parametrize("make_bad, match", [
+    (lambda X, y: (X.toarray() * np.nan, y), "NaN"),
+    (lambda X, y: (np.where(X.toarray() > 0.5, np.inf, X.toarray()), y), "infinity"),
+    (lambda X, y: (X, y[:-1]), "rows but y has"),
+    (lambda X, y: (X, np.where(y == 1, 7, y)), r"label 7 \(row \d+\) is not one of the classes"),
+])
+def test_bad_input_leaves_model_unchanged(make_bad, match):
+    X, y = data()
+    est = PGSClassifier(random_state=0).partial_fit(X[:60], y[:60], classes=[0, 1])
+    before = snapshot(est)
+    Xb, yb = make_bad(X[60:], y[60:])
+    with pytest.raises(ValueError, match=match):
+        est.partial_fit(Xb, yb)
+    assert snapshot(est) == before
+    if "label" not in match:  # for fit, a new label is simply a new class
+        with pytest.raises(ValueError, match=match):
+            est.fit(Xb, yb)
+        assert snapshot(est) == before
+
+
+@pytest.mark.parametrize("params, match", [
+    (dict(p=1.0), "'p' parameter"), (dict(p=2.5), "'p' parameter"),
+    (dict(sigma=0.0), "'sigma' parameter"), (dict(sigma=-1.0), "'sigma' parameter"),
+    (dict(sigma=np.inf), "'sigma' parameter"), (dict(radius=-1.0), "'radius'"),
+    (dict(batch_size=0), "'batch_size'"), (dict(iterate="median"), "'iterate'"),
+    (dict(loss="squared"), "'loss'"),
+])
+def test_bad_parameters_are_named(params, match):
+    X, y = data()
+    with pytest.raises(ValueError, match=match):
+        PGSClassifier(**params).fit(X, y)
+
+
+def test_nan_target_and_bad_weights_for_regressor():
+    X, _ = data()
+    y = np.asarray(X.sum(axis=1)).ravel()
+    reg = PGSRegressor().partial_fit(X, y)
+    before = snapshot(reg)
+    with pytest.raises(ValueError, match=r"y contains NaN or infinity \(row 3"):
+        reg.partial_fit(X[:5], np.array([0, 1, 2, np.nan, 4.0]))
+    with pytest.raises(ValueError, match="sample_weight must be finite and >= 0; row 1"):
+        reg.partial_fit(X[:3], y[:3], sample_weight=[1.0, -2.0, 1.0])
+    assert snapshot(reg) == before
+
+
+def test_changing_state_parameters_mid_stream_is_refused():
+    X, y = data()
+    est = PGSClassifier().partial_fit(X, y, classes=[0, 1])
+    est.set_params(p=1.5)
+    with pytest.raises(ValueError, match=r"parameter\(s\) \['p'\] changed"):
+        est.partial_fit(X, y)
+    est.fit(X, y)  # fit starts over and may
+    assert est._state.p == 1.5
+
+
+def test_partial_fit_needs_classes_first():
+    X, y = data()
+    with pytest.raises(ValueError, match="classes must be passed on the first call"):
+        PGSClassifier().partial_fit(X, y)
+
+
+def test_online_statistics_equal_numpy_recomputation():
+    """Replay the stream row by row, reading w_{t-1} before each update."""
+    X, labels = data(m=80)
+    y = np.where(labels == 1, 1.0, -1.0)
+    sw = np.random.RandomState(2).uniform(0.2, 3.0, 80)
+    est = PGSClassifier(loss="logistic", p=1.7, sigma=1e-2, iterate="last")
+    losses, mistakes, g_norms = [], 0, []
+    q = 1.7 / 0.7
+    for i in range(80):
+        if i == 0:
+            w, b = np.zeros(20), 0.0
+        else:
+            w, b = est.coef_.ravel(), est.intercept_[0]
+        z = X[i] @ w + b
+        losses.append(loss_value("logistic", z, y[i])[0])
+        mistakes += int((z[0] > 0) != (y[i] > 0))
+        g = -y[i] / (1 + np.exp(y[i] * z[0])) * sw[i]
+        g_norms.append(np.sum(np.abs(g * np.append(X[i].toarray().ravel(), 1.0)) ** q) ** (2 / q))
+        est.partial_fit(X[i], labels[i:i + 1], classes=[0, 1], sample_weight=sw[i:i + 1])
+    stats = est.online_stats_
+    assert stats["n_examples"] == stats["n_steps"] == 80
+    assert stats["progressive_loss"] == pytest.approx(np.dot(sw, losses) / sw.sum(), rel=1e-10)
+    assert stats["progressive_mistakes"] == mistakes
+    assert stats["progressive_error_rate"] == pytest.approx(mistakes / 80)
+    regret = 0.5 * sum(gn / (t * 1e-2) for t, gn in enumerate(g_norms, 1))
+    assert stats["regret_bound"] == pytest.approx(regret, rel=1e-10)
+    assert stats["optimization_error_bound"] == pytest.approx(regret / 80, rel=1e-10)
+
+
+@pytest.mark.parametrize("sigma", [1e-12, 1e-6, 1.0, 1e3])
+@pytest.mark.parametrize("p", [2.0, 1.5, 1.01])
+@pytest.mark.parametrize("scale, loss", [
+    (s, loss) for s in (1.0, 1e150, 1e-150) for loss in ("logistic", "hinge", "squared_hinge")
+    # the squared hinge's gradient grows like |x|^2: at |x| ~ 1e150 it is itself beyond
+    # the double range, so no solver can take that step
+    if not (loss == "squared_hinge" and s == 1e150)])
+def test_extreme_inputs_give_finite_models(sigma, p, scale, loss):
+    X, y = data(m=60)
+    est = PGSClassifier(loss=loss, p=p, sigma=sigma, max_epochs=2, random_state=0)
+    est.fit(X * scale, y)
+    assert np.all(np.isfinite(est.coef_)) and np.all(np.isfinite(est.intercept_))
+    assert np.all(np.isfinite(est.decision_function(X * scale)))
+    # the bound itself may exceed the double range (1e150^2 / 1e-12): inf, never NaN
+    assert not np.isnan(est.online_stats_["regret_bound"])
+
+
+@pytest.mark.parametrize("p", [2.0, 1.5, 1.01])
+@pytest.mark.parametrize("radius", [1e-10, 1e-3, "auto"])
+@pytest.mark.parametrize("loss", ["squared", "huber", "absolute", "epsilon_insensitive"])
+def test_extreme_regression_and_tiny_radius(p, radius, loss):
+    X, _ = data(m=60)
+    y = np.asarray(X.sum(axis=1)).ravel() * 1e3
+    reg = PGSRegressor(loss=loss, p=p, sigma=1e-9, radius=radius, max_epochs=2, random_state=0)
+    reg.fit(X, y)
+    coef = np.append(reg.coef_, reg.intercept_)
+    assert np.all(np.isfinite(coef))
+    if radius != "auto":
+        assert np.sum(np.abs(coef) ** p) ** (1 / p) <= radius * (1 + 1e-9)
+
+
+def test_divergence_is_reported_not_silent():
+    X, _ = data()
+    y = np.asarray(X.sum(axis=1)).ravel() * 1e3
+    reg = PGSRegressor(loss="squared", sigma=1e-12, radius=None, random_state=0)
+    with pytest.raises(PGSDivergedError, match="radius='auto'"):
+        reg.fit(X, y)
+    assert not hasattr(reg, "coef_") or not hasattr(reg, "_state")
+    reg.partial_fit(X[:1], y[:1])
+    with pytest.raises(PGSDivergedError, match="diverged at row"):
+        reg.partial_fit(X, y)
+    # the estimator holds the solver's state before the failing step, consistently
+    assert reg.t_ == reg.online_stats_["n_steps"] == reg.online_stats_["n_examples"] >= 1
+
+
+def test_predict_proba_and_pickle():
+    X, y = data(classes=3)
+    est = PGSClassifier(random_state=0).fit(X, y)
+    proba = est.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(np.argmax(proba, axis=1), np.argmax(est.decision_function(X), axis=1))
+    clone = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(clone.coef_, est.coef_)
+    clone.partial_fit(X, y)
+    est.partial_fit(X, y)
+    np.testing.assert_array_equal(clone.coef_, est.coef_)
+    assert not hasattr(PGSClassifier(loss="hinge"), "predict_proba")
+
+
+def test_binary_probabilities_are_the_logistic_model():
+    X, y = data()
+    est = PGSClassifier(random_state=0).fit(X, y)
+    z = est.decision_function(X)
+    np.testing.assert_allclose(est.predict_proba(X)[:, 1], 1 / (1 + np.exp(-z)))
+    assert set(est.predict(X)) <= {0, 1}
+
+
+def test_tol_stops_early():
+    X, y = data()
+    est = PGSClassifier(tol=10.0, n_iter_no_change=2, max_epochs=50, random_state=0).fit(X, y)
+    assert est.n_iter_ == 3  # epoch 1 sets the best; 2 and 3 do not improve it by 10
