@@ -162,6 +162,8 @@ def seconds_per_epoch(makers, X, y, repeats):
 def core_build():
     """Short sha256 and mtime of the compiled solver module that was imported."""
     path = Path(_pgs.__file__)
+    if not path.exists():
+        return f"{path.name} (no longer on disk)"
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
     mtime = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
     return f"{path.name} sha256:{digest} (modified {mtime:%Y-%m-%d %H:%M:%S} UTC)"
@@ -222,8 +224,9 @@ def run_core(args, out):
             "Train objective = sigma ||coef||_p^2 / (2(p-1)) + mean training logistic loss "
             "(p=2: sigma/2 ||coef||^2), intercept not penalised (the SGD / LogisticRegression "
             "convention; PGS itself also penalises its intercept); the gap is to the p=2 "
-            "optimum, so it is n/a for p=1.8, whose objective differs. Optimum: `LogisticRegression(C=1/(sigma*m), tol=1e-8, "
-            "max_iter=5000)`, whose intercept is unregularized.", ""]
+            "optimum, so it is n/a for p=1.8, whose objective differs. Optimum: "
+            "`LogisticRegression(C=1/(sigma*m), tol=1e-8, max_iter=5000)`, whose intercept is "
+            "unregularized.", ""]
     rows, goal_rows = [], []
     for sigma in SIGMAS:
         start = time.perf_counter()
