@@ -3,7 +3,8 @@ import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-compile_args = ["-O3", "-fno-math-errno"]
+compile_args = ["-O3", "-fno-math-errno", "--param=large-function-growth=2000",
+                "--param=max-inline-insns-single=2000", "--param=inline-unit-growth=2000"]
 extensions = [
     Extension(
         f"onlinepgs._core.{name}",

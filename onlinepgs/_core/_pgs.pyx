@@ -14,7 +14,7 @@ intercept's constant feature; feature j of the data is coordinate j + 1.
 cimport cython
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport pow, fabs, sqrt, log, exp, copysign, isfinite
+from libc.math cimport pow, fabs, sqrt, log, exp, exp2, log2, copysign, isfinite
 from libc.stdint cimport uint64_t, int64_t, int32_t
 
 from onlinepgs._core._losses cimport loss_value, loss_derivative
@@ -55,6 +55,75 @@ cdef inline double _uniform(uint64_t* s) noexcept nogil:
     return (_splitmix64(s) >> 11) * (1.0 / 9007199254740992.0)
 
 
+# Raw views of a state for the hot loop. Passed by value into inline functions so the
+# compiler keeps the pointers in registers: Python builds with -fno-strict-aliasing, so
+# pointers read through the state object would be reloaded after every store.
+cdef struct Core:
+    double* lam
+    double* phi
+    double* acc
+    double* mark
+    double* snap
+    int64_t* snapv
+    double* cum
+    double* norm_sum
+    double* inv_scale
+    double* rnd_s
+    int64_t* rnd_ver
+    double q
+    Py_ssize_t K
+    int iterate
+    bint p_is_two
+    bint need_norm
+
+
+cdef inline double _power(double x, double a) noexcept nogil:
+    """x^a for x > 0: exp2(a log2 x) costs ~60% of libm's pow, within a few ulps of it."""
+    return exp2(a * log2(x))
+
+
+cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
+                        int* need_rescale) noexcept nogil:
+    """lambda_j -= delta for problem c, keeping phi, N and the lazy iterates exact."""
+    cdef Py_ssize_t idx = j * core.K + c
+    cdef double lam_old = core.lam[idx], lam_new, phi_old = core.phi[idx]
+    cdef double inv_m, r_old, r_new, ph
+    if not core.p_is_two and (core.iterate == ITERATE_AVERAGE or
+                              core.iterate == ITERATE_WEIGHTED):
+        core.acc[idx] += phi_old * (core.cum[c] - core.mark[idx])
+        core.mark[idx] = core.cum[c]
+    elif core.iterate == ITERATE_RANDOM:
+        if core.snapv[idx] != core.rnd_ver[c]:
+            core.snap[idx] = core.rnd_s[c] * phi_old
+            core.snapv[idx] = core.rnd_ver[c]
+    lam_new = lam_old - delta
+    core.lam[idx] = lam_new
+    if core.p_is_two and (core.iterate == ITERATE_AVERAGE or core.iterate == ITERATE_WEIGHTED):
+        core.acc[idx] -= delta * core.cum[c]
+    if not core.need_norm:
+        return
+    inv_m = core.inv_scale[c]
+    r_new = fabs(lam_new) * inv_m
+    if core.p_is_two:
+        if r_new > 1e150:
+            need_rescale[0] = 1
+            return
+        r_old = lam_old * inv_m
+        core.norm_sum[c] += r_new * r_new - r_old * r_old
+        return
+    if r_new > 2.0:
+        # M no longer tracks max |lambda_j|: park phi at 0 (finite), rescale after the step
+        ph = 0.0
+        need_rescale[0] = 1
+    else:
+        ph = copysign(_power(r_new, core.q - 1.0), lam_new) if r_new > 0.0 else 0.0
+    core.phi[idx] = ph
+    if need_rescale[0]:
+        return
+    r_old = fabs(lam_old) * inv_m
+    core.norm_sum[c] += r_new * fabs(ph) - r_old * fabs(phi_old)
+
+
 @cython.final
 cdef class PGSState:
     """Everything PGS carries between steps, for K problems sharing one pass.
@@ -77,7 +146,7 @@ cdef class PGSState:
     cdef int64_t[:, ::1] snapv
     # (K,) per-problem scalars
     cdef public cnp.ndarray norm_a, scale_a, s_a, cum_a, rnd_s_a, regret_a, rnd_ver_a
-    cdef double[::1] norm_sum, mscale, s, cum, rnd_s, regret
+    cdef double[::1] norm_sum, mscale, inv_scale, s, cum, rnd_s, regret
     cdef int64_t[::1] rnd_ver
     # global counters
     cdef public int64_t t, n_examples, n_mistakes, rnd_t, touches_since_exact
@@ -177,6 +246,7 @@ cdef class PGSState:
         self.snapv = self.snapv_a
         self.norm_sum = self.norm_a
         self.mscale = self.scale_a
+        self.inv_scale = 1.0 / self.scale_a
         self.s = self.s_a
         self.cum = self.cum_a
         self.rnd_s = self.rnd_s_a
@@ -243,10 +313,31 @@ cdef class PGSState:
             setattr(self, name, float(d[name]))
         self.radius = float(d["radius_now"])
         self.rng = int(d["rng"])
+        self._bind()
         return self
 
     def __reduce__(self):
         return (_rebuild_state, (self.to_dict(),))
+
+    cdef Core _core(self) noexcept nogil:
+        cdef Core core
+        core.lam = &self.lam[0, 0]
+        core.phi = &self.phi[0, 0]
+        core.acc = &self.acc[0, 0]
+        core.mark = &self.mark[0, 0]
+        core.snap = &self.snap[0, 0]
+        core.snapv = &self.snapv[0, 0]
+        core.cum = &self.cum[0]
+        core.norm_sum = &self.norm_sum[0]
+        core.inv_scale = &self.inv_scale[0]
+        core.rnd_s = &self.rnd_s[0]
+        core.rnd_ver = &self.rnd_ver[0]
+        core.q = self.q
+        core.K = self.n_problems
+        core.iterate = self.iterate
+        core.p_is_two = self.p_is_two
+        core.need_norm = self.need_norm
+        return core
 
     # ---- scalars -------------------------------------------------------------------
     cdef inline double _scale_of(self, Py_ssize_t c, int64_t t) noexcept nogil:
@@ -297,53 +388,18 @@ cdef class PGSState:
                 if self.rnd_ver[c] > 0:
                     self.rnd_s[c] *= exp((self.q - 1.0) * log(m / old_m))
             self.mscale[c] = m
+            self.inv_scale[c] = 1.0 / m
         m = self.mscale[c]
         for j in range(self.dim):
             r = fabs(self.lam[j, c]) / m
             if self.p_is_two:
                 total += r * r
             else:
-                ph = pow(r, self.q - 1.0) if r > 0.0 else 0.0
+                ph = _power(r, self.q - 1.0) if r > 0.0 else 0.0
                 if rescale:
                     self.phi[j, c] = copysign(ph, self.lam[j, c])
                 total += r * ph
         self.norm_sum[c] = total
-
-    cdef inline void _touch(self, Py_ssize_t j, Py_ssize_t c, double delta,
-                            int* need_rescale) noexcept nogil:
-        """lambda_j -= delta for problem c, keeping phi, N and the lazy iterates exact."""
-        cdef double lam_old = self.lam[j, c], lam_new, phi_old = self.phi[j, c]
-        cdef double m, r_old, r_new, ph
-        cdef int it = self.iterate
-        if it == ITERATE_AVERAGE or it == ITERATE_WEIGHTED:
-            self.acc[j, c] += phi_old * (self.cum[c] - self.mark[j, c])
-            self.mark[j, c] = self.cum[c]
-        elif it == ITERATE_RANDOM:
-            if self.snapv[j, c] != self.rnd_ver[c]:
-                self.snap[j, c] = self.rnd_s[c] * phi_old
-                self.snapv[j, c] = self.rnd_ver[c]
-        lam_new = lam_old - delta
-        self.lam[j, c] = lam_new
-        if not self.need_norm:
-            return
-        m = self.mscale[c]
-        r_new = fabs(lam_new) / m
-        if self.p_is_two:
-            if r_new * r_new > 1e300:
-                need_rescale[0] = 1
-                return
-            r_old = lam_old / m
-            self.norm_sum[c] += r_new * r_new - r_old * r_old
-            return
-        if r_new > 2.0:
-            # M no longer tracks max |lambda_j|: park phi at 0 (finite), rescale after the step
-            self.phi[j, c] = 0.0
-            need_rescale[0] = 1
-            return
-        ph = pow(r_new, self.q - 1.0) if r_new > 0.0 else 0.0
-        self.phi[j, c] = copysign(ph, lam_new)
-        r_old = fabs(lam_old) / m
-        self.norm_sum[c] += r_new * ph - r_old * fabs(phi_old)
 
     cdef void _end_step(self, int* need_rescale, int* moved) noexcept nogil:
         """After a step's updates: t += 1, new scales, lazy sums, reservoir, N upkeep."""
@@ -388,7 +444,10 @@ cdef class PGSState:
         if it == ITERATE_LAST:
             return phi * s
         if it == ITERATE_AVERAGE or it == ITERATE_WEIGHTED:
-            total = self.acc_a + phi * (self.cum_a - self.mark_a)
+            if self.p_is_two:
+                total = phi * self.cum_a - self.acc_a
+            else:
+                total = self.acc_a + phi * (self.cum_a - self.mark_a)
             if it == ITERATE_AVERAGE:
                 return total / self.t
             return total / (0.5 * self.t * (self.t + 1.0))
@@ -446,26 +505,136 @@ cdef class PGSState:
 
 
 
+cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
+                             Py_ssize_t nnz, double cf, int* need_rescale) noexcept nogil:
+    """lambda -= cf * x for one sparse row of a single problem; returns sum_j |x_j|^q.
+
+    The fast path of `_touch` for K = 1, k = 1 and canonical rows (unique indices): one
+    tight loop per concern, so no loop carries a branch on the configuration.
+    """
+    cdef Py_ssize_t e, j
+    cdef double* lam = core.lam + 1  # data feature j is coordinate j + 1
+    cdef double* phi = core.phi + 1
+    cdef double* acc = core.acc + 1
+    cdef double* mark = core.mark + 1
+    cdef double* snap
+    cdef int64_t* snapv
+    cdef double cum, rs, inv_m, old, new, r_new, ph, d, dn = 0.0, xq = 0.0, q = core.q
+    cdef int64_t ver
+    cdef bint averaged = core.iterate == ITERATE_AVERAGE or core.iterate == ITERATE_WEIGHTED
+    cum = core.cum[0] if averaged else 0.0
+    if core.iterate == ITERATE_RANDOM:
+        snap = core.snap + 1
+        snapv = core.snapv + 1
+        ver = core.rnd_ver[0]
+        rs = core.rnd_s[0]
+        for e in range(nnz):
+            j = idx[e]
+            if snapv[j] != ver:
+                snap[j] = rs * phi[j]
+                snapv[j] = ver
+    if core.p_is_two:
+        for e in range(nnz):
+            xq += vals[e] * vals[e]
+        if not core.need_norm:
+            if averaged:
+                for e in range(nnz):
+                    d = cf * vals[e]
+                    lam[idx[e]] -= d
+                    acc[idx[e]] -= d * cum
+            else:
+                for e in range(nnz):
+                    lam[idx[e]] -= cf * vals[e]
+            return xq
+        inv_m = core.inv_scale[0]
+        for e in range(nnz):
+            j = idx[e]
+            d = cf * vals[e]
+            old = lam[j]
+            new = old - d
+            lam[j] = new
+            acc[j] -= d * cum  # cum is 0 unless averaged: a harmless no-op
+            r_new = new * inv_m
+            dn += r_new * r_new - (old * inv_m) * (old * inv_m)
+            if fabs(r_new) > 1e150:
+                need_rescale[0] = 1
+        core.norm_sum[0] += dn
+        return xq
+    if averaged:
+        for e in range(nnz):
+            j = idx[e]
+            acc[j] += phi[j] * (cum - mark[j])
+            mark[j] = cum
+    inv_m = core.inv_scale[0]
+    for e in range(nnz):
+        j = idx[e]
+        old = lam[j]
+        new = old - cf * vals[e]
+        lam[j] = new
+        r_new = fabs(new) * inv_m
+        if r_new > 2.0:
+            # M no longer tracks max |lambda_j|: park phi at 0 (finite), rescale after the step
+            ph = 0.0
+            need_rescale[0] = 1
+        else:
+            ph = _power(r_new, q - 1.0) if r_new > 0.0 else 0.0
+        dn += r_new * ph - fabs(old) * inv_m * fabs(phi[j])
+        phi[j] = copysign(ph, new)
+    core.norm_sum[0] += dn
+    for e in range(nnz):
+        xq += _power(fabs(vals[e]), q) if vals[e] != 0.0 else 0.0
+    return xq
+
+
+cdef inline double _margin(const double* phi, Py_ssize_t K, Py_ssize_t c, const double* vals,
+                           const index_t* idx, Py_ssize_t nnz, bint dense) noexcept nogil:
+    """<phi_c, x> over a row's entries, coordinates offset by one for the intercept."""
+    cdef double t0 = 0.0, t1 = 0.0
+    cdef Py_ssize_t e, half = nnz - (nnz & 1)
+    cdef const double* base = phi + K + c  # coordinate j + 1 of problem c
+    if dense:
+        for e in range(nnz):
+            t0 += base[e * K] * vals[e]
+        return t0
+    if K == 1:
+        # two independent sums: the loop is bound by add latency, not by loads
+        for e in range(0, half, 2):
+            t0 += base[idx[e]] * vals[e]
+            t1 += base[idx[e + 1]] * vals[e + 1]
+        if half < nnz:
+            t0 += base[idx[half]] * vals[half]
+        return t0 + t1
+    for e in range(nnz):
+        t0 += base[<Py_ssize_t>idx[e] * K] * vals[e]
+    return t0
+
+
 cdef void _run_pass(PGSState self, const double* data, const index_t* indices, int64_t* indptr,
-               Py_ssize_t n_cols, const double[::1] y, const double[::1] sw,
-               const int64_t[::1] order, bint classifier,
-               bint dense) noexcept nogil:
+                    Py_ssize_t n_cols, const double[::1] y, const double[::1] sw,
+                    const int64_t[::1] order, bint classifier, bint dense) noexcept nogil:
+    cdef Core core = self._core()
     cdef Py_ssize_t n_rows = order.shape[0], K = self.n_problems
-    cdef Py_ssize_t k = self.batch_size, pos = 0, b, bsize, i, e, c, j, nnz, start, label
+    cdef Py_ssize_t k = self.batch_size, pos = 0, b, bsize, e, c, j, nnz, start, label
     cdef Py_ssize_t n_touched, ti
     cdef int64_t row
-    cdef double xv, z, yc, dl, w_i, inv_k, icpt = self.intercept_scaling, ex_loss
+    cdef double xv, z, yc, dl, w_i, inv_k, icpt = self.intercept_scaling, ex_loss, cf
     cdef double xq, g, gq, best, l0, lv, b_weight, b_loss, b_wloss, b_loss0
     cdef int64_t b_mistakes
-    cdef double q = self.q
-    cdef bint fit_icpt = self.fit_intercept, p2 = self.p_is_two
-    cdef double* acc_m = &self.margins_buf[0]
+    cdef double q = self.q, sigma = self.sigma, epsilon = self.epsilon
+    cdef int loss_code = self.loss_code
+    cdef bint fit_icpt = self.fit_intercept, p2 = self.p_is_two, multiclass = self.multiclass
+    cdef bint radius_auto = self.radius_auto
+    cdef double* margins = &self.margins_buf[0]
     cdef double* coefs = &self.coefs[0]
-    cdef double* phi
     cdef double* G = &self.grad_acc[0]
+    cdef double* s = &self.s[0]
     cdef int* resc = &self.flag_rescale[0]
     cdef int* mov = &self.flag_moved[0]
     cdef double* gqs = &self.step_gq[0]
+    cdef unsigned char* is_touched = &self.is_touched[0]
+    cdef int64_t* touched = &self.touched[0]
+    cdef const double* vals
+    cdef const index_t* idx
     cdef int best_c
     while pos < n_rows:
         bsize = k if n_rows - pos >= k else n_rows - pos
@@ -474,7 +643,6 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
             resc[c] = 0
             mov[c] = 0
             gqs[c] = 0.0
-        phi = &self.phi[0, 0]
         b_mistakes = 0
         b_weight = b_loss = b_wloss = 0.0
         b_loss0 = self.loss0_max
@@ -487,45 +655,44 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
             else:
                 start = indptr[row]
                 nnz = indptr[row + 1] - start
-            for c in range(K):
-                acc_m[c] = phi[c] * icpt if fit_icpt else 0.0
-            for e in range(nnz):
-                xv = data[start + e]
-                j = (e if dense else <Py_ssize_t>indices[start + e]) + 1
-                for c in range(K):
-                    acc_m[c] += phi[j * K + c] * xv
+            vals = data + start
+            idx = NULL if dense else indices + start
             w_i = sw[row]
             ex_loss = 0.0
-            label = <Py_ssize_t>y[row] if (classifier and self.multiclass) else 0
+            label = <Py_ssize_t>y[row] if (classifier and multiclass) else 0
             best = 0.0
             best_c = 0
             for c in range(K):
-                z = self.s[c] * acc_m[c]
-                if classifier and self.multiclass:
+                z = _margin(core.phi, K, c, vals, idx, nnz, dense)
+                if fit_icpt:
+                    z += core.phi[c] * icpt
+                z *= s[c]
+                margins[c] = z
+                if classifier and multiclass:
                     yc = 1.0 if c == label else -1.0
                     if c == 0 or z > best:
                         best = z
                         best_c = <int>c
                 else:
                     yc = y[row]
-                lv = loss_value(self.loss_code, z, yc, self.epsilon)
+                lv = loss_value(loss_code, z, yc, epsilon)
                 ex_loss += lv
-                dl = loss_derivative(self.loss_code, z, yc, self.epsilon)
+                dl = loss_derivative(loss_code, z, yc, epsilon)
                 if not isfinite(dl):
                     # a run diverging on R^n (unbounded gradient): stop before this step
                     self.diverged = True
                     self.diverged_row = row
                     return
                 coefs[b * K + c] = dl * w_i * inv_k
-                if self.radius_auto:
-                    l0 = w_i * loss_value(self.loss_code, 0.0, yc, self.epsilon)
+                if radius_auto:
+                    l0 = w_i * loss_value(loss_code, 0.0, yc, epsilon)
                     if l0 > b_loss0:
                         b_loss0 = l0
             if classifier:
-                if self.multiclass:
+                if multiclass:
                     if best_c != label:
                         b_mistakes += 1
-                elif (self.s[0] * acc_m[0] > 0.0) != (y[row] > 0.0):
+                elif (margins[0] > 0.0) != (y[row] > 0.0):
                     b_mistakes += 1
             b_weight += w_i
             b_loss += ex_loss
@@ -538,35 +705,36 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
         self.sum_weighted_loss += b_wloss
         if b_loss0 > self.loss0_max:
             self.loss0_max = b_loss0
-            self.radius = sqrt(2.0 * (self.p - 1.0) * b_loss0 / self.sigma)
+            self.radius = sqrt(2.0 * (self.p - 1.0) * b_loss0 / sigma)
         # phase 2: lambda <- lambda - g_t, touching only the step's coordinates
         if bsize == 1:
-            row = order[pos]
-            if dense:
-                start = row * n_cols
-                nnz = n_cols
-            else:
-                start = indptr[row]
-                nnz = indptr[row + 1] - start
+            # vals, idx, nnz still describe the step's single row
             xq = 0.0
-            for e in range(nnz):
-                xv = data[start + e]
-                if xv == 0.0:
-                    continue
-                j = (e if dense else <Py_ssize_t>indices[start + e]) + 1
-                xq += xv * xv if p2 else pow(fabs(xv), q)
-                for c in range(K):
-                    if coefs[c] != 0.0:
-                        self._touch(j, c, coefs[c] * xv, &resc[c])
-                        mov[c] = 1
+            if K == 1 and not dense:
+                cf = coefs[0]
+                if cf != 0.0:
+                    xq = _apply_row(core, vals, idx, nnz, cf, resc)
+                    mov[0] = 1
+            else:
+                for e in range(nnz):
+                    xv = vals[e]
+                    if xv == 0.0:
+                        continue
+                    j = (e if dense else <Py_ssize_t>idx[e]) + 1
+                    xq += xv * xv if p2 else _power(fabs(xv), q)
+                    for c in range(K):
+                        if coefs[c] != 0.0:
+                            _touch(core, j, c, coefs[c] * xv, &resc[c])
+                            mov[c] = 1
             if fit_icpt:
                 xq += icpt * icpt if p2 else pow(fabs(icpt), q)
                 for c in range(K):
                     if coefs[c] != 0.0:
-                        self._touch(0, c, coefs[c] * icpt, &resc[c])
+                        _touch(core, 0, c, coefs[c] * icpt, &resc[c])
                         mov[c] = 1
             for c in range(K):
-                gqs[c] = (coefs[c] * coefs[c] if p2 else pow(fabs(coefs[c]), q)) * xq
+                if coefs[c] != 0.0:
+                    gqs[c] = (coefs[c] * coefs[c] if p2 else pow(fabs(coefs[c]), q)) * xq
             self.touches_since_exact += nnz + 1
         else:
             n_touched = 0
@@ -587,27 +755,27 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                         if xv == 0.0:
                             continue
                         j = (e if dense else <Py_ssize_t>indices[start + e]) + 1
-                    if not self.is_touched[j]:
-                        self.is_touched[j] = 1
-                        self.touched[n_touched] = j
+                    if not is_touched[j]:
+                        is_touched[j] = 1
+                        touched[n_touched] = j
                         n_touched += 1
                     for c in range(K):
                         G[j * K + c] += coefs[b * K + c] * xv
             for ti in range(n_touched):
-                j = self.touched[ti]
-                self.is_touched[j] = 0
+                j = touched[ti]
+                is_touched[j] = 0
                 for c in range(K):
                     g = G[j * K + c]
                     if g != 0.0:
                         G[j * K + c] = 0.0
                         gqs[c] += g * g if p2 else pow(fabs(g), q)
-                        self._touch(j, c, g, &resc[c])
+                        _touch(core, j, c, g, &resc[c])
                         mov[c] = 1
             self.touches_since_exact += n_touched
         self._end_step(resc, mov)
         for c in range(K):
             gq = gqs[c] if p2 else (pow(gqs[c], 2.0 / q) if gqs[c] > 0.0 else 0.0)
-            self.regret[c] += 0.5 * gq / (self.t * self.sigma)
+            self.regret[c] += 0.5 * gq / (self.t * sigma)
         pos += bsize
 
 
