@@ -218,11 +218,31 @@ class _BasePGS(BaseEstimator):
                 "start over with new values")
 
     # ---- training ---------------------------------------------------------------------
-    def _run(self, state, X, y, sw, order, classifier):
+    def _row_power_sums(self, X):
+        """sum_j |x_ij|^q per row for the regret statistic when p < 2 and k = 1.
+
+        NumPy's SIMD power is ~3x faster than the scalar one in the loop, and `fit`
+        reuses the sums for every epoch. None where the core's own loop is cheaper.
+        """
+        if self.p == 2 or self.batch_size != 1:
+            return None
+        q = self.p / (self.p - 1.0)
+        if not sp.issparse(X):
+            return np.ascontiguousarray((np.abs(X) ** q).sum(axis=1))
+        sums = np.zeros(X.shape[0])
+        if X.nnz:
+            powers = np.abs(X.data) ** q
+            filled = np.diff(X.indptr) > 0
+            sums[filled] = np.add.reduceat(powers, X.indptr[:-1][filled])
+        return sums
+
+    def _run(self, state, X, y, sw, order, classifier, row_power_sums=None):
         if sp.issparse(X):
-            state.run(X.data, X.indices, X.indptr, X.shape[1], y, sw, order, classifier)
+            state.run(X.data, X.indices, X.indptr, X.shape[1], y, sw, order, classifier,
+                      row_power_sums)
         else:
-            state.run(X.ravel(), None, None, X.shape[1], y, sw, order, classifier)
+            state.run(X.ravel(), None, None, X.shape[1], y, sw, order, classifier,
+                      row_power_sums)
         if state.diverged:
             row = int(state.diverged_row)
             state.diverged = False
@@ -250,11 +270,12 @@ class _BasePGS(BaseEstimator):
         seed = int(rng.randint(0, 2**31 - 1)) * 2**32 + int(rng.randint(0, 2**31 - 1))
         state = self._new_state(X.shape[1], n_problems, multiclass, seed)
         n = X.shape[0]
+        power_sums = self._row_power_sums(X)
         best, stall, epochs = np.inf, 0, 0
         for _ in range(self.max_epochs):
             order = rng.permutation(n).astype(np.int64) if self.shuffle else np.arange(n, dtype=np.int64)
             before = (state.sum_weighted_loss, state.sum_weight)
-            self._run(state, X, y_core, sw, order, self._classifier)
+            self._run(state, X, y_core, sw, order, self._classifier, power_sums)
             epochs += 1
             if self.tol is not None:
                 w = state.sum_weight - before[1]
@@ -301,7 +322,7 @@ class _BasePGS(BaseEstimator):
                 self.n_features_in_ = X.shape[1]
         order = np.arange(X.shape[0], dtype=np.int64)
         try:
-            self._run(state, X, y_core, sw, order, self._classifier)
+            self._run(state, X, y_core, sw, order, self._classifier, self._row_power_sums(X))
         finally:
             self._install(state, getattr(self, "n_iter_", 0) + 1 if not first else 1)
         return self

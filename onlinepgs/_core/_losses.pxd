@@ -90,3 +90,20 @@ cdef inline double loss_derivative(int code, double z, double y, double epsilon)
         if r < -epsilon:
             return -1.0
         return 0.0
+
+
+cdef inline double loss_and_derivative(int code, double z, double y, double epsilon,
+                                       double* derivative) noexcept nogil:
+    """Value and derivative together: the logistic loss shares one exp between them."""
+    cdef double yz, e
+    if code == LOGISTIC:
+        yz = y * z
+        if yz > 0.0:
+            e = exp(-yz)
+            derivative[0] = -y * e / (1.0 + e)
+            return log1p(e)
+        e = exp(yz)
+        derivative[0] = -y / (1.0 + e)
+        return -yz + log1p(e)
+    derivative[0] = loss_derivative(code, z, y, epsilon)
+    return loss_value(code, z, y, epsilon)

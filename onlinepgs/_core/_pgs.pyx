@@ -17,7 +17,7 @@ cimport numpy as cnp
 from libc.math cimport pow, fabs, sqrt, log, exp, exp2, log2, copysign, isfinite
 from libc.stdint cimport uint64_t, int64_t, int32_t
 
-from onlinepgs._core._losses cimport loss_value, loss_derivative
+from onlinepgs._core._losses cimport loss_value, loss_derivative, loss_and_derivative
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
 
 cnp.import_array()
@@ -413,7 +413,8 @@ cdef class PGSState:
                     self._exact_norm(c, True)
                 elif self.norm_sum[c] < 0.0:
                     self.norm_sum[c] = 0.0
-            if self.touches_since_exact > self.dim:
+            # exact N every 8 * dim coordinate updates: amortized O(1), and drift-free
+            if self.touches_since_exact > 8 * self.dim:
                 self.touches_since_exact = 0
                 for c in range(K):
                     self._exact_norm(c, False)
@@ -471,12 +472,22 @@ cdef class PGSState:
 
     # ---- the pass -------------------------------------------------------------------------
     def run(self, data, indices, indptr, Py_ssize_t n_cols, const double[::1] y,
-            const double[::1] sample_weight, const int64_t[::1] order, bint classifier):
+            const double[::1] sample_weight, const int64_t[::1] order, bint classifier,
+            row_power_sums=None):
         """One pass of Figure 1 over the rows in `order` (k rows a step, a last short step).
 
         CSR input: data/indices/indptr; dense C-contiguous input: indices is None.
         y holds +-1 (binary), the class index (multiclass) or the target (regression).
+        row_power_sums, optional: sum_j |x_ij|^q for every row (see `row_power_sums`),
+        so the regret statistic's powers need not be taken again in the loop.
         """
+        cdef const double[::1] rps
+        cdef const double* rps_ptr = NULL
+        if row_power_sums is not None:
+            rps = row_power_sums
+            if rps.shape[0] != y.shape[0]:
+                raise ValueError("row_power_sums must have one entry per row")
+            rps_ptr = &rps[0] if rps.shape[0] else NULL
         cdef const double[::1] d = data
         cdef const int32_t[::1] ind32
         cdef const int64_t[::1] ind64
@@ -486,7 +497,7 @@ cdef class PGSState:
         if indices is None:
             with nogil:
                 _run_pass(self, &d[0] if d.shape[0] else NULL, <const int32_t*>NULL, <int64_t*>NULL,
-                          n_cols, y, sample_weight, order, classifier, True)
+                          n_cols, y, sample_weight, order, classifier, True, rps_ptr)
             return
         ptr64 = np.array(indptr, dtype=np.int64)  # writable copy of n_rows + 1 offsets
         if indices.dtype == np.int32:
@@ -494,20 +505,22 @@ cdef class PGSState:
             with nogil:
                 _run_pass(self, &d[0] if d.shape[0] else NULL,
                           &ind32[0] if ind32.shape[0] else NULL, &ptr64[0], 0,
-                          y, sample_weight, order, classifier, False)
+                          y, sample_weight, order, classifier, False, rps_ptr)
         else:
             ind64 = indices
             with nogil:
                 _run_pass(self, &d[0] if d.shape[0] else NULL,
                           &ind64[0] if ind64.shape[0] else NULL, &ptr64[0], 0,
-                          y, sample_weight, order, classifier, False)
+                          y, sample_weight, order, classifier, False, rps_ptr)
 
 
 
 
 cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
-                             Py_ssize_t nnz, double cf, int* need_rescale) noexcept nogil:
-    """lambda -= cf * x for one sparse row of a single problem; returns sum_j |x_j|^q.
+                             Py_ssize_t nnz, double cf, int* need_rescale,
+                             bint want_xq) noexcept nogil:
+    """lambda -= cf * x for one sparse row of a single problem; returns sum_j |x_j|^q
+    (for p < 2 only when want_xq: the caller may have it precomputed).
 
     The fast path of `_touch` for K = 1, k = 1 and canonical rows (unique indices): one
     tight loop per concern, so no loop carries a branch on the configuration.
@@ -547,18 +560,26 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
                     lam[idx[e]] -= cf * vals[e]
             return xq
         inv_m = core.inv_scale[0]
-        for e in range(nnz):
-            j = idx[e]
-            d = cf * vals[e]
-            old = lam[j]
-            new = old - d
-            lam[j] = new
-            acc[j] -= d * cum  # cum is 0 unless averaged: a harmless no-op
-            r_new = new * inv_m
-            dn += r_new * r_new - (old * inv_m) * (old * inv_m)
-            if fabs(r_new) > 1e150:
-                need_rescale[0] = 1
+        if averaged:
+            for e in range(nnz):
+                j = idx[e]
+                d = cf * vals[e]
+                acc[j] -= d * cum
+                old = lam[j] * inv_m
+                new = old - d * inv_m
+                lam[j] -= d
+                dn += new * new - old * old
+        else:
+            for e in range(nnz):
+                j = idx[e]
+                d = cf * vals[e]
+                old = lam[j] * inv_m
+                new = old - d * inv_m
+                lam[j] -= d
+                dn += new * new - old * old
         core.norm_sum[0] += dn
+        if not (core.norm_sum[0] < 1e300):  # some |lambda_j| / M passed 1e150 (or overflowed)
+            need_rescale[0] = 1
         return xq
     if averaged:
         for e in range(nnz):
@@ -581,8 +602,9 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
         dn += r_new * ph - fabs(old) * inv_m * fabs(phi[j])
         phi[j] = copysign(ph, new)
     core.norm_sum[0] += dn
-    for e in range(nnz):
-        xq += _power(fabs(vals[e]), q) if vals[e] != 0.0 else 0.0
+    if want_xq:
+        for e in range(nnz):
+            xq += _power(fabs(vals[e]), q) if vals[e] != 0.0 else 0.0
     return xq
 
 
@@ -611,7 +633,8 @@ cdef inline double _margin(const double* phi, Py_ssize_t K, Py_ssize_t c, const 
 
 cdef void _run_pass(PGSState self, const double* data, const index_t* indices, int64_t* indptr,
                     Py_ssize_t n_cols, const double[::1] y, const double[::1] sw,
-                    const int64_t[::1] order, bint classifier, bint dense) noexcept nogil:
+                    const int64_t[::1] order, bint classifier, bint dense,
+                    const double* row_xq) noexcept nogil:
     cdef Core core = self._core()
     cdef Py_ssize_t n_rows = order.shape[0], K = self.n_problems
     cdef Py_ssize_t k = self.batch_size, pos = 0, b, bsize, e, c, j, nnz, start, label
@@ -624,6 +647,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     cdef int loss_code = self.loss_code
     cdef bint fit_icpt = self.fit_intercept, p2 = self.p_is_two, multiclass = self.multiclass
     cdef bint radius_auto = self.radius_auto
+    cdef double loss0_unit = loss_value(loss_code, 0.0, 1.0, epsilon)
     cdef double* margins = &self.margins_buf[0]
     cdef double* coefs = &self.coefs[0]
     cdef double* G = &self.grad_acc[0]
@@ -675,9 +699,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                         best_c = <int>c
                 else:
                     yc = y[row]
-                lv = loss_value(loss_code, z, yc, epsilon)
+                lv = loss_and_derivative(loss_code, z, yc, epsilon, &dl)
                 ex_loss += lv
-                dl = loss_derivative(loss_code, z, yc, epsilon)
                 if not isfinite(dl):
                     # a run diverging on R^n (unbounded gradient): stop before this step
                     self.diverged = True
@@ -685,7 +708,9 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                     return
                 coefs[b * K + c] = dl * w_i * inv_k
                 if radius_auto:
-                    l0 = w_i * loss_value(loss_code, 0.0, yc, epsilon)
+                    # l(0; +-1) is one constant for the classification losses
+                    l0 = w_i * (loss0_unit if classifier else
+                                loss_value(loss_code, 0.0, yc, epsilon))
                     if l0 > b_loss0:
                         b_loss0 = l0
             if classifier:
@@ -713,7 +738,9 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
             if K == 1 and not dense:
                 cf = coefs[0]
                 if cf != 0.0:
-                    xq = _apply_row(core, vals, idx, nnz, cf, resc)
+                    xq = _apply_row(core, vals, idx, nnz, cf, resc, row_xq == NULL)
+                    if row_xq != NULL:
+                        xq = row_xq[row]
                     mov[0] = 1
             else:
                 for e in range(nnz):
@@ -721,11 +748,14 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                     if xv == 0.0:
                         continue
                     j = (e if dense else <Py_ssize_t>idx[e]) + 1
-                    xq += xv * xv if p2 else _power(fabs(xv), q)
+                    if row_xq == NULL:
+                        xq += xv * xv if p2 else _power(fabs(xv), q)
                     for c in range(K):
                         if coefs[c] != 0.0:
                             _touch(core, j, c, coefs[c] * xv, &resc[c])
                             mov[c] = 1
+            if row_xq != NULL and not (K == 1 and not dense):
+                xq = row_xq[row]
             if fit_icpt:
                 xq += icpt * icpt if p2 else pow(fabs(icpt), q)
                 for c in range(K):
