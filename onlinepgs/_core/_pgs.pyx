@@ -152,6 +152,8 @@ cdef class PGSState:
     cdef public int64_t t, n_examples, n_mistakes, rnd_t, touches_since_exact
     # set when a step's loss derivative is not finite; that step is not applied
     cdef public bint diverged
+    # how often the scale M was refreshed (O(dim) each; a diagnostic)
+    cdef public int64_t n_rescales
     cdef public int64_t diverged_row
     cdef public double sum_weight, sum_loss, sum_weighted_loss, loss0_max
     cdef public uint64_t rng
@@ -377,6 +379,7 @@ cdef class PGSState:
         cdef Py_ssize_t j
         cdef double m = 0.0, r, total = 0.0, old_m = self.mscale[c], ph
         if rescale:
+            self.n_rescales += 1
             for j in range(self.dim):
                 if fabs(self.lam[j, c]) > m:
                     m = fabs(self.lam[j, c])
