@@ -39,7 +39,7 @@ ITERATES = {"last": ITERATE_LAST, "average": ITERATE_AVERAGE,
 # coordinate passes 2M, or when N < 2^-q, i.e. all fall below M/2): the powers stay in
 # range and s_t keeps one magnitude, which the lazy averages' running sums need for
 # precision. The refresh is O(dim) and happens O(log t) times.
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 cdef inline uint64_t _splitmix64(uint64_t* s) noexcept nogil:
@@ -72,6 +72,7 @@ cdef struct Core:
     int64_t* rnd_ver
     double q
     Py_ssize_t K
+    Py_ssize_t S  # doubles per (coordinate, problem) in the block
     int iterate
     bint p_is_two
     bint need_norm
@@ -85,21 +86,21 @@ cdef inline double _power(double x, double a) noexcept nogil:
 cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
                         int* need_rescale) noexcept nogil:
     """lambda_j -= delta for problem c, keeping phi, N and the lazy iterates exact."""
-    cdef Py_ssize_t idx = j * core.K + c
-    cdef double lam_old = core.lam[idx], lam_new, phi_old = core.phi[idx]
+    cdef Py_ssize_t idx = j * core.K + c, at = idx * core.S
+    cdef double lam_old = core.lam[at], lam_new, phi_old = core.phi[at]
     cdef double inv_m, r_old, r_new, ph
     if not core.p_is_two and (core.iterate == ITERATE_AVERAGE or
                               core.iterate == ITERATE_WEIGHTED):
-        core.acc[idx] += phi_old * (core.cum[c] - core.mark[idx])
-        core.mark[idx] = core.cum[c]
+        core.acc[at] += phi_old * (core.cum[c] - core.mark[at])
+        core.mark[at] = core.cum[c]
     elif core.iterate == ITERATE_RANDOM:
         if core.snapv[idx] != core.rnd_ver[c]:
             core.snap[idx] = core.rnd_s[c] * phi_old
             core.snapv[idx] = core.rnd_ver[c]
     lam_new = lam_old - delta
-    core.lam[idx] = lam_new
+    core.lam[at] = lam_new
     if core.p_is_two and (core.iterate == ITERATE_AVERAGE or core.iterate == ITERATE_WEIGHTED):
-        core.acc[idx] -= delta * core.cum[c]
+        core.acc[at] -= delta * core.cum[c]
     if not core.need_norm:
         return
     inv_m = core.inv_scale[c]
@@ -117,7 +118,7 @@ cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
         need_rescale[0] = 1
     else:
         ph = copysign(_power(r_new, core.q - 1.0), lam_new) if r_new > 0.0 else 0.0
-    core.phi[idx] = ph
+    core.phi[at] = ph
     if need_rescale[0]:
         return
     r_old = fabs(lam_old) * inv_m
@@ -140,9 +141,17 @@ cdef class PGSState:
     cdef readonly str loss
     # coordinates (rows of the arrays) = 1 + number of features
     cdef readonly Py_ssize_t dim
-    # (dim, K) arrays
-    cdef public cnp.ndarray lam_a, phi_a, acc_a, mark_a, snap_a, snapv_a
-    cdef double[:, ::1] lam, phi, acc, mark, snap
+    # Per (coordinate, problem), the fields this configuration needs sit side by side in
+    # block (dim, K, S): lambda; phi (p < 2; for p = 2 it is lambda); the lazy average's
+    # running sum (averaged iterates); its mark (p < 2 averaged). One coordinate's update
+    # then touches one cache line, not one per array. lam_a, phi_a, acc_a, mark_a are
+    # (dim, K) views into it (None where absent).
+    cdef public cnp.ndarray block_a, snap_a, snapv_a
+    cdef public object lam_a, phi_a, acc_a, mark_a
+    cdef readonly Py_ssize_t n_fields, off_phi, off_acc, off_mark
+    cdef double[:, :, ::1] block
+    cdef double[:, :] lam, phi, acc, mark
+    cdef double[:, ::1] snap
     cdef int64_t[:, ::1] snapv
     # (K,) per-problem scalars
     cdef public cnp.ndarray norm_a, scale_a, s_a, cum_a, rnd_s_a, regret_a, rnd_ver_a
@@ -209,6 +218,18 @@ cdef class PGSState:
         self.intercept_scaling = intercept_scaling
         self.rng = seed
         K = n_problems
+        averaged = self.iterate in (ITERATE_AVERAGE, ITERATE_WEIGHTED)
+        fields = ["lam"]
+        if not self.p_is_two:
+            fields.append("phi")
+        if averaged:
+            fields.append("acc")
+            if not self.p_is_two:
+                fields.append("mark")
+        self.n_fields = len(fields)
+        self.off_phi = fields.index("phi") if "phi" in fields else 0
+        self.off_acc = fields.index("acc") if "acc" in fields else -1
+        self.off_mark = fields.index("mark") if "mark" in fields else -1
         self.norm_a = np.zeros(K)
         self.scale_a = np.ones(K)
         self.s_a = np.zeros(K)
@@ -222,28 +243,41 @@ cdef class PGSState:
 
     # ---- storage ---------------------------------------------------------------
     def _allocate(self, Py_ssize_t new_dim):
-        """Grow the (dim, K) arrays to new_dim rows; new coordinates are zero."""
+        """Grow the state to new_dim coordinates; new coordinates are zero."""
         K = self.n_problems
-        names = ("lam_a", "phi_a", "acc_a", "mark_a", "snap_a")
-        for name in names + ("snapv_a",):
-            old = getattr(self, name) if self.dim else None
-            dtype = np.int64 if name == "snapv_a" else np.float64
-            new = np.zeros((new_dim, K), dtype=dtype)
-            if old is not None:
-                new[: old.shape[0]] = old
+        block = np.zeros((new_dim, K, self.n_fields))
+        if self.dim:
+            block[: self.dim] = self.block_a
+        self.block_a = block
+        random = self.iterate == ITERATE_RANDOM
+        for name, dtype in (("snap_a", np.float64), ("snapv_a", np.int64)):
+            # the random iterate's snapshots; a placeholder row otherwise
+            new = np.zeros((new_dim if random else 1, K), dtype=dtype)
+            if random and self.dim:
+                new[: self.dim] = getattr(self, name)
             setattr(self, name, new)
-        if self.p_is_two:
-            self.phi_a = self.lam_a  # phi is lambda itself
         self.dim = new_dim
-        self.grad_acc = np.zeros(new_dim * K)
-        self.is_touched = np.zeros(new_dim, dtype=np.uint8)
-        self.touched = np.zeros(new_dim, dtype=np.int64)
+        self._views()
+        scratch = new_dim if self.batch_size > 1 else 1  # mini-batch gradient accumulator
+        self.grad_acc = np.zeros(scratch * K)
+        self.is_touched = np.zeros(scratch, dtype=np.uint8)
+        self.touched = np.zeros(scratch, dtype=np.int64)
+
+    def _views(self):
+        block = self.block_a
+        self.lam_a = block[:, :, 0]
+        self.phi_a = block[:, :, self.off_phi]
+        self.acc_a = block[:, :, self.off_acc] if self.off_acc >= 0 else None
+        self.mark_a = block[:, :, self.off_mark] if self.off_mark >= 0 else None
 
     def _bind(self):
+        self.block = self.block_a
         self.lam = self.lam_a
         self.phi = self.phi_a
-        self.acc = self.acc_a
-        self.mark = self.mark_a
+        if self.acc_a is not None:
+            self.acc = self.acc_a
+        if self.mark_a is not None:
+            self.mark = self.mark_a
         self.snap = self.snap_a
         self.snapv = self.snapv_a
         self.norm_sum = self.norm_a
@@ -285,11 +319,9 @@ cdef class PGSState:
                  sum_weight=self.sum_weight, sum_loss=self.sum_loss,
                  sum_weighted_loss=self.sum_weighted_loss, loss0_max=self.loss0_max,
                  radius_now=self.radius, rng=int(self.rng))
-        for name in ("lam_a", "acc_a", "mark_a", "snap_a", "snapv_a", "norm_a", "scale_a",
+        for name in ("block_a", "snap_a", "snapv_a", "norm_a", "scale_a",
                      "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a"):
             d[name] = np.array(getattr(self, name), copy=True)
-        if not self.p_is_two:
-            d["phi_a"] = np.array(self.phi_a, copy=True)
         return d
 
     @classmethod
@@ -299,14 +331,13 @@ cdef class PGSState:
         cfg = d["config"]
         self = cls(**cfg, n_features=int(d["dim"]) - 1)
         K = self.n_problems
-        for name in ("lam_a", "acc_a", "mark_a", "snap_a", "snapv_a"):
+        for name in ("block_a", "snap_a", "snapv_a"):
             arr = np.ascontiguousarray(d[name])
-            if arr.shape != (self.dim, K):
+            expected = getattr(self, name).shape
+            if arr.shape != expected:
                 raise ValueError(f"solver state array {name} has shape {arr.shape}, "
-                                 f"expected {(self.dim, K)}")
+                                 f"expected {expected}")
             getattr(self, name)[...] = arr
-        if not self.p_is_two:
-            self.phi_a[...] = d["phi_a"]
         for name in ("norm_a", "scale_a", "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a"):
             getattr(self, name)[...] = d[name]
         for name in ("t", "n_examples", "n_mistakes", "rnd_t", "touches_since_exact"):
@@ -323,10 +354,13 @@ cdef class PGSState:
 
     cdef Core _core(self) noexcept nogil:
         cdef Core core
-        core.lam = &self.lam[0, 0]
-        core.phi = &self.phi[0, 0]
-        core.acc = &self.acc[0, 0]
-        core.mark = &self.mark[0, 0]
+        cdef double* base = &self.block[0, 0, 0]
+        core.lam = base
+        core.phi = base + self.off_phi
+        # absent fields are never dereferenced: their code paths are off
+        core.acc = base + (self.off_acc if self.off_acc >= 0 else 0)
+        core.mark = base + (self.off_mark if self.off_mark >= 0 else 0)
+        core.S = self.n_fields
         core.snap = &self.snap[0, 0]
         core.snapv = &self.snapv[0, 0]
         core.cum = &self.cum[0]
@@ -528,11 +562,12 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
     The fast path of `_touch` for K = 1, k = 1 and canonical rows (unique indices): one
     tight loop per concern, so no loop carries a branch on the configuration.
     """
-    cdef Py_ssize_t e, j
-    cdef double* lam = core.lam + 1  # data feature j is coordinate j + 1
-    cdef double* phi = core.phi + 1
-    cdef double* acc = core.acc + 1
-    cdef double* mark = core.mark + 1
+    cdef Py_ssize_t e, j, S = core.S
+    # data feature j is coordinate j + 1, at (j + 1) * S in the block
+    cdef double* lam = core.lam + S
+    cdef double* phi = core.phi + S
+    cdef double* acc = core.acc + S
+    cdef double* mark = core.mark + S
     cdef double* snap
     cdef int64_t* snapv
     cdef double cum, rs, inv_m, old, new, r_new, ph, d, dn = 0.0, xq = 0.0, q = core.q
@@ -547,7 +582,7 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
         for e in range(nnz):
             j = idx[e]
             if snapv[j] != ver:
-                snap[j] = rs * phi[j]
+                snap[j] = rs * phi[j * S]
                 snapv[j] = ver
     if core.p_is_two:
         for e in range(nnz):
@@ -555,17 +590,18 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
         if not core.need_norm:
             if averaged:
                 for e in range(nnz):
+                    j = idx[e] * S
                     d = cf * vals[e]
-                    lam[idx[e]] -= d
-                    acc[idx[e]] -= d * cum
+                    lam[j] -= d
+                    acc[j] -= d * cum
             else:
                 for e in range(nnz):
-                    lam[idx[e]] -= cf * vals[e]
+                    lam[idx[e] * S] -= cf * vals[e]
             return xq
         inv_m = core.inv_scale[0]
         if averaged:
             for e in range(nnz):
-                j = idx[e]
+                j = idx[e] * S
                 d = cf * vals[e]
                 acc[j] -= d * cum
                 old = lam[j] * inv_m
@@ -574,7 +610,7 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
                 dn += new * new - old * old
         else:
             for e in range(nnz):
-                j = idx[e]
+                j = idx[e] * S
                 d = cf * vals[e]
                 old = lam[j] * inv_m
                 new = old - d * inv_m
@@ -586,12 +622,12 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
         return xq
     if averaged:
         for e in range(nnz):
-            j = idx[e]
+            j = idx[e] * S
             acc[j] += phi[j] * (cum - mark[j])
             mark[j] = cum
     inv_m = core.inv_scale[0]
     for e in range(nnz):
-        j = idx[e]
+        j = idx[e] * S
         old = lam[j]
         new = old - cf * vals[e]
         lam[j] = new
@@ -611,26 +647,28 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
     return xq
 
 
-cdef inline double _margin(const double* phi, Py_ssize_t K, Py_ssize_t c, const double* vals,
+cdef inline double _margin(const double* phi, Py_ssize_t K, Py_ssize_t S, Py_ssize_t c,
+                           const double* vals,
                            const index_t* idx, Py_ssize_t nnz, bint dense) noexcept nogil:
     """<phi_c, x> over a row's entries, coordinates offset by one for the intercept."""
     cdef double t0 = 0.0, t1 = 0.0
     cdef Py_ssize_t e, half = nnz - (nnz & 1)
-    cdef const double* base = phi + K + c  # coordinate j + 1 of problem c
+    cdef const double* base = phi + (K + c) * S  # coordinate j + 1 of problem c
+    cdef Py_ssize_t KS = K * S
     if dense:
         for e in range(nnz):
-            t0 += base[e * K] * vals[e]
+            t0 += base[e * KS] * vals[e]
         return t0
     if K == 1:
         # two independent sums: the loop is bound by add latency, not by loads
         for e in range(0, half, 2):
-            t0 += base[idx[e]] * vals[e]
-            t1 += base[idx[e + 1]] * vals[e + 1]
+            t0 += base[idx[e] * S] * vals[e]
+            t1 += base[idx[e + 1] * S] * vals[e + 1]
         if half < nnz:
-            t0 += base[idx[half]] * vals[half]
+            t0 += base[idx[half] * S] * vals[half]
         return t0 + t1
     for e in range(nnz):
-        t0 += base[<Py_ssize_t>idx[e] * K] * vals[e]
+        t0 += base[<Py_ssize_t>idx[e] * KS] * vals[e]
     return t0
 
 
@@ -690,9 +728,9 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
             best = 0.0
             best_c = 0
             for c in range(K):
-                z = _margin(core.phi, K, c, vals, idx, nnz, dense)
+                z = _margin(core.phi, K, core.S, c, vals, idx, nnz, dense)
                 if fit_icpt:
-                    z += core.phi[c] * icpt
+                    z += core.phi[c * core.S] * icpt
                 z *= s[c]
                 margins[c] = z
                 if classifier and multiclass:
