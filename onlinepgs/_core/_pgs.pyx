@@ -7,9 +7,16 @@ scale M that keeps the powers inside double range, and N = sum_j (|lambda_j| / M
 a running scalar. A step touches only the coordinates of its rows; s_t, N and the
 sums behind the averaged iterates are scalars, so every step costs O(nnz).
 
-Arrays are feature-major, shape (dim, K): the K one-vs-rest problems of a coordinate
-sit side by side, so one pass over a row serves every class. Coordinate 0 is the
-intercept's constant feature; feature j of the data is coordinate j + 1.
+Averaged iterates are lazy: the running sum C_t of s_t (of t s_t for "weighted") lets
+coordinate j be settled only when touched. For p = 2 one array suffices,
+D_j = sum_u (change of phi_j at step u) C_{u-1}, and the sum of w_j is C_T phi_j - D_j; for
+p < 2, phi spans many magnitudes and that difference would cancel, so each touch adds
+phi_j (C - mark_j) exactly and moves mark_j.
+
+The fields of one (coordinate, problem) sit side by side in one block (see PGSState),
+the K one-vs-rest problems of a coordinate next to each other, so one pass over a row
+serves every class and one coordinate's update touches one cache line. Coordinate 0 is
+the intercept's constant feature; feature j of the data is coordinate j + 1.
 """
 cimport cython
 import numpy as np
