@@ -247,3 +247,21 @@ def test_tol_stops_early():
     X, y = data()
     est = PGSClassifier(tol=10.0, n_iter_no_change=2, max_epochs=50, random_state=0).fit(X, y)
     assert est.n_iter_ == 3  # epoch 1 sets the best; 2 and 3 do not improve it by 10
+
+
+def test_csr_float64_input_reaches_the_core_without_a_copy(monkeypatch):
+    from onlinepgs.estimators import _BasePGS
+
+    seen = []
+    original = _BasePGS._run
+
+    def spy(self, state, X, *args, **kwargs):
+        seen.append(X.data)
+        return original(self, state, X, *args, **kwargs)
+
+    X, y = data()
+    X.sort_indices()
+    monkeypatch.setattr(_BasePGS, "_run", spy)
+    PGSClassifier(max_epochs=2).fit(X, y)
+    PGSClassifier().partial_fit(X, y, classes=[0, 1])
+    assert len(seen) == 3 and all(np.shares_memory(d, X.data) for d in seen)
