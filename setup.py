@@ -1,4 +1,6 @@
 """Build the Cython core of onlinepgs (metadata lives in pyproject.toml)."""
+from pathlib import Path
+
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -13,7 +15,8 @@ extensions = [
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=compile_args,
     )
-    for name in ("_losses", "_pgs")
+    # every compiled module of the core: onlinepgs/_core/*.pyx
+    for name in sorted(p.stem for p in Path(__file__).parent.glob("onlinepgs/_core/*.pyx"))
 ]
 
 setup(
