@@ -15,12 +15,13 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
 from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES, PGSState
+from onlinepgs._core._hashing import records_to_csr
 
 __all__ = ["PGSClassifier", "PGSRegressor", "PGSDivergedError"]
 
 # Parameters fixed by the solver's state: changing one needs a fresh fit.
 _STATE_PARAMS = ("loss", "p", "sigma", "radius", "batch_size", "iterate",
-                 "fit_intercept", "intercept_scaling", "epsilon")
+                 "fit_intercept", "intercept_scaling", "epsilon", "n_bits", "hash_seed")
 
 _COMMON_DOC = """
     p : float in (1, 2], default=2.0
@@ -65,7 +66,26 @@ _COMMON_DOC = """
         Seeds the shuffles and the random iterate.
     epsilon : float >= 0, default=0.1
         Width parameter of the huber and epsilon_insensitive losses.
+    n_bits : int in [1, 30] or None, default=None
+        Feature hashing, as Vowpal Wabbit does: the model has 2**n_bits columns; string
+        features of record input are hashed into them (MurmurHash3, signed by the
+        hash's top bit) and integer features or matrix columns are taken modulo
+        2**n_bits. Memory stays O(2**n_bits) whatever a stream brings. None: no
+        hashing; features are column indices and string features are an error.
+    hash_seed : int in [0, 2**32), default=0
+        Seed of the hash.
 """
+
+
+def _is_records(X):
+    """A list/tuple of dicts or of (feature, value) sequences, as opposed to a matrix."""
+    if not isinstance(X, (list, tuple)) or not X:
+        return False
+    first = X[0]
+    if isinstance(first, dict):
+        return True
+    return (isinstance(first, (list, tuple)) and len(first) > 0
+            and isinstance(first[0], (list, tuple)))
 
 
 def _py(value):
@@ -129,12 +149,14 @@ class _BasePGS(BaseEstimator):
         "shuffle": ["boolean"],
         "random_state": ["random_state"],
         "epsilon": [Interval(numbers.Real, 0, None, closed="left")],
+        "n_bits": [None, Interval(numbers.Integral, 1, 30, closed="both")],
+        "hash_seed": [Interval(numbers.Integral, 0, 2**32 - 1, closed="both")],
     }
 
     def __init__(self, loss, *, p=2.0, sigma=1e-4, radius="auto", batch_size=1,
                  iterate="weighted", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
-                 random_state=None, epsilon=0.1):
+                 random_state=None, epsilon=0.1, n_bits=None, hash_seed=0):
         self.loss = loss
         self.p = p
         self.sigma = sigma
@@ -149,6 +171,8 @@ class _BasePGS(BaseEstimator):
         self.shuffle = shuffle
         self.random_state = random_state
         self.epsilon = epsilon
+        self.n_bits = n_bits
+        self.hash_seed = hash_seed
 
     # ---- hooks for the classifier / regressor ------------------------------------------
     _classifier = False
@@ -166,8 +190,38 @@ class _BasePGS(BaseEstimator):
                 raise ValueError(f"The '{name}' parameter of {type(self).__name__} "
                                  f"must be finite, got {value!r}.")
 
+    def _as_matrix(self, X, fitted):
+        """Record input as CSR, and every input folded into 2**n_bits columns when hashing."""
+        n_bits = self.n_bits
+        if _is_records(X):
+            limit = self.n_features_in_ if (fitted and n_bits is None) else -1
+            data, indices, indptr, width = records_to_csr(
+                X, -1 if n_bits is None else n_bits, self.hash_seed, limit)
+            if n_bits is not None:
+                width = 2**n_bits
+            elif fitted:
+                width = max(width, self.n_features_in_)
+            X = sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1, width))
+            X.sum_duplicates()  # hash collisions add up
+            return X
+        if n_bits is None:
+            return X
+        width = 2**n_bits
+        if not sp.issparse(X):
+            X = sp.csr_matrix(check_array(X, dtype=np.float64, input_name="X"))
+        X = X.tocsr()
+        if X.shape[1] > width:
+            # new arrays throughout: sum_duplicates sorts in place, never the caller's data
+            X = sp.csr_matrix((X.data.copy(), X.indices & (width - 1), X.indptr.copy()),
+                              shape=(X.shape[0], width))
+            X.sum_duplicates()
+        elif X.shape[1] < width:
+            X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], width))
+        return X
+
     def _validate_X(self, X, *, reset, allow_growth=False):
         """CSR float64 (not copied when it already is one) or C-contiguous dense float64."""
+        X = self._as_matrix(X, fitted=not reset)
         if sp.issparse(X):
             X = check_array(X, accept_sparse="csr", dtype=np.float64,
                             accept_large_sparse=True, input_name="X")
@@ -327,6 +381,60 @@ class _BasePGS(BaseEstimator):
             self._install(state, getattr(self, "n_iter_", 0) + 1 if not first else 1)
         return self
 
+    def fit_stream(self, stream, *, classes=None, chunk_rows=1000):
+        """One pass over an iterable of ``(x, y)`` pairs, ``chunk_rows`` at a time.
+
+        ``x`` is a dict ``{feature: value}`` or a sequence of ``(feature, value)`` pairs,
+        features being ints (column indices) or, with ``n_bits``, strings (hashed).
+        Memory holds one chunk; the model is called once per chunk. Continues the
+        current state like `partial_fit`; chunks are rounded up to whole mini-batches, so
+        the result does not depend on ``chunk_rows``.
+
+        Parameters
+        ----------
+        stream : iterable of (x, y)
+        classes : array-like, required for a classifier's first call
+        chunk_rows : int, default=1000
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> from onlinepgs import PGSClassifier
+        >>> stream = ({"word=" + w: 1.0} for w in ["good", "bad"] * 50)
+        >>> pairs = zip(stream, [1, 0] * 50)
+        >>> clf = PGSClassifier(n_bits=10, sigma=1e-2).fit_stream(pairs, classes=[0, 1])
+        >>> clf.predict([{"word=good": 1.0}, {"word=bad": 1.0}])
+        array([1, 0])
+        """
+        if chunk_rows < 1:
+            raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
+        k = int(self.batch_size)
+        chunk_rows = -(-int(chunk_rows) // k) * k
+        xs, ys = [], []
+        for position, item in enumerate(stream):
+            try:
+                x, y = item
+            except (TypeError, ValueError):
+                raise ValueError(f"stream item {position} is not an (x, y) pair: "
+                                 f"{item!r:.80}") from None
+            xs.append(x)
+            ys.append(y)
+            if len(xs) == chunk_rows:
+                self._stream_chunk(xs, ys, classes)
+                xs, ys = [], []
+        if xs:
+            self._stream_chunk(xs, ys, classes)
+        return self
+
+    def _stream_chunk(self, xs, ys, classes):
+        if self._classifier:
+            self.partial_fit(xs, ys, classes=classes)
+        else:
+            self.partial_fit(xs, ys)
+
     def _install(self, state, epochs):
         self._state = state
         self._state_params = {n: getattr(self, n) for n in _STATE_PARAMS}
@@ -366,6 +474,7 @@ class _BasePGS(BaseEstimator):
     def _decision(self, X):
         check_is_fitted(self, "_state")
         coef, intercept = self._weights()
+        X = self._as_matrix(X, fitted=True)
         if sp.issparse(X):
             X = check_array(X, accept_sparse="csr", dtype=np.float64,
                             accept_large_sparse=True, input_name="X")
@@ -422,12 +531,13 @@ class PGSClassifier(ClassifierMixin, _BasePGS):
     def __init__(self, loss="logistic", *, p=2.0, sigma=1e-4, radius="auto", batch_size=1,
                  iterate="weighted", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
-                 random_state=None, epsilon=0.1):
+                 random_state=None, epsilon=0.1, n_bits=None, hash_seed=0):
         super().__init__(loss, p=p, sigma=sigma, radius=radius, batch_size=batch_size,
                          iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
                          n_iter_no_change=n_iter_no_change, shuffle=shuffle,
-                         random_state=random_state, epsilon=epsilon)
+                         random_state=random_state, epsilon=epsilon, n_bits=n_bits,
+                         hash_seed=hash_seed)
 
     _parameter_constraints = {**_BasePGS._parameter_constraints,
                               "loss": [StrOptions(set(CLASSIFICATION_LOSSES))]}
@@ -588,12 +698,13 @@ class PGSRegressor(RegressorMixin, _BasePGS):
     def __init__(self, loss="squared", *, p=2.0, sigma=1e-4, radius="auto", batch_size=1,
                  iterate="weighted", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
-                 random_state=None, epsilon=0.1):
+                 random_state=None, epsilon=0.1, n_bits=None, hash_seed=0):
         super().__init__(loss, p=p, sigma=sigma, radius=radius, batch_size=batch_size,
                          iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
                          n_iter_no_change=n_iter_no_change, shuffle=shuffle,
-                         random_state=random_state, epsilon=epsilon)
+                         random_state=random_state, epsilon=epsilon, n_bits=n_bits,
+                         hash_seed=hash_seed)
 
     _parameter_constraints = {**_BasePGS._parameter_constraints,
                               "loss": [StrOptions(set(REGRESSION_LOSSES))]}

@@ -1,0 +1,124 @@
+"""Feature hashing and record/stream input."""
+import random
+import string
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.utils import murmurhash3_32
+
+from onlinepgs import PGSClassifier, PGSRegressor
+from onlinepgs._core._hashing import murmurhash3, records_to_csr
+
+
+def test_murmurhash3_matches_scikit_learn():
+    rng = random.Random(0)
+    for _ in range(5000):
+        key = "".join(rng.choice(string.printable + "éü中") for _ in range(rng.randint(0, 30)))
+        seed = rng.randint(0, 2**32 - 1)
+        assert murmurhash3(key, seed) == murmurhash3_32(key, seed=seed, positive=True)
+    assert murmurhash3(b"abc", 7) == murmurhash3_32(b"abc", seed=7, positive=True)
+
+
+def expected_row(record, n_bits, seed):
+    """The documented mapping, written independently: index = h mod 2^b, sign = top bit."""
+    row = {}
+    for key, value in (record.items() if isinstance(record, dict) else record):
+        if isinstance(key, str):
+            h = murmurhash3_32(key, seed=seed, positive=True)
+            col, sign = h % 2**n_bits, (-1.0 if h >= 2**31 else 1.0)
+        else:
+            col, sign = key % 2**n_bits, 1.0
+        row[col] = row.get(col, 0.0) + sign * value
+    return row
+
+
+def test_records_to_csr_is_the_documented_mapping():
+    records = [{"user=alice": 1.0, "item=42": 2.0, 7: 0.5}, [("ctx", 3.0), (2000, 1.5)], {}]
+    for n_bits, seed in [(4, 0), (8, 123), (20, 2**32 - 1)]:
+        data, indices, indptr, width = records_to_csr(records, n_bits, seed, -1)
+        X = sp.csr_matrix((data, indices, indptr), shape=(3, 2**n_bits))
+        X.sum_duplicates()
+        for i, record in enumerate(records):
+            got = dict(zip(X[i].indices.tolist(), X[i].data.tolist()))
+            assert got == pytest.approx(expected_row(record, n_bits, seed))
+
+
+@pytest.mark.parametrize("record, match", [
+    ({"word": 1.0}, "string feature 'word' needs hashing"),
+    ({3: float("nan")}, "not finite"),
+    ({3: "x"}, "not a number"),
+    ({-1: 1.0}, "negative feature index"),
+    ([(1, 2, 3)], "expected \\(feature, value\\) pairs"),
+    ({1.5: 1.0}, "neither a str nor an int"),
+])
+def test_bad_records_are_named(record, match):
+    with pytest.raises(ValueError, match=match):
+        records_to_csr([{0: 1.0}, record], -1, 0, -1)
+
+
+def make_stream(n, seed=0, n_words=50_000):
+    rng = np.random.RandomState(seed)
+    for i in range(n):
+        words = rng.randint(0, n_words, 5)
+        x = {f"w{w}": 1.0 for w in words}
+        x["bias_feature"] = 0.5
+        yield x, int(words[0] % 2)
+
+
+def test_stream_memory_is_bounded_by_n_bits():
+    clf = PGSClassifier(n_bits=10, sigma=1e-3).fit_stream(make_stream(3000), classes=[0, 1])
+    assert clf.coef_.shape == (1, 1024) and clf.n_features_in_ == 1024
+    assert clf._state.dim == 1025  # 50,000 distinct words, 1,024 columns
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_fit_stream_does_not_depend_on_chunking(k):
+    a = PGSClassifier(n_bits=12, batch_size=k, random_state=0)
+    a.fit_stream(make_stream(500), classes=[0, 1], chunk_rows=7)
+    b = PGSClassifier(n_bits=12, batch_size=k, random_state=0)
+    b.fit_stream(make_stream(500), classes=[0, 1], chunk_rows=1000)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert a.t_ == b.t_ == -(-500 // k)
+
+
+def test_fit_stream_equals_partial_fit_on_the_hashed_matrix():
+    pairs = list(make_stream(300))
+    rows = [expected_row(x, 12, 5) for x, _ in pairs]
+    indptr = np.cumsum([0] + [len(r) for r in rows])
+    indices = np.concatenate([sorted(r) for r in rows])
+    data = np.concatenate([[r[c] for c in sorted(r)] for r in rows])
+    X = sp.csr_matrix((data, indices, indptr), shape=(300, 4096))
+    y = [label for _, label in pairs]
+    a = PGSClassifier(n_bits=12, hash_seed=5).fit_stream(pairs, classes=[0, 1])
+    b = PGSClassifier(n_bits=12, hash_seed=5).partial_fit(X, y, classes=[0, 1])
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-12)
+    np.testing.assert_allclose(a.decision_function([x for x, _ in pairs]),
+                               b.decision_function(X), rtol=1e-12)
+
+
+def test_without_hashing_int_features_beyond_the_model_are_an_error():
+    reg = PGSRegressor().partial_fit([{0: 1.0, 4: 2.0}, [(1, 1.0)]], [1.0, 2.0])
+    assert reg.n_features_in_ == 5
+    with pytest.raises(ValueError, match="feature index 9 is beyond the model's 5 features"):
+        reg.partial_fit([{9: 1.0}], [0.0])
+    with pytest.raises(ValueError, match="needs hashing"):
+        reg.predict([{"a": 1.0}])
+
+
+def test_hashing_folds_matrix_columns():
+    rng = np.random.RandomState(0)
+    X = sp.random(50, 300, density=0.1, random_state=rng, format="csr")
+    y = rng.randint(0, 2, 50)
+    folded = sp.csr_matrix((X.data.copy(), X.indices % 64, X.indptr.copy()), shape=(50, 64))
+    folded.sum_duplicates()
+    original = X.copy()
+    a = PGSClassifier(n_bits=6, random_state=0).partial_fit(X, y, classes=[0, 1])
+    assert (X != original).nnz == 0 and np.array_equal(X.indices, original.indices)
+    b = PGSClassifier(random_state=0).partial_fit(folded, y, classes=[0, 1])
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-12)
+
+
+def test_stream_items_must_be_pairs():
+    with pytest.raises(ValueError, match="stream item 1 is not an \\(x, y\\) pair"):
+        PGSRegressor().fit_stream([({0: 1.0}, 1.0), {0: 1.0}])
