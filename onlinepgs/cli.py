@@ -1,0 +1,552 @@
+"""The ``onlinepgs`` command: train, predict, eval and info on svmlight files and streams.
+
+Examples
+--------
+Train on a gzipped file with two passes, keep a checkpoint every 100,000 rows, then
+evaluate on a test file::
+
+    onlinepgs train train.svm.gz -o model.pgs --loss logistic --sigma 1e-5 --passes 2 \\
+        --checkpoint-every 100000
+    onlinepgs eval model.pgs test.svm.gz
+    zcat more.svm.gz | onlinepgs train - -i model.pgs -o model2.pgs
+
+Exit codes: 0 success, 2 usage errors, 1 data or model errors (one line on stderr).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES
+
+PROG = "onlinepgs"
+
+
+class UserError(Exception):
+    """A data, model or argument problem: reported in one line, exit code 1."""
+
+
+# ---- argument parsing --------------------------------------------------------------------
+def _radius(text):
+    if text in ("auto", "none", "None"):
+        return None if text.lower() == "none" else "auto"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'auto', 'none' or a number, got {text!r}")
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"radius must be positive and finite, got {text!r}")
+    return value
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _zero_based(text):
+    choices = {"auto": "auto", "0": True, "1": False}
+    if text not in choices:
+        raise argparse.ArgumentTypeError("expected auto, 0 (zero-based) or 1 (one-based)")
+    return choices[text]
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Primal Gradient Solver: streaming l_p-regularized linear "
+        "learning on svmlight/libsvm data (plain, .gz, .bz2, or - for stdin).")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    train = sub.add_parser("train", help="train (or continue training) a model",
+                           description="Train on DATA files in order; '-' reads stdin.")
+    train.add_argument("data", nargs="+", metavar="DATA")
+    train.add_argument("-o", "--output", required=True, metavar="MODEL",
+                       help="model file to write (atomically)")
+    train.add_argument("-i", "--initial", metavar="MODEL",
+                       help="continue training this model (its options are kept)")
+    train.add_argument("--resume", action="store_true",
+                       help="with -i: skip the rows the model's checkpoint already consumed")
+    opts = train.add_argument_group("model (ignored with -i)")
+    opts.add_argument("--loss", default="logistic",
+                      choices=sorted(CLASSIFICATION_LOSSES + REGRESSION_LOSSES))
+    opts.add_argument("--p", type=float, default=2.0, help="norm of the regularizer, in (1, 2]")
+    opts.add_argument("--sigma", type=float, default=1e-4, help="regularization weight")
+    opts.add_argument("--radius", type=_radius, default="auto",
+                      help="domain: auto (default), none (R^n) or a number (l_p ball)")
+    opts.add_argument("--batch-size", type=_positive_int, default=1, help="rows per step (k)")
+    opts.add_argument("--iterate", default="weighted", choices=sorted(ITERATES))
+    opts.add_argument("--no-intercept", action="store_true")
+    opts.add_argument("--intercept-scaling", type=float, default=1.0)
+    opts.add_argument("--epsilon", type=float, default=0.1,
+                      help="width of the huber and epsilon_insensitive losses")
+    opts.add_argument("--bits", type=int, default=None,
+                      help="hash features into 2**BITS columns (indices modulo 2**BITS)")
+    opts.add_argument("--hash-seed", type=int, default=0)
+    opts.add_argument("--random-seed", type=int, default=0, help="seed of the random iterate")
+    opts.add_argument("--classes", default=None,
+                      help="comma-separated labels (default: those of the first chunk)")
+    run = train.add_argument_group("run")
+    run.add_argument("--passes", type=_positive_int, default=1,
+                     help="passes over the data (files only, not stdin)")
+    run.add_argument("--chunk-rows", type=_positive_int, default=10_000)
+    run.add_argument("--zero-based", type=_zero_based, default="auto", metavar="{auto,0,1}")
+    run.add_argument("--holdout-every", type=_positive_int, default=None, metavar="N",
+                     help="hold out every N-th row from training and report its loss")
+    run.add_argument("--checkpoint-every", type=_positive_int, default=None, metavar="N",
+                     help="save the model to -o every N rows (resumable with -i --resume)")
+    run.add_argument("--quiet", action="store_true", help="no progress table")
+
+    predict = sub.add_parser("predict", help="write one prediction per row")
+    predict.add_argument("model", metavar="MODEL")
+    predict.add_argument("data", metavar="DATA")
+    predict.add_argument("-o", "--output", default="-", metavar="PRED",
+                         help="output file (default: stdout)")
+    predict.add_argument("--kind", default="labels", choices=["labels", "scores", "probabilities"])
+    predict.add_argument("--chunk-rows", type=_positive_int, default=10_000)
+    predict.add_argument("--zero-based", type=_zero_based, default="auto", metavar="{auto,0,1}")
+
+    evaluate = sub.add_parser("eval", help="accuracy, log loss, AUC / RMSE, MAE on DATA")
+    evaluate.add_argument("model", metavar="MODEL")
+    evaluate.add_argument("data", metavar="DATA")
+    evaluate.add_argument("--chunk-rows", type=_positive_int, default=10_000)
+    evaluate.add_argument("--zero-based", type=_zero_based, default="auto", metavar="{auto,0,1}")
+
+    info = sub.add_parser("info", help="describe a model file")
+    info.add_argument("model", metavar="MODEL")
+    info.add_argument("--json", action="store_true", help="print the whole header as JSON")
+    return parser
+
+
+# ---- helpers -----------------------------------------------------------------------------
+def _reader(source, chunk_rows, zero_based):
+    from onlinepgs.svmlight import iter_svmlight
+
+    if source != "-" and not os.path.exists(source):
+        raise UserError(f"{source}: no such file")
+    return iter_svmlight(source, chunk_rows=chunk_rows, zero_based=zero_based)
+
+
+def _estimator_from_args(args):
+    from onlinepgs import PGSClassifier, PGSRegressor
+
+    cls = PGSClassifier if args.loss in CLASSIFICATION_LOSSES else PGSRegressor
+    return cls(loss=args.loss, p=args.p, sigma=args.sigma, radius=args.radius,
+               batch_size=args.batch_size, iterate=args.iterate,
+               fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
+               epsilon=args.epsilon, n_bits=args.bits, hash_seed=args.hash_seed,
+               random_state=args.random_seed)
+
+
+def _parse_classes(text):
+    labels = []
+    for item in text.split(","):
+        try:
+            labels.append(float(item))
+        except ValueError:
+            raise UserError(f"--classes: {item!r} is not a number") from None
+    return np.unique(labels)
+
+
+class ProgressTable:
+    """Vowpal Wabbit's progressive-validation table on stderr, at doubling row counts."""
+
+    HEADER = ("average  since         example        example  current  current  current\n"
+              "loss     last          counter         weight    label  predict features")
+
+    def __init__(self, stream, enabled, holdout):
+        self.stream = stream
+        self.enabled = enabled
+        self.holdout = holdout
+        self.next_report = 1
+        self.last_loss = 0.0
+        self.last_weight = 0.0
+        self.started = False
+
+    def row(self, stats, label, prediction, n_features):
+        if not self.enabled:
+            return
+        if not self.started:  # lazily: an early error must be the only line printed
+            print(self.HEADER, file=self.stream, flush=True)
+            self.started = True
+        total, weight = stats["progressive_loss"] * stats["sum_weight"], stats["sum_weight"]
+        since = ((total - self.last_loss) / (weight - self.last_weight)
+                 if weight > self.last_weight else float("nan"))
+        average = total / weight if weight else float("nan")
+        print(f"{average:<8.6f} {since:<8.6f} {stats['n_examples']:>12d} {weight:>14.1f} "
+              f"{label:>8.4f} {prediction:>8.4f} {n_features:>8d}",
+              file=self.stream, flush=True)
+        self.last_loss, self.last_weight = total, weight
+
+
+class ByteProgress:
+    """A one-line progress bar for terminals when the input's size is known."""
+
+    def __init__(self, paths, passes, enabled):
+        sizes = [os.path.getsize(p) for p in paths if p != "-" and os.path.isfile(p)]
+        self.total = sum(sizes) * passes if len(sizes) == len(paths) else None
+        self.enabled = enabled and self.total
+        self.done = 0
+
+    def update(self, done):
+        if self.enabled:
+            frac = min(1.0, done / self.total)
+            bar = "#" * int(30 * frac)
+            print(f"\r[{bar:<30}] {100 * frac:5.1f}%", end="", file=sys.stderr, flush=True)
+
+    def close(self):
+        if self.enabled:
+            print("\r" + " " * 40 + "\r", end="", file=sys.stderr, flush=True)
+
+
+# ---- train -------------------------------------------------------------------------------
+def cmd_train(args):
+    from onlinepgs.model_io import load_model, save_model
+
+    if "-" in args.data and args.passes > 1:
+        raise UserError("--passes > 1 needs files: stdin can be read only once")
+    for source in args.data:  # every input checked before any work
+        if source != "-" and not os.path.isfile(source):
+            raise UserError(f"{source}: no such file")
+    resume_at = {"pass": 0, "file": 0, "rows": 0}
+    if args.initial:
+        # model and stream position from one read: a checkpoint may be replaced meanwhile
+        est, header = load_model(args.initial, return_header=True)
+        if args.resume:
+            extra = header.get("extra") or {}
+            if "stream" not in extra:
+                raise UserError(f"{args.initial}: not a checkpoint (no stream position); "
+                                "drop --resume to continue training on new data")
+            resume_at = extra["stream"]
+            if resume_at.get("data") != args.data:
+                print(f"{PROG}: note: resuming a run over {resume_at.get('data')} on "
+                      f"{args.data}", file=sys.stderr)
+    elif args.resume:
+        raise UserError("--resume needs -i MODEL (the checkpoint to resume)")
+    else:
+        est = _estimator_from_args(args)
+    k = int(est.batch_size)
+    chunk_rows = -(-args.chunk_rows // k) * k  # whole mini-batches: chunking never matters
+    is_classifier = est._classifier
+    classes = _parse_classes(args.classes) if args.classes else getattr(est, "classes_", None)
+
+    table = ProgressTable(sys.stderr, not args.quiet, args.holdout_every)
+    if hasattr(est, "_state"):  # a continued model: the next report follows its count
+        while table.next_report <= est.online_stats_["n_examples"]:
+            table.next_report *= 2
+    bar = ByteProgress(args.data, args.passes, sys.stderr.isatty() and not args.quiet)
+    holdout_loss = holdout_weight = 0.0
+    rows_seen = 0
+    last_checkpoint = 0
+    start = time.perf_counter()
+
+    def checkpoint(position):
+        save_model(est, args.output, extra={"stream": position, "finished": False})
+
+    for pass_index in range(resume_at["pass"], args.passes):
+        for file_index, source in enumerate(args.data):
+            if (pass_index, file_index) < (resume_at["pass"], resume_at["file"]):
+                continue
+            skip = resume_at["rows"] if (pass_index, file_index) == (
+                resume_at["pass"], resume_at["file"]) else 0
+            reader = _reader(source, chunk_rows, args.zero_based)
+            rows_in_file = 0
+            for X, y in reader:
+                n = X.shape[0]
+                if rows_in_file + n <= skip:  # resuming: whole chunks already consumed
+                    rows_in_file += n
+                    continue
+                if is_classifier and classes is None:
+                    classes = np.unique(y)
+                    if classes.shape[0] < 2:
+                        raise UserError(f"{source}: the first chunk has one label "
+                                        f"({classes.tolist()}); pass --classes")
+                if args.holdout_every:
+                    loss, count = _train_with_holdout(est, X, y, rows_seen, args.holdout_every,
+                                                      classes, table, k, source, rows_in_file)
+                    holdout_loss += loss
+                    holdout_weight += count
+                else:
+                    _train_chunk(est, X, y, None, classes, table, k, source, rows_in_file)
+                rows_in_file += n
+                rows_seen += n
+                bar.update(_bytes_done(reader))
+                if args.checkpoint_every and rows_seen - last_checkpoint >= args.checkpoint_every:
+                    checkpoint({"data": args.data, "pass": pass_index, "file": file_index,
+                                "rows": rows_in_file})
+                    last_checkpoint = rows_seen
+            if getattr(reader, "n_skipped", 0):
+                print(f"{PROG}: {source}: skipped {reader.n_skipped} bad lines",
+                      file=sys.stderr)
+    bar.close()
+    if not hasattr(est, "_state"):
+        raise UserError("no training rows were read")
+    save_model(est, args.output, extra={"finished": True})
+    if not args.quiet:
+        stats = est.online_stats_
+        print(f"\nfinished run\nnumber of examples = {stats['n_examples']}\n"
+              f"weighted example sum = {stats['sum_weight']:.1f}\n"
+              f"average loss = {stats['progressive_loss']:.6f}", file=sys.stderr)
+        if "progressive_error_rate" in stats:
+            print(f"progressive error rate = {stats['progressive_error_rate']:.6f}",
+                  file=sys.stderr)
+        if holdout_weight:
+            print(f"holdout average loss = {holdout_loss / holdout_weight:.6f} "
+                  f"({int(holdout_weight)} rows)", file=sys.stderr)
+        print(f"regret bound = {np.sum(stats['regret_bound']):.6g}\n"
+              f"seconds = {time.perf_counter() - start:.2f}\nmodel = {args.output}",
+              file=sys.stderr)
+    return 0
+
+
+def _bytes_done(reader):
+    return getattr(reader, "bytes_read", 0)
+
+
+def _loss_sum(est, X, y):
+    """Sum of the model's loss on rows (the reported iterate), for the held-out estimate."""
+    from onlinepgs._core import loss_value
+
+    scores = est.decision_function(X) if est._classifier else est.predict(X)
+    if est._classifier:
+        classes = est.classes_
+        if scores.ndim == 1:
+            signs = np.where(y == classes[1], 1.0, -1.0)
+            return float(np.sum(loss_value(est.loss, scores, signs)))
+        signs = np.where(y[:, None] == classes[None, :], 1.0, -1.0)
+        return float(np.sum(loss_value(est.loss, scores, signs)))
+    return float(np.sum(loss_value(est.loss, scores, y, est.epsilon)))
+
+
+def _train_with_holdout(est, X, y, rows_before, every, classes, table, k, source, first_row):
+    """Score every `every`-th row with the model before its segment, train on the others.
+
+    Segments of max(1000, 8 * every) rows (whole mini-batches) keep the estimate
+    progressive without a Python call per row. Before any training the model is PGS's
+    w_0 = 0, whose loss is the loss at margin 0.
+    """
+    from onlinepgs._core import loss_value
+
+    n = X.shape[0]
+    seg = -(-max(1000, 8 * every) // k) * k
+    total = count = 0.0
+    for start in range(0, n, seg):
+        stop = min(n, start + seg)
+        held = (rows_before + np.arange(start, stop) + 1) % every == 0
+        if held.any():
+            Xh, yh = X[start:stop][held], y[start:stop][held]
+            if hasattr(est, "_state"):
+                total += _loss_sum(est, Xh, yh)
+            elif est._classifier:
+                signs = np.where(yh == classes[-1], 1.0, -1.0)
+                if len(classes) > 2:
+                    signs = np.where(yh[:, None] == classes[None, :], 1.0, -1.0)
+                total += float(np.sum(loss_value(est.loss, 0.0 * signs, signs)))
+            else:
+                total += float(np.sum(loss_value(est.loss, np.zeros(yh.shape[0]), yh,
+                                                 est.epsilon)))
+            count += held.sum()
+        _train_chunk(est, X[start:stop], y[start:stop], ~held, classes, table, k, source,
+                     first_row + start)
+    return total, count
+
+
+def _train_chunk(est, X, y, train_mask, classes, table, k, source, first_row):
+    """partial_fit on a chunk, splitting it (at whole batches) where the table reports."""
+    if train_mask is not None:
+        X, y = X[train_mask], y[train_mask]
+    n = X.shape[0]
+    if n == 0:
+        return
+    fitted = hasattr(est, "_state")
+    done = est.online_stats_["n_examples"] if fitted else 0
+    start = 0
+    kwargs = {"classes": classes} if classes is not None else {}
+    while start < n:
+        report = table.next_report if table.enabled else None
+        if report is not None and done + n - start >= report:
+            # the batch holding example number `report` ends the segment
+            end = start + (-(-(report - done) // k)) * k
+            end = min(end, n)
+            stop_before = max(start, end - k)
+            if stop_before > start:
+                _fit_rows(est, X[start:stop_before], y[start:stop_before], kwargs, source,
+                          first_row + start)
+            last = end - 1
+            prediction = _online_prediction(est, X[last])
+            _fit_rows(est, X[stop_before:end], y[stop_before:end], kwargs, source,
+                      first_row + stop_before)
+            done += end - start
+            table.row(est.online_stats_, float(y[last]), prediction, int(X[last].nnz))
+            while table.next_report <= done:
+                table.next_report *= 2
+            start = end
+        else:
+            _fit_rows(est, X[start:], y[start:], kwargs, source, first_row + start)
+            done += n - start
+            start = n
+
+
+def _fit_rows(est, X, y, kwargs, source, first_row):
+    try:
+        est.partial_fit(X, y, **kwargs)
+    except ValueError as exc:
+        raise UserError(f"{source} (rows from {first_row + 1}): {exc}") from None
+
+
+def _online_prediction(est, x):
+    """The solver's own prediction for a row before its update (last iterate)."""
+    if not hasattr(est, "_state"):
+        return 0.0
+    W = est._state.weights("last")
+    x = x.tocsr()
+    cols = x.indices[x.indices < W.shape[0] - 1]
+    vals = x.data[x.indices < W.shape[0] - 1]
+    score = float(vals @ W[1 + cols, -1]) if cols.size else 0.0
+    if est.fit_intercept:
+        score += W[0, -1] * est.intercept_scaling
+    return score
+
+
+# ---- predict / eval / info ---------------------------------------------------------------
+def cmd_predict(args):
+    from onlinepgs.model_io import load_model
+
+    est = load_model(args.model)
+    if args.kind == "probabilities" and not hasattr(est, "predict_proba"):
+        raise UserError(f"{args.model}: probabilities need the logistic loss "
+                        f"(this model's loss is {est.loss!r})")
+    out = sys.stdout if args.output == "-" else open(args.output, "w")
+    try:
+        for X, _ in _reader(args.data, args.chunk_rows, args.zero_based):
+            if args.kind == "labels":
+                values = est.predict(X)
+                lines = "\n".join(_label_text(v) for v in values)
+            elif args.kind == "scores":
+                values = (est.decision_function(X) if hasattr(est, "decision_function")
+                          else est.predict(X))
+                lines = "\n".join(" ".join(f"{v:.9g}" for v in np.atleast_1d(row))
+                                  for row in values)
+            else:
+                values = est.predict_proba(X)
+                lines = "\n".join(" ".join(f"{v:.9g}" for v in row) for row in values)
+            if lines:
+                out.write(lines + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return 0
+
+
+def _label_text(value):
+    value = float(value)
+    return str(int(value)) if value.is_integer() else f"{value:.9g}"
+
+
+def cmd_eval(args):
+    from sklearn import metrics
+
+    from onlinepgs.model_io import load_model
+
+    est = load_model(args.model)
+    ys, scores, probs = [], [], []
+    for X, y in _reader(args.data, args.chunk_rows, args.zero_based):
+        ys.append(y)
+        if est._classifier:
+            scores.append(np.atleast_2d(est.decision_function(X).T).T)
+            if hasattr(est, "predict_proba"):
+                probs.append(est.predict_proba(X))
+        else:
+            scores.append(est.predict(X))
+    if not ys:
+        raise UserError(f"{args.data}: no rows")
+    y = np.concatenate(ys)
+    result = {"rows": int(y.shape[0])}
+    if est._classifier:
+        S = np.vstack(scores)
+        unknown = ~np.isin(y, est.classes_)
+        if unknown.any():
+            raise UserError(f"{args.data}: label {y[unknown][0]:g} is not one of the model's "
+                            f"classes {est.classes_.tolist()}")
+        if S.shape[1] == 1:
+            predicted = est.classes_[(S[:, 0] > 0).astype(int)]
+            if np.unique(y).shape[0] == 2:
+                result["auc"] = metrics.roc_auc_score(y == est.classes_[1], S[:, 0])
+        else:
+            predicted = est.classes_[np.argmax(S, axis=1)]
+        result["accuracy"] = float(np.mean(predicted == y))
+        if probs:
+            result["log_loss"] = metrics.log_loss(y, np.vstack(probs), labels=est.classes_)
+    else:
+        predicted = np.concatenate(scores)
+        result["rmse"] = float(np.sqrt(np.mean((predicted - y) ** 2)))
+        result["mae"] = float(np.mean(np.abs(predicted - y)))
+    for key, value in result.items():
+        print(f"{key} = {value:.6f}" if isinstance(value, float) else f"{key} = {value}")
+    return 0
+
+
+def cmd_info(args):
+    from onlinepgs.model_io import read_header
+
+    header = read_header(args.model)
+    if args.json:
+        print(json.dumps(header, indent=2, sort_keys=True))
+        return 0
+    params = header.get("params", {})
+    print(f"model: {args.model}")
+    for key in ("estimator", "format_version", "onlinepgs_version"):
+        if key in header:
+            print(f"{key}: {header[key]}")
+    print("params: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items())))
+    for key in ("n_features", "classes"):
+        if key in header:
+            print(f"{key}: {header[key]}")
+    stats = header.get("online_stats") or {}
+    for key in ("n_examples", "n_steps", "progressive_loss", "progressive_error_rate",
+                "regret_bound"):
+        if key in stats:
+            print(f"{key}: {stats[key]}")
+    extra = header.get("extra") or {}
+    if extra.get("stream"):
+        print(f"checkpoint: pass {extra['stream']['pass'] + 1}, file "
+              f"{extra['stream']['file'] + 1}, row {extra['stream']['rows']}")
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "predict": cmd_predict, "eval": cmd_eval, "info": cmd_info}
+
+
+def main(argv=None):
+    """Entry point of the ``onlinepgs`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits with 2 on usage errors
+    from onlinepgs.model_io import ModelFileError
+    from onlinepgs.svmlight import SvmlightError
+
+    try:
+        return COMMANDS[args.command](args)
+    except BrokenPipeError:
+        # the reader went away (`onlinepgs predict ... | head`): stop quietly, as Unix tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except (UserError, SvmlightError, ModelFileError, ValueError, OSError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

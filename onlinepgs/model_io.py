@@ -1,0 +1,859 @@
+"""Save and load fitted estimators: the ``.pgs`` model file format.
+
+`save_model` writes a fitted `~onlinepgs.PGSClassifier` or `~onlinepgs.PGSRegressor`
+to one file and `load_model` rebuilds it exactly: same parameters, same fitted
+attributes and the same solver state, so that training continued on the loaded
+model (`partial_fit`) gives bit for bit the coefficients and online statistics the
+never-saved model gives on the same data. `read_header` returns a file's header
+(what ``onlinepgs info`` shows) without building the model.
+
+The format holds data only: no pickle, nothing executable, so loading a file runs
+no code from it. Every field is type- and shape-checked (array shapes against the
+solver configuration before anything that size is allocated), and every defect is
+reported as a `ModelFileError` naming the file and the reason (a file that cannot
+be opened at all raises the usual `OSError`).
+
+Notes
+-----
+**Container.** A model file (suffix ``.pgs`` by convention) is a zip archive
+(``ZIP_DEFLATED`` entries; readers accept any method `zipfile` reads) holding
+
+``header.json``
+    The header: one JSON object (strict RFC 8259 JSON, ASCII), described below.
+``<name>.npy``
+    One entry per array listed in the header's ``"arrays"``, in NumPy's ``.npy``
+    format, written with ``allow_pickle=False``. Object arrays are never stored:
+    an array of Python strings (e.g. ``feature_names_in_``, or ``classes_`` learnt
+    from an object-dtype ``y``) is stored as a fixed-width unicode array and
+    marked ``"as_object": true`` so the reader restores the object dtype; any
+    other object array is refused.
+
+**Header fields** (format_version 1):
+
+``"format"``
+    Always ``"onlinepgs-model"``.
+``"format_version"``
+    The integer 1 (see *Versioning*).
+``"onlinepgs_version"``
+    Version of the package that wrote the file (informational).
+``"estimator"``
+    Class name: ``"PGSClassifier"`` or ``"PGSRegressor"``.
+``"params"``
+    Every ``get_params()`` value (each None, bool, int, float or str). A
+    ``random_state`` holding a RandomState instance cannot be stored: pass an int.
+    Reading a file without a parameter that a later onlinepgs added gives that
+    parameter its default (in ``_state_params`` too); a parameter this onlinepgs
+    does not know is refused, and so are values its parameter checks reject.
+``"attributes"``
+    The fitted attributes with JSON values: ``n_features_in_``, ``n_iter_``,
+    ``t_``, ``_state_params``, ... (every instance attribute whose name ends in
+    ``_``, plus ``_state_params``). Array-valued attributes (``classes_``,
+    ``feature_names_in_``) are the arrays named ``attributes/<name>``. The
+    estimator's read-out cache is not stored (it is rebuilt empty).
+``"n_features"``, ``"dimension"``
+    Features of the solver state and its dimension (``n_features + 1``; the
+    first coordinate carries the intercept). Informational.
+``"state"``
+    The solver state's scalars (`onlinepgs._core.PGSState.to_dict` without its
+    arrays): ``version`` (the solver state's own version), ``config`` (the
+    solver's configuration), ``dim``, ``t``, ``rng``, running sums, ... Its
+    arrays are the arrays named ``state/<key>``.
+``"online_stats"``
+    ``online_stats_`` at the time of saving (informational: the loaded model
+    recomputes it from the state).
+``"extra"``
+    The caller's ``extra`` object (e.g. the command line's hashing options and
+    the number of examples consumed from a stream), ``{}`` when none. Keys
+    starting with ``$`` are reserved (refused by the writer).
+``"arrays"``
+    List of ``{"name", "dtype", "shape"}`` objects (plus ``"as_object": true``
+    where it applies), one per ``.npy`` entry, in checksum order. ``dtype`` is
+    NumPy's type string (``"<f8"``, ``"<i8"``, ``"<U3"``, ...); the entry is
+    ``<name>.npy``.
+``"checksum"``
+    ``{"algorithm": "sha256", "digest": <64 hex digits>}``, see below.
+
+Floats are written with Python's shortest round-trip representation, so they are
+read back exactly. JSON has no infinity or NaN: such a float is written as the
+object ``{"$float": "inf"}`` (or ``"-inf"``, ``"nan"``); objects whose only key is
+``"$float"`` are reserved for this and decoded by the reader.
+
+**Checksum.** SHA-256 over, in order, the raw bytes (C order, the stored dtype)
+of every array in the order of ``"arrays"``, then the canonical JSON of the header
+without its ``"checksum"`` field (``json.dumps(header, sort_keys=True,
+separators=(",", ":"), ensure_ascii=True, allow_nan=False)`` encoded as ASCII). It
+covers the header's content, not its formatting. A mismatch (or a zip CRC error)
+means the file is corrupt and it is refused.
+
+**Versioning.** ``format_version`` is a major version. A reader refuses a file
+whose ``format_version`` is greater than the one it knows (`FORMAT_VERSION`):
+"written by a newer onlinepgs; upgrade". Changes that an older reader would
+misread increase it; new top-level header fields that a reader may ignore do
+not (readers ignore unknown top-level fields). The solver state carries its own
+``version``, which the reader also checks.
+
+**Writing** is atomic: the archive is written to a temporary file in the target's
+directory, flushed, fsynced and renamed (`os.replace`) onto the target, then the
+directory is fsynced. If anything fails, the temporary file is removed and a
+previous file at the target is left as it was. The bytes written depend only on
+the model, ``extra`` and the package version (entries carry a fixed timestamp).
+
+Examples
+--------
+>>> import os, tempfile
+>>> import numpy as np
+>>> from onlinepgs import PGSClassifier
+>>> from onlinepgs.model_io import load_model, read_header, save_model
+>>> X = np.array([[1.0, 0.0], [0.0, 1.0]] * 20); y = np.array(["yes", "no"] * 20)
+>>> clf = PGSClassifier(sigma=1e-2, random_state=0).fit(X, y)
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     path = os.path.join(tmp, "model.pgs")
+...     save_model(clf, path, extra={"examples_consumed": 40})
+...     header = read_header(path)
+...     loaded = load_model(path)
+>>> header["estimator"], header["format_version"], header["extra"]
+('PGSClassifier', 1, {'examples_consumed': 40})
+>>> loaded.predict([[1.0, 0.0]])
+array(['yes'], dtype='<U3')
+>>> bool(np.array_equal(loaded.coef_, clf.coef_))
+True
+"""
+import hashlib
+import json
+import math
+import numbers
+import os
+import re
+import secrets
+import struct
+import zipfile
+import zlib
+
+import numpy as np
+from numpy.lib import format as _npy
+
+from onlinepgs._core._pgs import STATE_VERSION, PGSState
+from onlinepgs import estimators as _estimators
+from onlinepgs.estimators import PGSClassifier, PGSRegressor
+
+__all__ = ["save_model", "load_model", "read_header", "ModelFileError",
+           "FORMAT_NAME", "FORMAT_VERSION"]
+
+FORMAT_NAME = "onlinepgs-model"
+FORMAT_VERSION = 1
+
+_HEADER_ENTRY = "header.json"
+_MAX_HEADER_BYTES = 64 * 2**20
+_ESTIMATORS = {cls.__name__: cls for cls in (PGSClassifier, PGSRegressor)}
+# private attributes that are part of a fitted model (public ones end in "_")
+_PRIVATE_ATTRIBUTES = ("_state_params",)
+# attributes rebuilt on load rather than stored
+_NOT_STORED = ("_state", "_cache")
+_REQUIRED_ATTRIBUTES = ("n_features_in_", "n_iter_", "t_", "_state_params")
+_ARRAY_NAME = re.compile(r"(state|attributes)/[A-Za-z_][A-Za-z0-9_]*\Z")
+_ARRAY_KINDS = "biufcUS"  # bool, ints, floats, complex, unicode, bytes
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+_NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+
+
+class ModelFileError(ValueError):
+    """A model file cannot be read or written: names the file and the reason.
+
+    Attributes
+    ----------
+    path : str
+        The model file.
+    reason : str
+        What is wrong with it (one line).
+    """
+
+    def __init__(self, path, reason):
+        path = os.fspath(path) if path is not None else None
+        reason = " ".join(str(reason).splitlines())
+        super().__init__(path, reason)
+        self.path = path
+        self.reason = reason
+
+    def __str__(self):
+        printable = isinstance(self.path, str) and self.path.isprintable()
+        shown = self.path if printable else repr(self.path)
+        return f"{shown}: {self.reason}"
+
+
+# ---- JSON values -----------------------------------------------------------------------
+def _to_json(value, where, path, *, arrays_as_lists=False):
+    """value as strict JSON data (non-finite floats tagged); refuses anything else."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        value = float(value)
+        if math.isfinite(value):
+            return value
+        return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ModelFileError(path, f"{where} has the key {key!r}: only string keys "
+                                           "can be stored")
+            if key.startswith("$"):
+                raise ModelFileError(path, f"{where} has the key {key!r}: keys starting "
+                                           "with '$' are reserved by the model file format")
+            out[key] = _to_json(item, f"{where}[{key!r}]", path, arrays_as_lists=arrays_as_lists)
+        return out
+    if isinstance(value, (list, tuple)) or (arrays_as_lists and isinstance(value, np.ndarray)):
+        return [_to_json(item, f"{where}[{i}]", path, arrays_as_lists=arrays_as_lists)
+                for i, item in enumerate(value)]
+    raise ModelFileError(path, f"{where} = {_short(value)} ({type(value).__name__}) cannot be "
+                               "stored: only None, bool, int, float, str, lists and dicts")
+
+
+def _is_float_tag(value):
+    return (isinstance(value, dict) and len(value) == 1 and "$float" in value
+            and value["$float"] in _NONFINITE)
+
+
+def _from_json(value):
+    """Undo the non-finite float tags of `_to_json`."""
+    if isinstance(value, dict):
+        if _is_float_tag(value):
+            return _NONFINITE[value["$float"]]
+        return {key: _from_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_from_json(item) for item in value]
+    return value
+
+
+def _describe(exc):
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _canonical(header):
+    body = {key: value for key, value in header.items() if key != "checksum"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      allow_nan=False).encode("ascii")
+
+
+def _digest(header, arrays):
+    """SHA-256 of the arrays' raw bytes (header order) and the canonical header."""
+    h = hashlib.sha256()
+    for entry in header["arrays"]:
+        arr = np.ascontiguousarray(arrays[entry["name"]])
+        h.update(arr.reshape(-1).view(np.uint8))
+    h.update(_canonical(header))
+    return h.hexdigest()
+
+
+# ---- saving ----------------------------------------------------------------------------
+def _param_to_json(name, value, path):
+    if isinstance(value, (np.random.RandomState, np.random.Generator)):
+        raise ModelFileError(path, f"parameter {name} is a {type(value).__name__} instance, "
+                                   f"which a model file cannot store; set {name} to an int "
+                                   f"seed (e.g. {name}=0) or None before fitting")
+    if value is None or isinstance(value, (bool, np.bool_, str, numbers.Real)):
+        return _to_json(value, f"parameter {name}", path)
+    raise ModelFileError(path, f"parameter {name}={_short(value)} ({type(value).__name__}) "
+                               "cannot be stored: only None, bool, int, float and str values")
+
+
+def _storable_array(name, arr, path):
+    """(array to write, table entry) for one array; object arrays only as strings."""
+    arr = np.asarray(arr)
+    as_object = False
+    if arr.dtype == object:
+        if not all(isinstance(item, str) for item in arr.flat):
+            kinds = sorted({type(item).__name__ for item in arr.flat})
+            raise ModelFileError(path, f"array {name} has dtype object with {kinds} elements: "
+                                       "object arrays cannot be stored (no pickle); only "
+                                       "object arrays of str are converted")
+        arr = arr.astype(str) if arr.size else arr.astype("<U1")
+        as_object = True
+    if arr.dtype.kind not in _ARRAY_KINDS or arr.dtype.fields is not None:
+        raise ModelFileError(path, f"array {name} has dtype {arr.dtype}, which a model file "
+                                   "cannot store (bool, int, float, complex or str only)")
+    arr = np.ascontiguousarray(arr)
+    entry = {"name": name, "dtype": arr.dtype.str, "shape": list(arr.shape)}
+    if as_object:
+        entry["as_object"] = True
+    return arr, entry
+
+
+def _encode(estimator, path, extra):
+    """The header (without checksum) and the arrays of a fitted estimator."""
+    name = type(estimator).__name__
+    if _ESTIMATORS.get(name) is not type(estimator):
+        raise ModelFileError(path, f"cannot save a {type(estimator).__module__}.{name}: only "
+                                   f"{' and '.join(_ESTIMATORS)} models can be saved")
+    state = getattr(estimator, "_state", None)
+    if not isinstance(state, PGSState):
+        raise ModelFileError(path, f"this {name} is not fitted: call fit or partial_fit "
+                                   "before save_model")
+    if extra is not None and not isinstance(extra, dict):
+        raise ModelFileError(path, f"extra must be a dict or None, got {type(extra).__name__}")
+    params = estimator.get_params(deep=False)
+    json_params = {key: _param_to_json(key, value, path) for key, value in params.items()}
+
+    arrays, table = {}, []
+
+    def add_array(array_name, value):
+        arr, entry = _storable_array(array_name, value, path)
+        arrays[array_name] = arr
+        table.append(entry)
+
+    attributes = {}
+    for key, value in vars(estimator).items():
+        if key in params or key in _NOT_STORED:
+            continue
+        if not _is_stored_attribute(key):
+            continue
+        if isinstance(value, np.ndarray):
+            add_array(f"attributes/{key}", value)
+        else:
+            attributes[key] = _to_json(value, f"attribute {key}", path)
+
+    state_dict = state.to_dict()
+    state_json = {}
+    for key, value in state_dict.items():
+        if isinstance(value, np.ndarray):
+            add_array(f"state/{key}", value)
+        else:
+            state_json[key] = _to_json(value, f"solver state {key}", path)
+
+    import onlinepgs  # late: the package may import this module while initialising
+
+    header = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "onlinepgs_version": str(getattr(onlinepgs, "__version__", "unknown")),
+        "estimator": name,
+        "params": json_params,
+        "attributes": attributes,
+        "n_features": int(state_dict["dim"]) - 1,
+        "dimension": int(state_dict["dim"]),
+        "state": state_json,
+        "online_stats": _to_json(estimator.online_stats_, "online_stats_", path,
+                                 arrays_as_lists=True),
+        "extra": _to_json(extra if extra is not None else {}, "extra", path),
+        "arrays": table,
+    }
+    return header, arrays
+
+
+def _is_stored_attribute(key):
+    """Fitted attributes: public ones end in "_" (scikit-learn's rule), plus a few private."""
+    return (key.endswith("_") and not key.startswith("__")) or key in _PRIVATE_ATTRIBUTES
+
+
+def _zip_info(name, compress):
+    info = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
+    info.compress_type = compress
+    info.external_attr = 0o644 << 16
+    return info
+
+
+def _write_array(fileobj, arr):
+    _npy.write_array(fileobj, arr, allow_pickle=False)
+
+
+def _write_zip(fileobj, header, arrays):
+    """Write the archive: header (with its checksum added) and one .npy per array."""
+    header = dict(header)
+    header["checksum"] = {"algorithm": "sha256", "digest": _digest(header, arrays)}
+    header_bytes = json.dumps(header, indent=1, ensure_ascii=True, allow_nan=False).encode("ascii")
+    compress = zipfile.ZIP_DEFLATED
+    with zipfile.ZipFile(fileobj, "w", compression=compress, allowZip64=True,
+                         compresslevel=1) as zf:
+        zf.writestr(_zip_info(_HEADER_ENTRY, compress), header_bytes + b"\n")
+        for entry in header["arrays"]:
+            arr = arrays[entry["name"]]
+            with zf.open(_zip_info(entry["name"] + ".npy", compress), "w",
+                         force_zip64=arr.nbytes > 2**30) as out:
+                _write_array(out, arr)
+
+
+def _create_temp(directory, base):
+    for _ in range(100):
+        tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
+        try:
+            # the mode is filtered by the umask, as for any new file
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                         0o666)
+        except FileExistsError:
+            continue
+        return tmp, fd
+    raise FileExistsError(f"could not create a temporary file next to {base!r} in {directory!r}")
+
+
+def _fsync_directory(directory):
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return  # e.g. Windows: directories cannot be opened
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_atomically(path, header, arrays):
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp, fd = _create_temp(directory, os.path.basename(path))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            _write_zip(f, header, arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_directory(directory)
+
+
+def save_model(estimator, path, *, extra=None):
+    """Write a fitted estimator to a model file, atomically.
+
+    Parameters
+    ----------
+    estimator : PGSClassifier or PGSRegressor
+        A fitted estimator. Its parameters must be None, bool, int, float or str
+        (a ``random_state`` RandomState instance is refused: use an int).
+    path : str or os.PathLike
+        The file to write (suffix ``.pgs`` by convention). An existing file is
+        replaced only once the new one is complete; on failure it is left intact.
+    extra : dict, optional
+        JSON-serialisable data stored in the header's ``"extra"`` field (str keys;
+        None, bool, int, float, str, lists and dicts), e.g. hashing options or the
+        number of examples consumed from a stream. Read it back with `read_header`
+        or ``load_model(path, return_header=True)``.
+
+    Raises
+    ------
+    ModelFileError
+        The estimator is not a fitted PGSClassifier / PGSRegressor, or holds a
+        value the format cannot store. Nothing is written then.
+    OSError
+        The file cannot be written (the previous file, if any, is intact).
+    """
+    path = os.fspath(path)
+    header, arrays = _encode(estimator, path, extra)
+    _write_atomically(path, header, arrays)
+
+
+# ---- reading ---------------------------------------------------------------------------
+# What `zipfile` may raise on a damaged archive: its parsing of untrusted bytes is not
+# limited to BadZipFile (e.g. NotImplementedError for a garbled version field).
+_DAMAGED = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, ValueError,
+            NotImplementedError, RuntimeError, OverflowError, IndexError, KeyError,
+            struct.error, UnicodeDecodeError)
+
+
+def _open_archive(path):
+    try:
+        return zipfile.ZipFile(path, "r")
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except (OSError,) + _DAMAGED as exc:
+        hint = ""
+        try:
+            with open(path, "rb") as f:
+                start = f.read(512)
+            if start.startswith(b"PK\x03\x04"):
+                raise ModelFileError(path, "corrupted file: damaged zip archive "
+                                           f"({_describe(exc)})") from None
+            if not start:
+                hint = " (the file is empty)"
+            elif b"\0" not in start:
+                hint = " (it looks like a text file: a data file given in place of a model?)"
+        except OSError:
+            pass
+        raise ModelFileError(path, "not an onlinepgs model file: not a zip "
+                                   f"archive{hint}") from None
+
+
+def _read_entry(zf, name, path, what):
+    try:
+        with zf.open(name) as f:
+            return f.read()
+    except (OSError,) + _DAMAGED as exc:
+        raise ModelFileError(path, f"corrupted file: {what} is damaged "
+                                   f"({_describe(exc)})") from None
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _read_raw_header(zf, path):
+    """The header as parsed JSON (non-finite floats still tagged), format checked."""
+    try:
+        info = zf.getinfo(_HEADER_ENTRY)
+    except KeyError:
+        raise ModelFileError(path, "not an onlinepgs model file: the zip archive has no "
+                                   "header.json") from None
+    if info.file_size > _MAX_HEADER_BYTES:
+        raise ModelFileError(path, f"malformed header: header.json has {info.file_size} bytes "
+                                   f"(at most {_MAX_HEADER_BYTES})")
+    data = _read_entry(zf, _HEADER_ENTRY, path, "header.json")
+    try:
+        header = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ModelFileError(path, "malformed header: header.json is not valid JSON "
+                                   f"({exc})") from None
+    if not isinstance(header, dict):
+        raise ModelFileError(path, "malformed header: header.json is not a JSON object")
+    if header.get("format") != FORMAT_NAME:
+        raise ModelFileError(path, f"not an onlinepgs model file: header format is "
+                                   f"{_short(header.get('format'))}, expected {FORMAT_NAME!r}")
+    version = header.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ModelFileError(path, f"malformed header: format_version {_short(version)} is not a "
+                                   "positive integer")
+    if version > FORMAT_VERSION:
+        raise ModelFileError(path, f"format_version {version} was written by a newer onlinepgs "
+                                   f"(this one reads format_version <= {FORMAT_VERSION}); "
+                                   "upgrade onlinepgs to read it")
+    for key, kind in (("estimator", str), ("params", dict), ("attributes", dict),
+                      ("state", dict), ("arrays", list), ("checksum", dict)):
+        if key not in header:
+            raise ModelFileError(path, f"malformed header: no {key!r} field")
+        if not isinstance(header[key], kind) or _is_float_tag(header[key]):
+            raise ModelFileError(path, f"malformed header: {key!r} is a "
+                                       f"{type(_from_json(header[key])).__name__}, expected "
+                                       f"a {kind.__name__}")
+    if not isinstance(header.get("extra", {}), dict) or _is_float_tag(header.get("extra")):
+        raise ModelFileError(path, "malformed header: 'extra' is not a JSON object")
+    checksum = header["checksum"]
+    digest = checksum.get("digest")
+    if (checksum.get("algorithm") != "sha256" or not isinstance(digest, str)
+            or not re.fullmatch(r"[0-9a-f]{64}", digest)):
+        raise ModelFileError(path, f"malformed header: unsupported checksum {_short(checksum)} "
+                                   "(expected sha256 with a 64-digit hex digest)")
+    _check_table(header["arrays"], path)
+    return header
+
+
+def _check_table(table, path):
+    seen = set()
+    for i, entry in enumerate(table):
+        if not isinstance(entry, dict):
+            raise ModelFileError(path, f"malformed header: arrays[{i}] is not a JSON object")
+        name, dtype, shape = entry.get("name"), entry.get("dtype"), entry.get("shape")
+        if not isinstance(name, str) or not _ARRAY_NAME.match(name):
+            raise ModelFileError(path, f"malformed header: arrays[{i}] has the invalid name "
+                                       f"{_short(name)}")
+        if name in seen:
+            raise ModelFileError(path, f"malformed header: array {name} is listed twice")
+        seen.add(name)
+        try:
+            dt = np.dtype(dtype) if isinstance(dtype, str) else None
+        except (TypeError, ValueError, SyntaxError):
+            dt = None
+        if dt is None or dt.kind not in _ARRAY_KINDS or dt.fields is not None:
+            raise ModelFileError(path, f"malformed header: array {name} has the unsupported "
+                                       f"dtype {_short(dtype)}")
+        if (not isinstance(shape, list)
+                or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                           for n in shape)):
+            raise ModelFileError(path, f"malformed header: array {name} has the invalid shape "
+                                       f"{_short(shape)}")
+        if not isinstance(entry.get("as_object", False), bool):
+            raise ModelFileError(path, f"malformed header: array {name} has a non-boolean "
+                                       "as_object")
+
+
+def _read_arrays(zf, header, path):
+    """Every listed array, checked against its listed dtype and shape."""
+    arrays = {}
+    for entry in header["arrays"]:
+        name = entry["name"]
+        member = name + ".npy"
+        dtype, shape = np.dtype(entry["dtype"]), tuple(entry["shape"])
+        try:
+            info = zf.getinfo(member)
+        except KeyError:
+            raise ModelFileError(path, f"missing array {name}: the archive has no entry "
+                                       f"{member}") from None
+        nbytes = dtype.itemsize * math.prod(shape)
+        if info.file_size < nbytes:
+            raise ModelFileError(path, f"array {name} is truncated: {info.file_size} bytes for "
+                                       f"{nbytes} bytes of data")
+        try:
+            with zf.open(member) as f:
+                arr = _read_npy(f, dtype, shape, name, path)
+        except ModelFileError:
+            raise
+        except (zipfile.BadZipFile, zlib.error) as exc:
+            raise ModelFileError(path, f"corrupted file: {member} is damaged "
+                                       f"({_describe(exc)})") from None
+        except (OSError, TypeError, SyntaxError, MemoryError) + _DAMAGED as exc:
+            raise ModelFileError(path, f"array {name} is not a valid .npy entry "
+                                       f"({_describe(exc)})") from None
+        arrays[name] = arr
+    return arrays
+
+
+def _read_npy(f, dtype, shape, name, path):
+    """One .npy entry, checked against the header before any data is allocated."""
+    version = _npy.read_magic(f)
+    if version == (1, 0):
+        found_shape, fortran, found_dtype = _npy.read_array_header_1_0(f)
+    elif version == (2, 0):
+        found_shape, fortran, found_dtype = _npy.read_array_header_2_0(f)
+    else:
+        raise ValueError(f"unsupported .npy format version {version}")
+    if found_dtype != dtype or found_shape != shape:
+        raise ModelFileError(path, f"array {name} has dtype {found_dtype.str} and shape "
+                                   f"{found_shape}, but the header lists dtype {dtype.str} "
+                                   f"and shape {shape}")
+    arr = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+    buffer = memoryview(arr.reshape(-1, order="A").view(np.uint8)) if arr.size else b""
+    filled = 0
+    while filled < len(buffer):
+        n = f.readinto(buffer[filled:])
+        if not n:
+            raise ValueError(f"the data ends after {filled} of {len(buffer)} bytes")
+        filled += n
+    if f.read(1):  # also makes zipfile check the entry's CRC-32
+        raise ValueError("data after the array's end")
+    return np.ascontiguousarray(arr)
+
+
+def _verify(header, arrays, path):
+    if _digest(header, arrays) != header["checksum"]["digest"]:
+        raise ModelFileError(path, "corrupted file: checksum mismatch (the header or the "
+                                   "arrays changed after the file was written)")
+
+
+def _read(path, *, verify=True):
+    """(raw header, arrays or None) of a model file, checked as far as `verify` asks."""
+    with _open_archive(path) as zf:
+        raw = _read_raw_header(zf, path)
+        if not verify:
+            return raw, None
+        arrays = _read_arrays(zf, raw, path)
+    _verify(raw, arrays, path)
+    return raw, arrays
+
+
+def read_header(path, *, verify=True):
+    """The header of a model file, as a dict (see the module docstring).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    verify : bool, default=True
+        Also read the arrays and check the checksum (so a corrupt file is refused).
+        False reads only ``header.json``, which is faster for large models.
+
+    Returns
+    -------
+    header : dict
+        The JSON header, with non-finite floats decoded back to float values.
+
+    Raises
+    ------
+    ModelFileError
+        The file is not a model file this onlinepgs reads, or is corrupt.
+    """
+    path = os.fspath(path)
+    raw, _ = _read(path, verify=verify)
+    return _from_json(raw)
+
+
+def _build(header, arrays, path):
+    """The fitted estimator described by a verified header and its arrays."""
+    name = header["estimator"]
+    cls = _ESTIMATORS.get(name)
+    if cls is None:
+        raise ModelFileError(path, f"unknown estimator class {_short(name)} (this onlinepgs "
+                                   f"reads {', '.join(_ESTIMATORS)})")
+
+    params = header["params"]
+    known = cls().get_params(deep=False)
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise ModelFileError(path, f"parameter(s) {unknown} unknown to this onlinepgs's {name} "
+                                   "(written by a newer onlinepgs?); upgrade onlinepgs")
+    for key, value in params.items():
+        if not (value is None or isinstance(value, (bool, int, float, str))):
+            raise ModelFileError(path, f"malformed header: parameter {key} is "
+                                       f"{_short(value)}, not a None, bool, int, float or str")
+    estimator = cls(**params)
+    try:
+        estimator._validate_params()
+    except ValueError as exc:  # sklearn's InvalidParameterError
+        raise ModelFileError(path, f"malformed header: {exc}") from None
+
+    state = _build_state(header, arrays, path)
+
+    attributes = dict(header["attributes"])
+    for entry in header["arrays"]:
+        group, _, key = entry["name"].partition("/")
+        if group != "attributes":
+            continue
+        if key in attributes:
+            raise ModelFileError(path, f"malformed header: attribute {key} is both a JSON value "
+                                       "and an array")
+        arr = arrays[entry["name"]]
+        attributes[key] = arr.astype(object) if entry.get("as_object") else arr
+    required = _REQUIRED_ATTRIBUTES + (("classes_",) if cls is PGSClassifier else ())
+    missing = [key for key in required if key not in attributes]
+    if missing:
+        raise ModelFileError(path, f"malformed header: fitted attribute(s) {missing} missing")
+    for key in attributes:
+        if not (_is_stored_attribute(key) and key.isidentifier()) or key in known \
+                or hasattr(cls, key):
+            raise ModelFileError(path, f"malformed header: {key!r} is not a fitted attribute")
+    state_params = attributes["_state_params"]
+    if not isinstance(state_params, dict) or not set(state_params) <= set(known):
+        raise ModelFileError(path, "malformed header: attribute _state_params is not an object "
+                                   f"of {name} parameters")
+    # a parameter that did not exist when the file was written has its default
+    attributes["_state_params"] = {
+        **{key: getattr(estimator, key)
+           for key in getattr(_estimators, "_STATE_PARAMS", ()) if key in known},
+        **state_params}
+    for key in ("n_features_in_", "n_iter_", "t_"):
+        value = attributes[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ModelFileError(path, f"malformed header: attribute {key} is {_short(value)}, "
+                                       "not a non-negative integer")
+    if cls is PGSClassifier:
+        classes = attributes["classes_"]
+        if not isinstance(classes, np.ndarray) or classes.ndim != 1 or classes.shape[0] < 2:
+            raise ModelFileError(path, "malformed model: classes_ is not an array of at "
+                                       "least 2 classes")
+        expected = 1 if classes.shape[0] == 2 else classes.shape[0]
+        if state.n_problems != expected:
+            raise ModelFileError(path, f"malformed model: {classes.shape[0]} classes but the "
+                                       f"solver state has {state.n_problems} problem(s)")
+    for key, value in attributes.items():
+        setattr(estimator, key, value)
+    estimator._state = state
+    estimator._cache = {}
+    return estimator
+
+
+def _build_state(header, arrays, path):
+    """The solver state: header scalars and state/ arrays checked against a template."""
+    state_json = header["state"]
+    version = state_json.get("version")
+    if version != STATE_VERSION:
+        if isinstance(version, int) and not isinstance(version, bool) and version > STATE_VERSION:
+            reason = (f"solver state version {version} was written by a newer onlinepgs (this "
+                      f"one reads version {STATE_VERSION}); upgrade onlinepgs to read it")
+        else:
+            reason = (f"solver state version {_short(version)} is not readable by this "
+                      f"onlinepgs (it reads version {STATE_VERSION})")
+        raise ModelFileError(path, reason)
+    config, dim = state_json.get("config"), state_json.get("dim")
+    if not isinstance(config, dict):
+        raise ModelFileError(path, "malformed header: the solver state has no config object")
+    if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
+        raise ModelFileError(path, f"malformed header: solver state dim {_short(dim)} is not a "
+                                   "positive integer")
+    # the main array is checked before the template is allocated: a bogus dim or number
+    # of problems must not allocate more than the file holds
+    block = arrays.get("state/block_a")
+    if block is None:
+        raise ModelFileError(path, "missing array state/block_a")
+    if block.shape[:2] != (dim, config.get("n_problems")):
+        raise ModelFileError(path, f"array state/block_a has shape {block.shape}, expected "
+                                   f"({dim}, {_short(config.get('n_problems'))}, ...) for the "
+                                   "solver state's dim and n_problems")
+    try:
+        template = PGSState(**config, n_features=dim - 1).to_dict()
+    except (TypeError, ValueError, OverflowError, MemoryError) as exc:
+        raise ModelFileError(path, f"malformed header: invalid solver configuration "
+                                   f"({_describe(exc)})") from None
+    if template["config"] != config or any(
+            type(value) is bool and type(config[key]) is not bool
+            for key, value in template["config"].items()):
+        raise ModelFileError(path, f"malformed header: invalid solver configuration "
+                                   f"{_short(config)}")
+    state_dict = {}
+    for key, expected in template.items():
+        if isinstance(expected, np.ndarray):
+            name = f"state/{key}"
+            if name not in arrays:
+                raise ModelFileError(path, f"missing array {name}")
+            arr = arrays[name]
+            if (arr.shape != expected.shape or arr.dtype.kind != expected.dtype.kind
+                    or arr.dtype.itemsize != expected.dtype.itemsize):
+                raise ModelFileError(path, f"array {name} has dtype {arr.dtype.str} and shape "
+                                           f"{arr.shape}, expected dtype {expected.dtype.str} "
+                                           f"and shape {expected.shape} for this solver "
+                                           "configuration")
+            state_dict[key] = arr
+        elif key == "config":
+            state_dict[key] = config
+        else:
+            if key not in state_json:
+                raise ModelFileError(path, f"malformed header: the solver state has no {key!r}")
+            value = state_json[key]
+            wanted = float if isinstance(expected, float) else int
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or (wanted is int and not (isinstance(value, int) and value >= 0))):
+                raise ModelFileError(path, f"malformed header: solver state {key} is "
+                                           f"{_short(value)}, expected a "
+                                           + ("float" if wanted is float else
+                                              "non-negative int"))
+            state_dict[key] = value
+    for entry in header["arrays"]:
+        group, _, key = entry["name"].partition("/")
+        if group == "state" and key not in template:
+            raise ModelFileError(path, f"unexpected array {entry['name']} (not part of the "
+                                       "solver state)")
+    try:
+        return PGSState.from_dict(state_dict)
+    except (TypeError, ValueError, OverflowError, KeyError) as exc:
+        raise ModelFileError(path, f"malformed solver state: {exc}") from None
+
+
+def load_model(path, *, return_header=False):
+    """Read a model file written by `save_model`: the fitted estimator, exactly.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    return_header : bool, default=False
+        Also return the header (as `read_header` does) read from the same file
+        in the same pass, e.g. for the ``"extra"`` data saved with the model.
+
+    Returns
+    -------
+    estimator : PGSClassifier or PGSRegressor
+        Equal to the saved one: parameters, fitted attributes and solver state;
+        `partial_fit` continues exactly where the saved model stopped.
+    header : dict
+        Only with ``return_header=True``.
+
+    Raises
+    ------
+    ModelFileError
+        Not a model file, a file of a newer format_version, a corrupt file
+        (checksum mismatch), a malformed header, missing arrays, arrays of the
+        wrong shape or dtype, or an unknown estimator class.
+    OSError
+        The file cannot be opened (e.g. it does not exist).
+    """
+    path = os.fspath(path)
+    raw, arrays = _read(path, verify=True)
+    header = _from_json(raw)
+    estimator = _build(header, arrays, path)
+    return (estimator, header) if return_header else estimator

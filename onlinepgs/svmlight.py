@@ -1,0 +1,506 @@
+"""Streaming svmlight / libsvm reader with a compiled parser.
+
+`iter_svmlight` reads a source block by block and yields ``(X, y)`` chunks of at most
+``chunk_rows`` rows, so that memory does not depend on the size of the source;
+`load_svmlight` reads a whole source. Each line is ``label [qid:N] idx:val ... [#
+comment]``; the parsing itself runs in `onlinepgs._core._svmlight` with the GIL
+released. Malformed input raises `SvmlightError`, which names the source, the line,
+the column and the offending text.
+
+Choices, shared by both functions:
+
+* ``X`` is a canonical `scipy.sparse.csr_matrix` of float64: the indices of a row are
+  sorted and **duplicate indices within a row are summed** (in file order), as
+  ``X.sum_duplicates()`` would do. Unsorted rows are therefore accepted. Explicit
+  zeros (``3:0``) are kept as stored entries, as scikit-learn's reader does.
+  ``indices`` and ``indptr`` are int32 when every value fits, int64 otherwise.
+* ``zero_based="auto"`` decides from the **first chunk**: the data is zero-based if
+  index 0 appears in it, else one-based. A later index 0 in a stream judged one-based
+  is then an error naming its line. (`load_svmlight` reads its source as one chunk, so
+  there the whole source decides, as in `sklearn.datasets.load_svmlight_file`.)
+* Numbers are decimal (``1``, ``-1``, ``+1``, ``2.5``, ``1e-3``, ``.5``), parsed to the
+  correctly rounded double; ``nan``, ``inf``, hexadecimal floats, digit separators
+  and values that overflow to infinity are errors.
+* Lines end with LF or CRLF. Blank and comment-only lines are skipped (they are not
+  rows); fields are separated by any run of spaces or tabs; ``qid:N`` right after the
+  label is accepted and ignored.
+"""
+import bz2
+import gzip
+import lzma
+import os
+import sys
+import zlib
+
+import numpy as np
+import scipy.sparse as sp
+
+from onlinepgs._core._svmlight import _Parser
+
+__all__ = ["SvmlightError", "SvmlightReader", "iter_svmlight", "load_svmlight"]
+
+_MAGIC = (
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bz2"),
+    (b"\xfd7zXZ\x00", "xz"),
+)
+_DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
+_MAX_TEXT = 80  # characters of offending text shown in a message
+
+
+class SvmlightError(ValueError):
+    """Malformed svmlight / libsvm input.
+
+    The message reads ``source:line:column: what 'text' in "entry"``, where column is
+    the 1-based byte column of ``text`` in its line.
+
+    Attributes
+    ----------
+    source : str
+        The file name, or ``"<stdin>"``, or the name of a file object (else
+        ``"<stream>"``).
+    line : int
+        1-based line number (for a truncated compressed stream: the line being read
+        when the data ended).
+    column : int or None
+        1-based byte column of the offending text (None for a truncated stream).
+    text : str
+        The offending text (the bad label, index, value or field).
+
+    Examples
+    --------
+    >>> import io
+    >>> from onlinepgs.svmlight import SvmlightError, load_svmlight
+    >>> try:
+    ...     load_svmlight(io.BytesIO(b"1 1:0.5\\n-1 3:x1.5\\n"))
+    ... except SvmlightError as e:
+    ...     print(e)
+    ...     print(e.source, e.line, e.column, e.text)
+    <stream>:2:6: bad feature value 'x1.5' in "3:x1.5"
+    <stream> 2 6 x1.5
+    """
+
+    def __init__(self, message, source=None, line=None, column=None, text=""):
+        super().__init__(message)
+        self.source = source
+        self.line = line
+        self.column = column
+        self.text = text
+
+    def __reduce__(self):
+        return (type(self), (self.args[0], self.source, self.line, self.column,
+                             self.text))
+
+
+def _non_finite(text):
+    """A note for a number that parses but is not finite (for a message)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return ""
+    return "" if np.isfinite(value) else " (not a finite number)"
+
+
+def _show(raw):
+    """Bytes of the input as text for a message (truncated, undecodable escaped)."""
+    text = bytes(raw[:4 * _MAX_TEXT]).decode("utf-8", errors="backslashreplace")
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT - 3] + "..."
+
+
+class _Prefixed:
+    """A binary stream with some already-read bytes put back in front."""
+
+    def __init__(self, head, raw):
+        self._head = head
+        self._raw = raw
+
+    def read(self, n=-1):
+        if self._head:
+            if n is None or n < 0:
+                out, self._head = self._head + _read(self._raw, -1), b""
+                return out
+            out, self._head = self._head[:n], self._head[n:]
+            return out
+        return _read(self._raw, n)
+
+    def readable(self):
+        return True
+
+
+def _read(f, n):
+    data = f.read(n)
+    if data is None:
+        raise BlockingIOError("the svmlight source is a non-blocking stream with no "
+                              "data available; give a blocking stream")
+    if isinstance(data, memoryview):
+        data = data.tobytes()
+    elif not isinstance(data, (bytes, bytearray)):
+        raise TypeError(f"the svmlight source must be a binary stream; read() "
+                        f"returned {type(data).__name__}")
+    return data
+
+
+def _check_params(chunk_rows, n_features, zero_based, on_error, block_size):
+    if chunk_rows is not None and (not isinstance(chunk_rows, (int, np.integer))
+                                   or isinstance(chunk_rows, bool) or chunk_rows < 1):
+        raise ValueError(f"chunk_rows must be an int >= 1 or None, got {chunk_rows!r}")
+    if n_features is not None and (not isinstance(n_features, (int, np.integer))
+                                   or isinstance(n_features, bool) or n_features < 0):
+        raise ValueError(f"n_features must be an int >= 0 or None, got {n_features!r}")
+    if not (zero_based is True or zero_based is False or zero_based == "auto"):
+        raise ValueError(f'zero_based must be True, False or "auto", got {zero_based!r}')
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f'on_error must be "raise" or "skip", got {on_error!r}')
+    if (not isinstance(block_size, (int, np.integer)) or isinstance(block_size, bool)
+            or block_size < 1):
+        raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
+
+
+class SvmlightReader:
+    """Iterator over the ``(X, y)`` chunks of an svmlight source.
+
+    Made by `iter_svmlight` (see there for the parameters). It can be iterated once;
+    it closes the files it opened when exhausted, on `close`, or when leaving a
+    ``with`` block.
+
+    Attributes
+    ----------
+    source_name : str
+        How messages name the source.
+    n_lines : int
+        Lines read so far (rows, blank and comment lines, skipped lines).
+    n_rows : int
+        Rows yielded so far.
+    n_skipped : int
+        Bad lines skipped so far (``on_error="skip"``).
+    n_features_seen : int
+        1 + the largest feature index (after the zero/one-based shift) in the rows
+        yielded so far; 0 before any.
+    zero_based : bool or None
+        Whether indices are zero-based: the parameter, or with ``"auto"`` the
+        decision once the first chunk is read (None before).
+
+    Examples
+    --------
+    >>> import io
+    >>> from onlinepgs.svmlight import iter_svmlight
+    >>> reader = iter_svmlight(io.BytesIO(b"1 1:1\\n-1 2:1\\n1 3:1\\n"), chunk_rows=2)
+    >>> [X.shape for X, y in reader]
+    [(2, 2), (1, 3)]
+    >>> reader.n_rows, reader.n_features_seen, reader.zero_based
+    (3, 3, False)
+    """
+
+    def __init__(self, source, *, chunk_rows=10_000, n_features=None,
+                 zero_based="auto", on_error="raise", block_size=1 << 20):
+        self._to_close = []
+        _check_params(chunk_rows, n_features, zero_based, on_error, block_size)
+        self._n_features = None if n_features is None else int(n_features)
+        self._block_size = int(block_size)
+        self._parser = _Parser(
+            -1 if n_features is None else int(n_features),
+            -1 if zero_based == "auto" else int(bool(zero_based)),
+            on_error == "skip",
+            -1 if chunk_rows is None else int(chunk_rows),
+        )
+        self._auto = zero_based == "auto"
+        self._compression = None
+        self._stream, self.source_name = self._open(source)
+        self._chunks = self._generate()
+
+    # ---- opening ------------------------------------------------------------------
+    def _open(self, source):
+        if isinstance(source, str) and source == "-":
+            raw, name = sys.stdin.buffer, "<stdin>"
+        elif isinstance(source, (str, bytes, os.PathLike)):
+            name = os.fsdecode(source)
+            raw = open(source, "rb")
+            self._to_close.append(raw)
+        elif hasattr(source, "read"):
+            raw = source
+            name = getattr(source, "name", None)
+            name = name if isinstance(name, str) and name else "<stream>"
+        else:
+            raise TypeError("source must be a path, '-' or a binary file object with "
+                            f"read(n); got {type(source).__name__}")
+        # sniff the compression from the first bytes (short reads from pipes)
+        head = b""
+        while len(head) < 6:
+            part = _read(raw, 6 - len(head))
+            if not part:
+                break
+            head += bytes(part)
+        stream = _Prefixed(head, raw)
+        for magic, kind in _MAGIC:
+            if head.startswith(magic):
+                self._compression = kind
+                if kind == "gzip":
+                    stream = gzip.GzipFile(fileobj=stream, mode="rb")
+                elif kind == "bz2":
+                    stream = bz2.BZ2File(stream, mode="rb")
+                else:
+                    stream = lzma.LZMAFile(stream, mode="rb")
+                self._to_close.insert(0, stream)
+                break
+        return stream, name
+
+    def close(self):
+        """Close the files the reader opened (not a file object it was given)."""
+        for f in self._to_close:
+            try:
+                f.close()
+            except Exception:  # noqa: BLE001 - closing a broken stream
+                pass
+        self._to_close = []
+
+    def __enter__(self):
+        return self
+
+    def __del__(self):
+        self.close()
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- counters -----------------------------------------------------------------
+    @property
+    def n_lines(self):
+        return self._parser.n_lines
+
+    @property
+    def n_rows(self):
+        return self._parser.n_rows_out
+
+    @property
+    def n_skipped(self):
+        return self._parser.n_skipped
+
+    @property
+    def n_features_seen(self):
+        return self._parser.n_features_seen
+
+    @property
+    def zero_based(self):
+        return self._parser.zero_based
+
+    # ---- iteration ----------------------------------------------------------------
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._chunks)
+
+    def _error(self, info, block):
+        kind, line, column, (b0, b1), (t0, t1) = info
+        return self._make_error(kind, line, column, _show(block[b0:b1]),
+                                _show(block[t0:t1]))
+
+    def _make_error(self, kind, line, column, bad, token):
+        where = f'in "{token}"'
+        if kind == "label":
+            what = f"bad label '{bad}'{_non_finite(bad)}"
+            where = ""
+        elif kind == "value":
+            what = f"bad feature value '{bad}'{_non_finite(bad)}"
+        elif kind == "colon":
+            what = f"missing ':' in feature '{bad}'"
+            where = ""
+        elif kind == "empty_index":
+            what = "empty feature index"
+        elif kind == "index":
+            what = f"bad feature index '{bad}' (not an integer)"
+        elif kind == "negative_index":
+            what = f"negative feature index '{bad}'"
+        elif kind == "zero_in_one_based":
+            why = ("data judged one-based from its first chunk" if self._auto
+                   else "zero_based=False")
+            what = f"feature index '{bad}' is negative after the one-based shift ({why})"
+        elif kind == "index_too_large":
+            zero_based = self._parser.zero_based
+            base = ("zero- or one-based" if zero_based is None else
+                    ("zero-based" if zero_based else "one-based")
+                    + (", judged from the first chunk" if self._auto else ""))
+            what = (f"feature index '{bad}' out of range for n_features="
+                    f"{self._n_features} ({base})")
+        elif kind == "index_overflow":
+            what = f"feature index '{bad}' too large"
+        elif kind == "qid":
+            what = f"bad qid '{bad}'"
+        else:  # pragma: no cover - all kinds are listed above
+            what = f"bad input '{bad}'"
+        message = f"{self.source_name}:{line}:{column}: {what}"
+        if where:
+            message += " " + where
+        return SvmlightError(message, self.source_name, line, column, bad)
+
+    def _generate(self):
+        parser = self._parser
+        block_size = self._block_size
+        pending = bytearray()
+        try:
+            while True:
+                try:
+                    block = _read(self._stream, block_size)
+                except _DECOMPRESSION_ERRORS as exc:
+                    if self._compression is None:
+                        raise
+                    line = max(1, parser.n_lines + (1 if pending else 0))
+                    raise SvmlightError(
+                        f"{self.source_name}:{line}: truncated or corrupt "
+                        f"{self._compression} stream (line {line} is the last one "
+                        f"reached): {type(exc).__name__}: {exc}",
+                        self.source_name, line, None, "") from exc
+                final = not block
+                if final:
+                    end = len(pending)
+                else:
+                    nl = block.rfind(b"\n")
+                    pending += block
+                    if nl < 0:
+                        continue  # no complete line yet
+                    end = len(pending) - len(block) + nl + 1
+                pos = 0
+                while True:
+                    status, pos = parser.parse(pending, pos, end)
+                    if status == 1:
+                        chunk = self._take()
+                        if chunk is not None:
+                            yield chunk
+                    elif status == 2:
+                        raise self._error(parser.error_info(), pending)
+                    else:
+                        break
+                del pending[:end]
+                if final:
+                    break
+            if parser.pending_rows:
+                chunk = self._take()
+                if chunk is not None:
+                    yield chunk
+        finally:
+            self.close()
+
+    def _take(self):
+        parser = self._parser
+        deferred = parser.decide()
+        if deferred is not None:
+            kind, line, column, bad, token = deferred
+            raise self._make_error(kind, line, column, _show(bad), _show(token))
+        if not parser.pending_rows:  # every row dropped by on_error="skip"
+            return None
+        data, indices, indptr, labels, n_seen = parser.take_chunk()
+        n_cols = self._n_features if self._n_features is not None else n_seen
+        X = sp.csr_matrix((data, indices, indptr), shape=(len(labels), n_cols))
+        X.has_canonical_format = True
+        return X, labels
+
+
+def iter_svmlight(source, *, chunk_rows=10_000, n_features=None, zero_based="auto",
+                  on_error="raise", block_size=1 << 20):
+    """Read an svmlight / libsvm source as a stream of ``(X, y)`` chunks.
+
+    Memory does not depend on the size of the source: it is read ``block_size``
+    bytes at a time, only the partial last line is kept between blocks, and at most
+    one chunk of parsed rows is held. A chunk is yielded only once complete, so a
+    consumer never sees part of a bad line.
+
+    Parameters
+    ----------
+    source : str, os.PathLike, "-" or binary file object
+        A path to a plain, gzip, bz2 or xz file (the compression is recognised by its
+        magic bytes, whatever the extension), ``"-"`` for ``sys.stdin.buffer``, or any
+        object with a ``read(n)`` method returning bytes (pipes and sockets included;
+        a compressed stream is recognised too). A file object is not closed.
+    chunk_rows : int >= 1 or None, default=10_000
+        Rows per chunk (the last chunk may have fewer). None: one chunk.
+    n_features : int or None, default=None
+        Number of columns of every chunk; an index >= n_features (after the shift)
+        is an error. None: each chunk has ``1 + the largest index seen so far in the
+        stream`` columns, so later chunks may be wider than earlier ones.
+    zero_based : bool or "auto", default="auto"
+        Whether indices start at 0 (True) or 1 (False; index 0 is then an error).
+        "auto": zero-based if index 0 appears in the first chunk, else one-based; an
+        index 0 seen later in a stream judged one-based is an error naming its line.
+    on_error : {"raise", "skip"}, default="raise"
+        What a bad line does: raise `SvmlightError`, or skip the line (counted in
+        ``n_skipped``; a skipped line adds nothing to any chunk). A truncated or
+        corrupt compressed stream always raises.
+    block_size : int >= 1, default=1 << 20
+        Bytes read (after decompression) at a time.
+
+    Returns
+    -------
+    reader : SvmlightReader
+        An iterator of ``(X, y)``: X a canonical `scipy.sparse.csr_matrix` of float64
+        (indices sorted within each row, duplicate indices summed, explicit zeros
+        kept; int32 indices when they fit, int64 otherwise), y a float64 array of the
+        labels. It exposes the counters ``n_lines``, ``n_rows``, ``n_skipped`` and
+        ``n_features_seen``.
+
+    Raises
+    ------
+    SvmlightError
+        On a malformed line (bad label or value, NaN or infinity, missing ``:``,
+        empty, non-integer or negative index, index >= n_features, bad qid) or a
+        truncated compressed stream, naming the source, line, column and text.
+
+    Examples
+    --------
+    >>> import io
+    >>> from onlinepgs.svmlight import iter_svmlight
+    >>> data = b"1 qid:3 1:0.5 3:-2 # a comment\\n\\n-1 2:1.5\\n+1 3:1 1:2 3:1\\n"
+    >>> for X, y in iter_svmlight(io.BytesIO(data), chunk_rows=2):
+    ...     print(X.shape, y, X.toarray().tolist())
+    (2, 3) [ 1. -1.] [[0.5, 0.0, -2.0], [0.0, 1.5, 0.0]]
+    (1, 3) [1.] [[2.0, 0.0, 2.0]]
+    """
+    return SvmlightReader(source, chunk_rows=chunk_rows, n_features=n_features,
+                          zero_based=zero_based, on_error=on_error,
+                          block_size=block_size)
+
+
+def load_svmlight(source, *, n_features=None, zero_based="auto", on_error="raise"):
+    """Read a whole svmlight / libsvm source into ``(X, y)``.
+
+    The same reader as `iter_svmlight` with the source as one chunk: with
+    ``zero_based="auto"`` the whole source decides (zero-based if index 0 appears
+    anywhere), as in `sklearn.datasets.load_svmlight_file`.
+
+    Parameters
+    ----------
+    source : str, os.PathLike, "-" or binary file object
+        See `iter_svmlight`.
+    n_features : int or None, default=None
+        Number of columns; None: 1 + the largest index seen.
+    zero_based : bool or "auto", default="auto"
+        See `iter_svmlight`.
+    on_error : {"raise", "skip"}, default="raise"
+        See `iter_svmlight`.
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix of shape (n_rows, n_features)
+        Canonical (sorted indices, duplicates summed), float64.
+    y : ndarray of shape (n_rows,)
+        The labels, float64.
+
+    Examples
+    --------
+    >>> import io
+    >>> from onlinepgs.svmlight import load_svmlight
+    >>> X, y = load_svmlight(io.BytesIO(b"1 1:0.5 4:1\\n-1 2:2\\n"))
+    >>> X.shape, y.tolist(), X.indices.tolist(), X.data.tolist()
+    ((2, 4), [1.0, -1.0], [0, 3, 1], [0.5, 1.0, 2.0])
+    """
+    reader = SvmlightReader(source, chunk_rows=None, n_features=n_features,
+                            zero_based=zero_based, on_error=on_error)
+    with reader:
+        chunks = list(reader)
+    if chunks:
+        return chunks[0]
+    n_cols = 0 if n_features is None else int(n_features)
+    X = sp.csr_matrix((np.empty(0), np.empty(0, np.int32), np.zeros(1, np.int32)),
+                      shape=(0, n_cols))
+    return X, np.empty(0)

@@ -1,0 +1,721 @@
+"""The .pgs model file: exact round trips, refusals, corruption and atomic writes."""
+import json
+import math
+import os
+import pickle
+import zipfile
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from onlinepgs import PGSClassifier, PGSRegressor
+from onlinepgs import model_io
+from onlinepgs.model_io import (FORMAT_NAME, FORMAT_VERSION, ModelFileError, load_model,
+                                read_header, save_model)
+
+ITERATES = ["last", "average", "weighted", "random"]
+RADII = [None, "auto", 3.0]
+
+
+# ---- helpers ---------------------------------------------------------------------------
+def make_data(kind, m=60, n=8, seed=0):
+    """(X, y, classes) for a task; sparse kinds are CSR."""
+    rng = np.random.RandomState(seed)
+    X = rng.randn(m, n) * (rng.rand(m, n) < 0.5)
+    score = X @ rng.randn(n) + 0.2 * rng.randn(m)
+    if kind.startswith("binary"):
+        y, classes = np.where(score > 0, "spam", "ham"), ["ham", "spam"]
+    elif kind.startswith("multiclass"):
+        y, classes = np.digitize(score, [-1.0, 0.0, 1.0]), [0, 1, 2, 3]
+    else:
+        y, classes = 0.5 * score, None
+    if kind.endswith("sparse"):
+        X = sp.csr_matrix(X)
+    return X, y, classes
+
+
+def make_estimator(kind, **params):
+    if kind.startswith("regressor"):
+        params.setdefault("loss", "huber")
+        return PGSRegressor(sigma=1e-2, random_state=0, **params)
+    return PGSClassifier(sigma=1e-3, random_state=0, **params)
+
+
+def train(est, X, y, classes):
+    if isinstance(est, PGSClassifier):
+        return est.partial_fit(X, y, classes=classes)
+    return est.partial_fit(X, y)
+
+
+def assert_same_stats(a, b):
+    assert a.keys() == b.keys()
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+        assert type(a[key]) is type(b[key]), key
+
+
+def assert_same_model(a, b):
+    """Same class, parameters, fitted attributes, solver state and read-out."""
+    assert type(a) is type(b)
+    assert a.get_params() == b.get_params()
+    fitted_a = {k: v for k, v in vars(a).items() if k not in ("_state", "_cache")}
+    fitted_b = {k: v for k, v in vars(b).items() if k not in ("_state", "_cache")}
+    assert fitted_a.keys() == fitted_b.keys()
+    for key, value in fitted_a.items():
+        if isinstance(value, np.ndarray):
+            assert value.dtype == fitted_b[key].dtype, key
+            np.testing.assert_array_equal(value, fitted_b[key], err_msg=key)
+        else:
+            assert value == fitted_b[key] and type(value) is type(fitted_b[key]), key
+    state_a, state_b = a._state.to_dict(), b._state.to_dict()
+    assert state_a.keys() == state_b.keys()
+    for key, value in state_a.items():
+        if isinstance(value, np.ndarray):
+            assert value.dtype == state_b[key].dtype, key
+            np.testing.assert_array_equal(value, state_b[key], err_msg=key)
+        else:
+            assert value == state_b[key] or (value != value and state_b[key] != state_b[key]), key
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.intercept_, b.intercept_)
+    assert_same_stats(a.online_stats_, b.online_stats_)
+
+
+def assert_continue_equal(a, b, X, y, classes):
+    """partial_fit on the same data keeps the two models bit-for-bit equal."""
+    train(a, X, y, classes)
+    train(b, X, y, classes)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.intercept_, b.intercept_)
+    assert_same_stats(a.online_stats_, b.online_stats_)
+    assert_same_model(a, b)
+
+
+def raw_parts(path):
+    """(raw JSON header, arrays) of a model file, unchecked."""
+    with zipfile.ZipFile(path) as zf:
+        header = json.loads(zf.read("header.json"))
+        arrays = {}
+        for entry in header["arrays"]:
+            with zf.open(entry["name"] + ".npy") as f:
+                arrays[entry["name"]] = np.lib.format.read_array(f, allow_pickle=False)
+    return header, arrays
+
+
+def write_parts(path, header, arrays, *, checksum=True, skip=()):
+    """A crafted model file: valid zip; a freshly computed checksum unless told not to."""
+    header = dict(header)
+    if checksum:
+        header["checksum"] = {"algorithm": "sha256",
+                              "digest": model_io._digest(header, arrays)}
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("header.json", json.dumps(header))
+        for entry in header["arrays"]:
+            if entry["name"] in skip:
+                continue
+            with zf.open(entry["name"] + ".npy", "w") as out:
+                np.lib.format.write_array(out, arrays[entry["name"]], allow_pickle=False)
+
+
+@pytest.fixture
+def fitted():
+    X, y, classes = make_data("multiclass_dense")
+    return PGSClassifier(sigma=1e-3, iterate="random", p=1.5, random_state=0).fit(X, y)
+
+
+@pytest.fixture
+def model_file(tmp_path, fitted):
+    path = tmp_path / "model.pgs"
+    save_model(fitted, path)
+    return path
+
+
+def crafted(tmp_path, source, mutate=None, **kwargs):
+    header, arrays = raw_parts(source)
+    if mutate is not None:
+        mutate(header, arrays)
+    path = tmp_path / "crafted.pgs"
+    write_parts(path, header, arrays, **kwargs)
+    return path
+
+
+# ---- round trips -----------------------------------------------------------------------
+@pytest.mark.parametrize("radius", RADII, ids=["Rn", "auto", "ball"])
+@pytest.mark.parametrize("p", [2.0, 1.5])
+@pytest.mark.parametrize("iterate", ITERATES)
+@pytest.mark.parametrize("kind", ["binary_str_sparse", "multiclass_int_dense",
+                                  "regressor_dense", "regressor_sparse"])
+def test_save_load_continue_is_bit_for_bit(tmp_path, kind, iterate, p, radius):
+    X, y, classes = make_data(kind, seed=1)
+    X2, y2, _ = make_data(kind, seed=2)
+    batch_size = 2 if iterate in ("average", "random") else 1
+    original = make_estimator(kind, iterate=iterate, p=p, radius=radius,
+                              batch_size=batch_size)
+    train(original, X[:40], y[:40], classes)
+    path = tmp_path / "m.pgs"
+    save_model(original, path)
+    loaded = load_model(path)
+    assert loaded._cache == {}  # rebuilt empty, before any read-out
+    assert_same_model(original, loaded)
+    if kind.startswith("binary"):
+        assert loaded.classes_.tolist() == ["ham", "spam"]
+        assert loaded.predict(X[:5]).tolist() == original.predict(X[:5]).tolist()
+    # continue on the rest of the data, then on fresh data: identical throughout
+    assert_continue_equal(original, loaded, X[40:], y[40:], classes)
+    assert_continue_equal(original, loaded, X2, y2, classes)
+
+
+@pytest.mark.parametrize("kind", ["binary_str_sparse", "multiclass_int_dense", "regressor_dense"])
+def test_fit_models_round_trip_and_refit_identically(tmp_path, kind):
+    X, y, classes = make_data(kind, m=80)
+    original = make_estimator(kind, max_epochs=3, shuffle=True, iterate="weighted").fit(X, y)
+    save_model(original, tmp_path / "m.pgs")
+    loaded = load_model(tmp_path / "m.pgs")
+    assert_same_model(original, loaded)
+    assert loaded.n_iter_ == 3 and loaded.t_ == original.t_ == 240
+    # the stored parameters (random_state included) make fit reproduce the model
+    refit = loaded.fit(X, y)
+    original.fit(X, y)
+    assert_same_model(original, refit)
+
+
+def test_sparse_model_grows_after_loading(tmp_path):
+    X, y, classes = make_data("binary_sparse", n=8)
+    wide = sp.random(30, 12, density=0.4, random_state=3, format="csr")
+    y_wide = np.where(np.arange(30) % 2, "spam", "ham")
+    original = PGSClassifier(sigma=1e-3, p=1.5, random_state=0).partial_fit(X, y, classes=classes)
+    save_model(original, tmp_path / "m.pgs")
+    loaded = load_model(tmp_path / "m.pgs")
+    assert_continue_equal(original, loaded, wide, y_wide, classes)
+    assert loaded.n_features_in_ == 12 and loaded.coef_.shape == (1, 12)
+
+
+def test_save_load_save_gives_the_same_bytes(tmp_path, fitted):
+    save_model(fitted, tmp_path / "a.pgs", extra={"k": [1, 2.5]})
+    save_model(load_model(tmp_path / "a.pgs"), tmp_path / "b.pgs", extra={"k": [1, 2.5]})
+    assert (tmp_path / "a.pgs").read_bytes() == (tmp_path / "b.pgs").read_bytes()
+
+
+def test_object_string_attributes_come_back_as_objects(tmp_path):
+    X, y, _ = make_data("binary_dense")
+    est = PGSClassifier(random_state=0).fit(X, y.astype(object))
+    est.feature_names_in_ = np.array([f"f{i}" for i in range(X.shape[1])], dtype=object)
+    assert est.classes_.dtype == object
+    save_model(est, tmp_path / "m.pgs")
+    entries = {e["name"]: e for e in read_header(tmp_path / "m.pgs")["arrays"]}
+    assert entries["attributes/classes_"]["as_object"] is True
+    assert entries["attributes/feature_names_in_"]["dtype"] == "<U2"
+    loaded = load_model(tmp_path / "m.pgs")
+    assert_same_model(est, loaded)
+    assert loaded.predict(X[:3]).dtype == object
+
+
+def test_new_hyperparameters_round_trip(tmp_path):
+    """Every get_params value is stored, including the hashing parameters."""
+    params = PGSClassifier().get_params()
+    X, y, classes = make_data("binary_sparse")
+    extra = {"n_bits": 12, "hash_seed": 7} if "n_bits" in params else {}
+    est = PGSClassifier(random_state=5, tol=1e-3, **extra).fit(X, y)
+    save_model(est, tmp_path / "m.pgs")
+    header = read_header(tmp_path / "m.pgs")
+    assert header["params"] == est.get_params()
+    assert load_model(tmp_path / "m.pgs").get_params() == est.get_params()
+
+
+def test_pickle_continues_bit_for_bit():
+    X, y, classes = make_data("multiclass_sparse")
+    original = PGSClassifier(sigma=1e-3, p=1.5, iterate="random", batch_size=3,
+                             random_state=0).partial_fit(X[:30], y[:30], classes=classes)
+    copy = pickle.loads(pickle.dumps(original))
+    assert_same_model(original, copy)
+    assert_continue_equal(original, copy, X[30:], y[30:], classes)
+
+
+# ---- the header ------------------------------------------------------------------------
+def test_header_inspection(tmp_path):
+    X, y, classes = make_data("binary_dense", m=50, n=6)
+    est = PGSClassifier(sigma=1e-3, radius=None, random_state=3).fit(X, y)
+    extra = {"examples_consumed": 12345, "hashing": {"n_bits": 18, "seed": 0},
+             "limit": math.inf, "tags": ["a", "b"]}
+    path = tmp_path / "m.pgs"
+    save_model(est, path, extra=extra)
+    header = read_header(path)
+    assert header["format"] == FORMAT_NAME == "onlinepgs-model"
+    assert header["format_version"] == FORMAT_VERSION == 1
+    import onlinepgs
+    assert header["onlinepgs_version"] == onlinepgs.__version__
+    assert header["estimator"] == "PGSClassifier"
+    assert header["params"] == est.get_params()
+    assert header["attributes"]["n_features_in_"] == 6
+    assert header["attributes"]["t_"] == est.t_ == 250
+    assert header["attributes"]["_state_params"] == est._state_params
+    assert header["n_features"] == 6 and header["dimension"] == 7
+    assert header["state"]["config"]["radius"] is None
+    assert header["state"]["radius_now"] == math.inf  # non-finite floats decoded
+    assert header["extra"] == extra
+    stats = header["online_stats"]
+    assert stats["n_examples"] == 250
+    assert stats["progressive_error_rate"] == est.online_stats_["progressive_error_rate"]
+    assert stats["regret_bound"] == est.online_stats_["regret_bound"]
+    names = [entry["name"] for entry in header["arrays"]]
+    assert "attributes/classes_" in names and "state/block_a" in names
+    block = header["arrays"][names.index("state/block_a")]
+    assert block["dtype"] == "<f8" and block["shape"][0] == 7
+    assert len(header["checksum"]["digest"]) == 64
+    # the file itself: a zip holding header.json (strict JSON) and .npy entries only
+    with zipfile.ZipFile(path) as zf:
+        members = zf.namelist()
+        text = zf.read("header.json").decode("ascii")
+    assert members == ["header.json"] + [n + ".npy" for n in names]
+    json.loads(text, parse_constant=lambda name: pytest.fail(f"non-strict JSON {name}"))
+    assert "pickle" not in text
+    # the unverified read gives the same header; load_model can return it too
+    assert read_header(path, verify=False) == header
+    loaded, header2 = load_model(path, return_header=True)
+    assert header2 == header
+    assert_same_model(est, loaded)
+
+
+def test_nan_statistics_are_stored(tmp_path):
+    X, y, classes = make_data("regressor_dense")
+    est = PGSRegressor().partial_fit(X[:4], y[:4], sample_weight=np.zeros(4))
+    assert math.isnan(est.online_stats_["progressive_loss"])
+    save_model(est, tmp_path / "m.pgs")
+    assert math.isnan(read_header(tmp_path / "m.pgs")["online_stats"]["progressive_loss"])
+    assert_same_model(est, load_model(tmp_path / "m.pgs"))
+
+
+# ---- refusals when saving --------------------------------------------------------------
+def test_unfitted_estimator_is_refused(tmp_path):
+    path = tmp_path / "m.pgs"
+    with pytest.raises(ModelFileError, match="not fitted"):
+        save_model(PGSRegressor(), path)
+    assert os.listdir(tmp_path) == []
+
+
+def test_random_state_instance_is_refused(tmp_path):
+    X, y, classes = make_data("binary_dense")
+    est = PGSClassifier(random_state=np.random.RandomState(0)).fit(X, y)
+    with pytest.raises(ModelFileError, match=r"random_state is a RandomState.*int seed") as info:
+        save_model(est, tmp_path / "m.pgs")
+    assert str(tmp_path / "m.pgs") in str(info.value)
+    assert os.listdir(tmp_path) == []
+
+
+def test_other_estimators_are_refused(tmp_path):
+    from sklearn.linear_model import SGDClassifier
+    X, y, classes = make_data("binary_dense")
+    with pytest.raises(ModelFileError, match="only PGSClassifier and PGSRegressor"):
+        save_model(SGDClassifier().fit(X, y), tmp_path / "m.pgs")
+
+    class Sub(PGSClassifier):
+        pass
+    with pytest.raises(ModelFileError, match="cannot save"):
+        save_model(Sub().fit(X, y), tmp_path / "m.pgs")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"when": object()}, r"extra\['when'\].*cannot be stored"),
+    ({"$float": "inf"}, "reserved"),
+    ({1: "one"}, "only string keys"),
+    ({"a": np.zeros(2)}, "cannot be stored"),
+    (["not", "a", "dict"], "extra must be a dict"),
+])
+def test_unstorable_extra_is_refused(tmp_path, fitted, extra, message):
+    with pytest.raises(ModelFileError, match=message):
+        save_model(fitted, tmp_path / "m.pgs", extra=extra)
+    assert os.listdir(tmp_path) == []
+
+
+def test_object_arrays_are_refused(tmp_path, fitted):
+    fitted.mixed_ = np.array([1, "a", None], dtype=object)
+    with pytest.raises(ModelFileError, match="object arrays cannot be stored"):
+        save_model(fitted, tmp_path / "m.pgs")
+    fitted.mixed_ = {"a": object()}
+    with pytest.raises(ModelFileError, match="attribute mixed_"):
+        save_model(fitted, tmp_path / "m.pgs")
+    assert os.listdir(tmp_path) == []
+
+
+# ---- refusals when loading -------------------------------------------------------------
+def test_text_file_is_not_a_model(tmp_path):
+    path = tmp_path / "train.svm"
+    path.write_text("1 3:0.5 7:1.25\n-1 2:1\n")
+    for reader in (load_model, read_header):
+        with pytest.raises(ModelFileError, match="not a zip archive.*text file") as info:
+            reader(path)
+        message = str(info.value)
+        assert message.startswith(str(path) + ": ") and "\n" not in message
+
+
+def test_empty_and_binary_files_are_not_models(tmp_path):
+    (tmp_path / "empty.pgs").write_bytes(b"")
+    (tmp_path / "noise.pgs").write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(ModelFileError, match="not a zip archive.*empty"):
+        load_model(tmp_path / "empty.pgs")
+    with pytest.raises(ModelFileError, match="not a zip archive"):
+        load_model(tmp_path / "noise.pgs")
+
+
+def test_missing_file_is_an_os_error(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        load_model(tmp_path / "absent.pgs")
+
+
+def test_other_zip_archives_are_not_models(tmp_path):
+    np.savez(tmp_path / "arrays.npz", a=np.zeros(3))
+    with pytest.raises(ModelFileError, match="no header.json"):
+        load_model(tmp_path / "arrays.npz")
+    with zipfile.ZipFile(tmp_path / "other.zip", "w") as zf:
+        zf.writestr("header.json", json.dumps({"format": "something-else"}))
+    with pytest.raises(ModelFileError, match="not an onlinepgs model file.*something-else"):
+        load_model(tmp_path / "other.zip")
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"{not json", "not valid JSON"),
+    (b"\xff\xfe", "not valid JSON"),
+    (b'["a", "list"]', "not a JSON object"),
+    (b'{"format": "onlinepgs-model", "format_version": NaN}', "not valid JSON"),
+    (b'{"format": "onlinepgs-model", "format_version": "1"}', "not a positive integer"),
+    (b'{"format": "onlinepgs-model", "format_version": 1}', "no 'estimator' field"),
+])
+def test_malformed_headers(tmp_path, content, message):
+    path = tmp_path / "bad.pgs"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("header.json", content)
+    with pytest.raises(ModelFileError, match=message):
+        load_model(path)
+
+
+def test_newer_format_version_is_refused(tmp_path, model_file):
+    def newer(header, arrays):
+        header["format_version"] = FORMAT_VERSION + 1
+        header["something_new"] = {"a": 1}
+    path = crafted(tmp_path, model_file, newer)
+    for reader in (load_model, read_header):
+        with pytest.raises(ModelFileError, match="written by a newer onlinepgs.*upgrade"):
+            reader(path)
+
+
+def test_unknown_top_level_fields_are_ignored(tmp_path, model_file, fitted):
+    path = crafted(tmp_path, model_file, lambda h, a: h.update(added_later={"x": 1}))
+    assert_same_model(fitted, load_model(path))
+
+
+def test_newer_solver_state_version_is_refused(tmp_path, model_file):
+    path = crafted(tmp_path, model_file, lambda h, a: h["state"].update(version=99))
+    with pytest.raises(ModelFileError, match="solver state version 99.*upgrade"):
+        load_model(path)
+
+
+def rename_array(header, arrays, name):
+    entry = header["arrays"][0]
+    arrays[name] = arrays.pop(entry["name"])
+    entry["name"] = name
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda h, a: h.update(estimator="PGSRanker"), "unknown estimator class 'PGSRanker'"),
+    (lambda h, a: h["params"].update(future_knob=3), r"\['future_knob'\] unknown.*upgrade"),
+    (lambda h, a: h["params"].update(sigma=[1, 2]), "parameter sigma"),
+    (lambda h, a: h.update(params="p=2"), "'params' is a str"),
+    (lambda h, a: h["attributes"].pop("t_"), r"fitted attribute\(s\) \['t_'\] missing"),
+    (lambda h, a: h["attributes"].update(predict=1), "'predict' is not a fitted attribute"),
+    (lambda h, a: h["attributes"].update(coef_=[1]), "'coef_' is not a fitted attribute"),
+    (lambda h, a: h["attributes"].update(n_iter_=-1), "n_iter_ is -1"),
+    (lambda h, a: h["state"].pop("rng"), "has no 'rng'"),
+    (lambda h, a: h["state"].update(t="12"), "solver state t is '12'"),
+    (lambda h, a: h["state"]["config"].update(p=7.0), "invalid solver configuration"),
+    (lambda h, a: h["state"]["config"].update(n_problems=1, multiclass=False),
+     r"state/block_a has shape \(9, 4, 2\), expected \(9, 1, ...\)"),
+    (lambda h, a: h["state"]["config"].update(multiclass="yes"), "invalid solver configuration"),
+    (lambda h, a: h["state"].update(t=-3), "solver state t is -3, expected a non-negative int"),
+    (lambda h, a: h["state"].update(dim=10**9), r"expected \(1000000000, 4, ...\)"),
+    (lambda h, a: h["params"].update(sigma="tiny"), "'sigma' parameter"),
+    (lambda h, a: h["params"].update(p={"$float": "nan"}), "'p' parameter"),
+    (lambda h, a: h["attributes"].update(_state_params={"nope": 1}), "_state_params"),
+    (lambda h, a: h.update(state={"$float": "inf"}), "'state' is a float"),
+    (lambda h, a: rename_array(h, a, "../../etc/passwd"), "invalid name"),
+    (lambda h, a: rename_array(h, a, "attributes/x.npy"), "invalid name"),
+    (lambda h, a: h["arrays"][0].update(dtype="O"), "unsupported dtype"),
+    (lambda h, a: h["arrays"].append(dict(h["arrays"][0])), "listed twice"),
+])
+def test_malformed_models_are_refused(tmp_path, model_file, mutate, message):
+    with pytest.raises(ModelFileError, match=message) as info:
+        load_model(crafted(tmp_path, model_file, mutate))
+    assert "\n" not in str(info.value) and str(tmp_path) in str(info.value)
+
+
+def test_any_garbled_header_value_is_refused_cleanly(tmp_path, model_file):
+    """Replacing any header value (with a valid checksum) never raises anything but
+    ModelFileError; a model that loads predicts or refuses its input cleanly."""
+    header, arrays = raw_parts(model_file)
+
+    def leaves(node, where=()):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield from leaves(value, where + (key,))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                yield from leaves(value, where + (i,))
+        yield where
+
+    path = tmp_path / "garbled.pgs"
+    X, y, _ = make_data("multiclass_dense", seed=4)
+    outcomes = {"refused": 0, "loaded": 0}
+    for where in list(leaves(header)):
+        if not where or where[0] == "checksum":
+            continue
+        for value in (None, -1, 2**70, "x", [], {"$float": "nan"}):
+            garbled = json.loads(json.dumps(header))
+            node = garbled
+            for key in where[:-1]:
+                node = node[key]
+            node[where[-1]] = value
+            try:
+                write_parts(path, garbled, arrays)
+            except (KeyError, TypeError, AttributeError):
+                continue  # the test's writer cannot follow this table
+            try:
+                est = load_model(path)
+            except ModelFileError:
+                outcomes["refused"] += 1
+            else:
+                outcomes["loaded"] += 1
+                assert isinstance(est, PGSClassifier)
+                try:
+                    assert est.predict(X).shape == (X.shape[0],)
+                except ValueError as exc:  # e.g. a garbled n_features_in_
+                    assert "features" in str(exc)
+    assert outcomes["refused"] > 300 and outcomes["loaded"] > 50
+
+
+@pytest.mark.parametrize("checksum", [{"algorithm": "md5", "digest": "0" * 32},
+                                      {"algorithm": "sha256", "digest": "xyz"}, "abc"])
+def test_unsupported_checksums_are_refused(tmp_path, model_file, checksum):
+    path = crafted(tmp_path, model_file, lambda h, a: h.update(checksum=checksum),
+                   checksum=False)
+    with pytest.raises(ModelFileError, match="checksum"):
+        load_model(path)
+
+
+def test_missing_parameters_take_their_defaults(tmp_path, model_file, fitted):
+    """A file from before a parameter existed loads with that parameter's default."""
+    path = crafted(tmp_path, model_file, lambda h, a: h["params"].pop("max_epochs"))
+    fitted.max_epochs = PGSClassifier().max_epochs
+    assert_same_model(fitted, load_model(path))
+
+
+def test_missing_arrays_are_refused(tmp_path, model_file):
+    # listed in the header, absent from the archive
+    path = crafted(tmp_path, model_file, skip=("state/norm_a",))
+    with pytest.raises(ModelFileError, match="missing array state/norm_a"):
+        load_model(path)
+
+    # absent from both: the solver state lacks it
+    def drop(header, arrays):
+        header["arrays"] = [e for e in header["arrays"] if e["name"] != "state/cum_a"]
+    with pytest.raises(ModelFileError, match="missing array state/cum_a"):
+        load_model(crafted(tmp_path, model_file, drop))
+
+    def drop_classes(header, arrays):
+        header["arrays"] = [e for e in header["arrays"] if e["name"] != "attributes/classes_"]
+    with pytest.raises(ModelFileError, match=r"\['classes_'\] missing"):
+        load_model(crafted(tmp_path, model_file, drop_classes))
+
+
+def test_wrong_shapes_and_dtypes_are_refused(tmp_path, model_file):
+    def entry(header, name):
+        return next(e for e in header["arrays"] if e["name"] == name)
+
+    def short_vector(header, arrays):
+        arrays["state/norm_a"] = arrays["state/norm_a"][:2]
+        entry(header, "state/norm_a")["shape"] = [2]
+    with pytest.raises(ModelFileError, match=r"state/norm_a has .*shape \(2,\), expected .*\(4,\)"):
+        load_model(crafted(tmp_path, model_file, short_vector))
+
+    def float32_block(header, arrays):
+        arrays["state/block_a"] = arrays["state/block_a"].astype(np.float32)
+        entry(header, "state/block_a")["dtype"] = "<f4"
+    with pytest.raises(ModelFileError, match="state/block_a has dtype <f4.*expected dtype <f8"):
+        load_model(crafted(tmp_path, model_file, float32_block))
+
+    def fewer_rows(header, arrays):
+        arrays["state/block_a"] = arrays["state/block_a"][:3]
+        entry(header, "state/block_a")["shape"][0] = 3
+    with pytest.raises(ModelFileError, match="state/block_a has shape"):
+        load_model(crafted(tmp_path, model_file, fewer_rows))
+
+    def header_disagrees(header, arrays):
+        entry(header, "state/s_a")["shape"] = [5]
+    with pytest.raises(ModelFileError, match=r"state/s_a has dtype <f8 and shape \(4,\), but "
+                                             r"the header lists .*\(5,\)"):
+        load_model(crafted(tmp_path, model_file, header_disagrees))
+
+    def two_classes(header, arrays):
+        arrays["attributes/classes_"] = arrays["attributes/classes_"][:2]
+        entry(header, "attributes/classes_")["shape"] = [2]
+    with pytest.raises(ModelFileError, match="2 classes but the solver state has 4"):
+        load_model(crafted(tmp_path, model_file, two_classes))
+
+    def unexpected(header, arrays):
+        arrays["state/bonus"] = np.zeros(3)
+        header["arrays"].append({"name": "state/bonus", "dtype": "<f8", "shape": [3]})
+    with pytest.raises(ModelFileError, match="unexpected array state/bonus"):
+        load_model(crafted(tmp_path, model_file, unexpected))
+
+
+def test_truncated_array_entry_is_refused(tmp_path, model_file):
+    path = tmp_path / "truncated.pgs"
+    with zipfile.ZipFile(model_file) as src, zipfile.ZipFile(path, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info.filename)
+            if info.filename == "state/s_a.npy":
+                data = data[:-16]  # a valid .npy header, half of the data
+            dst.writestr(info.filename, data)
+    with pytest.raises(ModelFileError, match=r"state/s_a is not a valid .npy entry.*ends after"):
+        load_model(path)
+
+
+# ---- corruption ------------------------------------------------------------------------
+def test_changed_header_fails_the_checksum(tmp_path, model_file):
+    path = crafted(tmp_path, model_file, lambda h, a: h["attributes"].update(n_iter_=6),
+                   checksum=False)
+    for reader in (load_model, read_header):
+        with pytest.raises(ModelFileError, match="checksum mismatch"):
+            reader(path)
+    # without verification the header alone is still readable
+    assert read_header(path, verify=False)["attributes"]["n_iter_"] == 6
+
+
+def test_changed_array_fails_the_checksum(tmp_path, model_file):
+    def nudge(header, arrays):
+        arrays["state/block_a"] = arrays["state/block_a"].copy()
+        arrays["state/block_a"].flat[3] = np.nextafter(arrays["state/block_a"].flat[3], 1.0)
+    with pytest.raises(ModelFileError, match="checksum mismatch"):
+        load_model(crafted(tmp_path, model_file, nudge, checksum=False))
+
+
+def test_flipped_bytes_never_load_silently(tmp_path, model_file, fitted):
+    """Every flipped byte is refused as a ModelFileError, or is in zip metadata that
+    does not change the model (e.g. an entry's timestamp)."""
+    original = model_file.read_bytes()
+    with zipfile.ZipFile(model_file) as zf:
+        # where each entry's (compressed) content lies: after its local header
+        payload = set()
+        for info in zf.infolist():
+            local = original[info.header_offset:info.header_offset + 30]
+            start = (info.header_offset + 30 + int.from_bytes(local[26:28], "little")
+                     + int.from_bytes(local[28:30], "little"))
+            payload.update(range(start, start + info.compress_size))
+    target = tmp_path / "flipped.pgs"
+    positions = sorted(set(range(0, len(original), 5)) | {len(original) // 2, len(original) - 1})
+    refused = set()
+    for position in positions:
+        data = bytearray(original)
+        data[position] ^= 0x55
+        target.write_bytes(bytes(data))
+        try:
+            loaded = load_model(target)
+        except ModelFileError as exc:
+            refused.add(position)
+            assert "\n" not in str(exc) and str(target) in str(exc)
+        else:
+            assert_same_model(fitted, loaded)
+    tested_payload = payload.intersection(positions)
+    assert len(tested_payload) > 100
+    # a flip in deflate's slack bits leaves the content (and the model) unchanged: fine;
+    # every other change to the content is caught
+    assert len(tested_payload & refused) > 0.9 * len(tested_payload)
+
+
+def test_damaged_entry_is_reported_as_corruption(tmp_path, model_file):
+    data = bytearray(model_file.read_bytes())
+    with zipfile.ZipFile(model_file) as zf:
+        info = zf.getinfo("state/block_a.npy")
+    # the entry's data starts after its local header (30 bytes + name + extra field)
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+    data[start + info.compress_size // 2] ^= 0xFF
+    model_file.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError, match="corrupted file"):
+        load_model(model_file)
+
+
+# ---- atomic writes ---------------------------------------------------------------------
+def assert_only(directory, names):
+    assert sorted(os.listdir(directory)) == sorted(names)
+
+
+@pytest.fixture
+def previous(tmp_path):
+    """A model file already at the target path, and its bytes."""
+    X, y, classes = make_data("regressor_dense")
+    path = tmp_path / "model.pgs"
+    save_model(PGSRegressor(random_state=1).fit(X, y), path)
+    return path, path.read_bytes()
+
+
+def test_crash_at_rename_keeps_the_previous_file(previous, fitted, monkeypatch):
+    path, before = previous
+
+    def crash(src, dst):
+        assert os.path.exists(src) and os.path.getsize(src) > 0  # fully written first
+        raise OSError("disk full (simulated)")
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="simulated"):
+        save_model(fitted, path)
+    assert path.read_bytes() == before
+    assert_only(path.parent, ["model.pgs"])
+
+
+def test_crash_while_writing_arrays_keeps_the_previous_file(previous, fitted, monkeypatch):
+    path, before = previous
+    calls = []
+    real = model_io._write_array
+
+    def crash_on_third(fileobj, arr):
+        calls.append(arr.shape)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # not only Exceptions: an interrupt too
+        real(fileobj, arr)
+    monkeypatch.setattr(model_io, "_write_array", crash_on_third)
+    with pytest.raises(KeyboardInterrupt):
+        save_model(fitted, path)
+    assert len(calls) == 3
+    assert path.read_bytes() == before
+    assert_only(path.parent, ["model.pgs"])
+    load_model(path)  # still a valid model
+
+
+def test_crash_at_fsync_leaves_no_file_behind(tmp_path, fitted, monkeypatch):
+    def crash(fd):
+        raise OSError("I/O error (simulated)")
+    monkeypatch.setattr(os, "fsync", crash)
+    with pytest.raises(OSError, match="simulated"):
+        save_model(fitted, tmp_path / "new.pgs")
+    assert_only(tmp_path, [])
+
+
+def test_successful_save_replaces_the_file(previous, fitted, monkeypatch):
+    path, before = previous
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    save_model(fitted, path)
+    assert len(synced) == 2  # the file, then its directory
+    assert path.read_bytes() != before
+    assert_only(path.parent, ["model.pgs"])
+    assert_same_model(fitted, load_model(path))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_model_file_error_is_a_pickleable_value_error():
+    exc = ModelFileError("/tmp/m.pgs", "bad\nthing")
+    assert isinstance(exc, ValueError)
+    assert str(exc) == "/tmp/m.pgs: bad thing"
+    again = pickle.loads(pickle.dumps(exc))
+    assert (again.path, again.reason, str(again)) == (exc.path, exc.reason, str(exc))
