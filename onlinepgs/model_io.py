@@ -16,7 +16,7 @@ be opened at all raises the usual `OSError`).
 Notes
 -----
 **Container.** A model file (suffix ``.pgs`` by convention) is a zip archive
-(``ZIP_DEFLATED`` entries; readers accept any method `zipfile` reads) holding
+(``ZIP_STORED`` entries; readers accept any method `zipfile` reads) holding
 
 ``header.json``
     The header: one JSON object (strict RFC 8259 JSON, ASCII), described below.
@@ -369,7 +369,9 @@ def _write_zip(fileobj, header, arrays):
     header = dict(header)
     header["checksum"] = {"algorithm": "sha256", "digest": _digest(header, arrays)}
     header_bytes = json.dumps(header, indent=1, ensure_ascii=True, allow_nan=False).encode("ascii")
-    compress = zipfile.ZIP_DEFLATED
+    # stored, not deflated: saving stays a few ms on a hot path (checkpoints), and the
+    # arrays of a trained model compress little anyway
+    compress = zipfile.ZIP_STORED
     with zipfile.ZipFile(fileobj, "w", compression=compress, allowZip64=True,
                          compresslevel=1) as zf:
         zf.writestr(_zip_info(_HEADER_ENTRY, compress), header_bytes + b"\n")
