@@ -171,10 +171,13 @@ class ProgressTable:
         self.last_loss = 0.0
         self.last_weight = 0.0
         self.started = False
+        self.bar = None  # a ByteProgress sharing the terminal, if any
 
     def row(self, stats, label, prediction, n_features):
         if not self.enabled:
             return
+        if self.bar is not None:
+            self.bar.clear()  # a table row must not land on the bar's line
         if not self.started:  # lazily: an early error must be the only line printed
             print(self.HEADER, file=self.stream, flush=True)
             self.started = True
@@ -186,6 +189,8 @@ class ProgressTable:
               f"{label:>8.4f} {prediction:>8.4f} {n_features:>8d}",
               file=self.stream, flush=True)
         self.last_loss, self.last_weight = total, weight
+        if self.bar is not None:
+            self.bar.redraw()
 
 
 class ByteProgress:
@@ -198,14 +203,20 @@ class ByteProgress:
         self.done = 0
 
     def update(self, done):
+        self.done = done
+        self.redraw()
+
+    def redraw(self):
         if self.enabled:
-            frac = min(1.0, done / self.total)
+            frac = min(1.0, self.done / self.total)
             bar = "#" * int(30 * frac)
             print(f"\r[{bar:<30}] {100 * frac:5.1f}%", end="", file=sys.stderr, flush=True)
 
-    def close(self):
+    def clear(self):
         if self.enabled:
             print("\r" + " " * 40 + "\r", end="", file=sys.stderr, flush=True)
+
+    close = clear
 
 
 # ---- train -------------------------------------------------------------------------------
@@ -244,8 +255,10 @@ def cmd_train(args):
         while table.next_report <= est.online_stats_["n_examples"]:
             table.next_report *= 2
     bar = ByteProgress(args.data, args.passes, sys.stderr.isatty() and not args.quiet)
+    table.bar = bar
     holdout_loss = holdout_weight = 0.0
     rows_seen = 0
+    bytes_before = 0  # size of the files (and passes) already read, for the progress bar
     last_checkpoint = 0
     start = time.perf_counter()
 
@@ -279,11 +292,13 @@ def cmd_train(args):
                     _train_chunk(est, X, y, None, classes, table, k, source, rows_in_file)
                 rows_in_file += n
                 rows_seen += n
-                bar.update(_bytes_done(reader))
+                bar.update(bytes_before + reader.bytes_read)
                 if args.checkpoint_every and rows_seen - last_checkpoint >= args.checkpoint_every:
                     checkpoint({"data": args.data, "pass": pass_index, "file": file_index,
                                 "rows": rows_in_file})
                     last_checkpoint = rows_seen
+            if source != "-" and os.path.isfile(source):
+                bytes_before += os.path.getsize(source)
             if getattr(reader, "n_skipped", 0):
                 print(f"{PROG}: {source}: skipped {reader.n_skipped} bad lines",
                       file=sys.stderr)
@@ -350,10 +365,6 @@ def _read_ahead(reader, depth=2):
     finally:
         stop.set()
         worker.join(timeout=5)
-
-
-def _bytes_done(reader):
-    return getattr(reader, "bytes_read", 0)
 
 
 def _loss_sum(est, X, y):

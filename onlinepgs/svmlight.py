@@ -27,6 +27,7 @@ Choices, shared by both functions:
 """
 import bz2
 import gzip
+import io
 import lzma
 import os
 import sys
@@ -46,6 +47,9 @@ _MAGIC = (
 )
 _DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
 _MAX_TEXT = 80  # characters of offending text shown in a message
+_PAD = 64  # spare bytes after the data in the read buffer (the parser reads past lines)
+_NON_BLOCKING = ("the svmlight source is a non-blocking stream with no data available; "
+                 "give a blocking stream")
 
 
 class SvmlightError(ValueError):
@@ -115,6 +119,29 @@ class _Prefixed:
     def __init__(self, head, raw):
         self._head = head
         self._raw = raw
+        into = getattr(raw, "readinto", None)
+        if not isinstance(raw, (io.BufferedIOBase, io.RawIOBase)):
+            into = None  # only read(n) is required of other objects
+        self._raw_into = into
+
+    def readinto(self, b):
+        """Read up to len(b) bytes into the writable buffer b (a memoryview)."""
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        if self._raw_into is None:
+            data = _read(self._raw, len(b))
+            if len(data) > len(b):  # more than asked: keep the rest for later
+                self._head = data[len(b):]
+                data = data[:len(b)]
+            b[:len(data)] = data
+            return len(data)
+        n = self._raw_into(b)
+        if n is None:
+            raise BlockingIOError(_NON_BLOCKING)
+        return n
 
     def read(self, n=-1):
         if self._head:
@@ -132,8 +159,7 @@ class _Prefixed:
 def _read(f, n):
     data = f.read(n)
     if data is None:
-        raise BlockingIOError("the svmlight source is a non-blocking stream with no "
-                              "data available; give a blocking stream")
+        raise BlockingIOError(_NON_BLOCKING)
     if isinstance(data, memoryview):
         data = data.tobytes()
     elif not isinstance(data, (bytes, bytearray)):
@@ -218,6 +244,7 @@ class SvmlightReader:
             name = os.fsdecode(source)
             raw = open(source, "rb")
             self._to_close.append(raw)
+            self._file = raw  # its position drives `bytes_read` (progress bars)
         elif hasattr(source, "read"):
             raw = source
             name = getattr(source, "name", None)
@@ -248,6 +275,12 @@ class SvmlightReader:
 
     def close(self):
         """Close the files the reader opened (not a file object it was given)."""
+        f = getattr(self, "_file", None)
+        if f is not None and not f.closed:
+            try:
+                self._final_position = f.tell()  # `bytes_read` stays right after closing
+            except (OSError, ValueError):
+                pass
         for f in self._to_close:
             try:
                 f.close()
@@ -276,6 +309,20 @@ class SvmlightReader:
     @property
     def n_skipped(self):
         return self._parser.n_skipped
+
+    @property
+    def bytes_read(self):
+        """Bytes consumed from the file on disk (compressed bytes for .gz/.bz2/.xz);
+        0 for streams, whose size is unknown anyway."""
+        f = getattr(self, "_file", None)
+        if f is None:
+            return 0
+        if f.closed:
+            return getattr(self, "_final_position", 0)
+        try:
+            return f.tell()
+        except (OSError, ValueError):
+            return 0
 
     @property
     def n_features_seen(self):
@@ -338,41 +385,56 @@ class SvmlightReader:
     def _generate(self):
         parser = self._parser
         block_size = self._block_size
-        pending = bytearray()
+        readinto = self._reader_into()
+        # one buffer, reused: [start, fill) holds the bytes not parsed yet (the start
+        # of a line), then the next block is read in after them; _PAD spare bytes at
+        # the end let the parser read a few bytes past the last line (its fast path)
+        buf = bytearray(block_size + _PAD)
+        start = fill = 0
         try:
             while True:
+                if start:  # move the partial line to the front
+                    tail = fill - start
+                    size = tail + block_size + _PAD
+                    if len(buf) > 2 * size:  # grown for a long line: shrink back
+                        buf = buf[start:fill] + bytes(block_size + _PAD)
+                    elif tail:
+                        buf[:tail] = buf[start:fill]
+                    start, fill = 0, tail
+                if len(buf) < fill + block_size + _PAD:  # a line longer than the buffer
+                    buf.extend(bytes(max(fill + block_size + _PAD, 2 * len(buf)) - len(buf)))
                 try:
-                    block = _read(self._stream, block_size)
+                    n = readinto(buf, fill, block_size)
                 except _DECOMPRESSION_ERRORS as exc:
                     if self._compression is None:
                         raise
-                    line = max(1, parser.n_lines + (1 if pending else 0))
+                    line = max(1, parser.n_lines + (1 if fill > start else 0))
                     raise SvmlightError(
                         f"{self.source_name}:{line}: truncated or corrupt "
                         f"{self._compression} stream (line {line} is the last one "
                         f"reached): {type(exc).__name__}: {exc}",
                         self.source_name, line, None, "") from exc
-                final = not block
+                final = not n
                 if final:
-                    end = len(pending)
+                    end = fill
                 else:
-                    nl = block.rfind(b"\n")
-                    pending += block
+                    nl = buf.rfind(b"\n", fill, fill + n)
+                    fill += n
                     if nl < 0:
                         continue  # no complete line yet
-                    end = len(pending) - len(block) + nl + 1
-                pos = 0
+                    end = nl + 1
+                pos = start
                 while True:
-                    status, pos = parser.parse(pending, pos, end)
+                    status, pos = parser.parse(buf, pos, end)
                     if status == 1:
                         chunk = self._take()
                         if chunk is not None:
                             yield chunk
                     elif status == 2:
-                        raise self._error(parser.error_info(), pending)
+                        raise self._error(parser.error_info(), buf)
                     else:
                         break
-                del pending[:end]
+                start = end
                 if final:
                     break
             if parser.pending_rows:
@@ -380,7 +442,22 @@ class SvmlightReader:
                 if chunk is not None:
                     yield chunk
         finally:
+            parser.release()
             self.close()
+
+    def _reader_into(self):
+        """A function (buf, at, n) reading up to n bytes of the source into the
+        bytearray buf at offset at (len(buf) >= at + n), returning how many (0 at the
+        end): readinto, which saves a copy of each block."""
+        into = self._stream.readinto  # _Prefixed, or a (Gzip|BZ2|LZMA)File over one
+
+        def readinto(buf, at, n):
+            with memoryview(buf) as view, view[at:at + n] as part:
+                got = into(part)
+            if got is None:
+                raise BlockingIOError(_NON_BLOCKING)
+            return got
+        return readinto
 
     def _take(self):
         parser = self._parser

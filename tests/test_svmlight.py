@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import load_svmlight_file
 
-from onlinepgs._core._svmlight import _parse_float
+import onlinepgs.svmlight as svmlight_module
+from onlinepgs._core._svmlight import _fast_float, _parse_float, _Parser
 from onlinepgs.svmlight import SvmlightError, SvmlightReader, iter_svmlight, load_svmlight
 
 REPO = Path(__file__).resolve().parents[1]
@@ -342,6 +343,41 @@ def test_parameter_validation():
         load_svmlight("/nonexistent/file.svm")
 
 
+class ReadOnly:
+    """A file object with read(n) only, giving short reads (and, if asked, memoryviews
+    or more bytes than asked for)."""
+
+    def __init__(self, data, piece=7, views=False, extra=0):
+        self.data, self.piece, self.views, self.extra = data, piece, views, extra
+
+    def read(self, n=-1):
+        k = min(n, self.piece) + self.extra if n >= 0 else len(self.data)
+        out, self.data = self.data[:k], self.data[k:]
+        return memoryview(out) if self.views else out
+
+
+def test_read_only_file_objects(sample):
+    X, y = read(sample)
+    for kw in (dict(), dict(views=True), dict(extra=5), dict(piece=1 << 20)):
+        for payload in (sample, gzip.compress(sample)):
+            for block_size in (3, 100, 1 << 20):
+                chunks = list(iter_svmlight(ReadOnly(payload, **kw), chunk_rows=50,
+                                            block_size=block_size))
+                Xc, yc = concat(chunks, X.shape[1])
+                assert_same(X, Xc)
+                np.testing.assert_array_equal(y, yc)
+
+
+def test_long_lines_grow_and_shrink_the_buffer():
+    long_line = b"1 " + b" ".join(b"%d:0.5" % i for i in range(1, 3001)) + b"\n"
+    data = b"-1 1:1\n" * 50 + long_line + b"-1 2:1\n" * 50 + long_line
+    for block_size in (16, 1000):
+        chunks = list(iter_svmlight(io.BytesIO(data), chunk_rows=7, block_size=block_size))
+        X, y = concat(chunks, 3000)
+        assert X.shape == (102, 3000) and X[50].nnz == X[101].nnz == 3000
+        assert y.tolist() == [-1.0] * 50 + [1.0] + [-1.0] * 50 + [1.0]
+
+
 # ---- grammar ------------------------------------------------------------------------
 
 def test_labels():
@@ -591,6 +627,185 @@ def test_number_parser_hard_cases():
     for s in cases:
         assert _parse_float(s.encode()) == float(s), s
     assert _parse_float(b"1e309") == np.inf and _parse_float(b"-1e400") == -np.inf
+
+
+# the line parser's fast path for numbers: Clinger's case (an integer mantissa of at
+# most 19 digits below 2^53 times 10^k, |k| <= 22) and the shortcuts for "d.ddddddd" and
+# "d"; everything else is declined (None) and left to the exact parser
+FAST_TAKEN = [
+    "0", "7", "0.0365231", "0.000677688", "1.5", "9.9999999", "5.", ".5", "+.5", "-.5",
+    "-0", "-0.0", "+0", "1e-5", "1E+3", "1e0", "1e22", "1e-22", "-2.5e-3", "3E-07",
+    "0001.25", "000000000000000012.5e-1", "9007199254740992", "9007199254740991",
+    "900719925474099.2", "0.9007199254740992", "9007199254740992e22",
+    "9007199254740992e-22", "4503599627370497", "123456789012345e7", "0.1", "0.2",
+    "0.3", "1234567.0", "12345678", "0.12345678", "1.2345678", "-1", "+1", "1e+022",
+    "1e-022", "1797693134862315e-7", "1.23456789012345", "0.123456789012345",
+    "9.007199254740992", "9.007199254740991", "0.0000000000001", "-0.000677688",
+    "0.1234567890123456", "0.0000000000000001", "0.00000000000000001",
+]
+FAST_DECLINED = [
+    "9007199254740993", "9007199254740995e-5", "18014398509481984", "1e23", "1e-23",
+    "1e308", "2.2250738585072014e-308", "12345678901234567890", "1234567890123456789012",
+    "1e1000", "1e", "1e+", ".", "-", "+", "", "--1", "1.2.3", "0x10", "inf", "nan",
+    "1_000", "1e5.0", "1ee5", "0." + "0" * 30 + "1", "1" * 20, "00000000000000000001",
+    "2.2250738585072014", "17976931348623157e-7", "1e1000000", "9.999999999999999",
+    "9.007199254740993", "1.2345678901234567",
+]
+
+
+def test_fast_number_path_boundaries():
+    for s in FAST_TAKEN:
+        v = _fast_float(s.encode())
+        assert v is not None, s
+        assert v == float(s) and np.signbit(v) == np.signbit(float(s)), s
+    for s in FAST_DECLINED:
+        assert _fast_float(s.encode()) is None, s
+    # around the limits: every mantissa near 2^53 and 10^15..10^16, every exponent
+    # near 22, with and without a decimal point; taken or not, never wrong
+    cases = []
+    for m in list(range(2**53 - 40, 2**53 + 40)) + list(range(10**15 - 5, 10**15 + 5)) + [
+            10**16 - 1, 10**16, 123456789, 1]:
+        for k in range(-25, 26):
+            cases.append(f"{m}e{k}")
+            t = str(m)
+            for dot in (1, len(t) // 2, len(t) - 1):
+                cases.append(f"{t[:dot]}.{t[dot:]}e{k}")
+                cases.append(f"-{t[:dot]}.{t[dot:]}E+{k}" if k >= 0 else f"{t[:dot]}.{t[dot:]}E{k}")
+    taken = 0
+    for s in cases:
+        v = _fast_float(s.encode())
+        if v is not None:
+            taken += 1
+            assert v == float(s) and np.signbit(v) == np.signbit(float(s)), s
+    assert taken > len(cases) // 3
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(NUMBER, st.from_regex(r"\A[+-]?[0-9]\.[0-9]{0,9}\Z"),
+                 st.floats(allow_nan=False, allow_infinity=False).map(repr)))
+def test_fast_number_path_matches_float(s):
+    v = _fast_float(s.encode())
+    if v is not None:
+        assert v == float(s) and np.signbit(v) == np.signbit(float(s))
+
+
+def test_fast_number_path_in_lines():
+    """Every case above, as feature values and labels of lines read with the fast line
+    parser, equals float(); the same lines read by the exact line parser alone agree."""
+    numbers = [s for s in FAST_TAKEN + FAST_DECLINED if _parse_float(s.encode()) is not None
+               and np.isfinite(float(s))]
+    lines = b"".join(b"%s 1:%s 2:%s\n" % (s.encode(), s.encode(), s.encode()) for s in numbers)
+    X, y = read(lines, zero_based=False)
+    assert y.tolist() == [float(s) for s in numbers]
+    assert X.nnz == 2 * len(numbers)  # explicit zeros are kept: values in X.data
+    assert X.data[::2].tolist() == X.data[1::2].tolist() == [float(s) for s in numbers]
+    assert np.signbit(X.data[::2]).tolist() == [bool(np.signbit(float(s))) for s in numbers]
+    assert np.signbit(y).tolist() == [bool(np.signbit(float(s))) for s in numbers]
+    X2, y2 = read_slow(lines, zero_based=False)
+    assert_same(X, X2)
+    np.testing.assert_array_equal(y, y2)
+
+
+def read_slow(data, **kw):
+    """load_svmlight with the exact line parser only (the fast path off)."""
+    original = svmlight_module._Parser
+    svmlight_module._Parser = lambda *args: original(*args, fast_path=False)
+    try:
+        return read(data, **kw)
+    finally:
+        svmlight_module._Parser = original
+
+
+def outcome(data, slow, **kw):
+    """Everything a reader gives on data: chunks, error (message, position), counters."""
+    original = svmlight_module._Parser
+    if slow:
+        svmlight_module._Parser = lambda *args: original(*args, fast_path=False)
+    try:
+        reader = iter_svmlight(io.BytesIO(data), **kw)
+        chunks, error = [], None
+        try:
+            for X, y in reader:
+                chunks.append((X.shape, X.indptr.tolist(), X.indices.tolist(),
+                               X.data.tobytes(), y.tobytes(), X.indices.dtype))
+        except SvmlightError as e:
+            error = (str(e), e.line, e.column, e.text)
+        return (chunks, error, reader.n_lines, reader.n_rows, reader.n_skipped,
+                reader.n_features_seen, reader.zero_based)
+    finally:
+        svmlight_module._Parser = original
+
+
+GOOD_VALUES = ["1", "0", "2.5", "0.0365231", "-0.5", "1e-5", "1E+3", ".5", "5.", "-0",
+               "0.000677688", "0.12345678", "0.123456789", "7e22", "-7.5E-22", "+0.5",
+               "-.5e1", "9007199254740993", "2.2250738585072014e-308", "12345678901234567890",
+               "1e-400", "+1", "-1"]
+BAD_VALUES = ["1e", "x", "nan", "inf", "1e400", "1.5e+", "1x", "1.x", "--1", ":1", "", "1e5.0"]
+INDICES = ["1", "2", "3", "10", "11", "12", "0", "007", "123456789012345",
+           "1234567890123456", "99999999999999999", "4611686018427387904"]
+BAD_INDICES = ["+3", "-3", "", "a", "3x", "q"]
+GOOD_TOKEN = st.builds(lambda i, v: f"{i}:{v}", st.sampled_from(INDICES),
+                       st.sampled_from(GOOD_VALUES))
+BAD_TOKEN = st.one_of(
+    st.builds(lambda i, v: f"{i}:{v}", st.sampled_from(INDICES + BAD_INDICES),
+              st.sampled_from(GOOD_VALUES + BAD_VALUES)),
+    st.sampled_from(["qid:3", "qid:-2", "qid:", "qid:x", "qid:3x", "qid:+4", "qid:3#c",
+                     "qid:3:1", "#", "#c", "1:1#c", "2:2.5#", "\x00", "\xff:1", "3:1\x00",
+                     "3=1", "3", "3:1:2", "3::1", "1:1 #", "\x00:1", "1:\xff"]))
+LABEL = st.sampled_from(GOOD_VALUES + GOOD_VALUES + BAD_VALUES + ["qid:1", "1:1", "#c"])
+SEPARATOR = st.sampled_from([" ", " ", " ", " ", "\t", "  ", " \t", "\r", "\x0b", "\x0c", ""])
+LINE = st.builds(
+    lambda pre, label, qid, tokens: pre + label + qid + "".join(sep + t for t, sep in tokens),
+    st.sampled_from(["", "", "", " ", "\t"]), LABEL,
+    st.sampled_from(["", "", "", " qid:7", " qid:-2", "\tqid:+4"]),
+    st.lists(st.tuples(st.one_of(GOOD_TOKEN, GOOD_TOKEN, GOOD_TOKEN, BAD_TOKEN), SEPARATOR),
+             max_size=8))
+EOL = st.sampled_from(["\n", "\r\n", " \n", "\n\n"])
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(LINE, EOL), max_size=12), st.booleans(),
+       st.sampled_from([1, 5, 64, 1 << 20]), st.sampled_from([1, 3, None]),
+       st.sampled_from(["raise", "skip"]), st.sampled_from(["auto", True, False]),
+       st.sampled_from([None, 11, 12]))
+def test_fast_path_agrees_with_exact_line_parser(lines, last_eol, block_size, chunk_rows,
+                                                 on_error, zero_based, n_features):
+    """The fast path (lines it takes) and the exact line parser (all lines) give the
+    same chunks, values (bit for bit), errors and counters, for any chunking."""
+    text = "".join(line + eol for line, eol in lines)
+    if lines and not last_eol:
+        text = text[:-len(lines[-1][1])]
+    data = text.encode("latin-1")
+    kw = dict(block_size=block_size, chunk_rows=chunk_rows, on_error=on_error,
+              zero_based=zero_based, n_features=n_features)
+    assert outcome(data, False, **kw) == outcome(data, True, **kw)
+
+
+def test_fast_path_agrees_token_by_token():
+    """Each odd token alone in an otherwise good line (as a feature, after a qid, as
+    the label): the fast path and the exact line parser keep and skip the same lines,
+    with the same values."""
+    tokens = [f"{i}:{v}" for i in INDICES + BAD_INDICES for v in GOOD_VALUES + BAD_VALUES]
+    tokens += ["qid:3", "qid:-2", "qid:", "qid:x", "qid:3x", "qid:+4", "qid:3#c", "qid:3:1",
+               "#", "#c", "1:1#c", "\x00", "\xff:1", "3:1\x00", "3=1", "3", "3:1:2", "3::1",
+               "\x00:1", "1:\xff", "1:1\r", "1:1\x0b2:2"] + GOOD_VALUES + BAD_VALUES
+    lines = []
+    for t in tokens:
+        lines += [f"1 {t}", f"1 1:1 {t} 2:2", f"{t} 1:1", f"-1 qid:3 {t}", f"1 {t}\t3:3 ",
+                  f"1 2:2{t}"]
+    data = "\n".join(lines).encode("latin-1") + b"\n"
+    for kw in (dict(zero_based=True), dict(zero_based=False), dict(zero_based="auto"),
+               dict(n_features=12), dict(n_features=11, zero_based=True),
+               dict(chunk_rows=7, n_features=11)):
+        assert outcome(data, False, on_error="skip", **kw) == outcome(
+            data, True, on_error="skip", **kw), kw
+
+
+def test_fast_path_agrees_on_shared_data():
+    for name in ("a9a.t.svm.gz", "mushrooms.svm.gz"):
+        data = gzip.decompress(shared(name).read_bytes())[:300_000]
+        for kw in (dict(chunk_rows=500), dict(chunk_rows=None, zero_based=True)):
+            assert outcome(data, False, **kw) == outcome(data, True, **kw)
 
 
 # ---- fuzzing ------------------------------------------------------------------------

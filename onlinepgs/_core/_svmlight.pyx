@@ -3,9 +3,26 @@
 
 `_Parser` turns complete text lines held in a bytes-like block into CSR buffers. Every
 line is parsed with C pointers and the GIL released; no Python object is created per
-line or per entry. The buffers are C arrays (``PyMem_Raw*``, so ``tracemalloc`` sees
-them) that grow geometrically and are handed over to NumPy without a copy when a chunk
-is taken (`_Parser.take_chunk`), after which the parser starts fresh buffers.
+line or per entry. Two line parsers share that work:
+
+* the fast path (``svm_fast_line``) takes a line that ends with a newline at least 8
+  bytes before the end of the block (so it needs no bounds checks and may load 8
+  bytes at a time): indices and decimals are read 8 digits at a time (SWAR), the
+  usual values (``d.ddd``, ``d``, and any decimal whose digits make an integer below
+  2^53 with a power of ten up to 10^22) are converted exactly (Clinger's fast path),
+  other values go to the exact number parser below. On anything else (an error, an
+  index beyond 15 digits or out of range, ...) it gives up the line, untouched;
+* the exact line parser (`_Parser._line`) then reads it, as it reads every other
+  line: it decides every error and its position. The fast path only accepts lines
+  that `_line` accepts, with the same result (the tests compare the two).
+
+The buffers are C arrays (``PyMem_Raw*``, so ``tracemalloc`` sees them) that grow
+geometrically. Taking a chunk (`_Parser.take_chunk`) hands the values and labels
+over to NumPy without a copy, and the indices too when they need int64 (or when
+chunks are unbounded); bounded int32 chunks get narrowed copies and the parser keeps
+its int64 index buffers. Buffers handed over come back to a small pool of the parser
+when their arrays are collected, for its next chunks: memory already mapped, instead
+of fresh pages (whose page faults cost more than the parsing itself).
 
 Numbers are parsed by hand: ``[+-]? (d+ [. d*] | . d+) ([eE] [+-]? d+)?``, no hex,
 ``inf``, ``nan`` or digit separators. The value is the correctly rounded double:
@@ -18,8 +35,7 @@ subnormal inputs).
 """
 cimport cython
 from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc, PyMem_RawRealloc
-from cpython.pycapsule cimport PyCapsule_Destructor, PyCapsule_GetPointer, PyCapsule_New
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy
 
 import numpy as np
@@ -213,9 +229,290 @@ cdef extern from *:
         }
         return svm_parse_double_slow(s, e, out);
     }
+
+    /* ---- the fast path of a line ----------------------------------------------
+       Used on lines that end with '\\n' inside the buffer, at least 8 bytes before
+       its end: every loop below stops at the '\\n' (no bounds checks) and 8-byte
+       loads never leave the buffer. Anything unusual (an error, an index of more
+       than 15 digits or out of range, ...) makes svm_fast_line give up on the line,
+       which the exact line parser then reads from its start: the fast path only
+       ever accepts what that parser accepts, with the same result. */
+
+    /* byte classes: 1 = whitespace inside a line, 2 = '#', 3 = '\\n' */
+    static unsigned char svm_cls[256];
+
+    static const uint64_t svm_pow10_u64[9] = {
+        1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
+        100000000ULL};
+
+    static inline int svm_ctz64(uint64_t x) {  /* x != 0 */
+    #if defined(__GNUC__) || defined(__clang__)
+        return __builtin_ctzll(x);
+    #else
+        int n = 0;
+        while (!(x & 1)) { x >>= 1; n++; }
+        return n;
+    #endif
+    }
+
+    /* The number of leading decimal digits of p[0..8) (0 to 8 of them) and their
+       value in *val (SWAR, no branch on the count); when there is none, *val is
+       undefined with svm_digits8_nz and 0 with svm_digits8. Reads 8 bytes. */
+    static inline int svm_digits8_nz(const char *p, uint64_t *val) {
+        uint64_t v, t, nd;
+        int b;
+        memcpy(&v, p, 8);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        v = __builtin_bswap64(v);
+    #endif
+        t = v ^ 0x3030303030303030ULL;  /* a digit byte becomes 0..9 */
+        /* bit 7 of each byte that is not a digit (a carry out of such a byte only
+           disturbs the bytes after it, which do not count) */
+        nd = ((t + 0x7676767676767676ULL) | t) & 0x8080808080808080ULL;
+        b = nd ? svm_ctz64(nd) : 64;    /* 8 n + 7, or 64 if n == 8 */
+        t <<= (unsigned)(7 - b) & 56u;  /* the n digits on top, zeros below (n > 0) */
+        t = t * 10 + (t >> 8);
+        t = (((t & 0x000000FF000000FFULL) * 0x000F424000000064ULL)
+             + (((t >> 16) & 0x000000FF000000FFULL) * 0x0000271000000001ULL)) >> 32;
+        *val = (uint32_t)t;
+        return b >> 3;
+    }
+
+    static inline int svm_digits8(const char *p, uint64_t *val) {
+        uint64_t x;
+        int n = svm_digits8_nz(p, &x);
+        *val = n ? x : 0;
+        return n;
+    }
+
+    /* A number in the common form [+-] d* [. d*] [(e|E) [+-] d{1,3}] with at most 19
+       digits in all, when it is an integer below 2^53 times 10^k, |k| <= 22: the
+       product or quotient of two exactly represented doubles is then the correctly
+       rounded value (Clinger's fast path, as in svm_parse_double). Returns where the
+       number ends, which must be at whitespace, '#' or '\\n', or NULL (not this form,
+       or not followed by such a byte: the caller then uses svm_parse_double on the
+       token). */
+    static const char *svm_fast_double_general(const char *p, double *out) {
+        const unsigned char *cls = svm_cls;
+        int neg = (*p == '-'), n, ndig, nfrac = 0, e10;
+        uint64_t man, chunk;
+        double v;
+        p += (*p == '-') | (*p == '+');
+        if ((unsigned)(p[0] - '0') < 10 && p[1] == '.') {  /* "d.": the usual case */
+            man = (uint64_t)(p[0] - '0');
+            ndig = 1;
+            p += 2;
+        } else {
+            ndig = n = svm_digits8(p, &man);
+            p += n;
+            while (n == 8) {
+                if (ndig > 19) return NULL;
+                n = svm_digits8(p, &chunk);
+                man = man * svm_pow10_u64[n] + chunk;
+                ndig += n;
+                p += n;
+            }
+            if (*p != '.') goto exponent;
+            p++;
+        }
+        do {  /* the fraction */
+            if (ndig + nfrac > 19) return NULL;
+            n = svm_digits8(p, &chunk);
+            man = man * svm_pow10_u64[n] + chunk;
+            nfrac += n;
+            p += n;
+        } while (n == 8);
+        ndig += nfrac;
+    exponent:
+        if (ndig == 0 || ndig > 19) return NULL;
+        e10 = -nfrac;
+        if (cls[(unsigned char)*p] == 0) {
+            int eneg, x = 0, k = 0;
+            if ((*p | 0x20) != 'e') return NULL;
+            p++;
+            eneg = (*p == '-');
+            p += (*p == '-') | (*p == '+');
+            while ((unsigned)(*p - '0') < 10) {
+                if (++k > 3) return NULL;
+                x = x * 10 + (*p - '0');
+                p++;
+            }
+            if (k == 0 || cls[(unsigned char)*p] == 0) return NULL;
+            e10 += eneg ? -x : x;
+        }
+        if (man > (1ULL << 53) || (unsigned)(e10 + 22) > 44u) return NULL;
+        v = (double)man;
+        v = e10 < 0 ? v / svm_exact_pow10[-e10] : v * svm_exact_pow10[e10];
+        *out = neg ? -v : v;
+        return p;
+    }
+
+    /* svm_fast_double_general, with shortcuts for the most frequent forms:
+       "d.ddd" (up to 16 decimals, when the digits make an integer up to 2^53, over
+       an exact 10^n) and "d", each followed by whitespace, '#' or '\\n'. */
+    static inline const char *svm_fast_double(const char *p, double *out) {
+        const unsigned char *cls = svm_cls;
+        unsigned d0 = (unsigned)(p[0] - '0');
+        if (d0 < 10) {
+            if (p[1] == '.') {
+                uint64_t frac, man;
+                int n = svm_digits8(p + 2, &frac), n2;
+                const char *q = p + 2 + n;
+                man = d0 * svm_pow10_u64[n] + frac;
+                if (cls[(unsigned char)*q] != 0) {  /* n <= 8: at most 9 digits */
+                    *out = (double)man / svm_exact_pow10[n];
+                    return q;
+                }
+                if (n == 8) {  /* more decimals (16 at most, 10^16 is exact) */
+                    n2 = svm_digits8(q, &frac);
+                    q += n2;
+                    man = man * svm_pow10_u64[n2] + frac;
+                    if (cls[(unsigned char)*q] != 0 && man <= (1ULL << 53)) {
+                        *out = (double)man / svm_exact_pow10[8 + n2];
+                        return q;
+                    }
+                }
+            } else if (cls[(unsigned char)p[1]] != 0) {
+                *out = (double)d0;
+                return p + 1;
+            }
+        }
+        return svm_fast_double_general(p, out);
+    }
+
+    /* A number token at p (it ends at whitespace, '#' or '\\n'): the fast path, else
+       the exact parser on the token. Returns the byte after it (whitespace, '#' or
+       '\\n') and the finite value, or NULL if it is no finite number. */
+    static inline const char *svm_fast_token_double(const char *p, double *out) {
+        const char *q = svm_fast_double(p, out);
+        if (q != NULL) return q;
+        q = p;
+        while (svm_cls[(unsigned char)*q] == 0) q++;
+        if (!svm_parse_double(p, q, out) || !(*out - *out == 0.0)) return NULL;
+        return q;
+    }
+
+    typedef struct {
+        /* in */
+        int64_t *indices;
+        double *data;
+        Py_ssize_t nnz, cap;
+        int64_t shift;      /* 1 for one-based indices (index 0 is then refused) */
+        int64_t jlim;       /* stored indices must be below (else: refused) */
+        /* out */
+        double label;
+        int64_t row_max;
+        int is_sorted, row_zero;
+    } svm_fast_state;
+
+    #define SVM_FAST_BAIL 0   /* not for the fast path: use the exact line parser */
+    #define SVM_FAST_ROW 1    /* a row, entries [st->nnz, new st->nnz) */
+    #define SVM_FAST_EMPTY 2  /* blank or comment line */
+    #define SVM_FAST_GROW 3   /* the entry buffers are full: grow them and retry */
+
+    /* The line starting at s, which ends with a '\\n' before e. Sets *endp to the
+       byte after its '\\n' (ROW, EMPTY). */
+    static int svm_fast_line(const char *s, const char *e, svm_fast_state *st,
+                             const char **endp) {
+        const unsigned char *cls = svm_cls;
+        const char *p = s, *q;
+        int64_t *indices = st->indices;
+        double *data = st->data;
+        const Py_ssize_t start = st->nnz, cap = st->cap;
+        Py_ssize_t nnz = start, k;
+        const uint64_t shift = (uint64_t)st->shift, jlim = (uint64_t)st->jlim;
+        uint64_t idx, chunk, j;
+        int64_t prev = -1, row_max = -1;
+        int is_sorted = 1, row_zero = 0, n;
+        double v;
+
+        while (cls[(unsigned char)*p] == 1) p++;
+        if (cls[(unsigned char)*p] >= 2) {
+            if (*p == '#') p = (const char *)memchr(p, '\\n', (size_t)(e - p));
+            *endp = p + 1;
+            return SVM_FAST_EMPTY;
+        }
+        p = svm_fast_token_double(p, &st->label);
+        if (p == NULL) return SVM_FAST_BAIL;
+        /* qid:[+-]N, first after the label */
+        q = p;
+        while (cls[(unsigned char)*q] == 1) q++;
+        if (q[0] == 'q' && q[1] == 'i' && q[2] == 'd' && q[3] == ':') {
+            q += 4;
+            q += (*q == '-') | (*q == '+');
+            p = q;
+            while ((unsigned)(*q - '0') < 10) q++;
+            if (q == p || cls[(unsigned char)*q] == 0) return SVM_FAST_BAIL;
+            p = q;
+        }
+        for (;;) {
+            /* p is at whitespace, '#' or '\\n' */
+            if (cls[(unsigned char)*p] != 1) goto end;
+            p++;
+            n = svm_digits8_nz(p, &idx);  /* the usual case: one blank, an index */
+            if (n == 0) {
+                while (cls[(unsigned char)*p] == 1) p++;
+                if (cls[(unsigned char)*p] != 0) goto end;
+                n = svm_digits8_nz(p, &idx);
+                if (n == 0) return SVM_FAST_BAIL;
+            }
+            /* index ':' value */
+            q = p + n;
+            if (n == 8) {
+                n = svm_digits8(q, &chunk);
+                if (n == 8) return SVM_FAST_BAIL;  /* > 15 digits */
+                idx = idx * svm_pow10_u64[n] + chunk;
+                q += n;
+            }
+            if (*q != ':') return SVM_FAST_BAIL;
+            p = svm_fast_token_double(q + 1, &v);
+            if (p == NULL) return SVM_FAST_BAIL;
+            /* j < 0 (index 0, one-based) wraps and fails too */
+            j = idx - shift;
+            if (j >= jlim) return SVM_FAST_BAIL;
+            if (nnz == cap) return SVM_FAST_GROW;
+            indices[nnz] = (int64_t)j;
+            data[nnz] = v;
+            nnz++;
+            is_sorted &= ((int64_t)j > prev);
+            prev = (int64_t)j;
+        }
+    end:
+        if (*p == '#') p = (const char *)memchr(p, '\\n', (size_t)(e - p));
+        if (is_sorted) {
+            if (nnz > start) {
+                row_max = indices[nnz - 1];
+                row_zero = indices[start] == 0;
+            }
+        } else {
+            for (k = start; k < nnz; k++) {
+                row_max = indices[k] > row_max ? indices[k] : row_max;
+                row_zero |= indices[k] == 0;
+            }
+        }
+        st->nnz = nnz;
+        st->row_max = row_max;
+        st->is_sorted = is_sorted;
+        st->row_zero = row_zero;
+        *endp = p + 1;
+        return SVM_FAST_ROW;
+    }
     """
     void svm_set_pow10(int i, uint64_t hi, uint64_t lo) nogil
     int svm_parse_double(const char *s, const char *e, double *out) nogil
+    unsigned char svm_cls[256]
+    ctypedef struct svm_fast_state:
+        int64_t* indices
+        double* data
+        Py_ssize_t nnz, cap
+        int64_t shift, jlim
+        double label
+        int64_t row_max
+        int is_sorted, row_zero
+    int svm_fast_line(const char* s, const char* e, svm_fast_state* st,
+                      const char** endp) nogil
+    const char* svm_fast_double(const char* p, double* out) nogil
+    int SVM_FAST_BAIL, SVM_FAST_ROW, SVM_FAST_EMPTY, SVM_FAST_GROW
     int SVM_POW10_MIN
     int SVM_POW10_MAX
 
@@ -246,6 +543,17 @@ def _parse_float(bytes s):
     return None
 
 
+def _fast_float(bytes s):
+    """The line parser's fast path on one token (testing aid): the value, or None
+    when the fast path declines it (the exact parser svm_parse_double then decides,
+    on the whole token). s must not contain whitespace, '#' or a newline."""
+    cdef double v
+    cdef bytes padded = s + b"\n" + b"\0" * 16
+    if svm_fast_double(<const char*>padded, &v) == NULL:
+        return None
+    return v
+
+
 # ---------------------------------------------------------------------------------
 # line parser
 
@@ -262,6 +570,7 @@ cdef enum:
     LINE_ROW = 1
     LINE_ERROR = 2
     LINE_NOMEM = 3
+    LINE_BAIL = 4      # (fast path) not handled: parse the line with _line
 
 cdef enum:
     # error kinds (ERROR_KINDS below gives their names)
@@ -288,11 +597,12 @@ cdef enum:
     MODE_ZERO_BASED = 1
     MODE_UNDECIDED = 2
 
-# character classes: 1 = whitespace inside a line, 2 = '#'
-cdef unsigned char CHAR_CLASS[256]
+# byte classes (svm_cls, shared with the C fast path): 1 = whitespace inside a line,
+# 2 = '#', 3 = '\n' (never inside a line given to _line; ends one for svm_fast_line)
 for _c in (32, 9, 13, 11, 12):  # space, \t, \r, \v, \f
-    CHAR_CLASS[_c] = 1
-CHAR_CLASS[ord("#")] = 2
+    svm_cls[_c] = 1
+svm_cls[ord("#")] = 2
+svm_cls[ord("\n")] = 3
 
 cdef enum:
     AMB_TEXT = 256             # bytes kept of the deferred error's token
@@ -302,28 +612,119 @@ cdef enum:
 cdef int64_t INDEX_LIMIT_DIV10 = ((<int64_t>1) << 62) // 10
 
 
-cdef void _free_capsule(object capsule) noexcept:
-    PyMem_RawFree(PyCapsule_GetPointer(capsule, NULL))
+cdef enum:
+    POOL_MAX = 8               # buffers kept for reuse (two chunks' worth)
 
 
-cdef object _own_array(void* ptr, Py_ssize_t n, int typenum):
-    """A 1-d NumPy array over a PyMem_Raw buffer, which it frees when collected."""
+@cython.final
+cdef class _Pool:
+    """Buffers of a parser's chunks, given back when their arrays are collected, for
+    its next chunks: a new chunk then reuses memory already mapped instead of taking
+    fresh pages from the system (a page fault per 4 KiB, which cost more than the
+    parsing). At most POOL_MAX buffers are kept; the rest are freed."""
+    cdef void* ptrs[POOL_MAX]
+    cdef size_t caps[POOL_MAX]
+    cdef int n
+    cdef bint closed                # the parser is gone: free what comes back
+
+    def __dealloc__(self):
+        self.clear()
+
+    cdef void clear(self) noexcept:
+        cdef int i
+        for i in range(self.n):
+            PyMem_RawFree(self.ptrs[i])
+        self.n = 0
+
+    cdef void* get(self, size_t need, size_t want, size_t* cap) noexcept:
+        """A buffer of at least need bytes, want (>= need) if possible: the smallest
+        kept one of want bytes or more, else the largest kept one of need bytes or
+        more, else a new one of want bytes. Its size goes to *cap; NULL when out of
+        memory."""
+        cdef int i, best = -1
+        cdef size_t c, b
+        cdef void* ptr
+        for i in range(self.n):
+            c = self.caps[i]
+            if c < need:
+                continue
+            if best < 0:
+                best = i
+                continue
+            b = self.caps[best]
+            if (c >= want and c < b) or (b < want and c > b):
+                best = i
+        if best >= 0:
+            ptr = self.ptrs[best]
+            cap[0] = self.caps[best]
+            self.n -= 1
+            self.ptrs[best] = self.ptrs[self.n]
+            self.caps[best] = self.caps[self.n]
+            return ptr
+        if want == 0:
+            want = 1
+        cap[0] = want
+        return PyMem_RawMalloc(want)
+
+    cdef void put(self, void* ptr, size_t cap) noexcept:
+        cdef int i, small = 0
+        if self.closed:
+            PyMem_RawFree(ptr)
+            return
+        if self.n < POOL_MAX:
+            self.ptrs[self.n] = ptr
+            self.caps[self.n] = cap
+            self.n += 1
+            return
+        for i in range(1, self.n):  # full: keep the larger buffers
+            if self.caps[i] < self.caps[small]:
+                small = i
+        if self.caps[small] < cap:
+            PyMem_RawFree(self.ptrs[small])
+            self.ptrs[small] = ptr
+            self.caps[small] = cap
+        else:
+            PyMem_RawFree(ptr)
+
+
+@cython.final
+@cython.no_gc  # holds no container: untracked, so chunks do not drive the collector
+cdef class _Owner:
+    """The base of a chunk's array: owns its buffer, given back to the pool (or
+    freed) when the array is collected."""
+    cdef void* ptr
+    cdef size_t cap
+    cdef _Pool pool
+
+    def __dealloc__(self):
+        if self.pool is not None:
+            self.pool.put(self.ptr, self.cap)
+        else:
+            PyMem_RawFree(self.ptr)
+
+
+cdef object _own_array(void* ptr, size_t cap, Py_ssize_t n, int typenum, _Pool pool):
+    """A 1-d NumPy array of n items over a PyMem_Raw buffer of cap bytes, which goes
+    back to pool when the array is collected."""
     cdef cnp.npy_intp dims[1]
     dims[0] = n
+    cdef _Owner owner = _Owner.__new__(_Owner)
+    owner.ptr = ptr
+    owner.cap = cap
+    owner.pool = pool
     cdef cnp.ndarray arr = cnp.PyArray_SimpleNewFromData(1, dims, typenum, ptr)
-    capsule = PyCapsule_New(ptr, NULL, <PyCapsule_Destructor>_free_capsule)
-    cnp.set_array_base(arr, capsule)
+    cnp.set_array_base(arr, owner)
     return arr
 
 
 cdef inline const char* _skip_ws(const char* p, const char* e) noexcept nogil:
-    while p < e and CHAR_CLASS[<unsigned char>p[0]] == 1:
+    while p < e and svm_cls[<unsigned char>p[0]] == 1:
         p += 1
     return p
 
 
 cdef inline const char* _token_end(const char* p, const char* e) noexcept nogil:
-    while p < e and CHAR_CLASS[<unsigned char>p[0]] == 0:
+    while p < e and svm_cls[<unsigned char>p[0]] == 0:
         p += 1
     return p
 
@@ -343,7 +744,8 @@ cdef class _Parser:
     """Line parser and chunk buffers of one stream (see `onlinepgs.svmlight`).
 
     Parameters: n_features (-1: not declared), zero_based (1, 0 or -1 for "auto"),
-    skip (on_error="skip"), chunk_rows (-1: unbounded).
+    skip (on_error="skip"), chunk_rows (-1: unbounded), fast_path (False: parse every
+    line with the exact line parser only, for tests).
     """
     # current chunk
     cdef double* labels
@@ -351,6 +753,8 @@ cdef class _Parser:
     cdef int64_t* indices
     cdef double* data
     cdef Py_ssize_t cap_rows, cap_nnz, n_rows, nnz
+    cdef size_t capb_labels, capb_indptr, capb_indices, capb_data  # in bytes
+    cdef _Pool pool                 # buffers of collected chunks, for reuse
     cdef int64_t chunk_max          # largest stored index (raw while undecided), -1
     # sort scratch
     cdef int64_t* tmp_idx
@@ -361,6 +765,7 @@ cdef class _Parser:
     cdef int mode
     cdef bint skip
     cdef Py_ssize_t chunk_rows
+    cdef bint fast_path             # False: every line through _line (for tests)
     # counters over the stream
     cdef public int64_t n_lines, n_skipped, n_rows_out, n_nnz_out
     cdef int64_t seen_max           # largest index (after the shift) in emitted chunks
@@ -378,7 +783,8 @@ cdef class _Parser:
     cdef Py_ssize_t err_line_start, err_bad_start, err_bad_end, err_tok_start, err_tok_end
 
     def __cinit__(self, int64_t n_features=-1, int zero_based=-1, bint skip=False,
-                  Py_ssize_t chunk_rows=-1):
+                  Py_ssize_t chunk_rows=-1, bint fast_path=True):
+        self.fast_path = fast_path
         self.n_features = n_features
         self.mode = MODE_UNDECIDED if zero_based < 0 else (
             MODE_ZERO_BASED if zero_based else MODE_ONE_BASED)
@@ -386,12 +792,16 @@ cdef class _Parser:
         self.chunk_rows = chunk_rows
         self.chunk_max = -1
         self.seen_max = -1
+        self.pool = _Pool()
         self.cap_rows = 1024 if chunk_rows < 0 or chunk_rows > 1024 else chunk_rows
         self.cap_nnz = 16 * self.cap_rows
-        if not self._alloc():
+        if not self._alloc(False):
             raise MemoryError()
 
     def __dealloc__(self):
+        if self.pool is not None:
+            self.pool.closed = True
+            self.pool.clear()
         PyMem_RawFree(self.labels)
         PyMem_RawFree(self.indptr)
         PyMem_RawFree(self.indices)
@@ -400,17 +810,38 @@ cdef class _Parser:
         PyMem_RawFree(self.tmp_val)
         PyMem_RawFree(self.amb_rows)
 
-    cdef bint _alloc(self):
-        self.labels = <double*>PyMem_RawMalloc(self.cap_rows * sizeof(double))
-        self.indptr = <int64_t*>PyMem_RawMalloc((self.cap_rows + 1) * sizeof(int64_t))
-        self.indices = <int64_t*>PyMem_RawMalloc(self.cap_nnz * sizeof(int64_t))
-        self.data = <double*>PyMem_RawMalloc(self.cap_nnz * sizeof(double))
+    cdef bint _alloc(self, bint keep_index):
+        """Buffers for a new chunk of cap_rows rows and about cap_nnz entries (from
+        the pool when it holds fitting ones); keep_index: keep indices and indptr."""
+        cdef size_t want = self.cap_nnz * 8
+        self.labels = <double*>self.pool.get(self.cap_rows * 8, self.cap_rows * 8,
+                                             &self.capb_labels)
+        self.data = <double*>self.pool.get(want - (want >> 2), want, &self.capb_data)
+        if not keep_index:
+            self.indptr = <int64_t*>self.pool.get((self.cap_rows + 1) * 8,
+                                                  (self.cap_rows + 1) * 8, &self.capb_indptr)
+            self.indices = <int64_t*>self.pool.get(want, want, &self.capb_indices)
         self.n_rows = 0
         self.nnz = 0
-        if self.indptr != NULL:
-            self.indptr[0] = 0
-        return (self.labels != NULL and self.indptr != NULL and self.indices != NULL
-                and self.data != NULL)
+        if (self.labels == NULL or self.indptr == NULL or self.indices == NULL
+                or self.data == NULL):
+            return False
+        self.indptr[0] = 0
+        self._set_caps()
+        return True
+
+    cdef inline void _set_caps(self) noexcept nogil:
+        cdef size_t b = self.capb_indices if self.capb_indices < self.capb_data else self.capb_data
+        self.cap_nnz = <Py_ssize_t>(b // 8)
+        b = self.capb_labels if self.capb_labels + 8 < self.capb_indptr else self.capb_indptr - 8
+        self.cap_rows = <Py_ssize_t>(b // 8)
+
+    def release(self):
+        """Free the buffers kept for reuse (the stream is done); arrays collected later
+        free theirs."""
+        if self.pool is not None:
+            self.pool.closed = True
+            self.pool.clear()
 
     # ---- properties -------------------------------------------------------------
     @property
@@ -431,31 +862,40 @@ cdef class _Parser:
     # ---- growth (nogil) -----------------------------------------------------------
     cdef bint _grow_nnz(self, Py_ssize_t need) noexcept nogil:
         cdef Py_ssize_t cap = self.cap_nnz
+        cdef void* ptr
         while cap < need:
             cap = cap + (cap >> 1) + 16
-        cdef int64_t* ni = <int64_t*>PyMem_RawRealloc(self.indices, cap * sizeof(int64_t))
-        if ni == NULL:
-            return False
-        self.indices = ni
-        cdef double* nd = <double*>PyMem_RawRealloc(self.data, cap * sizeof(double))
-        if nd == NULL:
-            return False
-        self.data = nd
-        self.cap_nnz = cap
+        if self.capb_indices < <size_t>cap * 8:
+            ptr = PyMem_RawRealloc(self.indices, cap * 8)
+            if ptr == NULL:
+                return False
+            self.indices = <int64_t*>ptr
+            self.capb_indices = cap * 8
+        if self.capb_data < <size_t>cap * 8:
+            ptr = PyMem_RawRealloc(self.data, cap * 8)
+            if ptr == NULL:
+                return False
+            self.data = <double*>ptr
+            self.capb_data = cap * 8
+        self._set_caps()
         return True
 
     cdef bint _grow_rows(self) noexcept nogil:
         cdef Py_ssize_t cap = self.cap_rows + (self.cap_rows >> 1) + 16
-        cdef double* nl = <double*>PyMem_RawRealloc(self.labels, cap * sizeof(double))
-        if nl == NULL:
-            return False
-        self.labels = nl
-        cdef int64_t* np_ = <int64_t*>PyMem_RawRealloc(self.indptr,
-                                                       (cap + 1) * sizeof(int64_t))
-        if np_ == NULL:
-            return False
-        self.indptr = np_
-        self.cap_rows = cap
+        cdef void* ptr
+        if self.capb_labels < <size_t>cap * 8:
+            ptr = PyMem_RawRealloc(self.labels, cap * 8)
+            if ptr == NULL:
+                return False
+            self.labels = <double*>ptr
+            self.capb_labels = cap * 8
+        if self.capb_indptr < <size_t>(cap + 1) * 8:
+            ptr = PyMem_RawRealloc(self.indptr, (cap + 1) * 8)
+            if ptr == NULL:
+                return False
+            self.indptr = <int64_t*>ptr
+            self.capb_indptr = (cap + 1) * 8
+        self._set_caps()
         return True
 
     # ---- errors -----------------------------------------------------------------
@@ -699,8 +1139,12 @@ cdef class _Parser:
             prev = j
             if j > row_max:
                 row_max = j
-        # commit the row
         self.nnz = nnz
+        return self._commit_row(row_start, label, is_sorted, row_max, row_zero, row_amb)
+
+    cdef int _commit_row(self, Py_ssize_t row_start, double label, bint is_sorted,
+                         int64_t row_max, bint row_zero, bint row_amb) noexcept nogil:
+        """Make a row of the entries [row_start, nnz) just parsed."""
         if not is_sorted:
             if not self._canonicalize_row(row_start):
                 self.nnz = row_start
@@ -728,6 +1172,33 @@ cdef class _Parser:
             self.saw_zero = True
         return LINE_ROW
 
+    # ---- one line, fast path (see svm_fast_line) ------------------------------------
+    cdef inline void _fast_setup(self, svm_fast_state* st) noexcept nogil:
+        st.shift = 1 if self.mode == MODE_ONE_BASED else 0
+        st.jlim = self.n_features if self.n_features >= 0 else INT64_MAX
+
+    cdef inline int _fast_line(self, const char* s, const char* e, svm_fast_state* st,
+                               const char** nxt) noexcept nogil:
+        cdef Py_ssize_t row_start = self.nnz
+        cdef int r
+        while True:
+            st.indices = self.indices
+            st.data = self.data
+            st.nnz = row_start
+            st.cap = self.cap_nnz
+            r = svm_fast_line(s, e, st, nxt)
+            if r == SVM_FAST_ROW:
+                self.nnz = st.nnz
+                return self._commit_row(
+                    row_start, st.label, st.is_sorted, st.row_max,
+                    st.row_zero and self.mode == MODE_UNDECIDED, False)
+            if r == SVM_FAST_EMPTY:
+                return LINE_EMPTY
+            if r == SVM_FAST_BAIL:
+                return LINE_BAIL
+            if not self._grow_nnz(self.cap_nnz + 1):  # SVM_FAST_GROW: retry
+                return LINE_NOMEM
+
     # ---- a block ------------------------------------------------------------------
     def parse(self, const unsigned char[::1] buf, Py_ssize_t pos, Py_ssize_t end):
         """Parse the lines of ``buf[pos:end]`` (the last one may lack its newline).
@@ -742,15 +1213,35 @@ cdef class _Parser:
         cdef const char* p = base + pos
         cdef const char* e = base + end
         cdef const char* le
+        cdef const char* nxt
+        cdef const char* fast_end
+        cdef Py_ssize_t fast_off
         cdef int r, status = ST_DONE
         cdef bint bounded = self.chunk_rows > 0
+        cdef svm_fast_state st
         with nogil:
+            # the fast path takes the lines that end with a '\n' at least 8 bytes
+            # before the end of buf (it reads up to 7 bytes past a line's end)
+            fast_off = buf.shape[0] - 8
+            if fast_off > end:
+                fast_off = end
+            if fast_off < pos or not self.fast_path:
+                fast_off = pos
+            fast_end = base + fast_off
+            while fast_end > p and (fast_end - 1)[0] != 10:
+                fast_end -= 1
+            self._fast_setup(&st)
             while p < e:
-                le = <const char*>memchr(p, 10, e - p)
-                if le == NULL:
-                    le = e
                 self.n_lines += 1
-                r = self._line(base, p, le)
+                r = LINE_BAIL
+                if p < fast_end:
+                    r = self._fast_line(p, fast_end, &st, &nxt)
+                if r == LINE_BAIL:
+                    le = <const char*>memchr(p, 10, e - p)
+                    if le == NULL:
+                        le = e
+                    r = self._line(base, p, le)
+                    nxt = le + 1 if le < e else e
                 if r == LINE_ERROR:
                     if not self.skip:
                         status = ST_ERROR
@@ -759,7 +1250,7 @@ cdef class _Parser:
                 elif r == LINE_NOMEM:
                     status = ST_NOMEM
                     break
-                p = le + 1 if le < e else e
+                p = nxt
                 if r == LINE_ROW and bounded and self.n_rows >= self.chunk_rows:
                     status = ST_FULL
                     break
@@ -824,39 +1315,66 @@ cdef class _Parser:
     def take_chunk(self):
         """Hand over the rows held as (data, indices, indptr, labels, n_features_seen)
         (call `decide` first) and start empty buffers. indices/indptr are int32 when
-        every value fits, else int64."""
+        every value fits, else int64.
+
+        With bounded chunks, int32 indices and indptr are copies (narrowed) into
+        buffers of the pool, and the int64 ones stay for the next chunk; data and
+        labels are handed over as they are. A buffer much larger than its content is
+        shrunk first."""
         cdef Py_ssize_t n_rows = self.n_rows, nnz = self.nnz, i
         cdef bint narrow = nnz < 2147483647 and self.chunk_max < 2147483647
+        cdef bint keep_index = narrow and self.chunk_rows > 0
+        cdef bint exact = self.chunk_rows <= 0  # one chunk of all: no slack
         cdef int32_t* i32
+        cdef int32_t* p32
+        cdef int64_t* src
+        cdef size_t capb_i, capb_p
         cdef int typenum
+        cdef _Pool pool = self.pool
         if self.chunk_max > self.seen_max:
             self.seen_max = self.chunk_max
-        if narrow:
+        if keep_index:
+            i32 = <int32_t*>pool.get(nnz * 4, nnz * 4 + (nnz >> 1) + 64, &capb_i)
+            if i32 == NULL:
+                raise MemoryError()
+            p32 = <int32_t*>pool.get((n_rows + 1) * 4, (n_rows + 1) * 4, &capb_p)
+            if p32 == NULL:
+                pool.put(i32, capb_i)
+                raise MemoryError()
             with nogil:
-                i32 = <int32_t*>self.indices  # in place: slot i (4 bytes) <= slot i (8)
+                src = self.indices
                 for i in range(nnz):
-                    i32[i] = <int32_t>self.indices[i]
-                i32 = <int32_t*>self.indptr
+                    i32[i] = <int32_t>src[i]
+                src = self.indptr
                 for i in range(n_rows + 1):
-                    i32[i] = <int32_t>self.indptr[i]
-        isz = 4 if narrow else 8
-        typenum = cnp.NPY_INT32 if narrow else cnp.NPY_INT64
-        # shrink to size (a failed realloc leaves the buffer as it was)
-        self.data = <double*>_shrink(self.data, nnz * 8)
-        self.indices = <int64_t*>_shrink(self.indices, nnz * isz)
-        self.indptr = <int64_t*>_shrink(self.indptr, (n_rows + 1) * isz)
-        self.labels = <double*>_shrink(self.labels, n_rows * 8)
-        data = _own_array(self.data, nnz, cnp.NPY_FLOAT64)
+                    p32[i] = <int32_t>src[i]
+            indices = _own_array(i32, capb_i, nnz, cnp.NPY_INT32, pool)
+            indptr = _own_array(p32, capb_p, n_rows + 1, cnp.NPY_INT32, pool)
+        else:
+            if narrow:
+                with nogil:
+                    i32 = <int32_t*>self.indices  # in place: slot i (4 bytes) <= slot i (8)
+                    for i in range(nnz):
+                        i32[i] = <int32_t>self.indices[i]
+                    i32 = <int32_t*>self.indptr
+                    for i in range(n_rows + 1):
+                        i32[i] = <int32_t>self.indptr[i]
+            isz = 4 if narrow else 8
+            typenum = cnp.NPY_INT32 if narrow else cnp.NPY_INT64
+            self.indices = <int64_t*>_shrink(self.indices, nnz * isz, &self.capb_indices,
+                                             exact)
+            self.indptr = <int64_t*>_shrink(self.indptr, (n_rows + 1) * isz,
+                                            &self.capb_indptr, exact)
+            indices = _own_array(self.indices, self.capb_indices, nnz, typenum, pool)
+            self.indices = NULL
+            indptr = _own_array(self.indptr, self.capb_indptr, n_rows + 1, typenum, pool)
+            self.indptr = NULL
+        self.data = <double*>_shrink(self.data, nnz * 8, &self.capb_data, exact)
+        self.labels = <double*>_shrink(self.labels, n_rows * 8, &self.capb_labels, exact)
+        data = _own_array(self.data, self.capb_data, nnz, cnp.NPY_FLOAT64, pool)
         self.data = NULL
-        indices = _own_array(self.indices, nnz, typenum)
-        self.indices = NULL
-        indptr = _own_array(self.indptr, n_rows + 1, typenum)
-        self.indptr = NULL
-        labels = _own_array(self.labels, n_rows, cnp.NPY_FLOAT64)
+        labels = _own_array(self.labels, self.capb_labels, n_rows, cnp.NPY_FLOAT64, pool)
         self.labels = NULL
-        self.indptr = NULL
-        self.indices = NULL
-        self.data = NULL
         self.n_rows_out += n_rows
         self.n_nnz_out += nnz
         # next buffers: sized after this chunk
@@ -867,12 +1385,21 @@ cdef class _Parser:
             self.cap_rows = 1024
             self.cap_nnz = 16 * 1024
         self.chunk_max = -1
-        if not self._alloc():
+        if not self._alloc(keep_index):
             raise MemoryError()
         return data, indices, indptr, labels, self.seen_max + 1
 
 
-cdef void* _shrink(void* ptr, Py_ssize_t nbytes) noexcept:
-    """Shrink a PyMem_Raw buffer (kept at >= 1 byte); on failure keep it as it is."""
-    cdef void* out = PyMem_RawRealloc(ptr, nbytes if nbytes > 0 else 1)
-    return ptr if out == NULL else out
+cdef void* _shrink(void* ptr, size_t nbytes, size_t* cap, bint exact) noexcept:
+    """Shrink a PyMem_Raw buffer of cap bytes holding nbytes to nbytes if exact or
+    when it is much larger (kept at >= 1 byte; on failure keep it as it is); updates
+    cap."""
+    if nbytes == 0:
+        nbytes = 1
+    if cap[0] == nbytes or (not exact and cap[0] <= nbytes + (nbytes >> 2) + 65536):
+        return ptr
+    cdef void* out = PyMem_RawRealloc(ptr, nbytes)
+    if out == NULL:
+        return ptr
+    cap[0] = nbytes
+    return out
