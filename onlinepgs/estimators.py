@@ -281,11 +281,13 @@ class _BasePGS(BaseEstimator):
         if self.p == 2 or self.batch_size != 1:
             return None
         q = self.p / (self.p - 1.0)
-        if not sp.issparse(X):
-            return np.ascontiguousarray((np.abs(X) ** q).sum(axis=1))
+        # |x|^q may exceed the double range (|x| ~ 1e150): the bound is then honestly inf
+        with np.errstate(over="ignore"):
+            if not sp.issparse(X):
+                return np.ascontiguousarray((np.abs(X) ** q).sum(axis=1))
+            powers = np.abs(X.data) ** q if X.nnz else None
         sums = np.zeros(X.shape[0])
         if X.nnz:
-            powers = np.abs(X.data) ** q
             filled = np.diff(X.indptr) > 0
             sums[filled] = np.add.reduceat(powers, X.indptr[:-1][filled])
         return sums
