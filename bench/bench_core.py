@@ -11,7 +11,7 @@ Default mode (IMDB, logistic loss, sigma in {1e-4, 1e-5}):
   objective found by ``LogisticRegression``.
 
 ``--iterates`` mode: test accuracy of PGS p=2 (logistic) after 1, 2 and 5 epochs for
-each ``iterate`` ("last", "average", "weighted", "random"), median over 3 seeds, on
+each ``iterate`` ("last", "average", "weighted", "weighted2", "random"), median over 3 seeds, on
 imdb, a9a and w8a (w8a has no test file: stratified 80/20 split, seed 0).
 
 Objective: PGS p=2 minimises ``sigma/2 ||w||^2 + mean logistic loss``, which is
@@ -53,7 +53,7 @@ from onlinepgs._core import _pgs  # noqa: E402
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 SIGMAS = (1e-4, 1e-5)
 EPOCHS = (1, 2, 5)
-ITERATES = ("last", "average", "weighted", "random")
+ITERATES = ("last", "average", "weighted", "weighted2", "random")
 ITERATE_SEEDS = (0, 1, 2)
 QUICK_ROWS = 5000
 # test accuracy of the optimum on imdb_test, from the shared data README

@@ -39,10 +39,12 @@ _COMMON_DOC = """
         squared and squared-hinge losses (unbounded gradients) safe at small sigma.
     batch_size : int >= 1, default=1
         k rows per step, all evaluated at the same iterate.
-    iterate : {"weighted", "average", "last", "random"}, default="weighted"
+    iterate : {"weighted", "weighted2", "average", "last", "random"}, default="weighted"
         Which iterate the model reports: the average of w_1..w_T with weights
-        proportional to t ("weighted"), the uniform average, the last iterate, or
-        the paper's uniformly random iterate (reservoir-sampled). "weighted" is the
+        proportional to t ("weighted") or to t^2 ("weighted2", polynomial-decay
+        averaging: the early, large steps count even less; best for a single pass in
+        docs/benchmarks.md), the uniform average, the last iterate, or the paper's
+        uniformly random iterate (reservoir-sampled). "weighted" is the
         default because it gave the best test accuracy after one and two passes on
         the shared IMDB, a9a and w8a data (docs/benchmarks.md): the uniform average
         keeps the large early steps of PGS, the last iterate is noisy.

@@ -125,8 +125,8 @@ def combine(iterates, which, rnd_t=None):
         return W[-1]
     if which == "average":
         return W.mean(axis=0)
-    if which == "weighted":
-        tw = np.arange(1, T + 1, dtype=float)
+    if which in ("weighted", "weighted2"):
+        tw = np.arange(1, T + 1, dtype=float) ** (1 if which == "weighted" else 2)
         return np.tensordot(tw, W, axes=1) / tw.sum()
     if which == "random":
         return W[rnd_t - 1]

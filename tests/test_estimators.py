@@ -26,7 +26,7 @@ def snapshot(est):
     return pickle.dumps(d)
 
 
-@pytest.mark.parametrize("iterate", ["last", "average", "weighted", "random"])
+@pytest.mark.parametrize("iterate", ["last", "average", "weighted", "weighted2", "random"])
 @pytest.mark.parametrize("p", [2.0, 1.6])
 def test_chunked_partial_fit_equals_one_call(iterate, p):
     X, y = data(m=120, classes=3)

@@ -14,7 +14,7 @@ from onlinepgs import model_io
 from onlinepgs.model_io import (FORMAT_NAME, FORMAT_VERSION, ModelFileError, load_model,
                                 read_header, save_model)
 
-ITERATES = ["last", "average", "weighted", "random"]
+ITERATES = ["last", "average", "weighted", "weighted2", "random"]
 RADII = [None, "auto", 3.0]
 
 

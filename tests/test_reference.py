@@ -64,7 +64,7 @@ def test_core_matches_reference(p, bounded, k, loss):
     if bounded is True:  # make sure the ball really constrains the run
         norms = [np.sum(np.abs(w) ** p) ** (1 / p) for w in iterates]
         assert max(norms) == pytest.approx(radius, rel=1e-9)
-    for which in ["last", "average", "weighted", "random"]:
+    for which in ["last", "average", "weighted", "weighted2", "random"]:
         st = run_core(X, y, p=p, sigma=sigma, radius=radius, loss=loss, batch_size=k,
                       iterate=which, intercept_scaling=1.3, sw=sw)
         assert_close(st.weights("last"), iterates[-1])
@@ -133,7 +133,7 @@ def test_estimator_partial_fit_is_figure_1(p):
     assert clf.t_ == 17
 
 
-@pytest.mark.parametrize("which", ["last", "average", "weighted", "random"])
+@pytest.mark.parametrize("which", ["last", "average", "weighted", "weighted2", "random"])
 @pytest.mark.parametrize("k", [1, 3])
 @pytest.mark.parametrize("p", [2.0, 1.4])
 def test_multiclass_matches_one_vs_rest_reference(which, k, p):

@@ -7,7 +7,8 @@ scale M that keeps the powers inside double range, and N = sum_j (|lambda_j| / M
 a running scalar. A step touches only the coordinates of its rows; s_t, N and the
 sums behind the averaged iterates are scalars, so every step costs O(nnz).
 
-Averaged iterates are lazy: the running sum C_t of s_t (of t s_t for "weighted") lets
+Averaged iterates are lazy: the running sum C_t of s_t (of t s_t for "weighted", of t^2 s_t
+for "weighted2") lets
 coordinate j be settled only when touched. For p = 2 one array suffices,
 D_j = sum_u (change of phi_j at step u) C_{u-1}, and the sum of w_j is C_T phi_j - D_j; for
 p < 2, phi spans many magnitudes and that difference would cancel, so each touch adds
@@ -37,10 +38,18 @@ cdef enum:
     ITERATE_LAST = 0
     ITERATE_AVERAGE = 1
     ITERATE_WEIGHTED = 2
+    ITERATE_WEIGHTED2 = 4
     ITERATE_RANDOM = 3
 
 ITERATES = {"last": ITERATE_LAST, "average": ITERATE_AVERAGE,
-            "weighted": ITERATE_WEIGHTED, "random": ITERATE_RANDOM}
+            "weighted": ITERATE_WEIGHTED, "weighted2": ITERATE_WEIGHTED2,
+            "random": ITERATE_RANDOM}
+
+
+cdef inline bint _averaged(int iterate) noexcept nogil:
+    """An average of the iterates (weights 1, t or t^2), kept lazily."""
+    return (iterate == ITERATE_AVERAGE or iterate == ITERATE_WEIGHTED
+            or iterate == ITERATE_WEIGHTED2)
 
 # For p < 2 the scale M is kept within a factor 2 of max_j |lambda_j| (refreshed when a
 # coordinate passes 2M, or when N < 2^-q, i.e. all fall below M/2): the powers stay in
@@ -96,8 +105,7 @@ cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
     cdef Py_ssize_t idx = j * core.K + c, at = idx * core.S
     cdef double lam_old = core.lam[at], lam_new, phi_old = core.phi[at]
     cdef double inv_m, r_old, r_new, ph
-    if not core.p_is_two and (core.iterate == ITERATE_AVERAGE or
-                              core.iterate == ITERATE_WEIGHTED):
+    if not core.p_is_two and _averaged(core.iterate):
         core.acc[at] += phi_old * (core.cum[c] - core.mark[at])
         core.mark[at] = core.cum[c]
     elif core.iterate == ITERATE_RANDOM:
@@ -106,7 +114,7 @@ cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
             core.snapv[idx] = core.rnd_ver[c]
     lam_new = lam_old - delta
     core.lam[at] = lam_new
-    if core.p_is_two and (core.iterate == ITERATE_AVERAGE or core.iterate == ITERATE_WEIGHTED):
+    if core.p_is_two and _averaged(core.iterate):
         core.acc[at] -= delta * core.cum[c]
     if not core.need_norm:
         return
@@ -225,7 +233,7 @@ cdef class PGSState:
         self.intercept_scaling = intercept_scaling
         self.rng = seed
         K = n_problems
-        averaged = self.iterate in (ITERATE_AVERAGE, ITERATE_WEIGHTED)
+        averaged = _averaged(self.iterate)
         fields = ["lam"]
         if not self.p_is_two:
             fields.append("phi")
@@ -409,7 +417,7 @@ cdef class PGSState:
     cdef void _settle_all(self, Py_ssize_t c) noexcept nogil:
         """Fold the lazy average of problem c into acc and restart its running sum."""
         cdef Py_ssize_t j
-        if self.iterate == ITERATE_AVERAGE or self.iterate == ITERATE_WEIGHTED:
+        if _averaged(self.iterate):
             for j in range(self.dim):
                 self.acc[j, c] += self.phi[j, c] * (self.cum[c] - self.mark[j, c])
                 self.mark[j, c] = 0.0
@@ -467,7 +475,11 @@ cdef class PGSState:
             select = _uniform(&self.rng) * self.t < 1.0
             if select:
                 self.rnd_t = self.t
-        wt = <double>self.t if self.iterate == ITERATE_WEIGHTED else 1.0
+        wt = 1.0  # the iterate's weight in the average: 1, t or t^2
+        if self.iterate == ITERATE_WEIGHTED:
+            wt = <double>self.t
+        elif self.iterate == ITERATE_WEIGHTED2:
+            wt = <double>self.t * <double>self.t
         for c in range(K):
             self.s[c] = self._scale_of(c, self.t)
             self.cum[c] += wt * self.s[c]
@@ -488,14 +500,17 @@ cdef class PGSState:
             return np.zeros((self.dim, self.n_problems))
         if it == ITERATE_LAST:
             return phi * s
-        if it == ITERATE_AVERAGE or it == ITERATE_WEIGHTED:
+        if _averaged(it):
             if self.p_is_two:
                 total = phi * self.cum_a - self.acc_a
             else:
                 total = self.acc_a + phi * (self.cum_a - self.mark_a)
+            T = <double>self.t
             if it == ITERATE_AVERAGE:
-                return total / self.t
-            return total / (0.5 * self.t * (self.t + 1.0))
+                return total / T
+            if it == ITERATE_WEIGHTED:
+                return total / (0.5 * T * (T + 1.0))
+            return total / (T * (T + 1.0) * (2.0 * T + 1.0) / 6.0)
         snapped = self.snapv_a == self.rnd_ver_a
         return np.where(snapped, self.snap_a, phi * self.rnd_s_a)
 
@@ -579,7 +594,7 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
     cdef int64_t* snapv
     cdef double cum, rs, inv_m, old, new, r_new, ph, d, dn = 0.0, xq = 0.0, q = core.q
     cdef int64_t ver
-    cdef bint averaged = core.iterate == ITERATE_AVERAGE or core.iterate == ITERATE_WEIGHTED
+    cdef bint averaged = _averaged(core.iterate)
     cum = core.cum[0] if averaged else 0.0
     if core.iterate == ITERATE_RANDOM:
         snap = core.snap + 1
