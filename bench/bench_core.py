@@ -101,7 +101,7 @@ def load_dataset(name, data_dir, n_rows=None):
 
 
 # ---- models ----------------------------------------------------------------------------
-def make_pgs(sigma, p=2.0, epochs=1, seed=0, iterate="weighted", radius="auto"):
+def make_pgs(sigma, p=2.0, epochs=1, seed=0, iterate="weighted2", radius="auto"):
     return PGSClassifier(loss="logistic", p=p, sigma=sigma, iterate=iterate, radius=radius,
                          max_epochs=epochs, shuffle=True, random_state=seed)
 

@@ -75,7 +75,7 @@ def select_sigma(args, out):
     out += ["", f"selected: iterate={best[1]}, p={best[2]:g}, sigma={best[3]:g}"]
 
 
-def run_onlinepgs(svm_train, svm_test, sigma, workdir, p=2.0, iterate="weighted"):
+def run_onlinepgs(svm_train, svm_test, sigma, workdir, p=2.0, iterate="weighted2"):
     """`onlinepgs train` (in process: the driver, like VW's), model file written included."""
     from onlinepgs import load_model, load_svmlight
     from onlinepgs.cli import main
@@ -222,7 +222,7 @@ def main():
                         help="choose sigma on a validation split of the training file")
     parser.add_argument("--sigma", type=float, default=1e-4)
     parser.add_argument("--p", type=float, default=2.0)
-    parser.add_argument("--iterate", default="weighted")
+    parser.add_argument("--iterate", default="weighted2")
     parser.add_argument("--out")
     args = parser.parse_args()
     out = [f"Command: `{shlex.join(['python'] + sys.argv)}`", "",

@@ -83,7 +83,7 @@ def build_parser():
     opts.add_argument("--radius", type=_radius, default="auto",
                       help="domain: auto (default), none (R^n) or a number (l_p ball)")
     opts.add_argument("--batch-size", type=_positive_int, default=1, help="rows per step (k)")
-    opts.add_argument("--iterate", default="weighted", choices=sorted(ITERATES))
+    opts.add_argument("--iterate", default="weighted2", choices=sorted(ITERATES))
     opts.add_argument("--no-intercept", action="store_true")
     opts.add_argument("--intercept-scaling", type=float, default=1.0)
     opts.add_argument("--epsilon", type=float, default=0.1,
