@@ -163,10 +163,9 @@ class ProgressTable:
     HEADER = ("average  since         example        example  current  current  current\n"
               "loss     last          counter         weight    label  predict features")
 
-    def __init__(self, stream, enabled, holdout):
+    def __init__(self, stream, enabled):
         self.stream = stream
         self.enabled = enabled
-        self.holdout = holdout
         self.next_report = 1
         self.last_loss = 0.0
         self.last_weight = 0.0
@@ -250,7 +249,7 @@ def cmd_train(args):
     is_classifier = est._classifier
     classes = _parse_classes(args.classes) if args.classes else getattr(est, "classes_", None)
 
-    table = ProgressTable(sys.stderr, not args.quiet, args.holdout_every)
+    table = ProgressTable(sys.stderr, not args.quiet)
     if hasattr(est, "_state"):  # a continued model: the next report follows its count
         while table.next_report <= est.online_stats_["n_examples"]:
             table.next_report *= 2
@@ -402,10 +401,9 @@ def _train_with_holdout(est, X, y, rows_before, every, classes, table, k, source
             if hasattr(est, "_state"):
                 total += _loss_sum(est, Xh, yh)
             elif est._classifier:
-                signs = np.where(yh == classes[-1], 1.0, -1.0)
-                if len(classes) > 2:
-                    signs = np.where(yh[:, None] == classes[None, :], 1.0, -1.0)
-                total += float(np.sum(loss_value(est.loss, 0.0 * signs, signs)))
+                # every classification loss is symmetric at margin 0: l(0; +1) = l(0; -1)
+                n_problems = 1 if len(classes) == 2 else len(classes)
+                total += yh.shape[0] * n_problems * float(loss_value(est.loss, 0.0, 1.0))
             else:
                 total += float(np.sum(loss_value(est.loss, np.zeros(yh.shape[0]), yh,
                                                  est.epsilon)))

@@ -221,7 +221,7 @@ class _BasePGS(BaseEstimator):
             X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], width))
         return X
 
-    def _validate_X(self, X, *, reset, allow_growth=False):
+    def _validate_X(self, X, *, reset):
         """CSR float64 (not copied when it already is one) or C-contiguous dense float64."""
         X = self._as_matrix(X, fitted=not reset)
         if sp.issparse(X):
@@ -233,8 +233,6 @@ class _BasePGS(BaseEstimator):
                 X.sum_duplicates()
             if reset:
                 self.n_features_in_ = X.shape[1]
-            elif X.shape[1] > self.n_features_in_ and not allow_growth:
-                pass  # features the model never saw have weight 0
             return X
         if reset:
             X = validate_data(self, X, dtype=np.float64, order="C", reset=True)
@@ -256,7 +254,9 @@ class _BasePGS(BaseEstimator):
                              f"has {_py(sw[bad[0]])!r}")
         return np.ascontiguousarray(sw)
 
-    def _new_state(self, n_features, n_problems, multiclass, seed):
+    def _new_state(self, n_features, n_problems, multiclass, rng):
+        """A fresh solver state; its own RNG (the random iterate) is seeded from rng."""
+        seed = int(rng.randint(0, 2**31 - 1)) * 2**32 + int(rng.randint(0, 2**31 - 1))
         return PGSState(p=float(self.p), sigma=float(self.sigma),
                         radius=self.radius if self.radius in (None, "auto") else float(self.radius),
                         loss=self.loss, batch_size=int(self.batch_size),
@@ -318,15 +318,13 @@ class _BasePGS(BaseEstimator):
     def _fit_unguarded(self, X, y, sample_weight):
         self._validate_params()
         self._check_finite_params()
-        self._check_loss()
         X = self._validate_X(X, reset=True)
         y_core, n_problems, multiclass, extra = self._encode_targets(X, y, fit=True)
         sw = self._validate_weights(sample_weight, X.shape[0])
         if X.shape[0] and not sw.any():
             raise ValueError("sample_weight is zero for every row: there is nothing to fit")
         rng = check_random_state(self.random_state)
-        seed = int(rng.randint(0, 2**31 - 1)) * 2**32 + int(rng.randint(0, 2**31 - 1))
-        state = self._new_state(X.shape[1], n_problems, multiclass, seed)
+        state = self._new_state(X.shape[1], n_problems, multiclass, rng)
         n = X.shape[0]
         power_sums = self._row_power_sums(X)
         best, stall, epochs = np.inf, 0, 0
@@ -356,21 +354,16 @@ class _BasePGS(BaseEstimator):
         if first:
             self._validate_params()
             self._check_finite_params()
-            self._check_loss()
         else:
             self._check_state_params()
-        if first:
-            X = self._validate_X(X, reset=True)
-        else:
-            X = self._validate_X(X, reset=False, allow_growth=True)
+        X = self._validate_X(X, reset=first)
         y_core, n_problems, multiclass, extra = self._encode_targets(
             X, y, fit=first, classes=classes)
         sw = self._validate_weights(sample_weight, X.shape[0])
         # everything is validated: from here on nothing can fail half-way
         if first:
-            rng = check_random_state(self.random_state)
-            seed = int(rng.randint(0, 2**31 - 1)) * 2**32 + int(rng.randint(0, 2**31 - 1))
-            state = self._new_state(X.shape[1], n_problems, multiclass, seed)
+            state = self._new_state(X.shape[1], n_problems, multiclass,
+                                    check_random_state(self.random_state))
             for name, value in extra.items():
                 setattr(self, name, value)
         else:
@@ -546,9 +539,6 @@ class PGSClassifier(ClassifierMixin, _BasePGS):
     _parameter_constraints = {**_BasePGS._parameter_constraints,
                               "loss": [StrOptions(set(CLASSIFICATION_LOSSES))]}
 
-    def _check_loss(self):
-        pass  # covered by _parameter_constraints
-
     def _encode_targets(self, X, y, fit, classes=None):
         y = _as_1d(self, y)
         if y.shape[0] != X.shape[0]:
@@ -712,9 +702,6 @@ class PGSRegressor(RegressorMixin, _BasePGS):
 
     _parameter_constraints = {**_BasePGS._parameter_constraints,
                               "loss": [StrOptions(set(REGRESSION_LOSSES))]}
-
-    def _check_loss(self):
-        pass
 
     def _encode_targets(self, X, y, fit, classes=None):
         y = _as_1d(self, y)
