@@ -1,6 +1,6 @@
 # Losses of the margin z = <w, x> and the label y, value and (sub)derivative in z.
 # Inline here so the solver loops in _pgs.pyx compile them in place.
-from libc.math cimport exp, log1p, fabs
+from libc.math cimport exp, log, log1p, fabs, INFINITY
 
 cdef enum:
     HINGE = 0
@@ -107,3 +107,34 @@ cdef inline double loss_and_derivative(int code, double z, double y, double epsi
         return -yz + log1p(e)
     derivative[0] = loss_derivative(code, z, y, epsilon)
     return loss_value(code, z, y, epsilon)
+
+
+cdef inline double loss_conjugate(int code, double u, double y, double epsilon) noexcept nogil:
+    """l*(u; y) = sup_z (u z - l(z; y)), +inf outside the conjugate's domain.
+
+    The classification losses take y in {-1, +1}; a subgradient u = l'(z; y) is always
+    inside the domain (Fenchel-Young holds with equality there).
+    """
+    cdef double v
+    if code == HINGE:
+        v = u * y
+        return v if -1.0 <= v <= 0.0 else INFINITY
+    elif code == LOGISTIC:
+        v = -u * y  # in [0, 1]; 0 log 0 = 0 at both ends
+        if not (0.0 <= v <= 1.0):
+            return INFINITY
+        return (v * log(v) if v > 0.0 else 0.0) + ((1.0 - v) * log1p(-v) if v < 1.0 else 0.0)
+    elif code == SQUARED_HINGE:
+        v = u * y
+        return v + 0.25 * u * u if v <= 0.0 else INFINITY
+    elif code == SMOOTH_HINGE:
+        v = u * y
+        return v + 0.5 * u * u if -1.0 <= v <= 0.0 else INFINITY
+    elif code == SQUARED:
+        return 0.25 * u * u + u * y
+    elif code == ABSOLUTE:
+        return u * y if fabs(u) <= 1.0 else INFINITY
+    elif code == HUBER:
+        return u * y + 0.5 * u * u if fabs(u) <= epsilon else INFINITY
+    else:  # EPSILON_INSENSITIVE
+        return u * y + epsilon * fabs(u) if fabs(u) <= 1.0 else INFINITY

@@ -24,7 +24,7 @@ def _code(name):
         ) from None
 
 
-def _evaluate(name, z, y, double epsilon, bint derivative):
+def _evaluate(name, z, y, double epsilon, int what):
     cdef int code = _code(name)
     z_arr, y_arr = np.broadcast_arrays(np.asarray(z, dtype=np.float64),
                                        np.asarray(y, dtype=np.float64))
@@ -35,8 +35,10 @@ def _evaluate(name, z, y, double epsilon, bint derivative):
     cdef Py_ssize_t i
     with nogil:
         for i in range(zf.shape[0]):
-            if derivative:
+            if what == 1:
                 o[i] = loss_derivative(code, zf[i], yf[i], epsilon)
+            elif what == 2:
+                o[i] = loss_conjugate(code, zf[i], yf[i], epsilon)
             else:
                 o[i] = loss_value(code, zf[i], yf[i], epsilon)
     out = out.reshape(z_arr.shape)
@@ -52,7 +54,7 @@ def loss_value_py(name, z, y, epsilon=0.1):
     >>> round(loss_value_py("logistic", 0.0, 1.0), 6)
     0.693147
     """
-    return _evaluate(name, z, y, epsilon, False)
+    return _evaluate(name, z, y, epsilon, 0)
 
 
 def loss_derivative_py(name, z, y, epsilon=0.1):
@@ -64,4 +66,17 @@ def loss_derivative_py(name, z, y, epsilon=0.1):
     >>> loss_derivative_py("hinge", 0.5, 1.0)
     -1.0
     """
-    return _evaluate(name, z, y, epsilon, True)
+    return _evaluate(name, z, y, epsilon, 1)
+
+
+def loss_conjugate_py(name, u, y, epsilon=0.1):
+    """Fenchel conjugate ``l*(u; y) = sup_z (u z - l(z; y))`` of loss ``name`` (+inf outside
+    its domain), at dual values ``u`` with labels ``y`` (broadcast).
+
+    Examples
+    --------
+    >>> from onlinepgs._core._losses import loss_conjugate_py
+    >>> loss_conjugate_py("hinge", -0.5, 1.0), loss_conjugate_py("hinge", 0.5, 1.0)
+    (-0.5, inf)
+    """
+    return _evaluate(name, u, y, epsilon, 2)

@@ -1,0 +1,59 @@
+# The regularizer r(w) = ||w||_p^2 / (2 (p - 1)) (1-strongly convex w.r.t. ||.||_p), on
+# S = R^n or the l_p ball of radius B, and its conjugate r*. Scalar forms of the norms, so
+# the solvers (which keep the norms running) and the duality tools share one definition.
+# radius <= 0 or +inf means S = R^n.
+from libc.math cimport fabs, pow, sqrt, INFINITY
+
+
+cdef inline double lp_norm(const double* x, Py_ssize_t n, Py_ssize_t stride, double p) noexcept nogil:
+    """||x||_p, scaled by max |x_j| so that no power overflows or underflows."""
+    cdef Py_ssize_t j
+    cdef double m = 0.0, total = 0.0, a
+    for j in range(n):
+        a = fabs(x[j * stride])
+        if a > m:
+            m = a
+    if m == 0.0 or m != m or m == INFINITY:
+        return m
+    if p == 2.0:
+        for j in range(n):
+            a = x[j * stride] / m
+            total += a * a
+        return m * sqrt(total)
+    for j in range(n):
+        a = fabs(x[j * stride]) / m
+        if a > 0.0:
+            total += pow(a, p)
+    return m * pow(total, 1.0 / p)
+
+
+cdef inline double reg_value(double norm_p, double p, double radius) noexcept nogil:
+    """r(w) from ||w||_p; +inf outside the ball (a tiny relative slack absorbs rounding)."""
+    if radius > 0.0 and radius != INFINITY and norm_p > radius * (1.0 + 1e-12):
+        return INFINITY
+    return norm_p * norm_p / (2.0 * (p - 1.0))
+
+
+cdef inline double reg_conjugate(double norm_q, double p, double radius) noexcept nogil:
+    """r*(theta) from ||theta||_q, q = p / (p - 1).
+
+    R^n: ||theta||_q^2 / (2 (q - 1)) = (p - 1) ||theta||_q^2 / 2. Ball of radius B: the
+    same while (p - 1) ||theta||_q <= B, else B ||theta||_q - B^2 / (2 (p - 1)).
+    """
+    if radius > 0.0 and radius != INFINITY and (p - 1.0) * norm_q > radius:
+        return radius * norm_q - radius * radius / (2.0 * (p - 1.0))
+    return 0.5 * (p - 1.0) * norm_q * norm_q
+
+
+cdef inline double link_scale(double norm_q, double p, double radius) noexcept nogil:
+    """s with grad r*(theta)_j = s |theta_j|^(q-1) sgn(theta_j) (p = 2: s theta_j).
+
+    R^n: s = ||theta||_q^(2-q) / (q - 1); on the ball, times min(1, B / ((p-1) ||theta||_q)).
+    """
+    cdef double q = p / (p - 1.0), s
+    if norm_q == 0.0:
+        return 0.0
+    s = 1.0 if p == 2.0 else (p - 1.0) * pow(norm_q, 2.0 - q)
+    if radius > 0.0 and radius != INFINITY and (p - 1.0) * norm_q > radius:
+        s *= radius / ((p - 1.0) * norm_q)
+    return s
