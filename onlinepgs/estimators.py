@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d,
 
 from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES, PGSState
 from onlinepgs._core._hashing import records_to_csr
+from onlinepgs._core._pgs import power_is_cheap
 
 __all__ = ["PGSClassifier", "PGSRegressor", "PGSDivergedError"]
 
@@ -277,10 +278,12 @@ class _BasePGS(BaseEstimator):
     def _row_power_sums(self, X):
         """sum_j |x_ij|^q per row for the regret statistic when p < 2 and k = 1.
 
-        NumPy's SIMD power is ~3x faster than the scalar one in the loop, and `fit`
-        reuses the sums for every epoch. None where the core's own loop is cheaper.
+        NumPy's SIMD power is ~3x faster than the scalar exp2(log2) in the loop, and `fit`
+        reuses the sums for every epoch. None where the core's own loop is cheaper: p = 2,
+        and the p whose q - 1 is a multiple of 1/4 (p = 1.8, 1.5, ...; see
+        `power_is_cheap`).
         """
-        if self.p == 2 or self.batch_size != 1:
+        if self.batch_size != 1 or power_is_cheap(self.p):
             return None
         q = self.p / (self.p - 1.0)
         # |x|^q may exceed the double range (|x| ~ 1e150): the bound is then honestly inf

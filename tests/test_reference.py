@@ -44,7 +44,8 @@ def assert_close(actual, expected, rtol=1e-9):
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale)
 
 
-@pytest.mark.parametrize("p", [2.0, 1.8, 1.5, 1.2])
+# 1.8, 1.5, 1.2: q - 1 a multiple of 1/4 (square roots); 1.3: the general power
+@pytest.mark.parametrize("p", [2.0, 1.8, 1.5, 1.3, 1.2])
 @pytest.mark.parametrize("bounded", [False, True, "auto"])
 @pytest.mark.parametrize("k", [1, 7])
 @pytest.mark.parametrize("loss", CLS + REG)
@@ -116,6 +117,20 @@ def test_grad_rstar_is_the_argmax():
         res = minimize(lambda w: r(w) - w @ theta, np.zeros(4) + 0.01, constraints=cons,
                        method="SLSQP", options={"ftol": 1e-14, "maxiter": 500})
         np.testing.assert_allclose(grad_rstar(theta, p, radius), res.x, atol=2e-4)
+
+
+@pytest.mark.parametrize("p", [1.8, 1.3])
+def test_estimator_regret_statistic_on_both_power_paths(p):
+    """k = 1, p < 2: the per-row sum |x|^q comes from the loop's square roots (p = 1.8) or
+    from NumPy's power once per fit (p = 1.3); both give the reference's regret bound."""
+    X, y = make_data("logistic", m=60)
+    clf = PGSClassifier(p=p, sigma=0.05, shuffle=False, fit_intercept=False, radius=None,
+                        max_epochs=1).fit(X, np.where(y > 0, 1, 0))
+    iterates, stats = reference_pgs(augmented(X, False, 1.0), y, p=p, sigma=0.05,
+                                    loss="logistic")
+    assert_close(clf._state.weights("last"), iterates[-1])
+    assert clf.online_stats_["regret_bound"] == pytest.approx(stats["regret_bound"][0],
+                                                              rel=1e-9)
 
 
 @pytest.mark.parametrize("p", [2.0, 1.5])
