@@ -467,8 +467,9 @@ class _BasePGS(BaseEstimator):
         else:
             del stats["progressive_mistakes"]
         if stats["regret_bound"].shape == (1,):
-            stats["regret_bound"] = float(stats["regret_bound"][0])
-            stats["optimization_error_bound"] = float(stats["optimization_error_bound"][0])
+            for key in ("regret_bound", "optimization_error_bound", "online_objective",
+                        "dual_objective", "online_duality_gap"):
+                stats[key] = float(stats[key][0])
         return stats
 
     def _decision(self, X):

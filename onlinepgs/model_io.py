@@ -751,11 +751,16 @@ def _build(header, arrays, path):
     return estimator
 
 
+# state version 2 files load; the arrays version 3 added are then unknown (NaN)
+_READABLE_STATE_VERSIONS = (2, STATE_VERSION)
+_ADDED_IN_STATE_3 = ("sum_conj_a", "sum_step_loss_a", "sum_reg_a")
+
+
 def _build_state(header, arrays, path):
     """The solver state: header scalars and state/ arrays checked against a template."""
     state_json = header["state"]
     version = state_json.get("version")
-    if version != STATE_VERSION:
+    if type(version) is not int or version not in _READABLE_STATE_VERSIONS:
         if isinstance(version, int) and not isinstance(version, bool) and version > STATE_VERSION:
             reason = (f"solver state version {version} was written by a newer onlinepgs (this "
                       f"one reads version {STATE_VERSION}); upgrade onlinepgs to read it")
@@ -788,10 +793,16 @@ def _build_state(header, arrays, path):
             for key, value in template["config"].items()):
         raise ModelFileError(path, f"malformed header: invalid solver configuration "
                                    f"{_short(config)}")
-    state_dict = {}
+    state_dict = {"version": version}
     for key, expected in template.items():
+        if key == "version":
+            continue
         if isinstance(expected, np.ndarray):
             name = f"state/{key}"
+            if name not in arrays and version == 2 and key in _ADDED_IN_STATE_3:
+                # written before the online dual estimate existed: unknown from here on
+                state_dict[key] = np.full(expected.shape, np.nan)
+                continue
             if name not in arrays:
                 raise ModelFileError(path, f"missing array {name}")
             arr = arrays[name]

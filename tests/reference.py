@@ -53,6 +53,44 @@ def loss_derivative(name, z, y, epsilon=0.1):
     raise ValueError(name)
 
 
+def loss_conjugate(name, u, y, epsilon=0.1):
+    """l*(u; y) = sup_z u z - l(z; y) in closed form (derived by hand), inf outside."""
+    u = np.asarray(u, dtype=float)
+    y = np.asarray(y, dtype=float)
+    v = u * y
+    inf = np.inf
+    if name == "hinge":
+        return np.where((v >= -1) & (v <= 0), v, inf)
+    if name == "logistic":
+        a = np.clip(-v, 0.0, 1.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ent = np.where(a > 0, a * np.log(a), 0.0) + np.where(a < 1, (1 - a) * np.log1p(-a), 0.0)
+        return np.where((v >= -1) & (v <= 0), ent, inf)
+    if name == "squared_hinge":
+        return np.where(v <= 0, v + u**2 / 4, inf)
+    if name == "smooth_hinge":
+        return np.where((v >= -1) & (v <= 0), v + u**2 / 2, inf)
+    if name == "squared":
+        return u**2 / 4 + u * y
+    if name == "absolute":
+        return np.where(np.abs(u) <= 1, u * y, inf)
+    if name == "huber":
+        return np.where(np.abs(u) <= epsilon, u * y + u**2 / 2, inf)
+    if name == "epsilon_insensitive":
+        return np.where(np.abs(u) <= 1, u * y + epsilon * np.abs(u), inf)
+    raise ValueError(name)
+
+
+def r_value(w, p):
+    return np.sum(np.abs(w) ** p) ** (2.0 / p) / (2 * (p - 1))
+
+
+def r_conjugate(theta, p, radius=None):
+    """r*(theta) = <theta, w> - r(w) at the maximizer w = grad r*(theta) (on S)."""
+    w = grad_rstar(theta, p, radius)
+    return float(theta @ w - r_value(w, p))
+
+
 def grad_rstar(theta, p, radius=None):
     """grad of r*(theta) = ||theta||_q^2 / (2(q-1)) over R^n, or over the l_p ball."""
     q = p / (p - 1.0)
@@ -88,6 +126,11 @@ def reference_pgs(X, Y, *, p, sigma, loss, batch_size=1, radius=None, sample_wei
     regret = np.zeros(K)
     t = 0
     loss0_max = 0.0
+    # the online primal-dual pair (ALGORITHM.md, Fenchel duality): per problem
+    sum_reg = np.zeros(K)
+    sum_step_loss = np.zeros(K)
+    sum_conj = np.zeros(K)
+    step_radius = radius if radius != "auto" else None
     for start in range(0, m, batch_size):
         rows = np.arange(start, min(start + batch_size, m))
         Z = X[rows] @ w
@@ -103,6 +146,11 @@ def reference_pgs(X, Y, *, p, sigma, loss, batch_size=1, radius=None, sample_wei
                 mistakes += int((Z[i, 0] > 0) != (Y[r, 0] > 0))
             g += np.outer(X[r], loss_derivative(loss, Z[i], Y[r], epsilon) * sw[r])
         g /= len(rows)
+        for c in range(K):
+            sum_reg[c] += r_value(w[:, c], p)
+            sum_step_loss[c] += np.mean(sw[rows] * loss_value(loss, Z[:, c], Y[rows, c], epsilon))
+            sum_conj[c] += np.mean(sw[rows] * loss_conjugate(
+                loss, loss_derivative(loss, Z[:, c], Y[rows, c], epsilon), Y[rows, c], epsilon))
         t += 1
         if radius == "auto":  # the smallest ball sure to hold the optimum, rows so far
             for r in rows:
@@ -113,8 +161,11 @@ def reference_pgs(X, Y, *, p, sigma, loss, batch_size=1, radius=None, sample_wei
             w[:, c] = grad_rstar(lam[:, c] / ((t + 1) * sigma), p, step_radius)
             regret[c] += 0.5 * np.sum(np.abs(g[:, c]) ** q) ** (2.0 / q) / (t * sigma)
         iterates.append(w.copy())
+    dual = np.array([-sum_conj[c] / t - sigma * r_conjugate(lam[:, c] / (sigma * t), p,
+                                                            step_radius) for c in range(K)])
     stats = dict(n_examples=m, n_steps=t, progressive_loss=sum_wloss / sum_w,
-                 sum_loss=sum_loss, progressive_mistakes=mistakes, regret_bound=regret)
+                 sum_loss=sum_loss, progressive_mistakes=mistakes, regret_bound=regret,
+                 online_objective=(sigma * sum_reg + sum_step_loss) / t, dual_objective=dual)
     return iterates, stats
 
 

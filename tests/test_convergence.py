@@ -46,3 +46,32 @@ def test_objective_within_1e3_of_scipy(p, loss):
     f_opt = scipy_optimum(X, y, p, sigma, loss)
     assert f_pgs >= f_opt - 1e-9 * abs(f_opt)
     assert (f_pgs - f_opt) / abs(f_opt) < 1e-3
+
+
+@pytest.mark.parametrize("p", [2.0, 1.5])
+@pytest.mark.parametrize("loss", ["logistic", "smooth_hinge", "squared"])
+def test_online_dual_objective_is_a_lower_bound_that_tightens(p, loss):
+    """After whole epochs with k = 1 every row has counted equally often, so the solver's
+    own dual objective is a certified lower bound on scipy's optimum of F; the online gap
+    (progressive objective minus that bound) shrinks as the passes go on."""
+    rng = np.random.RandomState(1)
+    m, n = 200, 6
+    X = rng.randn(m, n) / np.sqrt(n)
+    w_true = rng.randn(n)
+    sigma = 0.05
+    if loss == "squared":
+        y = X @ w_true + 0.3 * rng.randn(m)
+        make = lambda e: PGSRegressor(loss=loss, p=p, sigma=sigma, max_epochs=e, random_state=0)
+    else:
+        y = np.where(X @ w_true + 0.3 * rng.randn(m) > 0, 1.0, -1.0)
+        make = lambda e: PGSClassifier(loss=loss, p=p, sigma=sigma, max_epochs=e, random_state=0)
+    f_opt = scipy_optimum(X, y, p, sigma, loss)
+    gaps = []
+    for epochs in (1, 4, 40):
+        stats = make(epochs).fit(X, y).online_stats_
+        assert stats["dual_objective"] <= f_opt + 1e-12 * abs(f_opt)
+        assert stats["online_objective"] - stats["dual_objective"] == pytest.approx(
+            stats["online_duality_gap"])
+        gaps.append(stats["online_duality_gap"])
+    assert gaps[0] > gaps[1] > gaps[2] > 0
+    assert gaps[2] < 0.1 * gaps[0]

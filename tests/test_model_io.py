@@ -404,6 +404,36 @@ def test_unknown_top_level_fields_are_ignored(tmp_path, model_file, fitted):
     assert_same_model(fitted, load_model(path))
 
 
+def test_state_version_2_file_loads_with_the_dual_estimate_unknown(tmp_path, model_file,
+                                                                    fitted):
+    """A file written before the online dual estimate (state version 2) loads, predicts
+    and continues as before; the estimate it never kept is NaN, not made up."""
+    def to_v2(header, arrays):
+        header["state"]["version"] = 2
+        header["arrays"] = [e for e in header["arrays"] if e["name"] not in
+                            ("state/sum_conj_a", "state/sum_step_loss_a", "state/sum_reg_a")]
+    path = crafted(tmp_path, model_file, to_v2)
+    old = load_model(path)
+    np.testing.assert_array_equal(old.coef_, fitted.coef_)
+    stats = old.online_stats_
+    assert np.isnan(stats["dual_objective"]).all() and np.isnan(stats["online_objective"]).all()
+    assert_same_stats({k: v for k, v in stats.items() if "objective" not in k and "gap" not in k},
+                      {k: v for k, v in fitted.online_stats_.items()
+                       if "objective" not in k and "gap" not in k})
+    X, y, _ = make_data("multiclass_dense", seed=3)
+    old.partial_fit(X, y)
+    fitted.partial_fit(X, y)
+    np.testing.assert_array_equal(old.coef_, fitted.coef_)
+    assert np.isnan(old.online_stats_["dual_objective"]).all()
+
+
+@pytest.mark.parametrize("version", [1, 2.0, True, "3"])
+def test_unknown_solver_state_versions_are_refused(tmp_path, model_file, version):
+    path = crafted(tmp_path, model_file, lambda h, a: h["state"].update(version=version))
+    with pytest.raises(ModelFileError, match="solver state version .* not readable"):
+        load_model(path)
+
+
 def test_newer_solver_state_version_is_refused(tmp_path, model_file):
     path = crafted(tmp_path, model_file, lambda h, a: h["state"].update(version=99))
     with pytest.raises(ModelFileError, match="solver state version 99.*upgrade"):

@@ -75,6 +75,14 @@ def test_core_matches_reference(p, bounded, k, loss):
         assert got["progressive_loss"] == pytest.approx(stats["progressive_loss"], rel=1e-9)
         assert got["progressive_mistakes"] == stats["progressive_mistakes"]
         assert_close(got["regret_bound"], stats["regret_bound"])
+        if p == 2.0 and radius is None:  # p = 2 on R^n keeps no running norm: unknown
+            assert np.isnan(got["dual_objective"]).all()
+            assert np.isnan(got["online_objective"]).all()
+        else:
+            assert_close(got["online_objective"], stats["online_objective"])
+            assert_close(got["dual_objective"], stats["dual_objective"])
+            assert_close(got["online_duality_gap"],
+                         stats["online_objective"] - stats["dual_objective"])
 
 
 def test_every_iterate_matches_step_by_step():
@@ -166,6 +174,8 @@ def test_multiclass_matches_one_vs_rest_reference(which, k, p):
     assert_close(clf.intercept_, W[0])
     assert clf.online_stats_["progressive_mistakes"] == stats["progressive_mistakes"]
     assert_close(clf.online_stats_["regret_bound"], stats["regret_bound"])
+    assert_close(clf.online_stats_["dual_objective"], stats["dual_objective"])
+    assert_close(clf.online_stats_["online_objective"], stats["online_objective"])
 
 
 def test_dense_int64_and_float32_inputs_match_csr():

@@ -22,10 +22,11 @@ the intercept's constant feature; feature j of the data is coordinate j + 1.
 cimport cython
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport pow, fabs, sqrt, log, exp, exp2, log2, copysign, isfinite, floor
+from libc.math cimport pow, fabs, sqrt, log, exp, exp2, log2, copysign, isfinite, floor, INFINITY
 from libc.stdint cimport uint64_t, int64_t, int32_t
 
 from onlinepgs._core._losses cimport loss_value, loss_derivative, loss_and_derivative
+from onlinepgs._core._regularizer cimport reg_conjugate
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
 
 cnp.import_array()
@@ -55,7 +56,7 @@ cdef inline bint _averaged(int iterate) noexcept nogil:
 # coordinate passes 2M, or when N < 2^-q, i.e. all fall below M/2): the powers stay in
 # range and s_t keeps one magnitude, which the lazy averages' running sums need for
 # precision. The refresh is O(dim) and happens O(log t) times.
-STATE_VERSION = 2
+STATE_VERSION = 3
 
 
 cdef inline uint64_t _splitmix64(uint64_t* s) noexcept nogil:
@@ -214,6 +215,9 @@ cdef class PGSState:
     cdef int64_t[:, ::1] snapv
     # (K,) per-problem scalars
     cdef public cnp.ndarray norm_a, scale_a, s_a, cum_a, rnd_s_a, regret_a, rnd_ver_a
+    # the online dual estimate (see stats_dict): per problem, sums over steps
+    cdef public cnp.ndarray sum_conj_a, sum_step_loss_a, sum_reg_a
+    cdef double[::1] sum_conj, sum_step_loss, sum_reg, w_norm, b_loss_c, b_conj_c
     cdef double[::1] norm_sum, mscale, inv_scale, s, cum, rnd_s, regret
     cdef int64_t[::1] rnd_ver
     # global counters
@@ -297,6 +301,10 @@ cdef class PGSState:
         self.rnd_s_a = np.zeros(K)
         self.regret_a = np.zeros(K)
         self.rnd_ver_a = np.zeros(K, dtype=np.int64)
+        self.sum_conj_a = np.zeros(K)
+        self.sum_step_loss_a = np.zeros(K)
+        # the regularizer's running value needs N, which p = 2 on R^n does not keep
+        self.sum_reg_a = np.zeros(K) if self.need_norm else np.full(K, np.nan)
         self.dim = 0
         self._allocate(1 + n_features)
         self._bind()
@@ -348,12 +356,21 @@ cdef class PGSState:
         self.rnd_s = self.rnd_s_a
         self.regret = self.regret_a
         self.rnd_ver = self.rnd_ver_a
+        self.sum_conj = self.sum_conj_a
+        self.sum_step_loss = self.sum_step_loss_a
+        self.sum_reg = self.sum_reg_a
         K = self.n_problems
         self.coefs = np.zeros(max(self.batch_size, 1) * K)
         self.margins_buf = np.zeros(K)
         self.flag_rescale = np.zeros(K, dtype=np.intc)
         self.flag_moved = np.zeros(K, dtype=np.intc)
         self.step_gq = np.zeros(K)
+        self.b_loss_c = np.zeros(K)
+        self.b_conj_c = np.zeros(K)
+        self.w_norm = np.zeros(K)
+        if self.t > 0 and self.need_norm:
+            for c in range(K):
+                self.w_norm[c] = self._w_norm(c, self.t)
 
     def ensure_dim(self, Py_ssize_t n_features):
         """Make room for n_features data features (never shrinks)."""
@@ -380,13 +397,16 @@ cdef class PGSState:
                  sum_weighted_loss=self.sum_weighted_loss, loss0_max=self.loss0_max,
                  radius_now=self.radius, rng=int(self.rng))
         for name in ("block_a", "snap_a", "snapv_a", "norm_a", "scale_a",
-                     "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a"):
+                     "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a",
+                     "sum_conj_a", "sum_step_loss_a", "sum_reg_a"):
             d[name] = np.array(getattr(self, name), copy=True)
         return d
 
     @classmethod
     def from_dict(cls, d):
-        if d.get("version") != STATE_VERSION:
+        """The state of `to_dict`; version 2 (before the online dual estimate) is read with
+        that estimate unknown (NaN) from then on."""
+        if d.get("version") not in (2, STATE_VERSION):
             raise ValueError(f"unsupported solver state version {d.get('version')!r}")
         cfg = d["config"]
         self = cls(**cfg, n_features=int(d["dim"]) - 1)
@@ -400,6 +420,8 @@ cdef class PGSState:
             getattr(self, name)[...] = arr
         for name in ("norm_a", "scale_a", "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a"):
             getattr(self, name)[...] = d[name]
+        for name in ("sum_conj_a", "sum_step_loss_a", "sum_reg_a"):
+            getattr(self, name)[...] = d[name] if d["version"] >= 3 else np.nan
         for name in ("t", "n_examples", "n_mistakes", "rnd_t", "touches_since_exact"):
             setattr(self, name, int(d[name]))
         for name in ("sum_weight", "sum_loss", "sum_weighted_loss", "loss0_max"):
@@ -459,6 +481,21 @@ cdef class PGSState:
             if wnorm > self.radius:
                 s *= self.radius / wnorm
         return s
+
+    cdef double _norm_q(self, Py_ssize_t c) noexcept nogil:
+        """||lambda||_q = M N^(1/q) of problem c (needs N: need_norm)."""
+        if self.norm_sum[c] <= 0.0:
+            return 0.0
+        if self.p_is_two:
+            return self.mscale[c] * sqrt(self.norm_sum[c])
+        return self.mscale[c] * exp(log(self.norm_sum[c]) / self.q)
+
+    cdef double _w_norm(self, Py_ssize_t c, int64_t t) noexcept nogil:
+        """||w_t||_p = min(B, (p - 1) ||lambda_t||_q / ((t + 1) sigma)) (grad r*'s norm)."""
+        cdef double wnorm = (self.p - 1.0) * self._norm_q(c) / ((t + 1.0) * self.sigma)
+        if self.bounded and wnorm > self.radius:
+            return self.radius
+        return wnorm
 
     cdef void _settle_all(self, Py_ssize_t c) noexcept nogil:
         """Fold the lazy average of problem c into acc and restart its running sum."""
@@ -529,6 +566,8 @@ cdef class PGSState:
         for c in range(K):
             self.s[c] = self._scale_of(c, self.t)
             self.cum[c] += wt * self.s[c]
+            if self.need_norm:
+                self.w_norm[c] = self._w_norm(c, self.t)
             if select:
                 self.rnd_ver[c] += 1
                 self.rnd_s[c] = self.s[c]
@@ -573,7 +612,36 @@ cdef class PGSState:
             progressive_mistakes=int(self.n_mistakes),
             regret_bound=regret,
             optimization_error_bound=regret / T if T else np.full_like(regret, np.inf),
+            **self._online_duality(),
         )
+
+    def _online_duality(self):
+        """The solver's own primal-dual pair over the T steps so far (see the README).
+
+        F_T(w) = sigma r(w) + (1/T) sum_t mean_{i in A_t} sw_i l(<w, x_i>; y_i) is the
+        objective over the steps seen. lambda_T / T is X^T a / m for the dual point
+        a_i = -sw_i l'(<w_{t-1}, x_i>; y_i) of that objective, so
+        D_T = -(1/T) sum_t mean_i sw_i l*(l'(z_i)) - sigma r*(lambda_T / (sigma T)) <= min F_T
+        (weak duality), and the progressive objective (1/T) sum_t F_t(w_{t-1}) minus D_T
+        bounds the average regret against the best fixed w.
+        """
+        K = self.n_problems
+        T = <double>self.t
+        if self.t == 0:
+            nan = np.full(K, np.nan)
+            return dict(online_objective=nan, dual_objective=nan.copy(),
+                        online_duality_gap=nan.copy())
+        primal = (self.sigma * np.asarray(self.sum_reg_a) + np.asarray(self.sum_step_loss_a)) / T
+        dual = np.empty(K)
+        for c in range(K):
+            if not self.need_norm:
+                dual[c] = np.nan
+                continue
+            dual[c] = -self.sum_conj_a[c] / T - self.sigma * reg_conjugate(
+                self._norm_q(c) / (self.sigma * T), self.p,
+                self.radius if self.bounded else INFINITY)
+        return dict(online_objective=primal, dual_objective=dual,
+                    online_duality_gap=primal - dual)
 
     # ---- the pass -------------------------------------------------------------------------
     def run(self, data, indices, indptr, Py_ssize_t n_cols, const double[::1] y,
@@ -766,6 +834,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     cdef int* resc = &self.flag_rescale[0]
     cdef int* mov = &self.flag_moved[0]
     cdef double* gqs = &self.step_gq[0]
+    cdef double* b_loss_c = &self.b_loss_c[0]
+    cdef double* b_conj_c = &self.b_conj_c[0]
     cdef unsigned char* is_touched = &self.is_touched[0]
     cdef int64_t* touched = &self.touched[0]
     cdef const double* vals
@@ -781,6 +851,9 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
         b_mistakes = 0
         b_weight = b_loss = b_wloss = 0.0
         b_loss0 = self.loss0_max
+        for c in range(K):
+            b_loss_c[c] = 0.0
+            b_conj_c[c] = 0.0
         # phase 1: every row of the step at w_{t-1}
         for b in range(bsize):
             row = order[pos + b]
@@ -818,6 +891,10 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                     self.diverged_row = row
                     return
                 coefs[b * K + c] = dl * w_i * inv_k
+                # the dual estimate's a_i = -w_i l'(z_i), whose conjugate term is
+                # w_i l*(l'(z_i)) = w_i (z_i l'(z_i) - l(z_i)) (Fenchel-Young equality)
+                b_loss_c[c] += w_i * lv
+                b_conj_c[c] += w_i * (z * dl - lv)
                 if radius_auto:
                     # l(0; +-1) is one constant for the classification losses
                     l0 = w_i * (loss0_unit if classifier else
@@ -839,6 +916,11 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
         self.sum_weight += b_weight
         self.sum_loss += b_loss
         self.sum_weighted_loss += b_wloss
+        for c in range(K):
+            # r(w_{t-1}) from ||w_{t-1}||_p (NaN without N: p = 2 on R^n)
+            self.sum_reg[c] += self.w_norm[c] * self.w_norm[c] / (2.0 * (self.p - 1.0))
+            self.sum_step_loss[c] += inv_k * b_loss_c[c]
+            self.sum_conj[c] += inv_k * b_conj_c[c]
         if b_loss0 > self.loss0_max:
             self.loss0_max = b_loss0
             self.radius = sqrt(2.0 * (self.p - 1.0) * b_loss0 / sigma)
