@@ -33,6 +33,11 @@ conjugate, not a polynomial in s) s = 1. For non-smooth losses (hinge, absolute,
 epsilon-insensitive) a(w) jumps at the kinks, so the gap need not vanish at w*; the
 scaling tightens it but the certificate stays an upper bound, not an estimate.
 
+Paper 003's intercept correction (projecting a onto ``sum_i a_i = 0``) is not needed: the
+intercept here is a regularized feature, so its coordinate of X^T a enters r_S* like any
+other. A w outside the ball (only possible through `gap_of_weights`) has P(w) = +inf;
+the dual value is still a valid lower bound on P(w*).
+
 Costs: one pass over the rows, O(nnz(X) K) time and O(n_features K + chunk) memory, for
 K problems (K one-vs-rest problems for a multiclass classifier, which share no
 variables: their objectives and certificates add up). P needs the sum of the losses,
@@ -283,7 +288,7 @@ class _Certificate:
         gap = primal - dual
         total_primal, total_dual = float(primal.sum()), float(dual.sum())
         total_gap = total_primal - total_dual
-        relative = (total_gap / max(abs(total_primal), np.finfo(np.float64).tiny)
+        relative = (total_gap / max(abs(total_primal), float(np.finfo(np.float64).tiny))
                     if math.isfinite(total_gap) else math.inf)
         for a in (primal, dual, gap, scale):
             a.setflags(write=False)

@@ -421,6 +421,19 @@ def test_outside_the_ball_the_primal_is_infinite_and_the_dual_still_valid():
     assert np.isfinite(cert.dual) and cert.dual <= upper + 1e-9
 
 
+def test_auto_ball_of_radius_zero():
+    # every row has loss 0 at w = 0: the "auto" ball is {0}, so P(w*) = P(0), gap 0
+    rng = np.random.RandomState(19)
+    X, y = rng.randn(50, 3), rng.uniform(-0.5, 0.5, 50)
+    model = PGSRegressor(loss="epsilon_insensitive", epsilon=1.0, random_state=0).fit(X, y)
+    assert model._state.radius == 0.0
+    y2 = 3 * y  # on other targets P(0) > 0, still the optimum over {0}
+    cert = duality_gap(model, X, y2)
+    expected = np.mean(np.maximum(0.0, np.abs(y2) - 1.0))
+    assert cert.primal == pytest.approx(expected, rel=1e-12) and expected > 0
+    assert cert.gap == pytest.approx(0.0, abs=1e-15) and type(cert.relative_gap) is float
+
+
 def test_result_is_frozen_and_serializable():
     X, y = problem("hinge")
     cert = gap_of_weights(np.zeros(5), 0.0, X, y, loss="hinge", sigma=0.1)
