@@ -8,6 +8,7 @@ Examples
 >>> PGSClassifier(sigma=1e-2, random_state=0).fit(X, y).predict([[1.0, 0.0]])
 array([1])
 """
+from onlinepgs.duality import DualityGap, duality_gap
 from onlinepgs.estimators import PGSClassifier, PGSDivergedError, PGSRegressor
 from onlinepgs.model_io import ModelFileError, load_model, read_header, save_model
 from onlinepgs.svmlight import SvmlightError, SvmlightReader, iter_svmlight, load_svmlight
@@ -17,5 +18,6 @@ __all__ = [
     "PGSClassifier", "PGSRegressor", "PGSDivergedError",
     "iter_svmlight", "load_svmlight", "SvmlightReader", "SvmlightError",
     "save_model", "load_model", "read_header", "ModelFileError",
+    "duality_gap", "DualityGap",
     "__version__",
 ]

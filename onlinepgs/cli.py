@@ -1,4 +1,4 @@
-"""The ``onlinepgs`` command: train, predict, eval and info on svmlight files and streams.
+"""The ``onlinepgs`` command: train, predict, eval, gap and info on svmlight files and streams.
 
 Examples
 --------
@@ -8,6 +8,7 @@ evaluate on a test file::
     onlinepgs train train.svm.gz -o model.pgs --loss logistic --sigma 1e-5 --passes 2 \\
         --checkpoint-every 100000
     onlinepgs eval model.pgs test.svm.gz
+    onlinepgs gap model.pgs train.svm.gz    # how far from the optimum of its objective
     zcat more.svm.gz | onlinepgs train - -i model.pgs -o model2.pgs
 
 Exit codes: 0 success, 2 usage errors, 1 data or model errors (one line on stderr).
@@ -120,6 +121,17 @@ def build_parser():
     evaluate.add_argument("data", metavar="DATA")
     evaluate.add_argument("--chunk-rows", type=_positive_int, default=10_000)
     evaluate.add_argument("--zero-based", type=_zero_based, default="auto", metavar="{auto,0,1}")
+
+    gap = sub.add_parser(
+        "gap", help="duality-gap certificate of MODEL's objective on DATA",
+        description="Print P(w) (the model's objective on DATA), a dual value D <= P(w*) "
+        "and gap = P(w) - D, an upper bound on P(w) - P(w*); one pass, bounded memory.")
+    gap.add_argument("model", metavar="MODEL")
+    gap.add_argument("data", metavar="DATA")
+    gap.add_argument("--json", action="store_true",
+                     help="print the certificate as JSON (per-problem values included)")
+    gap.add_argument("--chunk-rows", type=_positive_int, default=10_000)
+    gap.add_argument("--zero-based", type=_zero_based, default="auto", metavar="{auto,0,1}")
 
     info = sub.add_parser("info", help="describe a model file")
     info.add_argument("model", metavar="MODEL")
@@ -548,6 +560,42 @@ def cmd_eval(args):
     return 0
 
 
+def cmd_gap(args):
+    from onlinepgs.duality import duality_gap_stream
+    from onlinepgs.model_io import load_model
+
+    est = load_model(args.model)
+    cert = duality_gap_stream(est, _reader(args.data, args.chunk_rows, args.zero_based))
+    if args.json:
+        result = cert.as_dict()
+        if est._classifier and cert.dual_scale.shape[0] > 1:
+            result["classes"] = est.classes_.tolist()
+        print(json.dumps(_json_safe(result), indent=2))
+        return 0
+    print(f"rows = {cert.n_rows}")
+    for key in ("primal", "dual", "gap", "relative_gap"):
+        print(f"{key} = {getattr(cert, key):.12g}")
+    if cert.gap_per_problem.shape[0] > 1:  # one-vs-rest problems, one per class
+        for label, value in zip(est.classes_, cert.gap_per_problem):
+            try:
+                label = _label_text(label)
+            except (TypeError, ValueError):  # a model trained in Python on string labels
+                label = str(label)
+            print(f"gap[{label}] = {value:.12g}")
+    return 0
+
+
+def _json_safe(value):
+    """Standard JSON: non-finite floats as the strings "inf", "-inf", "nan" (float() reads them)."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
 def cmd_info(args):
     from onlinepgs.model_io import read_header
 
@@ -576,7 +624,8 @@ def cmd_info(args):
     return 0
 
 
-COMMANDS = {"train": cmd_train, "predict": cmd_predict, "eval": cmd_eval, "info": cmd_info}
+COMMANDS = {"train": cmd_train, "predict": cmd_predict, "eval": cmd_eval, "gap": cmd_gap,
+            "info": cmd_info}
 
 
 def main(argv=None):

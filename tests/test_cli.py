@@ -179,3 +179,85 @@ def test_sigkill_then_resume_gives_the_uninterrupted_model(tmp_path):
     np.testing.assert_array_equal(a.coef_, b.coef_)
     np.testing.assert_array_equal(a.intercept_, b.intercept_)
     assert a.online_stats_ == pytest.approx(b.online_stats_)
+
+
+def test_gap_matches_the_python_function(tmp_path, capsys):
+    import json
+
+    from onlinepgs import duality_gap
+
+    gz = tmp_path / "train.svm.gz"
+    write_svmlight(gz, n=2000)
+    model = tmp_path / "m.pgs"
+    assert main(["train", str(gz), "-o", str(model), "--quiet", "--sigma", "1e-3", "--p", "1.5",
+                 "--passes", "2"]) == 0
+    capsys.readouterr()
+    X, y = load_svmlight(gz)
+    expected = duality_gap(load_model(model), X, y)
+    assert expected.gap > 0
+    assert main(["gap", str(model), str(gz), "--chunk-rows", "300"]) == 0
+    report = dict(line.split(" = ") for line in capsys.readouterr().out.splitlines())
+    assert report["rows"] == "2000"
+    for key in ("primal", "dual", "gap", "relative_gap"):
+        assert float(report[key]) == pytest.approx(getattr(expected, key), rel=1e-10)
+    assert main(["gap", str(model), str(gz), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["primal"] == pytest.approx(expected.primal, rel=1e-12)
+    assert result["dual"] == pytest.approx(expected.dual, rel=1e-12)
+    assert result["gap_per_problem"] == pytest.approx([expected.gap], rel=1e-9)
+    # stdin, through the console script
+    piped = run("gap", model, "-", "--json", stdin=gz.read_bytes())
+    assert piped.returncode == 0, piped.stderr
+    assert json.loads(piped.stdout)["dual"] == pytest.approx(expected.dual, rel=1e-12)
+
+
+def test_gap_of_a_multiclass_model_lists_its_classes(tmp_path, capsys):
+    path = tmp_path / "three.svm"
+    rng = np.random.RandomState(2)
+    X = rng.rand(300, 4)
+    labels = np.argmax(X[:, :3] + 0.2 * rng.randn(300, 3), axis=1) + 1
+    with open(path, "w") as f:
+        for row, label in zip(X, labels):
+            f.write(f"{label} " + " ".join(f"{j + 1}:{v:.6f}" for j, v in enumerate(row)) + "\n")
+    model = tmp_path / "m.pgs"
+    assert main(["train", str(path), "-o", str(model), "--quiet", "--loss", "hinge",
+                 "--classes", "1,2,3"]) == 0
+    capsys.readouterr()
+    assert main(["gap", str(model), str(path)]) == 0
+    report = dict(line.split(" = ") for line in capsys.readouterr().out.splitlines())
+    per_class = [float(report[f"gap[{c}]"]) for c in (1, 2, 3)]
+    assert sum(per_class) == pytest.approx(float(report["gap"]), rel=1e-9)
+
+
+def test_gap_errors_are_one_line_naming_the_place(data, tmp_path, capsys):
+    model = tmp_path / "m.pgs"
+    assert main(["train", str(data), "-o", str(model), "--quiet"]) == 0
+
+    def fails(*argv):
+        code = main([str(a) for a in argv])
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        return code, err
+
+    # exit codes as for the other subcommands: 2 usage, 1 data or model errors
+    with pytest.raises(SystemExit) as usage:
+        main(["gap", str(model)])
+    assert usage.value.code == 2 and "DATA" in capsys.readouterr().err
+    code, err = fails("gap", model, tmp_path / "nope.svm")
+    assert code == 1 and "nope.svm: no such file" in err
+    labels = tmp_path / "labels.svm"
+    labels.write_text("1 1:0.5\n# a comment\n3 2:1\n")
+    code, err = fails("gap", model, labels)
+    assert code == 1 and "labels.svm, row 2 (counted from 1): label 3.0 is not one of" in err
+    code, err = fails("gap", data, data)
+    assert code == 1
+    empty = tmp_path / "empty.svm"
+    empty.write_text("")
+    code, err = fails("gap", model, empty)
+    assert code == 1 and "no rows" in err
+    # and through the console script: a bad line is named by file and line
+    bad = tmp_path / "bad.svm"
+    bad.write_text("1 1:0.5 2:0.25\n-1 3:oops\n")
+    broken = run("gap", model, bad)
+    assert broken.returncode == 1 and broken.stderr.count(b"\n") == 1
+    assert b"bad.svm:2:" in broken.stderr and b"Traceback" not in broken.stderr

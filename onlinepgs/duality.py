@@ -1,0 +1,597 @@
+"""Duality-gap certificates: how far a linear model is from the optimum of its objective.
+
+For the objective of the onlinepgs estimators (paper 000 eq. 7, ALGORITHM.md)
+
+    P(w) = sigma r(w) + (1/m) sum_i c_i l(<w, x_i>; y_i),   w in S,
+
+with r(w) = ||w||_p^2 / (2 (p - 1)), c_i the sample weights, S = R^n or the l_p ball of
+radius B and, with an intercept, a constant feature of value ``intercept_scaling`` inside
+the regularized w, Fenchel duality (papers 001 and 003) gives, for every a in R^m,
+
+    D(a) = -(1/m) sum_i (c_i l)*(-a_i; y_i) - sigma r_S*( X^T a / (sigma m) )
+         <= P(w*) <= P(w),
+
+where ``(c l)*(v) = c l*(v / c)`` and r_S* is the conjugate of r restricted to S (finite
+everywhere; on the ball it turns linear beyond ``(p - 1) ||theta||_q = B``). Hence
+``gap = P(w) - D(a) >= P(w) - P(w*) >= 0``: a certificate, computable from w alone, of
+how much the objective can still improve.
+
+The dual point. Following paper 003 (Mairal), a = a(w) is built from the primal point:
+``a_i = -s c_i l'(<w, x_i>; y_i)``. The derivative is clipped into the domain of l*
+(a no-op for the compiled losses, whose subgradients lie there, but a guarantee that no
+rounding makes a term infinite), so every term of D is finite; r_S* is finite for every
+theta, so unlike paper 003's norm regularizers no rescaling is needed for the regularizer
+term. Paper 003 does rescale its dual point along its ray, by the largest factor <= 1
+that keeps it feasible; here the factor s >= 0 is the *best* one: D(s a) is concave in s
+and, for every loss whose conjugate is quadratic on its domain (all but the logistic),
+``sum_i c_i l*(s u_i)`` is ``s A + s^2 B`` with two sums over the rows, and
+``r_S*(s theta)`` depends on theta only through ``||theta||_q``. So the maximizer over
+the domain ``[0, s_max]`` is found in closed form after the single pass. s = 1 is always
+a candidate, so the certificate is never worse than the plain a(w); at the optimum of a
+smooth loss s = 1 is optimal and the gap is 0. For the logistic loss (an entropy
+conjugate, not a polynomial in s) s = 1. For non-smooth losses (hinge, absolute,
+epsilon-insensitive) a(w) jumps at the kinks, so the gap need not vanish at w*; the
+scaling tightens it but the certificate stays an upper bound, not an estimate.
+
+Paper 003's intercept correction (projecting a onto ``sum_i a_i = 0``) is not needed: the
+intercept here is a regularized feature, so its coordinate of X^T a enters r_S* like any
+other. A w outside the ball (only possible through `gap_of_weights`) has P(w) = +inf;
+the dual value is still a valid lower bound on P(w*).
+
+Costs: one pass over the rows, O(nnz(X) K) time and O(n_features K + chunk) memory, for
+K problems (K one-vs-rest problems for a multiclass classifier, which share no
+variables: their objectives and certificates add up). P needs the sum of the losses,
+D the sums of the conjugates and the vector X^T a; all of them accumulate over chunks,
+which is what `duality_gap_stream` does over files and streams.
+"""
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from onlinepgs._core._losses import (
+    CLASSIFICATION_LOSSES,
+    LOSS_CODES,
+    loss_conjugate_py,
+    loss_derivative_py,
+    loss_value_py,
+)
+from onlinepgs._core._regularizer import norm, regularizer_conjugate, regularizer_value
+
+__all__ = ["DualityGap", "duality_gap", "duality_gap_stream", "gap_of_weights"]
+
+_BLOCK_ROWS = 8192  # rows per block of in-memory data: bounds the (rows, K) temporaries
+
+# For each loss: the half-width of the domain of l* in |u| ("epsilon": the loss's width)
+# and the curvature k with l*(u) = u y (+ epsilon |u| for epsilon_insensitive) + k u^2 on
+# that domain, so that l*(s u) = s (u y [+ epsilon |u|]) + s^2 k u^2 for s >= 0. None:
+# l* is not quadratic along rays (the logistic entropy) and the dual point is not rescaled.
+_CONJUGATE_SHAPE = {
+    "hinge": (1.0, 0.0),                 # u y,                 u y in [-1, 0]
+    "logistic": (1.0, None),             # (-uy) log(-uy) + (1+uy) log(1+uy), u y in [-1, 0]
+    "squared_hinge": (math.inf, 0.25),   # u y + u^2 / 4,       u y <= 0
+    "smooth_hinge": (1.0, 0.5),          # u y + u^2 / 2,       u y in [-1, 0]
+    "squared": (math.inf, 0.25),         # u y + u^2 / 4
+    "absolute": (1.0, 0.0),              # u y,                 |u| <= 1
+    "huber": ("epsilon", 0.5),           # u y + u^2 / 2,       |u| <= epsilon
+    "epsilon_insensitive": (1.0, 0.0),   # u y + epsilon |u|,   |u| <= 1
+}
+
+
+@dataclass(frozen=True, eq=False)
+class DualityGap:
+    """A duality-gap certificate: ``gap = primal - dual >= P(w) - P(w*)``.
+
+    For K > 1 problems (a multiclass classifier's one-vs-rest problems) `primal`,
+    `dual` and `gap` are the **sums** over the problems (the objective of the K
+    problems together, which share no variables), and the ``*_per_problem`` arrays
+    hold each problem's values, in the order of ``classes_``. For one problem the
+    arrays have length 1.
+
+    Attributes
+    ----------
+    primal : float
+        P(w), the objective at the model's weights (+inf if w lies outside the ball).
+    dual : float
+        D(a) <= P(w*) for the dual point a built from w (see `onlinepgs.duality`).
+    gap : float
+        ``primal - dual``: an upper bound on ``P(w) - P(w*)`` (>= 0 up to rounding).
+    relative_gap : float
+        ``gap / max(|primal|, tiny)``, tiny the smallest normal double (+inf when the
+        gap is).
+    n_rows : int
+        Rows the sums ran over (m).
+    primal_per_problem, dual_per_problem, gap_per_problem : ndarray of shape (K,)
+    dual_scale : ndarray of shape (K,)
+        The factor s of each problem's dual point ``a_i = -s c_i l'(<w, x_i>; y_i)``.
+
+    Examples
+    --------
+    >>> from onlinepgs.duality import gap_of_weights
+    >>> cert = gap_of_weights([0.0], 0.0, [[1.0], [-1.0]], [1.0, -1.0], loss="hinge",
+    ...                       sigma=1.0)
+    >>> cert.primal, cert.dual, cert.gap
+    (1.0, 0.5, 0.5)
+    """
+
+    primal: float
+    dual: float
+    gap: float
+    relative_gap: float
+    n_rows: int
+    primal_per_problem: np.ndarray
+    dual_per_problem: np.ndarray
+    gap_per_problem: np.ndarray
+    dual_scale: np.ndarray
+
+    def as_dict(self):
+        """Plain Python numbers and lists (e.g. for JSON)."""
+        return {
+            "rows": self.n_rows, "primal": self.primal, "dual": self.dual, "gap": self.gap,
+            "relative_gap": self.relative_gap,
+            "primal_per_problem": self.primal_per_problem.tolist(),
+            "dual_per_problem": self.dual_per_problem.tolist(),
+            "gap_per_problem": self.gap_per_problem.tolist(),
+            "dual_scale": self.dual_scale.tolist(),
+        }
+
+
+class _Certificate:
+    """The sums behind P and D for K problems, fed one chunk of rows at a time.
+
+    ``coef`` is (n_features, K), ``w0`` the K intercept weights (the constant feature's
+    weight, not ``intercept_``). Memory: O(n_features K) whatever the number of rows.
+    """
+
+    def __init__(self, coef, w0, *, loss, p, sigma, radius, fit_intercept,
+                 intercept_scaling, epsilon, scale_dual):
+        self.coef = np.array(coef, dtype=np.float64, order="C", copy=True)
+        self.K = self.coef.shape[1]
+        self.w0 = np.asarray(w0, dtype=np.float64).reshape(self.K)
+        self.loss, self.p, self.sigma, self.radius = loss, p, sigma, radius
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.epsilon = epsilon
+        bound, self.kappa = _CONJUGATE_SHAPE[loss]
+        self.bound = epsilon if bound == "epsilon" else bound
+        self.scale_dual = scale_dual and self.kappa is not None
+        self.classification = loss in CLASSIFICATION_LOSSES
+        K = self.K
+        self.v = np.zeros_like(self.coef)     # sum_i c_i u_i x_i  (X^T a = -s v)
+        self.v0 = np.zeros(K)                 # sum_i c_i u_i      (the constant feature)
+        self.loss_sum = np.zeros(K)           # sum_i c_i l(z_i)
+        self.conj_sum = np.zeros(K)           # sum_i c_i l*(u_i)
+        self.lin_sum = np.zeros(K)            # its part linear in s along the ray ...
+        self.curv_sum = np.zeros(K)           # ... and its quadratic part, sum_i c_i kappa u_i^2
+        self.s_max = np.full(K, math.inf)     # s u_i stays in dom l* for s <= s_max
+        self.m = 0
+
+    def _grow(self, width):
+        # columns the weights never saw carry weight 0 but still enter X^T a
+        extra = width - self.coef.shape[0]
+        if extra > 0:
+            pad = np.zeros((extra, self.K))
+            self.coef = np.vstack([self.coef, pad])
+            self.v = np.vstack([self.v, pad])
+
+    def _into_domain(self, u, Y):
+        if self.classification:
+            low = -math.inf if self.loss == "squared_hinge" else -1.0
+            return np.clip(u * Y, low, 0.0) * Y   # Y = +-1: exact
+        if math.isinf(self.bound):
+            return u
+        return np.clip(u, -self.bound, self.bound)
+
+    def add(self, X, Y, sw):
+        """Rows X (CSR or dense, float64), labels Y (rows, K) in the loss's encoding,
+        weights sw (rows,) >= 0."""
+        rows = X.shape[0]
+        if rows == 0:
+            return
+        width = X.shape[1]
+        self._grow(width)
+        Z = np.asarray(X @ self.coef[:width])
+        if self.fit_intercept:
+            Z = Z + self.w0 * self.intercept_scaling
+        active = (sw > 0)[:, None]
+        c = sw[:, None]
+        values = loss_value_py(self.loss, Z, Y, self.epsilon)
+        u = loss_derivative_py(self.loss, Z, Y, self.epsilon)
+        # a row of weight 0 has a_i = 0; an overflowed derivative (P is then +inf
+        # anyway) is replaced by 0, which keeps D a finite lower bound
+        u = np.where(active & np.isfinite(u), u, 0.0)
+        u = self._into_domain(u, Y)
+        self.loss_sum += np.sum(np.where(active, c * values, 0.0), axis=0)
+        self.conj_sum += np.sum(c * loss_conjugate_py(self.loss, u, Y, self.epsilon), axis=0)
+        if self.scale_dual:
+            # the linear part summed on its own, not as l*(u) - kappa u^2: that difference
+            # would cancel catastrophically when |u| is large (a diverged model)
+            linear = u * Y
+            if self.loss == "epsilon_insensitive":
+                linear += self.epsilon * np.abs(u)
+            self.lin_sum += np.sum(c * linear, axis=0)
+            self.curv_sum += self.kappa * np.sum(c * u * u, axis=0)
+        if math.isfinite(self.bound):
+            largest = np.max(np.abs(u), axis=0)
+            with np.errstate(divide="ignore"):
+                self.s_max = np.minimum(self.s_max, np.where(largest > 0, self.bound / largest,
+                                                             math.inf))
+        cu = c * u
+        self.v[:width] += np.asarray(X.T @ cu)
+        self.v0 += cu.sum(axis=0)
+        self.m += rows
+
+    # ---- the certificate ---------------------------------------------------------------
+    def _r(self, w):
+        if self.radius == 0.0:  # the "auto" ball of radius 0: S = {0}
+            return 0.0 if not np.any(w) else math.inf
+        return regularizer_value(w, self.p, self.radius)
+
+    def _rstar(self, norm_q):
+        # r_S* depends on theta only through ||theta||_q: a 1-vector of that norm will do
+        if self.radius == 0.0:
+            return 0.0
+        return regularizer_conjugate(np.array([norm_q]), self.p, self.radius)
+
+    def _dual(self, c, s, t):
+        """D(s a) of problem c, t = ||theta||_q for s = 1."""
+        if s == 1.0:
+            conj = self.conj_sum[c]  # the compiled conjugates themselves
+        else:
+            conj = s * self.lin_sum[c] + s * s * self.curv_sum[c]
+        return -conj / self.m - self.sigma * self._rstar(s * t)
+
+    def _best_scale(self, c, t):
+        """argmax of the concave D(s a) over [0, s_max], from its pieces' stationary points."""
+        s_max = self.s_max[c]
+        alpha = self.lin_sum[c] / self.m                          # D = -alpha s - beta s^2 - ...
+        beta = self.curv_sum[c] / self.m
+        sigma, p, B = self.sigma, self.p, self.radius
+        gamma = 0.5 * sigma * (p - 1.0) * t * t                   # sigma r*(s theta), inner piece
+        candidates = [0.0]
+        if math.isfinite(s_max):
+            candidates.append(s_max)
+        if beta + gamma > 0:
+            candidates.append(-alpha / (2.0 * (beta + gamma)))
+        if B is not None and B > 0 and t > 0:
+            candidates.append(B / ((p - 1.0) * t))                # where r* turns linear
+            if beta > 0:
+                candidates.append(-(alpha + sigma * B * t) / (2.0 * beta))
+        best, best_value = 1.0, self._dual(c, 1.0, t)             # 1 is always feasible
+        for s in candidates:
+            s = min(max(s, 0.0), s_max)
+            value = self._dual(c, s, t)
+            if value > best_value:
+                best, best_value = s, value
+        return best
+
+    def result(self):
+        if self.m == 0:
+            raise ValueError("no rows: the duality gap needs at least one row")
+        q = self.p / (self.p - 1.0)
+        K = self.K
+        primal, dual, scale = np.empty(K), np.empty(K), np.empty(K)
+        denom = self.sigma * self.m
+        for c in range(K):
+            w = self.coef[:, c]
+            theta = self.v[:, c] / -denom
+            if self.fit_intercept:
+                w = np.concatenate([[self.w0[c]], w])
+                theta = np.concatenate([[self.intercept_scaling * self.v0[c] / -denom], theta])
+            primal[c] = self.sigma * self._r(w) + self.loss_sum[c] / self.m
+            t = norm(theta, q)
+            scale[c] = self._best_scale(c, t) if self.scale_dual else 1.0
+            dual[c] = self._dual(c, scale[c], t)
+        gap = primal - dual
+        total_primal, total_dual = float(primal.sum()), float(dual.sum())
+        total_gap = total_primal - total_dual
+        relative = (total_gap / max(abs(total_primal), float(np.finfo(np.float64).tiny))
+                    if math.isfinite(total_gap) else math.inf)
+        for a in (primal, dual, gap, scale):
+            a.setflags(write=False)
+        return DualityGap(primal=total_primal, dual=total_dual, gap=total_gap,
+                          relative_gap=relative, n_rows=int(self.m),
+                          primal_per_problem=primal, dual_per_problem=dual,
+                          gap_per_problem=gap, dual_scale=scale)
+
+
+# ---- fitted onlinepgs estimators -----------------------------------------------------------
+def _certificate_of_model(model, scale_dual):
+    from onlinepgs.estimators import _BasePGS
+
+    if not isinstance(model, _BasePGS):
+        raise TypeError("duality_gap needs a fitted PGSClassifier or PGSRegressor, got "
+                        f"{type(model).__name__}; certify other linear models with "
+                        "onlinepgs.duality.gap_of_weights")
+    check_is_fitted(model, "_state")
+    state = model._state
+    cfg = state.config()  # the fitted configuration, whatever set_params did since
+    W = np.asarray(state.weights())  # (1 + n_features, K), row 0 the constant feature's
+    fit_intercept = bool(cfg["fit_intercept"])
+    return _Certificate(
+        W[1:], W[0] if fit_intercept else np.zeros(W.shape[1]), loss=cfg["loss"],
+        p=float(cfg["p"]), sigma=float(cfg["sigma"]),
+        # "auto": the ball grown over the rows seen, whose final radius is in the state
+        radius=None if cfg["radius"] is None else float(state.radius),
+        fit_intercept=fit_intercept, intercept_scaling=float(cfg["intercept_scaling"]),
+        epsilon=float(cfg["epsilon"]), scale_dual=scale_dual)
+
+
+def _model_rows(model, X, y, sample_weight):
+    """Validated rows of a model: (X as CSR or dense float64, Y (rows, K) in the loss's
+    encoding, sample weights)."""
+    X = model._validate_X(X, reset=False)
+    y_core, n_problems, multiclass, _ = model._encode_targets(X, y, fit=False)
+    if multiclass:  # one-vs-rest: column c is +1 for class c, else -1
+        Y = np.where(y_core[:, None] == np.arange(n_problems), 1.0, -1.0)
+    else:
+        Y = np.asarray(y_core, dtype=np.float64)[:, None]
+    sw = model._validate_weights(sample_weight, X.shape[0])
+    return X, Y, sw
+
+
+def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True):
+    """Duality-gap certificate of a fitted onlinepgs estimator on (X, y).
+
+    The objective is the model's own (``sigma * r(w) + mean_i sample_weight_i *
+    loss(<w, x_i>; y_i)`` over its domain: R^n, the ball of radius ``radius``, or for
+    ``radius="auto"`` the ball of the radius reached in training), with the intercept
+    a constant feature of value ``intercept_scaling`` inside w. See `onlinepgs.duality`
+    for the dual point and the choice of its scale.
+
+    Parameters
+    ----------
+    model : fitted PGSClassifier or PGSRegressor
+        Its reported weights (``coef_``, ``intercept_``) are certified.
+    X : {array-like, sparse matrix} of shape (n_samples, n_features), or records
+        Anything the model's `predict` accepts (hashed when the model hashes).
+    y : array-like of shape (n_samples,)
+        Labels among ``classes_`` (classifier) or targets (regressor).
+    sample_weight : array-like of shape (n_samples,), default=None
+        The c_i of the objective (1 for every row by default).
+    scale_dual : bool, default=True
+        Choose the best factor s of the dual point (False: s = 1, the plain a(w)).
+
+    Returns
+    -------
+    DualityGap
+        ``gap >= P(w) - P(w*)``; for a multiclass classifier, sums over its
+        one-vs-rest problems plus per-problem arrays.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onlinepgs import PGSClassifier, duality_gap
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randn(200, 3); y = (X[:, 0] + 0.5 * rng.randn(200) > 0).astype(int)
+    >>> short = PGSClassifier(sigma=0.1, max_epochs=1, random_state=0).fit(X, y)
+    >>> long = PGSClassifier(sigma=0.1, max_epochs=50, random_state=0).fit(X, y)
+    >>> duality_gap(long, X, y).gap < duality_gap(short, X, y).gap
+    True
+    >>> duality_gap(long, X, y).relative_gap < 1e-4
+    True
+    """
+    cert = _certificate_of_model(model, scale_dual)
+    X, Y, sw = _model_rows(model, X, y, sample_weight)
+    for start in range(0, X.shape[0], _BLOCK_ROWS):
+        stop = start + _BLOCK_ROWS
+        cert.add(X[start:stop], Y[start:stop], sw[start:stop])
+    return cert.result()
+
+
+def duality_gap_stream(model, source, *, chunk_rows=10_000, zero_based="auto",
+                       scale_dual=True):
+    """`duality_gap` in one pass over a file or stream, in O(n_features + chunk) memory.
+
+    Parameters
+    ----------
+    model : fitted PGSClassifier or PGSRegressor
+    source : str, os.PathLike, "-", binary file object, or iterable of chunks
+        An svmlight / libsvm source as `onlinepgs.iter_svmlight` reads it (plain, gzip,
+        bz2 or xz; ``"-"`` is stdin), or an iterable of ``(X, y)`` or
+        ``(X, y, sample_weight)`` chunks of anything `duality_gap` accepts.
+    chunk_rows : int, default=10_000
+        Rows per chunk read from an svmlight source.
+    zero_based : bool or "auto", default="auto"
+        Index base of an svmlight source (see `onlinepgs.iter_svmlight`).
+    scale_dual : bool, default=True
+        See `duality_gap`.
+
+    Returns
+    -------
+    DualityGap
+        The same certificate as `duality_gap` on the concatenated rows (up to the
+        rounding of sums taken in another order).
+
+    Raises
+    ------
+    SvmlightError
+        A malformed line (naming source, line and column).
+    ValueError
+        A chunk the model rejects (named by its rows), or no rows at all.
+
+    Examples
+    --------
+    >>> import io
+    >>> from onlinepgs import PGSClassifier, load_svmlight
+    >>> from onlinepgs.duality import duality_gap_stream
+    >>> data = b"1 1:1\\n-1 2:1\\n1 1:0.5 3:1\\n-1 2:2\\n" * 25
+    >>> X, y = load_svmlight(io.BytesIO(data))
+    >>> clf = PGSClassifier(sigma=0.1, max_epochs=20, random_state=0).fit(X, y)
+    >>> cert = duality_gap_stream(clf, io.BytesIO(data), chunk_rows=7)
+    >>> cert.n_rows, cert.gap >= 0, cert.relative_gap < 1e-3
+    (100, True, True)
+    """
+    from onlinepgs.svmlight import iter_svmlight
+
+    cert = _certificate_of_model(model, scale_dual)
+    if isinstance(source, (str, bytes, os.PathLike)) or hasattr(source, "read"):
+        chunks = iter_svmlight(source, chunk_rows=chunk_rows, zero_based=zero_based)
+        name = chunks.source_name
+    else:
+        try:
+            chunks = iter(source)
+        except TypeError:
+            raise TypeError("source must be a path, '-', a binary file object or an "
+                            f"iterable of (X, y) chunks; got {type(source).__name__}") from None
+        name = getattr(source, "source_name", "<chunks>")  # a reader names its file
+    first = 0
+    for index, item in enumerate(chunks):
+        if not isinstance(item, tuple) or len(item) not in (2, 3):
+            raise ValueError(f"{name}: chunk {index} is not an (X, y) or "
+                             f"(X, y, sample_weight) tuple: {type(item).__name__}")
+        X, y = item[0], item[1]
+        sample_weight = item[2] if len(item) == 3 else None
+        if model._classifier:
+            # named by its row in the whole stream (the model's own message would give
+            # the row within the chunk)
+            labels = np.asarray(y).ravel()
+            unknown = np.flatnonzero(~np.isin(labels, model.classes_))
+            if unknown.size:
+                k = int(unknown[0])
+                raise ValueError(f"{name}, row {first + k + 1} (counted from 1): label "
+                                 f"{labels[k].item()!r} is not one of the model's classes "
+                                 f"{model.classes_.tolist()}")
+        try:
+            X, Y, sw = _model_rows(model, X, y, sample_weight)
+        except ValueError as exc:
+            raise ValueError(f"{name}, chunk {index} (rows from {first + 1}, counted from "
+                             f"1): {exc}") from None
+        cert.add(X, Y, sw)
+        first += X.shape[0]
+    if cert.m == 0:
+        raise ValueError(f"{name}: no rows: the duality gap needs at least one row")
+    return cert.result()
+
+
+# ---- any linear model ------------------------------------------------------------------------
+def _positive(name, value, allow_zero=False):
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{name} must be finite and {'>=' if allow_zero else '>'} 0, "
+                         f"got {value!r}")
+    return value
+
+
+def gap_of_weights(coef, intercept, X, y, *, loss, p=2.0, sigma, radius=None,
+                   fit_intercept=True, intercept_scaling=1.0, epsilon=0.1,
+                   sample_weight=None, scale_dual=True):
+    """Duality-gap certificate of any linear model given by its weights (one problem).
+
+    The objective is ``P(w) = sigma r(w) + (1/m) sum_i c_i l(<w, x_i> ; y_i)`` with
+    ``r(w) = ||w||_p^2 / (2 (p - 1))`` over R^n or the l_p ball of radius ``radius``.
+    With ``fit_intercept`` the intercept is a **regularized** constant feature of value
+    ``intercept_scaling``, whose weight is ``intercept / intercept_scaling`` (LIBLINEAR's
+    convention). A LIBLINEAR or scikit-learn solution of ``(1/2) ||w||^2 + C sum_i l_i``
+    is certified with ``p=2, sigma=1 / (C m)``; a model whose intercept is not
+    regularized solves another problem (use ``fit_intercept=False`` with a constant
+    column only if that column is meant to be regularized).
+
+    Parameters
+    ----------
+    coef : array-like of shape (n_features,) or (1, n_features)
+    intercept : float or array-like of shape (1,)
+        Must be 0 when ``fit_intercept=False``.
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+    y : array-like of shape (n_samples,)
+        Already in the loss's encoding: -1 or +1 for the classification losses
+        (hinge, logistic, squared_hinge, smooth_hinge), real targets otherwise.
+    loss : str
+        One of the eight onlinepgs losses (``squared`` is ``(z - y)^2``, no 1/2).
+    p : float in (1, 2], default=2.0
+    sigma : float > 0
+    radius : float > 0 or None, default=None
+        The ball's radius B; None for R^n. A w outside the ball has ``primal = gap =
+        +inf`` (the dual stays a valid lower bound on the optimum).
+    fit_intercept : bool, default=True
+    intercept_scaling : float > 0, default=1.0
+    epsilon : float >= 0, default=0.1
+        Width of the huber and epsilon_insensitive losses.
+    sample_weight : array-like of shape (n_samples,), default=None
+    scale_dual : bool, default=True
+        Choose the best factor of the dual point (see `onlinepgs.duality`).
+
+    Returns
+    -------
+    DualityGap
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.svm import LinearSVC
+    >>> from onlinepgs.duality import gap_of_weights
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randn(100, 4); y = np.where(X[:, 0] + 0.3 * rng.randn(100) > 0, 1, -1)
+    >>> svc = LinearSVC(C=1.0, loss="squared_hinge", tol=1e-10, max_iter=100_000).fit(X, y)
+    >>> cert = gap_of_weights(svc.coef_, svc.intercept_, X, y, loss="squared_hinge",
+    ...                       sigma=1 / (1.0 * 100), intercept_scaling=1.0)
+    >>> cert.relative_gap < 1e-6
+    True
+    """
+    if loss not in LOSS_CODES:
+        raise ValueError(f"unknown loss {loss!r}; expected one of {sorted(LOSS_CODES)}")
+    p = _positive("p", p)
+    if not 1.0 < p <= 2.0:
+        raise ValueError(f"p must be in (1, 2], got {p!r}")
+    sigma = _positive("sigma", sigma)
+    radius = None if radius is None else _positive("radius", radius)
+    intercept_scaling = _positive("intercept_scaling", intercept_scaling)
+    epsilon = _positive("epsilon", epsilon, allow_zero=True)
+
+    coef = np.asarray(coef, dtype=np.float64)
+    if coef.ndim == 2 and coef.shape[0] == 1:
+        coef = coef[0]
+    if coef.ndim != 1:
+        raise ValueError(f"coef must have shape (n_features,) or (1, n_features) (one "
+                         f"problem), got shape {coef.shape}")
+    if not np.all(np.isfinite(coef)):
+        raise ValueError(f"coef has a non-finite value at index "
+                         f"{int(np.flatnonzero(~np.isfinite(coef))[0])}")
+    b = np.asarray(0.0 if intercept is None else intercept, dtype=np.float64).ravel()
+    if b.shape != (1,) or not np.isfinite(b[0]):
+        raise ValueError(f"intercept must be one finite number, got {intercept!r}")
+    if not fit_intercept and b[0] != 0.0:
+        raise ValueError(f"intercept is {b[0]!r} but fit_intercept=False: the objective "
+                         "has no intercept")
+
+    X = check_array(X, accept_sparse="csr", dtype=np.float64, input_name="X")
+    if X.shape[1] != coef.shape[0]:
+        raise ValueError(f"X has {X.shape[1]} columns but coef has {coef.shape[0]}")
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+    if loss in CLASSIFICATION_LOSSES:
+        bad = np.flatnonzero((y != 1.0) & (y != -1.0))
+        if bad.size:
+            raise ValueError(f"y must be -1 or +1 for the {loss} loss; row {int(bad[0])} "
+                             f"has {y[bad[0]].item()!r}")
+    elif not np.all(np.isfinite(y)):
+        bad = int(np.flatnonzero(~np.isfinite(y))[0])
+        raise ValueError(f"y contains NaN or infinity (row {bad}: {y[bad].item()!r})")
+    if sample_weight is None:
+        sw = np.ones(X.shape[0])
+    else:
+        sw = np.asarray(sample_weight, dtype=np.float64)
+        if sw.shape != (X.shape[0],):
+            raise ValueError(f"sample_weight has shape {sw.shape}, expected ({X.shape[0]},)")
+        bad = np.flatnonzero(~np.isfinite(sw) | (sw < 0))
+        if bad.size:
+            raise ValueError(f"sample_weight must be finite and >= 0; row {int(bad[0])} "
+                             f"has {sw[bad[0]].item()!r}")
+
+    cert = _Certificate(coef[:, None], [b[0] / intercept_scaling], loss=loss, p=p,
+                        sigma=sigma, radius=radius, fit_intercept=bool(fit_intercept),
+                        intercept_scaling=intercept_scaling, epsilon=epsilon,
+                        scale_dual=scale_dual)
+    if sp.issparse(X):
+        X = X.tocsr()
+    for start in range(0, X.shape[0], _BLOCK_ROWS):
+        stop = start + _BLOCK_ROWS
+        cert.add(X[start:stop], y[start:stop, None], sw[start:stop])
+    return cert.result()

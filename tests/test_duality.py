@@ -1,0 +1,563 @@
+"""Duality-gap certificates against independent yardsticks.
+
+The yardstick objectives are written here in NumPy from the definitions (the primal of
+paper 000 eq. 7 and its Fenchel dual, papers 001/003), the losses and grad r* come from
+`reference.py`, and the optimum P(w*) from scipy: L-BFGS-B maximizing the dual over its
+box (every loss) and L-BFGS on the primal (smooth losses).
+"""
+import gzip
+import io
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import minimize
+from sklearn.exceptions import NotFittedError
+from sklearn.utils import murmurhash3_32
+
+from onlinepgs import DualityGap, PGSClassifier, PGSRegressor, duality_gap, load_svmlight
+from onlinepgs.duality import duality_gap_stream, gap_of_weights
+
+import reference
+
+CLS = ("hinge", "logistic", "squared_hinge", "smooth_hinge")
+LOSSES = CLS + ("squared", "absolute", "huber", "epsilon_insensitive")
+SMOOTH = ("logistic", "squared_hinge", "smooth_hinge", "squared", "huber")
+EPS = 0.1
+
+
+# ---- the yardstick, in NumPy -------------------------------------------------------------
+def np_conjugate(loss, u, y, eps=EPS):
+    """l*(u; y) from the loss definitions (+inf outside the domain)."""
+    u, y = np.asarray(u, float), np.asarray(y, float)
+    v = u * y
+    inf = np.full(np.broadcast(u, y).shape, np.inf)
+    if loss == "hinge":
+        return np.where((v >= -1) & (v <= 0), v, inf)
+    if loss == "logistic":
+        t = np.clip(-v, 0, 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ent = np.where(t > 0, t * np.log(t), 0.0) + np.where(t < 1, (1 - t) * np.log1p(-t), 0.0)
+        return np.where((v >= -1) & (v <= 0), ent, inf)
+    if loss == "squared_hinge":
+        return np.where(v <= 0, v + u**2 / 4, inf)
+    if loss == "smooth_hinge":
+        return np.where((v >= -1) & (v <= 0), v + u**2 / 2, inf)
+    if loss == "squared":
+        return u**2 / 4 + u * y
+    if loss == "absolute":
+        return np.where(np.abs(u) <= 1, u * y, inf)
+    if loss == "huber":
+        return np.where(np.abs(u) <= eps, u * y + u**2 / 2, inf)
+    return np.where(np.abs(u) <= 1, u * y + eps * np.abs(u), inf)
+
+
+def np_rstar(theta, p, radius):
+    q = p / (p - 1)
+    t = np.sum(np.abs(theta) ** q) ** (1 / q)
+    if radius is not None and (p - 1) * t > radius:
+        return radius * t - radius**2 / (2 * (p - 1))
+    return t**2 / (2 * (q - 1))
+
+
+def augmented(X, fit_intercept=True, intercept_scaling=1.0):
+    X = X.toarray() if sp.issparse(X) else np.asarray(X, float)
+    if not fit_intercept:
+        return X
+    return np.hstack([np.full((X.shape[0], 1), intercept_scaling), X])
+
+
+def np_primal(w, Xa, y, sw, p, sigma, radius, loss, eps=EPS):
+    norm_p = np.sum(np.abs(w) ** p) ** (1 / p)
+    if radius is not None and norm_p > radius * (1 + 1e-12):
+        return np.inf
+    losses = reference.loss_value(loss, Xa @ w, y, eps)
+    return sigma * norm_p**2 / (2 * (p - 1)) + np.sum(sw * losses) / len(y)
+
+
+def np_dual(u, Xa, y, sw, p, sigma, radius, loss, eps=EPS):
+    """D(a) for a_i = -sw_i u_i."""
+    m = len(y)
+    theta = -Xa.T @ (sw * u) / (sigma * m)
+    return -np.sum(sw * np_conjugate(loss, u, y, eps)) / m - sigma * np_rstar(theta, p, radius)
+
+
+def np_dual_point(w, Xa, y, loss, eps=EPS):
+    return reference.loss_derivative(loss, Xa @ w, y, eps)
+
+
+def primal_minimum(Xa, y, sw, p, sigma, loss, start, eps=EPS):
+    """L-BFGS-B on the primal over R^n (smooth losses): the scipy result."""
+    m = len(y)
+
+    def primal(w):
+        z = Xa @ w
+        norm_p = np.sum(np.abs(w) ** p) ** (1 / p)
+        value = (sigma * norm_p**2 / (2 * (p - 1))
+                 + np.sum(sw * reference.loss_value(loss, z, y, eps)) / m)
+        grad_r = (norm_p ** (2 - p) * np.abs(w) ** (p - 1) * np.sign(w) / (p - 1)
+                  if norm_p > 0 else 0 * w)
+        d = sw * reference.loss_derivative(loss, z, y, eps) / m
+        return value, sigma * grad_r + Xa.T @ d
+
+    return minimize(primal, start, jac=True, method="L-BFGS-B",
+                    options={"ftol": 1e-16, "gtol": 1e-13, "maxiter": 10000})
+
+
+def optimum(Xa, y, sw, p, sigma, radius, loss, eps=EPS):
+    """(lower, upper) bounds on P(w*): the dual maximized by L-BFGS-B over its box, the
+    primal at the dual's w(a), and for smooth losses L-BFGS on the primal too."""
+    m, n = Xa.shape
+
+    def unpack(x):
+        # u from the box variables: v in [0, 1] (u = -v y) for the margin losses, the
+        # two halves of u for epsilon-insensitive (its |u| is not differentiable)
+        if loss in CLS:
+            return -x * y
+        if loss == "epsilon_insensitive":
+            return x[:m] - x[m:]
+        return x
+
+    def neg_dual(x):
+        u = unpack(x)
+        theta = -Xa.T @ (sw * u) / (sigma * m)
+        w = reference.grad_rstar(theta, p, radius)
+        if loss == "epsilon_insensitive":
+            conj = np.sum(sw * (u * y + eps * (x[:m] + x[m:])))
+        else:
+            conj = np.sum(sw * np_conjugate(loss, u, y, eps))
+        value = -conj / m - sigma * np_rstar(theta, p, radius)
+        common = sw * (Xa @ w) / m  # d/du_i of -sigma r*(theta)
+        if loss == "hinge":
+            du = -sw * y / m + common
+        elif loss == "logistic":
+            t = np.clip(x, 1e-300, 1 - 1e-16)
+            du = -sw * (-y * (np.log(t) - np.log1p(-t))) / m + common
+        elif loss in ("squared_hinge", "squared"):
+            du = -sw * (y + u / 2) / m + common
+        elif loss in ("smooth_hinge", "huber"):
+            du = -sw * (y + u) / m + common
+        elif loss == "absolute":
+            du = -sw * y / m + common
+        else:
+            du_plus = -sw * (y + eps) / m + common
+            du_minus = -sw * (-y + eps) / m - common
+            return -value, -np.concatenate([du_plus, du_minus])
+        return -value, -(du * -y if loss in CLS else du)
+
+    if loss in ("hinge", "smooth_hinge"):
+        bounds = [(0, 1)] * m
+    elif loss == "logistic":
+        bounds = [(1e-12, 1 - 1e-12)] * m
+    elif loss == "squared_hinge":
+        bounds = [(0, None)] * m
+    elif loss == "absolute":
+        bounds = [(-1, 1)] * m
+    elif loss == "huber":
+        bounds = [(-eps, eps)] * m
+    elif loss == "epsilon_insensitive":
+        bounds = [(0, 1)] * (2 * m)
+    else:
+        bounds = [(None, None)] * m
+    x0 = np.full(len(bounds), 0.5 if loss in CLS else 0.0)
+    if loss == "huber":
+        x0[:] = 0.0
+    res = minimize(neg_dual, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                   options={"ftol": 1e-16, "gtol": 1e-13, "maxiter": 20000, "maxcor": 30})
+    u = unpack(res.x)
+    lower = np_dual(u, Xa, y, sw, p, sigma, radius, loss, eps)
+    w_of_u = reference.grad_rstar(-Xa.T @ (sw * u) / (sigma * m), p, radius)
+    upper = np_primal(w_of_u, Xa, y, sw, p, sigma, radius, loss, eps)
+    if loss in SMOOTH and radius is None:
+        upper = min(upper, primal_minimum(Xa, y, sw, p, sigma, loss, w_of_u).fun)
+    return lower, upper
+
+
+# ---- data --------------------------------------------------------------------------------
+def problem(loss, m=40, n=5, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(m, n) / np.sqrt(n)
+    w = rng.randn(n)
+    if loss in CLS:
+        y = np.where(X @ w + 0.4 * rng.randn(m) > 0.2, 1.0, -1.0)
+    else:
+        y = X @ w + 0.3 + 0.3 * rng.randn(m)
+    return X, y
+
+
+def estimator(loss, **params):
+    return (PGSClassifier if loss in CLS else PGSRegressor)(loss=loss, **params)
+
+
+def auto_radius(loss, y, sw, p, sigma):
+    """The documented "auto" radius, sqrt(2 (p - 1) max_i sw_i l(0; y_i) / sigma)."""
+    return np.sqrt(2 * (p - 1) * np.max(sw * reference.loss_value(loss, 0.0, y)) / sigma)
+
+
+# ---- the certificate against the yardstick ---------------------------------------------------
+@pytest.mark.parametrize("domain", [None, 0.4, "auto"])
+@pytest.mark.parametrize("p", [2.0, 1.5])
+@pytest.mark.parametrize("loss", LOSSES)
+def test_certificate_bounds_the_suboptimality(loss, p, domain):
+    X, y = problem(loss)
+    sigma = 0.03
+    sw = np.random.RandomState(1).uniform(0.5, 2.0, len(y))
+    model = estimator(loss, p=p, sigma=sigma, radius=domain, max_epochs=3,
+                      random_state=0).fit(X, y, sample_weight=sw)
+    radius = auto_radius(loss, y, sw, p, sigma) if domain == "auto" else domain
+    assert model._state.radius == pytest.approx(radius if radius else np.inf, rel=1e-12)
+    Xa = augmented(X)
+    w = np.concatenate([model.intercept_, model.coef_.ravel()])
+
+    cert = duality_gap(model, X, y, sample_weight=sw)
+    assert isinstance(cert, DualityGap)
+    primal = np_primal(w, Xa, y, sw, p, sigma, radius, loss)
+    assert cert.primal == pytest.approx(primal, rel=1e-12)
+    # the dual is D at the reported scale of a(w) = -sw l'(<w, x>), in NumPy
+    u = np_dual_point(w, Xa, y, loss)
+    s = float(cert.dual_scale[0])
+    assert cert.dual == pytest.approx(np_dual(s * u, Xa, y, sw, p, sigma, radius, loss),
+                                      rel=1e-11, abs=1e-13)
+    plain = duality_gap(model, X, y, sample_weight=sw, scale_dual=False)
+    assert plain.dual_scale[0] == 1.0 and plain.primal == cert.primal
+    assert plain.dual == pytest.approx(np_dual(u, Xa, y, sw, p, sigma, radius, loss),
+                                       rel=1e-11, abs=1e-13)
+    # the scale is the best on the ray (within its domain), never worse than s = 1;
+    # the logistic loss keeps s = 1 (its conjugate is not quadratic along the ray)
+    assert cert.dual >= plain.dual
+    if loss == "logistic":
+        assert s == 1.0
+    else:
+        for t in np.linspace(0, 3, 61):
+            d = np_dual(t * u, Xa, y, sw, p, sigma, radius, loss)
+            assert d <= cert.dual + 1e-12 * (1 + abs(cert.dual))
+
+    lower, upper = optimum(Xa, y, sw, p, sigma, radius, loss)
+    assert upper - lower < 1e-5 * (1 + abs(upper))  # the yardstick pins P(w*)
+    assert np.isfinite(cert.dual) and cert.gap >= -1e-12
+    # the certificate: gap >= P(w) - P(w*), i.e. D <= P(w*)
+    assert cert.gap >= primal - upper - 1e-9
+    assert cert.dual <= upper + 1e-9
+    assert cert.relative_gap == pytest.approx(cert.gap / abs(cert.primal))
+
+
+@pytest.mark.parametrize("p", [2.0, 1.5])
+@pytest.mark.parametrize("loss", SMOOTH)
+def test_certificate_vanishes_at_the_optimum(loss, p):
+    X, y = problem(loss)
+    w = primal_minimum(augmented(X), y, np.ones(len(y)), p, 0.03, loss,
+                       np.full(X.shape[1] + 1, 0.01)).x
+    cert = gap_of_weights(w[1:], w[0], X, y, loss=loss, p=p, sigma=0.03)
+    assert -1e-15 <= cert.gap < 1e-9  # >= 0 up to rounding
+    assert cert.dual_scale[0] == pytest.approx(1.0, abs=1e-3)
+    # and a point away from it has a clearly positive one
+    far = gap_of_weights(w[1:] * 0.7, w[0], X, y, loss=loss, p=p, sigma=0.03)
+    assert far.gap > 1e-4
+
+
+@pytest.mark.parametrize("p", [2.0, 1.5])
+@pytest.mark.parametrize("loss", LOSSES)
+def test_any_weights_give_a_valid_certificate(loss, p):
+    """D <= P(w*) whatever w: random points, both domains, with and without intercept."""
+    X, y = problem(loss, m=30, n=4, seed=3)
+    rng = np.random.RandomState(4)
+    sigma = 0.05
+    for radius in (None, 0.5):
+        for fit_intercept in (True, False):
+            Xa = augmented(X, fit_intercept, 2.0)
+            lower, upper = optimum(Xa, y, np.ones(len(y)), p, sigma, radius, loss)
+            for _ in range(3):
+                w = rng.randn(Xa.shape[1]) * 0.3
+                if radius is not None:
+                    w *= min(1.0, radius / np.sum(np.abs(w) ** p) ** (1 / p))
+                b = 2.0 * w[0] if fit_intercept else 0.0
+                coef = w[1:] if fit_intercept else w
+                cert = gap_of_weights(coef, b, X, y, loss=loss, p=p, sigma=sigma,
+                                      radius=radius, fit_intercept=fit_intercept,
+                                      intercept_scaling=2.0)
+                primal = np_primal(w, Xa, y, np.ones(len(y)), p, sigma, radius, loss)
+                assert cert.primal == pytest.approx(primal, rel=1e-12)
+                assert np.isfinite(cert.dual) and cert.dual <= upper + 1e-9
+                assert cert.gap >= primal - upper - 1e-9
+
+
+# ---- training drives the gap to 0 -------------------------------------------------------------
+@pytest.mark.parametrize("p", [2.0, 1.5])
+@pytest.mark.parametrize("loss", ["logistic", "squared_hinge", "smooth_hinge", "squared", "huber"])
+def test_gap_goes_to_zero_with_training(loss, p):
+    X, y = problem(loss, m=200, n=6, seed=5)
+    gaps = []
+    for epochs in (1, 4, 16, 64, 256):  # the same shuffles: each run extends the last
+        model = estimator(loss, p=p, sigma=0.05, max_epochs=epochs, random_state=0).fit(X, y)
+        gaps.append(duality_gap(model, X, y).relative_gap)
+    assert all(b < a for a, b in zip(gaps, gaps[1:])), gaps
+    assert gaps[-1] < 1e-5 and gaps[-1] < gaps[0] / 100, gaps
+
+
+@pytest.mark.parametrize("loss", ["hinge", "absolute", "epsilon_insensitive"])
+def test_non_smooth_losses_gap_shrinks(loss):
+    # a(w) jumps at the kinks, so the gap need not vanish at w*: it still shrinks
+    X, y = problem(loss, m=200, n=6, seed=5)
+    first, last = (duality_gap(estimator(loss, sigma=0.05, max_epochs=e, random_state=0)
+                               .fit(X, y), X, y).relative_gap for e in (1, 256))
+    assert 0 <= last < first / 10
+
+
+# ---- conventions: weights, intercept, multiclass, sparse, hashing ---------------------------
+@pytest.mark.parametrize("loss", ["logistic", "hinge", "squared", "epsilon_insensitive"])
+def test_integer_weights_equal_repeated_rows(loss):
+    """Weight c_i = row i repeated c_i times, with sigma scaled so that m sigma is kept:
+    the objectives (and D at every scale) differ by the factor m' / m exactly."""
+    X, y = problem(loss, m=30, seed=7)
+    counts = np.random.RandomState(8).randint(0, 4, len(y))
+    counts[0] = 0  # zero weights drop rows
+    rng = np.random.RandomState(9)
+    coef, b = rng.randn(X.shape[1]) * 0.5, 0.3
+    m, m2 = len(y), counts.sum()
+    weighted = gap_of_weights(coef, b, X, y, loss=loss, sigma=0.05, sample_weight=counts)
+    repeated = gap_of_weights(coef, b, np.repeat(X, counts, axis=0), np.repeat(y, counts),
+                              loss=loss, sigma=0.05 * m / m2)
+    assert weighted.primal == pytest.approx(repeated.primal * m2 / m, rel=1e-12)
+    assert weighted.dual == pytest.approx(repeated.dual * m2 / m, rel=1e-10)
+    assert weighted.dual_scale[0] == pytest.approx(repeated.dual_scale[0], rel=1e-8)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_intercept_is_a_scaled_regularized_feature(fit_intercept):
+    X, y = problem("logistic", seed=11)
+    model = PGSClassifier(sigma=0.03, p=1.5, fit_intercept=fit_intercept, intercept_scaling=3.0,
+                          max_epochs=4, random_state=0).fit(X, y)
+    cert = duality_gap(model, X, y)
+    Xa = augmented(X, fit_intercept, 3.0)
+    w = model.coef_.ravel()
+    if fit_intercept:
+        w = np.concatenate([model.intercept_ / 3.0, w])
+    else:
+        assert model.intercept_[0] == 0.0
+    radius = auto_radius("logistic", y, np.ones(len(y)), 1.5, 0.03)
+    ones = np.ones(len(y))
+    assert cert.primal == pytest.approx(np_primal(w, Xa, y, ones, 1.5, 0.03, radius, "logistic"),
+                                        rel=1e-12)
+    u = np_dual_point(w, Xa, y, "logistic")
+    assert cert.dual == pytest.approx(np_dual(u, Xa, y, ones, 1.5, 0.03, radius, "logistic"),
+                                      rel=1e-11)
+    same = gap_of_weights(model.coef_, model.intercept_, X, y, loss="logistic", p=1.5,
+                          sigma=0.03, radius=radius, fit_intercept=fit_intercept,
+                          intercept_scaling=3.0)
+    assert same.gap == pytest.approx(cert.gap, rel=1e-9, abs=1e-15)
+
+
+def test_multiclass_sums_its_one_vs_rest_problems():
+    rng = np.random.RandomState(12)
+    X = rng.randn(90, 4)
+    labels = np.array(["a", "b", "c"])[np.argmax(X[:, :3] + 0.5 * rng.randn(90, 3), axis=1)]
+    sw = rng.uniform(0.5, 1.5, 90)
+    model = PGSClassifier(loss="squared_hinge", sigma=0.02, max_epochs=3,
+                          random_state=0).fit(X, labels, sample_weight=sw)
+    cert = duality_gap(model, X, labels, sample_weight=sw)
+    assert cert.primal_per_problem.shape == (3,) and cert.dual_scale.shape == (3,)
+    for c, name in enumerate(model.classes_):
+        one = gap_of_weights(model.coef_[c], model.intercept_[c], X,
+                             np.where(labels == name, 1.0, -1.0), loss="squared_hinge",
+                             sigma=0.02, radius=model._state.radius, sample_weight=sw)
+        assert cert.primal_per_problem[c] == pytest.approx(one.primal, rel=1e-12)
+        assert cert.dual_per_problem[c] == pytest.approx(one.dual, rel=1e-11)
+        assert cert.gap_per_problem[c] == pytest.approx(one.gap, rel=1e-8, abs=1e-14)
+    assert cert.primal == pytest.approx(cert.primal_per_problem.sum(), rel=1e-15)
+    assert cert.gap == pytest.approx(cert.primal - cert.dual)
+    assert cert.gap > 0
+
+
+def test_sparse_and_dense_give_the_same_certificate():
+    X, y = problem("hinge", m=60, n=8, seed=13)
+    X[np.abs(X) < 0.3] = 0.0
+    model = PGSClassifier(loss="hinge", sigma=0.01, max_epochs=2, random_state=0).fit(X, y)
+    dense, sparse = duality_gap(model, X, y), duality_gap(model, sp.csr_matrix(X), y)
+    assert sparse.primal == pytest.approx(dense.primal, rel=1e-13)
+    assert sparse.dual == pytest.approx(dense.dual, rel=1e-13)
+    # columns the model never saw (sparse input may be wider) carry weight 0 but enter X^T a
+    wide = sp.hstack([sp.csr_matrix(X), sp.csr_matrix(np.ones((60, 1)))]).tocsr()
+    widened = duality_gap(model, wide, y)
+    coef = np.append(model.coef_.ravel(), 0.0)
+    expected = gap_of_weights(coef, model.intercept_, wide, y, loss="hinge", sigma=0.01,
+                              radius=model._state.radius)
+    assert widened.dual == pytest.approx(expected.dual, rel=1e-12)
+    assert widened.primal == pytest.approx(dense.primal, rel=1e-13)
+    assert widened.dual < dense.dual  # the extra column is correlated with the dual point
+
+
+def test_hashing_estimator_on_records():
+    rng = np.random.RandomState(14)
+    words = [f"w{i}" for i in range(30)]
+    records, y = [], []
+    for _ in range(80):
+        chosen = rng.choice(30, 4, replace=False)
+        records.append({**{words[j]: 1.0 for j in chosen}, int(rng.randint(200)): 0.5})
+        y.append(int(chosen.min() < 10))
+    n_bits, seed = 5, 17
+    model = PGSClassifier(n_bits=n_bits, hash_seed=seed, sigma=0.02, max_epochs=3,
+                          random_state=0).fit(records, y)
+    # the documented map: string -> murmurhash3 mod 2^b, signed by the top bit; ints mod 2^b
+    X = np.zeros((80, 2**n_bits))
+    for i, record in enumerate(records):
+        for key, value in record.items():
+            if isinstance(key, str):
+                h = murmurhash3_32(key, seed=seed, positive=True)
+                X[i, h % 2**n_bits] += (-1.0 if h >= 2**31 else 1.0) * value
+            else:
+                X[i, key % 2**n_bits] += value
+    cert = duality_gap(model, records, y)
+    expected = gap_of_weights(model.coef_, model.intercept_, X, 2.0 * np.array(y) - 1.0,
+                              loss="logistic", sigma=0.02, radius=model._state.radius)
+    assert cert.primal == pytest.approx(expected.primal, rel=1e-12)
+    assert cert.dual == pytest.approx(expected.dual, rel=1e-12)
+
+
+def test_outside_the_ball_the_primal_is_infinite_and_the_dual_still_valid():
+    X, y = problem("squared")
+    cert = gap_of_weights(np.ones(5), 1.0, X, y, loss="squared", sigma=0.05, radius=0.5)
+    assert cert.primal == np.inf and cert.gap == np.inf and cert.relative_gap == np.inf
+    lower, upper = optimum(augmented(X), y, np.ones(len(y)), 2.0, 0.05, 0.5, "squared")
+    assert np.isfinite(cert.dual) and cert.dual <= upper + 1e-9
+
+
+def test_auto_ball_of_radius_zero():
+    # every row has loss 0 at w = 0: the "auto" ball is {0}, so P(w*) = P(0), gap 0
+    rng = np.random.RandomState(19)
+    X, y = rng.randn(50, 3), rng.uniform(-0.5, 0.5, 50)
+    model = PGSRegressor(loss="epsilon_insensitive", epsilon=1.0, random_state=0).fit(X, y)
+    assert model._state.radius == 0.0
+    y2 = 3 * y  # on other targets P(0) > 0, still the optimum over {0}
+    cert = duality_gap(model, X, y2)
+    expected = np.mean(np.maximum(0.0, np.abs(y2) - 1.0))
+    assert cert.primal == pytest.approx(expected, rel=1e-12) and expected > 0
+    assert cert.gap == pytest.approx(0.0, abs=1e-15) and type(cert.relative_gap) is float
+
+
+def test_result_is_frozen_and_serializable():
+    X, y = problem("hinge")
+    cert = gap_of_weights(np.zeros(5), 0.0, X, y, loss="hinge", sigma=0.1)
+    with pytest.raises(AttributeError):
+        cert.gap = 0.0
+    with pytest.raises(ValueError):
+        cert.gap_per_problem[0] = 0.0
+    d = cert.as_dict()
+    assert d["rows"] == 40 and d["gap"] == cert.gap and d["gap_per_problem"] == [cert.gap]
+
+
+# ---- streams --------------------------------------------------------------------------------
+def write_svmlight(path, X, y):
+    with gzip.open(path, "wt") as f:
+        for row, label in zip(X, y):
+            nz = np.flatnonzero(row)
+            f.write(f"{label:g} " + " ".join(f"{j + 1}:{row[j]:.17g}" for j in nz) + "\n")
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_stream_equals_in_memory(tmp_path, loss):
+    X, y = problem(loss, m=300, n=12, seed=15)
+    X[np.abs(X) < 0.2] = 0.0
+    X[:50, -3:] = 0.0  # the first chunks are narrower than the model
+    path = tmp_path / "data.svm.gz"
+    write_svmlight(path, X, y)
+    Xs, ys = load_svmlight(path)
+    model = estimator(loss, p=1.5, sigma=0.02, max_epochs=2, random_state=0).fit(Xs, ys)
+    whole = duality_gap(model, Xs, ys)
+    for chunk_rows in (1, 7, 64, 10_000):
+        streamed = duality_gap_stream(model, path, chunk_rows=chunk_rows)
+        assert streamed.n_rows == 300
+        assert streamed.primal == pytest.approx(whole.primal, rel=1e-12)
+        assert streamed.dual == pytest.approx(whole.dual, rel=1e-12)
+        assert streamed.gap == pytest.approx(whole.gap, abs=1e-12 * abs(whole.primal))
+    with open(path, "rb") as f:
+        assert duality_gap_stream(model, f).dual == pytest.approx(whole.dual, rel=1e-12)
+
+
+def test_stream_of_weighted_chunks():
+    X, y = problem("smooth_hinge", m=100, seed=16)
+    sw = np.random.RandomState(17).uniform(0, 2, 100)
+    model = PGSClassifier(loss="smooth_hinge", sigma=0.05, random_state=0).fit(X, y, sw)
+    whole = duality_gap(model, X, y, sw)
+    chunks = ((X[i:i + 30], y[i:i + 30], sw[i:i + 30]) for i in range(0, 100, 30))
+    streamed = duality_gap_stream(model, chunks)
+    assert streamed.dual == pytest.approx(whole.dual, rel=1e-12)
+    assert streamed.primal == pytest.approx(whole.primal, rel=1e-12)
+
+
+def test_stream_errors_name_their_place(tmp_path):
+    X, y = problem("logistic", m=20)
+    model = PGSClassifier(sigma=0.1, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match=r"<chunks>, row 13 \(counted from 1\): label 5.0 "
+                                         r"is not one of the model's classes \[-1.0, 1.0\]"):
+        duality_gap_stream(model, [(X[:10], y[:10]), (X[10:], np.where(np.arange(10) == 2,
+                                                                        5.0, y[10:]))])
+    with pytest.raises(ValueError, match=r"<chunks>, chunk 1 \(rows from 11, counted from 1\): "
+                                         "sample_weight must be finite"):
+        duality_gap_stream(model, [(X[:10], y[:10]), (X[10:], y[10:], -np.ones(10))])
+    with pytest.raises(ValueError, match="chunk 0 is not an"):
+        duality_gap_stream(model, [X])
+    with pytest.raises(ValueError, match="no rows"):
+        duality_gap_stream(model, io.BytesIO(b""))
+    bad = tmp_path / "bad.svm"
+    bad.write_text("1 1:0.5\n-1 2:oops\n")
+    with pytest.raises(ValueError, match="bad.svm:2:"):
+        duality_gap_stream(model, bad)
+
+
+# ---- an external solver ----------------------------------------------------------------------
+def test_liblinear_solutions_are_certified_optimal():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import LinearSVC
+
+    X, y = problem("logistic", m=120, n=6, seed=18)
+    C = 0.5
+    sigma = 1.0 / (C * len(y))  # (1/2)||w||^2 + C sum l  =  C m (sigma r(w) + mean l)
+    lr = LogisticRegression(solver="liblinear", C=C, intercept_scaling=2.0, tol=1e-12,
+                            max_iter=10_000).fit(X, y)
+    cert = gap_of_weights(lr.coef_, lr.intercept_, X, y, loss="logistic", sigma=sigma,
+                          intercept_scaling=2.0)
+    assert 0 <= cert.relative_gap < 1e-7
+    svc = LinearSVC(C=C, loss="squared_hinge", intercept_scaling=2.0, tol=1e-12,
+                    max_iter=100_000).fit(X, y)
+    cert = gap_of_weights(svc.coef_, svc.intercept_, X, y, loss="squared_hinge", sigma=sigma,
+                          intercept_scaling=2.0)
+    assert 0 <= cert.relative_gap < 1e-7
+    # the same solution is not optimal for another sigma: the certificate sees it
+    assert gap_of_weights(svc.coef_, svc.intercept_, X, y, loss="squared_hinge",
+                          sigma=3 * sigma, intercept_scaling=2.0).relative_gap > 1e-3
+
+
+# ---- bad input -------------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(loss="hinges"), "unknown loss 'hinges'"),
+    (dict(p=2.5), r"p must be in \(1, 2\]"),
+    (dict(sigma=0.0), "sigma must be finite and > 0"),
+    (dict(radius=-1.0), "radius must be finite and > 0"),
+    (dict(y=np.array([1.0, 0.0, 1.0])), "y must be -1 or \\+1 for the hinge loss; row 1 has 0.0"),
+    (dict(coef=np.ones(3)), "X has 2 columns but coef has 3"),
+    (dict(coef=np.ones((2, 2))), r"coef must have shape \(n_features,\)"),
+    (dict(intercept=[1.0, 2.0]), "intercept must be one finite number"),
+    (dict(fit_intercept=False, intercept=1.0), "but fit_intercept=False"),
+    (dict(sample_weight=[1.0, -1.0, 1.0]), "sample_weight must be finite and >= 0; row 1"),
+    (dict(y=np.ones(2)), r"y must have shape \(3,\)"),
+])
+def test_bad_arguments_are_named(kwargs, match):
+    args = dict(coef=np.ones(2), intercept=0.0, X=np.eye(3, 2), y=np.array([1.0, -1.0, 1.0]),
+                loss="hinge", sigma=0.1)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        gap_of_weights(args.pop("coef"), args.pop("intercept"), args.pop("X"), args.pop("y"),
+                       **args)
+
+
+def test_model_errors():
+    X, y = problem("logistic", m=20)
+    with pytest.raises(NotFittedError):
+        duality_gap(PGSClassifier(), X, y)
+    with pytest.raises(TypeError, match="gap_of_weights"):
+        duality_gap(object(), X, y)
+    model = PGSClassifier(sigma=0.1, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="label 7.0 \\(row 3\\) is not one of the classes"):
+        duality_gap(model, X, np.where(np.arange(20) == 3, 7.0, y))
+    with pytest.raises(ValueError, match="0 sample"):
+        duality_gap(model, X[:0], y[:0])
