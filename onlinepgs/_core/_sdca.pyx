@@ -128,8 +128,11 @@ cdef inline double _logistic_root(double kappa, double A, double x) noexcept nog
     x is the starting point (the previous value when it is usable). h is convex and
     decreasing on (0, 1/2]: from the left of the root Newton increases monotonically to it;
     from the right it lands left of the root, or below the bracket, where we bisect.
+    Convergence is quadratic with e' / x <= (e / x)^2 / 2 (h'' <= 1/x^2, |h'| >= 1/x), so
+    a step below 1e-8 x leaves an error at the rounding level; it is tested before the
+    bracket, since a step that rounds to nothing must not be mistaken for an overshoot.
     """
-    cdef double lo = 0.0, hi = 0.5, hx, xn, t
+    cdef double lo = 0.0, hi = 0.5, hx, xn, t, step
     cdef int it
     if not (x > 0.0 and x <= 0.5):
         x = 0.25
@@ -142,11 +145,12 @@ cdef inline double _logistic_root(double kappa, double A, double x) noexcept nog
         else:
             return x
         t = x * (1.0 - x)
-        xn = x + hx * t / (1.0 + kappa * t)
+        step = hx * t / (1.0 + kappa * t)
+        xn = x + step
+        if fabs(step) <= 1e-8 * x:
+            return xn
         if xn <= lo or xn >= hi:
             xn = 0.5 * (lo + hi) if lo > 0.0 else 0.1 * x
-        if fabs(xn - x) <= 1e-13 * x:
-            return xn
         x = xn
     return x
 
