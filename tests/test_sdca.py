@@ -427,11 +427,12 @@ def test_sparse_dense_and_int64_indices_agree():
 @pytest.mark.parametrize("order", ["permutation", "random", "cyclic"])
 def test_every_order_converges_and_seeds_reproduce(order):
     X, y = dense_problem("logistic")
-    a = SDCAClassifier(sigma=1e-2, order=order, random_state=5).fit(X, y)
-    b = SDCAClassifier(sigma=1e-2, order=order, random_state=5).fit(X, y)
+    a = SDCAClassifier(sigma=1e-2, order=order, random_state=5, check_every=1).fit(X, y)
+    b = SDCAClassifier(sigma=1e-2, order=order, random_state=5, check_every=1).fit(X, y)
     assert a.duality_gap_ <= 1e-6 * a.primal_objective_
     np.testing.assert_array_equal(a.coef_, b.coef_)
     assert len(a.gap_history_) == a.n_iter_
+    np.testing.assert_array_equal(a.gap_epochs_, np.arange(1, a.n_iter_ + 1))
 
 
 def test_p_below_two_gap_is_exact_after_many_updates():
@@ -463,7 +464,8 @@ def test_p_below_two_gap_is_exact_after_many_updates():
 def test_verbose_history_and_convergence_warning(capsys):
     X, y = dense_problem("hinge")
     with pytest.warns(ConvergenceWarning, match="did not reach"):
-        est = SDCAClassifier(loss="hinge", sigma=1e-3, max_epochs=2, verbose=1).fit(X, y)
+        est = SDCAClassifier(loss="hinge", sigma=1e-3, max_epochs=2, verbose=1,
+                             check_every=1).fit(X, y)
     out = capsys.readouterr().out
     assert out.count("gap") == 2 and "epoch 2" in out
     assert est.n_iter_ == 2 and est.gap_history_.shape == (2,)
@@ -483,6 +485,7 @@ def test_verbose_history_and_convergence_warning(capsys):
     (dict(l1=-0.1), "'l1' parameter"),
     (dict(order="shuffled"), "'order' parameter"),
     (dict(check_every=0), "'check_every' parameter"),
+    (dict(check_every="sometimes"), "'check_every' parameter"),
     (dict(max_epochs=0), "'max_epochs' parameter"),
     (dict(loss="squared"), "'loss' parameter"),
     (dict(init="warm"), "init"),
@@ -555,3 +558,21 @@ def test_epochs_release_the_gil():
     assert prob.n_epochs == 60
     # measured here: ~1 M spins beside these epochs (~0.2 s)
     assert spins > 50_000, spins
+
+
+def test_auto_check_schedule():
+    from onlinepgs._core._sdca import next_check
+    assert next_check([], 1e-6) == 1
+    assert next_check([(40, 1e-2)], 1e-6) == 4                  # no rate yet: a tenth
+    assert next_check([(40, 1e-2), (44, 1e-3)], 1e-6) == 11     # a quarter of 44 caps 12
+    assert next_check([(40, 1e-2), (50, 1e-4)], 1e-6) == 10     # two decades in 10 more
+    assert next_check([(40, 1e-3), (50, 2e-3)], 1e-6) == 5      # the gap rose: a tenth
+    X, y = dense_problem("logistic", m=300)
+    auto = SDCAClassifier(sigma=1e-3, random_state=0, tol=1e-9).fit(X, y)
+    every = SDCAClassifier(sigma=1e-3, random_state=0, tol=1e-9, check_every=1).fit(X, y)
+    # no shrinking for logistic: the checks do not touch the iterates, so the runs agree
+    # up to where they stop, and auto checks far less often for at most 25% more epochs
+    assert auto.duality_gap_ <= 1e-9 * auto.primal_objective_
+    assert every.n_iter_ <= auto.n_iter_ <= 1.25 * every.n_iter_ + 1
+    assert len(auto.gap_history_) < len(every.gap_history_)
+    np.testing.assert_array_equal(auto.gap_history_, every.gap_history_[auto.gap_epochs_ - 1])

@@ -122,41 +122,55 @@ cdef inline double _clip(double x, double lo, double hi) noexcept nogil:
     return lo if x < lo else (hi if x > hi else x)
 
 
-cdef inline double _logistic_root(double kappa, double A, double x) noexcept nogil:
+cdef inline double _logistic_root(double kappa, double A, double x, double* lodds,
+                                  double sg) noexcept nogil:
     """The root in (0, 1/2] of h(x) = log((1-x)/x) - kappa x - A, given h(1/2) <= 0.
 
     x is the starting point (the previous value when it is usable). h is convex and
     decreasing on (0, 1/2]: from the left of the root Newton increases monotonically to it;
     from the right it lands left of the root, or below the bracket, where we bisect.
-    Convergence is quadratic with e' / x <= (e / x)^2 / 2 (h'' <= 1/x^2, |h'| >= 1/x), so
-    a step below 1e-8 x leaves an error at the rounding level; it is tested before the
-    bracket, since a step that rounds to nothing must not be mistaken for an overshoot.
+    Convergence is quadratic with e' / x <= (e / x)^2 / 2 (h'' <= 1/x^2, |h'| >= 1/x), so a
+    step below 1e-6 x leaves an error below 5e-13 x; it is tested before the bracket, since
+    a step that rounds to nothing must not be mistaken for an overshoot.
+
+    lodds[0] caches the row's log-odds log((1-b)/b) (sg = +1: x = b; sg = -1: x = 1 - b), so
+    the first iteration at the previous value takes no log, and a converged row's step
+    none at all; the accepted step updates it to first order (error <= (step/x)^2 / 2).
     """
-    cdef double lo = 0.0, hi = 0.5, hx, xn, t, step
+    cdef double lo = 0.0, hi = 0.5, hx, xn, t, step, lx
+    cdef bint cached = (x > 0.0 and x <= 0.5) and isfinite(lodds[0])
     cdef int it
     if not (x > 0.0 and x <= 0.5):
         x = 0.25
     for it in range(100):
-        hx = log((1.0 - x) / x) - kappa * x - A
+        if cached:
+            lx = sg * lodds[0]
+            cached = False
+        else:
+            lx = log((1.0 - x) / x)
+        hx = lx - kappa * x - A
         if hx > 0.0:
             lo = x
         elif hx < 0.0:
             hi = x
         else:
+            lodds[0] = sg * lx
             return x
         t = x * (1.0 - x)
         step = hx * t / (1.0 + kappa * t)
         xn = x + step
-        if fabs(step) <= 1e-8 * x:
+        if fabs(step) <= 1e-6 * x:
+            lodds[0] = sg * (lx - step / t)
             return xn
         if xn <= lo or xn >= hi:
             xn = 0.5 * (lo + hi) if lo > 0.0 else 0.1 * x
         x = xn
+    lodds[0] = sg * log((1.0 - x) / x)
     return x
 
 
 cdef inline double _step(int loss, double b0, double z, double y, double kappa,
-                         double eps) noexcept nogil:
+                         double eps, double* lodds) noexcept nogil:
     """The maximizer b of the Option I model (module docstring), in units of sw_i s_i."""
     cdef double u, A, t
     if loss == HINGE:
@@ -165,8 +179,8 @@ cdef inline double _step(int loss, double b0, double z, double y, double kappa,
         u = y * z
         # the root lies in (0, 1/2] iff G(1/2) = -u - kappa (1/2 - b0) <= 0
         if u + kappa * (0.5 - b0) >= 0.0:
-            return _logistic_root(kappa, u - kappa * b0, b0)
-        return 1.0 - _logistic_root(kappa, -(u + kappa * (1.0 - b0)), 1.0 - b0)
+            return _logistic_root(kappa, u - kappa * b0, b0, lodds, 1.0)
+        return 1.0 - _logistic_root(kappa, -(u + kappa * (1.0 - b0)), 1.0 - b0, lodds, -1.0)
     elif loss == SQUARED_HINGE:
         return fmax((1.0 - y * z + kappa * b0) / (0.5 + kappa), 0.0)
     elif loss == SMOOTH_HINGE:
@@ -257,6 +271,7 @@ cdef struct Core:
     const double* kappa   # sw_i ||x_i||_D'^2 / (sigma m)
     const double* coef    # s_i sw_i / (sigma m): v moves by coef_i (b - b0) x_i
     double* b
+    double* lodds         # logistic: log((1 - b_i) / b_i) per row (NaN: unknown)
     double* v             # coordinate 0 is the intercept; feature j is j + 1
     double* w             # ENET: soft(v, c); LP: phi
     int64_t* active
@@ -282,7 +297,7 @@ cdef inline void _epoch_l2(Core k, const index_t* indices, const int64_t* rows, 
         nnz = k.indptr[i + 1] - start
         z = _dot(v1, k.data + start, indices + start, nnz) + k.v[0] * icpt
         b0 = k.b[i]
-        bn = _step(loss, b0, z, k.y[i], k.kappa[i], k.eps)
+        bn = _step(loss, b0, z, k.y[i], k.kappa[i], k.eps, k.lodds + i)
         if bn != b0:
             k.b[i] = bn
             d = (bn - b0) * k.coef[i]
@@ -354,7 +369,7 @@ cdef inline Py_ssize_t _epoch_l2_shrink(Core k, const index_t* indices, int64_t*
                 new_hi = fabs(g)
             if fabs(g) > new_lo:
                 new_lo = fabs(g)
-        bn = _step(loss, b0, z, k.y[i], k.kappa[i], eps)
+        bn = _step(loss, b0, z, k.y[i], k.kappa[i], eps, k.lodds + i)
         if bn != b0:
             k.b[i] = bn
             d = (bn - b0) * k.coef[i]
@@ -401,7 +416,7 @@ cdef void _epoch_enet(Core k, const index_t* indices, const int64_t* rows,
         idx = indices + start
         z = _dot(w1, vals, idx, nnz) + k.w[0] * icpt
         b0 = k.b[i]
-        bn = _step(k.loss, b0, z, k.y[i], k.kappa[i], k.eps)
+        bn = _step(k.loss, b0, z, k.y[i], k.kappa[i], k.eps, k.lodds + i)
         if bn != b0:
             k.b[i] = bn
             d = (bn - b0) * k.coef[i]
@@ -411,6 +426,37 @@ cdef void _epoch_enet(Core k, const index_t* indices, const int64_t* rows,
                 w1[j] = _soft(v1[j], c)
             k.v[0] += d * icpt
             k.w[0] = _soft(k.v[0], c)
+
+
+def next_check(checks, double tol):
+    """Epochs until the next gap check for check_every="auto", from this run's checks
+    [(epoch, relative gap), ...] (deterministic: no clocks).
+
+    While the gap falls, its rate per epoch between the last two checks predicts the epochs
+    N left to tol; the next check comes after N epochs, at most a quarter of the epochs run
+    so far (so a sudden speed-up overshoots by at most 25%). Without a usable rate (first
+    checks, a gap that rose) the next check comes after a tenth of the epochs run. Either
+    way the checks, each one O(nnz) pass, cost a small fraction of the epochs.
+    """
+    cdef double g0, g1, rate, n_left
+    cdef int e0, e1, cap
+    cdef Py_ssize_t k = len(checks)
+    if k == 0:
+        return 1
+    e1, g1 = checks[k - 1]  # (the module compiles with wraparound off: no [-1])
+    cap = max(1, e1 // 4)
+    if k < 2 or not (g1 > 0.0):
+        return max(1, e1 // 10)
+    e0, g0 = checks[k - 2]
+    if not (g1 < g0) or e1 <= e0:
+        return max(1, e1 // 10)
+    if g1 <= tol:
+        return 1
+    rate = (log(g1) - log(g0)) / (e1 - e0)  # log-gap per epoch, < 0
+    n_left = (log(tol) - log(g1)) / rate if tol > 0.0 else INFINITY
+    if not (n_left < cap):
+        return cap
+    return max(1, <int>(n_left + 0.999))
 
 
 @cython.final
@@ -471,7 +517,7 @@ cdef class SDCAProblem:
     cdef double[::1] kappa, coef
     # state
     cdef public object b_a, v_a, w_a
-    cdef double[::1] b, v, w, wbuf
+    cdef double[::1] b, v, w, wbuf, lodds
     cdef int64_t[::1] rows    # the rows SDCA visits (sw > 0, x_i != 0); active ones first
     cdef unsigned char[::1] keep
     cdef readonly Py_ssize_t n_visit, n_active
@@ -484,7 +530,7 @@ cdef class SDCAProblem:
     cdef readonly double primal, dual, gap, loss_mean, reg_w, inner_gap, inner_primal
     cdef readonly double loss_at_zero
     cdef readonly int64_t n_epochs, n_steps, n_checks
-    cdef readonly list gap_history
+    cdef readonly list gap_history, check_epochs
 
     def __init__(self, data, indices, indptr, Py_ssize_t n_cols, y, sample_weight, *,
                  str loss="logistic", double p=2.0, double sigma=1e-4, double l1=0.0,
@@ -533,6 +579,7 @@ cdef class SDCAProblem:
         self.wbuf = np.zeros(self.dim if self.reg == REG_LP else 1)
         self.scale_m = 1.0
         self.gap_history = []
+        self.check_epochs = []
         self.primal = self.dual = self.gap = self.inner_gap = self.inner_primal = INFINITY
         self._init_dual(alpha0)
         self.loss_at_zero = float(np.dot(self.sw_a, [loss_value(self.loss_code, 0.0, yy, self.epsilon)
@@ -645,7 +692,12 @@ cdef class SDCAProblem:
         b[self.sw_a == 0] = 0.0
         self.b_a = np.ascontiguousarray(b)
         self.b = self.b_a
-
+        if self.loss_code == LOGISTIC:
+            inside = (b > 0) & (b < 1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                self.lodds = np.where(inside, np.log1p(-b) - np.log(b), np.nan)
+        else:
+            self.lodds = np.zeros(1)  # never read
     def _set_sigma(self, double sigma):
         """(Re)set sigma: kappa and coef per row, and v = X^T alpha / (sigma m) afresh."""
         cdef Py_ssize_t m = self.n_rows
@@ -707,6 +759,7 @@ cdef class SDCAProblem:
         k.kappa = &self.kappa[0] if self.n_rows else NULL
         k.coef = &self.coef[0] if self.n_rows else NULL
         k.b = &self.b[0] if self.n_rows else NULL
+        k.lodds = &self.lodds[0]
         k.v = &self.v[0]
         k.w = &self.w[0]
         k.icpt = self.intercept_scaling if self.fit_intercept else 0.0
@@ -789,7 +842,7 @@ cdef class SDCAProblem:
             idx = indices + start
             z = self.s_eff * (_dot(phi + 1, vals, idx, nnz) + phi[0] * icpt)
             b0 = k.b[i]
-            bn = _step(k.loss, b0, z, k.y[i], k.kappa[i], k.eps)
+            bn = _step(k.loss, b0, z, k.y[i], k.kappa[i], k.eps, k.lodds + i)
             if bn == b0:
                 continue
             k.b[i] = bn
@@ -956,24 +1009,32 @@ cdef class SDCAProblem:
         return info
 
     # ---- driving ---------------------------------------------------------------------------
-    def run(self, int max_epochs, double tol, int check_every=1, verbose=False, label=""):
+    def run(self, int max_epochs, double tol, check_every=1, verbose=False, label=""):
         """Epochs until gap <= tol * |P(w)| or max_epochs; returns whether the gap criterion
-        was met. The gap is checked every check_every epochs and after the last one."""
-        cdef int e, since = 0
-        if max_epochs < 0 or check_every < 1:
+        was met. The gap is checked after the last epoch and every check_every epochs, or
+        with check_every="auto" on `next_check`'s schedule."""
+        cdef int e, since = 0, interval = 1
+        cdef bint auto = isinstance(check_every, str)
+        if auto and check_every != "auto":
+            raise ValueError(f"check_every must be an int >= 1 or 'auto', got {check_every!r}")
+        if not auto:
+            interval = int(check_every)
+        if max_epochs < 0 or interval < 1:
             raise ValueError("max_epochs must be >= 0 and check_every >= 1")
         if not (tol >= 0.0):
             raise ValueError(f"tol must be >= 0, got {tol!r}")
+        checks = []  # (epoch, relative gap) of this call's checks, for the schedule
         for e in range(max_epochs):
             with nogil:
                 self._epoch()
             self.n_epochs += 1
             since += 1
-            if since >= check_every or e == max_epochs - 1:
+            if since >= interval or e == max_epochs - 1:
                 since = 0
                 with nogil:
                     self._check()
                 self.gap_history.append(self.gap)
+                self.check_epochs.append(self.n_epochs)
                 if verbose:
                     extra = (f" (lam {self.sigma:.3g}, its gap {self.inner_gap:.3e})"
                              if self.pure_l1 else "")
@@ -985,6 +1046,11 @@ cdef class SDCAProblem:
                 if self.pure_l1 and self.inner_gap <= 0.5 * tol * fabs(self.primal):
                     # the smoothed problem is solved as far as it can help: smaller lam
                     self.set_sigma(self.sigma / 10.0)
+                    checks = []
+                else:
+                    checks.append((e + 1, self.relative_gap()))
+                if auto:
+                    interval = next_check(checks, tol)
         return False
 
     def relative_gap(self):
