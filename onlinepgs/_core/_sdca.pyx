@@ -35,7 +35,8 @@ b0, the margin z, the label and kappa_i = sw_i ||x_i||_D'^2 / (sigma m):
 The logistic root is found in x = b when it lies in (0, 1/2] and in x = 1 - b otherwise,
 so x never loses digits to 1 - b; h(x) = log((1-x)/x) - kappa x - A is convex and decreasing
 there, so Newton converges monotonically once left of the root, and a step that would
-leave the bracket falls back to bisection.
+leave the bracket falls back to bisection. Each row caches its log-odds log((1-b)/b), so a
+converged row's step costs no log at all.
 
 Primal-dual bookkeeping: p = 2 keeps w = v in one dense array (dot product and axpy, no
 scale, no powers). The elastic net keeps v and w = soft(v, l1/sigma) side by side. p < 2
@@ -49,6 +50,8 @@ The duality gap P(w) - D(alpha) is computed in one O(nnz) pass over every row (m
 the current w) as the sum of the Fenchel-Young terms
 sw_i [l(z_i) + l*(-alpha_i/sw_i) + (alpha_i/sw_i) z_i] / m (each >= 0) plus
 sigma [g(w) + g*(v) - <w, v>] (0 when w = grad g*(v)): no cancellation between P and D.
+The stopping rule is relative: gap <= tol * P(w). Checks run every `check_every` epochs or
+on the deterministic "auto" schedule of `next_check`.
 
 Shrinking (order="permutation", p = 2 without l1, every loss but logistic and squared, whose
 dual boxes are never or not reached): a gap check computes every row's Fenchel-Young term
