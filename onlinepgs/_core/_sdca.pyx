@@ -1,0 +1,1112 @@
+# cython: language_level=3
+"""SDCA / Prox-SDCA (papers 001 section 4 and 004 Figure 1): the batch solver of the core.
+
+One `SDCAProblem` is one binary (labels +-1) or regression problem over CSR rows x_i
+(the intercept is coordinate 0, a constant feature of value `intercept_scaling` inside
+the regularized vector, so the dual has no equality constraint). It maximizes
+
+    D(alpha) = -(1/m) sum_i sw_i l*(-alpha_i / sw_i; y_i) - sigma g*(v),
+    v = X^T alpha / (sigma m),  w = grad g*(v),
+
+the dual of P(w) = sigma g(w) + (1/m) sum_i sw_i l(<w, x_i>; y_i), one alpha_i at a time,
+where g is r(w) = ||w||_p^2 / (2(p-1)) (p in (1, 2]) or, for the elastic net,
+||w||_2^2 / 2 + (l1 / sigma) ||w||_1 (p = 2; paper 004 section 3.1).
+
+A step maximizes 004's Option I model of D in alpha_i,
+
+    -sw l*(-(alpha_i + d)/sw) - d <w, x_i> - d^2 ||x_i||_D'^2 / (2 sigma m),
+
+with ||.||_D' the norm g* is 1-smooth in: l_2 for p = 2 (then the model IS D along
+alpha_i: an exact coordinate maximization, as in 001's algorithm) and for the elastic net
+(a lower bound there), ||.||_q for p < 2 (r* is 1-smooth w.r.t. ||.||_q, so the step uses
+||x_i||_q^2 in place of ||x_i||^2 and is an ascent step on D). In units b_i = alpha_i / (s_i sw_i)
+(s_i = y_i for classification, 1 for regression) every loss's model depends only on
+b0, the margin z, the label and kappa_i = sw_i ||x_i||_D'^2 / (sigma m):
+
+    hinge          b = clip(b0 + (1 - yz) / kappa, 0, 1)              (closed form)
+    smooth_hinge   b = clip((1 - yz + kappa b0) / (1 + kappa), 0, 1)  (closed form)
+    squared_hinge  b = max((1 - yz + kappa b0) / (1/2 + kappa), 0)    (closed form)
+    logistic       log((1-b)/b) = yz + kappa (b - b0), b in (0, 1)    (bracketed Newton)
+    squared        a = (y - z + kappa a0) / (1/2 + kappa)              (closed form)
+    absolute       a = clip(a0 + (y - z) / kappa, -1, 1)                (closed form)
+    huber          a = clip((y - z + kappa a0) / (1 + kappa), -eps, eps) (closed form)
+    epsilon_insens a = clip(soft(a0 + (y - z)/kappa, eps/kappa), -1, 1)  (closed form)
+
+The logistic root is found in x = b when it lies in (0, 1/2] and in x = 1 - b otherwise,
+so x never loses digits to 1 - b; h(x) = log((1-x)/x) - kappa x - A is convex and decreasing
+there, so Newton converges monotonically once left of the root, and a step that would
+leave the bracket falls back to bisection. Each row caches its log-odds log((1-b)/b), so a
+converged row's step costs no log at all.
+
+Primal-dual bookkeeping: p = 2 keeps w = v in one dense array (dot product and axpy, no
+scale, no powers). The elastic net keeps v and w = soft(v, l1/sigma) side by side. p < 2
+keeps v, phi_j = sgn(v_j) (|v_j|/M)^(q-1) and the running N = sum_j (|v_j|/M)^q with a
+scale M kept within 2x of max |v_j| (as the PGS core does), so w = (p-1) M N^((2-q)/q) phi
+and each step costs O(nnz(x_i)) for every p; N is recomputed exactly every 8 dim
+coordinate updates and before every duality-gap check, so the gap is that of
+w = grad g*(v) exactly.
+
+The duality gap P(w) - D(alpha) is computed in one O(nnz) pass over every row (margins at
+the current w) as the sum of the Fenchel-Young terms
+sw_i [l(z_i) + l*(-alpha_i/sw_i) + (alpha_i/sw_i) z_i] / m (each >= 0) plus
+sigma [g(w) + g*(v) - <w, v>] (0 when w = grad g*(v)): no cancellation between P and D.
+The stopping rule is relative: gap <= tol * P(w). Checks run every `check_every` epochs or
+on the deterministic "auto" schedule of `next_check`.
+
+Shrinking (order="permutation", p = 2 without l1, every loss but logistic and squared, whose
+dual boxes are never or not reached): a gap check computes every row's Fenchel-Young term
+at the current w; a row sitting at a bound of its dual box whose term is 0 is optimal for
+that w and leaves the active set, every other row (re)joins it. Between checks, a row at a
+bound whose slope points out of the box by more than the previous epoch's largest violation
+leaves too (LIBLINEAR's rule). Stopping is decided by the exact gap over all rows, so it
+never depends on the heuristic.
+
+Pure l_1 (sigma = 0, l1 > 0; paper 004 section 3.1): SDCA runs on the elastic net with a
+small l_2 weight lam, which starts at l1^2 / P(0) (004's lam = eps / B^2 with eps = P(0) and
+its bound B = P(0) / l1 >= ||w*||_1 >= ||w*||_2) and is divided by 10, keeping alpha, each
+time the lam-problem's own gap falls below tol P / 2 without the l_1 certificate being met.
+The certificate for P1(w) = l1 ||w||_1 + (1/m) sum_i sw_i l(<w, x_i>; y_i) is the smaller of
+  (a) P1(w) - D_lam(alpha) + lam B^2 / 2 with B = P1(w) / l1 >= ||w*||_2 (004's argument:
+      P1* >= P_lam* - lam ||w*||^2 / 2 >= D_lam(alpha) - lam B^2 / 2), and
+  (b) P1(w) - D1(s alpha), D1(beta) = -(1/m) sum_i sw_i l*(-beta_i / sw_i), the l_1 dual,
+      feasible for s = min(1, l1 / ||X^T alpha / m||_inf) (the conjugates' domains are
+      intervals containing 0, so s alpha stays in them);
+both bound P1(w) - min P1 from above.
+"""
+cimport cython
+import numpy as np
+cimport numpy as cnp
+from libc.math cimport fabs, sqrt, log, exp, exp2, log2, copysign, isfinite, INFINITY, fmax, fmin
+from libc.stdint cimport uint64_t, int64_t, int32_t
+
+from onlinepgs._core._losses cimport (loss_value, loss_derivative, loss_conjugate, HINGE,
+                                      LOGISTIC, SQUARED_HINGE, SMOOTH_HINGE, SQUARED, ABSOLUTE,
+                                      HUBER, EPSILON_INSENSITIVE)
+from onlinepgs._core._regularizer cimport lp_norm, reg_value, reg_conjugate
+from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
+
+cnp.import_array()
+
+ctypedef fused index_t:
+    int32_t
+    int64_t
+
+cdef enum:
+    REG_L2 = 0      # g = ||w||^2 / 2, w = v
+    REG_LP = 1      # g = ||w||_p^2 / (2 (p - 1)), p < 2
+    REG_ENET = 2    # g = ||w||^2 / 2 + c ||w||_1, w = soft(v, c)
+
+cdef enum:
+    ORDER_CYCLIC = 0
+    ORDER_PERMUTATION = 1
+    ORDER_RANDOM = 2
+
+ORDERS = {"cyclic": ORDER_CYCLIC, "permutation": ORDER_PERMUTATION, "random": ORDER_RANDOM}
+
+
+# ---- random numbers ------------------------------------------------------------------------
+cdef inline uint64_t _next(uint64_t* s) noexcept nogil:
+    """splitmix64: a full-period 64-bit generator, one state word."""
+    cdef uint64_t z
+    s[0] += <uint64_t>0x9E3779B97F4A7C15
+    z = s[0]
+    z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9
+    z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EB
+    return z ^ (z >> 31)
+
+
+cdef inline int64_t _below(uint64_t* s, int64_t n) noexcept nogil:
+    """Uniform in [0, n) (n < 2^32): the high word scaled by n (Lemire), no division."""
+    return <int64_t>(((_next(s) >> 32) * <uint64_t>n) >> 32)
+
+
+# ---- the one-dimensional steps -------------------------------------------------------------
+cdef inline double _clip(double x, double lo, double hi) noexcept nogil:
+    return lo if x < lo else (hi if x > hi else x)
+
+
+cdef inline double _logistic_root(double kappa, double A, double x, double* lodds,
+                                  double sg) noexcept nogil:
+    """The root in (0, 1/2] of h(x) = log((1-x)/x) - kappa x - A, given h(1/2) <= 0.
+
+    x is the starting point (the previous value when it is usable). h is convex and
+    decreasing on (0, 1/2]: from the left of the root Newton increases monotonically to it;
+    from the right it lands left of the root, or below the bracket, where we bisect.
+    Convergence is quadratic with e' / x <= (e / x)^2 / 2 (h'' <= 1/x^2, |h'| >= 1/x), so a
+    step below 1e-6 x leaves an error below 5e-13 x; it is tested before the bracket, since
+    a step that rounds to nothing must not be mistaken for an overshoot.
+
+    lodds[0] caches the row's log-odds log((1-b)/b) (sg = +1: x = b; sg = -1: x = 1 - b), so
+    the first iteration at the previous value takes no log, and a converged row's step
+    none at all; the accepted step updates it to first order (error <= (step/x)^2 / 2).
+    """
+    cdef double lo = 0.0, hi = 0.5, hx, xn, t, step, lx
+    cdef bint cached = (x > 0.0 and x <= 0.5) and isfinite(lodds[0])
+    cdef int it
+    if not (x > 0.0 and x <= 0.5):
+        x = 0.25
+    for it in range(100):
+        if cached:
+            lx = sg * lodds[0]
+            cached = False
+        else:
+            lx = log((1.0 - x) / x)
+        hx = lx - kappa * x - A
+        if hx > 0.0:
+            lo = x
+        elif hx < 0.0:
+            hi = x
+        else:
+            lodds[0] = sg * lx
+            return x
+        t = x * (1.0 - x)
+        step = hx * t / (1.0 + kappa * t)
+        xn = x + step
+        if fabs(step) <= 1e-6 * x:
+            lodds[0] = sg * (lx - step / t)
+            return xn
+        if xn <= lo or xn >= hi:
+            xn = 0.5 * (lo + hi) if lo > 0.0 else 0.1 * x
+        x = xn
+    lodds[0] = sg * log((1.0 - x) / x)
+    return x
+
+
+cdef inline double _step(int loss, double b0, double z, double y, double kappa,
+                         double eps, double* lodds) noexcept nogil:
+    """The maximizer b of the Option I model (module docstring), in units of sw_i s_i."""
+    cdef double u, A, t
+    if loss == HINGE:
+        return _clip(b0 + (1.0 - y * z) / kappa, 0.0, 1.0)
+    elif loss == LOGISTIC:
+        u = y * z
+        # the root lies in (0, 1/2] iff G(1/2) = -u - kappa (1/2 - b0) <= 0
+        if u + kappa * (0.5 - b0) >= 0.0:
+            return _logistic_root(kappa, u - kappa * b0, b0, lodds, 1.0)
+        return 1.0 - _logistic_root(kappa, -(u + kappa * (1.0 - b0)), 1.0 - b0, lodds, -1.0)
+    elif loss == SQUARED_HINGE:
+        return fmax((1.0 - y * z + kappa * b0) / (0.5 + kappa), 0.0)
+    elif loss == SMOOTH_HINGE:
+        return _clip((1.0 - y * z + kappa * b0) / (1.0 + kappa), 0.0, 1.0)
+    elif loss == SQUARED:
+        return (y - z + kappa * b0) / (0.5 + kappa)
+    elif loss == ABSOLUTE:
+        return _clip(b0 + (y - z) / kappa, -1.0, 1.0)
+    elif loss == HUBER:
+        return _clip((y - z + kappa * b0) / (1.0 + kappa), -eps, eps)
+    else:  # EPSILON_INSENSITIVE
+        t = b0 + (y - z) / kappa
+        return _clip(copysign(fmax(fabs(t) - eps / kappa, 0.0), t), -1.0, 1.0)
+
+
+cdef inline double _box_lo(int loss, double eps) noexcept nogil:
+    if loss == HINGE or loss == SMOOTH_HINGE or loss == SQUARED_HINGE or loss == LOGISTIC:
+        return 0.0
+    if loss == HUBER:
+        return -eps
+    if loss == SQUARED:
+        return -INFINITY
+    return -1.0
+
+
+cdef inline double _box_hi(int loss, double eps) noexcept nogil:
+    if loss == SQUARED_HINGE or loss == SQUARED:
+        return INFINITY
+    if loss == HUBER:
+        return eps
+    return 1.0
+
+
+cdef inline double _gradient(int loss, double b0, double z, double y, double eps) noexcept nogil:
+    """d/db of the row's dual term minus b s z at b0 (the model's slope at d = 0), for the
+    box-constrained losses that shrinking applies to. eps-insensitive: the slope away from
+    the kink at 0 is what the bounds +-1 need."""
+    if loss == HINGE:
+        return 1.0 - y * z
+    elif loss == SMOOTH_HINGE:
+        return 1.0 - b0 - y * z
+    elif loss == SQUARED_HINGE:
+        return 1.0 - 0.5 * b0 - y * z
+    elif loss == ABSOLUTE:
+        return y - z
+    elif loss == HUBER:
+        return y - b0 - z
+    else:  # EPSILON_INSENSITIVE
+        return y - z - copysign(eps, b0)
+
+
+# ---- sparse kernels ------------------------------------------------------------------------
+cdef inline double _dot(const double* w, const double* vals, const index_t* idx,
+                        Py_ssize_t nnz) noexcept nogil:
+    # two independent sums: the loop is bound by add latency, not by loads
+    cdef double t0 = 0.0, t1 = 0.0
+    cdef Py_ssize_t e, half = nnz - (nnz & 1)
+    for e in range(0, half, 2):
+        t0 += w[idx[e]] * vals[e]
+        t1 += w[idx[e + 1]] * vals[e + 1]
+    if half < nnz:
+        t0 += w[idx[half]] * vals[half]
+    return t0 + t1
+
+
+cdef inline void _axpy(double* w, double d, const double* vals, const index_t* idx,
+                       Py_ssize_t nnz) noexcept nogil:
+    cdef Py_ssize_t e
+    for e in range(nnz):
+        w[idx[e]] += d * vals[e]
+
+
+cdef inline double _soft(double v, double c) noexcept nogil:
+    return copysign(fmax(fabs(v) - c, 0.0), v)
+
+
+cdef inline double _power(double x, double a) noexcept nogil:
+    """x^a for x > 0: exp2(a log2 x), cheaper than libm's pow and within a few ulps."""
+    return exp2(a * log2(x))
+
+
+# Raw pointers of one problem for the hot loops, passed by value so that the compiler keeps
+# them in registers (the extension builds with -fno-strict-aliasing).
+cdef struct Core:
+    const double* data
+    const int64_t* indptr
+    const double* y
+    const double* kappa   # sw_i ||x_i||_D'^2 / (sigma m)
+    const double* coef    # s_i sw_i / (sigma m): v moves by coef_i (b - b0) x_i
+    double* b
+    double* lodds         # logistic: log((1 - b_i) / b_i) per row (NaN: unknown)
+    double* v             # coordinate 0 is the intercept; feature j is j + 1
+    double* w             # ENET: soft(v, c); LP: phi
+    int64_t* active
+    double icpt
+    double eps
+    double c              # ENET threshold l1 / sigma
+    double q
+    double pm1
+    int loss
+
+
+# ---- epochs --------------------------------------------------------------------------------
+cdef inline void _epoch_l2(Core k, const index_t* indices, const int64_t* rows, Py_ssize_t n,
+                           int loss) noexcept nogil:
+    """p = 2: w = v; a step is one dot product, the 1-D solve and one axpy."""
+    cdef Py_ssize_t t, start, nnz
+    cdef int64_t i
+    cdef double z, b0, bn, d, icpt = k.icpt
+    cdef double* v1 = k.v + 1
+    for t in range(n):
+        i = rows[t]
+        start = k.indptr[i]
+        nnz = k.indptr[i + 1] - start
+        z = _dot(v1, k.data + start, indices + start, nnz) + k.v[0] * icpt
+        b0 = k.b[i]
+        bn = _step(loss, b0, z, k.y[i], k.kappa[i], k.eps, k.lodds + i)
+        if bn != b0:
+            k.b[i] = bn
+            d = (bn - b0) * k.coef[i]
+            _axpy(v1, d, k.data + start, indices + start, nnz)
+            k.v[0] += d * icpt
+
+
+cdef void _epoch_l2_any(Core k, const index_t* indices, const int64_t* rows,
+                        Py_ssize_t n) noexcept nogil:
+    # one specialised copy of the loop per loss: no branch on the configuration inside it
+    if k.loss == HINGE:
+        _epoch_l2(k, indices, rows, n, HINGE)
+    elif k.loss == LOGISTIC:
+        _epoch_l2(k, indices, rows, n, LOGISTIC)
+    elif k.loss == SQUARED_HINGE:
+        _epoch_l2(k, indices, rows, n, SQUARED_HINGE)
+    elif k.loss == SMOOTH_HINGE:
+        _epoch_l2(k, indices, rows, n, SMOOTH_HINGE)
+    elif k.loss == SQUARED:
+        _epoch_l2(k, indices, rows, n, SQUARED)
+    elif k.loss == ABSOLUTE:
+        _epoch_l2(k, indices, rows, n, ABSOLUTE)
+    elif k.loss == HUBER:
+        _epoch_l2(k, indices, rows, n, HUBER)
+    else:
+        _epoch_l2(k, indices, rows, n, EPSILON_INSENSITIVE)
+
+
+cdef inline Py_ssize_t _epoch_l2_shrink(Core k, const index_t* indices, int64_t* rows,
+                                        Py_ssize_t n, int loss, double* viol_hi,
+                                        double* viol_lo) noexcept nogil:
+    """p = 2 with shrinking over rows[:n]; returns the new number of active rows.
+
+    viol_hi/viol_lo: in, the previous epoch's largest violations (the shrink thresholds);
+    out, this epoch's. A row at its lower bound whose slope is below -viol_hi (or at its
+    upper bound with slope above viol_lo) is swapped to the end and dropped.
+    """
+    cdef Py_ssize_t t = 0, start, nnz
+    cdef int64_t i
+    cdef double z, b0, bn, d, g, icpt = k.icpt, eps = k.eps
+    cdef double lo = _box_lo(loss, eps), hi = _box_hi(loss, eps)
+    cdef double th_hi = viol_hi[0], th_lo = viol_lo[0], new_hi = 0.0, new_lo = 0.0
+    cdef double* v1 = k.v + 1
+    while t < n:
+        i = rows[t]
+        start = k.indptr[i]
+        nnz = k.indptr[i + 1] - start
+        z = _dot(v1, k.data + start, indices + start, nnz) + k.v[0] * icpt
+        b0 = k.b[i]
+        g = _gradient(loss, b0, z, k.y[i], eps)
+        if b0 <= lo:
+            if g < -th_hi:
+                n -= 1
+                rows[t] = rows[n]
+                rows[n] = i
+                continue
+            if g > new_hi:
+                new_hi = g
+        elif b0 >= hi:
+            if g > th_lo:
+                n -= 1
+                rows[t] = rows[n]
+                rows[n] = i
+                continue
+            if -g > new_lo:
+                new_lo = -g
+        else:
+            if fabs(g) > new_hi:
+                new_hi = fabs(g)
+            if fabs(g) > new_lo:
+                new_lo = fabs(g)
+        bn = _step(loss, b0, z, k.y[i], k.kappa[i], eps, k.lodds + i)
+        if bn != b0:
+            k.b[i] = bn
+            d = (bn - b0) * k.coef[i]
+            _axpy(v1, d, k.data + start, indices + start, nnz)
+            k.v[0] += d * icpt
+        t += 1
+    viol_hi[0] = new_hi if new_hi > 0.0 else INFINITY
+    viol_lo[0] = new_lo if new_lo > 0.0 else INFINITY
+    return n
+
+
+cdef Py_ssize_t _epoch_l2_shrink_any(Core k, const index_t* indices, int64_t* rows,
+                                     Py_ssize_t n, double* viol_hi,
+                                     double* viol_lo) noexcept nogil:
+    if k.loss == HINGE:
+        return _epoch_l2_shrink(k, indices, rows, n, HINGE, viol_hi, viol_lo)
+    elif k.loss == SQUARED_HINGE:
+        return _epoch_l2_shrink(k, indices, rows, n, SQUARED_HINGE, viol_hi, viol_lo)
+    elif k.loss == SMOOTH_HINGE:
+        return _epoch_l2_shrink(k, indices, rows, n, SMOOTH_HINGE, viol_hi, viol_lo)
+    elif k.loss == ABSOLUTE:
+        return _epoch_l2_shrink(k, indices, rows, n, ABSOLUTE, viol_hi, viol_lo)
+    elif k.loss == HUBER:
+        return _epoch_l2_shrink(k, indices, rows, n, HUBER, viol_hi, viol_lo)
+    else:
+        return _epoch_l2_shrink(k, indices, rows, n, EPSILON_INSENSITIVE, viol_hi, viol_lo)
+
+
+cdef void _epoch_enet(Core k, const index_t* indices, const int64_t* rows,
+                      Py_ssize_t n) noexcept nogil:
+    """Elastic net: margins read w = soft(v, c), kept beside v coordinate by coordinate."""
+    cdef Py_ssize_t t, e, start, nnz, j
+    cdef int64_t i
+    cdef double z, b0, bn, d, icpt = k.icpt, c = k.c
+    cdef double* v1 = k.v + 1
+    cdef double* w1 = k.w + 1
+    cdef const double* vals
+    cdef const index_t* idx
+    for t in range(n):
+        i = rows[t]
+        start = k.indptr[i]
+        nnz = k.indptr[i + 1] - start
+        vals = k.data + start
+        idx = indices + start
+        z = _dot(w1, vals, idx, nnz) + k.w[0] * icpt
+        b0 = k.b[i]
+        bn = _step(k.loss, b0, z, k.y[i], k.kappa[i], k.eps, k.lodds + i)
+        if bn != b0:
+            k.b[i] = bn
+            d = (bn - b0) * k.coef[i]
+            for e in range(nnz):
+                j = idx[e]
+                v1[j] += d * vals[e]
+                w1[j] = _soft(v1[j], c)
+            k.v[0] += d * icpt
+            k.w[0] = _soft(k.v[0], c)
+
+
+def next_check(checks, double tol):
+    """Epochs until the next gap check for check_every="auto", from this run's checks
+    [(epoch, relative gap), ...] (deterministic: no clocks).
+
+    While the gap falls, its rate per epoch between the last two checks predicts the epochs
+    N left to tol; the next check comes after N epochs, at most a quarter of the epochs run
+    so far (so a sudden speed-up overshoots by at most 25%). Without a usable rate (first
+    checks, a gap that rose) the next check comes after a tenth of the epochs run. Either
+    way the checks, each one O(nnz) pass, cost a small fraction of the epochs.
+    """
+    cdef double g0, g1, rate, n_left
+    cdef int e0, e1, cap
+    cdef Py_ssize_t k = len(checks)
+    if k == 0:
+        return 1
+    e1, g1 = checks[k - 1]  # (the module compiles with wraparound off: no [-1])
+    cap = max(1, e1 // 4)
+    if k < 2 or not (g1 > 0.0):
+        return max(1, e1 // 10)
+    e0, g0 = checks[k - 2]
+    if not (g1 < g0) or e1 <= e0:
+        return max(1, e1 // 10)
+    if g1 <= tol:
+        return 1
+    rate = (log(g1) - log(g0)) / (e1 - e0)  # log-gap per epoch, < 0
+    n_left = (log(tol) - log(g1)) / rate if tol > 0.0 else INFINITY
+    if not (n_left < cap):
+        return cap
+    return max(1, <int>(n_left + 0.999))
+
+
+@cython.final
+cdef class SDCAProblem:
+    """Dual variables and the primal-dual link of one binary or regression problem.
+
+    Built by `onlinepgs.sdca` (and by tests). CSR float64 rows (int32 or int64 indices,
+    canonical: sorted, no duplicates), labels y (+-1 for classification losses, targets
+    otherwise), sample weights sw >= 0.
+
+    Parameters
+    ----------
+    data, indices, indptr : arrays of a CSR matrix with n_cols columns
+    n_cols : int
+    y, sample_weight : float64 arrays of one entry per row
+    loss : str
+    p : float in (1, 2]
+    sigma : float >= 0
+        Weight of g; 0 with l1 > 0 asks for pure l_1 (module docstring).
+    l1 : float >= 0
+        Elastic net: g = ||w||^2/2 + (l1/sigma)||w||_1 (p = 2 only).
+    fit_intercept, intercept_scaling, epsilon : as the estimators
+    order : {"permutation", "random", "cyclic"}
+    seed : int
+    alpha0 : float64 array or None
+        Starting dual variables (clipped into each conjugate's domain).
+    shrinking : bool
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from onlinepgs._core._sdca import SDCAProblem
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+    >>> prob = SDCAProblem(X.data, X.indices, X.indptr, 2, np.array([1.0, -1.0, 1.0]),
+    ...                    np.ones(3), loss="hinge", sigma=0.1)
+    >>> prob.run(max_epochs=100, tol=1e-9)
+    True
+    >>> info = prob.gap_info()
+    >>> bool(0 <= info["gap"] <= 1e-9 * info["primal"])
+    True
+    """
+    # configuration
+    cdef readonly str loss
+    cdef readonly int loss_code, reg, order
+    cdef readonly double p, q, sigma, l1, epsilon, intercept_scaling
+    cdef readonly bint fit_intercept, classification, shrinking, pure_l1
+    # data
+    cdef readonly object data_a, indices_a, indptr_a
+    cdef readonly Py_ssize_t n_rows, n_cols, dim
+    cdef const double[::1] data
+    cdef const int32_t[::1] ind32
+    cdef const int64_t[::1] ind64
+    cdef bint idx64
+    cdef int64_t[::1] indptr
+    cdef readonly object y_a, sw_a, qnorm_a
+    cdef const double[::1] y, sw
+    cdef double[::1] qnorm    # ||x_i||_D'^2 including the intercept's constant
+    cdef double[::1] kappa, coef
+    # state
+    cdef public object b_a, v_a, w_a
+    cdef double[::1] b, v, w, wbuf, lodds
+    cdef int64_t[::1] rows    # the rows SDCA visits (sw > 0, x_i != 0); active ones first
+    cdef unsigned char[::1] keep
+    cdef readonly Py_ssize_t n_visit, n_active
+    cdef double viol_hi, viol_lo
+    cdef readonly double scale_m, norm_n, s_eff  # p < 2: M, N and w = s_eff * phi
+    cdef int64_t touches
+    cdef public uint64_t rng
+    cdef int64_t[::1] order_buf
+    # results of the last check (pure l_1: of the l_1 objective and its certificate)
+    cdef readonly double primal, dual, gap, loss_mean, reg_w, inner_gap, inner_primal
+    cdef readonly double loss_at_zero
+    cdef readonly int64_t n_epochs, n_steps, n_checks
+    cdef readonly list gap_history, check_epochs
+
+    def __init__(self, data, indices, indptr, Py_ssize_t n_cols, y, sample_weight, *,
+                 str loss="logistic", double p=2.0, double sigma=1e-4, double l1=0.0,
+                 bint fit_intercept=True, double intercept_scaling=1.0, double epsilon=0.1,
+                 str order="permutation", uint64_t seed=0, alpha0=None, bint shrinking=True):
+        if loss not in LOSS_CODES:
+            raise ValueError(f"unknown loss {loss!r}; expected one of {sorted(LOSS_CODES)}")
+        if not (1.0 < p <= 2.0):
+            raise ValueError(f"p must be in (1, 2], got {p!r}")
+        if not (l1 >= 0.0 and isfinite(l1)):
+            raise ValueError(f"l1 must be a finite number >= 0, got {l1!r}")
+        if not (sigma >= 0.0 and isfinite(sigma)) or (sigma == 0.0 and l1 == 0.0):
+            raise ValueError(f"sigma must be a positive finite number (or 0 with l1 > 0), "
+                             f"got {sigma!r}")
+        if l1 > 0.0 and p != 2.0:
+            raise ValueError(f"l1 > 0 (elastic net, l_1) needs p = 2, got p={p!r}")
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {sorted(ORDERS)}, got {order!r}")
+        if not (intercept_scaling > 0.0 and isfinite(intercept_scaling)):
+            raise ValueError(f"intercept_scaling must be > 0, got {intercept_scaling!r}")
+        if not (epsilon >= 0.0 and isfinite(epsilon)):
+            raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
+        self.loss = loss
+        self.loss_code = LOSS_CODES[loss]
+        self.classification = loss in CLASSIFICATION_LOSSES
+        self.p = p
+        self.q = p / (p - 1.0) if p < 2.0 else 2.0
+        self.l1 = l1
+        self.pure_l1 = sigma == 0.0
+        self.reg = REG_ENET if l1 > 0.0 else (REG_L2 if p == 2.0 else REG_LP)
+        self.epsilon = epsilon
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.order = ORDERS[order]
+        # shrinking needs a box that optimal rows sit on: logistic never reaches its
+        # bounds, squared has none
+        self.shrinking = (shrinking and self.reg == REG_L2 and self.order == ORDER_PERMUTATION
+                          and self.loss_code != LOGISTIC and self.loss_code != SQUARED)
+        self.rng = seed
+        self._set_data(data, indices, indptr, n_cols, y, sample_weight)
+        self.dim = n_cols + 1
+        self.v_a = np.zeros(self.dim)
+        self.w_a = np.zeros(self.dim if self.reg != REG_L2 else 1)
+        self.v = self.v_a
+        self.w = self.w_a
+        self.wbuf = np.zeros(self.dim if self.reg == REG_LP else 1)
+        self.scale_m = 1.0
+        self.gap_history = []
+        self.check_epochs = []
+        self.primal = self.dual = self.gap = self.inner_gap = self.inner_primal = INFINITY
+        self._init_dual(alpha0)
+        self.loss_at_zero = float(np.dot(self.sw_a, [loss_value(self.loss_code, 0.0, yy, self.epsilon)
+                                                      for yy in self.y_a])) / max(self.n_rows, 1)
+        if self.pure_l1:
+            # 004's lam = eps / B^2 with eps = P(0) and B = P(0) / l1
+            sigma = l1 * l1 / self.loss_at_zero if self.loss_at_zero > 0.0 else l1
+        self._set_sigma(sigma)
+
+    # ---- set-up ----------------------------------------------------------------------------
+    def _set_data(self, data, indices, indptr, Py_ssize_t n_cols, y, sample_weight):
+        cdef Py_ssize_t m
+        self.data_a = np.ascontiguousarray(data, dtype=np.float64)
+        self.data = self.data_a
+        self.indptr_a = np.ascontiguousarray(indptr, dtype=np.int64)
+        self.indptr = self.indptr_a
+        m = self.indptr.shape[0] - 1
+        if m < 0:
+            raise ValueError("indptr must have n_rows + 1 entries")
+        self.n_rows = m
+        self.n_cols = n_cols
+        indices = np.asarray(indices)
+        if indices.dtype == np.int64:
+            self.indices_a = np.ascontiguousarray(indices)
+            self.ind64 = self.indices_a
+            self.idx64 = True
+        else:
+            self.indices_a = np.ascontiguousarray(indices, dtype=np.int32)
+            self.ind32 = self.indices_a
+            self.idx64 = False
+        nnz = self.indices_a.shape[0]
+        if (self.data_a.shape[0] != nnz or self.indptr_a[0] != 0 or self.indptr_a[m] != nnz
+                or np.any(np.diff(self.indptr_a) < 0)):
+            raise ValueError("data, indices and indptr do not describe one CSR matrix")
+        if nnz and (self.indices_a.min() < 0 or self.indices_a.max() >= n_cols):
+            raise ValueError(f"a column index lies outside [0, {n_cols})")
+        if not np.all(np.isfinite(self.data_a)):
+            raise ValueError("X contains NaN or infinity")
+        self.y_a = np.ascontiguousarray(y, dtype=np.float64)
+        self.sw_a = np.ascontiguousarray(sample_weight, dtype=np.float64)
+        if self.y_a.shape != (m,) or self.sw_a.shape != (m,):
+            raise ValueError(f"y and sample_weight need {m} entries each")
+        if not np.all(np.isfinite(self.y_a)):
+            raise ValueError("y contains NaN or infinity")
+        if self.classification and not np.all(np.abs(self.y_a) == 1.0):
+            raise ValueError(f"the {self.loss!r} loss needs labels +-1")
+        if not np.all(np.isfinite(self.sw_a) & (self.sw_a >= 0)):
+            raise ValueError("sample_weight must be finite and >= 0")
+        self.y = self.y_a
+        self.sw = self.sw_a
+        self.qnorm_a = self._row_norms()
+        if not np.all(np.isfinite(self.qnorm_a)):
+            raise ValueError("a row's norm overflows: rescale X")
+        self.qnorm = self.qnorm_a
+        visit = np.flatnonzero((self.sw_a > 0) & (self.qnorm_a > 0)).astype(np.int64)
+        self.rows = visit
+        self.n_visit = visit.shape[0]
+        self.n_active = self.n_visit
+        self.keep = np.ones(m, dtype=np.uint8)
+        self.order_buf = np.zeros(self.n_visit if self.order == ORDER_RANDOM else 1, dtype=np.int64)
+        self.viol_hi = INFINITY
+        self.viol_lo = INFINITY
+
+    def _row_norms(self):
+        """||x_i||_D'^2 per row with the intercept's constant: l_2 (p = 2, elastic net) or
+        l_q (p < 2), the latter scaled by the row's largest entry so no power overflows."""
+        m = self.n_rows
+        icpt = self.intercept_scaling if self.fit_intercept else 0.0
+        counts = np.diff(self.indptr_a)
+        filled = counts > 0
+        starts = self.indptr_a[:-1][filled]
+        if self.reg != REG_LP:
+            sq = np.zeros(m)
+            if filled.any():
+                sq[filled] = np.add.reduceat(self.data_a ** 2, starts)
+            return sq + icpt * icpt
+        amax = np.full(m, icpt)
+        if filled.any():
+            amax[filled] = np.maximum(np.maximum.reduceat(np.abs(self.data_a), starts), icpt)
+        safe = np.where(amax > 0, amax, 1.0)
+        sums = (icpt / safe) ** self.q
+        if filled.any():
+            rel = np.abs(self.data_a) / np.repeat(safe, counts)
+            sums[filled] += np.add.reduceat(rel ** self.q, starts)
+        return np.where(amax > 0, (amax * sums ** (1.0 / self.q)) ** 2, 0.0)
+
+    def _init_dual(self, alpha0):
+        """b from alpha0 (or 0), clipped into the conjugates' domains. Rows SDCA never
+        visits get their optimal value (0 for sw = 0)."""
+        cdef Py_ssize_t m = self.n_rows, i
+        sgn = self.y_a if self.classification else np.ones(m)
+        lo = _box_lo(self.loss_code, self.epsilon)
+        hi = _box_hi(self.loss_code, self.epsilon)
+        if alpha0 is None:
+            b = np.zeros(m)
+        else:
+            alpha0 = np.asarray(alpha0, dtype=np.float64)
+            if alpha0.shape != (m,):
+                raise ValueError(f"alpha0 has shape {alpha0.shape}, expected ({m},)")
+            if not np.all(np.isfinite(alpha0)):
+                raise ValueError("alpha0 contains NaN or infinity")
+            with np.errstate(divide="ignore", invalid="ignore"):
+                b = np.where(self.sw_a > 0, alpha0 / (sgn * self.sw_a), 0.0)
+            b = np.clip(b, lo, hi)
+        # x_i = 0 (no intercept): alpha_i only meets l at z = 0, where
+        # alpha_i = -sw_i l'(0; y_i) attains the conjugate's sup (a zero Fenchel-Young term)
+        for i in np.flatnonzero((self.sw_a > 0) & (self.qnorm_a == 0)):
+            b[i] = _clip(-loss_derivative(self.loss_code, 0.0, self.y_a[i], self.epsilon)
+                         / sgn[i], lo, hi)
+        b[self.sw_a == 0] = 0.0
+        self.b_a = np.ascontiguousarray(b)
+        self.b = self.b_a
+        if self.loss_code == LOGISTIC:
+            inside = (b > 0) & (b < 1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                self.lodds = np.where(inside, np.log1p(-b) - np.log(b), np.nan)
+        else:
+            self.lodds = np.zeros(1)  # never read
+    def _set_sigma(self, double sigma):
+        """(Re)set sigma: kappa and coef per row, and v = X^T alpha / (sigma m) afresh."""
+        cdef Py_ssize_t m = self.n_rows
+        self.sigma = sigma
+        inv = 1.0 / (sigma * m) if m else 0.0
+        sgn = self.y_a if self.classification else np.ones(m)
+        self.kappa = np.ascontiguousarray(self.sw_a * self.qnorm_a * inv)
+        self.coef = np.ascontiguousarray(sgn * self.sw_a * inv)
+        alpha = np.asarray(self.b_a) * np.asarray(self.coef)  # alpha_i / (sigma m)
+        v = np.zeros(self.dim)
+        v[1:] = self._csr().T @ alpha
+        if self.fit_intercept:
+            v[0] = self.intercept_scaling * alpha.sum()
+        self.v_a[...] = v
+        self._refresh()
+
+    def _csr(self):
+        import scipy.sparse as sp
+        return sp.csr_matrix((self.data_a, self.indices_a, self.indptr_a),
+                             shape=(self.n_rows, self.n_cols))
+
+    cdef void _refresh(self) noexcept nogil:
+        """w = grad g*(v) recomputed from v exactly (p < 2: M, phi, N and s_eff afresh)."""
+        cdef Py_ssize_t j, dim = self.dim
+        cdef double m = 0.0, r, ph, total = 0.0, qm1 = self.q - 1.0, c
+        if self.reg == REG_ENET:
+            c = self.l1 / self.sigma
+            for j in range(dim):
+                self.w[j] = _soft(self.v[j], c)
+        elif self.reg == REG_LP:
+            for j in range(dim):
+                if fabs(self.v[j]) > m:
+                    m = fabs(self.v[j])
+            if m == 0.0:
+                m = 1.0
+            self.scale_m = m
+            for j in range(dim):
+                r = fabs(self.v[j]) / m
+                ph = _power(r, qm1) if r > 0.0 else 0.0
+                self.w[j] = copysign(ph, self.v[j])
+                total += r * ph
+            self.norm_n = total
+            self._update_scale()
+            self.touches = 0
+
+    cdef inline void _update_scale(self) noexcept nogil:
+        # w = (p - 1) ||v||_q^(2-q) |v|^(q-1) sgn v = (p - 1) M N^((2-q)/q) phi
+        if self.norm_n > 0.0:
+            self.s_eff = (self.p - 1.0) * self.scale_m * exp(
+                ((2.0 - self.q) / self.q) * log(self.norm_n))
+        else:
+            self.s_eff = 0.0
+
+    cdef Core _core(self) noexcept nogil:
+        cdef Core k
+        k.data = &self.data[0] if self.data.shape[0] else NULL
+        k.indptr = &self.indptr[0]
+        k.y = &self.y[0] if self.n_rows else NULL
+        k.kappa = &self.kappa[0] if self.n_rows else NULL
+        k.coef = &self.coef[0] if self.n_rows else NULL
+        k.b = &self.b[0] if self.n_rows else NULL
+        k.lodds = &self.lodds[0]
+        k.v = &self.v[0]
+        k.w = &self.w[0]
+        k.icpt = self.intercept_scaling if self.fit_intercept else 0.0
+        k.eps = self.epsilon
+        k.c = self.l1 / self.sigma
+        k.q = self.q
+        k.pm1 = self.p - 1.0
+        k.loss = self.loss_code
+        return k
+
+    cdef inline const int32_t* _i32(self) noexcept nogil:
+        return &self.ind32[0] if (not self.idx64 and self.ind32.shape[0]) else NULL
+
+    cdef inline const int64_t* _i64(self) noexcept nogil:
+        return &self.ind64[0] if (self.idx64 and self.ind64.shape[0]) else NULL
+
+    # ---- the epoch -------------------------------------------------------------------------
+    cdef Py_ssize_t _order(self) noexcept nogil:
+        """Arrange this epoch's rows (active ones, rows[:n_active]); returns their number."""
+        cdef Py_ssize_t t, j, n = self.n_active
+        cdef int64_t tmp
+        if self.order == ORDER_PERMUTATION:
+            for t in range(n - 1, 0, -1):
+                j = _below(&self.rng, t + 1)
+                tmp = self.rows[t]
+                self.rows[t] = self.rows[j]
+                self.rows[j] = tmp
+        elif self.order == ORDER_RANDOM:
+            for t in range(n):
+                self.order_buf[t] = self.rows[_below(&self.rng, n)]
+        return n
+
+    cdef void _epoch(self) noexcept nogil:
+        cdef Core k = self._core()
+        cdef Py_ssize_t n = self._order()
+        cdef const int64_t* rows
+        if n == 0:
+            return
+        rows = &self.order_buf[0] if self.order == ORDER_RANDOM else &self.rows[0]
+        if self.shrinking:
+            if self.idx64:
+                self.n_active = _epoch_l2_shrink_any(k, self._i64(), &self.rows[0], n,
+                                                     &self.viol_hi, &self.viol_lo)
+            else:
+                self.n_active = _epoch_l2_shrink_any(k, self._i32(), &self.rows[0], n,
+                                                     &self.viol_hi, &self.viol_lo)
+        elif self.idx64:
+            self._steps(k, self._i64(), rows, n)
+        else:
+            self._steps(k, self._i32(), rows, n)
+        self.n_steps += n
+
+    cdef void _steps(self, Core k, const index_t* indices, const int64_t* rows,
+                     Py_ssize_t n) noexcept nogil:
+        if self.reg == REG_L2:
+            _epoch_l2_any(k, indices, rows, n)
+        elif self.reg == REG_ENET:
+            _epoch_enet(k, indices, rows, n)
+        else:
+            self._epoch_lp(k, indices, rows, n)
+
+    cdef void _epoch_lp(self, Core k, const index_t* indices, const int64_t* rows,
+                        Py_ssize_t n) noexcept nogil:
+        """p < 2: margins s_eff <phi, x>; each touched coordinate updates v_j, phi_j and N."""
+        cdef Py_ssize_t t, e, start, nnz, j
+        cdef int64_t i
+        cdef double z, b0, bn, d, vo, vn, r_new, r_old, ph, dn, inv_m
+        cdef double icpt = k.icpt, qm1 = k.q - 1.0, n_low = exp2(-k.q)
+        cdef double* v = k.v
+        cdef double* phi = k.w
+        cdef const double* vals
+        cdef const index_t* idx
+        cdef bint rescale
+        cdef int64_t limit = 8 * self.dim
+        for t in range(n):
+            i = rows[t]
+            start = k.indptr[i]
+            nnz = k.indptr[i + 1] - start
+            vals = k.data + start
+            idx = indices + start
+            z = self.s_eff * (_dot(phi + 1, vals, idx, nnz) + phi[0] * icpt)
+            b0 = k.b[i]
+            bn = _step(k.loss, b0, z, k.y[i], k.kappa[i], k.eps, k.lodds + i)
+            if bn == b0:
+                continue
+            k.b[i] = bn
+            d = (bn - b0) * k.coef[i]
+            inv_m = 1.0 / self.scale_m
+            rescale = False
+            dn = 0.0
+            for e in range(-1, nnz):
+                if e < 0:
+                    if icpt == 0.0:
+                        continue
+                    j = 0
+                    vn = d * icpt
+                else:
+                    j = idx[e] + 1
+                    vn = d * vals[e]
+                vo = v[j]
+                vn = vo + vn
+                v[j] = vn
+                r_new = fabs(vn) * inv_m
+                if r_new > 2.0:
+                    # M no longer tracks max |v_j|: rescale after the row (O(dim), rare)
+                    rescale = True
+                    ph = 0.0
+                else:
+                    ph = _power(r_new, qm1) if r_new > 0.0 else 0.0
+                r_old = fabs(vo) * inv_m
+                dn += r_new * ph - r_old * fabs(phi[j])
+                phi[j] = copysign(ph, vn)
+            self.norm_n += dn
+            self.touches += nnz + 1
+            # every |v_j| below M/2 (N < 2^-q) also calls for a new M, as does drift
+            if rescale or self.norm_n < n_low or self.touches > limit:
+                self._refresh()
+            else:
+                self._update_scale()
+
+    # ---- the duality gap -------------------------------------------------------------------
+    cdef void _check(self) noexcept nogil:
+        """P(w), D(alpha) and their gap at w = grad g*(v), in one pass over every row; with
+        shrinking, also the next active set (rows not provably optimal for this w)."""
+        cdef Py_ssize_t i, j, t, n, dim = self.dim, m = self.n_rows, start, nnz
+        cdef double icpt = self.intercept_scaling if self.fit_intercept else 0.0
+        cdef double z, yi, swi, a, lv, cv, fy, loss_sum = 0.0, conj_sum = 0.0, fy_sum = 0.0
+        cdef double g_w, g_star, wv = 0.0, wj, n2 = 0.0, n1 = 0.0, sg, bi, vmax = 0.0
+        cdef double lo = _box_lo(self.loss_code, self.epsilon)
+        cdef double hi = _box_hi(self.loss_code, self.epsilon)
+        cdef double* w
+        cdef const double* data = &self.data[0] if self.data.shape[0] else NULL
+        cdef const int32_t* i32 = self._i32()
+        cdef const int64_t* i64 = self._i64()
+        cdef int loss = self.loss_code
+        cdef int64_t tmp
+        self._refresh()
+        if self.reg == REG_L2:
+            w = &self.v[0]
+        elif self.reg == REG_ENET:
+            w = &self.w[0]
+        else:
+            w = &self.wbuf[0]
+            for j in range(dim):
+                self.wbuf[j] = self.s_eff * self.w[j]
+        for i in range(m):
+            swi = self.sw[i]
+            if swi == 0.0:
+                continue
+            start = self.indptr[i]
+            nnz = self.indptr[i + 1] - start
+            if i64 != NULL:
+                z = _dot(w + 1, data + start, i64 + start, nnz)
+            elif i32 != NULL:
+                z = _dot(w + 1, data + start, i32 + start, nnz)
+            else:
+                z = 0.0
+            z += w[0] * icpt
+            yi = self.y[i]
+            sg = yi if self.classification else 1.0
+            bi = self.b[i]
+            a = sg * bi  # alpha_i / sw_i
+            lv = loss_value(loss, z, yi, self.epsilon)
+            cv = loss_conjugate(loss, -a, yi, self.epsilon)
+            fy = lv + cv + a * z
+            loss_sum += swi * lv
+            conj_sum += swi * cv
+            fy_sum += swi * fy
+            # at a bound with a zero Fenchel-Young term: optimal for this w
+            self.keep[i] = not ((bi <= lo or bi >= hi) and fy <= 0.0)
+        for j in range(dim):
+            wj = w[j]
+            wv += wj * self.v[j]
+            n2 += wj * wj
+            n1 += fabs(wj)
+            if fabs(self.v[j]) > vmax:
+                vmax = fabs(self.v[j])
+        if self.reg == REG_L2:
+            g_w = 0.5 * n2
+            g_star = 0.5 * n2
+        elif self.reg == REG_ENET:
+            g_w = 0.5 * n2 + (self.l1 / self.sigma) * n1
+            g_star = 0.5 * n2
+        else:
+            g_w = reg_value(lp_norm(w, dim, 1, self.p), self.p, INFINITY)
+            g_star = reg_conjugate(lp_norm(&self.v[0], dim, 1, self.q), self.p, INFINITY)
+        self.loss_mean = loss_sum / m if m else 0.0
+        self.reg_w = g_w
+        self.primal = self.sigma * g_w + self.loss_mean
+        self.dual = -(conj_sum / m if m else 0.0) - self.sigma * g_star
+        self.gap = (fy_sum / m if m else 0.0) + self.sigma * (g_w + g_star - wv)
+        self.inner_gap = self.gap
+        self.inner_primal = self.primal
+        if self.pure_l1:
+            self._l1_certificate(n1, vmax)
+        if self.shrinking:
+            # active rows first, in their current order
+            n = 0
+            for t in range(self.n_visit):
+                i = self.rows[t]
+                if self.keep[i]:
+                    tmp = self.rows[n]
+                    self.rows[n] = i
+                    self.rows[t] = tmp
+                    n += 1
+            self.n_active = n
+        self.n_checks += 1
+
+    cdef void _l1_certificate(self, double w_l1, double v_inf) noexcept nogil:
+        """Primal, certificate and dual bound of the l_1 objective (module docstring)."""
+        cdef double p1 = self.l1 * w_l1 + self.loss_mean, bound, cert_a, cert_b, s
+        bound = p1 / self.l1
+        cert_a = p1 - self.dual + 0.5 * self.sigma * bound * bound
+        s = 1.0
+        if self.sigma * v_inf > self.l1:
+            s = self.l1 / (self.sigma * v_inf)
+        cert_b = p1 + self._conjugate_mean(s)
+        self.primal = p1
+        self.gap = cert_a if cert_a < cert_b else cert_b
+        self.dual = p1 - self.gap
+
+    cdef double _conjugate_mean(self, double scale) noexcept nogil:
+        cdef Py_ssize_t i, m = self.n_rows
+        cdef double total = 0.0, sg
+        for i in range(m):
+            if self.sw[i] > 0.0:
+                sg = self.y[i] if self.classification else 1.0
+                total += self.sw[i] * loss_conjugate(self.loss_code, -scale * sg * self.b[i],
+                                                     self.y[i], self.epsilon)
+        return total / m if m else 0.0
+
+    def check(self):
+        """Compute the duality gap now (one pass over the rows); returns `gap_info()`."""
+        with nogil:
+            self._check()
+        return self.gap_info()
+
+    def gap_info(self):
+        """The last check: primal P(w), dual bound, gap (a certified upper bound on
+        P(w) - min P, summed from Fenchel-Young terms), mean loss, g(w); for pure l_1 also
+        the smoothed problem's own primal and gap and its l_2 weight."""
+        info = dict(primal=self.primal, dual=self.dual, gap=self.gap, loss=self.loss_mean,
+                    reg=self.reg_w)
+        if self.pure_l1:
+            info.update(smoothing=self.sigma, smoothed_primal=self.inner_primal,
+                        smoothed_gap=self.inner_gap)
+        return info
+
+    # ---- driving ---------------------------------------------------------------------------
+    def run(self, int max_epochs, double tol, check_every=1, verbose=False, label=""):
+        """Epochs until gap <= tol * |P(w)| or max_epochs; returns whether the gap criterion
+        was met. The gap is checked after the last epoch and every check_every epochs, or
+        with check_every="auto" on `next_check`'s schedule."""
+        cdef int e, since = 0, interval = 1
+        cdef bint auto = isinstance(check_every, str)
+        if auto and check_every != "auto":
+            raise ValueError(f"check_every must be an int >= 1 or 'auto', got {check_every!r}")
+        if not auto:
+            interval = int(check_every)
+        if max_epochs < 0 or interval < 1:
+            raise ValueError("max_epochs must be >= 0 and check_every >= 1")
+        if not (tol >= 0.0):
+            raise ValueError(f"tol must be >= 0, got {tol!r}")
+        checks = []  # (epoch, relative gap) of this call's checks, for the schedule
+        for e in range(max_epochs):
+            with nogil:
+                self._epoch()
+            self.n_epochs += 1
+            since += 1
+            if since >= interval or e == max_epochs - 1:
+                since = 0
+                with nogil:
+                    self._check()
+                self.gap_history.append(self.gap)
+                self.check_epochs.append(self.n_epochs)
+                if verbose:
+                    extra = (f" (lam {self.sigma:.3g}, its gap {self.inner_gap:.3e})"
+                             if self.pure_l1 else "")
+                    print(f"SDCA{label} epoch {self.n_epochs}: primal {self.primal:.12g} "
+                          f"gap {self.gap:.3e} relative {self.relative_gap():.3e} "
+                          f"active {self.n_active}/{self.n_visit}{extra}", flush=True)
+                if self.gap <= tol * fabs(self.primal):
+                    return True
+                if self.pure_l1 and self.inner_gap <= 0.5 * tol * fabs(self.primal):
+                    # the smoothed problem is solved as far as it can help: smaller lam
+                    self.set_sigma(self.sigma / 10.0)
+                    checks = []
+                else:
+                    checks.append((e + 1, self.relative_gap()))
+                if auto:
+                    interval = next_check(checks, tol)
+        return False
+
+    def relative_gap(self):
+        """gap / |P(w)| of the last check (0 when both are 0)."""
+        if self.primal != 0.0:
+            return self.gap / fabs(self.primal)
+        return 0.0 if self.gap == 0.0 else INFINITY
+
+    def steps(self, rows):
+        """One step per entry of `rows`, in that order, without shrinking (tests, custom
+        orders); rows with sw = 0 or x = 0 are skipped, as in the epochs."""
+        r_arr = np.ascontiguousarray(rows, dtype=np.int64)
+        if r_arr.shape[0] and (r_arr.min() < 0 or r_arr.max() >= self.n_rows):
+            raise ValueError("row index out of range")
+        r_arr = np.ascontiguousarray(r_arr[(self.sw_a[r_arr] > 0) & (self.qnorm_a[r_arr] > 0)])
+        cdef int64_t[::1] r = r_arr
+        cdef Core k = self._core()
+        cdef Py_ssize_t n = r.shape[0]
+        if n == 0:
+            return
+        with nogil:
+            if self.idx64:
+                self._steps(k, self._i64(), &r[0], n)
+            else:
+                self._steps(k, self._i32(), &r[0], n)
+        self.n_steps += n
+
+    # ---- read-out --------------------------------------------------------------------------
+    def weights(self):
+        """w = grad g*(v) as a (dim,) array, the intercept's coordinate first."""
+        self._refresh()
+        if self.reg == REG_L2:
+            return np.array(self.v_a)
+        if self.reg == REG_ENET:
+            return np.array(self.w_a)
+        return self.s_eff * np.asarray(self.w_a)
+
+    @property
+    def alpha(self):
+        """The dual variables alpha_i (alpha_i / (s_i sw_i) lies in the loss's box)."""
+        sgn = self.y_a if self.classification else 1.0
+        return np.asarray(self.b_a) * sgn * self.sw_a
+
+    @property
+    def v_vector(self):
+        """v = X^T alpha / (sigma m), the intercept's coordinate first."""
+        return np.array(self.v_a)
+
+    def set_sigma(self, double sigma):
+        """Change sigma keeping alpha (the dual point stays feasible); v and w follow."""
+        if not (sigma > 0.0 and isfinite(sigma)):
+            raise ValueError(f"sigma must be a positive finite number, got {sigma!r}")
+        self._set_sigma(sigma)
+        self.n_active = self.n_visit
+        self.viol_hi = INFINITY
+        self.viol_lo = INFINITY

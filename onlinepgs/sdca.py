@@ -1,0 +1,437 @@
+"""scikit-learn-style estimators over the compiled SDCA core (`onlinepgs._core._sdca`).
+
+SDCA is the batch solver: it maximizes the Fenchel dual of the PGS objective one row's
+dual variable at a time and stops on the exact duality gap, a certificate of how far the
+model is from the optimum. Input handling (validation, hashing, label encoding, prediction)
+is the PGS estimators' own, so both families read data and score identically.
+"""
+import numbers
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from onlinepgs._core import CLASSIFICATION_LOSSES, REGRESSION_LOSSES
+from onlinepgs._core import loss_derivative as _loss_derivative
+from onlinepgs._core._sdca import ORDERS, SDCAProblem
+from onlinepgs.estimators import (PGSClassifier, PGSRegressor, _BasePGS,
+                                  _unchanged_on_error)
+
+__all__ = ["SDCAClassifier", "SDCARegressor"]
+
+_COMMON_DOC = """
+    p : float in (1, 2], default=2.0
+        The regularizer is ``r(w) = ||w||_p^2 / (2 (p - 1))``. For p < 2 each step
+        maximizes Prox-SDCA's lower bound of the dual with ``||x_i||_q^2`` in place of
+        ``||x_i||^2`` (q = p / (p - 1); paper 004, Option I with the l_q dual norm).
+    sigma : float >= 0, default=1e-4
+        Regularization weight. The objective is ``P(w) = sigma * r(w) + l1 * ||w||_1 +
+        mean_i sample_weight_i * loss(<w, x_i>, y_i)``, the PGS estimators' objective when
+        ``l1 = 0``. ``sigma = 0`` (with ``l1 > 0``) is pure l_1 regularization.
+    l1 : float >= 0, default=0.0
+        l_1 weight (needs p = 2): elastic net for sigma > 0, plain l_1 for sigma = 0.
+        SDCA then runs Prox-SDCA with ``g(w) = ||w||^2 / 2 + (l1 / sigma) ||w||_1``
+        (paper 004, section 3.1). Pure l_1 runs it on a smoothed problem with a small
+        l_2 weight ``smoothing_`` lowered as the target accuracy requires; its certificate
+        bounds the l_1 objective's suboptimality (see ``duality_gap_``).
+    fit_intercept : bool, default=True
+        The intercept is the weight of a constant feature of value ``intercept_scaling``
+        inside the regularized vector (so the dual has no equality constraint; the l_1
+        term includes it too); ``intercept_ = intercept_scaling * w_0``.
+    intercept_scaling : float > 0, default=1.0
+        The constant feature's value; larger values regularize the intercept less.
+    tol : float >= 0, default=1e-6
+        Stop once the relative duality gap ``(P(w) - D(alpha)) / P(w) <= tol``.
+    max_epochs : int >= 1, default=1000
+        Passes over the rows at most (a ConvergenceWarning says when they ran out).
+    order : {"permutation", "random", "cyclic"}, default="permutation"
+        Rows of an epoch: a fresh random permutation (LIBLINEAR's choice), i.i.d. uniform
+        draws (the papers' analysis), or the data's order.
+    check_every : int >= 1 or "auto", default="auto"
+        Epochs between two duality-gap checks. A check is one O(nnz) pass over every row
+        (the margins at the current w, each row's loss and conjugate), about a fifth to a
+        half of an epoch's cost. "auto" spaces them by the gap's observed linear rate:
+        the next check comes when the gap is predicted to reach tol, after at most a
+        quarter of the epochs run so far (after a tenth while no rate is known), so checks
+        stay a small share of the time and the run overshoots by at most 25%. Deterministic
+        (no clocks). 1 checks after every epoch.
+    shrinking : bool, default=True
+        Skip rows that sit at a bound of their dual box and are optimal there (losses
+        with such boxes: hinge, squared_hinge, smooth_hinge, absolute, huber,
+        epsilon_insensitive; p = 2, no l1, order "permutation"). Every gap check runs over
+        all rows, so the result's certificate never depends on it.
+    init : "zero", "pgs" or a fitted PGS estimator, default="zero"
+        Starting dual point. "pgs": one PGS epoch on the same objective (sigma > 0) first,
+        then ``alpha_i = -sample_weight_i * loss'(<w_pgs, x_i>; y_i)`` clipped into the
+        conjugate's domain. A fitted `PGSClassifier` / `PGSRegressor` of the same
+        classes and width: the same dual estimate from its model (warm start).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the row orders (and the "pgs" initialization).
+    epsilon : float >= 0, default=0.1
+        Width parameter of the huber and epsilon_insensitive losses.
+    verbose : int, default=0
+        Print the objective and the gap at every check (every epoch with
+        ``check_every=1``).
+    n_bits : int in [1, 30] or None, default=None
+        Feature hashing into 2**n_bits columns, exactly as the PGS estimators do.
+    hash_seed : int in [0, 2**32), default=0
+        Seed of the hash.
+"""
+
+_ATTRS_DOC = """
+    intercept_ : ndarray of shape (n_problems,)
+    dual_coef_ : ndarray of shape (n_samples,) or (n_classes, n_samples)
+        The dual variables alpha: ``w = grad g*(X1^T alpha / (sigma m))`` where X1 is X
+        with the constant column ``intercept_scaling`` first (one row per problem for K > 2
+        classes).
+    n_iter_ : int
+        Epochs run (the largest over the one-vs-rest problems).
+    duality_gap_, primal_objective_, dual_objective_ : float or ndarray of shape (n_classes,)
+        At the last check: ``P(w)``, the dual bound ``D`` and the gap ``P(w) - D``, an upper
+        bound on ``P(w) - min P``. Pure l_1: P is the l_1 objective and the gap its
+        certificate (the smaller of 004's ``P(w) - D_lam(alpha) + lam B^2 / 2`` with
+        ``B = P(w) / l1 >= ||w*||_2`` and ``P(w) - D_1(s alpha)``, the l_1 dual at the
+        dual point scaled into its feasible set).
+    gap_history_ : ndarray (or list of them, one per class)
+        The gap at every check (every epoch with ``check_every=1``).
+    gap_epochs_ : ndarray (or list of them, one per class)
+        The epochs after which those checks ran.
+    smoothing_ : float or ndarray
+        Pure l_1 only: the final l_2 weight lam of the smoothed problem (else 0).
+    n_features_in_ : int
+"""
+
+_BASE_CONSTRAINTS = {
+    "p": [Interval(numbers.Real, 1, 2, closed="right")],
+    "sigma": [Interval(numbers.Real, 0, None, closed="left")],
+    "l1": [Interval(numbers.Real, 0, None, closed="left")],
+    "fit_intercept": ["boolean"],
+    "intercept_scaling": [Interval(numbers.Real, 0, None, closed="neither")],
+    "tol": [Interval(numbers.Real, 0, None, closed="left")],
+    "max_epochs": [Interval(numbers.Integral, 1, None, closed="left")],
+    "order": [StrOptions(set(ORDERS))],
+    "check_every": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
+    "shrinking": ["boolean"],
+    "random_state": ["random_state"],
+    "epsilon": [Interval(numbers.Real, 0, None, closed="left")],
+    "verbose": ["verbose"],
+    "n_bits": [None, Interval(numbers.Integral, 1, 30, closed="both")],
+    "hash_seed": [Interval(numbers.Integral, 0, 2**32 - 1, closed="both")],
+}
+
+
+class _BaseSDCA(BaseEstimator):
+    _classifier = False
+    _pgs_class = None
+
+    def __init__(self, loss, *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
+                 intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
+                 check_every="auto", shrinking=True, init="zero", random_state=None, epsilon=0.1,
+                 verbose=0, n_bits=None, hash_seed=0):
+        self.loss = loss
+        self.p = p
+        self.sigma = sigma
+        self.l1 = l1
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.tol = tol
+        self.max_epochs = max_epochs
+        self.order = order
+        self.check_every = check_every
+        self.shrinking = shrinking
+        self.init = init
+        self.random_state = random_state
+        self.epsilon = epsilon
+        self.verbose = verbose
+        self.n_bits = n_bits
+        self.hash_seed = hash_seed
+
+    # The PGS estimators' input handling and prediction, shared as plain functions so
+    # both families validate, hash and score input identically.
+    _as_matrix = _BasePGS._as_matrix
+    _validate_X = _BasePGS._validate_X
+    _validate_weights = _BasePGS._validate_weights
+    _decision = _BasePGS._decision
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _weights(self):
+        return self._state  # (coef (K, n_features), intercept (K,)), set by fit
+
+    def _check_params(self):
+        name = type(self).__name__
+        for param in ("p", "sigma", "l1", "intercept_scaling", "epsilon", "tol"):
+            if not np.isfinite(getattr(self, param)):
+                raise ValueError(f"The '{param}' parameter of {name} must be finite, "
+                                 f"got {getattr(self, param)!r}.")
+        if self.sigma == 0 and self.l1 == 0:
+            raise ValueError(f"{name}: sigma=0 needs l1 > 0 (pure l_1); with neither "
+                             "term the problem has no regularizer")
+        if self.l1 > 0 and self.p != 2:
+            raise ValueError(f"{name}: l1 > 0 (elastic net, l_1) needs p=2, got p={self.p!r}")
+        init = self.init
+        if isinstance(init, str):
+            if init not in ("zero", "pgs"):
+                raise ValueError(f"{name}: init must be 'zero', 'pgs' or a fitted "
+                                 f"{self._pgs_class.__name__}, got {init!r}")
+            if init == "pgs" and self.sigma == 0:
+                raise ValueError(f"{name}: init='pgs' needs sigma > 0 (PGS has no pure "
+                                 "l_1 objective)")
+        elif not isinstance(init, self._pgs_class):
+            raise ValueError(f"{name}: init must be 'zero', 'pgs' or a fitted "
+                             f"{self._pgs_class.__name__}, got {type(init).__name__}")
+        else:
+            check_is_fitted(init)
+
+    def _pgs_margins(self, X, y_core, sw, rng):
+        """The starting PGS model's margins, shape (n_samples, n_problems), or None."""
+        if isinstance(self.init, str) and self.init == "zero":
+            return None
+        if isinstance(self.init, str):
+            pgs = self._pgs_class(
+                loss=self.loss, p=self.p, sigma=self.sigma, fit_intercept=self.fit_intercept,
+                intercept_scaling=self.intercept_scaling, epsilon=self.epsilon, max_epochs=1,
+                random_state=rng.randint(0, 2**31 - 1))
+            # for classifiers the encoded labels (+-1, or class indices) pose the same
+            # one-vs-rest problems in the same order
+            pgs.fit(X, y_core, sample_weight=sw)
+        else:
+            pgs = self.init
+            if pgs.n_features_in_ != X.shape[1]:
+                raise ValueError(f"init was fitted on {pgs.n_features_in_} features, X has "
+                                 f"{X.shape[1]}")
+            if self._classifier:
+                wanted = (self.classes_ if hasattr(self, "classes_") else None)
+                if wanted is not None and not np.array_equal(pgs.classes_, wanted):
+                    raise ValueError(f"init's classes {pgs.classes_.tolist()} differ from "
+                                     f"the data's {wanted.tolist()}")
+        coef, intercept = pgs._weights()
+        return np.asarray(X @ coef.T) + intercept
+
+    def _fit(self, X, y, sample_weight):
+        with _unchanged_on_error(self):
+            return self._fit_unguarded(X, y, sample_weight)
+
+    def _fit_unguarded(self, X, y, sample_weight):
+        self._validate_params()
+        self._check_params()
+        X = self._validate_X(X, reset=True)
+        y_core, n_problems, multiclass, extra = self._encode_targets(X, y, fit=True)
+        sw = self._validate_weights(sample_weight, X.shape[0])
+        if X.shape[0] and not sw.any():
+            raise ValueError("sample_weight is zero for every row: there is nothing to fit")
+        Xc = X if sp.issparse(X) else sp.csr_matrix(X)
+        rng = check_random_state(self.random_state)
+        if "classes_" in extra:
+            self.classes_ = extra["classes_"]  # the warm start compares against it
+        margins = self._pgs_margins(Xc, y_core, sw, rng)
+        problems, converged = [], True
+        for c in range(n_problems):
+            yc = np.where(y_core == c, 1.0, -1.0) if multiclass else y_core
+            alpha0 = None
+            if margins is not None:
+                alpha0 = -sw * _loss_derivative(self.loss, margins[:, c], yc, self.epsilon)
+            seed = int(rng.randint(0, 2**31 - 1)) * 2**32 + int(rng.randint(0, 2**31 - 1))
+            prob = SDCAProblem(
+                Xc.data, Xc.indices, Xc.indptr, Xc.shape[1], yc, sw, loss=self.loss,
+                p=float(self.p), sigma=float(self.sigma), l1=float(self.l1),
+                fit_intercept=bool(self.fit_intercept),
+                intercept_scaling=float(self.intercept_scaling), epsilon=float(self.epsilon),
+                order=self.order, seed=seed, alpha0=alpha0, shrinking=bool(self.shrinking))
+            label = f" [class {self.classes_[c]!r}]" if multiclass else ""
+            check_every = (self.check_every if isinstance(self.check_every, str)
+                           else int(self.check_every))
+            converged &= prob.run(int(self.max_epochs), float(self.tol), check_every,
+                                  bool(self.verbose), label)
+            problems.append(prob)
+        for name, value in extra.items():
+            setattr(self, name, value)
+        self._install(problems, multiclass)
+        if not converged:
+            warnings.warn(
+                f"{type(self).__name__} did not reach the relative duality gap tol="
+                f"{self.tol:g} in max_epochs={self.max_epochs} epochs (relative gap "
+                f"{np.max(self._relative_gaps):.3g}); raise max_epochs or tol.",
+                ConvergenceWarning)
+        return self
+
+    def _install(self, problems, multiclass):
+        W = np.array([prob.weights() for prob in problems])  # (K, 1 + n_features)
+        coef = np.ascontiguousarray(W[:, 1:])
+        intercept = (W[:, 0] * self.intercept_scaling if self.fit_intercept
+                     else np.zeros(len(problems)))
+        self._state = (coef, intercept)
+        info = [prob.gap_info() for prob in problems]
+
+        def per_problem(values):
+            values = np.asarray(values, dtype=float)
+            return values if multiclass else float(values[0])
+
+        self.dual_coef_ = (np.array([prob.alpha for prob in problems]) if multiclass
+                           else problems[0].alpha)
+        self.n_iter_ = int(max(prob.n_epochs for prob in problems))
+        self.primal_objective_ = per_problem([d["primal"] for d in info])
+        self.dual_objective_ = per_problem([d["dual"] for d in info])
+        self.duality_gap_ = per_problem([d["gap"] for d in info])
+        self.smoothing_ = per_problem([d.get("smoothing", 0.0) for d in info])
+        histories = [np.array(prob.gap_history) for prob in problems]
+        self.gap_history_ = histories if multiclass else histories[0]
+        epochs = [np.array(prob.check_epochs, dtype=np.int64) for prob in problems]
+        self.gap_epochs_ = epochs if multiclass else epochs[0]
+        self._relative_gaps = np.array([prob.relative_gap() for prob in problems])
+
+
+class SDCAClassifier(ClassifierMixin, _BaseSDCA):
+    __doc__ = """Linear classifier trained by SDCA on the dual, stopped by the duality gap.
+
+    The objective is the PGS estimators' (plus an optional l_1 term); binary problems
+    use labels +-1 and K > 2 classes K one-vs-rest problems solved one after the other.
+
+    Parameters
+    ----------
+    loss : {"logistic", "hinge", "squared_hinge", "smooth_hinge"}, default="logistic"
+        Steps: hinge, squared_hinge and smooth_hinge in closed form; logistic by a
+        bracketed Newton iteration on the step's optimality condition.
+""" + _COMMON_DOC + """
+    Attributes
+    ----------
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+""" + _ATTRS_DOC + """    classes_ : ndarray of shape (n_classes,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onlinepgs import SDCAClassifier
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randn(200, 5); y = (X[:, 0] + 0.1 * rng.randn(200) > 0).astype(int)
+    >>> clf = SDCAClassifier(sigma=1e-3, random_state=0).fit(X, y)
+    >>> clf.score(X, y) > 0.9
+    True
+    >>> bool(clf.duality_gap_ <= 1e-6 * clf.primal_objective_)
+    True
+    """
+    _classifier = True
+    _pgs_class = PGSClassifier
+
+    def __init__(self, loss="logistic", *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
+                 intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
+                 check_every="auto", shrinking=True, init="zero", random_state=None, epsilon=0.1,
+                 verbose=0, n_bits=None, hash_seed=0):
+        super().__init__(loss, p=p, sigma=sigma, l1=l1, fit_intercept=fit_intercept,
+                         intercept_scaling=intercept_scaling, tol=tol, max_epochs=max_epochs,
+                         order=order, check_every=check_every, shrinking=shrinking, init=init,
+                         random_state=random_state, epsilon=epsilon, verbose=verbose,
+                         n_bits=n_bits, hash_seed=hash_seed)
+
+    _parameter_constraints = {**_BASE_CONSTRAINTS,
+                              "loss": [StrOptions(set(CLASSIFICATION_LOSSES))],
+                              "init": [StrOptions({"zero", "pgs"}), PGSClassifier]}
+
+    _encode_targets = PGSClassifier._encode_targets
+    decision_function = PGSClassifier.decision_function
+    predict = PGSClassifier.predict
+    predict_proba = PGSClassifier.__dict__["predict_proba"]
+    predict_log_proba = PGSClassifier.__dict__["predict_log_proba"]
+
+    def fit(self, X, y, sample_weight=None):
+        """Solve the dual to the relative gap `tol` (or `max_epochs`).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Each row's loss weight; rows of weight 0 keep alpha_i = 0.
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y, sample_weight)
+
+    @property
+    def coef_(self):
+        check_is_fitted(self, "_state")
+        return self._state[0].copy()
+
+    @property
+    def intercept_(self):
+        check_is_fitted(self, "_state")
+        return self._state[1].copy()
+
+
+class SDCARegressor(RegressorMixin, _BaseSDCA):
+    __doc__ = """Linear regressor trained by SDCA on the dual, stopped by the duality gap.
+
+    Parameters
+    ----------
+    loss : {"squared", "absolute", "huber", "epsilon_insensitive"}, default="squared"
+        "squared" is ``(z - y)^2`` (no 1/2). Every step is in closed form.
+""" + _COMMON_DOC + """
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+""" + _ATTRS_DOC + """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onlinepgs import SDCARegressor
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randn(500, 3); y = X @ [1.0, -2.0, 0.5] + 0.01 * rng.randn(500)
+    >>> reg = SDCARegressor(sigma=1e-2, random_state=0).fit(X, y)
+    >>> reg.score(X, y) > 0.99
+    True
+    >>> reg.n_iter_ < 100
+    True
+    """
+    _pgs_class = PGSRegressor
+
+    def __init__(self, loss="squared", *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
+                 intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
+                 check_every="auto", shrinking=True, init="zero", random_state=None, epsilon=0.1,
+                 verbose=0, n_bits=None, hash_seed=0):
+        super().__init__(loss, p=p, sigma=sigma, l1=l1, fit_intercept=fit_intercept,
+                         intercept_scaling=intercept_scaling, tol=tol, max_epochs=max_epochs,
+                         order=order, check_every=check_every, shrinking=shrinking, init=init,
+                         random_state=random_state, epsilon=epsilon, verbose=verbose,
+                         n_bits=n_bits, hash_seed=hash_seed)
+
+    _parameter_constraints = {**_BASE_CONSTRAINTS,
+                              "loss": [StrOptions(set(REGRESSION_LOSSES))],
+                              "init": [StrOptions({"zero", "pgs"}), PGSRegressor]}
+
+    _encode_targets = PGSRegressor._encode_targets
+    predict = PGSRegressor.predict
+
+    def fit(self, X, y, sample_weight=None):
+        """Solve the dual to the relative gap `tol` (or `max_epochs`).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y, sample_weight)
+
+    @property
+    def coef_(self):
+        check_is_fitted(self, "_state")
+        return self._state[0][0].copy()
+
+    @property
+    def intercept_(self):
+        check_is_fitted(self, "_state")
+        return self._state[1].copy()
