@@ -75,8 +75,9 @@ _COMMON_DOC = """
     epsilon : float >= 0, default=0.1
         Width parameter of the huber and epsilon_insensitive losses.
     verbose : int, default=0
-        Print the objective and the gap at every check (every epoch with
-        ``check_every=1``).
+        Print the primal and dual objectives and the gap after every epoch (with
+        ``check_every="auto"`` verbose checks every epoch; with an integer, at every
+        check).
     n_bits : int in [1, 30] or None, default=None
         Feature hashing into 2**n_bits columns, exactly as the PGS estimators do.
     hash_seed : int in [0, 2**32), default=0
@@ -249,6 +250,8 @@ class _BaseSDCA(BaseEstimator):
             label = f" [class {self.classes_[c]!r}]" if multiclass else ""
             check_every = (self.check_every if isinstance(self.check_every, str)
                            else int(self.check_every))
+            if self.verbose and check_every == "auto":
+                check_every = 1  # verbose shows the gap after every epoch
             converged &= prob.run(int(self.max_epochs), float(self.tol), check_every,
                                   bool(self.verbose), label)
             problems.append(prob)

@@ -474,6 +474,11 @@ def test_verbose_history_and_convergence_warning(capsys):
         est = SDCAClassifier(loss="hinge", sigma=1e-1, check_every=5, tol=1e-4,
                              random_state=0).fit(X, y)
     assert est.n_iter_ % 5 == 0 and len(est.gap_history_) == est.n_iter_ // 5
+    # verbose with the default "auto" schedule reports the gap after every epoch
+    with pytest.warns(ConvergenceWarning):
+        est = SDCAClassifier(loss="hinge", sigma=1e-3, max_epochs=3, verbose=1).fit(X, y)
+    out = capsys.readouterr().out
+    assert out.count("gap") == 3 and "epoch 3" in out and est.gap_history_.shape == (3,)
 
 
 @pytest.mark.parametrize("params, match", [
