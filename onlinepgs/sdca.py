@@ -57,9 +57,10 @@ _COMMON_DOC = """
         (the margins at the current w, each row's loss and conjugate), about a fifth to a
         half of an epoch's cost. "auto" spaces them by the gap's observed linear rate:
         the next check comes when the gap is predicted to reach tol, after at most a
-        quarter of the epochs run so far (after a tenth while no rate is known), so checks
-        stay a small share of the time and the run overshoots by at most 25%. Deterministic
-        (no clocks). 1 checks after every epoch.
+        quarter of the epochs run so far with shrinking (each check also refreshes the
+        active set) or as many as ran so far without it (the logistic loss: its gap falls
+        at a steady rate), and after a tenth while no rate is known; so checks stay a
+        small share of the time. Deterministic (no clocks). 1 checks after every epoch.
     shrinking : bool, default=True
         Skip rows that sit at a bound of their dual box and are optimal there (losses
         with such boxes: hinge, squared_hinge, smooth_hinge, absolute, huber,
