@@ -142,9 +142,12 @@ def test_core_matches_numpy_transcription_step_for_step(loss, p):
     for t, (alpha_ref, w_ref) in enumerate(trace):
         prob.steps([rows[t]])
         scale = max(1.0, np.abs(alpha_ref).max())
-        np.testing.assert_allclose(prob.alpha, alpha_ref, rtol=1e-9, atol=1e-11 * scale,
+        # logistic: the core's Newton stops once a step is below 1e-4 of b, leaving an
+        # error below 5e-9 of b (its docstring); the bisection here solves to the last bit
+        rtol = 2e-8 if loss == "logistic" else 1e-9
+        np.testing.assert_allclose(prob.alpha, alpha_ref, rtol=rtol, atol=1e-11 * scale,
                                    err_msg=f"alpha after step {t}")
-        np.testing.assert_allclose(prob.weights(), w_ref, rtol=1e-8,
+        np.testing.assert_allclose(prob.weights(), w_ref, rtol=max(1e-8, rtol),
                                    atol=1e-10 * max(1.0, np.abs(w_ref).max()),
                                    err_msg=f"w after step {t}")
     # the epochs of run() in cyclic order are the same steps
