@@ -148,7 +148,7 @@ def test_core_matches_numpy_transcription_step_for_step(loss, p):
         np.testing.assert_allclose(prob.alpha, alpha_ref, rtol=rtol, atol=1e-11 * scale,
                                    err_msg=f"alpha after step {t}")
         np.testing.assert_allclose(prob.weights(), w_ref, rtol=max(1e-8, rtol),
-                                   atol=1e-10 * max(1.0, np.abs(w_ref).max()),
+                                   atol=max(1e-10, rtol) * max(1.0, np.abs(w_ref).max()),
                                    err_msg=f"w after step {t}")
     # the epochs of run() in cyclic order are the same steps
     again = SDCAProblem(X.data, X.indices, X.indptr, n, y, sw, loss=loss, p=p, sigma=sigma,
