@@ -222,6 +222,9 @@ cdef class PGSState:
     cdef int64_t[::1] rnd_ver
     # global counters
     cdef public int64_t t, n_examples, n_mistakes, rnd_t, touches_since_exact
+    # steps each step counts for (not saved; 1 except in a lane of onlinepgs.dask, which
+    # counts its steps once per lane: t moves by t_step and the gradient is scaled by it)
+    cdef public int64_t t_step
     # set when a step's loss derivative is not finite; that step is not applied
     cdef public bint diverged
     # how often the scale M was refreshed (O(dim) each; a diagnostic)
@@ -281,6 +284,7 @@ cdef class PGSState:
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
         self.rng = seed
+        self.t_step = 1
         K = n_problems
         averaged = _averaged(self.iterate)
         fields = ["lam"]
@@ -541,7 +545,7 @@ cdef class PGSState:
         cdef Py_ssize_t c, K = self.n_problems
         cdef bint select = False
         cdef double wt
-        self.t += 1
+        self.t += self.t_step
         if self.need_norm:
             for c in range(K):
                 if need_rescale[c] or (moved[c] and self.norm_sum[c] < self.norm_low):
@@ -642,6 +646,138 @@ cdef class PGSState:
                 self.radius if self.bounded else INFINITY)
         return dict(online_objective=primal, dual_objective=dual,
                     online_duality_gap=primal - dual)
+
+    # ---- distributed rounds (onlinepgs.dask) ------------------------------------------------
+    def fork(self):
+        """A lane's starting state for one round of distributed training (`onlinepgs.dask`).
+
+        The same dynamics (lambda, phi, N, M, s, t, the ball's radius) with every counter,
+        statistic and averaged sum at zero: after `run`, the lane's counters are the round's
+        increments and its averaged sums hold only its own iterates, each weighted by its
+        local step count. A lane keeps no random iterate (the driver draws it per round, see
+        `absorb`), so a "random" state forks into a "last" one. O(dim): two array copies.
+        """
+        cfg = self.config()
+        if not _averaged(self.iterate):
+            cfg["iterate"] = "last"
+        lane = PGSState(**cfg, n_features=self.dim - 1)
+        lane.lam_a[...] = self.lam_a
+        if not self.p_is_two:
+            lane.phi_a[...] = self.phi_a
+        lane.norm_a[...] = self.norm_a
+        lane.scale_a[...] = self.scale_a
+        lane.s_a[...] = self.s_a
+        lane.t = self.t
+        lane.radius = self.radius
+        lane.loss0_max = self.loss0_max
+        lane.touches_since_exact = self.touches_since_exact
+        lane._bind()  # 1/M and ||w_t||_p from N and t, as this state has them
+        return lane
+
+    def absorb(self, int64_t steps, double factor, list deltas):
+        """Merge one round of lanes into this, the driver's global state (`onlinepgs.dask`).
+
+        deltas holds one tuple per lane, ``(idx, dlam, C, avg_idx, avg_val)``: flat entries
+        ``coordinate * K + problem`` (int64) whose lambda moved by dlam in the lane; C
+        (K,), the lane's running sum of weighted scales, which is the weight its averaged
+        iterates put on every coordinate it left alone (whose phi is this state's at the
+        round's start); and where the lane's averaged sums differ from ``C * phi``, the
+        difference avg_val at avg_idx (every coordinate if the lane moved its scale M).
+        The lanes' averaged sums are added scaled by ``factor`` (the caller makes the
+        round's weights those of the ``steps`` steps it stands for; see onlinepgs.dask).
+
+        In order: ``C * phi`` is added lazily through the running sum; each moved entry
+        goes through the same update as a step (`_touch`: lambda, phi, the running N, the
+        lazy averages settled first, the random iterate's copy-on-write); the rest of the
+        averaged sums is added; then ``t += steps`` and the scalars follow as after a step:
+        N kept exact on the same schedule, M refreshed if needed, new s_t, and the random
+        iterate's reservoir at round granularity (the new iterate is kept with probability
+        steps / t). The counters and statistics are plain attributes, merged by the caller;
+        the caller sets the radius first (a ball of radius "auto" grows to the largest).
+        """
+        cdef Py_ssize_t K = self.n_problems, c, e, j, n
+        cdef Py_ssize_t size = self.dim * K
+        cdef const int64_t[::1] idx
+        cdef const double[::1] vals
+        cdef const double[::1] lane_cum
+        cdef int* resc = &self.flag_rescale[0]
+        cdef int* mov = &self.flag_moved[0]
+        cdef bint averaged = _averaged(self.iterate)
+        cdef Core core
+        if steps < 0:
+            raise ValueError("steps must be >= 0")
+        for d in deltas:
+            for i in (0, 3):
+                arr = np.asarray(d[i])
+                if arr.size and (arr.min() < 0 or arr.max() >= size):
+                    raise ValueError(f"a lane's entries reach past this state's {self.dim} "
+                                     "coordinates: grow it first (ensure_dim)")
+        for c in range(K):
+            resc[c] = 0
+            mov[c] = 0
+        if averaged:
+            for d in deltas:
+                lane_cum = d[2]
+                for c in range(K):
+                    self.cum[c] += factor * lane_cum[c]
+        core = self._core()
+        for d in deltas:
+            idx = d[0]
+            vals = d[1]
+            n = idx.shape[0]
+            with nogil:
+                for e in range(n):
+                    j = idx[e] // K
+                    c = idx[e] - j * K
+                    _touch(core, j, c, -vals[e], &resc[c])
+                    mov[c] = 1
+            self.touches_since_exact += n
+        if averaged:
+            for d in deltas:
+                idx = d[3]
+                vals = d[4]
+                n = idx.shape[0]
+                with nogil:
+                    for e in range(n):
+                        j = idx[e] // K
+                        c = idx[e] - j * K
+                        # the lazy sum is C phi - acc for p = 2, acc + phi (C - mark) else
+                        if self.p_is_two:
+                            self.acc[j, c] -= factor * vals[e]
+                        else:
+                            self.acc[j, c] += factor * vals[e]
+        if steps > 0:
+            self._end_round(resc, mov, steps)
+
+    cdef void _end_round(self, int* need_rescale, int* moved, int64_t steps) noexcept nogil:
+        """`_end_step` after a merged round of `steps` steps (the averaged sums are merged
+        already): t, the upkeep of N and M, the reservoir, the new scales."""
+        cdef Py_ssize_t c, K = self.n_problems
+        cdef bint select = False
+        self.t += steps
+        if self.need_norm:
+            for c in range(K):
+                if need_rescale[c] or (moved[c] and self.norm_sum[c] < self.norm_low):
+                    self._exact_norm(c, True)
+                elif self.norm_sum[c] < 0.0:
+                    self.norm_sum[c] = 0.0
+            if self.touches_since_exact > 8 * self.dim:
+                self.touches_since_exact = 0
+                for c in range(K):
+                    self._exact_norm(c, False)
+        if self.iterate == ITERATE_RANDOM:
+            # the round's iterate stands for its `steps` steps: a reservoir over steps
+            # that can only stop at the ends of rounds (for one step: `_end_step`'s draw)
+            select = _uniform(&self.rng) * self.t < <double>steps
+            if select:
+                self.rnd_t = self.t
+        for c in range(K):
+            self.s[c] = self._scale_of(c, self.t)
+            if self.need_norm:
+                self.w_norm[c] = self._w_norm(c, self.t)
+            if select:
+                self.rnd_ver[c] += 1
+                self.rnd_s[c] = self.s[c]
 
     # ---- the pass -------------------------------------------------------------------------
     def run(self, data, indices, indptr, Py_ssize_t n_cols, const double[::1] y,
@@ -820,6 +956,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     cdef Py_ssize_t n_touched, ti
     cdef int64_t row
     cdef double xv, z, yc, dl, w_i, inv_k, icpt = self.intercept_scaling, ex_loss, cf
+    cdef double inv_b, step_w = <double>self.t_step, step_sq = step_w * step_w
     cdef double xq, g, gq, best, l0, lv, b_weight, b_loss, b_wloss, b_loss0
     cdef int64_t b_mistakes
     cdef double q = self.q, sigma = self.sigma, epsilon = self.epsilon
@@ -843,7 +980,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     cdef int best_c
     while pos < n_rows:
         bsize = k if n_rows - pos >= k else n_rows - pos
-        inv_k = 1.0 / bsize
+        inv_b = 1.0 / bsize
+        inv_k = step_w / bsize  # the gradient's scale (1 / bsize but in a lane)
         for c in range(K):
             resc[c] = 0
             mov[c] = 0
@@ -919,8 +1057,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
         for c in range(K):
             # r(w_{t-1}) from ||w_{t-1}||_p (NaN without N: p = 2 on R^n)
             self.sum_reg[c] += self.w_norm[c] * self.w_norm[c] / (2.0 * (self.p - 1.0))
-            self.sum_step_loss[c] += inv_k * b_loss_c[c]
-            self.sum_conj[c] += inv_k * b_conj_c[c]
+            self.sum_step_loss[c] += inv_b * b_loss_c[c]
+            self.sum_conj[c] += inv_b * b_conj_c[c]
         if b_loss0 > self.loss0_max:
             self.loss0_max = b_loss0
             self.radius = sqrt(2.0 * (self.p - 1.0) * b_loss0 / sigma)
@@ -998,7 +1136,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
         self._end_step(resc, mov)
         for c in range(K):
             gq = gqs[c] if p2 else (pow(gqs[c], 2.0 / q) if gqs[c] > 0.0 else 0.0)
-            self.regret[c] += 0.5 * gq / (self.t * sigma)
+            # ||g_t||_q^2 of the step's own gradient (coefs carry the lane's scale)
+            self.regret[c] += 0.5 * gq / (self.t * sigma * step_sq)
         pos += bsize
 
 
