@@ -623,19 +623,21 @@ def _make_source(X, y, sample_weight, est, n_features, zero_based, blocksize, bl
             raise ValueError("n_features, zero_based and blocksize are for text input "
                              "(a bag of lines or files), not a dask array")
         return _ArraySource(X, y, sample_weight, est, backend, fitted)
+    if isinstance(X, (str, bytes, os.PathLike)):
+        X = [X]
+    is_bag = isinstance(X, db.Bag)
+    is_files = isinstance(X, (list, tuple)) and len(X) > 0 and all(
+        isinstance(f, (str, bytes, os.PathLike)) for f in X)
+    if not (is_bag or is_files):
+        raise TypeError("X must be a dask.array.Array, a dask.bag.Bag of svmlight lines or "
+                        f"a list of svmlight file paths; got {type(X).__name__}")
     if y is not None or sample_weight is not None:
         raise ValueError("y and sample_weight go with a dask array X; text input (a bag "
                          "of lines or files) carries its labels in its lines")
-    if isinstance(X, db.Bag):
+    if is_bag:
         return _BagSource(X, est, n_features, zero_based, backend)
-    if isinstance(X, (str, bytes, os.PathLike)):
-        X = [X]
-    if isinstance(X, (list, tuple)) and X and all(
-            isinstance(f, (str, bytes, os.PathLike)) for f in X):
-        return _FileSource([os.fsdecode(f) for f in X], est, n_features, zero_based,
-                           blocksize, block_rows, n_lanes, backend)
-    raise TypeError("X must be a dask.array.Array, a dask.bag.Bag of svmlight lines or a "
-                    f"list of svmlight file paths; got {type(X).__name__}")
+    return _FileSource([os.fsdecode(f) for f in X], est, n_features, zero_based, blocksize,
+                       block_rows, n_lanes, backend)
 
 
 class _ArraySource:
