@@ -2,6 +2,7 @@
 import gzip
 import io
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +21,15 @@ from onlinepgs._rounds import average_factor, merge_round, run_lane  # noqa: E40
 
 from reference import grad_rstar, loss_conjugate, loss_derivative, loss_value, r_conjugate, r_value  # noqa: E402,E501
 
-DATA = "/work/shared/data"
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("ONLINEPGS_DATA", REPO.parent / "shared" / "data"))
+
+
+def shared(name):
+    path = DATA / name
+    if not path.exists():
+        pytest.skip(f"shared data {path} is absent (set ONLINEPGS_DATA)")
+    return path
 CLS = ("hinge", "logistic", "squared_hinge", "smooth_hinge")
 
 
@@ -430,8 +439,8 @@ def test_saved_model_is_like_any_other(tmp_path, text_data):
 
 
 def test_accuracy_close_to_single_process_on_a9a():
-    X, y = load_svmlight(os.path.join(DATA, "a9a.svm.gz"), n_features=123)
-    Xt, yt = load_svmlight(os.path.join(DATA, "a9a.t.svm.gz"), n_features=123)
+    X, y = load_svmlight(shared("a9a.svm.gz"), n_features=123)
+    Xt, yt = load_svmlight(shared("a9a.t.svm.gz"), n_features=123)
     kw = dict(p=1.8, sigma=1e-4, random_state=0)
     ref = PGSClassifier(**kw)
     for _ in range(2):
@@ -522,3 +531,48 @@ def test_threads_and_local_cluster_give_the_same_model(cluster, text_data):
     d = opd.fit(PGSClassifier(**kw), text_data["files"], n_lanes=2, slice_rows=40,
                 n_features=25, block_rows=50)
     np.testing.assert_array_equal(c.coef_, d.coef_)
+
+
+# ---- the command line -------------------------------------------------------------------
+def run_cli(*argv):
+    from onlinepgs.cli import main
+    return main([str(a) for a in argv])
+
+
+def test_cli_scheduler_threads_equals_the_api(tmp_path, text_data, capsys):
+    out = tmp_path / "m.pgs"
+    files = text_data["files"]
+    assert run_cli("train", *files, "-o", out, "--scheduler", "threads", "--lanes", 2,
+                   "--slice-rows", 30, "--passes", 2, "--p", 1.8, "--sigma", 0.01) == 0
+    err = capsys.readouterr().err
+    assert "rounds = " in err and "number of examples = 800" in err
+    got = load_model(out)
+    ref = opd.partial_fit(PGSClassifier(p=1.8, sigma=0.01, random_state=0), files,
+                          classes=[-1, 1], n_lanes=2, slice_rows=30, passes=2)
+    np.testing.assert_array_equal(got.coef_, ref.coef_)
+    # continue the saved model on Dask
+    assert run_cli("train", files[0], "-i", out, "-o", out, "--scheduler", "threads",
+                   "--quiet") == 0
+    assert load_model(out).online_stats_["n_examples"] == 800 + 90
+
+
+def test_cli_scheduler_errors(tmp_path, text_data, capsys):
+    out = tmp_path / "m.pgs"
+    assert run_cli("train", text_data["files"][0], "-o", out, "--scheduler",
+                   "tcp://127.0.0.1:1", "--connect-timeout", 0.5) == 1
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:1" in capsys.readouterr().err
+    assert run_cli("train", text_data["files"][0], "-o", out, "--scheduler", "threads",
+                   "--holdout-every", 5) == 1
+    assert "--holdout-every is not available with --scheduler" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_cli_on_a_local_cluster(cluster, tmp_path, text_data):
+    out, out2 = tmp_path / "c.pgs", tmp_path / "t.pgs"
+    args = ["--lanes", 2, "--slice-rows", 40, "--quiet", "--loss", "hinge"]
+    assert run_cli("train", *text_data["files"], "-o", out, "--scheduler",
+                   cluster.scheduler.address, *args) == 0
+    assert run_cli("train", *text_data["files"], "-o", out2, "--scheduler", "threads",
+                   *args) == 0
+    np.testing.assert_array_equal(load_model(out).coef_, load_model(out2).coef_)
