@@ -50,12 +50,15 @@ class LaneResult:
         return (self.idx, self.dlam, self.cum, self.avg_idx, self.avg_val)
 
 
-def run_lane(base, X, y_core, sw, order, classifier, row_power_sums=None, n_lanes=1):
-    """Advance a fork of `base` over the rows of one slice; return its `LaneResult`.
+def run_lane(base, pieces, classifier, n_lanes=1):
+    """Advance a fork of `base` over one slice; return its `LaneResult`.
 
-    X is a canonical CSR float64 matrix or a C-contiguous float64 array, y_core the
-    encoded targets (as `PGSState.run` takes them). `base` is only read: several lanes
-    may run from the same global state at once (threads), each on its own fork.
+    pieces: ``(X, y_core, sample_weight, order, row_power_sums)`` runs, trained in turn
+    (rows ``order`` of each; X a canonical CSR float64 matrix or a C-contiguous float64
+    array, y_core the encoded targets, as `PGSState.run` takes them). Pieces must hold
+    whole mini-batches but the last, or the steps would differ from one run over their
+    rows. `base` is only read: several lanes may run from the same global state at
+    once (threads), each on its own fork.
 
     With ``n_lanes`` lanes in the round, each local step counts for n_lanes steps: t
     moves by n_lanes and lambda by n_lanes times the step's gradient, so the lane's
@@ -67,23 +70,23 @@ def run_lane(base, X, y_core, sw, order, classifier, row_power_sums=None, n_lane
     """
     lane = base.fork()
     lane.t_step = n_lanes
-    width = X.shape[1]
-    if width + 1 > lane.dim:
-        lane.ensure_dim(width)
-    if sp.issparse(X):
-        lane.run(X.data, X.indices, X.indptr, width, y_core, sw, order, classifier,
-                 row_power_sums)
-    else:
-        lane.run(X.ravel(), None, None, width, y_core, sw, order, classifier,
-                 row_power_sums)
     out = LaneResult()
-    out.rows = int(order.shape[0])
-    out.radius = lane.radius
-    if lane.diverged:
-        out.diverged_row = int(lane.diverged_row)
-        out.diverged_at = f"row {out.diverged_row} of the data given"
-        return out
+    out.rows = 0
     out.diverged_row = None
+    for number, (X, y_core, sw, order, rps) in enumerate(pieces):
+        width = X.shape[1]
+        if width + 1 > lane.dim:
+            lane.ensure_dim(width)
+        if sp.issparse(X):
+            lane.run(X.data, X.indices, X.indptr, width, y_core, sw, order, classifier, rps)
+        else:
+            lane.run(X.ravel(), None, None, width, y_core, sw, order, classifier, rps)
+        if lane.diverged:
+            out.diverged_row = (number, int(lane.diverged_row))
+            out.diverged_at = f"row {lane.diverged_row} of piece {number}"
+            return out
+        out.rows += int(order.shape[0])
+    out.radius = lane.radius
     out.t_step = n_lanes
     out.steps = int(lane.t - base.t) // n_lanes
     out.dim = int(lane.dim)
@@ -100,47 +103,21 @@ def run_lane(base, X, y_core, sw, order, classifier, row_power_sums=None, n_lane
 def _lane_delta(base, lane, out):
     """The lane's change of lambda and its averaged sums, sparse where it can be."""
     K = lane.n_problems
-    n_base = base.dim
-    lam = np.asarray(lane.lam_a)
-    moved = lam.copy()
-    moved[:n_base] -= np.asarray(base.lam_a)
-    averaged = lane.acc_a is not None
-    acc = np.asarray(lane.acc_a) if averaged else None
-    # an entry is the lane's if lambda moved, or (averaged) the lazy sum saw it move
-    # and come back; the lane's sums start at zero, so acc != 0 marks a touch
-    mask = moved != 0.0
-    if averaged:
-        mask |= acc != 0.0
-    idx = np.flatnonzero(mask)
-    j, c = np.divmod(idx, K)
-    out.idx = idx.astype(np.int64)
-    out.dlam = np.ascontiguousarray(moved[j, c] / lane.t_step)
-    if not averaged:
-        empty = np.zeros(0)
+    idx, dlam, avg = lane.delta_from(base)
+    out.idx, out.dlam = idx, dlam
+    if avg is None:
         out.cum = np.zeros(K)
-        out.avg_idx, out.avg_val = np.zeros(0, dtype=np.int64), empty
-        return
-    cum = np.array(lane.cum_a)
-    p_two = lane.p == 2.0
-    if not p_two and lane.n_rescales:
+        out.avg_idx, out.avg_val = np.zeros(0, dtype=np.int64), np.zeros(0)
+    elif lane.p != 2.0 and lane.n_rescales:
         # M moved: the lane settled every coordinate in new units; send its sums whole
         total = np.asarray(lane.acc_a) + np.asarray(lane.phi_a) * (
-            cum[None, :] - np.asarray(lane.mark_a))
+            np.asarray(lane.cum_a)[None, :] - np.asarray(lane.mark_a))
         out.cum = np.zeros(K)
         out.avg_idx = np.arange(total.size, dtype=np.int64)
         out.avg_val = np.ascontiguousarray(total.ravel())
-        return
-    phi = np.asarray(lane.phi_a)
-    base_phi = np.zeros(idx.shape[0])
-    inside = j < n_base
-    base_phi[inside] = np.asarray(base.phi_a)[j[inside], c[inside]]
-    if p_two:  # sum = C phi - acc, with phi = lambda
-        total = lam[j, c] * cum[c] - acc[j, c]
     else:
-        total = acc[j, c] + phi[j, c] * (cum[c] - np.asarray(lane.mark_a)[j, c])
-    out.cum = cum
-    out.avg_idx = out.idx
-    out.avg_val = np.ascontiguousarray(total - cum[c] * base_phi)
+        out.cum = np.array(lane.cum_a)
+        out.avg_idx, out.avg_val = idx, avg
 
 
 def _weight_sum(kind, a, b):

@@ -358,7 +358,7 @@ def _train_on_dask(args, est):
     try:
         import onlinepgs.dask as opd
     except ImportError as exc:
-        raise UserError(f"--scheduler needs Dask: {exc}") from None
+        raise UserError(str(exc)) from None
     client = None
     if args.scheduler != "threads":
         try:

@@ -508,21 +508,61 @@ class _SlicePlan:
         return f"row {row} past its slice"
 
 
+class _StatePayload:
+    """What a lane needs of the global state, for shipping: lambda, phi and the scalars
+    (not the averaged sums, the random iterate or the statistics, which stay with the
+    driver). A worker rebuilds the state once and its lanes fork it."""
+
+    def __init__(self, state):
+        cfg = state.config()
+        if cfg["iterate"] not in ("average", "weighted", "weighted2"):
+            cfg["iterate"] = "last"
+        self.cfg = cfg
+        self.dim = state.dim
+        self.lam = np.ascontiguousarray(state.lam_a)
+        self.phi = None if state.p == 2.0 else np.ascontiguousarray(state.phi_a)
+        self.arrays = {name: np.array(getattr(state, name))
+                       for name in ("norm_a", "scale_a", "s_a")}
+        self.scalars = dict(t=state.t, radius=state.radius, loss0_max=state.loss0_max,
+                            touches_since_exact=state.touches_since_exact)
+        self._state = None
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d["_state"] = None
+        return d
+
+    def state(self):
+        with _READERS_LOCK:  # lanes on one worker build it once
+            if self._state is None:
+                st = PGSState(**self.cfg, n_features=self.dim - 1)
+                st.lam_a[...] = self.lam
+                if self.phi is not None:
+                    st.phi_a[...] = self.phi
+                for name, value in self.arrays.items():
+                    getattr(st, name)[...] = value
+                for name, value in self.scalars.items():
+                    setattr(st, name, value)
+                st._bind()  # 1/M and ||w_t||_p, computed as the driver computed them
+                self._state = st
+            return self._state
+
+
 def _train_slice(base, plan, *blocks):
     """Task: one lane's round (runs on a worker)."""
     plan.blocks = blocks
-    if len(blocks) == 1:
-        block = blocks[0]
-        a, b = plan.ranges[0]
-        X, y, sw, rps = block.X, block.y, block.sw, block.rps
-        order = np.arange(a, b, dtype=np.int64)
+    if isinstance(base, _StatePayload):
+        base = base.state()
+    k = base.batch_size
+    lengths = [b - a for a, b in plan.ranges]
+    if plan.seed is None and all(n % k == 0 for n in lengths[:-1]):
+        # each piece in place, one after the other: no copy of the rows
+        pieces = [(block.X, block.y, block.sw, np.arange(a, b, dtype=np.int64), block.rps)
+                  for block, (a, b) in zip(blocks, plan.ranges)]
+        starts = [a for a, _ in plan.ranges]
     else:
-        Xs, ys, sws, rpss = [], [], [], []
-        for block, (a, b) in zip(blocks, plan.ranges):
-            Xs.append(block.X[a:b])
-            ys.append(block.y[a:b])
-            sws.append(block.sw[a:b])
-            rpss.append(None if block.rps is None else block.rps[a:b])
+        # shuffled, or a mini-batch across two blocks: one array of the slice's rows
+        Xs = [block.X[a:b] for block, (a, b) in zip(blocks, plan.ranges)]
         if sp.issparse(Xs[0]):
             width = max(x.shape[1] for x in Xs)
             X = sp.vstack([sp.csr_matrix((x.data, x.indices, x.indptr),
@@ -531,17 +571,22 @@ def _train_slice(base, plan, *blocks):
             X.has_canonical_format = True  # stacking canonical rows keeps them so
         else:
             X = np.ascontiguousarray(np.vstack(Xs))
-        y = np.concatenate(ys)
-        sw = np.concatenate(sws)
-        rps = None if rpss[0] is None else np.concatenate(rpss)
+        parts = [(block, a, b) for block, (a, b) in zip(blocks, plan.ranges)]
+        y = np.concatenate([block.y[a:b] for block, a, b in parts])
+        sw = np.concatenate([block.sw[a:b] for block, a, b in parts])
+        rps = (None if blocks[0].rps is None else
+               np.concatenate([block.rps[a:b] for block, a, b in parts]))
         order = np.arange(X.shape[0], dtype=np.int64)
-    if plan.seed is not None:
-        order = np.random.RandomState(plan.seed).permutation(order)
-    result = run_lane(base, X, y, sw, order, plan.classifier, rps, plan.n_lanes)
+        if plan.seed is not None:
+            order = np.random.RandomState(plan.seed).permutation(order)
+        pieces = [(X, y, sw, order, rps)]
+        starts = [0]
+    result = run_lane(base, pieces, plan.classifier, plan.n_lanes)
     if result.diverged_row is not None:
         # a row of the arrays given to the core: back to the slice's numbering
-        first = order.min() if order.size else 0
-        result.diverged_at = plan.where(int(result.diverged_row - first))
+        number, row = result.diverged_row
+        before = sum(lengths[:number]) if len(pieces) > 1 else 0
+        result.diverged_at = plan.where(before + row - starts[number])
     return result
 
 
@@ -1165,8 +1210,8 @@ class _DistributedBackend:
         return self.client.submit(func, *args, pure=False)
 
     def share(self, state):
-        # the same bytes to every worker once, not once per lane
-        return self.client.scatter(state, broadcast=True, hash=False)
+        # what the lanes read, to every worker once (not once per lane)
+        return self.client.scatter(_StatePayload(state), broadcast=True, hash=False)
 
     def results(self, futures):
         return self.client.gather(futures)

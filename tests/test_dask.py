@@ -253,7 +253,7 @@ def test_merge_is_order_free_in_lambda_and_counts():
     g = PGSState(p=1.5, sigma=0.05, radius="auto", loss="logistic", iterate="weighted2",
                  n_features=X.shape[1])
     sw = np.ones(X.shape[0])
-    results = [run_lane(g, X, y, sw, np.arange(a, a + 20, dtype=np.int64), True, None, 4)
+    results = [run_lane(g, [(X, y, sw, np.arange(a, a + 20, dtype=np.int64), None)], True, 4)
                for a in range(0, 80, 20)]
     lam0 = np.asarray(g.lam_a).copy()
     own = []

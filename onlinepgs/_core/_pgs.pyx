@@ -674,6 +674,52 @@ cdef class PGSState:
         lane._bind()  # 1/M and ||w_t||_p from N and t, as this state has them
         return lane
 
+    def delta_from(self, PGSState base):
+        """A lane's own changes since it forked `base`, in one pass (`onlinepgs.dask`).
+
+        Returns ``(idx, dlam, avg_val)``: the flat entries ``coordinate * K + problem``
+        where lambda moved (or, averaged, where the lazy sum saw a touch), the move divided
+        by the lane's step weight ``t_step`` (its own share), and there the lane's averaged
+        sum minus ``cum * phi_base`` (None when not averaged). Coordinates beyond
+        ``base.dim`` count from zero. Valid while M did not move in the lane (for p < 2 a
+        refresh settles every coordinate in new units: the caller then sends the sums
+        whole).
+        """
+        cdef Py_ssize_t K = self.n_problems, j, c, n = 0, size = self.dim * K
+        cdef Py_ssize_t base_dim = base.dim
+        cdef bint averaged = _averaged(self.iterate), p2 = self.p_is_two
+        cdef double inv_step = 1.0 / self.t_step, d, lam_b, phi_b, total
+        cdef cnp.ndarray idx_a = np.empty(size, dtype=np.int64)
+        cdef cnp.ndarray dlam_a = np.empty(size)
+        cdef cnp.ndarray avg_a = np.empty(size if averaged else 0)
+        cdef int64_t[::1] idx = idx_a
+        cdef double[::1] dlam = dlam_a
+        cdef double[::1] avg = avg_a
+        if base.n_problems != K or base.p != self.p:
+            raise ValueError("a lane's delta is taken against the state it forked")
+        with nogil:
+            for j in range(self.dim):
+                for c in range(K):
+                    lam_b = base.lam[j, c] if j < base_dim else 0.0
+                    d = self.lam[j, c] - lam_b
+                    if d == 0.0 and not (averaged and self.acc[j, c] != 0.0):
+                        continue
+                    idx[n] = j * K + c
+                    dlam[n] = d * inv_step
+                    if averaged:
+                        # the lane's sums started at zero: C phi - acc (p = 2) or
+                        # acc + phi (C - mark); C phi_base is sent as C
+                        if p2:
+                            total = self.lam[j, c] * self.cum[c] - self.acc[j, c]
+                            avg[n] = total - self.cum[c] * lam_b
+                        else:
+                            phi_b = base.phi[j, c] if j < base_dim else 0.0
+                            total = self.acc[j, c] + self.phi[j, c] * (
+                                self.cum[c] - self.mark[j, c])
+                            avg[n] = total - self.cum[c] * phi_b
+                    n += 1
+        return idx_a[:n].copy(), dlam_a[:n].copy(), (avg_a[:n].copy() if averaged else None)
+
     def absorb(self, int64_t steps, double factor, list deltas):
         """Merge one round of lanes into this, the driver's global state (`onlinepgs.dask`).
 
