@@ -50,7 +50,49 @@ class LaneResult:
         return (self.idx, self.dlam, self.cum, self.avg_idx, self.avg_val)
 
 
-def run_lane(base, pieces, classifier, n_lanes=1):
+class LaneSlot:
+    """A lane's state kept from round to round (threads share memory with the driver).
+
+    The next round brings it up to the global state by copying only the coordinates the
+    last merge changed (`PGSState.sync_from`), O(changed) where a fork is O(dim).
+    """
+
+    __slots__ = ("state", "round")
+
+    def __init__(self):
+        self.state = None
+        self.round = None
+
+
+def _lane_state(base, slot, changed, round_no):
+    """A fork of `base`: the slot's state synced when it can be, a new fork otherwise."""
+    lane = None if slot is None else slot.state
+    if (lane is not None and changed is not None and round_no is not None
+            and slot.round == round_no - 1 and lane.dim == base.dim
+            and not lane.n_rescales):
+        lane.sync_from(base, changed)
+    else:
+        lane = base.fork()
+    if slot is not None:
+        slot.state, slot.round = lane, round_no
+    return lane
+
+
+def _slice_coords(pieces, dim):
+    """Every coordinate a run over the pieces can touch (sorted): the intercept's 0 and
+    1 + the columns of their rows; None for dense rows (every coordinate)."""
+    mask = np.zeros(dim, dtype=bool)
+    mask[0] = True
+    for X, _, _, order, _ in pieces:
+        if not sp.issparse(X):
+            return None
+        if order.shape[0]:
+            lo, hi = int(order.min()), int(order.max()) + 1
+            mask[X.indices[X.indptr[lo]:X.indptr[hi]] + 1] = True
+    return np.flatnonzero(mask).astype(np.int64)
+
+
+def run_lane(base, pieces, classifier, n_lanes=1, slot=None, changed=None, round_no=None):
     """Advance a fork of `base` over one slice; return its `LaneResult`.
 
     pieces: ``(X, y_core, sample_weight, order, row_power_sums)`` runs, trained in turn
@@ -67,8 +109,11 @@ def run_lane(base, pieces, classifier, n_lanes=1):
     correct the whole error of the round's start, and the sum of n_lanes such
     corrections overshoots n_lanes - 1 times over.) What it sends back is its own share:
     delta lambda = (its lambda - the start's) / n_lanes and delta t = its steps.
+
+    ``slot``, ``changed`` (the coordinates the last merge changed, None if it moved M)
+    and ``round_no`` let a lane reuse its state from the previous round (`LaneSlot`).
     """
-    lane = base.fork()
+    lane = _lane_state(base, slot, changed, round_no)
     lane.t_step = n_lanes
     out = LaneResult()
     out.rows = 0
@@ -90,7 +135,7 @@ def run_lane(base, pieces, classifier, n_lanes=1):
     out.t_step = n_lanes
     out.steps = int(lane.t - base.t) // n_lanes
     out.dim = int(lane.dim)
-    _lane_delta(base, lane, out)
+    _lane_delta(base, lane, out, _slice_coords(pieces, lane.dim))
     out.stats = dict(
         n_examples=int(lane.n_examples), n_mistakes=int(lane.n_mistakes),
         sum_weight=float(lane.sum_weight), sum_loss=float(lane.sum_loss),
@@ -100,10 +145,10 @@ def run_lane(base, pieces, classifier, n_lanes=1):
     return out
 
 
-def _lane_delta(base, lane, out):
+def _lane_delta(base, lane, out, coords=None):
     """The lane's change of lambda and its averaged sums, sparse where it can be."""
     K = lane.n_problems
-    idx, dlam, avg = lane.delta_from(base)
+    idx, dlam, avg = lane.delta_from(base, coords)
     out.idx, out.dlam = idx, dlam
     if avg is None:
         out.cum = np.zeros(K)
@@ -165,10 +210,14 @@ def average_factor(iterate, t0, lane_steps, spacing=1):
 
 
 def merge_round(state, results):
-    """Add one round's `LaneResult`s (in lane order) into the global `state`."""
+    """Add one round's `LaneResult`s (in lane order) into the global `state`.
+
+    Returns the coordinates whose lambda or phi the merge changed (sorted), or None if
+    it moved the scale M (then every phi changed).
+    """
     results = [r for r in results if r is not None and r.steps]
     if not results:
-        return 0
+        return np.zeros(0, dtype=np.int64)
     iterate = {v: k for k, v in ITERATES.items()}[state.iterate]
     spacing = results[0].t_step
     if any(r.t_step != spacing for r in results):
@@ -194,5 +243,9 @@ def merge_round(state, results):
         state.sum_step_loss_a += s["sum_step_loss"]
         state.sum_reg_a += s["sum_reg"]
     steps = sum(r.steps for r in results)
+    rescales = state.n_rescales
     state.absorb(steps, factor, [r.delta() for r in results])
-    return steps
+    if state.n_rescales != rescales:
+        return None
+    K = state.n_problems
+    return np.unique(np.concatenate([r.idx // K for r in results])).astype(np.int64)

@@ -76,7 +76,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
 
 from onlinepgs._core._pgs import PGSState
-from onlinepgs._rounds import merge_round, run_lane
+from onlinepgs._rounds import LaneSlot, merge_round, run_lane
 from onlinepgs.estimators import PGSDivergedError, _BasePGS, _unchanged_on_error
 from onlinepgs.svmlight import SvmlightError, iter_svmlight, load_svmlight
 
@@ -364,6 +364,10 @@ class _Driver:
         self.rounds = 0
         self.width_seen = 0
         self.start = time.perf_counter()
+        # threads: each lane keeps its state between rounds (see LaneSlot)
+        self.slots = ([LaneSlot() for _ in range(n_lanes)] if backend.shares_memory
+                      else None)
+        self.changed = None  # coordinates the last merge changed
 
     def _request(self, lane):
         """Ask for the lane's next block: the next of its open partition, or a new one."""
@@ -452,6 +456,9 @@ class _Driver:
                     continue
                 seed = int(self.rng.randint(0, 2**31 - 1)) if self.shuffle else None
                 plan = _SlicePlan([(a, b) for _, a, b in pieces], seed, self.classifier)
+                if self.slots is not None:
+                    plan.slot, plan.changed = self.slots[index], self.changed
+                    plan.round_no = self.rounds
                 jobs.append((plan, [e[0] for e, _, _ in pieces]))
             if not jobs:
                 break
@@ -472,7 +479,7 @@ class _Driver:
                         "on R^n (radius=None) a small sigma lets the first steps of size "
                         "1/(t sigma) blow up; use radius='auto' (or a finite radius) or a "
                         "larger sigma. The model is left as it was.")
-            merge_round(self.state, results)
+            self.changed = merge_round(self.state, results)
             self.rounds += 1
             if self.callback is not None:
                 self.callback({"pass": pass_index, "round": self.rounds,
@@ -495,6 +502,7 @@ class _SlicePlan:
         self.seed = seed
         self.classifier = classifier
         self.n_lanes = 1  # lanes in the round (each lane counts its steps that often)
+        self.slot = self.changed = self.round_no = None  # threads: the lane's kept state
         self.blocks = None  # set on the worker, for messages
 
     def where(self, row):
@@ -581,7 +589,8 @@ def _train_slice(base, plan, *blocks):
             order = np.random.RandomState(plan.seed).permutation(order)
         pieces = [(X, y, sw, order, rps)]
         starts = [0]
-    result = run_lane(base, pieces, plan.classifier, plan.n_lanes)
+    result = run_lane(base, pieces, plan.classifier, plan.n_lanes, plan.slot,
+                      plan.changed, plan.round_no)
     if result.diverged_row is not None:
         # a row of the arrays given to the core: back to the slice's numbering
         number, row = result.diverged_row
@@ -1134,6 +1143,8 @@ class _LocalBackend:
     everything pending (the round's lanes and the blocks read ahead) runs in one
     `dask.compute`, on Dask's thread pool."""
 
+    shares_memory = True
+
     def __init__(self):
         self.pending = []
 
@@ -1188,6 +1199,8 @@ class _DistributedBackend:
     """A dask.distributed cluster: blocks stay on the workers that read them (futures),
     each round's lanes run where their blocks are, and only the state (out) and the
     lanes' sparse changes (back) cross the network."""
+
+    shares_memory = False
 
     def __init__(self, client):
         try:

@@ -576,3 +576,31 @@ def test_cli_on_a_local_cluster(cluster, tmp_path, text_data):
     assert run_cli("train", *text_data["files"], "-o", out2, "--scheduler", "threads",
                    *args) == 0
     np.testing.assert_array_equal(load_model(out).coef_, load_model(out2).coef_)
+
+
+@pytest.mark.parametrize("p, iterate", [(2.0, "weighted2"), (1.5, "average"), (1.8, "last")])
+def test_a_kept_lane_synced_equals_a_fresh_fork(p, iterate):
+    """The threads' lane states: synced over the merged coordinates, bit for bit a fork."""
+    from onlinepgs._rounds import LaneSlot
+    rng = np.random.RandomState(3)
+    X = sp.random(120, 300, density=0.02, random_state=rng, format="csr")
+    X.data = rng.randn(X.nnz)
+    y = np.where(X @ rng.randn(300) > 0, 1.0, -1.0)
+    sw = np.ones(120)
+    g = PGSState(p=p, sigma=0.05, radius="auto", loss="logistic", iterate=iterate,
+                 n_features=300)
+    slots = [LaneSlot(), LaneSlot()]
+    changed = None
+    for r in range(3):
+        res = [run_lane(g, [(X, y, sw, np.arange(40 * r + 20 * l, 40 * r + 20 * l + 20,
+                                                 dtype=np.int64), None)], True, 2,
+                        slots[l], changed, r) for l in range(2)]
+        changed = merge_round(g, res)
+        assert changed is not None and 0 < changed.size < 301
+        kept = slots[0].state
+        kept.sync_from(g, changed)
+        fresh = g.fork()
+        for name in ("block_a", "norm_a", "scale_a", "s_a", "cum_a", "regret_a"):
+            np.testing.assert_array_equal(getattr(kept, name), getattr(fresh, name))
+        assert (kept.t, kept.radius, kept.n_examples) == (fresh.t, fresh.radius, 0)
+        slots[0].state = None  # the next round forks it again

@@ -674,31 +674,43 @@ cdef class PGSState:
         lane._bind()  # 1/M and ||w_t||_p from N and t, as this state has them
         return lane
 
-    def delta_from(self, PGSState base):
+    def delta_from(self, PGSState base, coords=None):
         """A lane's own changes since it forked `base`, in one pass (`onlinepgs.dask`).
 
         Returns ``(idx, dlam, avg_val)``: the flat entries ``coordinate * K + problem``
         where lambda moved (or, averaged, where the lazy sum saw a touch), the move divided
         by the lane's step weight ``t_step`` (its own share), and there the lane's averaged
         sum minus ``cum * phi_base`` (None when not averaged). Coordinates beyond
-        ``base.dim`` count from zero. Valid while M did not move in the lane (for p < 2 a
-        refresh settles every coordinate in new units: the caller then sends the sums
-        whole).
+        ``base.dim`` count from zero. ``coords`` (sorted int64 coordinates), if given,
+        limits the search to them: the columns of the lane's rows and the intercept's 0,
+        which hold every coordinate a run can touch. Valid while M did not move in the
+        lane (for p < 2 a refresh settles every coordinate in new units: the caller then
+        sends the sums whole).
         """
-        cdef Py_ssize_t K = self.n_problems, j, c, n = 0, size = self.dim * K
+        cdef Py_ssize_t K = self.n_problems, i, j, c, n = 0, count
         cdef Py_ssize_t base_dim = base.dim
         cdef bint averaged = _averaged(self.iterate), p2 = self.p_is_two
+        cdef bint every = coords is None
         cdef double inv_step = 1.0 / self.t_step, d, lam_b, phi_b, total
-        cdef cnp.ndarray idx_a = np.empty(size, dtype=np.int64)
-        cdef cnp.ndarray dlam_a = np.empty(size)
-        cdef cnp.ndarray avg_a = np.empty(size if averaged else 0)
+        cdef const int64_t[::1] cview
+        if base.n_problems != K or base.p != self.p:
+            raise ValueError("a lane's delta is taken against the state it forked")
+        if every:
+            count = self.dim
+        else:
+            cview = coords
+            count = cview.shape[0]
+            if count and (cview[0] < 0 or cview[count - 1] >= self.dim):
+                raise ValueError("coords must be sorted coordinates of this state")
+        cdef cnp.ndarray idx_a = np.empty(count * K, dtype=np.int64)
+        cdef cnp.ndarray dlam_a = np.empty(count * K)
+        cdef cnp.ndarray avg_a = np.empty(count * K if averaged else 0)
         cdef int64_t[::1] idx = idx_a
         cdef double[::1] dlam = dlam_a
         cdef double[::1] avg = avg_a
-        if base.n_problems != K or base.p != self.p:
-            raise ValueError("a lane's delta is taken against the state it forked")
         with nogil:
-            for j in range(self.dim):
+            for i in range(count):
+                j = i if every else cview[i]
                 for c in range(K):
                     lam_b = base.lam[j, c] if j < base_dim else 0.0
                     d = self.lam[j, c] - lam_b
@@ -719,6 +731,52 @@ cdef class PGSState:
                             avg[n] = total - self.cum[c] * phi_b
                     n += 1
         return idx_a[:n].copy(), dlam_a[:n].copy(), (avg_a[:n].copy() if averaged else None)
+
+    def sync_from(self, PGSState base, coords):
+        """Make this lane state, kept from a round, what ``base.fork()`` would return.
+
+        Valid when, since this state last equalled a fork of `base`'s earlier self, the
+        only coordinates either side changed are ``coords`` (sorted int64: the entries
+        the merge moved, which hold this lane's own) and neither side moved its scale M:
+        then copying those coordinates and the scalars is a fork at O(len(coords)).
+        """
+        cdef Py_ssize_t K = self.n_problems, i, j, c, count
+        cdef const int64_t[::1] cview = coords
+        cdef bint averaged = _averaged(self.iterate), p2 = self.p_is_two
+        if (base.dim != self.dim or base.n_problems != K or base.p != self.p
+                or self.n_rescales):
+            raise ValueError("sync_from needs a lane of the same shape that kept its scale")
+        count = cview.shape[0]
+        if count and (cview[0] < 0 or cview[count - 1] >= self.dim):
+            raise ValueError("coords must be sorted coordinates of this state")
+        with nogil:
+            for i in range(count):
+                j = cview[i]
+                for c in range(K):
+                    self.lam[j, c] = base.lam[j, c]
+                    if not p2:
+                        self.phi[j, c] = base.phi[j, c]
+                    if averaged:
+                        self.acc[j, c] = 0.0
+                        if not p2:
+                            self.mark[j, c] = 0.0
+        self.norm_a[...] = base.norm_a
+        self.scale_a[...] = base.scale_a
+        self.s_a[...] = base.s_a
+        self.cum_a[...] = 0.0
+        for name in ("regret_a", "sum_conj_a", "sum_step_loss_a"):
+            getattr(self, name)[...] = 0.0
+        self.sum_reg_a[...] = 0.0 if self.need_norm else np.nan
+        self.t = base.t
+        self.radius = base.radius
+        self.loss0_max = base.loss0_max
+        self.touches_since_exact = base.touches_since_exact
+        self.n_examples = self.n_mistakes = 0
+        self.sum_weight = self.sum_loss = self.sum_weighted_loss = 0.0
+        self.diverged = False
+        self.diverged_row = 0
+        self.t_step = 1
+        self._bind()
 
     def absorb(self, int64_t steps, double factor, list deltas):
         """Merge one round of lanes into this, the driver's global state (`onlinepgs.dask`).
