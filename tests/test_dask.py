@@ -591,16 +591,21 @@ def test_a_kept_lane_synced_equals_a_fresh_fork(p, iterate):
                  n_features=300)
     slots = [LaneSlot(), LaneSlot()]
     changed = None
-    for r in range(3):
-        res = [run_lane(g, [(X, y, sw, np.arange(40 * r + 20 * l, 40 * r + 20 * l + 20,
+    synced = 0
+    for r in range(6):
+        res = [run_lane(g, [(X, y, sw, np.arange(20 * r + 10 * l, 20 * r + 10 * l + 10,
                                                  dtype=np.int64), None)], True, 2,
                         slots[l], changed, r) for l in range(2)]
         changed = merge_round(g, res)
-        assert changed is not None and 0 < changed.size < 301
+        if changed is None:  # the merge moved M: every phi changed, lanes fork again
+            continue
+        assert 0 < changed.size < 301
         kept = slots[0].state
         kept.sync_from(g, changed)
         fresh = g.fork()
         for name in ("block_a", "norm_a", "scale_a", "s_a", "cum_a", "regret_a"):
             np.testing.assert_array_equal(getattr(kept, name), getattr(fresh, name))
         assert (kept.t, kept.radius, kept.n_examples) == (fresh.t, fresh.radius, 0)
+        synced += 1
         slots[0].state = None  # the next round forks it again
+    assert synced >= 2
