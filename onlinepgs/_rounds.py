@@ -64,13 +64,23 @@ class LaneSlot:
         self.round = None
 
 
+# Copying a few scattered coordinates beats copying all of them only when they are
+# few: whole arrays copy in order (memcpy speed), chosen coordinates miss the cache on
+# each. Both give the same state.
+_SPARSE_FRACTION = 1 / 16
+
+
 def _lane_state(base, slot, changed, round_no):
-    """A fork of `base`: the slot's state synced when it can be, a new fork otherwise."""
+    """A fork of `base`: the slot's state synced (over the merge's coordinates when they
+    are few and nothing else moved, else over all, into memory already in use), or a
+    new fork if the slot has none of the right shape."""
     lane = None if slot is None else slot.state
-    if (lane is not None and changed is not None and round_no is not None
-            and slot.round == round_no - 1 and lane.dim == base.dim
-            and not lane.n_rescales):
-        lane.sync_from(base, changed)
+    if (lane is not None and lane.dim == base.dim and lane.n_problems == base.n_problems
+            and lane.iterate == _lane_iterate(base)):
+        sparse = (changed is not None and round_no is not None
+                  and slot.round == round_no - 1 and not lane.n_rescales
+                  and changed.size < _SPARSE_FRACTION * base.dim)
+        lane.sync_from(base, changed if sparse else None)
     else:
         lane = base.fork()
     if slot is not None:
@@ -78,17 +88,29 @@ def _lane_state(base, slot, changed, round_no):
     return lane
 
 
+def _lane_iterate(state):
+    """The iterate code of a lane forked from `state` (averaged ones keep theirs)."""
+    averaged = {ITERATES[k] for k in _AVERAGED}
+    return state.iterate if state.iterate in averaged else ITERATES["last"]
+
+
 def _slice_coords(pieces, dim):
     """Every coordinate a run over the pieces can touch (sorted): the intercept's 0 and
-    1 + the columns of their rows; None for dense rows (every coordinate)."""
-    mask = np.zeros(dim, dtype=bool)
-    mask[0] = True
+    1 + the columns of their rows. None (search them all, in order) for dense rows, or
+    when the rows hold so many entries that that is cheaper."""
+    ranges = []
     for X, _, _, order, _ in pieces:
         if not sp.issparse(X):
             return None
         if order.shape[0]:
             lo, hi = int(order.min()), int(order.max()) + 1
-            mask[X.indices[X.indptr[lo]:X.indptr[hi]] + 1] = True
+            ranges.append((X, X.indptr[lo], X.indptr[hi]))
+    if sum(b - a for _, a, b in ranges) >= _SPARSE_FRACTION * dim:
+        return None
+    mask = np.zeros(dim, dtype=bool)
+    mask[0] = True
+    for X, a, b in ranges:
+        mask[X.indices[a:b] + 1] = True
     return np.flatnonzero(mask).astype(np.int64)
 
 
@@ -247,5 +269,8 @@ def merge_round(state, results):
     state.absorb(steps, factor, [r.delta() for r in results])
     if state.n_rescales != rescales:
         return None
-    K = state.n_problems
-    return np.unique(np.concatenate([r.idx // K for r in results])).astype(np.int64)
+    # a bitmap over the coordinates: O(dim / 8), where np.unique sorts or hashes
+    changed = np.zeros(state.dim, dtype=bool)
+    for r in results:
+        changed[r.idx // state.n_problems] = True
+    return np.flatnonzero(changed).astype(np.int64)

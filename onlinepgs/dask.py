@@ -1127,26 +1127,37 @@ def _file_labels(task):
 
 # ---- schedulers ---------------------------------------------------------------------------
 class _Handle:
-    """A block or task result of the local scheduler: pending (a Delayed) or done."""
+    """A block or task result of the local scheduler: pending or done. Pending, it is a
+    Delayed (a dask collection's block) or a plain call on values (a round's lanes)."""
 
-    __slots__ = ("pending", "value", "done")
+    __slots__ = ("pending", "call", "value", "done")
 
-    def __init__(self, pending):
-        self.pending, self.value, self.done = pending, None, False
+    def __init__(self, pending=None, call=None):
+        self.pending, self.call, self.value, self.done = pending, call, None, False
 
     def arg(self):
-        return self.value if self.done else self.pending
+        if self.done:
+            return self.value
+        if self.pending is None:  # a plain call: as a Delayed, to depend on it
+            func, args = self.call
+            self.pending = dask.delayed(_call_opaque, pure=False)(func, *args)
+            self.call = None
+        return self.pending
 
 
 class _LocalBackend:
     """Dask's local threaded scheduler. Tasks wait until results are asked for; then
-    everything pending (the round's lanes and the blocks read ahead) runs in one
-    `dask.compute`, on Dask's thread pool."""
+    everything pending (the round's lanes and the blocks read ahead) runs at once on
+    Dask's thread pool: through `dask.compute` when a dask collection is involved, else
+    as a plain task graph handed to `dask.threaded.get` (no graph optimisation to pay
+    for on every round)."""
 
     shares_memory = True
 
     def __init__(self):
         self.pending = []
+        self.prefix = f"onlinepgs-{uuid.uuid4().hex}-"
+        self.count = itertools.count()
 
     def n_threads(self):
         return int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
@@ -1155,18 +1166,30 @@ class _LocalBackend:
         todo, self.pending = [h for h in self.pending if not h.done], []
         if not todo:
             return
-        values = dask.compute(*[h.pending for h in todo], scheduler="threads")
+        if all(h.pending is None for h in todo):
+            keys = [self.prefix + str(next(self.count)) for _ in todo]
+            graph = {key: (_call_opaque, h.call[0], *h.call[1])
+                     for key, h in zip(keys, todo)}
+            values = dask.threaded.get(graph, keys)
+        else:
+            values = dask.compute(*[h.arg() for h in todo], scheduler="threads")
         for h, v in zip(todo, values):
-            h.value, h.done, h.pending = v, True, None
+            h.value, h.done, h.pending, h.call = v, True, None, None
 
     def start(self, delayed_obj):
-        h = _Handle(delayed_obj)
+        h = _Handle(pending=delayed_obj)
         self.pending.append(h)
         return h
 
     def submit(self, func, *args):
-        args = [a.arg() if isinstance(a, _Handle) else a for a in args]
-        return self.start(dask.delayed(func, pure=False)(*args))
+        if all(not isinstance(a, _Handle) or a.done for a in args):
+            values = tuple(a.value if isinstance(a, _Handle) else a for a in args)
+            h = _Handle(call=(func, tuple(_Opaque(v) for v in values)))
+        else:
+            h = _Handle(pending=dask.delayed(func, pure=False)(
+                *[a.arg() if isinstance(a, _Handle) else a for a in args]))
+        self.pending.append(h)
+        return h
 
     def share(self, state):
         return state  # the lanes only read it (each forks its own copy)
@@ -1193,6 +1216,20 @@ class _LocalBackend:
 
     def close(self):
         self.pending = []
+
+
+class _Opaque:
+    """An argument of a plain task, kept from Dask's eyes: a task graph reads tuples as
+    calls and strings as keys, and would walk into lists."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _call_opaque(func, *args):
+    return func(*[a.value if isinstance(a, _Opaque) else a for a in args])
 
 
 class _DistributedBackend:

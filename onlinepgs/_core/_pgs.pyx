@@ -687,12 +687,15 @@ cdef class PGSState:
         lane (for p < 2 a refresh settles every coordinate in new units: the caller then
         sends the sums whole).
         """
-        cdef Py_ssize_t K = self.n_problems, i, j, c, n = 0, count
-        cdef Py_ssize_t base_dim = base.dim
+        cdef Py_ssize_t K = self.n_problems, i, j, c, e, n = 0, count
+        cdef Py_ssize_t base_dim = base.dim, S = self.n_fields, SB = base.n_fields
         cdef bint averaged = _averaged(self.iterate), p2 = self.p_is_two
         cdef bint every = coords is None
-        cdef double inv_step = 1.0 / self.t_step, d, lam_b, phi_b, total
+        cdef double inv_step = 1.0 / self.t_step, d, lam_b, phi_b, total, acc, cum
         cdef const int64_t[::1] cview
+        cdef const double* lam
+        cdef const double* blam
+        cdef const double* cums
         if base.n_problems != K or base.p != self.p:
             raise ValueError("a lane's delta is taken against the state it forked")
         if every:
@@ -708,58 +711,79 @@ cdef class PGSState:
         cdef int64_t[::1] idx = idx_a
         cdef double[::1] dlam = dlam_a
         cdef double[::1] avg = avg_a
+        # raw pointers into the blocks: entry (j, c) starts at (j K + c) S; lambda is
+        # field 0, phi field off_phi, the average's sum off_acc and its mark off_mark
+        lam = &self.block[0, 0, 0]
+        blam = &base.block[0, 0, 0]
+        cums = &self.cum[0]
         with nogil:
             for i in range(count):
                 j = i if every else cview[i]
                 for c in range(K):
-                    lam_b = base.lam[j, c] if j < base_dim else 0.0
-                    d = self.lam[j, c] - lam_b
-                    if d == 0.0 and not (averaged and self.acc[j, c] != 0.0):
+                    e = j * K + c
+                    lam_b = blam[e * SB] if j < base_dim else 0.0
+                    d = lam[e * S] - lam_b
+                    acc = lam[e * S + self.off_acc] if averaged else 0.0
+                    if d == 0.0 and acc == 0.0:
                         continue
-                    idx[n] = j * K + c
+                    idx[n] = e
                     dlam[n] = d * inv_step
                     if averaged:
                         # the lane's sums started at zero: C phi - acc (p = 2) or
                         # acc + phi (C - mark); C phi_base is sent as C
+                        cum = cums[c]
                         if p2:
-                            total = self.lam[j, c] * self.cum[c] - self.acc[j, c]
-                            avg[n] = total - self.cum[c] * lam_b
+                            total = lam[e * S] * cum - acc
+                            avg[n] = total - cum * lam_b
                         else:
-                            phi_b = base.phi[j, c] if j < base_dim else 0.0
-                            total = self.acc[j, c] + self.phi[j, c] * (
-                                self.cum[c] - self.mark[j, c])
-                            avg[n] = total - self.cum[c] * phi_b
+                            phi_b = blam[e * SB + base.off_phi] if j < base_dim else 0.0
+                            total = acc + lam[e * S + self.off_phi] * (
+                                cum - lam[e * S + self.off_mark])
+                            avg[n] = total - cum * phi_b
                     n += 1
         return idx_a[:n].copy(), dlam_a[:n].copy(), (avg_a[:n].copy() if averaged else None)
 
-    def sync_from(self, PGSState base, coords):
+    def sync_from(self, PGSState base, coords=None):
         """Make this lane state, kept from a round, what ``base.fork()`` would return.
 
-        Valid when, since this state last equalled a fork of `base`'s earlier self, the
-        only coordinates either side changed are ``coords`` (sorted int64: the entries
-        the merge moved, which hold this lane's own) and neither side moved its scale M:
-        then copying those coordinates and the scalars is a fork at O(len(coords)).
+        coords None: copy every coordinate into this state's arrays (a fork without
+        allocating: memory already written once does not fault again). Sorted int64
+        coordinates: copy only those, valid when since this state last equalled a fork of
+        `base`'s earlier self they are the only coordinates either side changed (the
+        merge's, which hold this lane's own) and neither side moved its scale M.
         """
-        cdef Py_ssize_t K = self.n_problems, i, j, c, count
-        cdef const int64_t[::1] cview = coords
+        cdef Py_ssize_t K = self.n_problems, i, j, c, e, count, f
+        cdef Py_ssize_t S = self.n_fields, SB = base.n_fields
+        cdef const int64_t[::1] cview
+        cdef bint every = coords is None
         cdef bint averaged = _averaged(self.iterate), p2 = self.p_is_two
+        cdef double* lam
+        cdef const double* blam
         if (base.dim != self.dim or base.n_problems != K or base.p != self.p
-                or self.n_rescales):
-            raise ValueError("sync_from needs a lane of the same shape that kept its scale")
-        count = cview.shape[0]
-        if count and (cview[0] < 0 or cview[count - 1] >= self.dim):
-            raise ValueError("coords must be sorted coordinates of this state")
+                or (self.n_rescales and not every)):
+            raise ValueError("sync_from needs a lane of the same shape (that kept its "
+                             "scale, for chosen coordinates)")
+        if every:
+            count = self.dim
+        else:
+            cview = coords
+            count = cview.shape[0]
+            if count and (cview[0] < 0 or cview[count - 1] >= self.dim):
+                raise ValueError("coords must be sorted coordinates of this state")
+        lam = &self.block[0, 0, 0]
+        blam = &base.block[0, 0, 0]
         with nogil:
             for i in range(count):
-                j = cview[i]
+                j = i if every else cview[i]
                 for c in range(K):
-                    self.lam[j, c] = base.lam[j, c]
+                    e = j * K + c
+                    lam[e * S] = blam[e * SB]
                     if not p2:
-                        self.phi[j, c] = base.phi[j, c]
+                        lam[e * S + self.off_phi] = blam[e * SB + base.off_phi]
                     if averaged:
-                        self.acc[j, c] = 0.0
+                        lam[e * S + self.off_acc] = 0.0
                         if not p2:
-                            self.mark[j, c] = 0.0
+                            lam[e * S + self.off_mark] = 0.0
         self.norm_a[...] = base.norm_a
         self.scale_a[...] = base.scale_a
         self.s_a[...] = base.s_a
@@ -775,6 +799,7 @@ cdef class PGSState:
         self.sum_weight = self.sum_loss = self.sum_weighted_loss = 0.0
         self.diverged = False
         self.diverged_row = 0
+        self.n_rescales = 0
         self.t_step = 1
         self._bind()
 
