@@ -100,14 +100,14 @@ def cluster_array(client, sizes, args):
 
 
 # ---- runs ------------------------------------------------------------------------------
-def estimator(args, p):
+def estimator(p, sigma):
     from onlinepgs import PGSClassifier
 
-    return PGSClassifier(loss="logistic", p=p, sigma=args.sigma, random_state=0)
+    return PGSClassifier(loss="logistic", p=p, sigma=sigma, random_state=0)
 
 
-def run_single(args, p, blocks):
-    est = estimator(args, p)
+def run_single(args, p, sigma, blocks):
+    est = estimator(p, sigma)
     start = time.perf_counter()
     for _ in range(args.passes):
         for Xb, yb in blocks:
@@ -115,11 +115,11 @@ def run_single(args, p, blocks):
     return time.perf_counter() - start, est, None
 
 
-def run_dask(args, p, X, y, client=None, slice_rows=None):
+def run_dask(args, p, sigma, X, y, client=None, slice_rows=None):
     import onlinepgs.dask as opd
 
     rounds = []
-    est = estimator(args, p)
+    est = estimator(p, sigma)
     start = time.perf_counter()
     opd.fit(est, X, y, classes=[-1.0, 1.0], passes=args.passes, n_lanes=args.lanes,
             slice_rows=slice_rows, client=client, callback=lambda d: rounds.append(1))
@@ -132,8 +132,8 @@ def speed(args, out):
     out(f"Stream: {args.rows:,} rows in {len(blocks)} blocks of {args.block_rows:,}, "
         f"{args.dim:,} features, {nnz:,} non-zeros ({nnz / args.rows:.1f} a row), "
         f"Zipf exponent {args.zipf}; test set {args.test_rows:,} rows. Logistic loss, "
-        f"sigma={args.sigma:g}, {args.passes} pass(es), {args.lanes} lanes, "
-        f"medians of {args.repeats} runs (interleaved).\n")
+        f"{args.passes} pass(es), {args.lanes} lanes, "
+        f"medians of {args.repeats} runs (interleaved, after one untimed run of each).\n")
     X, y = dask_array(blocks, args.dim)
     client = cluster = None
     if not args.no_cluster:
@@ -143,28 +143,30 @@ def speed(args, out):
                                dashboard_address=None, memory_limit=None)
         client = Client(cluster)
         cX, cy = cluster_array(client, sizes, args)
-    out("| p | single process (s) | threads (s) | speedup | LocalCluster (s) | speedup | "
-        "accuracy single / threads / cluster | rounds threads / cluster |")
-    out("|---|---|---|---|---|---|---|---|")
+    out("| p | sigma | single process (s) | threads (s) | speedup | LocalCluster (s) | "
+        "speedup | accuracy single / threads / cluster | rounds threads / cluster |")
+    out("|---|---|---|---|---|---|---|---|---|")
     try:
-        for p in args.p:
+        for p, sigma in [(p, sigma) for sigma in args.sigma for p in args.p]:
             times = {"single": [], "threads": [], "cluster": []}
             models, rounds = {}, {}
-            for _ in range(args.repeats):
-                times["single"].append(run_single(args, p, blocks)[0])
+            for repeat in range(args.repeats + 1):  # the first run warms up, untimed
+                if repeat == 1:
+                    times = {"single": [], "threads": [], "cluster": []}
+                times["single"].append(run_single(args, p, sigma, blocks)[0])
                 t, models["threads"], rounds["threads"] = run_dask(
-                    args, p, X, y, slice_rows=args.slice_rows)
+                    args, p, sigma, X, y, slice_rows=args.slice_rows)
                 times["threads"].append(t)
                 if client is not None:
                     t, models["cluster"], rounds["cluster"] = run_dask(
-                        args, p, cX, cy, client, slice_rows=args.cluster_slice_rows)
+                        args, p, sigma, cX, cy, client, slice_rows=args.cluster_slice_rows)
                     times["cluster"].append(t)
-            models["single"] = run_single(args, p, blocks)[1]
+            models["single"] = run_single(args, p, sigma, blocks)[1]
             med = {k: statistics.median(v) for k, v in times.items() if v}
             acc = {k: m.score(Xt, yt) for k, m in models.items()}
             cl = (f"{med['cluster']:.2f} | {med['single'] / med['cluster']:.2f}"
                   if "cluster" in med else "- | -")
-            out(f"| {p:g} | {med['single']:.2f} | {med['threads']:.2f} | "
+            out(f"| {p:g} | {sigma:g} | {med['single']:.2f} | {med['threads']:.2f} | "
                 f"{med['single'] / med['threads']:.2f} | {cl} | "
                 f"{acc['single']:.4f} / {acc['threads']:.4f} / "
                 f"{acc.get('cluster', float('nan')):.4f} | "
@@ -213,11 +215,11 @@ def main():
     parser.add_argument("--block-rows", type=int, default=100_000)
     parser.add_argument("--test-rows", type=int, default=100_000)
     parser.add_argument("--p", type=float, nargs="+", default=[2.0, 1.8])
-    parser.add_argument("--sigma", type=float, default=1e-6)
+    parser.add_argument("--sigma", type=float, nargs="+", default=[1e-5, 1e-6])
     parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--lanes", type=int, default=2)
-    parser.add_argument("--slice-rows", type=int, default=4096)
-    parser.add_argument("--cluster-slice-rows", type=int, default=32768)
+    parser.add_argument("--slice-rows", type=int, default=16384)
+    parser.add_argument("--cluster-slice-rows", type=int, default=131072)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-cluster", action="store_true")
     parser.add_argument("--imdb", action="store_true", help="the IMDB accuracy comparison")
