@@ -11,33 +11,45 @@
 The method. The partitions are dealt round-robin to ``n_lanes`` lanes (by default one
 per worker thread); each lane reads its partitions in order as one stream of rows. In
 every **round** the driver's global state (lambda, t and the scalars of the iterate)
-goes to every lane; each lane forks it, runs plain PGS over its next ``slice_rows`` rows
-in the compiled core (the GIL released), and returns what changed: delta lambda (sparse),
-delta t, its averaged sums and the increments of the statistics. The driver adds them
-into the global state: lambda += sum of delta lambdas, t += sum of delta t, so the next
-iterate ``grad r*(lambda / ((t + 1) sigma))`` is PGS's formula over every gradient taken
-so far. Rounds repeat until every lane has read its rows ``passes`` times. No scheduler
-of our own: the rounds are Dask tasks, on the local threaded scheduler by default or on
-a ``dask.distributed`` cluster when a ``Client`` is given.
+goes to every lane; each lane runs PGS from it over its next ``slice_rows`` rows in the
+compiled core (the GIL released) and returns what changed: its delta lambda (sparse),
+its delta t (steps), its averaged sums and the increments of the statistics. The driver
+adds them into the global state: lambda += the sum of the delta lambdas, t += the sum
+of the delta t, so the next iterate ``grad r*(lambda / ((t + 1) sigma))`` is PGS's formula
+over every gradient taken so far. Rounds repeat until every lane has read its rows
+``passes`` times. No scheduler of our own: rounds are Dask tasks, on the local threaded
+scheduler by default or on a ``dask.distributed`` cluster when a ``Client`` is given.
 
-What it computes, exactly (tested):
+Within a round a lane counts each of its steps for ``n`` steps (n = the lanes of the
+round): t moves by n and lambda by n times the step's gradient, so its iterate is the one
+the global state would reach if every lane took the same steps; it sends back its own
+share, (its lambda - the start's) / n. Counting them once instead, a lane that settles on
+the optimum of its rows (fast when sigma is small) corrects the whole error of the round's
+start, and the sum of n such corrections overshoots: the error is multiplied by about
+-(n - 1) every round, which diverges for 3 lanes or more (measured on a9a: 0.82 accuracy
+instead of 0.85). Scaled, the merged iterate is the mean of the lanes' iterates.
 
-* with one step per lane and round (``slice_rows = batch_size``), a round is one step
-  of mini-batch PGS whose batch is the lanes' rows together (lambda moves by the sum
-  of the lanes' mean gradients and t by the number of lanes: every step of the round
-  is evaluated at the same iterate);
-* with one lane, rounds change nothing: the run is single-process PGS (the same as
-  `partial_fit` over the rows in order, to rounding);
-* with longer slices, a lane's step is evaluated at an iterate that misses the other
-  lanes' steps of the round (at most ``(n_lanes - 1) * slice_rows / batch_size`` of them):
-  PGS with delayed gradients. See the README for what the guarantees become.
+What it computes, exactly (tested against a NumPy transcription):
+
+* with one step per lane and round (``slice_rows = batch_size``), a round is one step of
+  mini-batch PGS whose batch is the lanes' rows together: every step of the round is
+  taken at the same iterate, lambda moves by the sum of the lanes' mean gradients and t
+  by the number of lanes;
+* with one lane, rounds change nothing: the run is single-process PGS over the rows in
+  order (`partial_fit`), to rounding;
+* with longer slices, a lane's step is taken at its own iterate, which misses the other
+  lanes' steps of the round (at most ``(n_lanes - 1) * slice_rows / batch_size``) and
+  stands in its own for them: PGS with delayed, extrapolated gradients. See the README
+  for what the guarantees become.
 
 The averaged iterates average every iterate the lanes computed, each weighted by its
-local step count (1, t or t^2), the weights of each round scaled to those of the global
-steps it stands for (`onlinepgs._rounds.average_factor`). The "random" iterate is a
-reservoir over rounds: a round's global iterate is kept with probability (its steps) /
-(steps so far). The statistics (`online_stats_`) add up over lanes: every row's loss is
-taken before its update, by the iterate that updated with it.
+local step count (1, t or t^2) and each round's weights scaled to those of the global
+steps it stands for (`onlinepgs._rounds.average_factor`), so the weights still add up to
+those of ``t`` steps. The "random" iterate is a reservoir over rounds: a round's global
+iterate is kept with probability (its steps) / (steps so far). The statistics
+(`online_stats_`) add up over lanes: every row's loss is taken before its update, by
+the iterate that updated with it; the radius of ``radius="auto"`` is the largest any
+lane reached.
 
 Examples
 --------
@@ -89,7 +101,7 @@ _READ_SIZE = 1 << 20
 
 # ---- public API ---------------------------------------------------------------------------
 def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, client=None,
-        n_lanes=None, slice_rows=4096, shuffle=False, random_state=None, n_features=None,
+        n_lanes=None, slice_rows=16384, shuffle=False, random_state=None, n_features=None,
         zero_based="auto", blocksize=None, block_rows=None, callback=None):
     """Train `estimator` from scratch on a Dask collection (distributed PGS in rounds).
 
@@ -124,12 +136,18 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         (``client``'s total, else Dask's ``num_workers`` or the CPU count), at most the
         number of partitions. The model depends on it (not on the scheduler): pass it
         to get the same model on different machines.
-    slice_rows : int, default=4096
+    slice_rows : int, default=16384
         Rows each lane trains per round (rounded up to whole mini-batches). Smaller
         slices keep the lanes closer to sequential PGS (a step misses at most
         ``(n_lanes - 1) * slice_rows / batch_size`` steps of the others); larger ones
-        spend less on the rounds themselves (each costs O(dim) per lane to fork the
-        state, plus a scheduler round trip and, on a cluster, shipping the state).
+        spend less on the rounds themselves: each costs every lane work in proportion to
+        the coordinates its slice touches (syncing its state, finding its changes) and
+        the driver the same to merge them, plus a scheduler round trip and, on a
+        cluster, shipping the state (O(dim)) and the changes. Measured (2 lanes, a
+        text-like stream over 262,144 features): the rounds add 160-220% to the CPU
+        time of single-process training with 4096-row slices, 65-80% with 16384, 40%
+        with 65536, while test accuracy on IMDB and on that stream did not move between
+        1024 and 65536. On a cluster, use slices of 10^5 rows or more.
     shuffle : bool, default=False
         Permute the partitions before each pass (which also changes the lanes they go
         to) and the rows within each slice. False keeps the stream's order.
@@ -182,7 +200,7 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
 
 
 def partial_fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1,
-                client=None, n_lanes=None, slice_rows=4096, shuffle=False,
+                client=None, n_lanes=None, slice_rows=16384, shuffle=False,
                 random_state=None, n_features=None, zero_based="auto", blocksize=None,
                 block_rows=None, callback=None):
     """Like `fit`, but continue the estimator's current state (if it has one).

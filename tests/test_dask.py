@@ -450,6 +450,18 @@ def test_accuracy_close_to_single_process_on_a9a():
     assert abs(got.score(Xt, yt) - ref.score(Xt, yt)) <= 0.003
 
 
+@pytest.mark.slow
+def test_accuracy_close_to_single_process_on_imdb():
+    X, y = load_svmlight(shared("imdb_train.svm.gz"))
+    Xt, yt = load_svmlight(shared("imdb_test.svm.gz"), n_features=X.shape[1])
+    kw = dict(p=1.8, sigma=1e-5, random_state=0)  # the configuration chosen in issue 3
+    ref = PGSClassifier(**kw).partial_fit(X, y, classes=[-1, 1])
+    dX = da.from_array(X, chunks=(2500, X.shape[1]), asarray=False)  # 10 partitions
+    for slice_rows in (2048, 16384):
+        got = opd.fit(PGSClassifier(**kw), dX, y, n_lanes=2, slice_rows=slice_rows)
+        assert abs(got.score(Xt, yt) - ref.score(Xt, yt)) <= 0.003
+
+
 # ---- errors -------------------------------------------------------------------------------
 def test_bad_input_says_what_and_where(tmp_path, text_data):
     X, y = text_data["X"], text_data["y"]
