@@ -13,7 +13,9 @@ of ``--test-rows`` rows from the same generator. It is generated once, in blocks
   (processes), the blocks generated on the workers and persisted before timing.
 
 Each is run ``--repeats`` times, interleaved, and the median reported, with the test
-accuracy of each model. ``--imdb`` also compares test accuracy on IMDB after 1 and 2 passes
+accuracy of each model, and, as the yardstick of the accuracy differences, that of a
+single-process run over the same blocks in another order (the lanes see the rows in an
+order of their own too). ``--imdb`` also compares test accuracy on IMDB after 1 and 2 passes
 (the quality goal: within 0.003 of single-process PGS with the same passes).
 
     python bench/bench_dask.py --out docs/bench/dask.md                # 2,000,000 rows
@@ -144,8 +146,9 @@ def speed(args, out):
         client = Client(cluster)
         cX, cy = cluster_array(client, sizes, args)
     out("| p | sigma | single process (s) | threads (s) | speedup | LocalCluster (s) | "
-        "speedup | accuracy single / threads / cluster | rounds threads / cluster |")
-    out("|---|---|---|---|---|---|---|---|---|")
+        "speedup | accuracy single / threads / cluster | single, blocks reordered | "
+        "rounds threads / cluster |")
+    out("|---|---|---|---|---|---|---|---|---|---|")
     try:
         for p, sigma in [(p, sigma) for sigma in args.sigma for p in args.p]:
             times = {"single": [], "threads": [], "cluster": []}
@@ -162,6 +165,9 @@ def speed(args, out):
                         args, p, sigma, cX, cy, client, slice_rows=args.cluster_slice_rows)
                     times["cluster"].append(t)
             models["single"] = run_single(args, p, sigma, blocks)[1]
+            # the same rows in another order: how far order alone moves the accuracy
+            shuffled = [blocks[i] for i in np.random.default_rng(1).permutation(len(blocks))]
+            reordered = run_single(args, p, sigma, shuffled)[1].score(Xt, yt)
             med = {k: statistics.median(v) for k, v in times.items() if v}
             acc = {k: m.score(Xt, yt) for k, m in models.items()}
             cl = (f"{med['cluster']:.2f} | {med['single'] / med['cluster']:.2f}"
@@ -169,7 +175,7 @@ def speed(args, out):
             out(f"| {p:g} | {sigma:g} | {med['single']:.2f} | {med['threads']:.2f} | "
                 f"{med['single'] / med['threads']:.2f} | {cl} | "
                 f"{acc['single']:.4f} / {acc['threads']:.4f} / "
-                f"{acc.get('cluster', float('nan')):.4f} | "
+                f"{acc.get('cluster', float('nan')):.4f} | {reordered:.4f} | "
                 f"{rounds['threads']} / {rounds.get('cluster', '-')} |")
     finally:
         if client is not None:
