@@ -202,7 +202,7 @@ def imdb(args, out):
             ref = PGSClassifier(p=p, sigma=sigma, random_state=0)
             for _ in range(passes):
                 ref.partial_fit(X, y, classes=[-1, 1])
-            for slice_rows in (1024, 4096):
+            for slice_rows in (1024, 16384):
                 got = opd.fit(PGSClassifier(p=p, sigma=sigma, random_state=0), dX, y,
                               n_lanes=args.lanes, slice_rows=slice_rows, passes=passes)
                 a, b = ref.score(Xt, yt), got.score(Xt, yt)

@@ -662,6 +662,16 @@ def _finish_block(spec, X, y, sw, part, row0, where):
     else:
         raise TypeError(f"a block of X is a {type(X).__name__} ({where(0)}); expected a "
                         "NumPy array or a scipy.sparse matrix")
+    y = np.asarray(y)
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise ValueError(f"a block has {X.shape[0]} rows but labels of shape {y.shape} "
+                         f"({where(0)})")
+    if spec._classifier:
+        known = np.isin(y, spec.classes_)
+        if not known.all():
+            row = int(np.flatnonzero(~known)[0])
+            raise ValueError(f"label {y[row].item()!r} at {where(row)} is not one of the "
+                             f"classes {spec.classes_.tolist()}")
     try:
         y_core = spec._encode_targets(X, y, fit=False)[0]
     except ValueError as exc:
