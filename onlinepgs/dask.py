@@ -129,8 +129,10 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
     passes : int, default=1
         Passes over the data; every lane reads its partitions once per pass.
     client : distributed.Client, optional
-        Train on this cluster. Default: Dask's local threaded scheduler (the core
-        releases the GIL, so threads use every core with no server to start).
+        Train on this cluster (files must be readable by this process, which cuts
+        them into partitions, and by the workers, which read them). Default: Dask's
+        local threaded scheduler (the core releases the GIL, so threads use every
+        core with no server to start).
     n_lanes : int, optional
         Lanes: slices trained at the same time in a round. Default: the worker threads
         (``client``'s total, else Dask's ``num_workers`` or the CPU count), at most the
@@ -278,6 +280,15 @@ def _train_unguarded(est, X, y, sample_weight, classes, passes, backend, n_lanes
     lanes_wanted = n_lanes if n_lanes is not None else backend.n_threads()
     source = _make_source(X, y, sample_weight, est, n_features, zero_based, blocksize,
                           block_rows, lanes_wanted, backend, fitted=not first)
+    try:
+        return _run(est, source, classes, passes, backend, lanes_wanted, slice_rows,
+                    shuffle, random_state, callback, first)
+    finally:
+        source.close()  # cached file readers, on every worker
+
+
+def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffle,
+         random_state, callback, first):
     if source.n_partitions == 0:
         raise ValueError("the data has no partitions: there is nothing to fit")
     n_lanes = min(lanes_wanted, source.n_partitions)
@@ -318,11 +329,8 @@ def _train_unguarded(est, X, y, sample_weight, classes, passes, backend, n_lanes
         state.ensure_dim(n_features_in)
     driver = _Driver(state, source, backend, n_lanes, slice_rows, rng, shuffle, callback,
                      classifier=est._classifier)
-    try:
-        for pass_index in range(passes):
-            driver.run_pass(pass_index)
-    finally:
-        source.close()
+    for pass_index in range(passes):
+        driver.run_pass(pass_index)
     n_features_in = max(n_features_in, driver.width_seen)
     if first and est._classifier:
         est.classes_ = classes
@@ -1276,7 +1284,6 @@ class _DistributedBackend:
             raise TypeError(f"client must be a distributed.Client, got {type(client).__name__}")
         self.client = client
         self.meta_cache = {}
-        self.tokens = []
 
     def n_threads(self):
         return max(1, sum(self.client.nthreads().values()))

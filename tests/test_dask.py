@@ -19,7 +19,8 @@ from onlinepgs import (PGSClassifier, PGSDivergedError, PGSRegressor,  # noqa: E
 from onlinepgs._core import PGSState  # noqa: E402
 from onlinepgs._rounds import average_factor, merge_round, run_lane  # noqa: E402
 
-from reference import grad_rstar, loss_conjugate, loss_derivative, loss_value, r_conjugate, r_value  # noqa: E402,E501
+from reference import (grad_rstar, loss_conjugate, loss_derivative,  # noqa: E402
+                       loss_value, r_conjugate, r_value)
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("ONLINEPGS_DATA", REPO.parent / "shared" / "data"))
