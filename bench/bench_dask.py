@@ -145,21 +145,23 @@ def speed(args, out):
                                dashboard_address=None, memory_limit=None)
         client = Client(cluster)
         cX, cy = cluster_array(client, sizes, args)
-    out("| p | sigma | single process (s) | threads (s) | speedup | LocalCluster (s) | "
-        "speedup | accuracy single / threads / cluster | single, blocks reordered | "
-        "rounds threads / cluster |")
-    out("|---|---|---|---|---|---|---|---|---|---|")
+    out("| p | sigma | single process (s) | threads: slice_rows, s (speedup) | "
+        "LocalCluster (s) | speedup | accuracy single / threads (each slice) / cluster | "
+        "single, blocks reordered | rounds threads / cluster |")
+    out("|---|---|---|---|---|---|---|---|---|")
     try:
         for p, sigma in [(p, sigma) for sigma in args.sigma for p in args.p]:
-            times = {"single": [], "threads": [], "cluster": []}
+            names = ["single", "cluster"] + [f"threads {n}" for n in args.slice_rows]
             models, rounds = {}, {}
             for repeat in range(args.repeats + 1):  # the first run warms up, untimed
-                if repeat == 1:
-                    times = {"single": [], "threads": [], "cluster": []}
+                if repeat <= 1:
+                    times = {name: [] for name in names}
                 times["single"].append(run_single(args, p, sigma, blocks)[0])
-                t, models["threads"], rounds["threads"] = run_dask(
-                    args, p, sigma, X, y, slice_rows=args.slice_rows)
-                times["threads"].append(t)
+                for n in args.slice_rows:
+                    name = f"threads {n}"
+                    t, models[name], rounds[name] = run_dask(args, p, sigma, X, y,
+                                                             slice_rows=n)
+                    times[name].append(t)
                 if client is not None:
                     t, models["cluster"], rounds["cluster"] = run_dask(
                         args, p, sigma, cX, cy, client, slice_rows=args.cluster_slice_rows)
@@ -172,16 +174,21 @@ def speed(args, out):
             acc = {k: m.score(Xt, yt) for k, m in models.items()}
             cl = (f"{med['cluster']:.2f} | {med['single'] / med['cluster']:.2f}"
                   if "cluster" in med else "- | -")
-            out(f"| {p:g} | {sigma:g} | {med['single']:.2f} | {med['threads']:.2f} | "
-                f"{med['single'] / med['threads']:.2f} | {cl} | "
-                f"{acc['single']:.4f} / {acc['threads']:.4f} / "
-                f"{acc.get('cluster', float('nan')):.4f} | {reordered:.4f} | "
-                f"{rounds['threads']} / {rounds.get('cluster', '-')} |")
+            threads = [f"threads {n}" for n in args.slice_rows]
+            out(f"| {p:g} | {sigma:g} | {med['single']:.2f} | "
+                + ", ".join(f"{n}: {med[k]:.2f} ({med['single'] / med[k]:.2f}x)"
+                            for n, k in zip(args.slice_rows, threads))
+                + f" | {cl} | {acc['single']:.4f} / "
+                + " ".join(f"{acc[k]:.4f}" for k in threads)
+                + f" / {acc.get('cluster', float('nan')):.4f} | {reordered:.4f} | "
+                + " ".join(str(rounds[k]) for k in threads)
+                + f" / {rounds.get('cluster', '-')} |")
     finally:
         if client is not None:
             client.close()
             cluster.close()
-    out(f"\nslice_rows: threads {args.slice_rows}, LocalCluster {args.cluster_slice_rows}.")
+    out(f"\nslice_rows: threads {args.slice_rows} (16384 is the default of "
+        f"onlinepgs.dask), LocalCluster {args.cluster_slice_rows}.")
 
 
 def imdb(args, out):
@@ -224,7 +231,7 @@ def main():
     parser.add_argument("--sigma", type=float, nargs="+", default=[1e-5, 1e-6])
     parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--lanes", type=int, default=2)
-    parser.add_argument("--slice-rows", type=int, default=16384)
+    parser.add_argument("--slice-rows", type=int, nargs="+", default=[16384, 65536])
     parser.add_argument("--cluster-slice-rows", type=int, default=131072)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-cluster", action="store_true")
