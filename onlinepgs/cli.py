@@ -11,6 +11,11 @@ evaluate on a test file::
     onlinepgs gap model.pgs train.svm.gz    # how far from the optimum of its objective
     zcat more.svm.gz | onlinepgs train - -i model.pgs -o model2.pgs
 
+Train on a Dask cluster (see onlinepgs.dask), or on Dask's threads on this machine::
+
+    onlinepgs train part-*.svm -o model.pgs --scheduler tcp://10.0.0.5:8786 --passes 2
+    onlinepgs train train.svm -o model.pgs --scheduler threads --lanes 2
+
 Exit codes: 0 success, 2 usage errors, 1 data or model errors (one line on stderr).
 """
 import argparse
@@ -106,6 +111,18 @@ def build_parser():
     run.add_argument("--checkpoint-every", type=_positive_int, default=None, metavar="N",
                      help="save the model to -o every N rows (resumable with -i --resume)")
     run.add_argument("--quiet", action="store_true", help="no progress table")
+    dist = train.add_argument_group(
+        "Dask (onlinepgs.dask: distributed PGS in rounds; needs onlinepgs[dask])")
+    dist.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                      help="train on the dask.distributed cluster whose scheduler is at "
+                      "ADDRESS (e.g. tcp://127.0.0.1:8786), or 'threads' for Dask's local "
+                      "threads; DATA must be files the workers can read")
+    dist.add_argument("--lanes", type=_positive_int, default=None,
+                      help="slices trained at once per round (default: the worker threads)")
+    dist.add_argument("--slice-rows", type=_positive_int, default=16384,
+                      help="rows each lane trains per round (default 16384)")
+    dist.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                      help="give up reaching the scheduler after this long (default 10)")
 
     predict = sub.add_parser("predict", help="write one prediction per row")
     predict.add_argument("model", metavar="MODEL")
@@ -196,9 +213,12 @@ class ProgressTable:
         since = ((total - self.last_loss) / (weight - self.last_weight)
                  if weight > self.last_weight else float("nan"))
         average = total / weight if weight else float("nan")
+        if label is None:  # Dask rounds: no single current row
+            current = f"{'-':>8} {'-':>8} {'-':>8}"
+        else:
+            current = f"{label:>8.4f} {prediction:>8.4f} {n_features:>8d}"
         print(f"{average:<8.6f} {since:<8.6f} {stats['n_examples']:>12d} {weight:>14.1f} "
-              f"{label:>8.4f} {prediction:>8.4f} {n_features:>8d}",
-              file=self.stream, flush=True)
+              f"{current}", file=self.stream, flush=True)
         self.last_loss, self.last_weight = total, weight
         if self.bar is not None:
             self.bar.redraw()
@@ -256,6 +276,8 @@ def cmd_train(args):
         raise UserError("--resume needs -i MODEL (the checkpoint to resume)")
     else:
         est = _estimator_from_args(args)
+    if args.scheduler is not None:
+        return _train_on_dask(args, est)
     k = int(est.batch_size)
     chunk_rows = -(-args.chunk_rows // k) * k  # whole mini-batches: chunking never matters
     is_classifier = est._classifier
@@ -329,6 +351,85 @@ def cmd_train(args):
             print(f"holdout average loss = {holdout_loss / holdout_weight:.6f} "
                   f"({int(holdout_weight)} rows)", file=sys.stderr)
         print(f"regret bound = {np.sum(stats['regret_bound']):.6g}\n"
+              f"seconds = {time.perf_counter() - start:.2f}\nmodel = {args.output}",
+              file=sys.stderr)
+    return 0
+
+
+def _train_on_dask(args, est):
+    """`train --scheduler`: onlinepgs.dask over the files, one model file at the end."""
+    from onlinepgs.model_io import save_model
+    from onlinepgs.svmlight import iter_svmlight
+
+    for flag, used in (("-", "-" in args.data), ("--resume", args.resume),
+                       ("--checkpoint-every", args.checkpoint_every),
+                       ("--holdout-every", args.holdout_every)):
+        if used:
+            raise UserError(f"{flag} is not available with --scheduler (rounds read the "
+                            "files on the workers)")
+    try:
+        import onlinepgs.dask as opd
+    except ImportError as exc:
+        raise UserError(str(exc)) from None
+    client = None
+    if args.scheduler != "threads":
+        try:
+            from distributed import Client
+        except ImportError:
+            raise UserError("--scheduler ADDRESS needs dask.distributed: pip install "
+                            "'onlinepgs[dask]'") from None
+        try:
+            client = Client(args.scheduler, timeout=args.connect_timeout)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"cannot reach the Dask scheduler at {args.scheduler}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                            ) from None
+    classes = _parse_classes(args.classes) if args.classes else getattr(est, "classes_", None)
+    if est._classifier and classes is None:
+        # as without --scheduler: the labels of the first chunk
+        with iter_svmlight(args.data[0], chunk_rows=args.chunk_rows,
+                           zero_based=args.zero_based) as reader:
+            first = next(iter(reader), None)
+        if first is None:
+            raise UserError("no training rows were read")
+        classes = np.unique(first[1])
+        if classes.shape[0] < 2:
+            raise UserError(f"{args.data[0]}: the first chunk has one label "
+                            f"({classes.tolist()}); pass --classes")
+    table = ProgressTable(sys.stderr, not args.quiet)
+    if hasattr(est, "_state"):
+        while table.next_report <= est.online_stats_["n_examples"]:
+            table.next_report *= 2
+    rounds = []
+
+    def progress(info):
+        rounds.append(info["round"])
+        stats = info["state"].stats_dict()
+        if table.enabled and stats["n_examples"] >= table.next_report:
+            table.row(stats, None, None, None)
+            while table.next_report <= stats["n_examples"]:
+                table.next_report *= 2
+
+    start = time.perf_counter()
+    try:
+        opd.partial_fit(est, list(args.data), classes=classes if est._classifier else None,
+                        passes=args.passes, client=client, n_lanes=args.lanes,
+                        slice_rows=args.slice_rows, zero_based=args.zero_based,
+                        callback=progress)
+    finally:
+        if client is not None:
+            client.close()
+    save_model(est, args.output, extra={"finished": True})
+    if not args.quiet:
+        stats = est.online_stats_
+        print(f"\nfinished run\nnumber of examples = {stats['n_examples']}\n"
+              f"weighted example sum = {stats['sum_weight']:.1f}\n"
+              f"average loss = {stats['progressive_loss']:.6f}", file=sys.stderr)
+        if "progressive_error_rate" in stats:
+            print(f"progressive error rate = {stats['progressive_error_rate']:.6f}",
+                  file=sys.stderr)
+        print(f"regret bound = {np.sum(stats['regret_bound']):.6g}\n"
+              f"rounds = {len(rounds)} on {args.scheduler}\n"
               f"seconds = {time.perf_counter() - start:.2f}\nmodel = {args.output}",
               file=sys.stderr)
     return 0

@@ -222,6 +222,9 @@ cdef class PGSState:
     cdef int64_t[::1] rnd_ver
     # global counters
     cdef public int64_t t, n_examples, n_mistakes, rnd_t, touches_since_exact
+    # steps each step counts for (not saved; 1 except in a lane of onlinepgs.dask, which
+    # counts its steps once per lane: t moves by t_step and the gradient is scaled by it)
+    cdef public int64_t t_step
     # set when a step's loss derivative is not finite; that step is not applied
     cdef public bint diverged
     # how often the scale M was refreshed (O(dim) each; a diagnostic)
@@ -281,6 +284,7 @@ cdef class PGSState:
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
         self.rng = seed
+        self.t_step = 1
         K = n_problems
         averaged = _averaged(self.iterate)
         fields = ["lam"]
@@ -541,7 +545,7 @@ cdef class PGSState:
         cdef Py_ssize_t c, K = self.n_problems
         cdef bint select = False
         cdef double wt
-        self.t += 1
+        self.t += self.t_step
         if self.need_norm:
             for c in range(K):
                 if need_rescale[c] or (moved[c] and self.norm_sum[c] < self.norm_low):
@@ -642,6 +646,267 @@ cdef class PGSState:
                 self.radius if self.bounded else INFINITY)
         return dict(online_objective=primal, dual_objective=dual,
                     online_duality_gap=primal - dual)
+
+    # ---- distributed rounds (onlinepgs.dask) ------------------------------------------------
+    def fork(self):
+        """A lane's starting state for one round of distributed training (`onlinepgs.dask`).
+
+        The same dynamics (lambda, phi, N, M, s, t, the ball's radius) with every counter,
+        statistic and averaged sum at zero: after `run`, the lane's counters are the round's
+        increments and its averaged sums hold only its own iterates, each weighted by its
+        local step count. A lane keeps no random iterate (the driver draws it per round, see
+        `absorb`), so a "random" state forks into a "last" one. O(dim): two array copies.
+        """
+        cfg = self.config()
+        if not _averaged(self.iterate):
+            cfg["iterate"] = "last"
+        lane = PGSState(**cfg, n_features=self.dim - 1)
+        lane.lam_a[...] = self.lam_a
+        if not self.p_is_two:
+            lane.phi_a[...] = self.phi_a
+        lane.norm_a[...] = self.norm_a
+        lane.scale_a[...] = self.scale_a
+        lane.s_a[...] = self.s_a
+        lane.t = self.t
+        lane.radius = self.radius
+        lane.loss0_max = self.loss0_max
+        lane.touches_since_exact = self.touches_since_exact
+        lane._bind()  # 1/M and ||w_t||_p from N and t, as this state has them
+        return lane
+
+    def delta_from(self, PGSState base, coords=None):
+        """A lane's own changes since it forked `base`, in one pass (`onlinepgs.dask`).
+
+        Returns ``(idx, dlam, avg_val)``: the flat entries ``coordinate * K + problem``
+        where lambda moved (or, averaged, where the lazy sum saw a touch), the move divided
+        by the lane's step weight ``t_step`` (its own share), and there the lane's averaged
+        sum minus ``cum * phi_base`` (None when not averaged). Coordinates beyond
+        ``base.dim`` count from zero. ``coords`` (sorted int64 coordinates), if given,
+        limits the search to them: the columns of the lane's rows and the intercept's 0,
+        which hold every coordinate a run can touch. Valid while M did not move in the
+        lane (for p < 2 a refresh settles every coordinate in new units: the caller then
+        sends the sums whole).
+        """
+        cdef Py_ssize_t K = self.n_problems, i, j, c, e, n = 0, count
+        cdef Py_ssize_t base_dim = base.dim, S = self.n_fields, SB = base.n_fields
+        cdef bint averaged = _averaged(self.iterate), p2 = self.p_is_two
+        cdef bint every = coords is None
+        cdef double inv_step = 1.0 / self.t_step, d, lam_b, phi_b, total, acc, cum
+        cdef const int64_t[::1] cview
+        cdef const double* lam
+        cdef const double* blam
+        cdef const double* cums
+        if base.n_problems != K or base.p != self.p:
+            raise ValueError("a lane's delta is taken against the state it forked")
+        if every:
+            count = self.dim
+        else:
+            cview = coords
+            count = cview.shape[0]
+            if count and (cview[0] < 0 or cview[count - 1] >= self.dim):
+                raise ValueError("coords must be sorted coordinates of this state")
+        cdef cnp.ndarray idx_a = np.empty(count * K, dtype=np.int64)
+        cdef cnp.ndarray dlam_a = np.empty(count * K)
+        cdef cnp.ndarray avg_a = np.empty(count * K if averaged else 0)
+        cdef int64_t[::1] idx = idx_a
+        cdef double[::1] dlam = dlam_a
+        cdef double[::1] avg = avg_a
+        # raw pointers into the blocks: entry (j, c) starts at (j K + c) S; lambda is
+        # field 0, phi field off_phi, the average's sum off_acc and its mark off_mark
+        lam = &self.block[0, 0, 0]
+        blam = &base.block[0, 0, 0]
+        cums = &self.cum[0]
+        with nogil:
+            for i in range(count):
+                j = i if every else cview[i]
+                for c in range(K):
+                    e = j * K + c
+                    lam_b = blam[e * SB] if j < base_dim else 0.0
+                    d = lam[e * S] - lam_b
+                    acc = lam[e * S + self.off_acc] if averaged else 0.0
+                    if d == 0.0 and acc == 0.0:
+                        continue
+                    idx[n] = e
+                    dlam[n] = d * inv_step
+                    if averaged:
+                        # the lane's sums started at zero: C phi - acc (p = 2) or
+                        # acc + phi (C - mark); C phi_base is sent as C
+                        cum = cums[c]
+                        if p2:
+                            total = lam[e * S] * cum - acc
+                            avg[n] = total - cum * lam_b
+                        else:
+                            phi_b = blam[e * SB + base.off_phi] if j < base_dim else 0.0
+                            total = acc + lam[e * S + self.off_phi] * (
+                                cum - lam[e * S + self.off_mark])
+                            avg[n] = total - cum * phi_b
+                    n += 1
+        return idx_a[:n].copy(), dlam_a[:n].copy(), (avg_a[:n].copy() if averaged else None)
+
+    def sync_from(self, PGSState base, coords=None):
+        """Make this lane state, kept from a round, what ``base.fork()`` would return.
+
+        coords None: copy every coordinate into this state's arrays (a fork without
+        allocating: memory already written once does not fault again). Sorted int64
+        coordinates: copy only those, valid when since this state last equalled a fork of
+        `base`'s earlier self they are the only coordinates either side changed (the
+        merge's, which hold this lane's own) and neither side moved its scale M.
+        """
+        cdef Py_ssize_t K = self.n_problems, i, j, c, e, count, f
+        cdef Py_ssize_t S = self.n_fields, SB = base.n_fields
+        cdef const int64_t[::1] cview
+        cdef bint every = coords is None
+        cdef bint averaged = _averaged(self.iterate), p2 = self.p_is_two
+        cdef double* lam
+        cdef const double* blam
+        if (base.dim != self.dim or base.n_problems != K or base.p != self.p
+                or (self.n_rescales and not every)):
+            raise ValueError("sync_from needs a lane of the same shape (that kept its "
+                             "scale, for chosen coordinates)")
+        if every:
+            count = self.dim
+        else:
+            cview = coords
+            count = cview.shape[0]
+            if count and (cview[0] < 0 or cview[count - 1] >= self.dim):
+                raise ValueError("coords must be sorted coordinates of this state")
+        lam = &self.block[0, 0, 0]
+        blam = &base.block[0, 0, 0]
+        with nogil:
+            for i in range(count):
+                j = i if every else cview[i]
+                for c in range(K):
+                    e = j * K + c
+                    lam[e * S] = blam[e * SB]
+                    if not p2:
+                        lam[e * S + self.off_phi] = blam[e * SB + base.off_phi]
+                    if averaged:
+                        lam[e * S + self.off_acc] = 0.0
+                        if not p2:
+                            lam[e * S + self.off_mark] = 0.0
+        self.norm_a[...] = base.norm_a
+        self.scale_a[...] = base.scale_a
+        self.s_a[...] = base.s_a
+        self.cum_a[...] = 0.0
+        for name in ("regret_a", "sum_conj_a", "sum_step_loss_a"):
+            getattr(self, name)[...] = 0.0
+        self.sum_reg_a[...] = 0.0 if self.need_norm else np.nan
+        self.t = base.t
+        self.radius = base.radius
+        self.loss0_max = base.loss0_max
+        self.touches_since_exact = base.touches_since_exact
+        self.n_examples = self.n_mistakes = 0
+        self.sum_weight = self.sum_loss = self.sum_weighted_loss = 0.0
+        self.diverged = False
+        self.diverged_row = 0
+        self.n_rescales = 0
+        self.t_step = 1
+        self._bind()
+
+    def absorb(self, int64_t steps, double factor, list deltas):
+        """Merge one round of lanes into this, the driver's global state (`onlinepgs.dask`).
+
+        deltas holds one tuple per lane, ``(idx, dlam, C, avg_idx, avg_val)``: flat entries
+        ``coordinate * K + problem`` (int64) whose lambda moved by dlam in the lane; C
+        (K,), the lane's running sum of weighted scales, which is the weight its averaged
+        iterates put on every coordinate it left alone (whose phi is this state's at the
+        round's start); and where the lane's averaged sums differ from ``C * phi``, the
+        difference avg_val at avg_idx (every coordinate if the lane moved its scale M).
+        The lanes' averaged sums are added scaled by ``factor`` (the caller makes the
+        round's weights those of the ``steps`` steps it stands for; see onlinepgs.dask).
+
+        In order: ``C * phi`` is added lazily through the running sum; each moved entry
+        goes through the same update as a step (`_touch`: lambda, phi, the running N, the
+        lazy averages settled first, the random iterate's copy-on-write); the rest of the
+        averaged sums is added; then ``t += steps`` and the scalars follow as after a step:
+        N kept exact on the same schedule, M refreshed if needed, new s_t, and the random
+        iterate's reservoir at round granularity (the new iterate is kept with probability
+        steps / t). The counters and statistics are plain attributes, merged by the caller;
+        the caller sets the radius first (a ball of radius "auto" grows to the largest).
+        """
+        cdef Py_ssize_t K = self.n_problems, c, e, j, n
+        cdef Py_ssize_t size = self.dim * K
+        cdef const int64_t[::1] idx
+        cdef const double[::1] vals
+        cdef const double[::1] lane_cum
+        cdef int* resc = &self.flag_rescale[0]
+        cdef int* mov = &self.flag_moved[0]
+        cdef bint averaged = _averaged(self.iterate)
+        cdef Core core
+        if steps < 0:
+            raise ValueError("steps must be >= 0")
+        for d in deltas:
+            for i in (0, 3):
+                arr = np.asarray(d[i])
+                if arr.size and (arr.min() < 0 or arr.max() >= size):
+                    raise ValueError(f"a lane's entries reach past this state's {self.dim} "
+                                     "coordinates: grow it first (ensure_dim)")
+        for c in range(K):
+            resc[c] = 0
+            mov[c] = 0
+        if averaged:
+            for d in deltas:
+                lane_cum = d[2]
+                for c in range(K):
+                    self.cum[c] += factor * lane_cum[c]
+        core = self._core()
+        for d in deltas:
+            idx = d[0]
+            vals = d[1]
+            n = idx.shape[0]
+            with nogil:
+                for e in range(n):
+                    j = idx[e] // K
+                    c = idx[e] - j * K
+                    _touch(core, j, c, -vals[e], &resc[c])
+                    mov[c] = 1
+            self.touches_since_exact += n
+        if averaged:
+            for d in deltas:
+                idx = d[3]
+                vals = d[4]
+                n = idx.shape[0]
+                with nogil:
+                    for e in range(n):
+                        j = idx[e] // K
+                        c = idx[e] - j * K
+                        # the lazy sum is C phi - acc for p = 2, acc + phi (C - mark) else
+                        if self.p_is_two:
+                            self.acc[j, c] -= factor * vals[e]
+                        else:
+                            self.acc[j, c] += factor * vals[e]
+        if steps > 0:
+            self._end_round(resc, mov, steps)
+
+    cdef void _end_round(self, int* need_rescale, int* moved, int64_t steps) noexcept nogil:
+        """`_end_step` after a merged round of `steps` steps (the averaged sums are merged
+        already): t, the upkeep of N and M, the reservoir, the new scales."""
+        cdef Py_ssize_t c, K = self.n_problems
+        cdef bint select = False
+        self.t += steps
+        if self.need_norm:
+            for c in range(K):
+                if need_rescale[c] or (moved[c] and self.norm_sum[c] < self.norm_low):
+                    self._exact_norm(c, True)
+                elif self.norm_sum[c] < 0.0:
+                    self.norm_sum[c] = 0.0
+            if self.touches_since_exact > 8 * self.dim:
+                self.touches_since_exact = 0
+                for c in range(K):
+                    self._exact_norm(c, False)
+        if self.iterate == ITERATE_RANDOM:
+            # the round's iterate stands for its `steps` steps: a reservoir over steps
+            # that can only stop at the ends of rounds (for one step: `_end_step`'s draw)
+            select = _uniform(&self.rng) * self.t < <double>steps
+            if select:
+                self.rnd_t = self.t
+        for c in range(K):
+            self.s[c] = self._scale_of(c, self.t)
+            if self.need_norm:
+                self.w_norm[c] = self._w_norm(c, self.t)
+            if select:
+                self.rnd_ver[c] += 1
+                self.rnd_s[c] = self.s[c]
 
     # ---- the pass -------------------------------------------------------------------------
     def run(self, data, indices, indptr, Py_ssize_t n_cols, const double[::1] y,
@@ -820,6 +1085,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     cdef Py_ssize_t n_touched, ti
     cdef int64_t row
     cdef double xv, z, yc, dl, w_i, inv_k, icpt = self.intercept_scaling, ex_loss, cf
+    cdef double inv_b, step_w = <double>self.t_step, step_sq = step_w * step_w
     cdef double xq, g, gq, best, l0, lv, b_weight, b_loss, b_wloss, b_loss0
     cdef int64_t b_mistakes
     cdef double q = self.q, sigma = self.sigma, epsilon = self.epsilon
@@ -843,7 +1109,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     cdef int best_c
     while pos < n_rows:
         bsize = k if n_rows - pos >= k else n_rows - pos
-        inv_k = 1.0 / bsize
+        inv_b = 1.0 / bsize
+        inv_k = step_w / bsize  # the gradient's scale (1 / bsize but in a lane)
         for c in range(K):
             resc[c] = 0
             mov[c] = 0
@@ -919,8 +1186,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
         for c in range(K):
             # r(w_{t-1}) from ||w_{t-1}||_p (NaN without N: p = 2 on R^n)
             self.sum_reg[c] += self.w_norm[c] * self.w_norm[c] / (2.0 * (self.p - 1.0))
-            self.sum_step_loss[c] += inv_k * b_loss_c[c]
-            self.sum_conj[c] += inv_k * b_conj_c[c]
+            self.sum_step_loss[c] += inv_b * b_loss_c[c]
+            self.sum_conj[c] += inv_b * b_conj_c[c]
         if b_loss0 > self.loss0_max:
             self.loss0_max = b_loss0
             self.radius = sqrt(2.0 * (self.p - 1.0) * b_loss0 / sigma)
@@ -998,7 +1265,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
         self._end_step(resc, mov)
         for c in range(K):
             gq = gqs[c] if p2 else (pow(gqs[c], 2.0 / q) if gqs[c] > 0.0 else 0.0)
-            self.regret[c] += 0.5 * gq / (self.t * sigma)
+            # ||g_t||_q^2 of the step's own gradient (coefs carry the lane's scale)
+            self.regret[c] += 0.5 * gq / (self.t * sigma * step_sq)
         pos += bsize
 
 

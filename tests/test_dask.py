@@ -1,0 +1,635 @@
+"""onlinepgs.dask: distributed PGS in rounds on Dask collections."""
+import gzip
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+dask = pytest.importorskip("dask", reason="onlinepgs.dask needs Dask (pip install "
+                           "'onlinepgs[dask]')")
+da = pytest.importorskip("dask.array")
+db = pytest.importorskip("dask.bag")
+
+import onlinepgs.dask as opd  # noqa: E402
+from onlinepgs import (PGSClassifier, PGSDivergedError, PGSRegressor,  # noqa: E402
+                       SvmlightError, load_model, load_svmlight, save_model)
+from onlinepgs._core import PGSState  # noqa: E402
+from onlinepgs._rounds import average_factor, merge_round, run_lane  # noqa: E402
+
+from reference import (grad_rstar, loss_conjugate, loss_derivative,  # noqa: E402
+                       loss_value, r_conjugate, r_value)
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("ONLINEPGS_DATA", REPO.parent / "shared" / "data"))
+
+
+def shared(name):
+    path = DATA / name
+    if not path.exists():
+        pytest.skip(f"shared data {path} is absent (set ONLINEPGS_DATA)")
+    return path
+CLS = ("hinge", "logistic", "squared_hinge", "smooth_hinge")
+
+
+def make_data(m=60, n=12, seed=0, classes=2):
+    rng = np.random.RandomState(seed)
+    X = sp.random(m, n, density=0.35, random_state=rng, format="csr")
+    X.data = rng.randn(X.nnz)
+    score = X @ rng.randn(n) + 0.3 * rng.randn(m)
+    if classes == 2:
+        y = np.where(score > 0, 1.0, -1.0)
+    else:
+        y = np.digitize(score, np.quantile(score, [1 / 3, 2 / 3])).astype(float)
+    return X, y
+
+
+def dask_rows(X, sizes):
+    """A dask array whose row blocks (partitions) have the given sizes."""
+    cuts = np.concatenate([[0], np.cumsum(sizes)])
+    blocks = [da.from_array(X[a:b], chunks=X[a:b].shape, asarray=False)
+              for a, b in zip(cuts, cuts[1:])]
+    return da.concatenate(blocks, axis=0)
+
+
+def lane_rows(sizes, n_lanes):
+    """Rows of each lane: partitions dealt round-robin, each lane's in order."""
+    cuts = np.concatenate([[0], np.cumsum(sizes)])
+    parts = [np.arange(a, b) for a, b in zip(cuts, cuts[1:])]
+    return [np.concatenate(parts[p::n_lanes]) for p in range(n_lanes)]
+
+
+def reference_rounds(X, Y, lanes, *, k, p, sigma, loss, radius, iterate):
+    """Plain NumPy: rounds of one k-row step per lane, merged by the documented rules.
+
+    Every lane's step is taken at the global iterate w_r. Lane l counts its step for P
+    steps (P = lanes in the round): its own iterate is grad r*((lambda_r - P g_l) /
+    ((t_r + P + 1) sigma)) on its ball, weighted w(t_r + P) in its average. The driver:
+    lambda += -sum g_l, t += P, the ball's radius the largest, the averages added with
+    factor W / V (W = sum of w(t) over the round's steps, V = the lanes' weights).
+    """
+    X = np.asarray(X, dtype=float)
+    Y = np.asarray(Y, dtype=float).reshape(X.shape[0], -1)
+    n, K = X.shape[1], Y.shape[1]
+    q = p / (p - 1.0)
+    power = {"average": 0, "weighted": 1, "weighted2": 2}.get(iterate)
+    lam = np.zeros((n, K))
+    w = np.zeros((n, K))
+    total = np.zeros((n, K))
+    t = 0
+    loss0_max = 0.0
+    reg_radius = radius if radius != "auto" else None
+    stats = dict(n_examples=0, sum_loss=0.0, mistakes=0, regret=np.zeros(K),
+                 sum_reg=np.zeros(K), sum_step=np.zeros(K), sum_conj=np.zeros(K))
+    iterates = []
+    at = [0] * len(lanes)
+    while True:
+        active = [l for l in range(len(lanes)) if at[l] < len(lanes[l])]
+        if not active:
+            break
+        P = len(active)
+        step_lam = np.zeros((n, K))
+        contrib = np.zeros((n, K))
+        round_loss0 = loss0_max
+        for l in active:
+            rows = lanes[l][at[l]:at[l] + k]
+            at[l] += len(rows)
+            Z = X[rows] @ w
+            g = np.zeros((n, K))
+            for i, r in enumerate(rows):
+                stats["sum_loss"] += loss_value(loss, Z[i], Y[r]).sum()
+                if K > 1:
+                    stats["mistakes"] += int(np.argmax(Z[i]) != np.argmax(Y[r]))
+                else:
+                    stats["mistakes"] += int((Z[i, 0] > 0) != (Y[r, 0] > 0))
+                g += np.outer(X[r], loss_derivative(loss, Z[i], Y[r]))
+            g /= len(rows)
+            stats["n_examples"] += len(rows)
+            lane_loss0 = loss0_max
+            for r in rows:
+                lane_loss0 = max(lane_loss0, np.max(loss_value(loss, 0.0, Y[r])))
+            round_loss0 = max(round_loss0, lane_loss0)
+            lane_radius = (np.sqrt(2 * (p - 1) * lane_loss0 / sigma) if radius == "auto"
+                           else radius)
+            for c in range(K):
+                stats["sum_reg"][c] += r_value(w[:, c], p)
+                stats["sum_step"][c] += np.mean(loss_value(loss, Z[:, c], Y[rows, c]))
+                stats["sum_conj"][c] += np.mean(loss_conjugate(
+                    loss, loss_derivative(loss, Z[:, c], Y[rows, c]), Y[rows, c]))
+                stats["regret"][c] += 0.5 * np.sum(np.abs(g[:, c]) ** q) ** (2 / q) / (
+                    (t + P) * sigma)
+                own = grad_rstar((lam[:, c] - P * g[:, c]) / ((t + P + 1) * sigma), p,
+                                 lane_radius)
+                if power is not None:
+                    contrib[:, c] += float(t + P) ** power * own
+            step_lam -= g
+        if power is not None:
+            W = sum(float(s) ** power for s in range(t + 1, t + P + 1))
+            total += W / (P * float(t + P) ** power) * contrib
+        t += P
+        loss0_max = round_loss0
+        reg_radius = np.sqrt(2 * (p - 1) * loss0_max / sigma) if radius == "auto" else radius
+        lam += step_lam
+        for c in range(K):
+            w[:, c] = grad_rstar(lam[:, c] / ((t + 1) * sigma), p, reg_radius)
+        iterates.append(w.copy())
+    stats["dual"] = np.array([-stats["sum_conj"][c] / t - sigma * r_conjugate(
+        lam[:, c] / (sigma * t), p, reg_radius) for c in range(K)])
+    stats["primal"] = (sigma * stats["sum_reg"] + stats["sum_step"]) / t
+    if power is not None:
+        model = total / sum(float(s) ** power for s in range(1, t + 1))
+    else:
+        model = w
+    return model, iterates, t, stats
+
+
+def assert_close(actual, expected, rtol=1e-9):
+    scale = max(np.max(np.abs(expected)), 1e-300)
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale)
+
+
+# ---- the method -----------------------------------------------------------------------------
+@pytest.mark.parametrize("p, radius, loss, k, iterate, classes", [
+    (2.0, None, "logistic", 1, "weighted2", 2),
+    (2.0, "auto", "hinge", 3, "average", 2),
+    (1.5, "auto", "logistic", 1, "weighted", 2),
+    (1.8, 0.7, "smooth_hinge", 2, "last", 2),
+    (1.5, None, "logistic", 2, "weighted2", 3),
+])
+def test_one_step_slices_match_numpy_reference(p, radius, loss, k, iterate, classes):
+    X, y = make_data(m=34, classes=classes)
+    sizes = [7, 5, 9, 3, 6, 4]  # unequal: lanes run dry at different rounds
+    lanes = lane_rows(sizes, 3)
+    sigma = 0.05
+    est = PGSClassifier(loss=loss, p=p, sigma=sigma, radius=radius, batch_size=k,
+                        iterate=iterate, fit_intercept=False)
+    opd.fit(est, dask_rows(X, sizes), y, n_lanes=3, slice_rows=k)
+    if classes == 2:
+        Y = y
+    else:
+        Y = np.where(y[:, None] == np.arange(3)[None, :], 1.0, -1.0)
+    model, _, T, st = reference_rounds(X.toarray(), Y, lanes, k=k, p=p, sigma=sigma,
+                                       loss=loss, radius=radius, iterate=iterate)
+    W = est._state.weights()[1:]
+    assert est.t_ == T
+    assert_close(W, model)
+    got = est.online_stats_
+    assert got["n_examples"] == X.shape[0]
+    assert got["progressive_mistakes"] == st["mistakes"]
+    assert got["progressive_loss"] == pytest.approx(st["sum_loss"] / X.shape[0], rel=1e-9)
+    assert_close(np.atleast_1d(got["regret_bound"]), st["regret"])
+    if p == 2.0 and radius is None:  # no running norm kept: unknown, as single-process
+        assert np.isnan(got["dual_objective"])
+    else:
+        assert_close(np.atleast_1d(got["dual_objective"]), st["dual"])
+        assert_close(np.atleast_1d(got["online_objective"]), st["primal"])
+
+
+def test_random_iterate_is_a_round_iterate():
+    X, y = make_data(m=40)
+    sizes = [10, 10, 10, 10]
+    est = PGSClassifier(sigma=0.05, iterate="random", fit_intercept=False, radius=None,
+                        random_state=4)
+    opd.fit(est, dask_rows(X, sizes), y, n_lanes=2, slice_rows=1)
+    _, iterates, T, _ = reference_rounds(X.toarray(), y, lane_rows(sizes, 2), k=1, p=2.0,
+                                         sigma=0.05, loss="logistic", radius=None,
+                                         iterate="last")
+    W = est._state.weights()[1:]
+    # a round's global iterate (rounds end at t = 2, 4, ...), chosen at its end
+    chosen = est._state.rnd_t
+    assert chosen % 2 == 0 and 0 < chosen <= T
+    assert_close(W, iterates[chosen // 2 - 1])
+
+
+def test_one_lane_one_step_rounds_are_sequential_pgs_even_for_random():
+    X, y = make_data(m=50)
+    kw = dict(sigma=0.05, iterate="random", random_state=2)
+    ref = PGSClassifier(**kw).partial_fit(X, y, classes=[-1, 1])
+    got = opd.fit(PGSClassifier(**kw), dask_rows(X, [20, 30]), y, n_lanes=1, slice_rows=1)
+    assert got._state.rnd_t == ref._state.rnd_t  # the same reservoir draws
+    assert_close(got.coef_, ref.coef_, rtol=1e-12)
+
+
+@pytest.mark.parametrize("iterate", ["last", "average", "weighted", "weighted2"])
+@pytest.mark.parametrize("p, radius", [(2.0, "auto"), (2.0, None), (1.8, "auto"),
+                                       (1.3, None)])
+@pytest.mark.parametrize("classes", [2, 3])
+def test_one_lane_equals_partial_fit(iterate, p, radius, classes):
+    """One lane, any slices: single-process PGS, to 1e-12 (not always bit for bit: the
+    driver's scale M and running N may round differently from the lane's, which moves
+    the last iterate's scalar s_t by an ulp; the averaged sums and statistics are
+    exact with a single round)."""
+    X, y = make_data(m=300, n=20, classes=classes)
+    kw = dict(p=p, sigma=1e-2, radius=radius, iterate=iterate, random_state=3)
+    ref = PGSClassifier(**kw).partial_fit(X, y, classes=np.unique(y))
+    dX = dask_rows(X, [100, 120, 80])
+    for slice_rows in (10**6, 37):
+        got = opd.fit(PGSClassifier(**kw), dX, y, n_lanes=1, slice_rows=slice_rows)
+        assert_close(got.coef_, ref.coef_, rtol=1e-12)
+        assert_close(got.intercept_, ref.intercept_, rtol=1e-12)
+        for key, value in ref.online_stats_.items():
+            np.testing.assert_allclose(got.online_stats_[key], value, rtol=1e-12)
+        if slice_rows > X.shape[0] and iterate != "last":
+            np.testing.assert_array_equal(got.coef_, ref.coef_)
+
+
+def test_average_factor_gives_the_steps_weights():
+    # weights t^2 over steps 11..16 shared by lanes of 2, 2 and 2 steps, spaced by 3
+    W = sum(t * t for t in range(11, 17))
+    V = 3 * ((10 + 3) ** 2 + (10 + 6) ** 2)
+    assert average_factor("weighted2", 10, [2, 2, 2], 3) == pytest.approx(W / V, rel=1e-15)
+    assert average_factor("weighted", 7, [5], 1) == 1.0
+    assert average_factor("last", 7, [5, 1], 2) == 1.0
+    big = 10**9  # exact integers: no cancellation at large t
+    f = average_factor("weighted2", big, [4, 4], 2)
+    assert f == pytest.approx(1.0, abs=1e-8) and f != 1.0
+
+
+def test_merge_is_order_free_in_lambda_and_counts():
+    """The global lambda is the start's plus each lane's own change (its lambda's move /
+    its step weight), and t and the counters are sums."""
+    X, y = make_data(m=80)
+    g = PGSState(p=1.5, sigma=0.05, radius="auto", loss="logistic", iterate="weighted2",
+                 n_features=X.shape[1])
+    sw = np.ones(X.shape[0])
+    results = [run_lane(g, [(X, y, sw, np.arange(a, a + 20, dtype=np.int64), None)], True, 4)
+               for a in range(0, 80, 20)]
+    lam0 = np.asarray(g.lam_a).copy()
+    own = []
+    for a in range(0, 80, 20):
+        lane = g.fork()
+        lane.t_step = 4
+        lane.run(X.data, X.indices, X.indptr, X.shape[1], y, sw,
+                 np.arange(a, a + 20, dtype=np.int64), True)
+        assert lane.t == 4 * 20
+        own.append((np.asarray(lane.lam_a) - lam0) / 4)
+    merge_round(g, results)
+    assert g.t == 80 and g.n_examples == 80
+    assert_close(np.asarray(g.lam_a), lam0 + sum(own), rtol=1e-12)
+    # the iterate is grad r* of the merged lambda (the state's scalars are consistent)
+    theta = np.asarray(g.lam_a)[:, 0] / ((g.t + 1) * 0.05)
+    assert_close(g.weights("last")[:, 0], grad_rstar(theta, 1.5, g.radius), rtol=1e-10)
+
+
+# ---- the data sources -------------------------------------------------------------------
+def svm_lines(X, y):
+    out = []
+    for i in range(X.shape[0]):
+        row = X[i]
+        label = f"{y[i]:g}" if y[i] != 1 else "+1"
+        out.append(label + "".join(f" {j + 1}:{v:.6g}" for j, v in zip(row.indices, row.data)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def text_data(tmp_path_factory):
+    """The same rows as a dask array, a bag and files, in partitions of equal sizes."""
+    X, y = make_data(m=400, n=25, seed=1)
+    lines = svm_lines(X, y)
+    Xp, yp = load_svmlight(io.BytesIO("\n".join(lines).encode()), n_features=25)
+    sizes = [90, 60, 110, 80, 60]
+    cuts = np.concatenate([[0], np.cumsum(sizes)])
+    d = tmp_path_factory.mktemp("svm")
+    files = []
+    for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
+        text = ("\n".join(lines[a:b]) + "\n").encode()
+        if i == 2:  # a compressed file: one partition, read in chained blocks
+            path = d / f"part{i}.svm.gz"
+            path.write_bytes(gzip.compress(text))
+        else:
+            path = d / f"part{i}.svm"
+            path.write_bytes(text)
+        files.append(str(path))
+    whole = d / "all.svm"
+    whole.write_bytes(("\n".join(lines) + "\n").encode())
+    bag = db.from_delayed([dask.delayed(list)(lines[a:b]) for a, b in zip(cuts, cuts[1:])])
+    return dict(X=Xp, y=yp, sizes=sizes, files=files, whole=str(whole), bag=bag,
+                lines=lines, dX=dask_rows(Xp, sizes))
+
+
+@pytest.mark.parametrize("slice_rows", [7, 64])
+def test_bag_and_files_equal_the_array_on_the_same_partitions(text_data, slice_rows):
+    kw = dict(p=1.5, sigma=1e-2, iterate="weighted2", random_state=0)
+    A = opd.fit(PGSClassifier(**kw), text_data["dX"], text_data["y"], n_lanes=2,
+                slice_rows=slice_rows)
+    B = opd.fit(PGSClassifier(**kw), text_data["bag"], n_lanes=2, slice_rows=slice_rows,
+                n_features=25)
+    # small blocks: slices cross block and partition boundaries
+    C = opd.fit(PGSClassifier(**kw), text_data["files"], n_lanes=2, slice_rows=slice_rows,
+                n_features=25, blocksize=10**9, block_rows=33)
+    for other in (B, C):
+        np.testing.assert_array_equal(other.coef_, A.coef_)
+        np.testing.assert_array_equal(other.intercept_, A.intercept_)
+        assert other.online_stats_["progressive_loss"] == A.online_stats_["progressive_loss"]
+        assert other.t_ == A.t_ == 400
+
+
+@pytest.mark.parametrize("blocksize", [None, 997, 10**9])
+@pytest.mark.parametrize("block_rows", [7, 1000])
+def test_byte_ranges_cover_every_line_once(text_data, blocksize, block_rows):
+    """One file cut into byte ranges at arbitrary offsets, one lane: the ranges are read
+    in order, so the run is single-process PGS over the file."""
+    kw = dict(p=1.8, sigma=1e-2, random_state=0)
+    ref = PGSClassifier(**kw).partial_fit(text_data["X"], text_data["y"], classes=[-1, 1])
+    got = opd.fit(PGSClassifier(**kw), [text_data["whole"]], n_lanes=1, slice_rows=50,
+                  blocksize=blocksize, block_rows=block_rows, n_features=25)
+    assert got.online_stats_["n_examples"] == 400
+    assert_close(got.coef_, ref.coef_, rtol=1e-12)
+
+
+def test_a_bag_from_read_text(text_data):
+    """db.read_text's lines keep their newline; cut anywhere, one lane reads them in order."""
+    bag = db.read_text(text_data["whole"], blocksize=1500)
+    assert bag.npartitions > 3
+    kw = dict(p=1.8, sigma=1e-2, random_state=0)
+    ref = PGSClassifier(**kw).partial_fit(text_data["X"], text_data["y"], classes=[-1, 1])
+    got = opd.fit(PGSClassifier(**kw), bag, n_lanes=1, slice_rows=64, n_features=25)
+    assert got.online_stats_["n_examples"] == 400
+    assert_close(got.coef_, ref.coef_, rtol=1e-12)
+
+
+def test_partitions_of_files_and_lanes(text_data):
+    src = opd._FileSource([text_data["whole"]] + text_data["files"][2:3],
+                          PGSClassifier(), None, False, 1000, 100, 3, opd._LocalBackend())
+    # the plain file in byte ranges of at most 1000 bytes, the gzip file whole
+    size = os.path.getsize(text_data["whole"])
+    plain = [p for p in src.parts if not p[3]]
+    assert len(plain) == -(-size // 1000)
+    assert plain[0][1] == 0 and plain[-1][2] == size
+    assert all(a[2] == b[1] for a, b in zip(plain, plain[1:]))
+    assert [p[3] for p in src.parts].count(True) == 1
+    src = opd._FileSource([text_data["whole"]], PGSClassifier(), None, False, None, 100, 3,
+                          opd._LocalBackend())
+    assert len(src.parts) == 3  # default: a range per lane
+
+
+def test_compressed_reader_reopens_when_its_cache_is_gone(text_data):
+    gz = text_data["files"][2]
+    task = (gz, 0, os.path.getsize(gz), True, False, 25, 40, 0, "test-token", None)
+    first, _, line0, cursor = opd._read_block_text(task, None)
+    assert line0 == 1 and first.count(b"\n") == 40
+    second, _, line0, _ = opd._read_block_text(task, cursor)
+    opd._drop_readers("test-token")  # as if the next block ran on another worker
+    again, _, _, _ = opd._read_block_text(task, cursor)
+    assert line0 == 41 and again == second
+    opd._drop_readers("test-token")
+
+
+def test_shuffle_is_seeded_and_changes_the_order(text_data):
+    kw = dict(sigma=1e-2, random_state=0)
+    a = opd.fit(PGSClassifier(**kw), text_data["dX"], text_data["y"], n_lanes=2,
+                slice_rows=32, shuffle=True, passes=2)
+    b = opd.fit(PGSClassifier(**kw), text_data["dX"], text_data["y"], n_lanes=2,
+                slice_rows=32, shuffle=True, passes=2)
+    c = opd.fit(PGSClassifier(**kw), text_data["dX"], text_data["y"], n_lanes=2,
+                slice_rows=32, shuffle=False, passes=2)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert not np.array_equal(a.coef_, c.coef_)
+    assert a.n_iter_ == 2 and a.online_stats_["n_examples"] == 800
+
+
+def test_classes_found_in_a_first_pass(text_data):
+    X, y = make_data(m=90, classes=3)
+    lines = svm_lines(X, y + 1)  # labels 1, 2, 3
+    bag = db.from_sequence(lines, npartitions=3)
+    est = opd.fit(PGSClassifier(sigma=1e-2), bag, n_lanes=2, slice_rows=16)
+    assert est.classes_.tolist() == [1.0, 2.0, 3.0]
+    est = opd.fit(PGSClassifier(sigma=1e-2), dask_rows(X, [30, 30, 30]), y, n_lanes=2)
+    assert est.classes_.tolist() == [0.0, 1.0, 2.0]
+    assert est.coef_.shape == (3, X.shape[1])
+
+
+def test_dense_blocks_weights_and_regressor():
+    rng = np.random.RandomState(0)
+    X = rng.randn(600, 4)
+    y = X @ [1.0, -2.0, 0.5, 0.0] + 0.01 * rng.randn(600)
+    sw = rng.uniform(0.5, 2.0, 600)
+    dX = da.from_array(X, chunks=(150, 2))  # column chunks are merged
+    kw = dict(sigma=1e-3, radius=10.0, random_state=0)
+    ref = PGSRegressor(**kw).partial_fit(X, y, sample_weight=sw)
+    one = opd.fit(PGSRegressor(**kw), dX, da.from_array(y, chunks=100), sample_weight=sw,
+                  n_lanes=1, slice_rows=10**6)
+    assert_close(one.coef_, ref.coef_, rtol=1e-12)
+    assert one.online_stats_["sum_weight"] == pytest.approx(sw.sum(), rel=1e-12)
+    two = opd.fit(PGSRegressor(max_epochs=1, **kw), dX, y, n_lanes=2, slice_rows=64,
+                  passes=20)
+    assert two.score(X, y) > 0.99
+
+
+def test_partial_fit_continues_and_hashing():
+    X, y = make_data(m=200, n=40)
+    kw = dict(sigma=1e-2, n_bits=4, random_state=0)
+    ref = PGSClassifier(**kw).partial_fit(X[:100], y[:100], classes=[-1, 1])
+    ref.partial_fit(X[100:], y[100:])
+    est = opd.partial_fit(PGSClassifier(**kw), dask_rows(X[:100], [100]), y[:100],
+                          classes=[-1, 1], n_lanes=1, slice_rows=10**6)
+    est = opd.partial_fit(est, dask_rows(X[100:], [100]), y[100:], n_lanes=1,
+                          slice_rows=10**6)
+    assert est.n_features_in_ == 16 and est.t_ == 200 and est.n_iter_ == 2
+    assert_close(est.coef_, ref.coef_, rtol=1e-12)
+
+
+# ---- models, files, quality -----------------------------------------------------------
+def test_saved_model_is_like_any_other(tmp_path, text_data):
+    est = opd.fit(PGSClassifier(sigma=1e-2, p=1.8), text_data["files"], n_lanes=2,
+                  slice_rows=40, n_features=25)
+    path = tmp_path / "model.pgs"
+    save_model(est, path)
+    back = load_model(path)
+    assert type(back) is PGSClassifier
+    np.testing.assert_array_equal(back.coef_, est.coef_)
+    for key, value in est.online_stats_.items():
+        np.testing.assert_array_equal(back.online_stats_[key], value)
+    # both continue the same way, in one process or on Dask
+    est.partial_fit(text_data["X"][:50], text_data["y"][:50])
+    back.partial_fit(text_data["X"][:50], text_data["y"][:50])
+    np.testing.assert_array_equal(back.coef_, est.coef_)
+    again = opd.partial_fit(back, text_data["bag"], n_lanes=2, slice_rows=40, n_features=25)
+    assert again.online_stats_["n_examples"] == 450 + 400
+
+
+def test_accuracy_close_to_single_process_on_a9a():
+    X, y = load_svmlight(shared("a9a.svm.gz"), n_features=123)
+    Xt, yt = load_svmlight(shared("a9a.t.svm.gz"), n_features=123)
+    kw = dict(p=1.8, sigma=1e-4, random_state=0)
+    ref = PGSClassifier(**kw)
+    for _ in range(2):
+        ref.partial_fit(X, y, classes=[-1, 1])
+    dX = da.from_array(X, chunks=(4096, 123), asarray=False)
+    got = opd.fit(PGSClassifier(**kw), dX, y, n_lanes=2, passes=2)
+    assert abs(got.score(Xt, yt) - ref.score(Xt, yt)) <= 0.003
+
+
+@pytest.mark.slow
+def test_accuracy_close_to_single_process_on_imdb():
+    X, y = load_svmlight(shared("imdb_train.svm.gz"))
+    Xt, yt = load_svmlight(shared("imdb_test.svm.gz"), n_features=X.shape[1])
+    kw = dict(p=1.8, sigma=1e-5, random_state=0)  # the configuration chosen in issue 3
+    ref = PGSClassifier(**kw).partial_fit(X, y, classes=[-1, 1])
+    dX = da.from_array(X, chunks=(2500, X.shape[1]), asarray=False)  # 10 partitions
+    for slice_rows in (2048, 16384):
+        got = opd.fit(PGSClassifier(**kw), dX, y, n_lanes=2, slice_rows=slice_rows)
+        assert abs(got.score(Xt, yt) - ref.score(Xt, yt)) <= 0.003
+
+
+# ---- errors -------------------------------------------------------------------------------
+def test_bad_input_says_what_and_where(tmp_path, text_data):
+    X, y = text_data["X"], text_data["y"]
+    dX = text_data["dX"]
+    est = PGSClassifier()
+    with pytest.raises(TypeError, match="dask.array.Array, a dask.bag.Bag"):
+        opd.fit(est, X, y)
+    with pytest.raises(TypeError, match="PGSClassifier or PGSRegressor"):
+        opd.fit(object(), dX, y)
+    with pytest.raises(ValueError, match="y is required"):
+        opd.fit(est, dX)
+    with pytest.raises(ValueError, match="X has 400 rows but y has 399"):
+        opd.fit(est, dX, y[:399])
+    with pytest.raises(ValueError, match="text input"):
+        opd.fit(est, text_data["bag"], y)
+    with pytest.raises(ValueError, match="passes must be an int >= 1"):
+        opd.fit(est, dX, y, passes=0)
+    with pytest.raises(ValueError, match="for classifiers"):
+        opd.fit(PGSRegressor(), dX, y, classes=[-1, 1])
+    with pytest.raises(FileNotFoundError, match="nope.svm: no such file"):
+        opd.fit(est, [str(tmp_path / "nope.svm")])
+    bad_y = y.copy()
+    bad_y[123] = 5.0  # row 123 is row 33 of partition 1 (which starts at row 90)
+    with pytest.raises(ValueError, match=r"label 5.0 at partition 1, row 33 \(row 123 of "
+                       r"X\) is not one of the classes \[-1, 1\]"):
+        opd.fit(est, dX, bad_y, classes=[-1, 1])
+    Xnan = X.copy()
+    Xnan.data[Xnan.indptr[200]] = np.nan  # row 200: partition 2, row 50
+    with pytest.raises(ValueError, match="NaN or infinity at partition 2, row 50"):
+        opd.fit(est, dask_rows(Xnan, text_data["sizes"]), y)
+    assert not hasattr(est, "coef_") and not hasattr(est, "_state")  # left as it was
+
+    # a bad line in the second byte range of a file: its line number in the file
+    lines = list(text_data["lines"])
+    lines[300] = lines[300].replace(":", ";", 1)
+    path = tmp_path / "bad.svm"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SvmlightError, match=r"bad\.svm:301:\d+: missing ':'"):
+        opd.fit(est, [str(path)], n_lanes=2, classes=[-1, 1])
+    bag = db.from_sequence(lines, npartitions=4)  # 100 lines a partition
+    with pytest.raises(SvmlightError, match="bag partition 3:1:"):
+        opd.fit(est, bag, n_lanes=2, classes=[-1, 1])
+
+
+def test_divergence_is_reported_and_leaves_the_model():
+    rng = np.random.RandomState(0)
+    X = rng.randn(200, 3) * 1e100
+    y = rng.randn(200) * 1e100
+    est = PGSRegressor(loss="squared", sigma=1e-12, radius=None)
+    with pytest.raises(PGSDivergedError, match="diverged in round 1 at partition"):
+        opd.fit(est, da.from_array(X, chunks=(50, 3)), y, n_lanes=2, slice_rows=50)
+    assert not hasattr(est, "_state")
+
+
+# ---- a real cluster ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  memory_limit="512MiB", dashboard_address=None) as c:
+        with distributed.Client(c) as client:
+            yield client
+
+
+@pytest.mark.slow
+def test_threads_and_local_cluster_give_the_same_model(cluster, text_data):
+    for it in ("weighted2", "random"):
+        kw = dict(p=1.8, sigma=1e-2, iterate=it, random_state=5)
+        args = dict(n_lanes=2, slice_rows=48, shuffle=True, passes=2)
+        a = opd.fit(PGSClassifier(**kw), text_data["dX"], text_data["y"], **args)
+        b = opd.fit(PGSClassifier(**kw), text_data["dX"], text_data["y"], client=cluster,
+                    **args)
+        np.testing.assert_array_equal(a.coef_, b.coef_)
+        for key, value in a.online_stats_.items():
+            np.testing.assert_array_equal(b.online_stats_[key], value)
+    kw = dict(sigma=1e-2, random_state=0)
+    c = opd.fit(PGSClassifier(**kw), text_data["files"], n_lanes=2, slice_rows=40,
+                n_features=25, client=cluster, block_rows=50)
+    d = opd.fit(PGSClassifier(**kw), text_data["files"], n_lanes=2, slice_rows=40,
+                n_features=25, block_rows=50)
+    np.testing.assert_array_equal(c.coef_, d.coef_)
+
+
+# ---- the command line -------------------------------------------------------------------
+def run_cli(*argv):
+    from onlinepgs.cli import main
+    return main([str(a) for a in argv])
+
+
+def test_cli_scheduler_threads_equals_the_api(tmp_path, text_data, capsys):
+    out = tmp_path / "m.pgs"
+    files = text_data["files"]
+    assert run_cli("train", *files, "-o", out, "--scheduler", "threads", "--lanes", 2,
+                   "--slice-rows", 30, "--passes", 2, "--p", 1.8, "--sigma", 0.01) == 0
+    err = capsys.readouterr().err
+    assert "rounds = " in err and "number of examples = 800" in err
+    got = load_model(out)
+    ref = opd.partial_fit(PGSClassifier(p=1.8, sigma=0.01, random_state=0), files,
+                          classes=[-1, 1], n_lanes=2, slice_rows=30, passes=2)
+    np.testing.assert_array_equal(got.coef_, ref.coef_)
+    # continue the saved model on Dask
+    assert run_cli("train", files[0], "-i", out, "-o", out, "--scheduler", "threads",
+                   "--quiet") == 0
+    assert load_model(out).online_stats_["n_examples"] == 800 + 90
+
+
+def test_cli_scheduler_errors(tmp_path, text_data, capsys):
+    out = tmp_path / "m.pgs"
+    assert run_cli("train", text_data["files"][0], "-o", out, "--scheduler",
+                   "tcp://127.0.0.1:1", "--connect-timeout", 0.5) == 1
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:1" in capsys.readouterr().err
+    assert run_cli("train", text_data["files"][0], "-o", out, "--scheduler", "threads",
+                   "--holdout-every", 5) == 1
+    assert "--holdout-every is not available with --scheduler" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_cli_on_a_local_cluster(cluster, tmp_path, text_data):
+    out, out2 = tmp_path / "c.pgs", tmp_path / "t.pgs"
+    args = ["--lanes", 2, "--slice-rows", 40, "--quiet", "--loss", "hinge"]
+    assert run_cli("train", *text_data["files"], "-o", out, "--scheduler",
+                   cluster.scheduler.address, *args) == 0
+    assert run_cli("train", *text_data["files"], "-o", out2, "--scheduler", "threads",
+                   *args) == 0
+    np.testing.assert_array_equal(load_model(out).coef_, load_model(out2).coef_)
+
+
+@pytest.mark.parametrize("p, iterate", [(2.0, "weighted2"), (1.5, "average"), (1.8, "last")])
+def test_a_kept_lane_synced_equals_a_fresh_fork(p, iterate):
+    """The threads' lane states: synced over the merged coordinates, bit for bit a fork."""
+    from onlinepgs._rounds import LaneSlot
+    rng = np.random.RandomState(3)
+    X = sp.random(120, 300, density=0.02, random_state=rng, format="csr")
+    X.data = rng.randn(X.nnz)
+    y = np.where(X @ rng.randn(300) > 0, 1.0, -1.0)
+    sw = np.ones(120)
+    g = PGSState(p=p, sigma=0.05, radius="auto", loss="logistic", iterate=iterate,
+                 n_features=300)
+    slots = [LaneSlot(), LaneSlot()]
+    changed = None
+    synced = 0
+    for r in range(6):
+        res = [run_lane(g, [(X, y, sw, np.arange(20 * r + 10 * l, 20 * r + 10 * l + 10,
+                                                 dtype=np.int64), None)], True, 2,
+                        slots[l], changed, r) for l in range(2)]
+        changed = merge_round(g, res)
+        if changed is None or slots[0].state.n_rescales:
+            continue  # the merge or the lane moved M: every phi changed, lanes fork again
+        assert 0 < changed.size < 301
+        kept = slots[0].state
+        kept.sync_from(g, changed)
+        fresh = g.fork()
+        for name in ("block_a", "norm_a", "scale_a", "s_a", "cum_a", "regret_a"):
+            np.testing.assert_array_equal(getattr(kept, name), getattr(fresh, name))
+        assert (kept.t, kept.radius, kept.n_examples) == (fresh.t, fresh.radius, 0)
+        synced += 1
+        slots[0].state = None  # the next round forks it again
+    assert synced >= 2
