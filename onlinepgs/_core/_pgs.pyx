@@ -27,6 +27,7 @@ from libc.stdint cimport uint64_t, int64_t, int32_t
 
 from onlinepgs._core._losses cimport loss_value, loss_derivative, loss_and_derivative
 from onlinepgs._core._regularizer cimport reg_conjugate
+from onlinepgs._core._random cimport uniform01
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
 
 cnp.import_array()
@@ -59,17 +60,6 @@ cdef inline bint _averaged(int iterate) noexcept nogil:
 STATE_VERSION = 3
 
 
-cdef inline uint64_t _splitmix64(uint64_t* s) noexcept nogil:
-    cdef uint64_t z
-    s[0] += <uint64_t>0x9E3779B97F4A7C15
-    z = s[0]
-    z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9
-    z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EB
-    return z ^ (z >> 31)
-
-
-cdef inline double _uniform(uint64_t* s) noexcept nogil:
-    return (_splitmix64(s) >> 11) * (1.0 / 9007199254740992.0)
 
 
 # Raw views of a state for the hot loop. Passed by value into inline functions so the
@@ -540,26 +530,33 @@ cdef class PGSState:
                 total += r * ph
         self.norm_sum[c] = total
 
+    cdef void _upkeep_norms(self, int* need_rescale, int* moved) noexcept nogil:
+        """After a step or a merged round: rescale M where lambda outgrew it (or every
+        coordinate fell below M/2), clamp N's rounding below 0, and recompute N exactly
+        every 8 * dim coordinate updates (amortized O(1), and drift-free)."""
+        cdef Py_ssize_t c
+        if not self.need_norm:
+            return
+        for c in range(self.n_problems):
+            if need_rescale[c] or (moved[c] and self.norm_sum[c] < self.norm_low):
+                self._exact_norm(c, True)
+            elif self.norm_sum[c] < 0.0:
+                self.norm_sum[c] = 0.0
+        if self.touches_since_exact > 8 * self.dim:
+            self.touches_since_exact = 0
+            for c in range(self.n_problems):
+                self._exact_norm(c, False)
+
     cdef void _end_step(self, int* need_rescale, int* moved) noexcept nogil:
         """After a step's updates: t += 1, new scales, lazy sums, reservoir, N upkeep."""
         cdef Py_ssize_t c, K = self.n_problems
         cdef bint select = False
         cdef double wt
         self.t += self.t_step
-        if self.need_norm:
-            for c in range(K):
-                if need_rescale[c] or (moved[c] and self.norm_sum[c] < self.norm_low):
-                    self._exact_norm(c, True)
-                elif self.norm_sum[c] < 0.0:
-                    self.norm_sum[c] = 0.0
-            # exact N every 8 * dim coordinate updates: amortized O(1), and drift-free
-            if self.touches_since_exact > 8 * self.dim:
-                self.touches_since_exact = 0
-                for c in range(K):
-                    self._exact_norm(c, False)
+        self._upkeep_norms(need_rescale, moved)
         if self.iterate == ITERATE_RANDOM:
             # reservoir: w_t replaces the kept iterate with probability 1/t
-            select = _uniform(&self.rng) * self.t < 1.0
+            select = uniform01(&self.rng) * self.t < 1.0
             if select:
                 self.rnd_t = self.t
         wt = 1.0  # the iterate's weight in the average: 1, t or t^2
@@ -884,20 +881,11 @@ cdef class PGSState:
         cdef Py_ssize_t c, K = self.n_problems
         cdef bint select = False
         self.t += steps
-        if self.need_norm:
-            for c in range(K):
-                if need_rescale[c] or (moved[c] and self.norm_sum[c] < self.norm_low):
-                    self._exact_norm(c, True)
-                elif self.norm_sum[c] < 0.0:
-                    self.norm_sum[c] = 0.0
-            if self.touches_since_exact > 8 * self.dim:
-                self.touches_since_exact = 0
-                for c in range(K):
-                    self._exact_norm(c, False)
+        self._upkeep_norms(need_rescale, moved)
         if self.iterate == ITERATE_RANDOM:
             # the round's iterate stands for its `steps` steps: a reservoir over steps
             # that can only stop at the ends of rounds (for one step: `_end_step`'s draw)
-            select = _uniform(&self.rng) * self.t < <double>steps
+            select = uniform01(&self.rng) * self.t < <double>steps
             if select:
                 self.rnd_t = self.t
         for c in range(K):

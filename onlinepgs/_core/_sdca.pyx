@@ -83,6 +83,7 @@ from onlinepgs._core._losses cimport (loss_value, loss_derivative, loss_conjugat
                                       LOGISTIC, SQUARED_HINGE, SMOOTH_HINGE, SQUARED, ABSOLUTE,
                                       HUBER, EPSILON_INSENSITIVE)
 from onlinepgs._core._regularizer cimport lp_norm, reg_value, reg_conjugate
+from onlinepgs._core._random cimport below
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
 
 cnp.import_array()
@@ -102,22 +103,6 @@ cdef enum:
     ORDER_RANDOM = 2
 
 ORDERS = {"cyclic": ORDER_CYCLIC, "permutation": ORDER_PERMUTATION, "random": ORDER_RANDOM}
-
-
-# ---- random numbers ------------------------------------------------------------------------
-cdef inline uint64_t _next(uint64_t* s) noexcept nogil:
-    """splitmix64: a full-period 64-bit generator, one state word."""
-    cdef uint64_t z
-    s[0] += <uint64_t>0x9E3779B97F4A7C15
-    z = s[0]
-    z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9
-    z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EB
-    return z ^ (z >> 31)
-
-
-cdef inline int64_t _below(uint64_t* s, int64_t n) noexcept nogil:
-    """Uniform in [0, n) (n < 2^32): the high word scaled by n (Lemire), no division."""
-    return <int64_t>(((_next(s) >> 32) * <uint64_t>n) >> 32)
 
 
 # ---- the one-dimensional steps -------------------------------------------------------------
@@ -794,13 +779,13 @@ cdef class SDCAProblem:
         cdef int64_t tmp
         if self.order == ORDER_PERMUTATION:
             for t in range(n - 1, 0, -1):
-                j = _below(&self.rng, t + 1)
+                j = below(&self.rng, t + 1)
                 tmp = self.rows[t]
                 self.rows[t] = self.rows[j]
                 self.rows[j] = tmp
         elif self.order == ORDER_RANDOM:
             for t in range(n):
-                self.order_buf[t] = self.rows[_below(&self.rng, n)]
+                self.order_buf[t] = self.rows[below(&self.rng, n)]
         return n
 
     cdef void _epoch(self) noexcept nogil:
