@@ -56,8 +56,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _paper import (CONFIGS, DEFAULT_DATA, OBJECTIVES, accuracy, cpu,  # noqa: E402
                     first_reaching, fmt_sigma, hill_climb_sigma, lbfgs, limit_threads, load_imdb,
-                    load_rcv1_like, make_pgs, margins, md_table, median_or_none, pgs_trace,
-                    pyplot, report_header, wb_accuracy)
+                    load_rcv1_like, make_pgs, margins, md_table, median_or_none, pgs_replay_cpu,
+                    pgs_trace,
+                    pyplot, report_header, tidy_log_axis, wb_accuracy)
 
 SETTINGS = {
     "imdb": dict(sizes=(1000, 2000, 4000, 8000, 16_000, 25_000), targets=(0.85, 0.87, 0.88),
@@ -113,12 +114,18 @@ def run_dataset(name, settings, data_dir, log):
         log(f"{name} m={m}: L-BFGS done")
         for cfg in CONFIGS:
             sigma = entry["sigma"][cfg.objective.name]
+            levels = list(targets) + (list(settings["levels"]) if m == settings["sizes"][-1] else [])
             traces = []
             for r in range(settings["runs"]):
                 est = make_pgs(cfg.objective, sigma, cfg.k, seed=r)
-                traces.append(pgs_trace(est, X, y, evaluate=lambda e: accuracy(margins(e, Xte), yte),
-                                        stop_at=max(targets), max_passes=settings["max_passes"],
-                                        seed=r))
+                trace = pgs_trace(est, X, y, evaluate=lambda e: accuracy(margins(e, Xte), yte),
+                                  stop_at=max(targets), max_passes=settings["max_passes"], seed=r)
+                # time the path again without the checkpoints' overhead, stopping at the hits
+                hits = [first_reaching(trace, lv) for lv in levels]
+                replay = pgs_replay_cpu(make_pgs(cfg.objective, sigma, cfg.k, seed=r), X, y,
+                                        [h[0] for h in hits if h is not None], seed=r)
+                traces.append({"checkpoints": [(s, rows, a) for s, rows, _, a in trace],
+                               "cpu_at": sorted(replay.items())})
             entry["pgs"][cfg.name] = summarize_pgs(traces, targets, settings["runs"], m)
             if m == settings["sizes"][-1]:
                 entry["pgs"][cfg.name]["traces"] = traces
@@ -127,17 +134,22 @@ def run_dataset(name, settings, data_dir, log):
     return res
 
 
-def summarize_pgs(traces, targets, runs, m):
+def run_hit(run, target):
+    """(steps, rows, CPU seconds) of a PGS run's first checkpoint at ``target``, or None."""
+    hit = first_reaching(run["checkpoints"], target)
+    return None if hit is None else (hit[0], hit[1], dict(run["cpu_at"])[hit[0]])
+
+
+def summarize_pgs(runs, targets, n_runs, m):
     """Median CPU seconds, steps and rows to each target, and the fraction of runs reaching it."""
-    out = {"best_accuracy": float(np.median([max(t[-1] for t in tr) for tr in traces]))}
+    out = {"best_accuracy": float(np.median([max(c[-1] for c in r["checkpoints"]) for r in runs]))}
     for target in targets:
-        hits = [first_reaching(tr, target) for tr in traces]
-        hits = [h for h in hits if h is not None]
+        hits = [h for h in (run_hit(r, target) for r in runs) if h is not None]
         out[str(target)] = {
-            "cpu": median_or_none([h[2] for h in hits], runs),
-            "steps": median_or_none([h[0] for h in hits], runs),
-            "passes": (median_or_none([h[1] for h in hits], runs) or np.nan) / m,
-            "reached": len(hits) / runs,
+            "cpu": median_or_none([h[2] for h in hits], n_runs),
+            "steps": median_or_none([h[0] for h in hits], n_runs),
+            "passes": (median_or_none([h[1] for h in hits], n_runs) or np.nan) / m,
+            "reached": len(hits) / n_runs,
         }
     return out
 
@@ -267,8 +279,10 @@ def plot(res, plt, out_dir):
                 ax.plot(xs, vals, "s--", color=color, alpha=0.7, label=f"L-BFGS, acc {target}")
             ax.set_xscale("log")
             ax.set_xlim(min(ms) / 1.3, max(ms) * 1.3)
+            tidy_log_axis(ax.xaxis)
             if any(len(line.get_xdata()) for line in ax.lines):
                 ax.set_yscale("log")
+                tidy_log_axis(ax.yaxis)
             else:
                 ax.text(0.5, 0.5, "no target reached", ha="center", transform=ax.transAxes)
             ax.set_title(f"{cfg.name}", fontsize=10)
@@ -291,11 +305,11 @@ def plot(res, plt, out_dir):
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     levels = res["levels"]
     for cfg, color in zip(CONFIGS, COLORS):
-        traces = last["pgs"][cfg.name]["traces"]
+        runs = last["pgs"][cfg.name]["traces"]
         meds = []
         for lv in levels:
-            hits = [first_reaching(tr, lv) for tr in traces]
-            meds.append(median_or_none([h[2] for h in hits if h is not None], len(traces)))
+            hits = [run_hit(r, lv) for r in runs]
+            meds.append(median_or_none([h[2] for h in hits if h is not None], len(runs)))
         xs = [lv for lv, v in zip(levels, meds) if v is not None]
         ax.plot(xs, [v for v in meds if v is not None], "o-", color=color, label=f"PGS {cfg.name}")
     for obj, style in zip(OBJECTIVES, ("k--", "k-.", "k:")):
@@ -304,6 +318,7 @@ def plot(res, plt, out_dir):
         xs = [lv for lv, h in zip(levels, hits) if h is not None]
         ax.plot(xs, [h[1] for h in hits if h is not None], style, label=f"L-BFGS {obj.name}")
     ax.set_yscale("log")
+    tidy_log_axis(ax.yaxis)
     ax.set_xlabel("test accuracy")
     ax.set_ylabel("CPU seconds to reach it")
     ax.set_title(f"{d}, m = {last['m']:,}: time to a given accuracy (paper Figure 5)", fontsize=10)

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _paper import (CONFIGS, DEFAULT_DATA, OBJECTIVES, PAPER_TABLE2, accuracy, cpu,  # noqa: E402
                     fmt_sigma, hill_climb_sigma, lbfgs, limit_threads, load_imdb,
                     load_rcv1_like, make_pgs, margins, md_table, objective_value, pgs_trace,
-                    pyplot, report_header)
+                    pyplot, report_header, tidy_log_axis)
 
 from onlinepgs.duality import gap_of_weights  # noqa: E402
 
@@ -185,6 +185,7 @@ def plot(res, plt, path):
                 ax.plot(t[:, 0], t[:, 1], "-", color=colors[cfg.k], alpha=0.35, lw=0.8,
                         label=f"PGS k={cfg.k} ({len(res['configs'][cfg.name])} runs)" if i == 0 else None)
         ax.set_xscale("log")
+        tidy_log_axis(ax.xaxis)
         ax.set_title(f"{obj.name}, sigma {fmt_sigma(o['sigma'])}", fontsize=10)
         ax.set_xlabel("CPU seconds")
         ax.grid(True, which="both", alpha=0.3)

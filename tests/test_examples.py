@@ -66,6 +66,61 @@ def test_help(script):
     assert "--quick" in proc.stdout and "--out" in proc.stdout
 
 
+# ---- the shared yardstick: F, its gradient, L-BFGS -------------------------------------------
+@pytest.mark.parametrize("name", ["l2-LR", "l1.8-LR", "l2-LS"])
+def test_objective_gradient_and_lbfgs_optimum(name):
+    import scipy.sparse as sp
+    from scipy.optimize import approx_fprime
+
+    from _paper import OBJECTIVES, lbfgs, make_pgs, objective_value, objective_value_grad
+
+    obj = {o.name: o for o in OBJECTIVES}[name]
+    rng = np.random.RandomState(0)
+    X = sp.random(300, 40, density=0.2, format="csr", random_state=rng)
+    y = np.where(X @ rng.randn(40) + 0.1 * rng.randn(300) > 0, 1.0, -1.0)
+    XT = X.T.tocsr()
+    sigma = 1e-2
+    wb = rng.randn(41)
+    value, grad = objective_value_grad(wb, X, XT, y, obj, sigma)
+    numeric = approx_fprime(wb, lambda v: objective_value_grad(v, X, XT, y, obj, sigma)[0], 1e-7)
+    assert np.allclose(grad, numeric, rtol=1e-4, atol=1e-6)
+    # the same F as the estimators minimise: PGS run long lands on L-BFGS's optimum
+    out = lbfgs(X, y, obj, sigma)
+    est = make_pgs(obj, sigma).set_params(max_epochs=300).fit(X, y)
+    f_pgs = objective_value(est, X, y, sigma)
+    assert out["fun"] <= f_pgs <= out["fun"] * (1 + 1e-3)
+    est_wb = np.concatenate([est.intercept_, est.coef_.ravel()])
+    assert f_pgs == pytest.approx(objective_value_grad(est_wb, X, XT, y, obj, sigma)[0])
+
+
+# ---- the RCV1-shaped generator -----------------------------------------------------------------
+def test_rcv1_like_has_rcv1s_shape():
+    import doctest
+
+    import _synthetic
+
+    assert doctest.testmod(_synthetic).failed == 0
+    gen = _synthetic.RCV1Like(seed=0)
+    X, y = gen.sample(40_000)
+    assert X.shape == (40_000, 47_236) and X.indices.dtype == np.int32
+    assert X.has_sorted_indices and (X.data > 0).all()
+    assert abs(X.nnz / X.shape[0] - 76) < 2                     # the paper's 0.16% density
+    assert np.allclose(np.sqrt(X.multiply(X).sum(axis=1)), 1.0)  # L2-normalised rows
+    assert abs(np.mean(y > 0) - 0.47) < 0.02
+    # Zipf-like: document frequency falls with the rank, the top 1% of features are in
+    # most documents' rows and half the features in few
+    df = np.bincount(X.indices, minlength=X.shape[1])
+    assert df[:100].mean() > 20 * df[20_000:].mean()
+    assert np.median(df) < 0.005 * X.shape[0]
+    # labels follow the planted model up to the stated noise: the clean score is right
+    # about 96% of the time, far from chance and short of certainty
+    clean = np.where(X @ gen.w_true + gen.bias > 0, 1.0, -1.0)
+    assert 0.93 < np.mean(clean == y) < 0.99
+    # a test stream is other rows from the same model
+    Xt, yt = gen.sample(1000, stream=1)
+    assert (Xt != X[:1000]).nnz > 0 and Xt.shape[1] == X.shape[1]
+
+
 # ---- toy Gaussians (Figure 9) -------------------------------------------------------------
 def test_toy_population_optimum_matches_a_large_sample():
     """The quadrature optimum that sets the sigma grid is the sample optimum's limit."""
@@ -159,11 +214,16 @@ def test_inverse_time_targets_and_baseline(inverse):
         trace = last["lbfgs"]["l2-LR"]["trace"]
         assert trace[-1][2] >= max(data["targets"])
         assert all(a < max(data["targets"]) for _, _, a in trace[:-1])
-        # CPU times along a trace never decrease
+        # each run: checkpoints at growing step counts, and the replayed CPU time grows
+        # with the steps and is timed exactly at the checkpoints where levels were hit
         for cfg, pgs in last["pgs"].items():
-            for tr in pgs["traces"]:
-                cpus = [c for _, _, c, _ in tr]
-                assert cpus == sorted(cpus) and all(np.isfinite(cpus))
+            for run in pgs["traces"]:
+                steps = [s for s, _, _ in run["checkpoints"]]
+                assert steps == sorted(steps) and len(set(steps)) == len(steps)
+                cpu_at = run["cpu_at"]
+                assert [c for _, c in cpu_at] == sorted(c for _, c in cpu_at)
+                assert all(c > 0 and np.isfinite(c) for _, c in cpu_at)
+                assert {s for s, _ in cpu_at} <= set(steps)
         text = (out / f"inverse_time_{d}.md").read_text()
         assert "Command: `python examples/inverse_time.py --quick" in text
         assert "chosen on held-out data" in text
