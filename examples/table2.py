@@ -124,11 +124,16 @@ def write_report(res, argv, out_dir, elapsed, plt):
         f"{1 + res['tolerance']:g} F* (checked after 1, 2, 3, 4, 6, 8, ... passes) or after "
         f"{res['max_passes']} passes; accuracy median +- standard deviation, time and passes "
         "medians; CPU seconds, one thread, checks excluded.", ""]
-    rows = []
+    rows, catch_up = [], []
     for cfg in CONFIGS:
         o = res["objectives"][cfg.objective.name]
         runs = res["configs"][cfg.name]
         acc = np.array([r["accuracy"] for r in runs])
+        hit = next(((i + 1, c) for i, (c, a) in enumerate(o["lbfgs_trace"])
+                    if a >= np.median(acc)), None)
+        catch_up.append([cfg.name, f"{np.median(acc):.5f}",
+                         f"{np.median([r['cpu'] for r in runs]):.2f} s",
+                         "never" if hit is None else f"{hit[1]:.2f} s ({hit[0]} it.)"])
         acc1 = np.array([r["accuracy_1pass"] for r in runs])
         met = np.mean([r["met"] for r in runs])
         rows.append([cfg.objective.name, cfg.k, fmt_sigma(o["sigma"]), f"{o['lbfgs_accuracy']:.5f}",
@@ -141,6 +146,11 @@ def write_report(res, argv, out_dir, elapsed, plt):
     lines += ["## This package", ""]
     lines += md_table(["regularizer-loss", "k", "sigma", "L-BFGS accuracy", "L-BFGS time",
                        "PGS accuracy", "PGS time", "PGS passes", "PGS accuracy, 1 pass"], rows)
+    lines += ["", "The L-BFGS time above is to convergence, as the paper's QN column; the time "
+              "L-BFGS takes to first reach PGS's median accuracy (from its per-iteration test "
+              "accuracy, a measurement, not a choice) is the fairer comparison:", ""]
+    lines += md_table(["PGS configuration", "PGS median accuracy", "PGS time",
+                       "L-BFGS time to that accuracy"], catch_up)
     lines += ["", "## The paper (CCAT, 781,265 training rows; k = 1 for p = 2, k = 300 for p = 1.8)", ""]
     lines += md_table(["regularizer-loss", "optimal sigma", "QN accuracy", "PGS accuracy",
                        "PGS training time"],
@@ -171,6 +181,9 @@ def write_report(res, argv, out_dir, elapsed, plt):
 
 def plot(res, plt, path):
     fig, axes = plt.subplots(1, 3, figsize=(14, 4), sharey=True)
+    best = max(max(o["lbfgs_accuracy"] for o in res["objectives"].values()),
+               max(r["accuracy"] for runs in res["configs"].values() for r in runs))
+    low = min(o["lbfgs_accuracy"] for o in res["objectives"].values()) - 0.05
     colors = {1: "tab:blue", 300: "tab:orange"}
     for ax, obj in zip(axes, OBJECTIVES):
         o = res["objectives"][obj.name]
@@ -182,7 +195,7 @@ def plot(res, plt, path):
                 continue
             for i, run in enumerate(res["configs"][cfg.name]):
                 t = np.array(run["trace"])
-                ax.plot(t[:, 0], t[:, 1], "-", color=colors[cfg.k], alpha=0.35, lw=0.8,
+                ax.plot(t[:, 0], t[:, 1], ".-", color=colors[cfg.k], alpha=0.35, lw=0.8, ms=3,
                         label=f"PGS k={cfg.k} ({len(res['configs'][cfg.name])} runs)" if i == 0 else None)
         ax.set_xscale("log")
         tidy_log_axis(ax.xaxis)
@@ -190,8 +203,7 @@ def plot(res, plt, path):
         ax.set_xlabel("CPU seconds")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-        lo = o["lbfgs_accuracy"]
-        ax.set_ylim(lo - 0.05, lo + 0.01)
+        ax.set_ylim(low, best + 0.005)
     axes[0].set_ylabel("test accuracy")
     fig.suptitle(f"{res['data']}: test accuracy against training time, PGS checkpoints "
                  "(after whole passes) and L-BFGS iterations", fontsize=10)
