@@ -561,3 +561,49 @@ def test_model_errors():
         duality_gap(model, X, np.where(np.arange(20) == 3, 7.0, y))
     with pytest.raises(ValueError, match="0 sample"):
         duality_gap(model, X[:0], y[:0])
+
+
+@pytest.mark.parametrize("loss", ["hinge", "absolute", "epsilon_insensitive"])
+def test_refined_certificate_goes_to_zero_for_kinked_losses(loss):
+    """a(w) alone plateaus for losses whose derivative jumps; a few SDCA epochs from it give
+    a dual that keeps up with training, and stays below the optimum (SDCA to 1e-10)."""
+    from onlinepgs import PGSRegressor, SDCAClassifier, SDCARegressor
+    rng = np.random.RandomState(0)
+    X = rng.randn(600, 8)
+    if loss == "hinge":
+        y = np.where(X[:, 0] + X[:, 1] + 0.5 * rng.randn(600) > 0, 1, 0)
+        make = lambda e: PGSClassifier(loss=loss, sigma=1e-2, max_epochs=e, random_state=0)
+        ref = SDCAClassifier(loss=loss, sigma=1e-2, tol=1e-10, max_epochs=10**6,
+                             random_state=0).fit(X, y)
+    else:
+        y = X[:, 0] - 2 * X[:, 1] + 0.3 * rng.randn(600)
+        make = lambda e: PGSRegressor(loss=loss, sigma=1e-2, max_epochs=e, random_state=0)
+        ref = SDCARegressor(loss=loss, sigma=1e-2, tol=1e-10, max_epochs=10**6,
+                            random_state=0).fit(X, y)
+    p_star_upper = ref.primal_objective_
+    plain, refined = [], []
+    for epochs in (1, 10, 100, 1000):
+        model = make(epochs).fit(X, y)
+        a = duality_gap(model, X, y)
+        b = duality_gap(model, X, y, refine_epochs=10)
+        assert b.primal == a.primal and b.dual >= a.dual
+        assert b.dual <= p_star_upper + 1e-12 * abs(p_star_upper)   # still a lower bound
+        assert b.gap == pytest.approx(b.primal - b.dual)
+        plain.append(a.relative_gap)
+        refined.append(b.relative_gap)
+    assert all(x > y for x, y in zip(refined, refined[1:]))
+    assert refined[-1] < 2e-3 and refined[-1] < 0.05 * plain[-1]
+
+
+def test_refine_epochs_is_validated_and_multiclass_sums():
+    rng = np.random.RandomState(1)
+    X = rng.randn(300, 4)
+    y = rng.randint(0, 3, 300)
+    model = PGSClassifier(loss="hinge", sigma=0.05, max_epochs=20, random_state=0).fit(X, y)
+    cert = duality_gap(model, X, y, refine_epochs=3)
+    assert cert.dual == pytest.approx(cert.dual_per_problem.sum())
+    assert cert.gap == pytest.approx(cert.primal - cert.dual)
+    assert np.all(cert.dual_per_problem >= duality_gap(model, X, y).dual_per_problem)
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(ValueError, match="refine_epochs"):
+            duality_gap(model, X, y, refine_epochs=bad)
