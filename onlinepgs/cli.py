@@ -340,20 +340,23 @@ def cmd_train(args):
         raise UserError("no training rows were read")
     save_model(est, args.output, extra={"finished": True})
     if not args.quiet:
-        stats = est.online_stats_
-        print(f"\nfinished run\nnumber of examples = {stats['n_examples']}\n"
-              f"weighted example sum = {stats['sum_weight']:.1f}\n"
-              f"average loss = {stats['progressive_loss']:.6f}", file=sys.stderr)
-        if "progressive_error_rate" in stats:
-            print(f"progressive error rate = {stats['progressive_error_rate']:.6f}",
-                  file=sys.stderr)
-        if holdout_weight:
-            print(f"holdout average loss = {holdout_loss / holdout_weight:.6f} "
-                  f"({int(holdout_weight)} rows)", file=sys.stderr)
-        print(f"regret bound = {np.sum(stats['regret_bound']):.6g}\n"
-              f"seconds = {time.perf_counter() - start:.2f}\nmodel = {args.output}",
-              file=sys.stderr)
+        holdout = (f"holdout average loss = {holdout_loss / holdout_weight:.6f} "
+                   f"({int(holdout_weight)} rows)" if holdout_weight else None)
+        _print_summary(est, args, start, before=[holdout] if holdout else [])
     return 0
+
+
+def _print_summary(est, args, start, before=(), after=()):
+    """VW's closing lines on stderr, with extra lines before and after the regret bound."""
+    stats = est.online_stats_
+    lines = ["", "finished run", f"number of examples = {stats['n_examples']}",
+             f"weighted example sum = {stats['sum_weight']:.1f}",
+             f"average loss = {stats['progressive_loss']:.6f}"]
+    if "progressive_error_rate" in stats:
+        lines.append(f"progressive error rate = {stats['progressive_error_rate']:.6f}")
+    lines += [*before, f"regret bound = {np.sum(stats['regret_bound']):.6g}", *after,
+              f"seconds = {time.perf_counter() - start:.2f}", f"model = {args.output}"]
+    print("\n".join(lines), file=sys.stderr)
 
 
 def _train_on_dask(args, est):
@@ -421,17 +424,7 @@ def _train_on_dask(args, est):
             client.close()
     save_model(est, args.output, extra={"finished": True})
     if not args.quiet:
-        stats = est.online_stats_
-        print(f"\nfinished run\nnumber of examples = {stats['n_examples']}\n"
-              f"weighted example sum = {stats['sum_weight']:.1f}\n"
-              f"average loss = {stats['progressive_loss']:.6f}", file=sys.stderr)
-        if "progressive_error_rate" in stats:
-            print(f"progressive error rate = {stats['progressive_error_rate']:.6f}",
-                  file=sys.stderr)
-        print(f"regret bound = {np.sum(stats['regret_bound']):.6g}\n"
-              f"rounds = {len(rounds)} on {args.scheduler}\n"
-              f"seconds = {time.perf_counter() - start:.2f}\nmodel = {args.output}",
-              file=sys.stderr)
+        _print_summary(est, args, start, after=[f"rounds = {len(rounds)} on {args.scheduler}"])
     return 0
 
 
