@@ -17,6 +17,7 @@ Conventions, everywhere in these examples:
   checkpoint: the model after a chunk is exactly the model a single call would have
   made (the core is deterministic and chunks are whole mini-batches).
 """
+import argparse
 import os
 import platform
 import shlex
@@ -274,16 +275,8 @@ def pgs_trace(est, X, y, *, evaluate, stop_at=None, max_passes=20.0, first_rows=
     if at_steps is None:
         first = max(1, int(np.ceil((first_rows or max(50, m // 100)) / k)))
         at_steps = checkpoints(first, ratio, cap)
-    stream = RowStream(m, np.random.default_rng(seed))
-    kw = {"classes": [-1.0, 1.0]} if est.loss == "logistic" else {}
-    steps, spent, trace = 0, 0.0, []
-    for target in at_steps:
-        idx = stream.take((target - steps) * k)
-        Xc, yc = X[idx], y[idx]
-        t0 = cpu()
-        est.partial_fit(Xc, yc, **kw)
-        spent += cpu() - t0
-        steps = target
+    trace = []
+    for steps, spent in _feed(est, X, y, at_steps, seed):
         value = evaluate(est)
         trace.append((steps, steps * k, spent, value))
         if (stop_at is not None and value >= stop_at) or (stop_when is not None
@@ -305,19 +298,24 @@ def pgs_replay_cpu(est, X, y, at_steps, seed=0):
     -------
     dict step count -> cumulative CPU seconds
     """
-    m, k = X.shape[0], est.batch_size
-    stream = RowStream(m, np.random.default_rng(seed))
+    return dict(_feed(est, X, y, sorted(set(at_steps)), seed))
+
+
+def _feed(est, X, y, at_steps, seed):
+    """`partial_fit` over the seeded row stream up to each step count of ``at_steps`` in
+    turn; yields (steps, cumulative CPU seconds of the partial_fit calls)."""
+    k = est.batch_size
+    stream = RowStream(X.shape[0], np.random.default_rng(seed))
     kw = {"classes": [-1.0, 1.0]} if est.loss == "logistic" else {}
-    steps, spent, out = 0, 0.0, {}
-    for target in sorted(set(at_steps)):
+    steps, spent = 0, 0.0
+    for target in at_steps:
         idx = stream.take((target - steps) * k)
         Xc, yc = X[idx], y[idx]
         t0 = cpu()
         est.partial_fit(Xc, yc, **kw)
         spent += cpu() - t0
         steps = target
-        out[target] = spent
-    return out
+        yield steps, spent
 
 
 def first_reaching(trace, target, col_value=-1):
@@ -460,3 +458,39 @@ def tidy_log_axis(axis):
 def fmt_sigma(s):
     """1e-05 -> 1e-5, 3.1622e-06 -> 3.2e-6."""
     return f"{s:.2g}".replace("e-0", "e-").replace("e+0", "e")
+
+
+def run_program(doc, prefix, run_dataset, write_report, settings, quick, argv, *, quick_help,
+                runs_help, figures_help):
+    """The command line shared by inverse_time.py and table2.py: parse, then for each data
+    set run it, write ``{prefix}_{data}.md/.json`` (and figures) and print the summary."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=doc.split("\n\n", 1)[1])
+    parser.add_argument("--data", choices=("imdb", "rcv1", "both"), default="both")
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--runs", type=int, help=runs_help)
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA,
+                        help=f"directory with imdb_*.svm.gz (default {DEFAULT_DATA})")
+    parser.add_argument("--out", type=Path, default=Path("."), help="output directory")
+    parser.add_argument("--no-figures", action="store_true", help=figures_help)
+    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args.out.mkdir(parents=True, exist_ok=True)
+    limit_threads()
+    wall = time.perf_counter()
+
+    def log(msg):
+        print(f"[{time.perf_counter() - wall:6.0f} s] {msg}", flush=True)
+
+    plt = pyplot(not args.no_figures)
+    for name in (("imdb", "rcv1") if args.data == "both" else (args.data,)):
+        run_settings = dict((quick if args.quick else settings)[name])
+        if args.runs:
+            run_settings["runs"] = args.runs
+        start = cpu()
+        res = run_dataset(name, run_settings, args.data_dir, log)
+        figures = write_report(res, argv, args.out, cpu() - start, plt)
+        print((args.out / f"{prefix}_{name}.md").read_text())
+        for f in figures:
+            print(f"wrote {f}")

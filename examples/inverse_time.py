@@ -48,7 +48,6 @@ each target against m: paper Figures 6-8), ``inverse_time_D_steps.png`` (iterati
 against m) and ``inverse_time_D_fig5.png`` (time to each accuracy at the largest m:
 paper Figure 5).
 """
-import argparse
 import json
 import sys
 import time
@@ -61,7 +60,8 @@ from _paper import (CONFIGS, DEFAULT_DATA, OBJECTIVES, accuracy, cpu,  # noqa: E
                     first_reaching, fmt_sigma, hill_climb_sigma, lbfgs, limit_threads, load_imdb,
                     load_rcv1_like, make_pgs, margins, md_table, median_or_none, pgs_replay_cpu,
                     pgs_trace,
-                    pyplot, report_header, tidy_log_axis, wb_accuracy)
+                    pyplot, report_header, run_program, tidy_log_axis,
+                    wb_accuracy)
 
 SETTINGS = {
     "imdb": dict(sizes=(1000, 2000, 4000, 8000, 16_000, 25_000), targets=(0.85, 0.87, 0.88),
@@ -336,37 +336,10 @@ def plot(res, plt, out_dir):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[1])
-    parser.add_argument("--data", choices=("imdb", "rcv1", "both"), default="both")
-    parser.add_argument("--quick", action="store_true",
-                        help="two small sizes per data set, 3 runs (well under a minute)")
-    parser.add_argument("--runs", type=int, help="PGS runs per point (default: 20 imdb, 10 rcv1)")
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA,
-                        help=f"directory with imdb_*.svm.gz (default {DEFAULT_DATA})")
-    parser.add_argument("--out", type=Path, default=Path("."), help="output directory")
-    parser.add_argument("--no-figures", action="store_true", help="skip the PNGs")
-    args = parser.parse_args(argv)
-    argv = sys.argv[1:] if argv is None else argv
-    args.out.mkdir(parents=True, exist_ok=True)
-    limit_threads()
-    wall = time.perf_counter()
-
-    def log(msg):
-        print(f"[{time.perf_counter() - wall:6.0f} s] {msg}", flush=True)
-
-    plt = pyplot(not args.no_figures)
-    for name in (("imdb", "rcv1") if args.data == "both" else (args.data,)):
-        settings = dict((QUICK if args.quick else SETTINGS)[name])
-        if args.runs:
-            settings["runs"] = args.runs
-        start = cpu()
-        res = run_dataset(name, settings, args.data_dir, log)
-        figures = write_report(res, argv, args.out, cpu() - start, plt)
-        print((args.out / f"inverse_time_{name}.md").read_text())
-        for f in figures:
-            print(f"wrote {f}")
+    run_program(__doc__, "inverse_time", run_dataset, write_report, SETTINGS, QUICK, argv,
+                quick_help="two small sizes per data set, 3 runs (well under a minute)",
+                runs_help="PGS runs per point (default: 20 imdb, 10 rcv1)",
+                figures_help="skip the PNGs")
 
 
 if __name__ == "__main__":

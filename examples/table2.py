@@ -29,7 +29,6 @@ Outputs: ``table2_D.md`` (the table beside the paper's, with the command) and
 ``table2_D.json``, and with matplotlib ``table2_D.png`` (accuracy against CPU time of
 every run and of L-BFGS).
 """
-import argparse
 import json
 import sys
 import time
@@ -41,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _paper import (CONFIGS, DEFAULT_DATA, OBJECTIVES, PAPER_TABLE2, accuracy, cpu,  # noqa: E402
                     fmt_sigma, hill_climb_sigma, lbfgs, limit_threads, load_imdb,
                     load_rcv1_like, make_pgs, margins, md_table, objective_value, pgs_trace,
-                    pyplot, report_header, tidy_log_axis)
+                    pyplot, report_header, run_program, tidy_log_axis)
 
 from onlinepgs.duality import gap_of_weights  # noqa: E402
 
@@ -169,14 +168,14 @@ def write_report(res, argv, out_dir, elapsed, plt):
                      f"{np.median([r['accuracy'] for r in runs]) - o['lbfgs_accuracy']:+.5f}; "
                      f"time / L-BFGS's {np.median([r['cpu'] for r in runs]) / o['lbfgs_cpu']:.3f}")
     lines += ["", f"Total: {elapsed:.0f} s CPU."]
-    figure = None
+    figures = []
     if plt is not None:
-        figure = out_dir / f"table2_{d}.png"
-        plot(res, plt, figure)
-        lines += ["", f"Figure: `{figure.name}`."]
+        figures.append(out_dir / f"table2_{d}.png")
+        plot(res, plt, figures[0])
+        lines += ["", f"Figure: `{figures[0].name}`."]
     (out_dir / f"table2_{d}.md").write_text("\n".join(lines) + "\n")
     (out_dir / f"table2_{d}.json").write_text(json.dumps(res, indent=1, default=float))
-    return figure
+    return figures
 
 
 def plot(res, plt, path):
@@ -213,36 +212,9 @@ def plot(res, plt, path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[1])
-    parser.add_argument("--data", choices=("imdb", "rcv1", "both"), default="both")
-    parser.add_argument("--quick", action="store_true", help="small subsets, 3 runs (~20 s)")
-    parser.add_argument("--runs", type=int, help="PGS runs (default 20)")
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA,
-                        help=f"directory with imdb_*.svm.gz (default {DEFAULT_DATA})")
-    parser.add_argument("--out", type=Path, default=Path("."), help="output directory")
-    parser.add_argument("--no-figures", action="store_true", help="skip the PNG")
-    args = parser.parse_args(argv)
-    argv = sys.argv[1:] if argv is None else argv
-    args.out.mkdir(parents=True, exist_ok=True)
-    limit_threads()
-    wall = time.perf_counter()
-
-    def log(msg):
-        print(f"[{time.perf_counter() - wall:6.0f} s] {msg}", flush=True)
-
-    plt = pyplot(not args.no_figures)
-    for name in (("imdb", "rcv1") if args.data == "both" else (args.data,)):
-        settings = dict((QUICK if args.quick else SETTINGS)[name])
-        if args.runs:
-            settings["runs"] = args.runs
-        start = cpu()
-        res = run_dataset(name, settings, args.data_dir, log)
-        figure = write_report(res, argv, args.out, cpu() - start, plt)
-        print((args.out / f"table2_{name}.md").read_text())
-        if figure:
-            print(f"wrote {figure}")
+    run_program(__doc__, "table2", run_dataset, write_report, SETTINGS, QUICK, argv,
+                quick_help="small subsets, 3 runs (~20 s)", runs_help="PGS runs (default 20)",
+                figures_help="skip the PNG")
 
 
 if __name__ == "__main__":
