@@ -26,7 +26,7 @@ from libc.math cimport pow, fabs, sqrt, log, exp, exp2, log2, copysign, isfinite
 from libc.stdint cimport uint64_t, int64_t, int32_t
 
 from onlinepgs._core._losses cimport loss_value, loss_derivative, loss_and_derivative
-from onlinepgs._core._regularizer cimport reg_conjugate
+from onlinepgs._core._regularizer cimport reg_conjugate, phi_power, phi_quarters
 from onlinepgs._core._random cimport uniform01
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
 
@@ -86,51 +86,9 @@ cdef struct Core:
     bint need_norm
 
 
-cdef inline double _power(double x, double a) noexcept nogil:
-    """x^a for x > 0: exp2(a log2 x) costs ~60% of libm's pow, within a few ulps of it."""
-    return exp2(a * log2(x))
-
-
-cdef int _quarters(double q) noexcept nogil:
-    """4 (q - 1) if it is an integer in [1, 32] (p = 1.8: 5, p = 1.5: 8), else 0."""
-    cdef double k = 4.0 * (q - 1.0)
-    cdef double r = floor(k + 0.5)
-    if 1.0 <= r <= 32.0 and fabs(k - r) <= 1e-12 * k:
-        return <int>r
-    return 0
-
-
 def power_is_cheap(double p):
     """True where |x|^(q-1) takes square roots and multiplies, not a log and an exp."""
-    return p == 2.0 or _quarters(p / (p - 1.0)) > 0
-
-
-cdef inline double _phi_power(double r, double q, int quarters) noexcept nogil:
-    """r^(q-1) for r > 0, the map phi of every touched coordinate.
-
-    Where q - 1 is a multiple of 1/4 (p = 1.8, the paper's choice: r * sqrt(sqrt(r));
-    p = 1.5: r * r) it is a few multiplies and square roots, each correctly rounded,
-    instead of a log and an exp (~10x the instructions); the branches below take the
-    same way for every coordinate of a run, so they predict perfectly.
-    """
-    cdef double out, root
-    cdef int whole, frac, i
-    if quarters == 0:
-        return exp2((q - 1.0) * log2(r))
-    whole = quarters >> 2
-    frac = quarters & 3
-    out = r
-    for i in range(1, whole):
-        out *= r
-    if frac == 0:
-        return out if whole > 0 else 1.0
-    root = sqrt(r)
-    if frac == 2:
-        return out * root if whole > 0 else root
-    root = sqrt(root)  # r^(1/4)
-    if frac == 3:
-        root *= sqrt(r)
-    return out * root if whole > 0 else root
+    return p == 2.0 or phi_quarters(p / (p - 1.0)) > 0
 
 
 cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
@@ -166,7 +124,7 @@ cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
         ph = 0.0
         need_rescale[0] = 1
     else:
-        ph = copysign(_phi_power(r_new, core.q, core.quarters), lam_new) if r_new > 0.0 else 0.0
+        ph = copysign(phi_power(r_new, core.q, core.quarters), lam_new) if r_new > 0.0 else 0.0
     core.phi[at] = ph
     if need_rescale[0]:
         return
@@ -253,7 +211,7 @@ cdef class PGSState:
             raise ValueError("n_problems must be >= 1")
         self.p = p
         self.q = p / (p - 1.0)
-        self.quarters = _quarters(self.q)
+        self.quarters = phi_quarters(self.q)
         self.p_is_two = p == 2.0
         self.sigma = sigma
         self.bounded = radius is not None
@@ -524,7 +482,7 @@ cdef class PGSState:
             if self.p_is_two:
                 total += r * r
             else:
-                ph = _phi_power(r, self.q, self.quarters) if r > 0.0 else 0.0
+                ph = phi_power(r, self.q, self.quarters) if r > 0.0 else 0.0
                 if rescale:
                     self.phi[j, c] = copysign(ph, self.lam[j, c])
                 total += r * ph
@@ -1027,14 +985,14 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
             ph = 0.0
             need_rescale[0] = 1
         else:
-            ph = _phi_power(r_new, q, quarters) if r_new > 0.0 else 0.0
+            ph = phi_power(r_new, q, quarters) if r_new > 0.0 else 0.0
         dn += r_new * ph - fabs(old) * inv_m * fabs(phi[j])
         phi[j] = copysign(ph, new)
     core.norm_sum[0] += dn
     if want_xq:
         for e in range(nnz):
             d = fabs(vals[e])
-            xq += d * _phi_power(d, q, quarters) if d != 0.0 else 0.0
+            xq += d * phi_power(d, q, quarters) if d != 0.0 else 0.0
     return xq
 
 
@@ -1197,7 +1155,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                         continue
                     j = (e if dense else <Py_ssize_t>idx[e]) + 1
                     if row_xq == NULL:
-                        xq += xv * xv if p2 else fabs(xv) * _phi_power(fabs(xv), q, self.quarters)
+                        xq += xv * xv if p2 else fabs(xv) * phi_power(fabs(xv), q, self.quarters)
                     for c in range(K):
                         if coefs[c] != 0.0:
                             _touch(core, j, c, coefs[c] * xv, &resc[c])

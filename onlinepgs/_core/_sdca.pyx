@@ -82,7 +82,8 @@ from libc.stdint cimport uint64_t, int64_t, int32_t
 from onlinepgs._core._losses cimport (loss_value, loss_derivative, loss_conjugate, HINGE,
                                       LOGISTIC, SQUARED_HINGE, SMOOTH_HINGE, SQUARED, ABSOLUTE,
                                       HUBER, EPSILON_INSENSITIVE)
-from onlinepgs._core._regularizer cimport lp_norm, reg_value, reg_conjugate
+from onlinepgs._core._regularizer cimport (lp_norm, reg_value, reg_conjugate, phi_power,
+                                          phi_quarters)
 from onlinepgs._core._random cimport below
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
 
@@ -248,9 +249,6 @@ cdef inline double _soft(double v, double c) noexcept nogil:
     return copysign(fmax(fabs(v) - c, 0.0), v)
 
 
-cdef inline double _power(double x, double a) noexcept nogil:
-    """x^a for x > 0: exp2(a log2 x), cheaper than libm's pow and within a few ulps."""
-    return exp2(a * log2(x))
 
 
 # Raw pointers of one problem for the hot loops, passed by value so that the compiler keeps
@@ -718,7 +716,8 @@ cdef class SDCAProblem:
     cdef void _refresh(self) noexcept nogil:
         """w = grad g*(v) recomputed from v exactly (p < 2: M, phi, N and s_eff afresh)."""
         cdef Py_ssize_t j, dim = self.dim
-        cdef double m = 0.0, r, ph, total = 0.0, qm1 = self.q - 1.0, c
+        cdef double m = 0.0, r, ph, total = 0.0, c
+        cdef int quarters = phi_quarters(self.q)
         if self.reg == REG_ENET:
             c = self.l1 / self.sigma
             for j in range(dim):
@@ -732,7 +731,7 @@ cdef class SDCAProblem:
             self.scale_m = m
             for j in range(dim):
                 r = fabs(self.v[j]) / m
-                ph = _power(r, qm1) if r > 0.0 else 0.0
+                ph = phi_power(r, self.q, quarters) if r > 0.0 else 0.0
                 self.w[j] = copysign(ph, self.v[j])
                 total += r * ph
             self.norm_n = total
@@ -823,7 +822,8 @@ cdef class SDCAProblem:
         cdef Py_ssize_t t, e, start, nnz, j
         cdef int64_t i
         cdef double z, b0, bn, d, vo, vn, r_new, r_old, ph, dn, inv_m
-        cdef double icpt = k.icpt, qm1 = k.q - 1.0, n_low = exp2(-k.q)
+        cdef double icpt = k.icpt, n_low = exp2(-k.q)
+        cdef int quarters = phi_quarters(k.q)
         cdef double* v = k.v
         cdef double* phi = k.w
         cdef const double* vals
@@ -864,7 +864,7 @@ cdef class SDCAProblem:
                     rescale = True
                     ph = 0.0
                 else:
-                    ph = _power(r_new, qm1) if r_new > 0.0 else 0.0
+                    ph = phi_power(r_new, k.q, quarters) if r_new > 0.0 else 0.0
                 r_old = fabs(vo) * inv_m
                 dn += r_new * ph - r_old * fabs(phi[j])
                 phi[j] = copysign(ph, vn)
