@@ -412,7 +412,9 @@ cdef class PGSState:
 
     # ---- scalars -------------------------------------------------------------------
     cdef inline double _scale_of(self, Py_ssize_t c, int64_t t) noexcept nogil:
-        """s such that w_t = s * phi, from N, M and t (Figure 2 in scalar form)."""
+        """s such that w_t = s * phi, from N, M and t (Figure 2 in scalar form). On the
+        ball it also leaves ||w_t||_p in w_norm[c] (the projection needs it anyway);
+        on R^n `_w_norm` computes that."""
         cdef double denom = (t + 1.0) * self.sigma
         cdef double s, norm_q, wnorm
         if self.p_is_two:
@@ -421,8 +423,11 @@ cdef class PGSState:
                 wnorm = self.mscale[c] * sqrt(self.norm_sum[c]) / denom
                 if wnorm > self.radius:
                     s *= self.radius / wnorm
+                self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
             return s
         if self.norm_sum[c] <= 0.0:
+            if self.bounded:
+                self.w_norm[c] = 0.0
             return 0.0
         # ||lambda||_q^(2-q) M^(q-1) / ((q-1)(t+1) sigma), with ||lambda||_q = M N^(1/q)
         s = self.mscale[c] * exp(((2.0 - self.q) / self.q) * log(self.norm_sum[c])) / (
@@ -432,8 +437,8 @@ cdef class PGSState:
             wnorm = (self.p - 1.0) * norm_q / denom
             if wnorm > self.radius:
                 s *= self.radius / wnorm
+            self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
         return s
-
     cdef double _norm_q(self, Py_ssize_t c) noexcept nogil:
         """||lambda||_q = M N^(1/q) of problem c (needs N: need_norm)."""
         if self.norm_sum[c] <= 0.0:
@@ -525,7 +530,7 @@ cdef class PGSState:
         for c in range(K):
             self.s[c] = self._scale_of(c, self.t)
             self.cum[c] += wt * self.s[c]
-            if self.need_norm:
+            if self.need_norm and not self.bounded:  # the ball's: from _scale_of
                 self.w_norm[c] = self._w_norm(c, self.t)
             if select:
                 self.rnd_ver[c] += 1
@@ -848,7 +853,7 @@ cdef class PGSState:
                 self.rnd_t = self.t
         for c in range(K):
             self.s[c] = self._scale_of(c, self.t)
-            if self.need_norm:
+            if self.need_norm and not self.bounded:  # the ball's: from _scale_of
                 self.w_norm[c] = self._w_norm(c, self.t)
             if select:
                 self.rnd_ver[c] += 1
