@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d,
 
 from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES, PGSState
 from onlinepgs._core._hashing import records_to_csr
-from onlinepgs._core._pgs import power_is_cheap
+from onlinepgs._core._pgs import power_is_cheap, row_power_sums
 
 __all__ = ["PGSClassifier", "PGSRegressor", "PGSDivergedError"]
 
@@ -275,16 +275,22 @@ class _BasePGS(BaseEstimator):
                 "start over with new values")
 
     # ---- training ---------------------------------------------------------------------
-    def _row_power_sums(self, X):
-        """sum_j |x_ij|^q per row for the regret statistic when p < 2 and k = 1.
+    def _row_power_sums(self, X, passes=1):
+        """sum_j |x_ij|^q per row for the regret statistic when p < 2 and k = 1, or None
+        where the core's loop takes them itself as cheaply.
 
-        NumPy's SIMD power is ~3x faster than the scalar exp2(log2) in the loop, and `fit`
-        reuses the sums for every epoch. None where the core's own loop is cheaper: p = 2,
-        and the p whose q - 1 is a multiple of 1/4 (p = 1.8, 1.5, ...; see
-        `power_is_cheap`).
+        For the p whose q - 1 is a multiple of 1/4 (p = 1.8, 1.5, ...; `power_is_cheap`)
+        the core's loop takes them by packed square roots: precomputed (by the same code)
+        only when `fit` reuses them over several epochs. For other p NumPy's SIMD power
+        is ~3x faster than the scalar exp2(log2) in the loop. p = 2: ||x||^2 comes with
+        the margin's loop.
         """
-        if self.batch_size != 1 or power_is_cheap(self.p):
+        if self.batch_size != 1 or self.p == 2.0:
             return None
+        if power_is_cheap(self.p):
+            if passes == 1 or not sp.issparse(X):
+                return None
+            return row_power_sums(X.data, X.indptr.astype(np.int64, copy=False), self.p)
         q = self.p / (self.p - 1.0)
         # |x|^q may exceed the double range (|x| ~ 1e150): the bound is then honestly inf
         with np.errstate(over="ignore"):
@@ -329,7 +335,7 @@ class _BasePGS(BaseEstimator):
         rng = check_random_state(self.random_state)
         state = self._new_state(X.shape[1], n_problems, multiclass, rng)
         n = X.shape[0]
-        power_sums = self._row_power_sums(X)
+        power_sums = self._row_power_sums(X, passes=self.max_epochs)
         best, stall, epochs = np.inf, 0, 0
         for _ in range(self.max_epochs):
             order = rng.permutation(n).astype(np.int64) if self.shuffle else np.arange(n, dtype=np.int64)

@@ -85,6 +85,53 @@ def test_core_matches_reference(p, bounded, k, loss):
                          stats["online_objective"] - stats["dual_objective"])
 
 
+@pytest.mark.parametrize("p", [2.0, 1.8, 1.3])
+@pytest.mark.parametrize("radius", [None, "auto"])
+def test_core_matches_reference_on_long_rows(p, radius):
+    """Rows of ~600 non-zeros: the k = 1 update takes a row in chunks of 256 (p < 2), and
+    p = 2 moves N by cf (cf ||x||^2 - 2 <lambda, x>) instead of coordinate by coordinate."""
+    rng = np.random.RandomState(5)
+    X = sp.random(24, 700, density=0.85, random_state=rng, format="csr")
+    X.data = rng.randn(X.nnz)
+    assert np.diff(X.indptr).min() > 2 * 256
+    y = np.where(X @ rng.randn(700) > 0, 1.0, -1.0)
+    iterates, stats = reference_pgs(augmented(X, True, 1.0), y, p=p, sigma=0.05,
+                                    loss="logistic", radius=radius)
+    for which in ["weighted2", "random"]:
+        st = run_core(X, y, p=p, sigma=0.05, radius=radius, loss="logistic", iterate=which)
+        assert_close(st.weights("last"), iterates[-1])
+        assert_close(st.weights(), combine(iterates, which, rnd_t=st.rnd_t))
+        assert_close(st.stats_dict()["regret_bound"], stats["regret_bound"])
+        if radius is not None or p != 2.0:
+            assert_close(st.stats_dict()["dual_objective"], stats["dual_objective"])
+
+
+def test_packed_powers_equal_the_scalar_power_bit_for_bit():
+    """phi_power_many (packed square roots) and the per-row |x|^q sums are the scalar
+    phi_power's values exactly, for every q - 1 that is a multiple of 1/4, and NumPy's
+    power within rounding for the others."""
+    from onlinepgs._core._pgs import _phi_power_check, row_power_sums
+
+    rng = np.random.RandomState(2)
+    r = np.concatenate([[0.0, 1.0, 2.0, 1e-300, 1e150], rng.lognormal(0, 3, 997)])
+    for p in [1.8, 1.5, 1.25, 1.2, 1.1, 4 / 3, 1.3, 1.01]:
+        q = p / (p - 1.0)
+        scalar, packed = _phi_power_check(r, p)
+        np.testing.assert_array_equal(packed, scalar)
+        with np.errstate(over="ignore"):
+            np.testing.assert_allclose(scalar[r > 0], r[r > 0] ** (q - 1.0), rtol=1e-13)
+    X = sp.random(50, 900, density=0.5, random_state=rng, format="csr")
+    X.data = rng.randn(X.nnz)
+    X.indptr[5:7] = X.indptr[5]  # an empty row (row 5)
+    X = sp.csr_matrix((X.data[: X.indptr[-1]], X.indices[: X.indptr[-1]], X.indptr),
+                      shape=X.shape)
+    for p in [1.8, 1.3]:
+        q = p / (p - 1.0)
+        expected = np.asarray(abs(X).power(q).sum(axis=1)).ravel()
+        np.testing.assert_allclose(row_power_sums(X.data, X.indptr.astype(np.int64), p),
+                                   expected, rtol=1e-12)
+
+
 def test_every_iterate_matches_step_by_step():
     """Each w_t, not only the last: run the core one step at a time."""
     X, y = make_data("logistic", m=30)
@@ -128,14 +175,17 @@ def test_grad_rstar_is_the_argmax():
 
 
 @pytest.mark.parametrize("p", [1.8, 1.3])
-def test_estimator_regret_statistic_on_both_power_paths(p):
-    """k = 1, p < 2: the per-row sum |x|^q comes from the loop's square roots (p = 1.8) or
-    from NumPy's power once per fit (p = 1.3); both give the reference's regret bound."""
+@pytest.mark.parametrize("epochs", [1, 2])
+def test_estimator_regret_statistic_on_both_power_paths(p, epochs):
+    """k = 1, p < 2: the per-row sum |x|^q comes from the loop's square roots (p = 1.8, one
+    epoch), from the same roots once per fit (p = 1.8, several epochs) or from NumPy's
+    power once per fit (p = 1.3); all give the reference's regret bound."""
     X, y = make_data("logistic", m=60)
     clf = PGSClassifier(p=p, sigma=0.05, shuffle=False, fit_intercept=False, radius=None,
-                        max_epochs=1).fit(X, np.where(y > 0, 1, 0))
-    iterates, stats = reference_pgs(augmented(X, False, 1.0), y, p=p, sigma=0.05,
-                                    loss="logistic")
+                        max_epochs=epochs).fit(X, np.where(y > 0, 1, 0))
+    rows = sp.vstack([X] * epochs, format="csr")
+    iterates, stats = reference_pgs(augmented(rows, False, 1.0), np.tile(y, epochs), p=p,
+                                    sigma=0.05, loss="logistic")
     assert_close(clf._state.weights("last"), iterates[-1])
     assert clf.online_stats_["regret_bound"] == pytest.approx(stats["regret_bound"][0],
                                                               rel=1e-9)

@@ -26,11 +26,26 @@ from libc.math cimport pow, fabs, sqrt, log, exp, exp2, log2, copysign, isfinite
 from libc.stdint cimport uint64_t, int64_t, int32_t
 
 from onlinepgs._core._losses cimport loss_value, loss_derivative, loss_and_derivative
-from onlinepgs._core._regularizer cimport reg_conjugate, phi_power, phi_quarters
+from onlinepgs._core._regularizer cimport (reg_conjugate, phi_power, phi_power_many,
+                                             phi_quarters)
 from onlinepgs._core._random cimport uniform01
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
 
 cnp.import_array()
+
+cdef extern from *:
+    """
+    /* GCC 12's mod-ref analysis counts __builtin_prefetch as no effect and deletes the
+       calls of a function made only of prefetches; a volatile asm stays. */
+    #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    #define OPGS_PREFETCH(p) __asm__ __volatile__("prefetcht0 %0" : : "m"(*(const char*)(p)))
+    #elif defined(__GNUC__) || defined(__clang__)
+    #define OPGS_PREFETCH(p) __builtin_prefetch((const void*)(p))
+    #else
+    #define OPGS_PREFETCH(p) ((void)0)
+    #endif
+    """
+    void OPGS_PREFETCH(const void* p) noexcept nogil
 
 ctypedef fused index_t:
     int32_t
@@ -905,11 +920,69 @@ cdef class PGSState:
 
 
 
+cdef enum:
+    ROW_CHUNK = 256  # a row's non-zeros are updated this many at a time (stack buffers)
+
+
+cdef inline double row_power_sum(const double* vals, Py_ssize_t nnz, double q,
+                                 int quarters) noexcept nogil:
+    """sum_e |x_e|^q = sum_e |x_e| phi_power(|x_e|) over a row's values."""
+    cdef double a_buf[ROW_CHUNK]
+    cdef double ph_buf[ROW_CHUNK]
+    cdef double total = 0.0
+    cdef Py_ssize_t base = 0, n, e
+    while base < nnz:
+        n = nnz - base if nnz - base < ROW_CHUNK else ROW_CHUNK
+        for e in range(n):
+            a_buf[e] = fabs(vals[base + e])
+        phi_power_many(a_buf, ph_buf, n, q, quarters)
+        for e in range(n):
+            total += a_buf[e] * ph_buf[e]
+        base += n
+    return total
+
+
+def row_power_sums(const double[::1] data, const int64_t[::1] indptr, double p):
+    """sum_j |x_ij|^q (q = p / (p - 1)) of every row of a CSR matrix, by the core's own
+    powers (the regret statistic's row norms, taken once for all the epochs of a fit)."""
+    cdef Py_ssize_t n_rows = indptr.shape[0] - 1, i
+    cdef double q = p / (p - 1.0)
+    cdef int quarters = phi_quarters(q)
+    out_a = np.zeros(max(n_rows, 0))
+    cdef double[::1] out = out_a
+    cdef const double* d = &data[0] if data.shape[0] else NULL
+    with nogil:
+        for i in range(n_rows):
+            if indptr[i + 1] > indptr[i]:
+                out[i] = row_power_sum(d + indptr[i], indptr[i + 1] - indptr[i], q, quarters)
+    return out_a
+
+
+def _phi_power_check(const double[::1] r, double p):
+    """(phi_power, phi_power_many) of every r >= 0 at q = p / (p - 1), for the tests."""
+    cdef double q = p / (p - 1.0)
+    cdef int quarters = phi_quarters(q)
+    cdef Py_ssize_t e, n = r.shape[0]
+    scalar_a = np.zeros(n)
+    packed_a = np.zeros(n)
+    cdef double[::1] scalar = scalar_a, packed = packed_a
+    for e in range(n):
+        scalar[e] = phi_power(r[e], q, quarters) if r[e] > 0.0 else 0.0
+    if n:
+        phi_power_many(&r[0], &packed[0], n, q, quarters)
+    return scalar_a, packed_a
+
+
 cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
                              Py_ssize_t nnz, double cf, int* need_rescale,
-                             bint want_xq) noexcept nogil:
+                             bint want_xq, double dot, double xx) noexcept nogil:
     """lambda -= cf * x for one sparse row of a single problem; returns sum_j |x_j|^q
     (for p < 2 only when want_xq: the caller may have it precomputed).
+
+    For p = 2 the caller passes dot = <lambda, x> before the update and xx = ||x||^2 (the
+    margin's loop takes both), so N moves by ||lambda - cf x||^2 - ||lambda||^2 =
+    cf (cf xx - 2 dot) in units of M^2, without a per-coordinate chain of additions; the
+    exact recomputation every 8 dim updates bounds the rounding drift as before.
 
     The fast path of `_touch` for K = 1, k = 1 and canonical rows (unique indices): one
     tight loop per concern, so no loop carries a branch on the configuration.
@@ -923,6 +996,10 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
     cdef double* snap
     cdef int64_t* snapv
     cdef double cum, rs, inv_m, old, new, r_new, ph, d, dn = 0.0, xq = 0.0, q = core.q
+    cdef double r_buf[ROW_CHUNK]
+    cdef double ph_buf[ROW_CHUNK]
+    cdef double old_buf[ROW_CHUNK]
+    cdef Py_ssize_t base, n
     cdef int quarters = core.quarters
     cdef int64_t ver
     cdef bint averaged = _averaged(core.iterate)
@@ -938,67 +1015,87 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
                 snap[j] = rs * phi[j * S]
                 snapv[j] = ver
     if core.p_is_two:
-        for e in range(nnz):
-            xq += vals[e] * vals[e]
-        if not core.need_norm:
-            if averaged:
-                for e in range(nnz):
-                    j = idx[e] * S
-                    d = cf * vals[e]
-                    lam[j] -= d
-                    acc[j] -= d * cum
-            else:
-                for e in range(nnz):
-                    lam[idx[e] * S] -= cf * vals[e]
-            return xq
-        inv_m = core.inv_scale[0]
         if averaged:
             for e in range(nnz):
                 j = idx[e] * S
                 d = cf * vals[e]
-                acc[j] -= d * cum
-                old = lam[j] * inv_m
-                new = old - d * inv_m
                 lam[j] -= d
-                dn += new * new - old * old
+                acc[j] -= d * cum
         else:
             for e in range(nnz):
-                j = idx[e] * S
-                d = cf * vals[e]
-                old = lam[j] * inv_m
-                new = old - d * inv_m
-                lam[j] -= d
-                dn += new * new - old * old
-        core.norm_sum[0] += dn
-        if not (core.norm_sum[0] < 1e300):  # some |lambda_j| / M passed 1e150 (or overflowed)
-            need_rescale[0] = 1
-        return xq
-    if averaged:
-        for e in range(nnz):
-            j = idx[e] * S
-            acc[j] += phi[j] * (cum - mark[j])
-            mark[j] = cum
+                lam[idx[e] * S] -= cf * vals[e]
+        if core.need_norm:
+            inv_m = core.inv_scale[0]
+            d = cf * inv_m
+            core.norm_sum[0] += d * (d * xx - 2.0 * dot * inv_m)
+            if not (core.norm_sum[0] < 1e300):  # some |lambda_j| / M passed 1e150 (or overflowed)
+                need_rescale[0] = 1
+        return xx
     inv_m = core.inv_scale[0]
-    for e in range(nnz):
-        j = idx[e] * S
-        old = lam[j]
-        new = old - cf * vals[e]
-        lam[j] = new
-        r_new = fabs(new) * inv_m
-        if r_new > 2.0:
-            # M no longer tracks max |lambda_j|: park phi at 0 (finite), rescale after the step
-            ph = 0.0
-            need_rescale[0] = 1
+    base = 0
+    while base < nnz:
+        n = nnz - base if nnz - base < ROW_CHUNK else ROW_CHUNK
+        # lambda's update, the lazy average's catch-up (it needs the old phi) and the
+        # old phi's share of N; the new |lambda_j| / M go to a buffer ...
+        if averaged:
+            for e in range(n):
+                j = idx[base + e] * S
+                ph = phi[j]
+                acc[j] += ph * (cum - mark[j])
+                mark[j] = cum
+                old = lam[j]
+                new = old - cf * vals[base + e]
+                lam[j] = new
+                r_buf[e] = fabs(new) * inv_m
+                old_buf[e] = fabs(old) * inv_m * fabs(ph)
         else:
-            ph = phi_power(r_new, q, quarters) if r_new > 0.0 else 0.0
-        dn += r_new * ph - fabs(old) * inv_m * fabs(phi[j])
-        phi[j] = copysign(ph, new)
+            for e in range(n):
+                j = idx[base + e] * S
+                old = lam[j]
+                new = old - cf * vals[base + e]
+                lam[j] = new
+                r_buf[e] = fabs(new) * inv_m
+                old_buf[e] = fabs(old) * inv_m * fabs(phi[j])
+        # ... whose powers are taken together (packed square roots) ...
+        phi_power_many(r_buf, ph_buf, n, q, quarters)
+        # ... and go back into phi and N
+        for e in range(n):
+            j = idx[base + e] * S
+            r_new = r_buf[e]
+            ph = ph_buf[e]
+            if r_new > 2.0:
+                # M no longer tracks max |lambda_j|: park phi at 0 (finite), rescale after
+                ph = 0.0
+                need_rescale[0] = 1
+            dn += r_new * ph - old_buf[e]
+            phi[j] = copysign(ph, lam[j])
+        base += n
     core.norm_sum[0] += dn
     if want_xq:
-        for e in range(nnz):
-            d = fabs(vals[e])
-            xq += d * phi_power(d, q, quarters) if d != 0.0 else 0.0
+        xq = row_power_sum(vals, nnz, q, quarters)
     return xq
+
+
+cdef inline double _margin_sq(const double* phi, Py_ssize_t S, const double* vals,
+                              const index_t* idx, Py_ssize_t nnz, double* xx) noexcept nogil:
+    """`_margin` of a sparse row of a single problem, and ||x||^2 into xx (p = 2: the
+    update's N and the regret need it, and the values are in registers here)."""
+    cdef double t0 = 0.0, t1 = 0.0, s0 = 0.0, s1 = 0.0, v0, v1
+    cdef Py_ssize_t e, half = nnz - (nnz & 1)
+    cdef const double* base = phi + S
+    for e in range(0, half, 2):
+        v0 = vals[e]
+        v1 = vals[e + 1]
+        t0 += base[idx[e] * S] * v0
+        t1 += base[idx[e + 1] * S] * v1
+        s0 += v0 * v0
+        s1 += v1 * v1
+    if half < nnz:
+        v0 = vals[half]
+        t0 += base[idx[half] * S] * v0
+        s0 += v0 * v0
+    xx[0] = s0 + s1
+    return t0 + t1
 
 
 cdef inline double _margin(const double* phi, Py_ssize_t K, Py_ssize_t S, Py_ssize_t c,
@@ -1026,6 +1123,43 @@ cdef inline double _margin(const double* phi, Py_ssize_t K, Py_ssize_t S, Py_ssi
     return t0
 
 
+cdef inline void _prefetch_ahead(Core core, const double* data, const index_t* indices,
+                                 const int64_t* indptr, const double* y, const double* sw,
+                                 const int64_t[::1] order,
+                                 Py_ssize_t n_rows, Py_ssize_t i) noexcept nogil:
+    """Hint the cache about the rows after row position i, each one stage further:
+    the offsets of row i + 3, the values, indices, label and weight of row i + 2 (its
+    offsets came a row earlier), and the state lines that row i + 1 will gather (its
+    indices came a row earlier). Shuffled rows are scattered over memory and their coordinates over the
+    state, so neither is foreseen by the hardware; the hints only move data, the results
+    do not depend on them."""
+    cdef Py_ssize_t e, start, end, stride = core.K * core.S
+    cdef Py_ssize_t per_line = 64 // sizeof(index_t)
+    cdef int64_t row
+    cdef const index_t* idx
+    if i + 3 < n_rows:
+        OPGS_PREFETCH(&indptr[order[i + 3]])
+    if i + 2 < n_rows:
+        row = order[i + 2]
+        OPGS_PREFETCH(y + row)
+        OPGS_PREFETCH(sw + row)
+        start = indptr[row]
+        end = indptr[row + 1]
+        # 64-byte lines: 8 values, 8 (16) indices
+        for e in range(start, end, 8):
+            OPGS_PREFETCH(data + e)
+        e = start
+        while e < end:
+            OPGS_PREFETCH(indices + e)
+            e += per_line
+    if i + 1 < n_rows:
+        row = order[i + 1]
+        start = indptr[row]
+        idx = indices + start
+        for e in range(indptr[row + 1] - start):
+            OPGS_PREFETCH(core.lam + (idx[e] + 1) * stride)
+
+
 cdef void _run_pass(PGSState self, const double* data, const index_t* indices, int64_t* indptr,
                     Py_ssize_t n_cols, const double[::1] y, const double[::1] sw,
                     const int64_t[::1] order, bint classifier, bint dense,
@@ -1038,6 +1172,10 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     cdef double xv, z, yc, dl, w_i, inv_k, icpt = self.intercept_scaling, ex_loss, cf
     cdef double inv_b, step_w = <double>self.t_step, step_sq = step_w * step_w
     cdef double xq, g, gq, best, l0, lv, b_weight, b_loss, b_wloss, b_loss0
+    # k = 1, one problem, sparse, p = 2: the margin's loop also takes ||x||^2 and keeps
+    # <lambda, x> for the update's N (see `_apply_row`)
+    cdef bint sq_margin, sq_ok = self.p_is_two and K == 1 and not dense
+    cdef double row_dot = 0.0, row_xx = 0.0
     cdef int64_t b_mistakes
     cdef double q = self.q, sigma = self.sigma, epsilon = self.epsilon
     cdef int loss_code = self.loss_code
@@ -1060,6 +1198,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     cdef int best_c
     while pos < n_rows:
         bsize = k if n_rows - pos >= k else n_rows - pos
+        sq_margin = sq_ok and bsize == 1
         inv_b = 1.0 / bsize
         inv_k = step_w / bsize  # the gradient's scale (1 / bsize but in a lane)
         for c in range(K):
@@ -1079,6 +1218,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                 start = row * n_cols
                 nnz = n_cols
             else:
+                _prefetch_ahead(core, data, indices, indptr, &y[0], &sw[0], order, n_rows,
+                                pos + b)
                 start = indptr[row]
                 nnz = indptr[row + 1] - start
             vals = data + start
@@ -1089,7 +1230,11 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
             best = 0.0
             best_c = 0
             for c in range(K):
-                z = _margin(core.phi, K, core.S, c, vals, idx, nnz, dense)
+                if sq_margin:
+                    z = _margin_sq(core.phi, core.S, vals, idx, nnz, &row_xx)
+                    row_dot = z
+                else:
+                    z = _margin(core.phi, K, core.S, c, vals, idx, nnz, dense)
                 if fit_icpt:
                     z += core.phi[c * core.S] * icpt
                 z *= s[c]
@@ -1149,7 +1294,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
             if K == 1 and not dense:
                 cf = coefs[0]
                 if cf != 0.0:
-                    xq = _apply_row(core, vals, idx, nnz, cf, resc, row_xq == NULL)
+                    xq = _apply_row(core, vals, idx, nnz, cf, resc, row_xq == NULL,
+                                    row_dot, row_xx)
                     if row_xq != NULL:
                         xq = row_xq[row]
                     mov[0] = 1
