@@ -74,6 +74,9 @@ cdef inline bint _averaged(int iterate) noexcept nogil:
 # precision. The refresh is O(dim) and happens O(log t) times.
 STATE_VERSION = 3
 
+cdef enum:
+    ROW_CHUNK = 256  # powers are taken this many at a time (stack buffers; packed roots)
+
 
 
 
@@ -480,8 +483,10 @@ cdef class PGSState:
 
     cdef void _exact_norm(self, Py_ssize_t c, bint rescale) noexcept nogil:
         """Recompute N exactly from lambda; with rescale, first move M to max |lambda_j|."""
-        cdef Py_ssize_t j
-        cdef double m = 0.0, r, total = 0.0, old_m = self.mscale[c], ph
+        cdef Py_ssize_t j, base, n, e
+        cdef double m = 0.0, r, total = 0.0, old_m = self.mscale[c]
+        cdef double r_buf[ROW_CHUNK]
+        cdef double ph_buf[ROW_CHUNK]
         if rescale:
             self.n_rescales += 1
             for j in range(self.dim):
@@ -497,15 +502,24 @@ cdef class PGSState:
             self.mscale[c] = m
             self.inv_scale[c] = 1.0 / m
         m = self.mscale[c]
-        for j in range(self.dim):
-            r = fabs(self.lam[j, c]) / m
-            if self.p_is_two:
+        if self.p_is_two:
+            for j in range(self.dim):
+                r = fabs(self.lam[j, c]) / m
                 total += r * r
-            else:
-                ph = phi_power(r, self.q, self.quarters) if r > 0.0 else 0.0
-                if rescale:
-                    self.phi[j, c] = copysign(ph, self.lam[j, c])
-                total += r * ph
+            self.norm_sum[c] = total
+            return
+        base = 0
+        while base < self.dim:
+            n = self.dim - base if self.dim - base < ROW_CHUNK else ROW_CHUNK
+            for e in range(n):
+                r_buf[e] = fabs(self.lam[base + e, c]) / m
+            phi_power_many(r_buf, ph_buf, n, self.q, self.quarters)
+            for e in range(n):
+                total += r_buf[e] * ph_buf[e]
+            if rescale:
+                for e in range(n):
+                    self.phi[base + e, c] = copysign(ph_buf[e], self.lam[base + e, c])
+            base += n
         self.norm_sum[c] = total
 
     cdef void _upkeep_norms(self, int* need_rescale, int* moved) noexcept nogil:
@@ -918,10 +932,6 @@ cdef class PGSState:
                           y, sample_weight, order, classifier, False, rps_ptr)
 
 
-
-
-cdef enum:
-    ROW_CHUNK = 256  # a row's non-zeros are updated this many at a time (stack buffers)
 
 
 cdef inline double row_power_sum(const double* vals, Py_ssize_t nnz, double q,

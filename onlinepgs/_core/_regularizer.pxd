@@ -96,50 +96,70 @@ cdef inline double phi_power(double r, double q, int quarters) noexcept nogil:
     return out * root if whole > 0 else root
 
 
+cdef extern from *:
+    """
+    #include <math.h>
+    #include <stddef.h>
+    /* Packed square roots: 2 lanes in the x86-64 baseline, 4 with AVX2, 8 with AVX-512;
+       GCC picks the widest the running CPU has (ifunc). Only square roots and products:
+       every lane rounds exactly as the scalar code does. */
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+    #define OPGS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+    #else
+    #define OPGS_CLONES
+    #endif
+    OPGS_CLONES static void opgs_phi_quarters_many(const double* r, double* out,
+                                                   ptrdiff_t n, int quarters)
+    {
+        ptrdiff_t e;
+        int i, whole = quarters >> 2, frac = quarters & 3;
+        if (frac == 0) {
+            for (e = 0; e < n; e++) out[e] = r[e];
+        } else {
+            for (e = 0; e < n; e++) out[e] = sqrt(r[e]);
+            if (frac != 2) {
+                for (e = 0; e < n; e++) out[e] = sqrt(out[e]);  /* r^(1/4) */
+                if (frac == 3)
+                    for (e = 0; e < n; e++) out[e] = out[e] * sqrt(r[e]);
+            }
+        }
+        /* r^whole times the root, in phi_power's order: ((r * r) ... * r) * root */
+        if (whole >= 1 && frac != 0) {
+            if (whole == 1) {
+                for (e = 0; e < n; e++) out[e] = r[e] * out[e];
+            } else {
+                for (e = 0; e < n; e++) {
+                    double x = r[e];
+                    for (i = 1; i < whole; i++) x = x * r[e];
+                    out[e] = x * out[e];
+                }
+            }
+        } else if (whole > 1) {
+            for (e = 0; e < n; e++) {
+                double x = r[e];
+                for (i = 1; i < whole; i++) x = x * r[e];
+                out[e] = x;
+            }
+        }
+    }
+    """
+    void opgs_phi_quarters_many(const double* r, double* out, Py_ssize_t n,
+                                int quarters) noexcept nogil
+
+
 cdef inline void phi_power_many(const double* r, double* out, Py_ssize_t n, double q,
                                 int quarters) noexcept nogil:
     """out[e] = phi_power(r[e], q, quarters) for r[e] >= 0 (0 at 0), bit for bit.
 
-    One pass per multiply or root over contiguous buffers, so the compiler issues packed
-    square roots (two or more at a time) where `phi_power` in a loop of scattered updates
-    takes them one by one.
+    One pass per multiply or root over contiguous buffers (`opgs_phi_quarters_many`), so
+    the square roots are packed, where `phi_power` in a loop of scattered updates takes
+    them one by one.
     """
     cdef Py_ssize_t e
-    cdef int whole, frac, i
     cdef double x
     if quarters == 0:
         for e in range(n):
             x = r[e]
             out[e] = exp2((q - 1.0) * log2(x)) if x > 0.0 else 0.0
         return
-    whole = quarters >> 2
-    frac = quarters & 3
-    if frac == 0:
-        for e in range(n):
-            out[e] = r[e]
-    else:
-        for e in range(n):
-            out[e] = sqrt(r[e])
-        if frac != 2:
-            for e in range(n):
-                out[e] = sqrt(out[e])  # r^(1/4)
-            if frac == 3:
-                for e in range(n):
-                    out[e] = out[e] * sqrt(r[e])
-    # r^whole times the root, multiplied in phi_power's order: ((r * r) ... * r) * root
-    if whole >= 1 and frac != 0:
-        if whole == 1:
-            for e in range(n):
-                out[e] = r[e] * out[e]
-        else:
-            for e in range(n):
-                x = r[e]
-                for i in range(1, whole):
-                    x = x * r[e]
-                out[e] = x * out[e]
-    elif whole > 1:
-        for e in range(n):
-            x = r[e]
-            for i in range(1, whole):
-                x = x * r[e]
-            out[e] = x
+    opgs_phi_quarters_many(r, out, n, quarters)
