@@ -1,4 +1,9 @@
-"""Build the Cython core of onlinepgs (metadata lives in pyproject.toml)."""
+"""Build the Cython core of onlinepgs (metadata lives in pyproject.toml).
+
+ONLINEPGS_NO_PREFETCH=1 builds the core without its software prefetches (for measuring
+what they bring: docs/benchmarks.md); the results are the same either way.
+"""
+import os
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +17,8 @@ extensions = [
         f"onlinepgs._core.{name}",
         [f"onlinepgs/_core/{name}.pyx"],
         include_dirs=[np.get_include()],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+        + ([("OPGS_NO_PREFETCH", "1")] if os.environ.get("ONLINEPGS_NO_PREFETCH") else []),
         extra_compile_args=compile_args,
     )
     # every compiled module of the core: onlinepgs/_core/*.pyx

@@ -37,7 +37,9 @@ cdef extern from *:
     """
     /* GCC 12's mod-ref analysis counts __builtin_prefetch as no effect and deletes the
        calls of a function made only of prefetches; a volatile asm stays. */
-    #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    #if defined(OPGS_NO_PREFETCH)
+    #define OPGS_PREFETCH(p) ((void)0)
+    #elif defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     #define OPGS_PREFETCH(p) __asm__ __volatile__("prefetcht0 %0" : : "m"(*(const char*)(p)))
     #elif defined(__GNUC__) || defined(__clang__)
     #define OPGS_PREFETCH(p) __builtin_prefetch((const void*)(p))
