@@ -132,6 +132,76 @@ cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
     core.norm_sum[c] += r_new * fabs(ph) - r_old * fabs(phi_old)
 
 
+
+# ---- the merge of a round (onlinepgs.dask; see PGSState.absorb and merge_lanes) ----------
+cdef int64_t _merge_lanes_range(Core core, Py_ssize_t L, size_t[:, ::1] tab, Py_ssize_t lo,
+                                Py_ssize_t hi, double factor, double inv_step, double* dl,
+                                double* av, int* has, int* resc, int* mov) noexcept nogil:
+    """`PGSState.merge_lanes` over coordinates [lo, hi): `delta_from`'s arithmetic on
+    each lane, `absorb`'s on this state (N's changes into the lanes' rows of terms,
+    tab[2]), then the lanes set to it."""
+    cdef Py_ssize_t i, j, c, K = core.K, S = core.S
+    cdef int64_t e, count = 0
+    cdef double* g = core.lam  # this state's block: field 0 lambda, off_phi phi, ...
+    cdef Py_ssize_t off_phi = core.phi - core.lam, off_acc = core.acc - core.lam
+    cdef Py_ssize_t off_mark = core.mark - core.lam
+    cdef double* ln
+    cdef const double* lcum
+    cdef double d, acc, lam_b, phi_b, cum, total
+    cdef bint averaged = _averaged(core.iterate), p2 = core.p_is_two, anyone
+    for j in range(lo, hi):
+        for c in range(K):
+            e = j * K + c
+            lam_b = g[e * S]
+            anyone = False
+            for i in range(L):
+                ln = <double*>tab[0, i]
+                d = ln[e * S] - lam_b
+                acc = ln[e * S + off_acc] if averaged else 0.0
+                if d == 0.0 and acc == 0.0:
+                    has[i] = 0
+                    continue
+                has[i] = 1
+                anyone = True
+                dl[i] = d * inv_step
+                if averaged:
+                    lcum = <const double*>tab[1, i]
+                    cum = lcum[c]
+                    if p2:
+                        total = ln[e * S] * cum - acc
+                        av[i] = total - cum * lam_b
+                    else:
+                        phi_b = g[e * S + off_phi]
+                        total = acc + ln[e * S + off_phi] * (cum - ln[e * S + off_mark])
+                        av[i] = total - cum * phi_b
+            if not anyone:
+                continue
+            for i in range(L):
+                if has[i]:
+                    if core.need_norm:  # N's change of this touch: into the lane's row
+                        core.norm_sum = (<double*>tab[2, i]) + j * K
+                    _touch(core, j, c, -dl[i], &resc[c])
+                    mov[c] = 1
+                    count += 1
+            if averaged:
+                for i in range(L):
+                    if has[i]:
+                        if p2:
+                            g[e * S + off_acc] -= factor * av[i]
+                        else:
+                            g[e * S + off_acc] += factor * av[i]
+            for i in range(L):
+                ln = <double*>tab[0, i]
+                ln[e * S] = g[e * S]
+                if not p2:
+                    ln[e * S + off_phi] = g[e * S + off_phi]
+                if averaged:
+                    ln[e * S + off_acc] = 0.0
+                    if not p2:
+                        ln[e * S + off_mark] = 0.0
+    return count
+
+
 @cython.final
 cdef class PGSState:
     """Everything PGS carries between steps, for K problems sharing one pass.
@@ -837,6 +907,102 @@ cdef class PGSState:
                             self.acc[j, c] += factor * vals[e]
         if steps > 0:
             self._end_round(resc, mov, steps)
+
+    def stripe_bounds(self, Py_ssize_t n_stripes, Py_ssize_t s):
+        """Coordinates [lo, hi) of range s of n_stripes (`merge_lanes`' ranges)."""
+        return self.dim * s // n_stripes, self.dim * (s + 1) // n_stripes
+
+    def merge_begin(self, double factor, list lane_cums):
+        """`merge_lanes`, first: the lanes' averaged sums on the coordinates they left
+        alone, C phi, added lazily through the running sum (as `absorb` does first)."""
+        cdef Py_ssize_t c
+        cdef const double[::1] lane_cum
+        if not _averaged(self.iterate):
+            return
+        for cum in lane_cums:
+            lane_cum = cum
+            for c in range(self.n_problems):
+                self.cum[c] += factor * lane_cum[c]
+
+    def merge_lanes(self, list lanes, Py_ssize_t lo, Py_ssize_t hi, double factor,
+                    double[:, ::1] terms, int[::1] resc, int[::1] mov):
+        """One range of coordinates of `absorb`, taken from the lanes' states (threads).
+
+        `lanes` are the round's lane states in lane order, each forked from (or synced
+        to) this state at the round's start, none of which moved its scale M, all of
+        this state's size; `merge_begin` came first. For the coordinates [lo, hi): what
+        `delta_from` would send of each lane and `absorb` would do with it, the same
+        operations in the same order on each coordinate, and then every lane's lambda,
+        phi and averaged sums there are set to this state's (a kept lane then needs
+        only the scalars: ``sync_from(self, [])``). N's change by each touch is left in
+        ``terms[lane, entry]`` (zero elsewhere; unused without N), for `merge_end` to add
+        in `absorb`'s order; sets the flags ``resc`` and ``mov`` (K each) and returns the
+        number of touches. Ranges may run at the same time on different threads: each
+        writes only its own coordinates.
+        """
+        cdef Py_ssize_t K = self.n_problems, L = len(lanes), i
+        cdef Py_ssize_t S = self.n_fields
+        cdef PGSState lane
+        if not (0 <= lo <= hi <= self.dim):
+            raise ValueError("coordinates out of range")
+        if resc.shape[0] < K or mov.shape[0] < K:
+            raise ValueError("resc and mov need one entry per problem")
+        if self.need_norm and (terms.shape[0] < L or terms.shape[1] < self.dim * K):
+            raise ValueError("terms needs a row of dim * K entries per lane")
+        cdef cnp.ndarray tables = np.zeros((3, max(L, 1)), dtype=np.uintp)
+        cdef size_t[:, ::1] tab = tables
+        for i in range(L):
+            lane = lanes[i]
+            if (lane.dim != self.dim or lane.n_problems != K or lane.n_fields != S
+                    or lane.p != self.p or lane.n_rescales
+                    or lane.t_step != (<PGSState>lanes[0]).t_step
+                    or _averaged(lane.iterate) != _averaged(self.iterate)):
+                raise ValueError("merge_lanes needs lanes of this state's shape that kept "
+                                 "its scale M")
+            tab[0, i] = <size_t>&lane.block[0, 0, 0]
+            tab[1, i] = <size_t>&lane.cum[0]
+            if self.need_norm:
+                tab[2, i] = <size_t>&terms[i, 0]
+        cdef double inv_step = 1.0 / ((<PGSState>lanes[0]).t_step if L else 1)
+        cdef cnp.ndarray scratch = np.zeros((2, max(L, 1)))
+        cdef double[:, ::1] sc = scratch
+        cdef cnp.ndarray has_a = np.zeros(max(L, 1), dtype=np.intc)
+        cdef int[::1] has = has_a
+        cdef Core core = self._core()
+        cdef int64_t count = 0
+        with nogil:
+            count = _merge_lanes_range(core, L, tab, lo, hi, factor, inv_step, &sc[0, 0],
+                                       &sc[1, 0], &has[0], &resc[0], &mov[0])
+        return count
+
+    def merge_end(self, int64_t steps, int64_t count, double[:, ::1] terms, resc, mov):
+        """`merge_lanes`, last: N's changes added lane by lane, entry by entry (zeroing
+        ``terms`` for the next round), as `absorb` adds them; then the round's scalars.
+        ``resc`` and ``mov``: (ranges, K) flags of the ranges."""
+        cdef Py_ssize_t c, s, i, e, K = self.n_problems, n = self.dim * K
+        cdef const int[:, ::1] rv = resc
+        cdef const int[:, ::1] mv = mov
+        cdef int* rflag = &self.flag_rescale[0]
+        cdef int* mflag = &self.flag_moved[0]
+        cdef double* ns = &self.norm_sum[0]
+        for c in range(K):
+            rflag[c] = 0
+            mflag[c] = 0
+            for s in range(rv.shape[0]):
+                rflag[c] |= rv[s, c]
+                mflag[c] |= mv[s, c]
+        if self.need_norm:
+            if terms.shape[1] < n:
+                raise ValueError("terms needs a row of dim * K entries per lane")
+            with nogil:
+                for i in range(terms.shape[0]):
+                    for e in range(n):
+                        if terms[i, e] != 0.0:
+                            ns[e % K] += terms[i, e]
+                            terms[i, e] = 0.0
+        self.touches_since_exact += count
+        if steps > 0:
+            self._end_round(rflag, mflag, steps)
 
     cdef void _end_round(self, int* need_rescale, int* moved, int64_t steps) noexcept nogil:
         """`_end_step` after a merged round of `steps` steps (the averaged sums are merged
