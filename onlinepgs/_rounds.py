@@ -44,10 +44,7 @@ class LaneResult:
     """
 
     __slots__ = ("steps", "rows", "dim", "idx", "dlam", "cum", "avg_idx", "avg_val",
-                 "stats", "diverged_row", "diverged_at", "radius", "t_step", "lane")
-
-    # lane: the lane's own state, when it shares memory with the driver and left its
-    # changes there for `merge_round` to take (idx, dlam, avg_idx, avg_val are then None)
+                 "stats", "diverged_row", "diverged_at", "radius", "t_step")
 
     def delta(self):
         return (self.idx, self.dlam, self.cum, self.avg_idx, self.avg_val)
@@ -71,11 +68,6 @@ class LaneSlot:
 # few: whole arrays copy in order (memcpy speed), chosen coordinates miss the cache on
 # each. Both give the same state.
 _SPARSE_FRACTION = 1 / 16
-
-# Threads: let the merge take the lanes' changes from their states, in parallel ranges
-# (`PGSState.merge_lanes`), where their rows touch many coordinates. False: always as
-# sparse arrays (`delta_from`, `absorb`); the model is the same, bit for bit.
-MERGE_FROM_LANES = True
 
 
 def _lane_state(base, slot, changed, round_no):
@@ -148,7 +140,6 @@ def run_lane(base, pieces, classifier, n_lanes=1, slot=None, changed=None, round
     out = LaneResult()
     out.rows = 0
     out.diverged_row = None
-    out.lane = None
     for number, (X, y_core, sw, order, rps) in enumerate(pieces):
         width = X.shape[1]
         if width + 1 > lane.dim:
@@ -166,16 +157,7 @@ def run_lane(base, pieces, classifier, n_lanes=1, slot=None, changed=None, round
     out.t_step = n_lanes
     out.steps = int(lane.t - base.t) // n_lanes
     out.dim = int(lane.dim)
-    coords = _slice_coords(pieces, lane.dim)
-    if MERGE_FROM_LANES and slot is not None and coords is None and not lane.n_rescales:
-        # threads, rows touching a good part of the coordinates: the merge reads the
-        # changes from the lane's state itself, range by range on every thread, and
-        # leaves the lane synced (`PGSState.merge_lanes`)
-        out.lane = lane
-        out.idx = out.dlam = out.avg_idx = out.avg_val = None
-        out.cum = np.array(lane.cum_a)
-    else:
-        _lane_delta(base, lane, out, coords)
+    _lane_delta(base, lane, out, _slice_coords(pieces, lane.dim))
     out.stats = dict(
         n_examples=int(lane.n_examples), n_mistakes=int(lane.n_mistakes),
         sum_weight=float(lane.sum_weight), sum_loss=float(lane.sum_loss),
@@ -249,28 +231,15 @@ def average_factor(iterate, t0, lane_steps, spacing=1):
     return W / V
 
 
-def merge_round(state, results, parallel=None, scratch=None):
+def merge_round(state, results):
     """Add one round's `LaneResult`s (in lane order) into the global `state`.
 
     Returns the coordinates whose lambda or phi the merge changed (sorted), or None if
-    it moved the scale M (then every phi changed). Lanes that left their changes in
-    their states (`LaneResult.lane`, threads) are merged from there when all of them
-    did, of this state's size: with ``parallel`` (a function that runs a list of
-    argument-less functions at once and waits for them) one range of coordinates per
-    lane at the same time, which also syncs the lanes (the returned array is then
-    empty); the result is the same, bit for bit, as merging their sparse changes.
-    ``scratch``: a dict the caller keeps from round to round (buffers).
+    it moved the scale M (then every phi changed).
     """
     results = [r for r in results if r is not None and r.steps]
     if not results:
         return np.zeros(0, dtype=np.int64)
-    width = max([state.dim] + [r.dim for r in results])
-    fused = all(r.lane is not None and r.lane.dim == width for r in results)
-    if not fused:
-        for r in results:
-            if r.lane is not None:  # its changes, sparse, as any other lane's
-                _lane_delta(state, r.lane, r)
-                r.lane = None
     iterate = {v: k for k, v in ITERATES.items()}[state.iterate]
     spacing = results[0].t_step
     if any(r.t_step != spacing for r in results):
@@ -297,9 +266,6 @@ def merge_round(state, results, parallel=None, scratch=None):
         state.sum_reg_a += s["sum_reg"]
     steps = sum(r.steps for r in results)
     rescales = state.n_rescales
-    if fused:
-        _merge_lanes(state, [r.lane for r in results], steps, factor, parallel, scratch)
-        return None if state.n_rescales != rescales else np.zeros(0, dtype=np.int64)
     state.absorb(steps, factor, [r.delta() for r in results])
     if state.n_rescales != rescales:
         return None
@@ -308,32 +274,3 @@ def merge_round(state, results, parallel=None, scratch=None):
     for r in results:
         changed[r.idx // state.n_problems] = True
     return np.flatnonzero(changed).astype(np.int64)
-
-
-def _merge_lanes(state, lanes, steps, factor, parallel=None, scratch=None):
-    """`PGSState.absorb` of the lanes' changes, taken from their states, one range of
-    coordinates per lane (at the same time with ``parallel``); the lanes are left
-    synced but for scalars. ``scratch`` (a dict) keeps the buffer of N's changes from
-    round to round."""
-    K, n = state.n_problems, len(lanes)
-    state.merge_begin(factor, [np.array(lane.cum_a) for lane in lanes])
-    terms = None if scratch is None else scratch.get("terms")
-    shape = (n, state.dim * K) if state.need_norm else (1, 1)
-    if terms is None or terms.shape != shape:
-        terms = np.zeros(shape)  # merge_end leaves it at zero again
-        if scratch is not None:
-            scratch["terms"] = terms
-    resc = np.zeros((n, K), dtype=np.intc)
-    mov = np.zeros((n, K), dtype=np.intc)
-    counts = [0] * n
-
-    def stripe(s):
-        lo, hi = state.stripe_bounds(n, s)
-        counts[s] = state.merge_lanes(lanes, lo, hi, factor, terms, resc[s], mov[s])
-
-    if parallel is None or n == 1:
-        for s in range(n):
-            stripe(s)
-    else:
-        parallel([lambda s=s: stripe(s) for s in range(n)])
-    state.merge_end(steps, sum(counts), terms, resc, mov)

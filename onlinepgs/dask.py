@@ -394,7 +394,6 @@ class _Driver:
         self.slots = ([LaneSlot() for _ in range(n_lanes)] if backend.shares_memory
                       else None)
         self.changed = None  # coordinates the last merge changed
-        self.scratch = {}  # the merge's buffers, kept from round to round
 
     def _request(self, lane):
         """Ask for the lane's next block: the next of its open partition, or a new one."""
@@ -506,8 +505,7 @@ class _Driver:
                         "on R^n (radius=None) a small sigma lets the first steps of size "
                         "1/(t sigma) blow up; use radius='auto' (or a finite radius) or a "
                         "larger sigma. The model is left as it was.")
-            self.changed = merge_round(self.state, results, self.backend.parallel,
-                                       self.scratch)
+            self.changed = merge_round(self.state, results)
             self.rounds += 1
             if self.callback is not None:
                 self.callback({"pass": pass_index, "round": self.rounds,
@@ -1232,12 +1230,6 @@ class _LocalBackend:
     def share(self, state):
         return state  # the lanes only read it (each forks its own copy)
 
-    def parallel(self, funcs):
-        """Run argument-less functions at once on Dask's threads (the merge's ranges)."""
-        keys = [self.prefix + str(next(self.count)) for _ in funcs]
-        dask.threaded.get({key: (_call_opaque, func) for key, func in zip(keys, funcs)},
-                          keys)
-
     def results(self, handles):
         self._run()
         return [h.value for h in handles]
@@ -1301,8 +1293,6 @@ class _DistributedBackend:
 
     def submit(self, func, *args):
         return self.client.submit(func, *args, pure=False)
-
-    parallel = None  # the driver merges alone
 
     def share(self, state):
         # what the lanes read, to every worker once (not once per lane)

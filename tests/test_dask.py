@@ -602,15 +602,10 @@ def test_cli_on_a_local_cluster(cluster, tmp_path, text_data):
     np.testing.assert_array_equal(load_model(out).coef_, load_model(out2).coef_)
 
 
-@pytest.mark.parametrize("from_lanes", [False, True])
 @pytest.mark.parametrize("p, iterate", [(2.0, "weighted2"), (1.5, "average"), (1.8, "last")])
-def test_a_kept_lane_synced_equals_a_fresh_fork(p, iterate, from_lanes, monkeypatch):
-    """The threads' lane states: synced over the merged coordinates (sparse merge), or by
-    the merge itself (from the lanes' states: nothing left to copy but scalars), bit
-    for bit a fork."""
-    import onlinepgs._rounds as rounds
+def test_a_kept_lane_synced_equals_a_fresh_fork(p, iterate):
+    """The threads' lane states: synced over the merged coordinates, bit for bit a fork."""
     from onlinepgs._rounds import LaneSlot
-    monkeypatch.setattr(rounds, "MERGE_FROM_LANES", from_lanes)
     rng = np.random.RandomState(3)
     X = sp.random(120, 300, density=0.02, random_state=rng, format="csr")
     X.data = rng.randn(X.nnz)
@@ -628,7 +623,7 @@ def test_a_kept_lane_synced_equals_a_fresh_fork(p, iterate, from_lanes, monkeypa
         changed = merge_round(g, res)
         if changed is None or slots[0].state.n_rescales:
             continue  # the merge or the lane moved M: every phi changed, lanes fork again
-        assert (changed.size == 0) if from_lanes else (0 < changed.size < 301)
+        assert 0 < changed.size < 301
         kept = slots[0].state
         kept.sync_from(g, changed)
         fresh = g.fork()
@@ -638,103 +633,3 @@ def test_a_kept_lane_synced_equals_a_fresh_fork(p, iterate, from_lanes, monkeypa
         synced += 1
         slots[0].state = None  # the next round forks it again
     assert synced >= 2
-
-
-def _lane_results(g, slots, X, y, sw, rows, n_lanes):
-    return [run_lane(g, [(X, y, sw, r, None)], True, n_lanes, slots[l], None, 0)
-            for l, r in enumerate(rows)]
-
-
-@pytest.mark.parametrize("p, radius, iterate, classes", [
-    (2.0, None, "weighted2", 2), (2.0, 10.0, "weighted2", 2), (2.0, 5.0, "random", 2),
-    (1.5, "auto", "average", 2), (1.8, None, "last", 2), (1.8, "auto", "weighted", 3),
-    (2.0, None, "average", 3)])
-def test_merge_from_lanes_equals_the_sparse_merge(p, radius, iterate, classes):
-    """`PGSState.merge_lanes` (threads: each range of coordinates taken from the lanes'
-    states, on its own thread) gives the global state, bit for bit, that `delta_from`
-    and `absorb` give, round after round, and leaves every lane a fork of it but for
-    scalars; N's changes add up in absorb's order (its buffer is zero again after)."""
-    import threading
-    from onlinepgs._rounds import LaneResult, LaneSlot, _lane_delta
-    X, y = make_data(m=360, n=40, classes=classes)
-    if classes > 2:
-        y = y.astype(float)
-    K = 1 if classes == 2 else classes
-    sw = np.ones(X.shape[0])
-    kw = dict(p=p, sigma=0.2, radius=radius, loss="logistic", iterate=iterate,
-              n_problems=K, multiclass=K > 1, n_features=40)
-    g, h = PGSState(**kw), PGSState(**kw)
-    n_lanes = 3
-    slots = [LaneSlot() for _ in range(n_lanes)]
-    compared = 0
-    scratch = {}
-
-    def threads(funcs):
-        ts = [threading.Thread(target=f) for f in funcs]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-
-    for r in range(12):
-        rows = [np.arange(30 * r + 10 * l, 30 * r + 10 * l + 10, dtype=np.int64)
-                for l in range(n_lanes)]
-        res = [run_lane(g, [(X, y, sw, rw, None)], True, n_lanes, slots[l],
-                        np.zeros(0, dtype=np.int64) if r else None, r)
-               for l, rw in enumerate(rows)]
-        sparse = []
-        for x in res:  # the same lanes' changes as sparse arrays, against h (== g)
-            o = LaneResult()
-            for name in ("steps", "rows", "dim", "stats", "diverged_row", "radius", "t_step"):
-                setattr(o, name, getattr(x, name))
-            o.lane = None
-            if x.lane is None:
-                o.idx, o.dlam, o.cum, o.avg_idx, o.avg_val = x.delta()
-            else:
-                copy = PGSState.from_dict(x.lane.to_dict())
-                copy.t_step = x.lane.t_step
-                _lane_delta(h, copy, o)
-            sparse.append(o)
-        fused = all(x.lane is not None for x in res)
-        changed = merge_round(g, res, threads, scratch)
-        merge_round(h, sparse)
-        for name in ("block_a", "snap_a", "snapv_a", "norm_a", "scale_a", "s_a", "cum_a",
-                     "rnd_s_a", "rnd_ver_a"):
-            np.testing.assert_array_equal(getattr(g, name), getattr(h, name), err_msg=name)
-        assert (g.t, g.touches_since_exact, g.n_rescales, g.rnd_t) == (
-            h.t, h.touches_since_exact, h.n_rescales, h.rnd_t)
-        if fused:
-            compared += 1
-            if "terms" in scratch:
-                assert not scratch["terms"].any()
-            if changed is not None:
-                assert changed.size == 0
-                fresh = g.fork()
-                for x in res:
-                    x.lane.sync_from(g, changed)
-                    for name in ("block_a", "norm_a", "scale_a", "s_a", "cum_a"):
-                        np.testing.assert_array_equal(getattr(x.lane, name),
-                                                      getattr(fresh, name))
-            else:
-                for slot in slots:
-                    slot.state = None
-        else:
-            for slot in slots:
-                slot.state = None
-    assert compared >= 3
-
-
-def test_fit_on_threads_the_same_with_either_merge(monkeypatch, text_data):
-    """onlinepgs.dask.fit on threads: merging from the lanes' states or from their
-    sparse changes gives the same model, bit for bit."""
-    import onlinepgs._rounds as rounds
-    coefs = []
-    for from_lanes in (True, False):
-        monkeypatch.setattr(rounds, "MERGE_FROM_LANES", from_lanes)
-        for p, radius in ((2.0, None), (1.7, "auto")):
-            clf = opd.fit(PGSClassifier(p=p, sigma=1e-3, radius=radius, random_state=0),
-                          text_data["dX"], text_data["y"], n_lanes=2, slice_rows=40,
-                          passes=2)
-            coefs.append(clf.coef_)
-    np.testing.assert_array_equal(coefs[0], coefs[2])
-    np.testing.assert_array_equal(coefs[1], coefs[3])
