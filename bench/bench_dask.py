@@ -12,7 +12,9 @@ of ``--test-rows`` rows from the same generator. It is generated once, in blocks
 * LocalCluster: the same on ``LocalCluster(n_workers=--lanes, threads_per_worker=1)``
   (processes), the blocks generated on the workers and persisted before timing.
 
-Each is run ``--repeats`` times, interleaved, and the median reported, with the test
+Each is run ``--repeats`` times, interleaved, and the median reported (on a shared
+machine: a run during which other processes took ``--foreign`` cores or more is run
+again, at most ``--tries`` times, after waiting for a quiet moment), with the test
 accuracy of each model, and, as the yardstick of the accuracy differences, that of a
 single-process run over the same blocks in another order (the lanes see the rows in an
 order of their own too). ``--imdb`` also compares test accuracy on IMDB after 1 and 2 passes
@@ -101,6 +103,63 @@ def cluster_array(client, sizes, args):
     return X, y
 
 
+# ---- timing on a shared machine ---------------------------------------------------------
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def _busy_ticks():
+    """CPU ticks the whole machine spent busy (all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - v[4]
+
+
+def _own_ticks():
+    """CPU ticks of this process and its descendants (LocalCluster's workers)."""
+    parent, ticks = {}, {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        rest = st[st.rindex(")") + 2:].split()
+        parent[int(pid)], ticks[int(pid)] = int(rest[1]), int(rest[11]) + int(rest[12])
+    children = {}
+    for pid, pp in parent.items():
+        children.setdefault(pp, []).append(pid)
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += ticks.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total
+
+
+def timed(run, args):
+    """run() -> (seconds, ...), repeated (at most --tries times) while other processes
+    took more than --foreign cores during it; also returns the load they took."""
+    linux = os.path.exists("/proc/stat")
+    for _ in range(args.tries):
+        if linux:
+            deadline = time.time() + 60
+            while time.time() < deadline:  # wait for the others to pause
+                b0 = _busy_ticks()
+                time.sleep(0.3)
+                if (_busy_ticks() - b0) / HZ / 0.3 < args.foreign:
+                    break
+            b0, o0 = _busy_ticks(), _own_ticks()
+        out = run()
+        if not linux:
+            return out + (float("nan"),)
+        foreign = max(0.0, ((_busy_ticks() - b0) - (_own_ticks() - o0)) / HZ / out[0])
+        if foreign < args.foreign:
+            break
+    return out + (foreign,)
+
+
 # ---- runs ------------------------------------------------------------------------------
 def estimator(p, sigma):
     from onlinepgs import PGSClassifier
@@ -145,50 +204,63 @@ def speed(args, out):
                                dashboard_address=None, memory_limit=None)
         client = Client(cluster)
         cX, cy = cluster_array(client, sizes, args)
-    out("| p | sigma | single process (s) | threads: slice_rows, s (speedup) | "
-        "LocalCluster (s) | speedup | accuracy single / threads (each slice) / cluster | "
-        "single, blocks reordered | rounds threads / cluster |")
-    out("|---|---|---|---|---|---|---|---|---|")
+    out("| p | sigma | single process (s) | threads: slice_rows: s (speedup) | "
+        "LocalCluster: slice_rows: s (speedup) | accuracy single / threads (each slice) / "
+        "cluster (each slice) | single, blocks reordered | rounds threads / cluster |")
+    out("|---|---|---|---|---|---|---|---|")
+    foreign_max = 0.0
     try:
         for p, sigma in [(p, sigma) for sigma in args.sigma for p in args.p]:
-            names = ["single", "cluster"] + [f"threads {n}" for n in args.slice_rows]
+            threads = [f"threads {n}" for n in args.slice_rows]
+            clusters = ([f"cluster {n}" for n in args.cluster_slice_rows]
+                        if client is not None else [])
+            names = ["single"] + threads + clusters
             models, rounds = {}, {}
             for repeat in range(args.repeats + 1):  # the first run warms up, untimed
                 if repeat <= 1:
                     times = {name: [] for name in names}
-                times["single"].append(run_single(args, p, sigma, blocks)[0])
-                for n in args.slice_rows:
-                    name = f"threads {n}"
-                    t, models[name], rounds[name] = run_dask(args, p, sigma, X, y,
-                                                             slice_rows=n)
+                t, _, _, f = timed(lambda: run_single(args, p, sigma, blocks), args)
+                times["single"].append(t)
+                loads = [f]
+                for n, name in zip(args.slice_rows, threads):
+                    t, models[name], rounds[name], f = timed(
+                        lambda: run_dask(args, p, sigma, X, y, slice_rows=n), args)
                     times[name].append(t)
-                if client is not None:
-                    t, models["cluster"], rounds["cluster"] = run_dask(
-                        args, p, sigma, cX, cy, client, slice_rows=args.cluster_slice_rows)
-                    times["cluster"].append(t)
+                    loads.append(f)
+                for n, name in zip(args.cluster_slice_rows, clusters):
+                    t, models[name], rounds[name], f = timed(
+                        lambda: run_dask(args, p, sigma, cX, cy, client, slice_rows=n), args)
+                    times[name].append(t)
+                    loads.append(f)
+                if repeat >= 1:
+                    foreign_max = max([foreign_max] + loads)
             models["single"] = run_single(args, p, sigma, blocks)[1]
             # the same rows in another order: how far order alone moves the accuracy
             shuffled = [blocks[i] for i in np.random.default_rng(1).permutation(len(blocks))]
             reordered = run_single(args, p, sigma, shuffled)[1].score(Xt, yt)
             med = {k: statistics.median(v) for k, v in times.items() if v}
             acc = {k: m.score(Xt, yt) for k, m in models.items()}
-            cl = (f"{med['cluster']:.2f} | {med['single'] / med['cluster']:.2f}"
-                  if "cluster" in med else "- | -")
-            threads = [f"threads {n}" for n in args.slice_rows]
+
+            def cells(keys, sizes):
+                return ", ".join(f"{n}: {med[k]:.2f} ({med['single'] / med[k]:.2f}x)"
+                                 for n, k in zip(sizes, keys)) or "-"
             out(f"| {p:g} | {sigma:g} | {med['single']:.2f} | "
-                + ", ".join(f"{n}: {med[k]:.2f} ({med['single'] / med[k]:.2f}x)"
-                            for n, k in zip(args.slice_rows, threads))
-                + f" | {cl} | {acc['single']:.4f} / "
-                + " ".join(f"{acc[k]:.4f}" for k in threads)
-                + f" / {acc.get('cluster', float('nan')):.4f} | {reordered:.4f} | "
-                + " ".join(str(rounds[k]) for k in threads)
-                + f" / {rounds.get('cluster', '-')} |")
+                f"{cells(threads, args.slice_rows)} | "
+                f"{cells(clusters, args.cluster_slice_rows)} | {acc['single']:.4f} / "
+                + " ".join(f"{acc[k]:.4f}" for k in threads) + " / "
+                + (" ".join(f"{acc[k]:.4f}" for k in clusters) or "-")
+                + f" | {reordered:.4f} | "
+                + " ".join(str(rounds[k]) for k in threads) + " / "
+                + (" ".join(str(rounds[k]) for k in clusters) or "-") + " |")
     finally:
         if client is not None:
             client.close()
             cluster.close()
     out(f"\nslice_rows: threads {args.slice_rows} (16384 is the default of "
-        f"onlinepgs.dask), LocalCluster {args.cluster_slice_rows}.")
+        f"onlinepgs.dask), LocalCluster {args.cluster_slice_rows}. A timed run during "
+        f"which other processes took {args.foreign} cores or more was run again (at most "
+        f"{args.tries} times, after waiting for a quiet moment); the most they took "
+        f"during a kept run: {foreign_max:.2f} cores.")
 
 
 def imdb(args, out):
@@ -231,10 +303,14 @@ def main():
     parser.add_argument("--sigma", type=float, nargs="+", default=[1e-5, 1e-6])
     parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--lanes", type=int, default=2)
-    parser.add_argument("--slice-rows", type=int, nargs="+", default=[16384, 65536])
-    parser.add_argument("--cluster-slice-rows", type=int, default=131072)
+    parser.add_argument("--slice-rows", type=int, nargs="+", default=[16384, 65536, 262144])
+    parser.add_argument("--cluster-slice-rows", type=int, nargs="+", default=[131072, 262144])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-cluster", action="store_true")
+    parser.add_argument("--foreign", type=float, default=0.1,
+                        help="rerun a timed run if other processes took this many cores "
+                             "during it (a shared machine)")
+    parser.add_argument("--tries", type=int, default=4)
     parser.add_argument("--imdb", action="store_true", help="the IMDB accuracy comparison")
     parser.add_argument("--out", help="also write the report (markdown) here")
     args = parser.parse_args()
