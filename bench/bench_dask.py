@@ -187,6 +187,56 @@ def run_dask(args, p, sigma, X, y, client=None, slice_rows=None):
     return time.perf_counter() - start, est, len(rounds)
 
 
+def _half_worker(conn, barrier, blocks, passes):
+    """A process that trains one estimator over its share of the blocks on request."""
+    import time as _time
+
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        p, sigma = msg
+        est = estimator(p, sigma)
+        barrier.wait()  # both halves start together: they share the machine as lanes do
+        start = _time.perf_counter()
+        for _ in range(passes):
+            for Xb, yb in blocks:
+                est.partial_fit(Xb, yb, classes=[-1.0, 1.0])
+        conn.send(_time.perf_counter() - start)
+
+
+class Halves:
+    """The machine's ceiling for n workers: n processes (forked before any Dask thread
+    exists), each training single-process PGS on its round-robin share of the blocks at
+    the same time, with no merging at all. Its wall time is the best any n-worker scheme
+    could do on this machine, whatever it shares or sends."""
+
+    def __init__(self, blocks, n, passes):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        barrier = ctx.Barrier(n)
+        self.conns, self.procs = [], []
+        for i in range(n):
+            mine, theirs = ctx.Pipe()
+            proc = ctx.Process(target=_half_worker, args=(theirs, barrier, blocks[i::n], passes),
+                               daemon=True)
+            proc.start()
+            self.conns.append(mine)
+            self.procs.append(proc)
+
+    def run(self, p, sigma):
+        for c in self.conns:
+            c.send((p, sigma))
+        return (max(c.recv() for c in self.conns),)
+
+    def close(self):
+        for c in self.conns:
+            c.send(None)
+        for proc in self.procs:
+            proc.join()
+
+
 def speed(args, out):
     sizes, blocks, (Xt, yt) = generate(args)
     nnz = sum(Xb.nnz for Xb, _ in blocks)
@@ -195,6 +245,7 @@ def speed(args, out):
         f"Zipf exponent {args.zipf}; test set {args.test_rows:,} rows. Logistic loss, "
         f"{args.passes} pass(es), {args.lanes} lanes, "
         f"medians of {args.repeats} runs (interleaved, after one untimed run of each).\n")
+    halves = Halves(blocks, args.lanes, args.passes)  # before any thread or cluster
     X, y = dask_array(blocks, args.dim)
     client = cluster = None
     if not args.no_cluster:
@@ -204,17 +255,18 @@ def speed(args, out):
                                dashboard_address=None, memory_limit=None)
         client = Client(cluster)
         cX, cy = cluster_array(client, sizes, args)
-    out("| p | sigma | single process (s) | threads: slice_rows: s (speedup) | "
+    out("| p | sigma | single process (s) | ceiling: independent halves, s (speedup) | "
+        "threads: slice_rows: s (speedup) | "
         "LocalCluster: slice_rows: s (speedup) | accuracy single / threads (each slice) / "
         "cluster (each slice) | single, blocks reordered | rounds threads / cluster |")
-    out("|---|---|---|---|---|---|---|---|")
+    out("|---|---|---|---|---|---|---|---|---|")
     foreign_max = 0.0
     try:
         for p, sigma in [(p, sigma) for sigma in args.sigma for p in args.p]:
             threads = [f"threads {n}" for n in args.slice_rows]
             clusters = ([f"cluster {n}" for n in args.cluster_slice_rows]
                         if client is not None else [])
-            names = ["single"] + threads + clusters
+            names = ["single", "ceiling"] + threads + clusters
             models, rounds = {}, {}
             for repeat in range(args.repeats + 1):  # the first run warms up, untimed
                 if repeat <= 1:
@@ -222,6 +274,9 @@ def speed(args, out):
                 t, _, _, f = timed(lambda: run_single(args, p, sigma, blocks), args)
                 times["single"].append(t)
                 loads = [f]
+                t, f = timed(lambda: halves.run(p, sigma), args)
+                times["ceiling"].append(t)
+                loads.append(f)
                 for n, name in zip(args.slice_rows, threads):
                     t, models[name], rounds[name], f = timed(
                         lambda: run_dask(args, p, sigma, X, y, slice_rows=n), args)
@@ -245,6 +300,7 @@ def speed(args, out):
                 return ", ".join(f"{n}: {med[k]:.2f} ({med['single'] / med[k]:.2f}x)"
                                  for n, k in zip(sizes, keys)) or "-"
             out(f"| {p:g} | {sigma:g} | {med['single']:.2f} | "
+                f"{med['ceiling']:.2f} ({med['single'] / med['ceiling']:.2f}x) | "
                 f"{cells(threads, args.slice_rows)} | "
                 f"{cells(clusters, args.cluster_slice_rows)} | {acc['single']:.4f} / "
                 + " ".join(f"{acc[k]:.4f}" for k in threads) + " / "
@@ -253,10 +309,15 @@ def speed(args, out):
                 + " ".join(str(rounds[k]) for k in threads) + " / "
                 + (" ".join(str(rounds[k]) for k in clusters) or "-") + " |")
     finally:
+        halves.close()
         if client is not None:
             client.close()
             cluster.close()
-    out(f"\nslice_rows: threads {args.slice_rows} (16384 is the default of "
+    out(f"\nceiling: {args.lanes} processes forked before any Dask thread, each training "
+        "single-process PGS (`partial_fit`) on its round-robin share of the blocks, started "
+        "together, no merging: the wall time of the slower, i.e. the best any scheme with "
+        f"{args.lanes} workers could do on this machine. "
+        f"slice_rows: threads {args.slice_rows} (16384 is the default of "
         f"onlinepgs.dask), LocalCluster {args.cluster_slice_rows}. A timed run during "
         f"which other processes took {args.foreign} cores or more was run again (at most "
         f"{args.tries} times, after waiting for a quiet moment); the most they took "

@@ -394,6 +394,7 @@ class _Driver:
         self.slots = ([LaneSlot() for _ in range(n_lanes)] if backend.shares_memory
                       else None)
         self.changed = None  # coordinates the last merge changed
+        self.block_rows_seen = []
 
     def _request(self, lane):
         """Ask for the lane's next block: the next of its open partition, or a new one."""
@@ -436,9 +437,20 @@ class _Driver:
             self._learn_meta(wanting)
 
     def _read_ahead(self, lanes):
-        """Request each lane's next block early, so that reading overlaps training."""
+        """Request each lane's next blocks early, so that reading overlaps training: a
+        slice's worth where partitions are single blocks (arrays, bags; rows counted at
+        the mean block size seen), else the next block of each lane."""
+        known = [e[1] for lane in lanes for e in lane.blocks if e[1] is not None]
+        self.block_rows_seen.extend(known[-8:])
+        guess = (np.mean(self.block_rows_seen[-64:]) if self.block_rows_seen
+                 else self.slice_rows)
         for lane in lanes:
-            if (lane.known_rows() < self.slice_rows and not lane.waiting()
+            if getattr(self.source, "one_block_per_partition", False):
+                while lane.parts and (
+                        lane.known_rows() + guess * sum(e[1] is None for e in lane.blocks)
+                        < self.slice_rows):
+                    self._request(lane)
+            elif (lane.known_rows() < self.slice_rows and not lane.waiting()
                     and lane.can_request()):
                 self._request(lane)
 
@@ -733,6 +745,8 @@ def _make_source(X, y, sample_weight, est, n_features, zero_based, blocksize, bl
 class _ArraySource:
     """Partition i is row block i of a dask array (with its labels and weights)."""
 
+    one_block_per_partition = True
+
     def __init__(self, X, y, sample_weight, est, backend, fitted):
         if X.ndim != 2:
             raise ValueError(f"X must be a 2-d dask array, got {X.ndim} dimensions")
@@ -808,6 +822,8 @@ def _array_block(spec, X, y, sw, part, first_row):
 
 class _BagSource:
     """Partition i is partition i of a bag of svmlight lines, parsed in one go."""
+
+    one_block_per_partition = True
 
     def __init__(self, bag, est, n_features, zero_based, backend):
         self.parts = bag.to_delayed()
