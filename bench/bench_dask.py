@@ -332,7 +332,7 @@ def speed(args, out):
         "memory system, and its cores are virtual. (A process's speed over the same blocks "
         "moved by tens of percent from run to run here, hence a yardstick of its own "
         "rather than the single-process column.) "
-        f"slice_rows: threads {args.slice_rows} (16384 is the default of "
+        f"slice_rows: threads {args.slice_rows} (65536 is the default of "
         f"onlinepgs.dask), LocalCluster {args.cluster_slice_rows}. A timed run during "
         f"which other processes took {args.foreign} cores or more was run again (at most "
         f"{args.tries} times, after waiting for a quiet moment); the most they took "

@@ -119,8 +119,8 @@ def build_parser():
                       "threads; DATA must be files the workers can read")
     dist.add_argument("--lanes", type=_positive_int, default=None,
                       help="slices trained at once per round (default: the worker threads)")
-    dist.add_argument("--slice-rows", type=_positive_int, default=16384,
-                      help="rows each lane trains per round (default 16384)")
+    dist.add_argument("--slice-rows", type=_positive_int, default=65536,
+                      help="rows each lane trains per round (default 65536)")
     dist.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
                       help="give up reaching the scheduler after this long (default 10)")
 

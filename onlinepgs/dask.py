@@ -101,7 +101,7 @@ _READ_SIZE = 1 << 20
 
 # ---- public API ---------------------------------------------------------------------------
 def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, client=None,
-        n_lanes=None, slice_rows=16384, shuffle=False, random_state=None, n_features=None,
+        n_lanes=None, slice_rows=65536, shuffle=False, random_state=None, n_features=None,
         zero_based="auto", blocksize=None, block_rows=None, callback=None):
     """Train `estimator` from scratch on a Dask collection (distributed PGS in rounds).
 
@@ -138,7 +138,7 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         (``client``'s total, else Dask's ``num_workers`` or the CPU count), at most the
         number of partitions. The model depends on it (not on the scheduler): pass it
         to get the same model on different machines.
-    slice_rows : int, default=16384
+    slice_rows : int, default=65536
         Rows each lane trains per round (rounded up to whole mini-batches). Smaller
         slices keep the lanes closer to sequential PGS (a step misses at most
         ``(n_lanes - 1) * slice_rows / batch_size`` steps of the others); larger ones
@@ -149,7 +149,9 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         text-like stream over 262,144 features): the rounds add 160-220% to the CPU
         time of single-process training with 4096-row slices, 65-80% with 16384, 40%
         with 65536, while test accuracy on IMDB and on that stream did not move between
-        1024 and 65536. On a cluster, use slices of 10^5 rows or more.
+        1024 and 65536 (within 0.003 of single-process). In wall time on 2 cores the
+        default 65536 ran 0.82-1.12x single-process and 16384 0.53-0.69x
+        (docs/benchmarks.md). On a cluster, use slices of 10^5 rows or more.
     shuffle : bool, default=False
         Permute the partitions before each pass (which also changes the lanes they go
         to) and the rows within each slice. False keeps the stream's order.
@@ -202,7 +204,7 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
 
 
 def partial_fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1,
-                client=None, n_lanes=None, slice_rows=16384, shuffle=False,
+                client=None, n_lanes=None, slice_rows=65536, shuffle=False,
                 random_state=None, n_features=None, zero_based="auto", blocksize=None,
                 block_rows=None, callback=None):
     """Like `fit`, but continue the estimator's current state (if it has one).
