@@ -557,6 +557,57 @@ def test_threads_and_local_cluster_give_the_same_model(cluster, text_data):
     np.testing.assert_array_equal(c.coef_, d.coef_)
 
 
+def _placed_on_workers(client, blocks, where):
+    """A dask array persisted with block i on worker where[i] (workers by address)."""
+    import dask
+    from distributed import wait
+
+    addrs = sorted(client.scheduler_info()["workers"])
+    parts = []
+    for i, Xb in enumerate(blocks):
+        with dask.annotate(workers=[addrs[where[i]]], allow_other_workers=False):
+            d = dask.delayed(lambda x: x, pure=True, name=f"placed-{i}-{where[i]}")(Xb)
+        parts.append(da.from_delayed(d, shape=Xb.shape, dtype=float,
+                                     meta=sp.csr_matrix((0, Xb.shape[1]))))
+    X = client.persist(da.concatenate(parts), optimize_graph=False)
+    wait(X)
+    return X
+
+
+@pytest.mark.slow
+def test_locality_gives_each_worker_its_own_blocks(cluster):
+    """locality=True: lane i trains the blocks worker i holds, so it is the round-robin
+    run of the blocks in the order that deals them so (checked bit for bit on threads)."""
+    X, y = make_data(m=300, n=20)
+    blocks = [X[i * 50:(i + 1) * 50] for i in range(6)]
+    kw = dict(p=1.8, sigma=1e-2, random_state=0)
+    args = dict(slice_rows=40, passes=2)
+    for where, order in (([0, 1, 0, 1, 0, 1], [0, 1, 2, 3, 4, 5]),
+                         ([0, 0, 0, 1, 1, 1], [0, 3, 1, 4, 2, 5])):
+        got = opd.fit(PGSClassifier(**kw), _placed_on_workers(cluster, blocks, where), y,
+                      client=cluster, locality=True, **args)
+        ref = opd.fit(PGSClassifier(**kw), dask_rows(sp.vstack([blocks[i] for i in order],
+                                                               format="csr"), [50] * 6),
+                      np.concatenate([y[i * 50:(i + 1) * 50] for i in order]), n_lanes=2,
+                      **args)
+        np.testing.assert_array_equal(got.coef_, ref.coef_)
+        assert got.online_stats_["n_examples"] == 600
+    with pytest.raises(ValueError, match="one lane per worker holding X .2., but n_lanes=3"):
+        opd.fit(PGSClassifier(**kw), _placed_on_workers(cluster, blocks, [0] * 3 + [1] * 3),
+                y, client=cluster, locality=True, n_lanes=3)
+    with pytest.raises(ValueError, match="partition 0 of X is held by no worker"):
+        opd.fit(PGSClassifier(**kw), dask_rows(X, [50] * 6), y, client=cluster,
+                locality=True)
+
+
+def test_locality_needs_a_cluster():
+    X, y = make_data(m=40)
+    with pytest.raises(ValueError, match="locality=True places lanes on the workers"):
+        opd.fit(PGSClassifier(), dask_rows(X, [20, 20]), y, locality=True)
+    with pytest.raises(ValueError, match="locality must be True or False"):
+        opd.fit(PGSClassifier(), dask_rows(X, [20, 20]), y, locality="yes")
+
+
 # ---- the command line -------------------------------------------------------------------
 def run_cli(*argv):
     from onlinepgs.cli import main
