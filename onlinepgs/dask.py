@@ -434,7 +434,7 @@ class _Driver:
         self.slots = ([LaneSlot() for _ in range(n_lanes)] if backend.shares_memory
                       else None)
         self.changed = None  # coordinates the last merge changed
-        self.block_rows_seen = []
+        self.rows_read = self.blocks_read = 0  # the mean block size, for reading ahead
         self.groups = groups  # locality: each lane's partitions, by worker
 
     def _request(self, lane):
@@ -460,6 +460,8 @@ class _Driver:
                 pending, self.backend.metas([e[0] for e in pending])):
             entry[1], entry[2] = n_rows, has_next
             self.width_seen = max(self.width_seen, width)
+            self.rows_read += n_rows
+            self.blocks_read += 1
 
     def _fill(self, lanes):
         """Make sure every lane knows a slice's worth of rows, or all it has left."""
@@ -481,12 +483,9 @@ class _Driver:
         """Request each lane's next blocks early, so that reading overlaps training: a
         slice's worth where partitions are single blocks (arrays, bags; rows counted at
         the mean block size seen), else the next block of each lane."""
-        known = [e[1] for lane in lanes for e in lane.blocks if e[1] is not None]
-        self.block_rows_seen.extend(known[-8:])
-        guess = (np.mean(self.block_rows_seen[-64:]) if self.block_rows_seen
-                 else self.slice_rows)
+        guess = self.rows_read / self.blocks_read if self.blocks_read else self.slice_rows
         for lane in lanes:
-            if getattr(self.source, "one_block_per_partition", False):
+            if self.source.one_block_per_partition:
                 while lane.parts and (
                         lane.known_rows() + guess * sum(e[1] is None for e in lane.blocks)
                         < self.slice_rows):
@@ -974,6 +973,8 @@ class _FileSource:
     """svmlight files: plain files in byte ranges, compressed files whole; each partition
     read `block_rows` lines at a time (one task per block, chained by its position)."""
 
+    one_block_per_partition = False  # a file's partition is read block by block
+
     def __init__(self, paths, est, n_features, zero_based, blocksize, block_rows, n_lanes,
                  backend):
         self.backend = backend
@@ -1352,8 +1353,8 @@ class _DistributedBackend:
     def holders(self, X):
         """The workers holding each row block of a dask array (empty if none)."""
         found = self.client.who_has(X)
-        return [set(found.get(str(key), found.get(key, ()))) for key in
-                (k for k in X.__dask_keys__() for k in k)]
+        keys = [key for row_block in X.__dask_keys__() for key in row_block]
+        return [set(found.get(key, found.get(str(key), ()))) for key in keys]
 
     def start(self, delayed_obj):
         return self.client.compute(delayed_obj)

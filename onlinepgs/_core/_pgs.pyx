@@ -1091,7 +1091,8 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
 cdef inline double _margin_sq(const double* phi, Py_ssize_t S, const double* vals,
                               const index_t* idx, Py_ssize_t nnz, double* xx) noexcept nogil:
     """`_margin` of a sparse row of a single problem, and ||x||^2 into xx (p = 2: the
-    update's N and the regret need it, and the values are in registers here)."""
+    update's N and the regret need it, and the values are in registers here). Two
+    independent sums each: the loop is bound by add latency, not by loads."""
     cdef double t0 = 0.0, t1 = 0.0, s0 = 0.0, s1 = 0.0, v0, v1
     cdef Py_ssize_t e, half = nnz - (nnz & 1)
     cdef const double* base = phi + S
@@ -1113,23 +1114,16 @@ cdef inline double _margin_sq(const double* phi, Py_ssize_t S, const double* val
 cdef inline double _margin(const double* phi, Py_ssize_t K, Py_ssize_t S, Py_ssize_t c,
                            const double* vals,
                            const index_t* idx, Py_ssize_t nnz, bint dense) noexcept nogil:
-    """<phi_c, x> over a row's entries, coordinates offset by one for the intercept."""
-    cdef double t0 = 0.0, t1 = 0.0
-    cdef Py_ssize_t e, half = nnz - (nnz & 1)
+    """<phi_c, x> over a row's entries, coordinates offset by one for the intercept (one
+    problem of sparse rows: `_margin_sq`)."""
+    cdef double t0 = 0.0
+    cdef Py_ssize_t e
     cdef const double* base = phi + (K + c) * S  # coordinate j + 1 of problem c
     cdef Py_ssize_t KS = K * S
     if dense:
         for e in range(nnz):
             t0 += base[e * KS] * vals[e]
         return t0
-    if K == 1:
-        # two independent sums: the loop is bound by add latency, not by loads
-        for e in range(0, half, 2):
-            t0 += base[idx[e] * S] * vals[e]
-            t1 += base[idx[e + 1] * S] * vals[e + 1]
-        if half < nnz:
-            t0 += base[idx[half] * S] * vals[half]
-        return t0 + t1
     for e in range(nnz):
         t0 += base[<Py_ssize_t>idx[e] * KS] * vals[e]
     return t0
@@ -1184,9 +1178,9 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     cdef double xv, z, yc, dl, w_i, inv_k, icpt = self.intercept_scaling, ex_loss, cf
     cdef double inv_b, step_w = <double>self.t_step, step_sq = step_w * step_w
     cdef double xq, g, gq, best, l0, lv, b_weight, b_loss, b_wloss, b_loss0
-    # k = 1, one problem, sparse, p = 2: the margin's loop also takes ||x||^2 and keeps
-    # <lambda, x> for the update's N (see `_apply_row`)
-    cdef bint sq_margin, sq_ok = self.p_is_two and K == 1 and not dense
+    # one problem, sparse rows: the margin's loop also takes ||x||^2, and <lambda, x> is
+    # kept, for a single-row step's N at p = 2 (see `_apply_row`)
+    cdef bint one_sparse = K == 1 and not dense
     cdef double row_dot = 0.0, row_xx = 0.0
     cdef int64_t b_mistakes
     cdef double q = self.q, sigma = self.sigma, epsilon = self.epsilon
@@ -1210,7 +1204,6 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     cdef int best_c
     while pos < n_rows:
         bsize = k if n_rows - pos >= k else n_rows - pos
-        sq_margin = sq_ok and bsize == 1
         inv_b = 1.0 / bsize
         inv_k = step_w / bsize  # the gradient's scale (1 / bsize but in a lane)
         for c in range(K):
@@ -1242,7 +1235,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
             best = 0.0
             best_c = 0
             for c in range(K):
-                if sq_margin:
+                if one_sparse:
                     z = _margin_sq(core.phi, core.S, vals, idx, nnz, &row_xx)
                     row_dot = z
                 else:
@@ -1312,19 +1305,21 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                         xq = row_xq[row]
                     mov[0] = 1
             else:
+                if row_xq != NULL:
+                    xq = row_xq[row]
+                elif not p2:
+                    xq = row_power_sum(vals, nnz, q, self.quarters)
                 for e in range(nnz):
                     xv = vals[e]
                     if xv == 0.0:
                         continue
                     j = (e if dense else <Py_ssize_t>idx[e]) + 1
-                    if row_xq == NULL:
-                        xq += xv * xv if p2 else fabs(xv) * phi_power(fabs(xv), q, self.quarters)
+                    if p2 and row_xq == NULL:
+                        xq += xv * xv
                     for c in range(K):
                         if coefs[c] != 0.0:
                             _touch(core, j, c, coefs[c] * xv, &resc[c])
                             mov[c] = 1
-            if row_xq != NULL and not (K == 1 and not dense):
-                xq = row_xq[row]
             if fit_icpt:
                 xq += icpt * icpt if p2 else pow(fabs(icpt), q)
                 for c in range(K):
