@@ -176,14 +176,15 @@ def run_single(args, p, sigma, blocks):
     return time.perf_counter() - start, est, None
 
 
-def run_dask(args, p, sigma, X, y, client=None, slice_rows=None):
+def run_dask(args, p, sigma, X, y, client=None, slice_rows=None, locality=False):
     import onlinepgs.dask as opd
 
     rounds = []
     est = estimator(p, sigma)
     start = time.perf_counter()
     opd.fit(est, X, y, classes=[-1.0, 1.0], passes=args.passes, n_lanes=args.lanes,
-            slice_rows=slice_rows, client=client, callback=lambda d: rounds.append(1))
+            slice_rows=slice_rows, client=client, locality=locality,
+            callback=lambda d: rounds.append(1))
     return time.perf_counter() - start, est, len(rounds)
 
 
@@ -271,8 +272,12 @@ def speed(args, out):
     try:
         for p, sigma in [(p, sigma) for sigma in args.sigma for p in args.p]:
             threads = [f"threads {n}" for n in args.slice_rows]
-            clusters = ([f"cluster {n}" for n in args.cluster_slice_rows]
-                        if client is not None else [])
+            # round-robin (blocks travel to their lanes) and locality=True (they stay)
+            cluster_runs = [(n, local) for n in args.cluster_slice_rows
+                            for local in (False, True)] if client is not None else []
+            clusters = [f"cluster {n}{' locality' if local else ''}"
+                        for n, local in cluster_runs]
+            cluster_labels = [f"{n}{', locality' if local else ''}" for n, local in cluster_runs]
             names = ["single", "whole", "ceiling"] + threads + clusters
             models, rounds = {}, {}
             for repeat in range(args.repeats + 1):  # the first run warms up, untimed
@@ -292,9 +297,10 @@ def speed(args, out):
                         lambda: run_dask(args, p, sigma, X, y, slice_rows=n), args)
                     times[name].append(t)
                     loads.append(f)
-                for n, name in zip(args.cluster_slice_rows, clusters):
+                for (n, local), name in zip(cluster_runs, clusters):
                     t, models[name], rounds[name], f = timed(
-                        lambda: run_dask(args, p, sigma, cX, cy, client, slice_rows=n), args)
+                        lambda: run_dask(args, p, sigma, cX, cy, client, slice_rows=n,
+                                         locality=local), args)
                     times[name].append(t)
                     loads.append(f)
                 if repeat >= 1:
@@ -312,7 +318,7 @@ def speed(args, out):
             out(f"| {p:g} | {sigma:g} | {med['single']:.2f} | "
                 f"{med['whole']:.2f} / {med['ceiling']:.2f} ({med['whole'] / med['ceiling']:.2f}x) | "
                 f"{cells(threads, args.slice_rows)} | "
-                f"{cells(clusters, args.cluster_slice_rows)} | {acc['single']:.4f} / "
+                f"{cells(clusters, cluster_labels)} | {acc['single']:.4f} / "
                 + " ".join(f"{acc[k]:.4f}" for k in threads) + " / "
                 + (" ".join(f"{acc[k]:.4f}" for k in clusters) or "-")
                 + f" | {reordered:.4f} | "
@@ -333,7 +339,10 @@ def speed(args, out):
         "moved by tens of percent from run to run here, hence a yardstick of its own "
         "rather than the single-process column.) "
         f"slice_rows: threads {args.slice_rows} (65536 is the default of "
-        f"onlinepgs.dask), LocalCluster {args.cluster_slice_rows}. A timed run during "
+        f"onlinepgs.dask), LocalCluster {args.cluster_slice_rows}, each with the "
+        "partitions dealt round-robin (about half of each lane's blocks move to its "
+        "worker) and with locality=True (each worker's lane trains the blocks it holds). "
+        "A timed run during "
         f"which other processes took {args.foreign} cores or more was run again (at most "
         f"{args.tries} times, after waiting for a quiet moment); the most they took "
         f"during a kept run: {foreign_max:.2f} cores.")

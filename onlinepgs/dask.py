@@ -446,6 +446,9 @@ class _Driver:
         else:
             part = lane.parts.popleft()
             entry = [self.source.first_block(self.backend, part), None, None, part]
+            known = self.source.known_meta(part)
+            if known is not None:  # no need to wait for the block to learn its size
+                self._note_meta(entry, known)
         if previous is not None and previous[2] and not any(e is previous for e in lane.blocks):
             self.backend.release(previous[0])  # used up, kept only to chain from
         lane.blocks.append(entry)
@@ -456,12 +459,15 @@ class _Driver:
         pending = [e for lane in lanes for e in lane.blocks if e[1] is None]
         if not pending:
             return
-        for entry, (n_rows, has_next, width) in zip(
-                pending, self.backend.metas([e[0] for e in pending])):
-            entry[1], entry[2] = n_rows, has_next
-            self.width_seen = max(self.width_seen, width)
-            self.rows_read += n_rows
-            self.blocks_read += 1
+        for entry, meta in zip(pending, self.backend.metas([e[0] for e in pending])):
+            self._note_meta(entry, meta)
+
+    def _note_meta(self, entry, meta):
+        n_rows, has_next, width = meta
+        entry[1], entry[2] = n_rows, has_next
+        self.width_seen = max(self.width_seen, width)
+        self.rows_read += n_rows
+        self.blocks_read += 1
 
     def _fill(self, lanes):
         """Make sure every lane knows a slice's worth of rows, or all it has left."""
@@ -688,6 +694,16 @@ class _Block:
     __slots__ = ("X", "y", "sw", "rps", "n_rows", "part", "row0", "next", "name", "line0",
                  "width")
 
+    def __sizeof__(self):
+        # Dask's scheduler places a lane's task by the bytes of its inputs: without the
+        # rows' size it would move blocks of tens of MB between workers as if free
+        arrays = (getattr(self.X, "data", None), getattr(self.X, "indices", None),
+                  getattr(self.X, "indptr", None), self.y, self.sw, self.rps)
+        if not sp.issparse(self.X):
+            arrays = (self.X, self.y, self.sw, self.rps)
+        return object.__sizeof__(self) + sum(a.nbytes for a in arrays
+                                             if isinstance(a, np.ndarray))
+
     def describe(self, row):
         where = f"partition {self.part}, row {self.row0 + row}"
         return where if self.name is None else f"{where} ({self.name})"
@@ -695,6 +711,31 @@ class _Block:
 
 def _block_meta(block):
     return block.n_rows, block.next is not None, block.width
+
+
+# Worker processes of dask.distributed run with MALLOC_TRIM_THRESHOLD_=65536, so glibc
+# maps every large allocation afresh and each temporary the size of a block costs its page
+# faults (validation took 2.5x its time in the driver's process): the checks below make
+# none on the way that finds nothing wrong.
+def _all_finite(a):
+    """Whether every entry of a float array is finite: its sum is, unless an entry is not
+    (or finite entries overflow, which the entry-wise check then tells apart)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = np.add.reduce(a, axis=None)
+    return bool(np.isfinite(total)) or bool(np.isfinite(a).all())
+
+
+def _binary_targets(y, classes):
+    """+1.0 for classes[1] and -1.0 for classes[0] (as `_encode_targets` encodes them),
+    or None when the quick path does not apply or some label is neither."""
+    if classes.shape[0] != 2 or y.dtype.kind not in "biuf" or classes.dtype.kind not in "biuf":
+        return None
+    if not np.array_equal(classes, np.round(classes)):
+        return None  # labels like 0.5 are "continuous" to scikit-learn: its error decides
+    positive = y == classes[1]
+    if np.count_nonzero(positive) + np.count_nonzero(y == classes[0]) != y.shape[0]:
+        return None
+    return np.where(positive, 1.0, -1.0)
 
 
 def _finish_block(spec, X, y, sw, part, row0, where):
@@ -706,8 +747,8 @@ def _finish_block(spec, X, y, sw, part, row0, where):
         X = spec._as_matrix(X, fitted=True)
         X = check_array(X, accept_sparse="csr", dtype=np.float64, accept_large_sparse=True,
                         ensure_all_finite=False, ensure_min_samples=0, input_name="X")
-        bad = np.flatnonzero(~np.isfinite(X.data))
-        if bad.size:
+        if not _all_finite(X.data):
+            bad = np.flatnonzero(~np.isfinite(X.data))
             row = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
             raise ValueError(f"X contains NaN or infinity at {where(row)}")
         if not X.has_canonical_format:
@@ -720,8 +761,8 @@ def _finish_block(spec, X, y, sw, part, row0, where):
         if sp.issparse(X):  # hashing folds dense rows into sparse columns
             return _finish_block(spec, X, y, sw, part, row0, where)
         X = np.ascontiguousarray(X, dtype=np.float64)
-        bad = np.flatnonzero(~np.isfinite(X).all(axis=1))
-        if bad.size:
+        if not _all_finite(X):
+            bad = np.flatnonzero(~np.isfinite(X).all(axis=1))
             raise ValueError(f"X contains NaN or infinity at {where(int(bad[0]))}")
     else:
         raise TypeError(f"a block of X is a {type(X).__name__} ({where(0)}); expected a "
@@ -730,16 +771,18 @@ def _finish_block(spec, X, y, sw, part, row0, where):
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise ValueError(f"a block has {X.shape[0]} rows but labels of shape {y.shape} "
                          f"({where(0)})")
-    if spec._classifier:
-        known = np.isin(y, spec.classes_)
-        if not known.all():
-            row = int(np.flatnonzero(~known)[0])
-            raise ValueError(f"label {y[row].item()!r} at {where(row)} is not one of the "
-                             f"classes {spec.classes_.tolist()}")
-    try:
-        y_core = spec._encode_targets(X, y, fit=False)[0]
-    except ValueError as exc:
-        raise ValueError(f"{exc} (rows from {where(0)})") from None
+    y_core = _binary_targets(y, spec.classes_) if spec._classifier else None
+    if y_core is None:
+        if spec._classifier:
+            known = np.isin(y, spec.classes_)
+            if not known.all():
+                row = int(np.flatnonzero(~known)[0])
+                raise ValueError(f"label {y[row].item()!r} at {where(row)} is not one of "
+                                 f"the classes {spec.classes_.tolist()}")
+        try:
+            y_core = spec._encode_targets(X, y, fit=False)[0]
+        except ValueError as exc:
+            raise ValueError(f"{exc} (rows from {where(0)})") from None
     if sw is None:
         sw = np.ones(X.shape[0])
     else:
@@ -845,11 +888,16 @@ class _ArraySource:
     def find_classes(self):
         return self.backend.compute(da.unique(self.y))
 
+    def known_meta(self, part):
+        """A partition's rows, continuation and width, from the array's chunks: the
+        driver plans slices without waiting for blocks (`_array_block` checks them)."""
+        return int(self.offsets[part + 1] - self.offsets[part]), False, self.width
+
     def first_block(self, backend, part):
         w = None if self._w_parts is None else self._w_parts[part]
         return backend.start(dask.delayed(_array_block, pure=False)(
             self.spec, self._x_parts[part], self._y_parts[part], w, part,
-            int(self.offsets[part])))
+            int(self.offsets[part]), self.known_meta(part)))
 
     def next_block(self, backend, handle):  # pragma: no cover - one block per partition
         raise AssertionError("a dask array partition is one block")
@@ -858,10 +906,20 @@ class _ArraySource:
         pass
 
 
-def _array_block(spec, X, y, sw, part, first_row):
+def _array_block(spec, X, y, sw, part, first_row, declared):
     def where(row):
         return f"partition {part}, row {row} (row {first_row + row} of X)"
-    return _finish_block(spec, X, y, sw, part, 0, where)
+    n_rows, _, width = declared
+    shape = getattr(X, "shape", None)
+    if shape is not None and len(shape) == 2 and shape[0] != n_rows:
+        raise ValueError(f"partition {part} of X (from row {first_row}) has {shape[0]} "
+                         f"rows, but the dask array's chunks say {n_rows}: its declared "
+                         "shape is wrong (from_delayed/map_blocks with a wrong shape?)")
+    block = _finish_block(spec, X, y, sw, part, 0, where)
+    if block.width > width:
+        raise ValueError(f"partition {part} of X (from row {first_row}) has "
+                         f"{block.width} columns, but the dask array says {width}")
+    return block
 
 
 class _BagSource:
@@ -881,6 +939,9 @@ class _BagSource:
             zero_based = backend.compute(dask.delayed(_bag_decide, pure=False)(self.parts[0]))
         self.zero_based = zero_based
         self.spec = None
+
+    def known_meta(self, part):
+        return None  # known once the partition is read
 
     def find_classes(self):
         labels = self.backend.compute_all([
@@ -1012,6 +1073,9 @@ class _FileSource:
         path, start, end, compressed, index = self.parts[part]
         return (path, start, end, compressed, self.zero_based[index], self.n_features,
                 self.block_rows, part, self.token, cursor)
+
+    def known_meta(self, part):
+        return None  # known once the partition is read
 
     def find_classes(self):
         labels = self.backend.compute_all([

@@ -506,6 +506,26 @@ def test_bad_input_says_what_and_where(tmp_path, text_data):
         opd.fit(est, dask_rows(Xnan, text_data["sizes"]), y)
     assert not hasattr(est, "coef_") and not hasattr(est, "_state")  # left as it was
 
+    # blocks that are not what the array declares (the driver plans by the chunks)
+    sizes = text_data["sizes"]
+    lying = da.concatenate([
+        da.from_delayed(dask.delayed(lambda a, b, more: X[a:b + more])(a, b, int(i == 1)),
+                        shape=(b - a, X.shape[1]), dtype=float,
+                        meta=sp.csr_matrix((0, X.shape[1])))
+        for i, (a, b) in enumerate(zip(np.cumsum([0] + sizes[:-1]), np.cumsum(sizes)))])
+    with pytest.raises(ValueError, match=r"partition 1 of X \(from row 90\) has 61 rows, "
+                       r"but the dask array's chunks say 60"):
+        opd.fit(est, lying, y, classes=[-1, 1])
+    wide = da.concatenate([
+        da.from_delayed(dask.delayed(sp.hstack)([X[a:b], X[a:b]], format="csr"),
+                        shape=(b - a, X.shape[1]), dtype=float,
+                        meta=sp.csr_matrix((0, X.shape[1])))
+        for a, b in zip(np.cumsum([0] + sizes[:-1]), np.cumsum(sizes))])
+    with pytest.raises(ValueError, match=r"partition \d+ of X \(from row \d+\) has "
+                       rf"{2 * X.shape[1]} columns, but the dask array says {X.shape[1]}"):
+        opd.fit(est, wide, y, classes=[-1, 1])
+    assert not hasattr(est, "_state")
+
     # a bad line in the second byte range of a file: its line number in the file
     lines = list(text_data["lines"])
     lines[300] = lines[300].replace(":", ";", 1)
@@ -684,3 +704,23 @@ def test_a_kept_lane_synced_equals_a_fresh_fork(p, iterate):
         synced += 1
         slots[0].state = None  # the next round forks it again
     assert synced >= 2
+
+
+def test_block_checks_without_temporaries_agree_with_numpy():
+    # the sum test must not take overflowing finite values for infinities
+    assert opd._all_finite(np.array([1e308, 1e308, -3.0]))
+    for bad in (np.nan, np.inf, -np.inf):
+        assert not opd._all_finite(np.array([1.0, bad, 2.0]))
+        assert not opd._all_finite(np.array([[1e308, 1e308], [0.0, bad]]))
+    spec = PGSClassifier()
+    for classes, y in [(np.array([-1, 1]), np.array([1, -1, -1, 1])),
+                       (np.array([0.0, 3.0]), np.array([3.0, 0.0, 3.0])),
+                       (np.array([2, 7]), np.array([7.0, 2.0]))]:
+        spec.classes_ = classes
+        expected = spec._encode_targets(y[:, None], y, fit=False)[0]
+        np.testing.assert_array_equal(opd._binary_targets(y, classes), expected)
+    assert opd._binary_targets(np.array([1.0, np.nan]), np.array([-1.0, 1.0])) is None
+    assert opd._binary_targets(np.array([0.5, 1.0]), np.array([0.5, 1.0])) is None
+    assert opd._binary_targets(np.array([1, 5]), np.array([-1, 1])) is None
+    assert opd._binary_targets(np.array(["a", "b"]), np.array(["a", "b"])) is None
+    assert opd._binary_targets(np.array([0, 1]), np.array([0, 1, 2])) is None
