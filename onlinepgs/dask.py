@@ -19,6 +19,9 @@ of the delta t, so the next iterate ``grad r*(lambda / ((t + 1) sigma))`` is PGS
 over every gradient taken so far. Rounds repeat until every lane has read its rows
 ``passes`` times. No scheduler of our own: rounds are Dask tasks, on the local threaded
 scheduler by default or on a ``dask.distributed`` cluster when a ``Client`` is given.
+On a cluster the merge itself is a task too: the global state is a future on a worker,
+and the driver only plans the rounds, so the lanes' changes and the state pass between
+the workers (one transfer each way a round) and never through the driver.
 
 Within a round a lane counts each of its steps for ``n`` steps (n = the lanes of the
 round): t moves by n and lambda by n times the step's gradient, so its iterate is the one
@@ -376,7 +379,7 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
         est.classes_ = classes
     est.n_features_in_ = n_features_in
     epochs = passes if first else getattr(est, "n_iter_", 0) + passes
-    est._install(state, epochs)
+    est._install(driver.state, epochs)
     return est
 
 
@@ -436,6 +439,11 @@ class _Driver:
         self.changed = None  # coordinates the last merge changed
         self.rows_read = self.blocks_read = 0  # the mean block size, for reading ahead
         self.groups = groups  # locality: each lane's partitions, by worker
+        # a cluster merges on the workers (see _merge_task): the driver holds a future of
+        # the global state and the merges not yet known to have succeeded
+        self.state_ref = None
+        self.in_flight = deque()
+        self.reports = deque()  # rounds whose callback is still to be called
 
     def _request(self, lane):
         """Ask for the lane's next block: the next of its open partition, or a new one."""
@@ -552,34 +560,82 @@ class _Driver:
                 break
             for plan, _ in jobs:
                 plan.n_lanes = len(jobs)
-            base = self.backend.share(self.state)
-            handles = [self.backend.submit(_train_slice, base, plan, *blocks)
-                       for plan, blocks in jobs]
+            rows = sum(b - a for plan, _ in jobs for a, b in plan.ranges)
+            if self.backend.merges_remotely:
+                self._submit_round(jobs)
+            else:
+                base = self.backend.share(self.state)
+                handles = [self.backend.submit(_train_slice, base, plan, *blocks)
+                           for plan, blocks in jobs]
             for lane in lanes:
                 self._drop_used(lane)
             self._read_ahead(lanes)
-            results = self.backend.results(handles)
-            for result in results:
-                if result.diverged_row is not None:
-                    raise PGSDivergedError(
-                        f"PGS diverged in round {self.rounds + 1} at {result.diverged_at}: "
-                        "the loss's derivative overflowed. Its gradient is unbounded, so "
-                        "on R^n (radius=None) a small sigma lets the first steps of size "
-                        "1/(t sigma) blow up; use radius='auto' (or a finite radius) or a "
-                        "larger sigma. The model is left as it was.")
-            self.changed = merge_round(self.state, results)
+            if not self.backend.merges_remotely:
+                results = self.backend.results(handles)
+                _check_diverged(results, self.rounds + 1)
+                self.changed = merge_round(self.state, results)
             self.rounds += 1
             if self.callback is not None:
-                self.callback({"pass": pass_index, "round": self.rounds,
-                               "rows": sum(r.rows for r in results),
-                               "n_examples": int(self.state.n_examples),
-                               "seconds": time.perf_counter() - self.start,
-                               "state": self.state})
+                self.reports.append(({"pass": pass_index, "round": self.rounds,
+                                      "rows": rows}, self.state_ref))
+                # on a cluster a round is reported once the next is on its way, so that
+                # fetching its state never keeps the workers waiting for a round
+                self._report(1 if self.backend.merges_remotely else 0)
+        self._report(0)
+        if self.backend.merges_remotely and self.state_ref is not None:
+            self.state = self.backend.result(self.state_ref)
+            self.in_flight.clear()
         for lane in lanes:
             for entry in lane.blocks:
                 self.backend.release(entry[0])
             if lane.open is not None and not any(e is lane.open for e in lane.blocks):
                 self.backend.release(lane.open[0])
+
+    def _report(self, keep):
+        while len(self.reports) > keep:
+            info, ref = self.reports.popleft()
+            state = self.state if ref is None else self.backend.result(ref)
+            info.update(n_examples=int(state.n_examples),
+                        seconds=time.perf_counter() - self.start, state=state)
+            self.callback(info)
+
+    def _submit_round(self, jobs):
+        """A cluster's round as tasks only: the lanes train from the payload of the
+        state's future and a task merges their results into the next state's future,
+        on the workers. The driver plans the next round without waiting (it never holds
+        the lanes' changes): between rounds the workers pass the changes and the state
+        among themselves, one transfer each way, instead of through the driver. At most
+        two rounds are in flight, so that blocks are not read far ahead."""
+        if self.state_ref is None:
+            self.state_ref = self.backend.scatter(self.state)
+        base = self.backend.submit(_StatePayload, self.state_ref)
+        handles = [self.backend.submit(_train_slice, base, plan, *blocks)
+                   for plan, blocks in jobs]
+        self.state_ref = self.backend.submit(_merge_task, self.state_ref, self.rounds + 1,
+                                             *handles)
+        self.in_flight.append(self.state_ref)
+        while len(self.in_flight) > 2:
+            self.backend.settle(self.in_flight.popleft())  # raises the round's error
+
+
+def _check_diverged(results, round_no):
+    for result in results:
+        if result.diverged_row is not None:
+            raise PGSDivergedError(
+                f"PGS diverged in round {round_no} at {result.diverged_at}: the loss's "
+                "derivative overflowed. Its gradient is unbounded, so on R^n "
+                "(radius=None) a small sigma lets the first steps of size 1/(t sigma) "
+                "blow up; use radius='auto' (or a finite radius) or a larger sigma. The "
+                "model is left as it was.")
+
+
+def _merge_task(state, round_no, *results):
+    """Task: the driver's merge of a round, on a worker; a new state (Dask's inputs are
+    not to be changed: a lost result is recomputed from them)."""
+    _check_diverged(results, round_no)
+    state = PGSState.from_dict(state.to_dict())
+    merge_round(state, results)
+    return state
 
 
 class _SlicePlan:
@@ -1315,6 +1371,7 @@ class _LocalBackend:
     for on every round)."""
 
     shares_memory = True
+    merges_remotely = False
 
     def __init__(self):
         self.pending = []
@@ -1396,10 +1453,13 @@ def _call_opaque(func, *args):
 
 class _DistributedBackend:
     """A dask.distributed cluster: blocks stay on the workers that read them (futures),
-    each round's lanes run where their blocks are, and only the state (out) and the
-    lanes' sparse changes (back) cross the network."""
+    each round's lanes run where their blocks are, and the merge runs on a worker
+    (`_Driver._submit_round`): only the lanes' sparse changes (to the merge) and lambda
+    and phi (to the lanes) cross the network, and the driver fetches the state at the
+    end of a pass (or every round for a callback)."""
 
     shares_memory = False
+    merges_remotely = True
 
     def __init__(self, client):
         try:
@@ -1426,12 +1486,19 @@ class _DistributedBackend:
     def submit(self, func, *args):
         return self.client.submit(func, *args, pure=False)
 
-    def share(self, state):
-        # what the lanes read, to every worker once (not once per lane)
-        return self.client.scatter(_StatePayload(state), broadcast=True, hash=False)
+    def scatter(self, value):
+        return self.client.scatter(value, hash=False)
 
-    def results(self, futures):
-        return self.client.gather(futures)
+    def result(self, future):
+        return future.result()
+
+    def settle(self, future):
+        """Wait for a task without fetching its result; raise its error, if any."""
+        from distributed import wait
+
+        wait([future])
+        if future.status == "error":
+            future.result()
 
     def metas(self, futures):
         todo = [f for f in futures if f.key not in self.meta_cache]

@@ -577,6 +577,40 @@ def test_threads_and_local_cluster_give_the_same_model(cluster, text_data):
     np.testing.assert_array_equal(c.coef_, d.coef_)
 
 
+@pytest.mark.slow
+def test_cluster_rounds_report_and_fail_like_threads(cluster, text_data):
+    """The cluster merges on its workers; callbacks, errors and divergence are the
+    driver's as on threads."""
+    def run(**kw):
+        seen = []
+        est = opd.fit(PGSClassifier(sigma=1e-2, random_state=0), text_data["dX"],
+                      text_data["y"], n_lanes=2, slice_rows=40, passes=2,
+                      callback=lambda d: seen.append((d["pass"], d["round"], d["rows"],
+                                                      d["n_examples"],
+                                                      d["state"].lam_a.copy())), **kw)
+        return est, seen
+    (a, seen_a), (b, seen_b) = run(), run(client=cluster)
+    assert [s[:4] for s in seen_a] == [s[:4] for s in seen_b]
+    assert seen_b[-1][3] == 2 * text_data["X"].shape[0]
+    for sa, sb in zip(seen_a, seen_b):
+        np.testing.assert_array_equal(sa[4], sb[4])
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+
+    bad_y = text_data["y"].copy()
+    bad_y[123] = 5.0
+    est = PGSClassifier()
+    with pytest.raises(ValueError, match=r"label 5.0 at partition 1, row 33 \(row 123 of "):
+        opd.fit(est, text_data["dX"], bad_y, classes=[-1, 1], client=cluster)
+    rng = np.random.RandomState(0)
+    X = rng.randn(200, 3) * 1e100
+    y = rng.randn(200) * 1e100
+    est = PGSRegressor(loss="squared", sigma=1e-12, radius=None)
+    with pytest.raises(PGSDivergedError, match="diverged in round 1 at partition"):
+        opd.fit(est, da.from_array(X, chunks=(50, 3)), y, n_lanes=2, slice_rows=50,
+                client=cluster)
+    assert not hasattr(est, "_state")
+
+
 def _placed_on_workers(client, blocks, where):
     """A dask array persisted with block i on worker where[i] (workers by address)."""
     import dask
