@@ -10,7 +10,10 @@ of ``--test-rows`` rows from the same generator. It is generated once, in blocks
 * single process: ``partial_fit`` over the blocks in order (the baseline);
 * threads: ``onlinepgs.dask.fit`` on Dask's local threaded scheduler, ``--lanes`` lanes;
 * LocalCluster: the same on ``LocalCluster(n_workers=--lanes, threads_per_worker=1)``
-  (processes), the blocks generated on the workers and persisted before timing.
+  (processes), the blocks generated on the workers and persisted before timing, with the
+  partitions dealt round-robin and with ``locality=True``; on a cluster with
+  dask.distributed's default worker environment and on one whose workers keep freed
+  memory (``MALLOC_ENV``).
 
 Each is run ``--repeats`` times, interleaved, and the median reported (on a shared
 machine: a run during which other processes took ``--foreign`` cores or more is run
@@ -101,6 +104,11 @@ def cluster_array(client, sizes, args):
     from distributed import wait
     wait([X, y])
     return X, y
+
+
+# Worker environment of the "malloc" cluster: allocations up to 64 MiB from the heap,
+# and up to 256 MiB of freed memory kept there (glibc tunables).
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": 2**26, "MALLOC_TRIM_THRESHOLD_": 2**28}
 
 
 # ---- timing on a shared machine ---------------------------------------------------------
@@ -255,14 +263,22 @@ def speed(args, out):
     # before any thread or cluster exists
     whole, halves = Halves(block_args, 1, args.passes), Halves(block_args, args.lanes, args.passes)
     X, y = dask_array(blocks, args.dim)
-    client = cluster = None
+    clusters_up = {}  # "default" / "malloc": (cluster, client, X, y)
     if not args.no_cluster:
+        import dask
         from distributed import Client, LocalCluster
 
-        cluster = LocalCluster(n_workers=args.lanes, threads_per_worker=1, processes=True,
-                               dashboard_address=None, memory_limit=None)
-        client = Client(cluster)
-        cX, cy = cluster_array(client, sizes, args)
+        for kind in ("default", "malloc"):
+            # "malloc": workers that keep freed memory for reuse (see MALLOC_ENV)
+            env = dict(dask.config.get("distributed.nanny.pre-spawn-environ"))
+            if kind == "malloc":
+                env.update(MALLOC_ENV)
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
+                cluster = LocalCluster(n_workers=args.lanes, threads_per_worker=1,
+                                       processes=True, dashboard_address=None,
+                                       memory_limit=None)
+            client = Client(cluster)
+            clusters_up[kind] = (cluster, client) + tuple(cluster_array(client, sizes, args))
     out("| p | sigma | single process (s) | ceiling: one / two independent processes, s (speedup) | "
         "threads: slice_rows: s (speedup) | "
         "LocalCluster: slice_rows: s (speedup) | accuracy single / threads (each slice) / "
@@ -273,11 +289,13 @@ def speed(args, out):
         for p, sigma in [(p, sigma) for sigma in args.sigma for p in args.p]:
             threads = [f"threads {n}" for n in args.slice_rows]
             # round-robin (blocks travel to their lanes) and locality=True (they stay)
-            cluster_runs = [(n, local) for n in args.cluster_slice_rows
-                            for local in (False, True)] if client is not None else []
-            clusters = [f"cluster {n}{' locality' if local else ''}"
-                        for n, local in cluster_runs]
-            cluster_labels = [f"{n}{', locality' if local else ''}" for n, local in cluster_runs]
+            cluster_runs = [(n, local, kind) for kind in clusters_up
+                            for n in args.cluster_slice_rows for local in (False, True)]
+            clusters = [f"cluster {n}{' locality' if local else ''} {kind}"
+                        for n, local, kind in cluster_runs]
+            cluster_labels = [f"{n}{', locality' if local else ''}"
+                              f"{', malloc' if kind == 'malloc' else ''}"
+                              for n, local, kind in cluster_runs]
             names = ["single", "whole", "ceiling"] + threads + clusters
             models, rounds = {}, {}
             for repeat in range(args.repeats + 1):  # the first run warms up, untimed
@@ -297,7 +315,8 @@ def speed(args, out):
                         lambda: run_dask(args, p, sigma, X, y, slice_rows=n), args)
                     times[name].append(t)
                     loads.append(f)
-                for (n, local), name in zip(cluster_runs, clusters):
+                for (n, local, kind), name in zip(cluster_runs, clusters):
+                    _, client, cX, cy = clusters_up[kind]
                     t, models[name], rounds[name], f = timed(
                         lambda: run_dask(args, p, sigma, cX, cy, client, slice_rows=n,
                                          locality=local), args)
@@ -327,7 +346,7 @@ def speed(args, out):
     finally:
         whole.close()
         halves.close()
-        if client is not None:
+        for cluster, client, _, _ in clusters_up.values():
             client.close()
             cluster.close()
     out(f"\nceiling: one process over all the blocks against {args.lanes} processes, each "
@@ -341,7 +360,12 @@ def speed(args, out):
         f"slice_rows: threads {args.slice_rows} (65536 is the default of "
         f"onlinepgs.dask), LocalCluster {args.cluster_slice_rows}, each with the "
         "partitions dealt round-robin (about half of each lane's blocks move to its "
-        "worker) and with locality=True (each worker's lane trains the blocks it holds). "
+        "worker) and with locality=True (each worker's lane trains the blocks it holds); "
+        "'malloc': a second LocalCluster whose workers start with "
+        + ", ".join(f"{k}={v}" for k, v in MALLOC_ENV.items()) + " in "
+        "`distributed.nanny.pre-spawn-environ` (dask.distributed's default, "
+        "MALLOC_TRIM_THRESHOLD_=65536, has glibc map and fault in afresh every "
+        "allocation over 128 KiB; these keep freed memory for reuse). "
         "A timed run during "
         f"which other processes took {args.foreign} cores or more was run again (at most "
         f"{args.tries} times, after waiting for a quiet moment); the most they took "
@@ -389,7 +413,7 @@ def main():
     parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--lanes", type=int, default=2)
     parser.add_argument("--slice-rows", type=int, nargs="+", default=[16384, 65536, 262144])
-    parser.add_argument("--cluster-slice-rows", type=int, nargs="+", default=[131072, 262144])
+    parser.add_argument("--cluster-slice-rows", type=int, nargs="+", default=[262144])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-cluster", action="store_true")
     parser.add_argument("--foreign", type=float, default=0.1,

@@ -663,7 +663,8 @@ class _SlicePlan:
 class _StatePayload:
     """What a lane needs of the global state, for shipping: lambda, phi and the scalars
     (not the averaged sums, the random iterate or the statistics, which stay with the
-    driver). A worker rebuilds the state once and its lanes fork it."""
+    global state). Made by a task where the state is; a worker rebuilds the state from
+    it once and its lanes fork that."""
 
     def __init__(self, state):
         cfg = state.config()
