@@ -268,7 +268,7 @@ def speed(args, out):
         import dask
         from distributed import Client, LocalCluster
 
-        for kind in ("default", "malloc"):
+        for kind in args.cluster_kinds:
             # "malloc": workers that keep freed memory for reuse (see MALLOC_ENV)
             env = dict(dask.config.get("distributed.nanny.pre-spawn-environ"))
             if kind == "malloc":
@@ -289,8 +289,9 @@ def speed(args, out):
         for p, sigma in [(p, sigma) for sigma in args.sigma for p in args.p]:
             threads = [f"threads {n}" for n in args.slice_rows]
             # round-robin (blocks travel to their lanes) and locality=True (they stay)
-            cluster_runs = [(n, local, kind) for kind in clusters_up
-                            for n in args.cluster_slice_rows for local in (False, True)]
+            placements = {"round-robin": False, "locality": True}
+            cluster_runs = [(n, placements[where], kind) for kind in clusters_up
+                            for n in args.cluster_slice_rows for where in args.placement]
             clusters = [f"cluster {n}{' locality' if local else ''} {kind}"
                         for n, local, kind in cluster_runs]
             cluster_labels = [f"{n}{', locality' if local else ''}"
@@ -416,6 +417,14 @@ def main():
     parser.add_argument("--cluster-slice-rows", type=int, nargs="+", default=[262144])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-cluster", action="store_true")
+    parser.add_argument("--cluster-kinds", nargs="+", choices=["default", "malloc"],
+                        default=["default", "malloc"],
+                        help="LocalClusters: dask.distributed's worker environment, and "
+                             "workers that keep freed memory (MALLOC_ENV)")
+    parser.add_argument("--placement", nargs="+", choices=["round-robin", "locality"],
+                        default=["round-robin", "locality"],
+                        help="cluster runs with partitions dealt round-robin, with "
+                             "locality=True, or both")
     parser.add_argument("--foreign", type=float, default=0.1,
                         help="rerun a timed run if other processes took this many cores "
                              "during it (a shared machine)")
