@@ -175,7 +175,9 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
     callback : callable, optional
         Called after every round with a dict: ``pass``, ``round``, ``rows`` (this
         round), ``n_examples`` (so far), ``seconds`` (since the start) and ``state`` (the
-        global `PGSState`, for `stats_dict`; do not modify it).
+        global `PGSState` after that round, for `stats_dict`; do not modify it). On a
+        cluster, where the state is a worker's, a round is reported once the next one
+        is submitted, so that fetching its state never holds the workers up.
     locality : bool, default=False
         With a ``client`` and a dask array X persisted on the cluster
         (``client.persist(X)``): one lane per worker holding partitions of X, each
@@ -184,8 +186,8 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         number). The model then depends on where the cluster put the partitions;
         without it lanes take partitions round-robin and threads and a cluster give the
         same model bit for bit. Measured (LocalCluster, 2 workers, 2 M rows,
-        docs/benchmarks.md): 0.59-0.66 s a fit against 0.74-1.06 s, of which the
-        workers spent 0.29-0.42 s moving blocks.
+        docs/benchmarks.md): 0.57-0.92 s a fit against 1.14-1.59 s with the blocks
+        dealt round-robin, about half of which cross between workers every round.
 
     Returns
     -------
