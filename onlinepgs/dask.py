@@ -153,8 +153,9 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         time of single-process training with 4096-row slices, 65-80% with 16384, 40%
         with 65536, while test accuracy on IMDB and on that stream did not move between
         1024 and 65536 (within 0.003 of single-process). In wall time on 2 cores the
-        default 65536 ran 0.82-1.12x single-process and 16384 0.53-0.69x
-        (docs/benchmarks.md). On a cluster, use slices of 10^5 rows or more.
+        default 65536 ran 1.01-1.09x single-process, 16384 0.63-0.76x and 262144
+        1.32-1.47x (2 M rows; 1.38-1.76x on 10 M rows, docs/benchmarks.md). On a
+        cluster, use slices of 10^5 rows or more.
     shuffle : bool, default=False
         Permute the partitions before each pass (which also changes the lanes they go
         to) and the rows within each slice. False keeps the stream's order.
@@ -563,16 +564,11 @@ class _Driver:
             for plan, _ in jobs:
                 plan.n_lanes = len(jobs)
             rows = sum(b - a for plan, _ in jobs for a, b in plan.ranges)
-            if self.backend.merges_remotely:
-                self._submit_round(jobs)
-            else:
-                base = self.backend.share(self.state)
-                handles = [self.backend.submit(_train_slice, base, plan, *blocks)
-                           for plan, blocks in jobs]
+            handles = self._submit_round(jobs)
             for lane in lanes:
                 self._drop_used(lane)
             self._read_ahead(lanes)
-            if not self.backend.merges_remotely:
+            if handles is not None:  # threads: the driver merges
                 results = self.backend.results(handles)
                 _check_diverged(results, self.rounds + 1)
                 self.changed = merge_round(self.state, results)
@@ -582,9 +578,9 @@ class _Driver:
                                       "rows": rows}, self.state_ref))
                 # on a cluster a round is reported once the next is on its way, so that
                 # fetching its state never keeps the workers waiting for a round
-                self._report(1 if self.backend.merges_remotely else 0)
+                self._report(0 if self.backend.shares_memory else 1)
         self._report(0)
-        if self.backend.merges_remotely and self.state_ref is not None:
+        if self.state_ref is not None:
             self.state = self.backend.result(self.state_ref)
             self.in_flight.clear()
         for lane in lanes:
@@ -602,12 +598,17 @@ class _Driver:
             self.callback(info)
 
     def _submit_round(self, jobs):
-        """A cluster's round as tasks only: the lanes train from the payload of the
-        state's future and a task merges their results into the next state's future,
-        on the workers. The driver plans the next round without waiting (it never holds
-        the lanes' changes): between rounds the workers pass the changes and the state
-        among themselves, one transfer each way, instead of through the driver. At most
-        two rounds are in flight, so that blocks are not read far ahead."""
+        """Submit a round's lanes. Threads read the driver's state (each lane forks it)
+        and their handles come back for the driver to merge. On a cluster the round is
+        tasks only (None comes back): the lanes train from the payload of the state's
+        future and a task merges their results into the next state's future, on the
+        workers. The driver plans the next round without waiting (it never holds the
+        lanes' changes): between rounds the workers pass the changes and the state among
+        themselves, one transfer each way, instead of through the driver. At most two
+        rounds are in flight, so that blocks are not read far ahead."""
+        if self.backend.shares_memory:
+            return [self.backend.submit(_train_slice, self.state, plan, *blocks)
+                    for plan, blocks in jobs]
         if self.state_ref is None:
             self.state_ref = self.backend.scatter(self.state)
         base = self.backend.submit(_StatePayload, self.state_ref)
@@ -618,6 +619,7 @@ class _Driver:
         self.in_flight.append(self.state_ref)
         while len(self.in_flight) > 2:
             self.backend.settle(self.in_flight.popleft())  # raises the round's error
+        return None
 
 
 def _check_diverged(results, round_no):
@@ -756,12 +758,10 @@ class _Block:
     def __sizeof__(self):
         # Dask's scheduler places a lane's task by the bytes of its inputs: without the
         # rows' size it would move blocks of tens of MB between workers as if free
-        arrays = (getattr(self.X, "data", None), getattr(self.X, "indices", None),
-                  getattr(self.X, "indptr", None), self.y, self.sw, self.rps)
-        if not sp.issparse(self.X):
-            arrays = (self.X, self.y, self.sw, self.rps)
-        return object.__sizeof__(self) + sum(a.nbytes for a in arrays
-                                             if isinstance(a, np.ndarray))
+        X = self.X
+        rows = (X.data, X.indices, X.indptr) if sp.issparse(X) else (X,)
+        return object.__sizeof__(self) + sum(
+            a.nbytes for a in (*rows, self.y, self.sw, self.rps) if a is not None)
 
     def describe(self, row):
         where = f"partition {self.part}, row {self.row0 + row}"
@@ -774,27 +774,15 @@ def _block_meta(block):
 
 # Worker processes of dask.distributed run with MALLOC_TRIM_THRESHOLD_=65536, so glibc
 # maps every large allocation afresh and each temporary the size of a block costs its page
-# faults (validation took 2.5x its time in the driver's process): the checks below make
-# none on the way that finds nothing wrong.
+# faults (validation took 2.5x its time in the driver's process): the checks below (and
+# the estimator's encoding of two classes, `_binary_targets`) make none on the way that
+# finds nothing wrong.
 def _all_finite(a):
     """Whether every entry of a float array is finite: its sum is, unless an entry is not
     (or finite entries overflow, which the entry-wise check then tells apart)."""
     with np.errstate(over="ignore", invalid="ignore"):
         total = np.add.reduce(a, axis=None)
     return bool(np.isfinite(total)) or bool(np.isfinite(a).all())
-
-
-def _binary_targets(y, classes):
-    """+1.0 for classes[1] and -1.0 for classes[0] (as `_encode_targets` encodes them),
-    or None when the quick path does not apply or some label is neither."""
-    if classes.shape[0] != 2 or y.dtype.kind not in "biuf" or classes.dtype.kind not in "biuf":
-        return None
-    if not np.array_equal(classes, np.round(classes)):
-        return None  # labels like 0.5 are "continuous" to scikit-learn: its error decides
-    positive = y == classes[1]
-    if np.count_nonzero(positive) + np.count_nonzero(y == classes[0]) != y.shape[0]:
-        return None
-    return np.where(positive, 1.0, -1.0)
 
 
 def _finish_block(spec, X, y, sw, part, row0, where):
@@ -830,18 +818,16 @@ def _finish_block(spec, X, y, sw, part, row0, where):
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise ValueError(f"a block has {X.shape[0]} rows but labels of shape {y.shape} "
                          f"({where(0)})")
-    y_core = _binary_targets(y, spec.classes_) if spec._classifier else None
-    if y_core is None:
-        if spec._classifier:
+    try:
+        y_core = spec._encode_targets(X, y, fit=False)[0]
+    except ValueError as exc:
+        if spec._classifier:  # a label outside the classes, said where it is
             known = np.isin(y, spec.classes_)
             if not known.all():
                 row = int(np.flatnonzero(~known)[0])
                 raise ValueError(f"label {y[row].item()!r} at {where(row)} is not one of "
-                                 f"the classes {spec.classes_.tolist()}")
-        try:
-            y_core = spec._encode_targets(X, y, fit=False)[0]
-        except ValueError as exc:
-            raise ValueError(f"{exc} (rows from {where(0)})") from None
+                                 f"the classes {spec.classes_.tolist()}") from None
+        raise ValueError(f"{exc} (rows from {where(0)})") from None
     if sw is None:
         sw = np.ones(X.shape[0])
     else:
@@ -1365,8 +1351,7 @@ class _LocalBackend:
     for `dask.compute`'s handling of collections (tokenizing, optimizing, ordering: about
     3 ms a round, measured)."""
 
-    shares_memory = True
-    merges_remotely = False
+    shares_memory = True  # the lanes read the driver's state; the driver merges
 
     def __init__(self):
         self.pending = []
@@ -1409,9 +1394,6 @@ class _LocalBackend:
         h = _Handle(graph, key)
         self.pending.append(h)
         return h
-
-    def share(self, state):
-        return state  # the lanes only read it (each forks its own copy)
 
     def results(self, handles):
         self._run()
@@ -1458,8 +1440,7 @@ class _DistributedBackend:
     and phi (to the lanes) cross the network, and the driver fetches the state at the
     end of a pass (or every round for a callback)."""
 
-    shares_memory = False
-    merges_remotely = True
+    shares_memory = False  # the state and its merges live on the workers
 
     def __init__(self, client):
         try:

@@ -107,6 +107,21 @@ def _as_1d(est, y):
     return y
 
 
+def _binary_targets(y, classes):
+    """+1.0 for classes[1] and -1.0 for classes[0] (the encoding of two classes), or None
+    when this quick path does not apply or some label is neither. It makes no temporary
+    the size of y in floats (Dask's worker processes pay page faults for each: see
+    `onlinepgs.dask`), where the general path searches and checks the labels."""
+    if classes.shape[0] != 2 or y.dtype.kind not in "biuf" or classes.dtype.kind not in "biuf":
+        return None
+    if not np.array_equal(classes, np.round(classes)):
+        return None  # labels like 0.5 are "continuous" to scikit-learn: its error decides
+    positive = y == classes[1]
+    if np.count_nonzero(positive) + np.count_nonzero(y == classes[0]) != y.shape[0]:
+        return None
+    return np.where(positive, 1.0, -1.0)
+
+
 class PGSDivergedError(FloatingPointError):
     """A step's loss derivative overflowed (an unbounded loss on R^n with a small sigma)."""
 
@@ -553,6 +568,10 @@ class PGSClassifier(ClassifierMixin, _BasePGS):
         y = _as_1d(self, y)
         if y.shape[0] != X.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
+        if not fit and classes is None:
+            codes = _binary_targets(y, self.classes_)
+            if codes is not None:
+                return codes, 1, False, {}
         check_classification_targets(y)
         if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
             bad = np.flatnonzero(~np.isfinite(y))[0]

@@ -741,6 +741,8 @@ def test_a_kept_lane_synced_equals_a_fresh_fork(p, iterate):
 
 
 def test_block_checks_without_temporaries_agree_with_numpy():
+    from onlinepgs.estimators import _binary_targets
+
     # the sum test must not take overflowing finite values for infinities
     assert opd._all_finite(np.array([1e308, 1e308, -3.0]))
     for bad in (np.nan, np.inf, -np.inf):
@@ -751,10 +753,11 @@ def test_block_checks_without_temporaries_agree_with_numpy():
                        (np.array([0.0, 3.0]), np.array([3.0, 0.0, 3.0])),
                        (np.array([2, 7]), np.array([7.0, 2.0]))]:
         spec.classes_ = classes
-        expected = spec._encode_targets(y[:, None], y, fit=False)[0]
-        np.testing.assert_array_equal(opd._binary_targets(y, classes), expected)
-    assert opd._binary_targets(np.array([1.0, np.nan]), np.array([-1.0, 1.0])) is None
-    assert opd._binary_targets(np.array([0.5, 1.0]), np.array([0.5, 1.0])) is None
-    assert opd._binary_targets(np.array([1, 5]), np.array([-1, 1])) is None
-    assert opd._binary_targets(np.array(["a", "b"]), np.array(["a", "b"])) is None
-    assert opd._binary_targets(np.array([0, 1]), np.array([0, 1, 2])) is None
+        # the general path (classes= given skips the quick one)
+        expected = spec._encode_targets(y[:, None], y, fit=False, classes=classes)[0]
+        np.testing.assert_array_equal(_binary_targets(y, classes), expected)
+    assert _binary_targets(np.array([1.0, np.nan]), np.array([-1.0, 1.0])) is None
+    assert _binary_targets(np.array([0.5, 1.0]), np.array([0.5, 1.0])) is None
+    assert _binary_targets(np.array([1, 5]), np.array([-1, 1])) is None
+    assert _binary_targets(np.array(["a", "b"]), np.array(["a", "b"])) is None
+    assert _binary_targets(np.array([0, 1]), np.array([0, 1, 2])) is None
