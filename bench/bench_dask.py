@@ -294,7 +294,7 @@ def speed(args, out):
                             for n in args.cluster_slice_rows for where in args.placement]
             clusters = [f"cluster {n}{' locality' if local else ''} {kind}"
                         for n, local, kind in cluster_runs]
-            cluster_labels = [f"{n}{', locality' if local else ''}"
+            cluster_labels = [f"{slice_label(n, args)}{', locality' if local else ''}"
                               f"{', malloc' if kind == 'malloc' else ''}"
                               for n, local, kind in cluster_runs]
             names = ["single", "whole", "ceiling"] + threads + clusters
@@ -337,7 +337,7 @@ def speed(args, out):
                                  for n, k in zip(sizes, keys)) or "-"
             out(f"| {p:g} | {sigma:g} | {med['single']:.2f} | "
                 f"{med['whole']:.2f} / {med['ceiling']:.2f} ({med['whole'] / med['ceiling']:.2f}x) | "
-                f"{cells(threads, args.slice_rows)} | "
+                f"{cells(threads, [slice_label(n, args) for n in args.slice_rows])} | "
                 f"{cells(clusters, cluster_labels)} | {acc['single']:.4f} / "
                 + " ".join(f"{acc[k]:.4f}" for k in threads) + " / "
                 + (" ".join(f"{acc[k]:.4f}" for k in clusters) or "-")
@@ -358,8 +358,10 @@ def speed(args, out):
         "memory system, and its cores are virtual. (A process's speed over the same blocks "
         "moved by tens of percent from run to run here, hence a yardstick of its own "
         "rather than the single-process column.) "
-        f"slice_rows: threads {args.slice_rows} (65536 is the default of "
-        f"onlinepgs.dask), LocalCluster {args.cluster_slice_rows}, each with the "
+        f"slice_rows: threads {[slice_label(n, args) for n in args.slice_rows]} "
+        "('auto' is the default of onlinepgs.dask: 16 rounds a pass, within 65,536 and "
+        "262,144 rows a lane), LocalCluster "
+        f"{[slice_label(n, args) for n in args.cluster_slice_rows]}, each with the "
         "partitions dealt round-robin (about half of each lane's blocks move to its "
         "worker) and with locality=True (each worker's lane trains the blocks it holds); "
         "'malloc': a second LocalCluster whose workers start with "
@@ -399,6 +401,19 @@ def imdb(args, out):
                     f"{b - a:+.4f} |")
 
 
+def _slice_rows(value):
+    return value if value == "auto" else int(value)
+
+
+def slice_label(n, args):
+    """A slice_rows setting as the report shows it ("auto" with what it came to)."""
+    if n != "auto":
+        return str(n)
+    from onlinepgs.dask import auto_slice_rows
+
+    return f"auto={auto_slice_rows(args.rows, args.lanes)}"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -413,8 +428,10 @@ def main():
     parser.add_argument("--sigma", type=float, nargs="+", default=[1e-5, 1e-6])
     parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--lanes", type=int, default=2)
-    parser.add_argument("--slice-rows", type=int, nargs="+", default=[16384, 65536, 262144])
-    parser.add_argument("--cluster-slice-rows", type=int, nargs="+", default=[262144])
+    parser.add_argument("--slice-rows", type=_slice_rows, nargs="+",
+                        default=[16384, "auto", 262144],
+                        help='rows a lane per round, or "auto" (the default of onlinepgs.dask)')
+    parser.add_argument("--cluster-slice-rows", type=_slice_rows, nargs="+", default=[262144])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-cluster", action="store_true")
     parser.add_argument("--cluster-kinds", nargs="+", choices=["default", "malloc"],

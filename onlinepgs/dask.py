@@ -95,7 +95,7 @@ from onlinepgs._rounds import LaneSlot, merge_round, run_lane
 from onlinepgs.estimators import PGSDivergedError, _BasePGS, _unchanged_on_error
 from onlinepgs.svmlight import SvmlightError, iter_svmlight, load_svmlight
 
-__all__ = ["fit", "partial_fit"]
+__all__ = ["fit", "partial_fit", "auto_slice_rows"]
 
 _MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
 _PEEK_ROWS = 10_000  # rows that decide zero_based="auto" (iter_svmlight's first chunk)
@@ -104,7 +104,7 @@ _READ_SIZE = 1 << 20
 
 # ---- public API ---------------------------------------------------------------------------
 def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, client=None,
-        n_lanes=None, slice_rows=65536, shuffle=False, random_state=None, n_features=None,
+        n_lanes=None, slice_rows="auto", shuffle=False, random_state=None, n_features=None,
         zero_based="auto", blocksize=None, block_rows=None, callback=None, locality=False):
     """Train `estimator` from scratch on a Dask collection (distributed PGS in rounds).
 
@@ -141,21 +141,25 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         (``client``'s total, else Dask's ``num_workers`` or the CPU count), at most the
         number of partitions. The model depends on it (not on the scheduler): pass it
         to get the same model on different machines.
-    slice_rows : int, default=65536
+    slice_rows : int or "auto", default="auto"
         Rows each lane trains per round (rounded up to whole mini-batches). Smaller
         slices keep the lanes closer to sequential PGS (a step misses at most
         ``(n_lanes - 1) * slice_rows / batch_size`` steps of the others); larger ones
         spend less on the rounds themselves: each costs every lane work in proportion to
         the coordinates its slice touches (syncing its state, finding its changes) and
         the driver the same to merge them, plus a scheduler round trip and, on a
-        cluster, shipping the state (O(dim)) and the changes. Measured (2 lanes, a
-        text-like stream over 262,144 features): the rounds add 160-220% to the CPU
-        time of single-process training with 4096-row slices, 65-80% with 16384, 40%
-        with 65536, while test accuracy on IMDB and on that stream did not move between
-        1024 and 65536 (within 0.003 of single-process). In wall time on 2 cores the
-        default 65536 ran 1.01-1.09x single-process, 16384 0.63-0.76x and 262144
-        1.32-1.47x (2 M rows; 1.38-1.76x on 10 M rows, docs/benchmarks.md). On a
-        cluster, use slices of 10^5 rows or more.
+        cluster, shipping the state (O(dim)) and the changes. "auto": where the stream's
+        length is known (a dask array), 16 rounds a pass, within 65,536 and 262,144 rows
+        a lane (``clip(n_rows / (16 n_lanes), 65536, 262144)``, `auto_slice_rows`); else
+        (bags, files) 65,536. Measured (2 lanes, a text-like stream over 262,144
+        features): the rounds add 160-220% to the CPU time of single-process training
+        with 4096-row slices, 65-80% with 16384, 40% with 65536; test accuracy on IMDB
+        and on that stream (2 M rows) did not move between 1024 and 65536 (within 0.003
+        of single-process), nor with 8 or 16 rounds a pass on 4 M rows or 20 on 10 M rows
+        (within 0.0011), while 4 rounds a pass (262,144 on 2 M rows) lost up to 0.0032.
+        In wall time on 2 cores, 65,536 ran 1.01-1.09x single-process on 2 M rows and
+        262,144 1.38-1.76x on 10 M rows (docs/benchmarks.md). On a cluster, use slices of
+        10^5 rows or more.
     shuffle : bool, default=False
         Permute the partitions before each pass (which also changes the lanes they go
         to) and the rows within each slice. False keeps the stream's order.
@@ -220,7 +224,7 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
 
 
 def partial_fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1,
-                client=None, n_lanes=None, slice_rows=65536, shuffle=False,
+                client=None, n_lanes=None, slice_rows="auto", shuffle=False,
                 random_state=None, n_features=None, zero_based="auto", blocksize=None,
                 block_rows=None, callback=None, locality=False):
     """Like `fit`, but continue the estimator's current state (if it has one).
@@ -248,6 +252,43 @@ def partial_fit(estimator, X, y=None, *, sample_weight=None, classes=None, passe
 
 
 # ---- the run ----------------------------------------------------------------------------
+# slice_rows="auto" (see fit): rounds a pass, and the range of rows a lane per round
+_ROUNDS_PER_PASS = 16
+_SLICE_ROWS = 65536
+_SLICE_ROWS_MAX = 262144
+
+
+def auto_slice_rows(n_rows, n_lanes):
+    """The rows a lane trains per round with ``slice_rows="auto"``.
+
+    Parameters
+    ----------
+    n_rows : int or None
+        Rows in a pass over the stream; None where unknown (bags, files).
+    n_lanes : int
+        Lanes of each round.
+
+    Returns
+    -------
+    int
+        ``n_rows / (16 n_lanes)`` rounded up, clipped to [65536, 262144]; 65536 for an
+        unknown length. Few rounds a pass move the model away from sequential PGS;
+        many small ones cost more than they train (see `fit`).
+
+    Examples
+    --------
+    >>> from onlinepgs.dask import auto_slice_rows
+    >>> auto_slice_rows(2_000_000, 2), auto_slice_rows(4_000_000, 2), auto_slice_rows(None, 2)
+    (65536, 125000, 65536)
+    >>> auto_slice_rows(10_000_000, 2)
+    262144
+    """
+    if n_rows is None:
+        return _SLICE_ROWS
+    per_lane = -(-int(n_rows) // (_ROUNDS_PER_PASS * int(n_lanes)))
+    return int(min(max(per_lane, _SLICE_ROWS), _SLICE_ROWS_MAX))
+
+
 def _check_int(name, value, low):
     if (not isinstance(value, (int, np.integer)) or isinstance(value, bool)
             or value < low):
@@ -262,7 +303,12 @@ def _train(est, X, y, sample_weight, classes, passes, client, n_lanes, slice_row
         raise TypeError("onlinepgs.dask trains a PGSClassifier or PGSRegressor, got "
                         f"{type(est).__name__}")
     passes = _check_int("passes", passes, 1)
-    slice_rows = _check_int("slice_rows", slice_rows, 1)
+    if not (isinstance(slice_rows, str) and slice_rows == "auto"):
+        try:
+            slice_rows = _check_int("slice_rows", slice_rows, 1)
+        except ValueError:
+            raise ValueError(f'slice_rows must be "auto" or an int >= 1, got '
+                             f'{slice_rows!r}') from None
     if n_lanes is not None:
         n_lanes = _check_int("n_lanes", n_lanes, 1)
     if n_features is not None:
@@ -276,10 +322,12 @@ def _train(est, X, y, sample_weight, classes, passes, client, n_lanes, slice_row
     if locality and client is None:
         raise ValueError("locality=True places lanes on the workers of a cluster: pass "
                          "client= (Dask's threads share one memory)")
-    k = int(est.batch_size)
-    slice_rows = -(-slice_rows // k) * k  # whole mini-batches
-    block_rows = max(slice_rows, 8192) if block_rows is None else _check_int(
-        "block_rows", block_rows, 1)
+    if block_rows is None:
+        # text sources, the only ones that use it, do not know their length: "auto"
+        # slices are then the fallback
+        block_rows = max(_SLICE_ROWS if slice_rows == "auto" else slice_rows, 8192)
+    else:
+        block_rows = _check_int("block_rows", block_rows, 1)
     backend = _DistributedBackend(client) if client is not None else _LocalBackend()
     try:
         with _unchanged_on_error(est):
@@ -338,6 +386,10 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
     if source.n_partitions == 0:
         raise ValueError("the data has no partitions: there is nothing to fit")
     n_lanes = min(lanes_wanted, source.n_partitions)
+    if slice_rows == "auto":
+        slice_rows = auto_slice_rows(source.n_rows, n_lanes)
+    k = int(est.batch_size)
+    slice_rows = -(-slice_rows // k) * k  # whole mini-batches
 
     # classes, the encoding of the targets, and the state to start from
     spec = clone(est)
@@ -897,6 +949,7 @@ class _ArraySource:
         self.backend = backend
         self.n_partitions = len(X.chunks[0])
         self.offsets = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+        self.n_rows = int(self.offsets[-1])  # rows a pass (text sources: None)
         n_bits = est.n_bits
         self.width = 2**n_bits if n_bits is not None else int(X.shape[1])
         if (fitted and n_bits is None and X.shape[1] != est.n_features_in_
@@ -975,6 +1028,7 @@ class _BagSource:
     def __init__(self, bag, est, n_features, zero_based, backend):
         self.parts = bag.to_delayed()
         self.n_partitions = len(self.parts)
+        self.n_rows = None
         self.backend = backend
         self.n_features = n_features
         self.width = n_features or 0
@@ -1111,6 +1165,7 @@ class _FileSource:
         self.zero_based = (backend.compute_all(decide) if zero_based == "auto"
                            else [zero_based] * len(paths))
         self.n_partitions = len(self.parts)
+        self.n_rows = None
         self.token = uuid.uuid4().hex
         self.spec = None
 

@@ -491,6 +491,11 @@ def test_bad_input_says_what_and_where(tmp_path, text_data):
         opd.fit(est, text_data["bag"], y)
     with pytest.raises(ValueError, match="passes must be an int >= 1"):
         opd.fit(est, dX, y, passes=0)
+    with pytest.raises(ValueError, match=r'slice_rows must be "auto" or an int >= 1, '
+                       r"got 'big'"):
+        opd.fit(est, dX, y, slice_rows="big")
+    with pytest.raises(ValueError, match=r'slice_rows must be "auto" or an int >= 1, got 0'):
+        opd.fit(est, dX, y, slice_rows=0)
     with pytest.raises(ValueError, match="for classifiers"):
         opd.fit(PGSRegressor(), dX, y, classes=[-1, 1])
     with pytest.raises(FileNotFoundError, match="nope.svm: no such file"):
@@ -761,3 +766,29 @@ def test_block_checks_without_temporaries_agree_with_numpy():
     assert _binary_targets(np.array([1, 5]), np.array([-1, 1])) is None
     assert _binary_targets(np.array(["a", "b"]), np.array(["a", "b"])) is None
     assert _binary_targets(np.array([0, 1]), np.array([0, 1, 2])) is None
+
+
+def test_auto_slice_rows_rule():
+    assert opd.auto_slice_rows(None, 2) == 65536  # unknown length (bags, files)
+    assert opd.auto_slice_rows(1000, 2) == 65536  # short: one round is all there is
+    assert opd.auto_slice_rows(16 * 3 * 100_000, 3) == 100_000  # 16 rounds a pass
+    assert opd.auto_slice_rows(16 * 3 * 100_000 + 1, 3) == 100_001  # rounded up
+    assert opd.auto_slice_rows(10**9, 2) == 262144  # capped
+
+
+def test_auto_slices_give_16_rounds_a_pass_on_a_long_array():
+    # long enough for the rule to leave its floor: 16 rounds of 2 x 66,536 rows; rows
+    # of one entry keep the run short
+    n = 16 * 2 * 66536
+    rng = np.random.default_rng(3)
+    X = sp.csr_matrix((np.ones(n), rng.integers(0, 50, n), np.arange(n + 1)), shape=(n, 50))
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    dX = dask_rows(X, [n // 8] * 8)
+    rounds = []
+    auto = opd.fit(PGSClassifier(sigma=1e-3, batch_size=7), dX, y, classes=[-1, 1],
+                   n_lanes=2, passes=2, callback=lambda info: rounds.append(info["rows"]))
+    # 66,536 rounded up to whole mini-batches of 7: 66,542 a lane and round
+    assert len(rounds) == 32 and rounds[0] == 2 * 66542
+    given = opd.fit(PGSClassifier(sigma=1e-3, batch_size=7), dX, y, classes=[-1, 1],
+                    n_lanes=2, passes=2, slice_rows=66542)
+    np.testing.assert_array_equal(auto.coef_, given.coef_)

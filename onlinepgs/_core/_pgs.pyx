@@ -75,6 +75,12 @@ cdef inline bint _averaged(int iterate) noexcept nogil:
 # range and s_t keeps one magnitude, which the lazy averages' running sums need for
 # precision. The refresh is O(dim) and happens O(log t) times.
 STATE_VERSION = 3
+# A refresh sets M to M_HEADROOM max |lambda_j| (below 2, so that N >= M_HEADROOM^-q stays
+# above the 2^-q that would refresh it again): lambda may then grow 2 M_HEADROOM-fold before
+# the next O(dim) refresh, not 2-fold. Fewer refreshes serve one process (log base 3.5
+# instead of 2) and Dask's lanes more, whose steps count n_lanes-fold: each lane refreshes
+# on its own and sends its sums whole when it does.
+cdef double M_HEADROOM = 1.75
 
 cdef enum:
     ROW_CHUNK = 256  # powers are taken this many at a time (stack buffers; packed roots)
@@ -496,6 +502,7 @@ cdef class PGSState:
                     m = fabs(self.lam[j, c])
             if m == 0.0:
                 m = 1.0
+            m *= M_HEADROOM
             if not self.p_is_two:
                 self._settle_all(c)
                 # w = rnd_s * phi for coordinates not yet snapped: keep that product
@@ -732,7 +739,9 @@ cdef class PGSState:
                                 cum - lam[e * S + self.off_mark])
                             avg[n] = total - cum * phi_b
                     n += 1
-        return idx_a[:n].copy(), dlam_a[:n].copy(), (avg_a[:n].copy() if averaged else None)
+        # views, not copies: a fresh copy of each (MBs once a slice touches most
+        # coordinates) costs more than the unused tail it would free
+        return idx_a[:n], dlam_a[:n], (avg_a[:n] if averaged else None)
 
     def sync_from(self, PGSState base, coords=None):
         """Make this lane state, kept from a round, what ``base.fork()`` would return.
