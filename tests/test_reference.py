@@ -242,3 +242,21 @@ def test_dense_int64_and_float32_inputs_match_csr():
             expected = ref.coef_
         got = PGSRegressor(sigma=0.1).partial_fit(Xv, y).coef_
         assert_close(got, expected, rtol=1e-12)
+
+
+def test_scale_refreshes_leave_headroom():
+    # hinge on one always-violated example (w stays near 1/sigma < 1): lambda_t = t, so
+    # lambda outgrows 2 M again and again. The documented rule: a refresh sets M to 1.75
+    # max |lambda_j| (M starts at 1), so lambda grows 3.5-fold between refreshes (O(dim)
+    # each): 7 refreshes over 10,000 steps, where M = max |lambda_j| would take 13
+    T = 10_000
+    est = PGSClassifier(p=1.5, sigma=10.0, loss="hinge", fit_intercept=False)
+    est.partial_fit(np.ones((T, 1)), np.ones(T), classes=[-1, 1])
+    expected, M = 0, 1.0
+    for t in range(1, T + 1):
+        if t / M > 2.0:
+            expected, M = expected + 1, 1.75 * t
+    state = est._state
+    assert np.asarray(state.lam_a).ravel()[1] == T
+    assert state.n_rescales == expected == 7
+    assert np.asarray(state.scale_a)[0] == M
