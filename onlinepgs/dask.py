@@ -325,7 +325,8 @@ def _train(est, X, y, sample_weight, classes, passes, client, n_lanes, slice_row
     if block_rows is None:
         # text sources, the only ones that use it, do not know their length: "auto"
         # slices are then the fallback
-        block_rows = max(_SLICE_ROWS if slice_rows == "auto" else slice_rows, 8192)
+        block_rows = max(auto_slice_rows(None, 1) if slice_rows == "auto" else slice_rows,
+                         8192)
     else:
         block_rows = _check_int("block_rows", block_rows, 1)
     backend = _DistributedBackend(client) if client is not None else _LocalBackend()
@@ -422,7 +423,7 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
         state = est._new_state(width, n_problems, multiclass, rng)
         n_features_in = width
     else:
-        state = PGSState.from_dict(est._state.to_dict())  # the estimator keeps its own
+        state = est._state.copy()  # the estimator keeps its own
         n_features_in = max(est.n_features_in_, width)
         state.ensure_dim(n_features_in)
     driver = _Driver(state, source, backend, n_lanes, slice_rows, rng, shuffle, callback,
@@ -689,7 +690,7 @@ def _merge_task(state, round_no, *results):
     """Task: the driver's merge of a round, on a worker; a new state (Dask's inputs are
     not to be changed: a lost result is recomputed from them)."""
     _check_diverged(results, round_no)
-    state = PGSState.from_dict(state.to_dict())
+    state = state.copy()
     merge_round(state, results)
     return state
 

@@ -368,6 +368,13 @@ cdef class PGSState:
 
     def to_dict(self):
         """The whole state as plain numbers and arrays (copies)."""
+        return self._as_dict(True)
+
+    def copy(self):
+        """An independent copy of the state (each array copied once)."""
+        return PGSState.from_dict(self._as_dict(False))
+
+    def _as_dict(self, bint copy):
         d = dict(version=STATE_VERSION, config=self.config(), dim=self.dim,
                  t=self.t, n_examples=self.n_examples, n_mistakes=self.n_mistakes,
                  rnd_t=self.rnd_t, touches_since_exact=self.touches_since_exact,
@@ -377,7 +384,7 @@ cdef class PGSState:
         for name in ("block_a", "snap_a", "snapv_a", "norm_a", "scale_a",
                      "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a",
                      "sum_conj_a", "sum_step_loss_a", "sum_reg_a"):
-            d[name] = np.array(getattr(self, name), copy=True)
+            d[name] = np.array(getattr(self, name), copy=True) if copy else getattr(self, name)
         return d
 
     @classmethod
