@@ -19,9 +19,11 @@ of the delta t, so the next iterate ``grad r*(lambda / ((t + 1) sigma))`` is PGS
 over every gradient taken so far. Rounds repeat until every lane has read its rows
 ``passes`` times. No scheduler of our own: rounds are Dask tasks, on the local threaded
 scheduler by default or on a ``dask.distributed`` cluster when a ``Client`` is given.
-On a cluster the merge itself is a task too: the global state is a future on a worker,
-and the driver only plans the rounds, so the lanes' changes and the state pass between
-the workers (one transfer each way a round) and never through the driver.
+On a cluster every lane's worker keeps a copy of the global state and does the
+driver's merge on it at the start of the lane's next round, the same additions in the
+same order on every copy, so the copies stay equal bit for bit: between rounds each
+worker fetches the other lanes' (sparse) changes, no state moves, and the driver only
+plans the rounds and fetches the state at the end of a pass.
 
 Within a round a lane counts each of its steps for ``n`` steps (n = the lanes of the
 round): t moves by n and lambda by n times the step's gradient, so its iterate is the one
@@ -354,22 +356,22 @@ def _train_unguarded(est, X, y, sample_weight, classes, passes, backend, n_lanes
     source = _make_source(X, y, sample_weight, est, n_features, zero_based, blocksize,
                           block_rows, lanes_wanted, backend, fitted=not first)
     try:
-        groups = None
+        groups = workers = None
         if locality:
-            groups = _groups_by_worker(source, backend)
+            workers, groups = _groups_by_worker(source, backend)
             if n_lanes is not None and n_lanes != len(groups):
                 raise ValueError(f"locality=True makes one lane per worker holding X "
                                  f"({len(groups)}), but n_lanes={n_lanes}")
             lanes_wanted = len(groups)
         return _run(est, source, classes, passes, backend, lanes_wanted, slice_rows,
-                    shuffle, random_state, callback, first, groups)
+                    shuffle, random_state, callback, first, groups, workers)
     finally:
         source.close()  # cached file readers, on every worker
 
 
 def _groups_by_worker(source, backend):
-    """The partitions of a persisted dask array grouped by the worker holding them
-    (workers in address order; a partition held by several goes to the first)."""
+    """The workers holding partitions of a persisted dask array (in address order) and
+    the partitions of each (one held by several goes to the first)."""
     if not isinstance(source, _ArraySource):
         raise ValueError("locality=True needs X as a dask array persisted on the cluster; "
                          "text partitions are read where their tasks run")
@@ -380,11 +382,11 @@ def _groups_by_worker(source, backend):
                          f"(client.persist(X)); partition {missing[0]} of X is held by no "
                          f"worker")
     workers = sorted({min(h) for h in holders})
-    return [[i for i, h in enumerate(holders) if min(h) == w] for w in workers]
+    return workers, [[i for i, h in enumerate(holders) if min(h) == w] for w in workers]
 
 
 def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffle,
-         random_state, callback, first, groups=None):
+         random_state, callback, first, groups=None, workers=None):
     if source.n_partitions == 0:
         raise ValueError("the data has no partitions: there is nothing to fit")
     n_lanes = min(lanes_wanted, source.n_partitions)
@@ -428,9 +430,12 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
         n_features_in = max(est.n_features_in_, width)
         state.ensure_dim(n_features_in)
     driver = _Driver(state, source, backend, n_lanes, slice_rows, rng, shuffle, callback,
-                     classifier=est._classifier, groups=groups)
-    for pass_index in range(passes):
-        driver.run_pass(pass_index)
+                     classifier=est._classifier, groups=groups, groups_workers=workers)
+    try:
+        for pass_index in range(passes):
+            driver.run_pass(pass_index)
+    finally:
+        driver.close()
     n_features_in = max(n_features_in, driver.width_seen)
     if first and est._classifier:
         est.classes_ = classes
@@ -477,7 +482,7 @@ class _Driver:
     """Runs the rounds: reads ahead, plans slices, trains the lanes, merges."""
 
     def __init__(self, state, source, backend, n_lanes, slice_rows, rng, shuffle, callback,
-                 classifier, groups=None):
+                 classifier, groups=None, groups_workers=None):
         self.state = state
         self.source = source
         self.backend = backend
@@ -496,8 +501,14 @@ class _Driver:
         self.changed = None  # coordinates the last merge changed
         self.rows_read = self.blocks_read = 0  # the mean block size, for reading ahead
         self.groups = groups  # locality: each lane's partitions, by worker
-        # a cluster merges on the workers (see _merge_task): the driver holds a future of
-        # the global state and the merges not yet known to have succeeded
+        # a cluster keeps the global state on the workers (see _replica_round): the
+        # driver holds futures of the last round's lane results and of the state
+        self.token = uuid.uuid4().hex
+        self.lane_workers = (None if backend.shares_memory
+                             else backend.lane_workers(n_lanes, groups_workers))
+        self.pass_index = 0
+        self.last = None  # the last round's (lane, future) pairs; None before a pass's first
+        self.waits = {}  # lane -> a snapshot its next round must not overtake
         self.state_ref = None
         self.in_flight = deque()
         self.reports = deque()  # rounds whose callback is still to be called
@@ -600,6 +611,7 @@ class _Driver:
         else:
             order = self.rng.permutation(n_parts) if self.shuffle else np.arange(n_parts)
             lanes = [_Lane(order[p::self.n_lanes].tolist()) for p in range(self.n_lanes)]
+        self.pass_index, self.last, self.waits = pass_index, None, {}
         while True:
             self._fill(lanes)
             jobs = []
@@ -612,12 +624,12 @@ class _Driver:
                 if self.slots is not None:
                     plan.slot, plan.changed = self.slots[index], self.changed
                     plan.round_no = self.rounds
-                jobs.append((plan, [e[0] for e, _, _ in pieces]))
+                jobs.append((plan, [e[0] for e, _, _ in pieces], index))
             if not jobs:
                 break
-            for plan, _ in jobs:
+            for plan, _, _ in jobs:
                 plan.n_lanes = len(jobs)
-            rows = sum(b - a for plan, _ in jobs for a, b in plan.ranges)
+            rows = sum(b - a for plan, _, _ in jobs for a, b in plan.ranges)
             handles = self._submit_round(jobs)
             for lane in lanes:
                 self._drop_used(lane)
@@ -634,8 +646,10 @@ class _Driver:
                 # fetching its state never keeps the workers waiting for a round
                 self._report(0 if self.backend.shares_memory else 1)
         self._report(0)
-        if self.state_ref is not None:
-            self.state = self.backend.result(self.state_ref)
+        if self.last is not None and not self.backend.shares_memory:
+            if self.callback is None:  # else the last round's snapshot is taken
+                self.state_ref = self._snapshot(self.rounds)
+            self.state = self.backend.result(self.state_ref, self.lane_workers)
             self.in_flight.clear()
         for lane in lanes:
             for entry in lane.blocks:
@@ -643,10 +657,15 @@ class _Driver:
             if lane.open is not None and not any(e is lane.open for e in lane.blocks):
                 self.backend.release(lane.open[0])
 
+    def close(self):
+        """Free the workers' copies of the state (a cluster)."""
+        if not self.backend.shares_memory:
+            self.backend.run_everywhere(_drop_replicas, self.token)
+
     def _report(self, keep):
         while len(self.reports) > keep:
             info, ref = self.reports.popleft()
-            state = self.state if ref is None else self.backend.result(ref)
+            state = self.state if ref is None else self.backend.result(ref, self.lane_workers)
             info.update(n_examples=int(state.n_examples),
                         seconds=time.perf_counter() - self.start, state=state)
             self.callback(info)
@@ -654,32 +673,56 @@ class _Driver:
     def _submit_round(self, jobs):
         """Submit a round's lanes. Threads read the driver's state (each lane forks it)
         and their handles come back for the driver to merge. On a cluster the round is
-        tasks only (None comes back): the lanes train from the payload of the state's
-        future and a task merges their results into the next state's future, on the
-        workers. The driver plans the next round without waiting (it never holds the
-        lanes' changes): between rounds the workers pass the changes and the state among
-        themselves, one transfer each way, instead of through the driver. At most two
-        rounds are in flight, so that blocks are not read far ahead."""
+        tasks only (None comes back): every lane's worker keeps a copy of the global
+        state, and a lane's task first adds the last round's results of every lane into
+        it (the driver's merge, done alike on each copy, so the copies stay equal bit for
+        bit) and then trains from it (`_replica_round`). Between rounds each worker
+        fetches the others' results, which are sparse, and no state moves: one hop of
+        the scheduler a round, where a merge on one worker followed by the state sent
+        back to the lanes took three, each lane waiting through the merge. The copies
+        start at a pass's first round from the state's future. The driver plans the next
+        round without waiting; at most two rounds are in flight, so that blocks are not
+        read far ahead."""
         if self.backend.shares_memory:
             return [self.backend.submit(_train_slice, self.state, plan, *blocks)
-                    for plan, blocks in jobs]
-        if self.state_ref is None:
-            self.state_ref = self.backend.scatter(self.state)
-        # the round's tasks go before the blocks read ahead: those fill the moments a
-        # worker waits (for a transfer, for the payload), where first come, first served
-        # put a worker's read-ahead blocks between its lane and the merge, and the other
-        # lane waited for them (14 ms a round of 262,144-row slices, measured)
-        run = functools.partial(self.backend.submit, priority=_ROUND_PRIORITY)
-        base = run(_StatePayload, self.state_ref)
-        handles = [run(_train_slice, base, plan, *blocks) for plan, blocks in jobs]
-        self.state_ref = run(_merge_task, self.state_ref, self.rounds + 1, *handles)
-        self.in_flight.append(self.state_ref)
-        while len(self.in_flight) > 2:
-            self.backend.settle(self.in_flight.popleft())  # raises the round's error
+                    for plan, blocks, _ in jobs]
+        if self.last is None:  # the pass's first round: the copies start from the state
+            if self.state_ref is None:
+                self.state_ref = self.backend.scatter(self.state)
+            start, results = self.state_ref, []
+        else:
+            start, results = None, [f for _, f in self.last]
+        key = (self.token, self.pass_index)
+        self.last = []
+        for plan, blocks, lane in jobs:
+            waits = self.waits.pop(lane, [])
+            future = self.backend.submit(
+                _replica_round, key, lane, self.rounds, start, plan, len(results),
+                len(waits), *results, *waits, *blocks, priority=_ROUND_PRIORITY,
+                worker=self.lane_workers[lane])
+            self.last.append((lane, future))
+        if self.callback is not None:
+            self.state_ref = self._snapshot(self.rounds + 1)
+        self.in_flight.append([f for _, f in self.last])
+        while len(self.in_flight) > 2:  # raises the round's error
+            self.backend.settle(self.in_flight.popleft(), self.lane_workers)
         return None
+
+    def _snapshot(self, rounds):
+        """A future of the global state after `rounds` rounds (the last submitted), from
+        the copy of the first lane of the last round, which must not move on before it
+        is taken."""
+        lane = self.last[0][0]
+        future = self.backend.submit(
+            _replica_state, (self.token, self.pass_index), lane, rounds,
+            *[f for _, f in self.last], priority=_ROUND_PRIORITY,
+            worker=self.lane_workers[lane])
+        self.waits[lane] = [future]
+        return future
 
 
 _ROUND_PRIORITY = 1  # a cluster's round tasks, over blocks (Dask's default 0)
+_WORKER_CHECK_SECONDS = 5.0  # waiting for a round, how often to check its workers are up
 
 
 def _check_diverged(results, round_no):
@@ -691,15 +734,6 @@ def _check_diverged(results, round_no):
                 "(radius=None) a small sigma lets the first steps of size 1/(t sigma) "
                 "blow up; use radius='auto' (or a finite radius) or a larger sigma. The "
                 "model is left as it was.")
-
-
-def _merge_task(state, round_no, *results):
-    """Task: the driver's merge of a round, on a worker; a new state (Dask's inputs are
-    not to be changed: a lost result is recomputed from them)."""
-    _check_diverged(results, round_no)
-    state = state.copy()
-    merge_round(state, results)
-    return state
 
 
 class _SlicePlan:
@@ -724,52 +758,74 @@ class _SlicePlan:
         return f"row {row} past its slice"
 
 
-class _StatePayload:
-    """What a lane needs of the global state, for shipping: lambda, phi and the scalars
-    (not the averaged sums, the random iterate or the statistics, which stay with the
-    global state). Made by a task where the state is; a worker rebuilds the state from
-    it once and its lanes fork that."""
+# ---- a cluster's copies of the global state --------------------------------------------
+_REPLICAS = {}  # (fit token, pass, lane) -> _Replica, in each worker's process
+_REPLICAS_LOCK = threading.Lock()
 
-    def __init__(self, state):
-        cfg = state.config()
-        if cfg["iterate"] not in ("average", "weighted", "weighted2"):
-            cfg["iterate"] = "last"
-        self.cfg = cfg
-        self.dim = state.dim
-        self.lam = np.ascontiguousarray(state.lam_a)
-        self.phi = None if state.p == 2.0 else np.ascontiguousarray(state.phi_a)
-        self.arrays = {name: np.array(getattr(state, name))
-                       for name in ("norm_a", "scale_a", "s_a")}
-        self.scalars = dict(t=state.t, radius=state.radius, loss0_max=state.loss0_max,
-                            touches_since_exact=state.touches_since_exact)
-        self._state = None
 
-    def __getstate__(self):
-        d = dict(self.__dict__)
-        d["_state"] = None
-        return d
+class _Replica:
+    """A lane's copy of the global state on its worker, the rounds merged into it, and
+    the lane's own state kept between rounds (as on threads)."""
 
-    def state(self):
-        with _READERS_LOCK:  # lanes on one worker build it once
-            if self._state is None:
-                st = PGSState(**self.cfg, n_features=self.dim - 1)
-                st.lam_a[...] = self.lam
-                if self.phi is not None:
-                    st.phi_a[...] = self.phi
-                for name, value in self.arrays.items():
-                    getattr(st, name)[...] = value
-                for name, value in self.scalars.items():
-                    setattr(st, name, value)
-                st._bind()  # 1/M and ||w_t||_p, computed as the driver computed them
-                self._state = st
-            return self._state
+    def __init__(self, state, rounds):
+        self.state, self.rounds, self.changed = state, rounds, None
+        self.slot = LaneSlot()
+        self.lock = threading.Lock()
+
+    def advance(self, rounds, results):
+        """Merge the results of round `rounds` (counted from 1) unless that is done."""
+        with self.lock:
+            if self.rounds == rounds:
+                return
+            if self.rounds != rounds - 1:  # pragma: no cover - the graph orders them
+                raise RuntimeError(f"a copy of the state after {self.rounds} rounds was "
+                                   f"given round {rounds}")
+            _check_diverged(results, rounds)
+            self.changed = merge_round(self.state, results)
+            self.rounds = rounds
+
+
+def _replica(key, lane, rounds, start):
+    with _REPLICAS_LOCK:
+        replica = _REPLICAS.get((*key, lane))
+        if replica is None:
+            if start is None:
+                raise RuntimeError(
+                    f"lane {lane}'s copy of the training state is not on its worker any "
+                    f"more (round {rounds + 1}): did the worker restart? The model is "
+                    "left as it was; fit again.")
+            for old in [k for k in _REPLICAS if k[0] == key[0] and k[1] < key[1]]:
+                del _REPLICAS[old]  # an earlier pass's, done with
+            # a copy: `start` is also Dask's, which keeps its values unchanged
+            replica = _REPLICAS[(*key, lane)] = _Replica(start.copy(), rounds)
+        return replica
+
+
+def _replica_round(key, lane, rounds, start, plan, n_results, n_waits, *args):
+    """Task: a lane's round on a cluster (on the lane's worker): merge the last round's
+    results into its copy of the global state, then train its slice from it."""
+    replica = _replica(key, lane, rounds, start)
+    replica.advance(rounds, args[:n_results])
+    plan.slot, plan.changed, plan.round_no = replica.slot, replica.changed, rounds
+    return _train_slice(replica.state, plan, *args[n_results + n_waits:])
+
+
+def _replica_state(key, lane, rounds, *results):
+    """Task: the global state after `rounds` rounds, from a lane's copy."""
+    replica = _replica(key, lane, rounds - 1, None)
+    replica.advance(rounds, results)
+    return replica.state.copy()
+
+
+def _drop_replicas(token):
+    with _REPLICAS_LOCK:
+        for key in [k for k in _REPLICAS if k[0] == token]:
+            del _REPLICAS[key]
 
 
 def _train_slice(base, plan, *blocks):
     """Task: one lane's round (runs on a worker)."""
     plan.blocks = blocks
-    if isinstance(base, _StatePayload):
-        base = base.state()
     k = base.batch_size
     lengths = [b - a for a, b in plan.ranges]
     if plan.seed is None and all(n % k == 0 for n in lengths[:-1]):
@@ -1500,10 +1556,10 @@ def _call_opaque(func, *args):
 
 class _DistributedBackend:
     """A dask.distributed cluster: blocks stay on the workers that read them (futures),
-    each round's lanes run where their blocks are, and the merge runs on a worker
-    (`_Driver._submit_round`): only the lanes' sparse changes (to the merge) and lambda
-    and phi (to the lanes) cross the network, and the driver fetches the state at the
-    end of a pass (or every round for a callback)."""
+    each lane's tasks run on its worker, which keeps its copy of the global state
+    (`_Driver._submit_round`): only the lanes' sparse changes cross the network between
+    rounds, and the driver fetches the state at the end of a pass (or every round for a
+    callback)."""
 
     shares_memory = False  # the state and its merges live on the workers
 
@@ -1529,22 +1585,48 @@ class _DistributedBackend:
     def start(self, delayed_obj):
         return self.client.compute(delayed_obj)
 
-    def submit(self, func, *args, priority=0):
-        return self.client.submit(func, *args, pure=False, priority=priority)
+    def lane_workers(self, n_lanes, workers=None):
+        """The worker of each lane: `workers` (locality), else the workers in address
+        order, dealt round-robin (a worker with several threads gets several lanes)."""
+        if workers is None:
+            workers = sorted(self.client.nthreads())
+        return [workers[i % len(workers)] for i in range(n_lanes)]
+
+    def submit(self, func, *args, priority=0, worker=None):
+        if worker is None:
+            return self.client.submit(func, *args, pure=False, priority=priority)
+        # a lane's tasks use its copy of the state: never elsewhere (nor stolen)
+        return self.client.submit(func, *args, pure=False, priority=priority,
+                                  workers=[worker], allow_other_workers=False)
 
     def scatter(self, value):
         return self.client.scatter(value, hash=False)
 
-    def result(self, future):
+    def result(self, future, workers=()):
+        self.settle(future, workers)
         return future.result()
 
-    def settle(self, future):
-        """Wait for a task without fetching its result; raise its error, if any."""
+    def settle(self, futures, workers=()):
+        """Wait for tasks without fetching their results; raise the first error. A task
+        bound to a worker that left the cluster would wait for it for ever: that is an
+        error too (`workers`: those the tasks are bound to)."""
         from distributed import wait
 
-        wait([future])
-        if future.status == "error":
-            future.result()
+        futures = futures if isinstance(futures, list) else [futures]
+        while True:
+            try:
+                wait(futures, timeout=_WORKER_CHECK_SECONDS)
+                break
+            except TimeoutError:
+                gone = set(workers) - set(self.client.nthreads())
+                if gone:
+                    raise RuntimeError(
+                        f"worker {sorted(gone)[0]} left the cluster during the fit; its "
+                        "lanes train from its copy of the state, which no other worker "
+                        "has. The model is left as it was; fit again.") from None
+        for future in futures:
+            if future.status == "error":
+                future.result()
 
     def metas(self, futures):
         todo = [f for f in futures if f.key not in self.meta_cache]

@@ -616,6 +616,34 @@ def test_cluster_rounds_report_and_fail_like_threads(cluster, text_data):
     assert not hasattr(est, "_state")
 
 
+@pytest.mark.slow
+def test_a_worker_lost_mid_fit_is_an_error_not_a_hang(cluster, text_data, monkeypatch):
+    """A cluster's lanes train from their workers' copies of the state: when a worker
+    restarts mid-fit the fit stops with an error (never waits for ever), and the
+    estimator is left as it was."""
+    monkeypatch.setattr(opd, "_WORKER_CHECK_SECONDS", 0.2)
+    args = dict(n_lanes=2, slice_rows=40, client=cluster)
+    est = opd.fit(PGSClassifier(sigma=1e-2, random_state=0), text_data["dX"],
+                  text_data["y"], **args)
+    before, t_before = est.coef_.copy(), est.t_
+    victim = sorted(cluster.nthreads())[1]
+
+    def restart(info):
+        if info["round"] == 2:
+            cluster.restart_workers([victim])
+
+    with pytest.raises(RuntimeError, match="left the cluster during the fit|not on its "
+                                           "worker any more"):
+        opd.partial_fit(est, text_data["dX"], text_data["y"], callback=restart, **args)
+    np.testing.assert_array_equal(est.coef_, before)
+    assert est.t_ == t_before
+    assert len(cluster.nthreads()) == 2 and victim not in cluster.nthreads()
+    # the cluster trains on
+    again = opd.fit(PGSClassifier(sigma=1e-2, random_state=0), text_data["dX"],
+                    text_data["y"], **args)
+    np.testing.assert_array_equal(again.coef_, before)
+
+
 def _placed_on_workers(client, blocks, where):
     """A dask array persisted with block i on worker where[i] (workers by address)."""
     import dask
