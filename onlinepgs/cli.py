@@ -407,8 +407,9 @@ def _train_on_dask(args, est):
 
     def progress(info):
         rounds.append(info["round"])
-        stats = info["state"].stats_dict()
-        if table.enabled and stats["n_examples"] >= table.next_report:
+        # the state only for a row of the table: on a cluster reading it fetches it
+        if table.enabled and info["n_examples"] >= table.next_report:
+            stats = info["state"].stats_dict()
             table.row(stats, None, None, None)
             while table.next_report <= stats["n_examples"]:
                 table.next_report *= 2

@@ -184,8 +184,10 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         Called after every round with a dict: ``pass``, ``round``, ``rows`` (this
         round), ``n_examples`` (so far), ``seconds`` (since the start) and ``state`` (the
         global `PGSState` after that round, for `stats_dict`; do not modify it). On a
-        cluster, where the state is a worker's, a round is reported once the next one
-        is submitted, so that fetching its state never holds the workers up.
+        cluster, where the state is on the workers, a round is reported once the next
+        one is submitted, and ``state`` is fetched when the callback reads it, during the
+        callback only: a callback that does not read it costs the rounds nothing, one
+        that does a copy of the state over the network.
     locality : bool, default=False
         With a ``client`` and a dask array X persisted on the cluster
         (``client.persist(X)``): one lane per worker holding partitions of X, each
@@ -512,6 +514,7 @@ class _Driver:
         self.state_ref = None
         self.in_flight = deque()
         self.reports = deque()  # rounds whose callback is still to be called
+        self.n_examples = int(state.n_examples)
 
     def _request(self, lane):
         """Ask for the lane's next block: the next of its open partition, or a new one."""
@@ -639,18 +642,24 @@ class _Driver:
                 _check_diverged(results, self.rounds + 1)
                 self.changed = merge_round(self.state, results)
             self.rounds += 1
+            self.n_examples += rows  # every row is an example (a cluster's count)
             if self.callback is not None:
+                ref = (None if self.backend.shares_memory else
+                       _RoundRef(self.last, self.rounds, self.n_examples))
                 self.reports.append(({"pass": pass_index, "round": self.rounds,
-                                      "rows": rows}, self.state_ref))
+                                      "rows": rows}, ref))
                 # on a cluster a round is reported once the next is on its way, so that
                 # fetching its state never keeps the workers waiting for a round
                 self._report(0 if self.backend.shares_memory else 1)
-        self._report(0)
         if self.last is not None and not self.backend.shares_memory:
-            if self.callback is None:  # else the last round's snapshot is taken
-                self.state_ref = self._snapshot(self.rounds)
-            self.state = self.backend.result(self.state_ref, self.lane_workers)
+            final = self._snapshot(self.last, self.rounds)
+            if self.reports:  # the last round's: its state is this one
+                self.reports[-1][1].future = final
+            self._report(0)
+            self.state_ref = final  # the next pass's copies start from it
+            self.state = self.backend.result(final, self.lane_workers)
             self.in_flight.clear()
+        self._report(0)
         for lane in lanes:
             for entry in lane.blocks:
                 self.backend.release(entry[0])
@@ -665,10 +674,21 @@ class _Driver:
     def _report(self, keep):
         while len(self.reports) > keep:
             info, ref = self.reports.popleft()
-            state = self.state if ref is None else self.backend.result(ref, self.lane_workers)
-            info.update(n_examples=int(state.n_examples),
-                        seconds=time.perf_counter() - self.start, state=state)
-            self.callback(info)
+            report = _RoundReport(info, seconds=time.perf_counter() - self.start)
+            if ref is None:
+                report.update(n_examples=int(self.state.n_examples), state=self.state)
+            else:
+                report["n_examples"] = ref.n_examples
+                report._fetch = functools.partial(self._fetch_state, ref)
+            try:
+                self.callback(report)
+            finally:
+                report._fetch = None
+
+    def _fetch_state(self, ref):
+        if ref.future is None:
+            ref.future = self._snapshot(ref.last, ref.rounds)
+        return self.backend.result(ref.future, self.lane_workers)
 
     def _submit_round(self, jobs):
         """Submit a round's lanes. Threads read the driver's state (each lane forks it)
@@ -701,24 +721,55 @@ class _Driver:
                 len(waits), *results, *waits, *blocks, priority=_ROUND_PRIORITY,
                 worker=self.lane_workers[lane])
             self.last.append((lane, future))
-        if self.callback is not None:
-            self.state_ref = self._snapshot(self.rounds + 1)
         self.in_flight.append([f for _, f in self.last])
         while len(self.in_flight) > 2:  # raises the round's error
             self.backend.settle(self.in_flight.popleft(), self.lane_workers)
         return None
 
-    def _snapshot(self, rounds):
-        """A future of the global state after `rounds` rounds (the last submitted), from
-        the copy of the first lane of the last round, which must not move on before it
-        is taken."""
-        lane = self.last[0][0]
+    def _snapshot(self, last, rounds):
+        """A future of the global state after `rounds` rounds, whose last round's lanes
+        and results are `last`: from the copy of its first lane, which must not move on
+        (merge a later round) before it is taken. Called before that lane's round after
+        next is submitted."""
+        lane = last[0][0]
         future = self.backend.submit(
             _replica_state, (self.token, self.pass_index), lane, rounds,
-            *[f for _, f in self.last], priority=_ROUND_PRIORITY,
+            *[f for _, f in last], priority=_ROUND_PRIORITY,
             worker=self.lane_workers[lane])
         self.waits[lane] = [future]
         return future
+
+
+class _RoundRef:
+    """A cluster's round, as its callback needs it."""
+
+    __slots__ = ("last", "rounds", "n_examples", "future")
+
+    def __init__(self, last, rounds, n_examples):
+        self.last, self.rounds, self.n_examples, self.future = last, rounds, n_examples, None
+
+
+class _RoundReport(dict):
+    """The dict a callback gets. On a cluster its "state" is fetched from a worker when
+    the callback first reads it (a copy of the whole state over the network), so that a
+    callback that does not read it costs the rounds nothing."""
+
+    _fetch = None
+
+    def __missing__(self, key):
+        if key != "state":
+            raise KeyError(key)
+        if self._fetch is None:
+            raise KeyError("state: on a cluster a round's state can be read during its "
+                           "callback only")
+        self["state"] = state = self._fetch()
+        return state
+
+    def __contains__(self, key):
+        return dict.__contains__(self, key) or (key == "state" and self._fetch is not None)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
 
 
 _ROUND_PRIORITY = 1  # a cluster's round tasks, over blocks (Dask's default 0)

@@ -617,6 +617,35 @@ def test_cluster_rounds_report_and_fail_like_threads(cluster, text_data):
 
 
 @pytest.mark.slow
+def test_a_cluster_fetches_a_rounds_state_only_when_its_callback_reads_it(cluster,
+                                                                          text_data):
+    """A callback that reads the state of some rounds gets exactly those of threads;
+    the others are never fetched; after its callback a round's state is gone."""
+    def run(**kw):
+        seen, infos = {}, []
+
+        def callback(info):
+            infos.append(info)
+            assert "state" in info and info["n_examples"] > 0
+            if info["round"] % 3 == 1:
+                seen[info["round"]] = (info["state"].lam_a.copy(),
+                                       info.get("state").n_examples, info["n_examples"])
+        est = opd.fit(PGSClassifier(p=1.8, sigma=1e-2, random_state=0), text_data["dX"],
+                      text_data["y"], n_lanes=2, slice_rows=40, passes=2,
+                      callback=callback, **kw)
+        return est, seen, infos
+    (a, seen_a, _), (b, seen_b, infos_b) = run(), run(client=cluster)
+    assert sorted(seen_a) == sorted(seen_b) and len(seen_b) >= 4
+    for r in seen_a:
+        np.testing.assert_array_equal(seen_a[r][0], seen_b[r][0])
+        assert seen_a[r][1:] == seen_b[r][1:] and seen_b[r][1] == seen_b[r][2]
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    with pytest.raises(KeyError, match="during its callback only"):
+        infos_b[1]["state"]
+    assert "state" not in infos_b[1] and infos_b[1].get("state") is None
+
+
+@pytest.mark.slow
 def test_a_worker_lost_mid_fit_is_an_error_not_a_hang(cluster, text_data, monkeypatch):
     """A cluster's lanes train from their workers' copies of the state: when a worker
     restarts mid-fit the fit stops with an error (never waits for ever), and the
