@@ -150,12 +150,12 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         ``(n_lanes - 1) * slice_rows / batch_size`` steps of the others); larger ones
         spend less on the rounds themselves: each costs every lane work in proportion to
         the coordinates its slice touches (syncing its state, finding its changes) and
-        the driver the same to merge them, plus a scheduler round trip and, on a
-        cluster, shipping the state (O(dim)) and the changes. "auto": where the stream's
-        length is known (a dask array), 16 rounds a pass, within 65,536 and 262,144 rows
-        a lane (``clip(n_rows / (16 n_lanes), 65536, 262144)``, `auto_slice_rows`); else
-        (bags, files) 65,536. Measured (2 lanes, a text-like stream over 262,144
-        features): the rounds add 160-220% to the CPU time of single-process training
+        the driver the same to merge them (on a cluster every lane's worker merges, after
+        fetching the other lanes' changes), plus a scheduler round trip. "auto": where
+        the stream's length is known (a dask array), 16 rounds a pass, within 65,536 and
+        262,144 rows a lane (``clip(n_rows / (16 n_lanes), 65536, 262144)``,
+        `auto_slice_rows`); else (bags, files) 65,536. Measured (2 lanes, a text-like
+        stream over 262,144 features): the rounds add 160-220% to the CPU time of single-process training
         with 4096-row slices, 65-80% with 16384, 40% with 65536; test accuracy on IMDB
         and on that stream (2 M rows) did not move between 1024 and 65536 (within 0.003
         of single-process), nor with 8 or 16 rounds a pass on 4 M rows or 20 on 10 M rows

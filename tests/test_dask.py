@@ -574,6 +574,13 @@ def test_threads_and_local_cluster_give_the_same_model(cluster, text_data):
         np.testing.assert_array_equal(a.coef_, b.coef_)
         for key, value in a.online_stats_.items():
             np.testing.assert_array_equal(b.online_stats_[key], value)
+    # more lanes than workers: a worker keeps a copy of the state for each of its lanes
+    kw = dict(p=1.5, sigma=1e-2, iterate="average", random_state=2)
+    args = dict(n_lanes=3, slice_rows=32, passes=2)
+    a = opd.fit(PGSClassifier(**kw), text_data["dX"], text_data["y"], **args)
+    b = opd.fit(PGSClassifier(**kw), text_data["dX"], text_data["y"], client=cluster,
+                **args)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
     kw = dict(sigma=1e-2, random_state=0)
     c = opd.fit(PGSClassifier(**kw), text_data["files"], n_lanes=2, slice_rows=40,
                 n_features=25, client=cluster, block_rows=50)
