@@ -160,8 +160,8 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         and on that stream (2 M rows) did not move between 1024 and 65536 (within 0.003
         of single-process), nor with 8 or 16 rounds a pass on 4 M rows or 20 on 10 M rows
         (within 0.0010), while 4 rounds a pass (262,144 on 2 M rows) lost up to 0.0032.
-        In wall time on 2 cores, over the recorded runs: 65,536 ran 1.01-1.29x
-        single-process on 2 M rows, 262,144 1.14-1.76x on 10 M rows (docs/benchmarks.md).
+        In wall time on 2 cores, over the recorded runs: 65,536 ran 0.93-1.31x
+        single-process on 2 M rows, 262,144 1.14-1.95x on 10 M rows (docs/benchmarks.md).
         On a cluster, use slices of 10^5 rows or more.
     shuffle : bool, default=False
         Permute the partitions before each pass (which also changes the lanes they go
