@@ -68,6 +68,7 @@ Examples
 >>> clf.score(X, y) > 0.95, clf.online_stats_["n_examples"]
 (True, 4000)
 """
+import contextlib
 import functools
 import gzip
 import io
@@ -456,11 +457,12 @@ class _Lane:
     partition is requested (kept until then even when its rows are used up).
     """
 
-    def __init__(self, parts):
+    def __init__(self, parts, worker=None):
         self.parts = deque(parts)
         self.blocks = deque()
         self.pos = 0
         self.open = None
+        self.worker = worker  # on a cluster, where the lane trains
 
     def waiting(self):
         return any(e[1] is None for e in self.blocks)
@@ -518,6 +520,10 @@ class _Driver:
 
     def _request(self, lane):
         """Ask for the lane's next block: the next of its open partition, or a new one."""
+        with self.backend.near(lane.worker):
+            self._request_block(lane)
+
+    def _request_block(self, lane):
         previous = lane.open
         if previous is not None and previous[2]:
             entry = [self.source.next_block(self.backend, previous[0]), None, None,
@@ -611,9 +617,13 @@ class _Driver:
         if self.groups is not None:
             lanes = [_Lane((self.rng.permutation(g) if self.shuffle else np.asarray(g)).tolist())
                      for g in self.groups]
+            for lane, worker in zip(lanes, self.lane_workers):
+                lane.worker = worker
         else:
             order = self.rng.permutation(n_parts) if self.shuffle else np.arange(n_parts)
-            lanes = [_Lane(order[p::self.n_lanes].tolist()) for p in range(self.n_lanes)]
+            lanes = [_Lane(order[p::self.n_lanes].tolist(),
+                           None if self.lane_workers is None else self.lane_workers[p])
+                     for p in range(self.n_lanes)]
         self.pass_index, self.last, self.waits = pass_index, None, {}
         while True:
             self._fill(lanes)
@@ -818,19 +828,21 @@ class _Replica:
     """A lane's copy of the global state on its worker, the rounds merged into it, and
     the lane's own state kept between rounds (as on threads)."""
 
-    def __init__(self, state, rounds):
+    def __init__(self, state, rounds, lane):
         self.state, self.rounds, self.changed = state, rounds, None
         self.slot = LaneSlot()
         self.lock = threading.Lock()
+        self.lane = lane
 
     def advance(self, rounds, results):
         """Merge the results of round `rounds` (counted from 1) unless that is done."""
         with self.lock:
             if self.rounds == rounds:
                 return
-            if self.rounds != rounds - 1:  # pragma: no cover - the graph orders them
-                raise RuntimeError(f"a copy of the state after {self.rounds} rounds was "
-                                   f"given round {rounds}")
+            if self.rounds != rounds - 1:
+                # Dask computes a round again when a worker took its result with it
+                raise _lost_worker(self.lane, f"holds {self.rounds} rounds, but a task "
+                                              f"asked for {rounds}")
             _check_diverged(results, rounds)
             self.changed = merge_round(self.state, results)
             self.rounds = rounds
@@ -841,15 +853,19 @@ def _replica(key, lane, rounds, start):
         replica = _REPLICAS.get((*key, lane))
         if replica is None:
             if start is None:
-                raise RuntimeError(
-                    f"lane {lane}'s copy of the training state is not on its worker any "
-                    f"more (round {rounds + 1}): did the worker restart? The model is "
-                    "left as it was; fit again.")
+                raise _lost_worker(lane, f"is not on its worker (round {rounds + 1})")
             for old in [k for k in _REPLICAS if k[0] == key[0] and k[1] < key[1]]:
                 del _REPLICAS[old]  # an earlier pass's, done with
             # a copy: `start` is also Dask's, which keeps its values unchanged
-            replica = _REPLICAS[(*key, lane)] = _Replica(start.copy(), rounds)
+            replica = _REPLICAS[(*key, lane)] = _Replica(start.copy(), rounds, lane)
         return replica
+
+
+def _lost_worker(lane, what):
+    return RuntimeError(
+        f"lane {lane}'s copy of the training state {what}: a worker restarted or left "
+        "during the fit, and the rounds it held cannot be rebuilt. The model is left as "
+        "it was; fit again.")
 
 
 def _replica_round(key, lane, rounds, start, plan, n_results, n_waits, *args):
@@ -1533,6 +1549,9 @@ class _LocalBackend:
     def n_threads(self):
         return int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
 
+    def near(self, worker):
+        return contextlib.nullcontext()
+
     def _run(self):
         todo, self.pending = [h for h in self.pending if not h.done], []
         if not todo:
@@ -1623,6 +1642,7 @@ class _DistributedBackend:
             raise TypeError(f"client must be a distributed.Client, got {type(client).__name__}")
         self.client = client
         self.meta_cache = {}
+        self.preferred = None  # see near
 
     def n_threads(self):
         return max(1, sum(self.client.nthreads().values()))
@@ -1633,8 +1653,21 @@ class _DistributedBackend:
         keys = [key for row_block in X.__dask_keys__() for key in row_block]
         return [set(found.get(key, found.get(str(key), ()))) for key in keys]
 
+    @contextlib.contextmanager
+    def near(self, worker):
+        """Blocks requested within go to `worker` (the lane's, which trains them) where
+        it can take them: read elsewhere, a block would cross to it every round."""
+        self.preferred = worker
+        try:
+            yield
+        finally:
+            self.preferred = None
+
     def start(self, delayed_obj):
-        return self.client.compute(delayed_obj)
+        if self.preferred is None:
+            return self.client.compute(delayed_obj)
+        return self.client.compute(delayed_obj, workers=[self.preferred],
+                                   allow_other_workers=True)
 
     def lane_workers(self, n_lanes, workers=None):
         """The worker of each lane: `workers` (locality), else the workers in address
@@ -1644,6 +1677,9 @@ class _DistributedBackend:
         return [workers[i % len(workers)] for i in range(n_lanes)]
 
     def submit(self, func, *args, priority=0, worker=None):
+        if worker is None and self.preferred is not None:
+            return self.client.submit(func, *args, pure=False, priority=priority,
+                                      workers=[self.preferred], allow_other_workers=True)
         if worker is None:
             return self.client.submit(func, *args, pure=False, priority=priority)
         # a lane's tasks use its copy of the state: never elsewhere (nor stolen)

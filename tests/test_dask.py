@@ -666,14 +666,17 @@ def test_a_worker_lost_mid_fit_is_an_error_not_a_hang(cluster, text_data, monkey
 
     def restart(info):
         if info["round"] == 2:
-            cluster.restart_workers([victim])
+            cluster.restart_workers([victim], timeout=120)
 
-    with pytest.raises(RuntimeError, match="left the cluster during the fit|not on its "
-                                           "worker any more"):
+    # which error depends on the moment: the driver finds the worker gone, or a worker
+    # finds a copy missing or asked for a round again (Dask recomputing a lost result)
+    with pytest.raises(RuntimeError, match="left the cluster during the fit|restarted or "
+                                           "left during the fit"):
         opd.partial_fit(est, text_data["dX"], text_data["y"], callback=restart, **args)
     np.testing.assert_array_equal(est.coef_, before)
     assert est.t_ == t_before
-    assert len(cluster.nthreads()) == 2 and victim not in cluster.nthreads()
+    cluster.wait_for_workers(2, timeout=60)
+    assert victim not in cluster.nthreads()
     # the cluster trains on
     again = opd.fit(PGSClassifier(sigma=1e-2, random_state=0), text_data["dX"],
                     text_data["y"], **args)
