@@ -6,8 +6,11 @@ each, workers that keep freed memory, the blocks persisted where they were made)
 transfer per worker (milliseconds from the first), the time each worker spent on each
 kind, and the rounds' dead time: from the end of a round's later lane to the start of
 the next round's earlier one (a lane's task includes its merge of the previous round).
+With ``--files``, the fits read those svmlight files instead (round-robin lanes; the
+transfers then show whether blocks cross between workers).
 
     python bench/dask_timeline.py --rows 4000000 --slice-rows 262144
+    python bench/dask_timeline.py --files big.svm --slice-rows auto
 """
 import argparse
 import statistics
@@ -28,6 +31,7 @@ def main():
     parser.add_argument("--sigma", type=float, default=1e-5)
     parser.add_argument("--fits", type=int, default=3)
     parser.add_argument("--quiet", action="store_true", help="no task list")
+    parser.add_argument("--files", nargs="+", help="svmlight files to fit instead")
     args = parser.parse_args()
 
     import dask
@@ -42,15 +46,18 @@ def main():
                                dashboard_address=None, memory_limit=None)
     client = Client(cluster)
     try:
-        ns = argparse.Namespace(dim=2**18, nnz=60, zipf=1.2)
-        sizes = [min(100_000, args.rows - i) for i in range(0, args.rows, 100_000)]
-        X, y = bd.cluster_array(client, sizes, ns)
+        if args.files:
+            data = dict(X=args.files)
+        else:
+            ns = argparse.Namespace(dim=2**18, nnz=60, zipf=1.2)
+            sizes = [min(100_000, args.rows - i) for i in range(0, args.rows, 100_000)]
+            X, y = bd.cluster_array(client, sizes, ns)
+            data = dict(X=X, y=y, locality=True)
         for _ in range(args.fits):
             with get_task_stream(client) as ts:
                 start = time.perf_counter()
-                opd.fit(bd.estimator(args.p, args.sigma), X, y, classes=[-1.0, 1.0],
-                        n_lanes=2, slice_rows=args.slice_rows, client=client,
-                        locality=True)
+                opd.fit(bd.estimator(args.p, args.sigma), classes=[-1.0, 1.0], n_lanes=2,
+                        slice_rows=args.slice_rows, client=client, **data)
                 print(f"fit: {time.perf_counter() - start:.3f} s")
         report(ts.data, args.quiet)
     finally:
@@ -75,6 +82,9 @@ def report(data, quiet):
         totals[worker, action, name] = totals.get((worker, action, name), 0.0) + b - a
     for (worker, action, name), seconds in sorted(totals.items()):
         print(f"worker {worker}: {action} {name}: {seconds:.3f} s")
+    moves = [b - a for a, b, _, _, action in spans if action == "transfer"]
+    print(f"transfers: {len(moves)}, {sum(moves):.3f} s (a transfer shows under the task "
+          "that needed the data)")
     # a lane's task: _replica_round (before 2026-11-22: _train_slice, merged by a task)
     lanes = [s for s in spans if s[3] in ("_replica_round", "_train_slice")
              and s[4] == "compute"]

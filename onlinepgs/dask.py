@@ -196,9 +196,11 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         (lanes are workers in address order; ``n_lanes``, if given, must be their
         number). The model then depends on where the cluster put the partitions;
         without it lanes take partitions round-robin and threads and a cluster give the
-        same model bit for bit. Measured (LocalCluster, 2 workers, 2 M rows,
-        docs/benchmarks.md): 0.57-0.92 s a fit against 1.14-1.59 s with the blocks
-        dealt round-robin, about half of which cross between workers every round.
+        same model bit for bit, and about half of the blocks cross to their lane's
+        worker once a pass (read ahead, while the lanes train). Measured (LocalCluster
+        of 2 workers keeping freed memory, 2 M rows, docs/benchmarks.md): 0.59-1.04 s a
+        fit with locality, 0.57-0.97 s without (over loopback; a network makes the
+        moved blocks dearer).
 
     Returns
     -------
