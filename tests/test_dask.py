@@ -641,8 +641,15 @@ def test_a_cluster_fetches_a_rounds_state_only_when_its_callback_reads_it(cluste
                       text_data["y"], n_lanes=2, slice_rows=40, passes=2,
                       callback=callback, **kw)
         return est, seen, infos
-    (a, seen_a, _), (b, seen_b, infos_b) = run(), run(client=cluster)
+    from distributed import get_task_stream
+
+    a, seen_a, _ = run()
+    with get_task_stream(cluster) as stream:
+        b, seen_b, infos_b = run(client=cluster)
     assert sorted(seen_a) == sorted(seen_b) and len(seen_b) >= 4
+    # a copy of the state is taken for the rounds read and each pass's end, no more
+    copies = sum(str(rec["key"]).startswith("_replica_state") for rec in stream.data)
+    assert 2 <= copies <= len(seen_b) + 2 < len(infos_b)
     for r in seen_a:
         np.testing.assert_array_equal(seen_a[r][0], seen_b[r][0])
         assert seen_a[r][1:] == seen_b[r][1:] and seen_b[r][1] == seen_b[r][2]
