@@ -156,11 +156,12 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         the stream's length is known (a dask array), 16 rounds a pass, within 65,536 and
         262,144 rows a lane (``clip(n_rows / (16 n_lanes), 65536, 262144)``,
         `auto_slice_rows`); else (bags, files) 65,536. Measured (2 lanes, a text-like
-        stream over 262,144 features): the rounds add 160-220% to the CPU time of single-process training
-        with 4096-row slices, 65-80% with 16384, 40% with 65536; test accuracy on IMDB
-        and on that stream (2 M rows) did not move between 1024 and 65536 (within 0.003
-        of single-process), nor with 8 or 16 rounds a pass on 4 M rows or 20 on 10 M rows
-        (within 0.0010), while 4 rounds a pass (262,144 on 2 M rows) lost up to 0.0032.
+        stream over 262,144 features): the rounds add 160-220% to the CPU time of
+        single-process training with 4096-row slices, 65-80% with 16384, 40% with
+        65536; test accuracy on IMDB and on that stream (2 M rows) did not move
+        between 1024 and 65536 (within 0.003 of single-process), nor with 8 or 16 rounds
+        a pass on 4 M rows or 20 on 10 M rows (within 0.0010), while 4 rounds a pass
+        (262,144 on 2 M rows) lost up to 0.0032.
         In wall time on 2 cores, over the recorded runs: 65,536 ran 0.93-1.31x
         single-process on 2 M rows, 262,144 1.14-1.95x on 10 M rows (docs/benchmarks.md).
         On a cluster, use slices of 10^5 rows or more.
@@ -459,12 +460,12 @@ class _Lane:
     partition is requested (kept until then even when its rows are used up).
     """
 
-    def __init__(self, parts, worker=None):
+    def __init__(self, parts):
         self.parts = deque(parts)
         self.blocks = deque()
         self.pos = 0
         self.open = None
-        self.worker = worker  # on a cluster, where the lane trains
+        self.worker = None  # on a cluster, where the lane trains
 
     def waiting(self):
         return any(e[1] is None for e in self.blocks)
@@ -619,13 +620,11 @@ class _Driver:
         if self.groups is not None:
             lanes = [_Lane((self.rng.permutation(g) if self.shuffle else np.asarray(g)).tolist())
                      for g in self.groups]
-            for lane, worker in zip(lanes, self.lane_workers):
-                lane.worker = worker
         else:
             order = self.rng.permutation(n_parts) if self.shuffle else np.arange(n_parts)
-            lanes = [_Lane(order[p::self.n_lanes].tolist(),
-                           None if self.lane_workers is None else self.lane_workers[p])
-                     for p in range(self.n_lanes)]
+            lanes = [_Lane(order[p::self.n_lanes].tolist()) for p in range(self.n_lanes)]
+        for lane, worker in zip(lanes, self.lane_workers or ()):
+            lane.worker = worker
         self.pass_index, self.last, self.waits = pass_index, None, {}
         while True:
             self._fill(lanes)
@@ -1665,11 +1664,17 @@ class _DistributedBackend:
         finally:
             self.preferred = None
 
+    def _placement(self, worker=None):
+        """Where a task may run: a lane's tasks use its copy of the state, so only on
+        its worker (nor stolen); blocks preferably where their lane trains (`near`)."""
+        if worker is not None:
+            return dict(workers=[worker], allow_other_workers=False)
+        if self.preferred is not None:
+            return dict(workers=[self.preferred], allow_other_workers=True)
+        return {}
+
     def start(self, delayed_obj):
-        if self.preferred is None:
-            return self.client.compute(delayed_obj)
-        return self.client.compute(delayed_obj, workers=[self.preferred],
-                                   allow_other_workers=True)
+        return self.client.compute(delayed_obj, **self._placement())
 
     def lane_workers(self, n_lanes, workers=None):
         """The worker of each lane: `workers` (locality), else the workers in address
@@ -1679,14 +1684,8 @@ class _DistributedBackend:
         return [workers[i % len(workers)] for i in range(n_lanes)]
 
     def submit(self, func, *args, priority=0, worker=None):
-        if worker is None and self.preferred is not None:
-            return self.client.submit(func, *args, pure=False, priority=priority,
-                                      workers=[self.preferred], allow_other_workers=True)
-        if worker is None:
-            return self.client.submit(func, *args, pure=False, priority=priority)
-        # a lane's tasks use its copy of the state: never elsewhere (nor stolen)
         return self.client.submit(func, *args, pure=False, priority=priority,
-                                  workers=[worker], allow_other_workers=False)
+                                  **self._placement(worker))
 
     def scatter(self, value):
         return self.client.scatter(value, hash=False)
