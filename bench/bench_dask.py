@@ -111,6 +111,20 @@ def cluster_array(client, sizes, args):
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": 2**26, "MALLOC_TRIM_THRESHOLD_": 2**28}
 
 
+def malloc_cluster(n_workers=2):
+    """A LocalCluster of `n_workers` processes (1 thread each) whose workers keep freed
+    memory (MALLOC_ENV), and its client."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    env = dict(dask.config.get("distributed.nanny.pre-spawn-environ"))
+    env.update(MALLOC_ENV)
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None, memory_limit=None)
+    return cluster, Client(cluster)
+
+
 # ---- timing on a shared machine ---------------------------------------------------------
 HZ = os.sysconf("SC_CLK_TCK")
 
@@ -122,19 +136,24 @@ def _busy_ticks():
     return sum(v) - v[3] - v[4]
 
 
+def proc_stat(path):
+    """(parent pid, user + system CPU ticks) of a /proc/.../stat file, None if gone."""
+    try:
+        with open(path) as f:
+            st = f.read()
+    except OSError:
+        return None
+    rest = st[st.rindex(")") + 2:].split()
+    return int(rest[1]), int(rest[11]) + int(rest[12])
+
+
 def _own_ticks():
     """CPU ticks of this process and its descendants (LocalCluster's workers)."""
     parent, ticks = {}, {}
     for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                st = f.read()
-        except OSError:
-            continue
-        rest = st[st.rindex(")") + 2:].split()
-        parent[int(pid)], ticks[int(pid)] = int(rest[1]), int(rest[11]) + int(rest[12])
+        found = proc_stat(f"/proc/{pid}/stat") if pid.isdigit() else None
+        if found is not None:
+            parent[int(pid)], ticks[int(pid)] = found
     children = {}
     for pid, pp in parent.items():
         children.setdefault(pp, []).append(pid)

@@ -34,17 +34,11 @@ def main():
     parser.add_argument("--files", nargs="+", help="svmlight files to fit instead")
     args = parser.parse_args()
 
-    import dask
-    from distributed import Client, LocalCluster, get_task_stream
+    from distributed import get_task_stream
 
     import onlinepgs.dask as opd
 
-    env = dict(dask.config.get("distributed.nanny.pre-spawn-environ"))
-    env.update(bd.MALLOC_ENV)
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                               dashboard_address=None, memory_limit=None)
-    client = Client(cluster)
+    cluster, client = bd.malloc_cluster()
     try:
         if args.files:
             data = dict(X=args.files)

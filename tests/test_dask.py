@@ -590,6 +590,27 @@ def test_threads_and_local_cluster_give_the_same_model(cluster, text_data):
 
 
 @pytest.mark.slow
+def test_a_cluster_block_gets_only_its_own_labels_and_weights(cluster):
+    """NumPy labels and weights reach a block's task as its slice. (A dask array made of
+    them put all of them in every block's task graph, sent to the scheduler each time.)"""
+    import warnings
+
+    X, y = make_data(m=20000, n=5)
+    sw = np.random.RandomState(1).uniform(0.5, 2.0, 20000)
+    dX = dask_rows(X, [1000] * 20)
+    args = dict(sample_weight=sw, n_lanes=2, slice_rows=500)
+    # the whole of y and of sw take 160 kB each, a block's rows and slices under 40 kB
+    with dask.config.set({"distributed.admin.large-graph-warning-threshold": "100kB"}):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message="Sending large graph")
+            got = opd.fit(PGSClassifier(p=1.8, random_state=0), dX, y, client=cluster,
+                          **args)
+    ref = opd.fit(PGSClassifier(p=1.8, random_state=0), dX, y, **args)
+    np.testing.assert_array_equal(got.coef_, ref.coef_)
+    np.testing.assert_array_equal(got.classes_, [-1.0, 1.0])
+
+
+@pytest.mark.slow
 def test_cluster_rounds_report_and_fail_like_threads(cluster, text_data):
     """The cluster merges on its workers; callbacks, errors and divergence are the
     driver's as on threads."""
