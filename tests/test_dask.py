@@ -590,16 +590,17 @@ def test_threads_and_local_cluster_give_the_same_model(cluster, text_data):
 
 
 @pytest.mark.slow
-def test_a_cluster_block_gets_only_its_own_labels_and_weights(cluster):
-    """NumPy labels and weights reach a block's task as its slice. (A dask array made of
-    them put all of them in every block's task graph, sent to the scheduler each time.)"""
+def test_a_cluster_block_request_sends_only_that_block(cluster):
+    """A block's request on a cluster sends its own tasks and its slice of NumPy labels
+    and weights. (It sent the whole array's graph, every in-memory row with it, and a
+    dask array made of all the labels and weights.)"""
     import warnings
 
     X, y = make_data(m=20000, n=5)
     sw = np.random.RandomState(1).uniform(0.5, 2.0, 20000)
     dX = dask_rows(X, [1000] * 20)
     args = dict(sample_weight=sw, n_lanes=2, slice_rows=500)
-    # the whole of y and of sw take 160 kB each, a block's rows and slices under 40 kB
+    # X's 20 blocks take about 500 kB, y and sw 160 kB each; one block under 40 kB
     with dask.config.set({"distributed.admin.large-graph-warning-threshold": "100kB"}):
         with warnings.catch_warnings():
             warnings.filterwarnings("error", message="Sending large graph")
