@@ -1093,7 +1093,26 @@ class _ArraySource:
         self._x_parts = X.to_delayed().ravel()
         self._y_parts = self._parts(self.y)
         self._w_parts = None if self.sw is None else self._parts(self.sw)
+        self._persisted = self._persisted_parts(backend)
         self.spec = None
+
+    def _persisted_parts(self, backend):
+        """Per input (X, y, sample_weight), what each partition's block task takes when
+        X and every dask array among them is persisted on a cluster: their partitions'
+        futures (NumPy inputs: their slices); else None. A task on futures costs the
+        driver's process (and a LocalCluster's scheduler in it) less than a graph to
+        compute: median 0.185 against 0.27 CPU s a 4 M-row fit, which took 0.78 against
+        0.84 s (bench/dask_cpu.py)."""
+        parts = []
+        for v, sliced in ((self.X, None), (self.y, self._y_parts), (self.sw, self._w_parts)):
+            if v is None or not isinstance(v, da.Array):
+                parts.append(sliced)
+                continue
+            futures = backend.partition_futures(v)
+            if futures is None:
+                return None
+            parts.append(futures)
+        return parts
 
     def _parts(self, v):
         """A block's labels or weights: a task of a dask array, or a slice of a NumPy
@@ -1135,6 +1154,10 @@ class _ArraySource:
         return int(self.offsets[part + 1] - self.offsets[part]), False, self.width
 
     def first_block(self, backend, part):
+        if self._persisted is not None:
+            x, y, w = (None if p is None else p[part] for p in self._persisted)
+            return backend.submit(_array_block, self.spec, x, y, w, part,
+                                  int(self.offsets[part]), self.known_meta(part))
         w = None if self._w_parts is None else self._w_parts[part]
         return backend.start(dask.delayed(_array_block, pure=False)(
             self.spec, self._x_parts[part], self._y_parts[part], w, part,
@@ -1571,6 +1594,9 @@ class _LocalBackend:
     def near(self, worker):
         return contextlib.nullcontext()
 
+    def partition_futures(self, collection):
+        return None  # no cluster, no futures
+
     def _run(self):
         todo, self.pending = [h for h in self.pending if not h.done], []
         if not todo:
@@ -1664,6 +1690,18 @@ class _DistributedBackend:
 
     def n_threads(self):
         return max(1, sum(self.client.nthreads().values()))
+
+    def partition_futures(self, collection):
+        """The futures of a persisted dask array's row blocks, in order; None unless
+        every block is one."""
+        from distributed import futures_of
+
+        found = {f.key: f for f in futures_of(collection)}
+        keys = [k for row in collection.__dask_keys__()
+                for k in (row if isinstance(row, list) else [row])]
+        if len(keys) != len(collection.chunks[0]) or any(k not in found for k in keys):
+            return None
+        return [found[k] for k in keys]
 
     def holders(self, X):
         """The workers holding each row block of a dask array (empty if none)."""

@@ -730,13 +730,17 @@ def _placed_on_workers(client, blocks, where):
 
 
 @pytest.mark.slow
-def test_locality_gives_each_worker_its_own_blocks(cluster):
+def test_locality_gives_each_worker_its_own_blocks(cluster, monkeypatch):
     """locality=True: lane i trains the blocks worker i holds, so it is the round-robin
-    run of the blocks in the order that deals them so (checked bit for bit on threads)."""
+    run of the blocks in the order that deals them so (checked bit for bit on threads).
+    X is persisted: its blocks are tasks on its partitions' futures, no graph computed."""
     X, y = make_data(m=300, n=20)
     blocks = [X[i * 50:(i + 1) * 50] for i in range(6)]
     kw = dict(p=1.8, sigma=1e-2, random_state=0)
     args = dict(slice_rows=40, passes=2)
+    computed, compute = [], cluster.compute
+    monkeypatch.setattr(cluster, "compute",
+                        lambda *a, **k: computed.append(a) or compute(*a, **k))
     for where, order in (([0, 1, 0, 1, 0, 1], [0, 1, 2, 3, 4, 5]),
                          ([0, 0, 0, 1, 1, 1], [0, 3, 1, 4, 2, 5])):
         got = opd.fit(PGSClassifier(**kw), _placed_on_workers(cluster, blocks, where), y,
@@ -747,6 +751,7 @@ def test_locality_gives_each_worker_its_own_blocks(cluster):
                       **args)
         np.testing.assert_array_equal(got.coef_, ref.coef_)
         assert got.online_stats_["n_examples"] == 600
+    assert computed == []
     with pytest.raises(ValueError, match="one lane per worker holding X .2., but n_lanes=3"):
         opd.fit(PGSClassifier(**kw), _placed_on_workers(cluster, blocks, [0] * 3 + [1] * 3),
                 y, client=cluster, locality=True, n_lanes=3)
