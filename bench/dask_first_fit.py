@@ -31,7 +31,7 @@ def main():
             client.run(lambda: __import__("onlinepgs.dask"))
         tw = time.perf_counter() - t
         ts = []
-        for i in range(3):
+        for _ in range(3):
             t = time.perf_counter()
             opd.fit(bd.estimator(2.0, 1e-5), X, y, classes=[-1.0, 1.0], n_lanes=2,
                     slice_rows=262144, client=client, locality=True)

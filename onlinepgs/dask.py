@@ -1564,6 +1564,13 @@ class _Handle:
         self.graph, self.key, self.value, self.done = graph, key, None, False
 
 
+def _row_block_keys(array):
+    """The keys of a dask array's row blocks, in order (`_ArraySource` keeps its rows
+    whole, one block of columns)."""
+    return [k for row in array.__dask_keys__() for k in (row if isinstance(row, list)
+                                                          else [row])]
+
+
 def _own_graph(delayed_obj):
     """A block's task graph: its own tasks only. A partition's Delayed holds the whole
     array's graph, which a cluster's every block request sent to the scheduler (with
@@ -1697,17 +1704,13 @@ class _DistributedBackend:
         from distributed import futures_of
 
         found = {f.key: f for f in futures_of(collection)}
-        keys = [k for row in collection.__dask_keys__()
-                for k in (row if isinstance(row, list) else [row])]
-        if len(keys) != len(collection.chunks[0]) or any(k not in found for k in keys):
-            return None
-        return [found[k] for k in keys]
+        keys = _row_block_keys(collection)
+        return [found[k] for k in keys] if all(k in found for k in keys) else None
 
     def holders(self, X):
         """The workers holding each row block of a dask array (empty if none)."""
         found = self.client.who_has(X)
-        keys = [key for row_block in X.__dask_keys__() for key in row_block]
-        return [set(found.get(key, found.get(str(key), ()))) for key in keys]
+        return [set(found.get(key, found.get(str(key), ()))) for key in _row_block_keys(X)]
 
     @contextlib.contextmanager
     def near(self, worker):
