@@ -73,6 +73,7 @@ import functools
 import gzip
 import io
 import itertools
+import math
 import os
 import threading
 import time
@@ -262,13 +263,15 @@ def partial_fit(estimator, X, y=None, *, sample_weight=None, classes=None, passe
 
 
 # ---- the run ----------------------------------------------------------------------------
-# slice_rows="auto" (see fit): rounds a pass, and the range of rows a lane per round
-_ROUNDS_PER_PASS = 16
+# slice_rows="auto" (see fit): rounds a pass, the fewest rows a lane trains per round,
+# and the most bytes of rows a slice may hold (a lane holds two: the one it trains and the
+# one read ahead)
+_ROUNDS_PER_PASS = 8
 _SLICE_ROWS = 65536
-_SLICE_ROWS_MAX = 262144
+_SLICE_BYTES_MAX = 256 * 2**20
 
 
-def auto_slice_rows(n_rows, n_lanes):
+def auto_slice_rows(n_rows, n_lanes, row_bytes=None):
     """The rows a lane trains per round with ``slice_rows="auto"``.
 
     Parameters
@@ -277,26 +280,42 @@ def auto_slice_rows(n_rows, n_lanes):
         Rows in a pass over the stream; None where unknown (bags, files).
     n_lanes : int
         Lanes of each round.
+    row_bytes : float, optional
+        Bytes of a row as the core takes it (its entries, indices, label, weight); `fit`
+        measures it on the first block it reads.
 
     Returns
     -------
     int
-        ``n_rows / (16 n_lanes)`` rounded up, clipped to [65536, 262144]; 65536 for an
-        unknown length. Few rounds a pass move the model away from sequential PGS;
-        many small ones cost more than they train (see `fit`).
+        ``n_rows / (rounds n_lanes)`` rounded up, with 8 rounds a pass, or more where 8
+        slices would hold over 256 MiB of rows each (the rounds then as few as keep
+        them within it, all of a size); at least 65536 rows, unless 65536 of them hold
+        over 256 MiB (then as many as it holds, at least one); 65536 for an unknown
+        length. Few rounds a pass move the model away from sequential PGS; many small
+        ones cost more than they train (see `fit`).
 
     Examples
     --------
     >>> from onlinepgs.dask import auto_slice_rows
-    >>> auto_slice_rows(2_000_000, 2), auto_slice_rows(4_000_000, 2), auto_slice_rows(None, 2)
-    (65536, 125000, 65536)
-    >>> auto_slice_rows(10_000_000, 2)
-    262144
+    >>> auto_slice_rows(2_000_000, 2), auto_slice_rows(None, 2)
+    (125000, 65536)
+    >>> auto_slice_rows(10_000_000, 2), auto_slice_rows(10_000_000, 2, row_bytes=500)
+    (625000, 500000)
     """
     if n_rows is None:
         return _SLICE_ROWS
-    per_lane = -(-int(n_rows) // (_ROUNDS_PER_PASS * int(n_lanes)))
-    return int(min(max(per_lane, _SLICE_ROWS), _SLICE_ROWS_MAX))
+    n_rows, n_lanes = int(n_rows), int(n_lanes)
+    rounds = _ROUNDS_PER_PASS
+    if row_bytes is not None and row_bytes > 0:
+        rounds = max(rounds, math.ceil(n_rows * row_bytes / (n_lanes * _SLICE_BYTES_MAX)))
+    rows = max(-(-n_rows // (rounds * n_lanes)), _SLICE_ROWS)
+    if row_bytes is not None and row_bytes > 0:
+        rows = min(rows, max(1, int(_SLICE_BYTES_MAX // row_bytes)))
+    return int(rows)
+
+
+def _whole_batches(rows, batch_size):
+    return -(-int(rows) // batch_size) * batch_size
 
 
 def _check_int(name, value, low):
@@ -397,10 +416,12 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
     if source.n_partitions == 0:
         raise ValueError("the data has no partitions: there is nothing to fit")
     n_lanes = min(lanes_wanted, source.n_partitions)
+    k = int(est.batch_size)
+    # a known length: the driver bounds the slices' bytes once it has read a block
+    sizing = (source.n_rows, k) if slice_rows == "auto" and source.n_rows is not None else None
     if slice_rows == "auto":
         slice_rows = auto_slice_rows(source.n_rows, n_lanes)
-    k = int(est.batch_size)
-    slice_rows = -(-slice_rows // k) * k  # whole mini-batches
+    slice_rows = _whole_batches(slice_rows, k)
 
     # classes, the encoding of the targets, and the state to start from
     spec = clone(est)
@@ -437,7 +458,8 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
         n_features_in = max(est.n_features_in_, width)
         state.ensure_dim(n_features_in)
     driver = _Driver(state, source, backend, n_lanes, slice_rows, rng, shuffle, callback,
-                     classifier=est._classifier, groups=groups, groups_workers=workers)
+                     classifier=est._classifier, groups=groups, groups_workers=workers,
+                     sizing=sizing)
     try:
         for pass_index in range(passes):
             driver.run_pass(pass_index)
@@ -490,8 +512,9 @@ class _Driver:
     """Runs the rounds: reads ahead, plans slices, trains the lanes, merges."""
 
     def __init__(self, state, source, backend, n_lanes, slice_rows, rng, shuffle, callback,
-                 classifier, groups=None, groups_workers=None):
+                 classifier, groups=None, groups_workers=None, sizing=None):
         self.state = state
+        self.sizing = sizing  # (rows a pass, batch_size): slice_rows="auto", to bound
         self.source = source
         self.backend = backend
         self.n_lanes = n_lanes
@@ -543,6 +566,21 @@ class _Driver:
         lane.blocks.append(entry)
         lane.open = entry
 
+    def _size_slices(self, lanes):
+        """slice_rows="auto": bound the slices' bytes by those of the first block read
+        (rows a pass tell the rows a slice, not what they weigh: dense rows of 10,000
+        features weigh 200 times those of the text-like stream in docs/benchmarks.md)."""
+        n_rows, batch_size = self.sizing
+        self.sizing = None
+        lane = next((lane for lane in lanes if lane.can_request()), None)
+        if lane is None:
+            return
+        self._request(lane)
+        rows, _, _, nbytes = self.backend.metas([lane.open[0]])[0]
+        if rows:
+            rows = auto_slice_rows(n_rows, self.n_lanes, row_bytes=nbytes / rows)
+            self.slice_rows = min(self.slice_rows, _whole_batches(rows, batch_size))
+
     def _learn_meta(self, lanes):
         """Fill in the rows and continuation of requested blocks (waits for them)."""
         pending = [e for lane in lanes for e in lane.blocks if e[1] is None]
@@ -552,7 +590,7 @@ class _Driver:
             self._note_meta(entry, meta)
 
     def _note_meta(self, entry, meta):
-        n_rows, has_next, width = meta
+        n_rows, has_next, width = meta[:3]
         entry[1], entry[2] = n_rows, has_next
         self.width_seen = max(self.width_seen, width)
         self.rows_read += n_rows
@@ -627,6 +665,8 @@ class _Driver:
         for lane, worker in zip(lanes, self.lane_workers or ()):
             lane.worker = worker
         self.pass_index, self.last, self.waits = pass_index, None, {}
+        if self.sizing is not None:
+            self._size_slices(lanes)
         while True:
             self._fill(lanes)
             jobs = []
@@ -943,10 +983,13 @@ class _Block:
     def __sizeof__(self):
         # Dask's scheduler places a lane's task by the bytes of its inputs: without the
         # rows' size it would move blocks of tens of MB between workers as if free
+        return object.__sizeof__(self) + self.nbytes()
+
+    def nbytes(self):
+        """Bytes of the rows as the core takes them (entries, indices, targets, weights)."""
         X = self.X
         rows = (X.data, X.indices, X.indptr) if sp.issparse(X) else (X,)
-        return object.__sizeof__(self) + sum(
-            a.nbytes for a in (*rows, self.y, self.sw, self.rps) if a is not None)
+        return sum(a.nbytes for a in (*rows, self.y, self.sw, self.rps) if a is not None)
 
     def describe(self, row):
         where = f"partition {self.part}, row {self.row0 + row}"
@@ -954,7 +997,7 @@ class _Block:
 
 
 def _block_meta(block):
-    return block.n_rows, block.next is not None, block.width
+    return block.n_rows, block.next is not None, block.width, block.nbytes()
 
 
 # Worker processes of dask.distributed run with MALLOC_TRIM_THRESHOLD_=65536, so glibc

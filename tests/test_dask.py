@@ -872,15 +872,23 @@ def test_block_checks_without_temporaries_agree_with_numpy():
 def test_auto_slice_rows_rule():
     assert opd.auto_slice_rows(None, 2) == 65536  # unknown length (bags, files)
     assert opd.auto_slice_rows(1000, 2) == 65536  # short: one round is all there is
-    assert opd.auto_slice_rows(16 * 3 * 100_000, 3) == 100_000  # 16 rounds a pass
-    assert opd.auto_slice_rows(16 * 3 * 100_000 + 1, 3) == 100_001  # rounded up
-    assert opd.auto_slice_rows(10**9, 2) == 262144  # capped
+    assert opd.auto_slice_rows(8 * 3 * 100_000, 3) == 100_000  # 8 rounds a pass
+    assert opd.auto_slice_rows(8 * 3 * 100_000 + 1, 3) == 100_001  # rounded up
+    assert opd.auto_slice_rows(10**9, 2) == 62_500_000  # no cap in rows
+    # ... but one in bytes: 256 MiB of 1 KiB rows is 262,144 of them; 10^9 such rows on
+    # 2 lanes take 1,908 rounds of 262,055 rows (even), not 1,907 of 262,144 and a short one
+    assert opd.auto_slice_rows(10**9, 2, row_bytes=1024) == 262_055
+    assert opd.auto_slice_rows(4_000_000, 2, row_bytes=100) == 250_000  # within: 8 rounds
+    # 20 M rows of 500 bytes, 5 GB a lane: 19 rounds of 526,316 rows (263 MB each)
+    assert opd.auto_slice_rows(20_000_000, 2, row_bytes=500) == 526_316
+    assert opd.auto_slice_rows(1000, 2, row_bytes=8192) == 32_768
+    assert opd.auto_slice_rows(1000, 2, row_bytes=2**30) == 1
 
 
-def test_auto_slices_give_16_rounds_a_pass_on_a_long_array():
-    # long enough for the rule to leave its floor: 16 rounds of 2 x 66,536 rows; rows
-    # of one entry keep the run short
-    n = 16 * 2 * 66536
+def test_auto_slices_give_8_rounds_a_pass_on_a_long_array():
+    # long enough for the rule to leave its floor: 8 rounds of 2 x 66,536 rows; rows of
+    # one entry keep the run short
+    n = 8 * 2 * 66536
     rng = np.random.default_rng(3)
     X = sp.csr_matrix((np.ones(n), rng.integers(0, 50, n), np.arange(n + 1)), shape=(n, 50))
     y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
@@ -889,7 +897,27 @@ def test_auto_slices_give_16_rounds_a_pass_on_a_long_array():
     auto = opd.fit(PGSClassifier(sigma=1e-3, batch_size=7), dX, y, classes=[-1, 1],
                    n_lanes=2, passes=2, callback=lambda info: rounds.append(info["rows"]))
     # 66,536 rounded up to whole mini-batches of 7: 66,542 a lane and round
-    assert len(rounds) == 32 and rounds[0] == 2 * 66542
+    assert len(rounds) == 16 and rounds[0] == 2 * 66542
     given = opd.fit(PGSClassifier(sigma=1e-3, batch_size=7), dX, y, classes=[-1, 1],
                     n_lanes=2, passes=2, slice_rows=66542)
+    np.testing.assert_array_equal(auto.coef_, given.coef_)
+
+
+@pytest.mark.parametrize("scheduler", ["threads", pytest.param("cluster", marks=pytest.mark.slow)])
+def test_auto_slices_hold_at_most_their_bytes(monkeypatch, scheduler, request):
+    # dense rows of 20 float64 features, a label and a weight: 176 bytes a row as the
+    # core takes them, so a 50,000-byte budget is 284 rows a slice (not the 65,536 floor)
+    monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 50_000)
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((2000, 20))
+    y = np.where(X[:, 0] + 0.3 * rng.standard_normal(2000) > 0, 1.0, -1.0)
+    dX = da.from_array(X, chunks=(500, 20))
+    client = request.getfixturevalue("cluster") if scheduler == "cluster" else None
+    rounds = []
+    auto = opd.fit(PGSClassifier(sigma=1e-3, batch_size=4), dX, y, n_lanes=2, client=client,
+                   callback=lambda info: rounds.append(info["rows"]))
+    assert rounds[:3] == [2 * 284] * 3  # 50,000 // 176 = 284, whole mini-batches of 4
+    assert sum(rounds) == 2000
+    given = opd.fit(PGSClassifier(sigma=1e-3, batch_size=4), dX, y, n_lanes=2,
+                    slice_rows=284)
     np.testing.assert_array_equal(auto.coef_, given.coef_)
