@@ -211,8 +211,9 @@ def run_dask(args, p, sigma, X, y, client=None, slice_rows=None, locality=False)
     start = time.perf_counter()
     opd.fit(est, X, y, classes=[-1.0, 1.0], passes=args.passes, n_lanes=args.lanes,
             slice_rows=slice_rows, client=client, locality=locality,
-            callback=lambda d: rounds.append(1))
-    return time.perf_counter() - start, est, len(rounds)
+            callback=lambda d: rounds.append(d["rows"]))
+    # the rounds, and a lane's rows in the first (what "auto" came to)
+    return time.perf_counter() - start, est, f"{len(rounds)} ({rounds[0] // args.lanes:,})"
 
 
 def _half_worker(conn, barrier, block_args, passes):
@@ -301,7 +302,7 @@ def speed(args, out):
     out("| p | sigma | single process (s) | ceiling: one / two independent processes, s (speedup) | "
         "threads: slice_rows: s (speedup) | "
         "LocalCluster: slice_rows: s (speedup) | accuracy single / threads (each slice) / "
-        "cluster (each slice) | single, blocks reordered | rounds threads / cluster |")
+        "cluster (each slice) | single, blocks reordered | rounds (a lane's rows in the first) threads / cluster |")
     out("|---|---|---|---|---|---|---|---|---|")
     foreign_max = 0.0
     try:
@@ -378,8 +379,10 @@ def speed(args, out):
         "moved by tens of percent from run to run here, hence a yardstick of its own "
         "rather than the single-process column.) "
         f"slice_rows: threads {[slice_label(n, args) for n in args.slice_rows]} "
-        "('auto' is the default of onlinepgs.dask: 16 rounds a pass, within 65,536 and "
-        "262,144 rows a lane), LocalCluster "
+        "('auto' is the default of onlinepgs.dask: 8 rounds a pass, at least 65,536 rows "
+        "a lane, at most 256 MiB of rows a slice, measured on the first block read; "
+        "auto=N shows the rows of 8 rounds, the rounds column the rounds and a lane's rows "
+        "in the first), LocalCluster "
         f"{[slice_label(n, args) for n in args.cluster_slice_rows]}, each with the "
         "partitions dealt round-robin (about half of each lane's blocks move to its "
         "worker) and with locality=True (each worker's lane trains the blocks it holds); "
