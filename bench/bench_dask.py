@@ -302,7 +302,8 @@ def speed(args, out):
     out("| p | sigma | single process (s) | ceiling: one / two independent processes, s (speedup) | "
         "threads: slice_rows: s (speedup) | "
         "LocalCluster: slice_rows: s (speedup) | accuracy single / threads (each slice) / "
-        "cluster (each slice) | single, blocks reordered | rounds (a lane's rows in the first) threads / cluster |")
+        "cluster (each slice) | single, blocks reordered | "
+        "rounds (a lane's rows in the first) threads / cluster |")
     out("|---|---|---|---|---|---|---|---|---|")
     foreign_max = 0.0
     try:

@@ -155,17 +155,20 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         the coordinates its slice touches (syncing its state, finding its changes) and
         the driver the same to merge them (on a cluster every lane's worker merges, after
         fetching the other lanes' changes), plus a scheduler round trip. "auto": where
-        the stream's length is known (a dask array), 16 rounds a pass, within 65,536 and
-        262,144 rows a lane (``clip(n_rows / (16 n_lanes), 65536, 262144)``,
-        `auto_slice_rows`); else (bags, files) 65,536. Measured (2 lanes, a text-like
-        stream over 262,144 features): the rounds add 160-220% to the CPU time of
-        single-process training with 4096-row slices, 65-80% with 16384, 40% with
-        65536; test accuracy on IMDB and on that stream (2 M rows) did not move
-        between 1024 and 65536 (within 0.003 of single-process), nor with 8 or 16 rounds
-        a pass on 4 M rows or 20 on 10 M rows (within 0.0010), while 4 rounds a pass
-        (262,144 on 2 M rows) lost up to 0.0032.
-        In wall time on 2 cores, over the recorded runs: 65,536 ran 0.93-1.31x
-        single-process on 2 M rows, 262,144 1.14-1.95x on 10 M rows (docs/benchmarks.md).
+        the stream's length is known (a dask array), 8 rounds a pass
+        (``n_rows / (8 n_lanes)``, at least 65,536 rows), with no slice over 256 MiB of
+        rows as the core takes them, measured on the first block read (more rounds
+        where 8 would exceed it); else (bags, files) 65,536 (`auto_slice_rows`). A lane
+        holds about two slices' blocks: the one it trains and the one read ahead.
+        Measured (2 lanes, a text-like stream over 262,144 features): the rounds add
+        160-220% to the CPU time of single-process training with 4096-row slices,
+        65-80% with 16384, 40% with 65536; test accuracy on IMDB and on that stream
+        (2 M rows) did not move between 1024 and 65536 (within 0.003 of
+        single-process), and 8 rounds a pass lost at most 0.0009 from 3 M rows on (2 M
+        rows: up to 0.0025 at 8 rounds, 0.0027 at 16). In wall time on 2 cores, on
+        10 M rows: 0.97-1.66x single-process on threads at the default (9 rounds of
+        555,556 rows), 1.01-1.95x at the previous default's 262,144 (20 rounds;
+        docs/benchmarks.md).
         On a cluster, use slices of 10^5 rows or more.
     shuffle : bool, default=False
         Permute the partitions before each pass (which also changes the lanes they go
