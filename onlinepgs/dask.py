@@ -267,8 +267,8 @@ def partial_fit(estimator, X, y=None, *, sample_weight=None, classes=None, passe
 
 # ---- the run ----------------------------------------------------------------------------
 # slice_rows="auto" (see fit): rounds a pass, the fewest rows a lane trains per round,
-# and the most bytes of rows a slice may hold (a lane holds two: the one it trains and the
-# one read ahead)
+# and the most bytes of rows a slice may hold (a lane holds about two: the one it trains
+# and the one read ahead)
 _ROUNDS_PER_PASS = 8
 _SLICE_ROWS = 65536
 _SLICE_BYTES_MAX = 256 * 2**20
@@ -517,7 +517,9 @@ class _Driver:
     def __init__(self, state, source, backend, n_lanes, slice_rows, rng, shuffle, callback,
                  classifier, groups=None, groups_workers=None, sizing=None):
         self.state = state
-        self.sizing = sizing  # (rows a pass, batch_size): slice_rows="auto", to bound
+        # slice_rows="auto" on a stream of known length: (rows a pass, batch_size) until
+        # the first block read bounds the slices' bytes (_size_slices)
+        self.sizing = sizing
         self.source = source
         self.backend = backend
         self.n_lanes = n_lanes
