@@ -308,13 +308,12 @@ def auto_slice_rows(n_rows, n_lanes, row_bytes=None):
     if n_rows is None:
         return _SLICE_ROWS
     n_rows, n_lanes = int(n_rows), int(n_lanes)
-    rounds = _ROUNDS_PER_PASS
+    rounds, most = _ROUNDS_PER_PASS, None
     if row_bytes is not None and row_bytes > 0:
         rounds = max(rounds, math.ceil(n_rows * row_bytes / (n_lanes * _SLICE_BYTES_MAX)))
+        most = max(1, int(_SLICE_BYTES_MAX // row_bytes))
     rows = max(-(-n_rows // (rounds * n_lanes)), _SLICE_ROWS)
-    if row_bytes is not None and row_bytes > 0:
-        rows = min(rows, max(1, int(_SLICE_BYTES_MAX // row_bytes)))
-    return int(rows)
+    return int(rows if most is None else min(rows, most))
 
 
 def _whole_batches(rows, batch_size):
@@ -574,7 +573,7 @@ class _Driver:
     def _size_slices(self, lanes):
         """slice_rows="auto": bound the slices' bytes by those of the first block read
         (rows a pass tell the rows a slice, not what they weigh: dense rows of 10,000
-        features weigh 200 times those of the text-like stream in docs/benchmarks.md)."""
+        features weigh about 180 times those of the text-like stream in docs/benchmarks.md)."""
         n_rows, batch_size = self.sizing
         self.sizing = None
         lane = next((lane for lane in lanes if lane.can_request()), None)
