@@ -200,13 +200,15 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         (``client.persist(X)``): one lane per worker holding partitions of X, each
         training the partitions held by its worker, so no block moves between workers
         (lanes are workers in address order; ``n_lanes``, if given, must be their
-        number). The model then depends on where the cluster put the partitions;
-        without it lanes take partitions round-robin and threads and a cluster give the
-        same model bit for bit, and about half of the blocks cross to their lane's
-        worker once a pass (read ahead, while the lanes train). Measured (LocalCluster
-        of 2 workers keeping freed memory, 2 M rows, docs/benchmarks.md): 0.59-1.04 s a
-        fit with locality, 0.57-0.97 s without (over loopback; a network makes the
-        moved blocks dearer).
+        number), except the fewest that even out the lanes' rows where the cluster put
+        the partitions unevenly (a pass lasts as long as its longest lane; those cross
+        to their lane's worker once a pass). The model then depends on where the
+        cluster put the partitions; without it lanes take partitions round-robin,
+        threads and a cluster give the same model bit for bit, and about half of the
+        blocks cross to their lane's worker once a pass (read ahead, while the lanes
+        train). Measured (LocalCluster of 2 workers keeping freed memory, 2 M rows,
+        docs/benchmarks.md): 0.59-1.04 s a fit with locality, 0.57-0.97 s without
+        (over loopback; a network makes the moved blocks dearer).
 
     Returns
     -------
@@ -410,7 +412,35 @@ def _groups_by_worker(source, backend):
                          f"(client.persist(X)); partition {missing[0]} of X is held by no "
                          f"worker")
     workers = sorted({min(h) for h in holders})
-    return workers, [[i for i, h in enumerate(holders) if min(h) == w] for w in workers]
+    groups = [[i for i, h in enumerate(holders) if min(h) == w] for w in workers]
+    return workers, _balanced(groups, np.diff(source.offsets), holders, workers)
+
+
+def _balanced(groups, rows, holders, workers):
+    """Lanes' partitions with their rows evened out: a pass lasts as long as its
+    longest lane, so while the longest has a partition smaller than its lead over the
+    shortest, the one nearest half that lead moves (one held by the shortest's worker
+    too first, as it needs no transfer, then the last). Each move shrinks the spread, so
+    it ends; a moved block crosses to its lane's worker once a pass. The scheduler puts
+    persisted partitions unevenly (52 and 48 of 100 on 2 workers, seen): that lane
+    trained one round more, alone."""
+    groups = [list(g) for g in groups]
+    loads = [int(sum(rows[i] for i in g)) for g in groups]
+    while len(groups) > 1:
+        heavy = max(range(len(groups)), key=lambda k: (loads[k], -k))
+        light = min(range(len(groups)), key=lambda k: (loads[k], k))
+        gap = loads[heavy] - loads[light]
+        movable = [i for i in groups[heavy] if 0 < rows[i] < gap]
+        if not movable:
+            break
+        part = min(movable, key=lambda i: (abs(2 * int(rows[i]) - gap),
+                                           workers[light] not in holders[i], -i))
+        groups[heavy].remove(part)
+        groups[light].append(part)
+        groups[light].sort()
+        loads[heavy] -= int(rows[part])
+        loads[light] += int(rows[part])
+    return groups
 
 
 def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffle,

@@ -732,8 +732,9 @@ def _placed_on_workers(client, blocks, where):
 @pytest.mark.slow
 def test_locality_gives_each_worker_its_own_blocks(cluster, monkeypatch):
     """locality=True: lane i trains the blocks worker i holds, so it is the round-robin
-    run of the blocks in the order that deals them so (checked bit for bit on threads).
-    X is persisted: its blocks are tasks on its partitions' futures, no graph computed."""
+    run of the blocks in the order that deals them so (checked bit for bit on threads);
+    where a worker holds more rows, its last block moves to the other lane. X is
+    persisted: its blocks are tasks on its partitions' futures, no graph computed."""
     X, y = make_data(m=300, n=20)
     blocks = [X[i * 50:(i + 1) * 50] for i in range(6)]
     kw = dict(p=1.8, sigma=1e-2, random_state=0)
@@ -742,7 +743,8 @@ def test_locality_gives_each_worker_its_own_blocks(cluster, monkeypatch):
     monkeypatch.setattr(cluster, "compute",
                         lambda *a, **k: computed.append(a) or compute(*a, **k))
     for where, order in (([0, 1, 0, 1, 0, 1], [0, 1, 2, 3, 4, 5]),
-                         ([0, 0, 0, 1, 1, 1], [0, 3, 1, 4, 2, 5])):
+                         ([0, 0, 0, 1, 1, 1], [0, 3, 1, 4, 2, 5]),
+                         ([0, 0, 0, 0, 1, 1], [0, 3, 1, 4, 2, 5])):
         got = opd.fit(PGSClassifier(**kw), _placed_on_workers(cluster, blocks, where), y,
                       client=cluster, locality=True, **args)
         ref = opd.fit(PGSClassifier(**kw), dask_rows(sp.vstack([blocks[i] for i in order],
@@ -758,6 +760,33 @@ def test_locality_gives_each_worker_its_own_blocks(cluster, monkeypatch):
     with pytest.raises(ValueError, match="partition 0 of X is held by no worker"):
         opd.fit(PGSClassifier(**kw), dask_rows(X, [50] * 6), y, client=cluster,
                 locality=True)
+
+
+def test_locality_evens_out_the_lanes_rows():
+    """_balanced moves the fewest partitions that even the lanes' rows, preferring one
+    the receiving worker holds too, and leaves even lanes alone."""
+    h = [{"a"}] * 6
+    assert opd._balanced([[0, 1, 2, 3], [4, 5]], [50] * 6, h, ["a", "b"]) == [[0, 1, 2],
+                                                                           [3, 4, 5]]
+    assert opd._balanced([[0, 1, 2], [3, 4, 5]], [50] * 6, h, ["a", "b"]) == [[0, 1, 2],
+                                                                           [3, 4, 5]]
+    both = [{"a"}, {"a", "b"}, {"a"}, {"a"}, {"b"}, {"b"}]
+    assert opd._balanced([[0, 1, 2, 3], [4, 5]], [50] * 6, both, ["a", "b"]) == [
+        [0, 2, 3], [1, 4, 5]]
+    # 52 and 48 blocks (the scheduler's placement once): one moves, 50 and 50
+    rows = [100_000] * 100
+    groups = opd._balanced([list(range(52)), list(range(52, 100))], rows,
+                           [{"a"}] * 100, ["a", "b"])
+    assert [len(g) for g in groups] == [50, 50] and groups[1][:2] == [50, 51]
+    # unequal blocks, 3 lanes: the longest lane's rows fall from 700 to 500 (the least
+    # there can be: one partition has 500), by 3 moves
+    rows = [500, 100, 100, 100, 100, 100, 100, 100]
+    groups = opd._balanced([[1, 2, 3, 4, 5, 6, 7], [0], []], rows, [{"a"}] * 8,
+                           ["a", "b", "c"])
+    assert sorted(sum(rows[i] for i in g) for g in groups) == [300, 400, 500]
+    assert sorted(i for g in groups for i in g) == list(range(8))
+    # a partition larger than the lead stays where it is
+    assert opd._balanced([[0], [1]], [500, 100], [{"a"}, {"b"}], ["a", "b"]) == [[0], [1]]
 
 
 def test_locality_needs_a_cluster():
