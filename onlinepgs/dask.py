@@ -200,9 +200,10 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         (``client.persist(X)``): one lane per worker holding partitions of X, each
         training the partitions held by its worker, so no block moves between workers
         (lanes are workers in address order; ``n_lanes``, if given, must be their
-        number), except the fewest that even out the lanes' rows where the cluster put
-        the partitions unevenly (a pass lasts as long as its longest lane; those cross
-        to their lane's worker once a pass). The model then depends on where the
+        number), except partitions moved from the longest lane to the shortest while
+        that shortens the longest, where the cluster put the partitions unevenly (a
+        pass lasts as long as its longest lane; those cross to their lane's worker once
+        a pass). The model then depends on where the
         cluster put the partitions; without it lanes take partitions round-robin,
         threads and a cluster give the same model bit for bit, and about half of the
         blocks cross to their lane's worker once a pass (read ahead, while the lanes
@@ -419,9 +420,10 @@ def _groups_by_worker(source, backend):
 def _balanced(groups, rows, holders, workers):
     """Lanes' partitions with their rows evened out: a pass lasts as long as its
     longest lane, so while the longest has a partition smaller than its lead over the
-    shortest, the one nearest half that lead moves (one held by the shortest's worker
-    too first, as it needs no transfer, then the last). Each move shrinks the spread, so
-    it ends; a moved block crosses to its lane's worker once a pass. The scheduler puts
+    shortest, the one nearest half that lead moves to the shortest (among equals, one
+    the shortest's worker also holds, as it needs no transfer, then the last). Each move
+    shrinks the spread, so it ends; a moved block crosses to its lane's worker once a
+    pass. The scheduler puts
     persisted partitions unevenly (52 and 48 of 100 on 2 workers, seen): that lane
     trained one round more, alone."""
     groups = [list(g) for g in groups]

@@ -763,8 +763,9 @@ def test_locality_gives_each_worker_its_own_blocks(cluster, monkeypatch):
 
 
 def test_locality_evens_out_the_lanes_rows():
-    """_balanced moves the fewest partitions that even the lanes' rows, preferring one
-    the receiving worker holds too, and leaves even lanes alone."""
+    """_balanced moves partitions from the longest lane to the shortest while that
+    shortens the longest, among equals one the receiving worker holds too, and leaves
+    even lanes alone."""
     h = [{"a"}] * 6
     assert opd._balanced([[0, 1, 2, 3], [4, 5]], [50] * 6, h, ["a", "b"]) == [[0, 1, 2],
                                                                            [3, 4, 5]]
