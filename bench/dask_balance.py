@@ -22,30 +22,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_dask as bd  # noqa: E402
 
 
-def placed_array(client, sizes, stream, where):
-    """bench_dask.cluster_array's blocks, block i generated and kept on worker where[i]."""
-    import dask
-    import dask.array as da
-    import scipy.sparse as sp
-    from distributed import wait
-
-    addrs = sorted(client.scheduler_info()["workers"])
-    meta = sp.csr_matrix((0, stream.dim))
-    xs, ys = [], []
-    for i, (n, w) in enumerate(zip(sizes, where)):
-        with dask.annotate(workers=[addrs[w]], allow_other_workers=False):
-            part = dask.delayed(bd.make_block, nout=2, pure=False)(
-                1000 + i, n, stream.dim, stream.nnz, stream.zipf)
-            xs.append(da.from_delayed(part[0], shape=(n, stream.dim), dtype=float,
-                                      meta=meta))
-            ys.append(da.from_delayed(part[1], shape=(n,), dtype=float))
-    X, y = client.persist([da.concatenate(xs), da.concatenate(ys)], optimize_graph=False)
-    wait([X, y])
-    held = client.who_has(X)
-    counts = [sum(1 for v in held.values() if min(v) == a) for a in addrs]
-    return X, y, counts
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=4_000_000)
@@ -68,7 +44,10 @@ def main():
         even = [i % 2 for i in range(n)]
         placements = {}
         for name, where in ((f"{args.share:.2f}", uneven), ("0.50", even)):
-            X, y, counts = placed_array(client, sizes, stream, where)
+            X, y = bd.cluster_array(client, sizes, stream, where)
+            held = client.who_has(X)
+            counts = [sum(1 for v in held.values() if min(v) == a)
+                      for a in sorted(client.scheduler_info()["workers"])]
             placements[name] = (X, y, counts)
 
         def fit(X, y):

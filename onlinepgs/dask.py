@@ -203,8 +203,8 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         number), except partitions moved from the longest lane to the shortest while
         that shortens the longest, where the cluster put the partitions unevenly (a
         pass lasts as long as its longest lane; those cross to their lane's worker once
-        a pass). The model then depends on where the
-        cluster put the partitions; without it lanes take partitions round-robin,
+        a pass). The model then depends on where the cluster put the partitions;
+        without it lanes take partitions round-robin,
         threads and a cluster give the same model bit for bit, and about half of the
         blocks cross to their lane's worker once a pass (read ahead, while the lanes
         train). Measured (LocalCluster of 2 workers keeping freed memory, 2 M rows,
@@ -423,9 +423,8 @@ def _balanced(groups, rows, holders, workers):
     shortest, the one nearest half that lead moves to the shortest (among equals, one
     the shortest's worker also holds, as it needs no transfer, then the last). Each move
     shrinks the spread, so it ends; a moved block crosses to its lane's worker once a
-    pass. The scheduler puts
-    persisted partitions unevenly (52 and 48 of 100 on 2 workers, seen): that lane
-    trained one round more, alone."""
+    pass. The scheduler puts persisted partitions unevenly (52 and 48 of 100 on 2
+    workers, seen): that lane trained one round more, alone."""
     groups = [list(g) for g in groups]
     loads = [int(sum(rows[i] for i in g)) for g in groups]
     while len(groups) > 1:
