@@ -260,3 +260,25 @@ def test_scale_refreshes_leave_headroom():
     assert np.asarray(state.lam_a).ravel()[1] == T
     assert state.n_rescales == expected == 7
     assert np.asarray(state.scale_a)[0] == M
+
+
+def test_state_block_starts_a_cache_line():
+    # 32-byte coordinates (p < 2, averaged) that start 16 or 48 bytes into a line split
+    # every other coordinate over two lines (17-50% slower, docs/benchmarks.md); malloc
+    # promises 16 bytes only, so each way a state comes to be is checked, at many sizes
+    import pickle
+
+    def offset(state):
+        assert state.block_a.flags.c_contiguous
+        return state.block_a.ctypes.data % 64
+
+    for n in range(100, 140):
+        st = PGSState(p=1.8, iterate="weighted2", n_features=n)
+        assert st.n_fields == 4
+        assert offset(st) == 0
+        st.ensure_dim(3 * n)
+        assert offset(st) == 0
+        assert offset(st.copy()) == offset(st.fork()) == 0
+        assert offset(PGSState.from_dict(st.to_dict())) == 0
+        assert offset(pickle.loads(pickle.dumps(st))) == 0
+        assert offset(PGSState(p=2.0, n_problems=3, n_features=n)) == 0
