@@ -66,6 +66,25 @@ def make_block(seed, rows, dim, nnz, zipf, data_seed=12345):
     return X, y
 
 
+def lane_stream(description, rows):
+    """For scripts that hand the core row ranges of one matrix: their options (--rows,
+    --p, --sigma, --repeats) parsed, and the stream's first rows (2**18 features) as
+    100,000-row blocks and as one CSR matrix with its labels."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--rows", type=int, default=rows)
+    parser.add_argument("--p", type=float, nargs="+", default=[2.0, 1.8])
+    parser.add_argument("--sigma", type=float, default=1e-5)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    blocks = [make_block(1000 + i, 100_000, 2**18, 60, 1.2)
+              for i in range(args.rows // 100_000)]
+    X = sp.vstack([b[0] for b in blocks], format="csr")
+    X.sort_indices()
+    return args, blocks, X, np.concatenate([b[1] for b in blocks])
+
+
 def generate(args):
     n_blocks = -(-args.rows // args.block_rows)
     sizes = [min(args.block_rows, args.rows - i * args.block_rows) for i in range(n_blocks)]

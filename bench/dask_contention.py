@@ -11,7 +11,6 @@ cores), not by waiting: no scheme of training can win that back.
 
     python bench/dask_contention.py --rows 2000000 --repeats 3
 """
-import argparse
 import os
 import sys
 import time
@@ -19,28 +18,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_dask import make_block  # noqa: E402
+from bench_dask import lane_stream  # noqa: E402
 from onlinepgs import PGSClassifier  # noqa: E402
 from onlinepgs._rounds import LaneSlot, run_lane  # noqa: E402
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--p", type=float, nargs="+", default=[2.0, 1.8])
-    parser.add_argument("--sigma", type=float, default=1e-5)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-
-    blocks = [make_block(1000 + i, 100_000, 2**18, 60, 1.2)
-              for i in range(args.rows // 100_000)]
-    X = sp.vstack([b[0] for b in blocks], format="csr")
-    y = np.concatenate([b[1] for b in blocks])
-    X.sort_indices()
+    args, _, X, y = lane_stream(__doc__.splitlines()[0], 2_000_000)
     n = X.shape[0]
     halves = [(0, n // 2), (n // 2, n)]
     pool = ThreadPoolExecutor(2)
