@@ -264,7 +264,7 @@ def test_scale_refreshes_leave_headroom():
 
 def test_state_block_starts_a_cache_line():
     # 32-byte coordinates (p < 2, averaged) that start 16 or 48 bytes into a line split
-    # every other coordinate over two lines (17-50% slower, docs/benchmarks.md); malloc
+    # every other coordinate over two lines (12-62% slower, docs/benchmarks.md); malloc
     # promises 16 bytes only, so each way a state comes to be is checked, at many sizes
     import pickle
 

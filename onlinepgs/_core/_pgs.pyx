@@ -120,8 +120,8 @@ def cache_aligned_zeros(shape):
 
     malloc aligns to 16 bytes only: a block of 32-byte coordinates (p < 2, averaged)
     that starts 16 or 48 bytes into a line splits every other coordinate over two lines,
-    and the state's random accesses then cost 17% more in one process and up to 50% more
-    with two lanes sharing the caches (docs/benchmarks.md).
+    and the state's random accesses then cost 12-20% more in one process, and a lane up
+    to 62% more than its partner on the other core (docs/benchmarks.md).
     """
     n = 1
     for d in shape:
@@ -197,8 +197,9 @@ cdef class PGSState:
     # Per (coordinate, problem), the fields this configuration needs sit side by side in
     # block (dim, K, S): lambda; phi (p < 2; for p = 2 it is lambda); the lazy average's
     # running sum (averaged iterates); its mark (p < 2 averaged). One coordinate's update
-    # then touches one cache line, not one per array. lam_a, phi_a, acc_a, mark_a are
-    # (dim, K) views into it (None where absent).
+    # then touches one cache line, not one per array (the block starts a line, see
+    # cache_aligned_zeros). lam_a, phi_a, acc_a, mark_a are (dim, K) views into it (None
+    # where absent).
     cdef public cnp.ndarray block_a, snap_a, snapv_a
     cdef public object lam_a, phi_a, acc_a, mark_a
     cdef readonly Py_ssize_t n_fields, off_phi, off_acc, off_mark
