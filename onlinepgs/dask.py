@@ -166,8 +166,9 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         (2 M rows) did not move between 1024 and 65536 (within 0.003 of
         single-process), and 8 rounds a pass lost at most 0.0009 from 3 M rows on (2 M
         rows: up to 0.0025 at 8 rounds, 0.0027 at 16). In wall time on 2 cores, on
-        10 M rows: 0.97-1.66x single-process on threads at the default (9 rounds of
-        555,556 rows), 1.01-1.95x at the previous default's 262,144 (20 rounds;
+        10 M rows: 1.34-1.90x single-process on threads at the default (9 rounds of
+        555,556 rows; three runs since the state's memory starts a cache line, 0.97-1.66x
+        in five before), 1.01-1.95x at the previous default's 262,144 (20 rounds;
         docs/benchmarks.md).
         On a cluster, use slices of 10^5 rows or more.
     shuffle : bool, default=False
