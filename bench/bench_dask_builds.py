@@ -10,7 +10,11 @@ prints the median of all but the first fit, for each configuration:
 
 * ``threads``: Dask's threads at ``--slice-rows`` (default 65536 and 262144);
 * ``cluster``, ``cluster locality``: a LocalCluster of 2 processes (blocks persisted where
-  the scheduler puts them) at 262,144-row slices, round-robin and ``locality=True``.
+  the scheduler puts them) at ``--cluster-slice-rows`` (default 262,144; "auto" is the
+  default of onlinepgs.dask), round-robin and ``locality=True``; ``--malloc``: workers
+  that keep freed memory (bench_dask.MALLOC_ENV);
+* ``--single``: also single-process ``partial_fit`` over the blocks, the baseline of
+  bench_dask.py's speedups (each build's ratios are then its own).
 
     python bench/bench_dask_builds.py /tmp/old . [--rounds 3] [--fits 6] [--no-cluster]
 """
@@ -41,23 +45,35 @@ def child(args):
     sizes, blocks, _ = bd.generate(stream)
     X, y = bd.dask_array(blocks, stream.dim)
     runs = {f"threads {n}": (X, y, None, n, False) for n in args.slice_rows}
+    if args.single:
+        runs = {"single": None, **runs}
     client = cluster = None
     if not args.no_cluster:
         from distributed import Client, LocalCluster
 
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                               dashboard_address=None, memory_limit=None)
-        client = Client(cluster)
+        if args.malloc:
+            cluster, client = bd.malloc_cluster()
+        else:
+            cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                   dashboard_address=None, memory_limit=None)
+            client = Client(cluster)
         cX, cy = bd.cluster_array(client, sizes, stream)
-        runs["cluster"] = (cX, cy, client, 262144, False)
-        runs["cluster locality"] = (cX, cy, client, 262144, True)
+        n = args.cluster_slice_rows
+        runs["cluster"] = (cX, cy, client, n, False)
+        runs["cluster locality"] = (cX, cy, client, n, True)
     times = {name: [] for name in runs}
     try:
         for _ in range(args.fits):
-            for name, (Xr, yr, cl, n, local) in runs.items():
+            for name, run in runs.items():
                 start = time.perf_counter()
-                opd.fit(bd.estimator(args.p, 1e-5), Xr, yr, classes=[-1.0, 1.0], n_lanes=2,
-                        slice_rows=n, client=cl, locality=local)
+                if run is None:
+                    est = bd.estimator(args.p, 1e-5)
+                    for Xb, yb in blocks:
+                        est.partial_fit(Xb, yb, classes=[-1.0, 1.0])
+                else:
+                    Xr, yr, cl, n, local = run
+                    opd.fit(bd.estimator(args.p, 1e-5), Xr, yr, classes=[-1.0, 1.0],
+                            n_lanes=2, slice_rows=n, client=cl, locality=local)
                 times[name].append(time.perf_counter() - start)
     finally:
         if client is not None:
@@ -73,8 +89,15 @@ def main():
     parser.add_argument("--fits", type=int, default=6)
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--p", type=float, default=2.0)
-    parser.add_argument("--slice-rows", type=int, nargs="+", default=[65536, 262144])
+    parser.add_argument("--slice-rows", nargs="+", default=[65536, 262144],
+                        type=lambda v: v if v == "auto" else int(v))
     parser.add_argument("--no-cluster", action="store_true")
+    parser.add_argument("--cluster-slice-rows", default=262144,
+                        type=lambda v: v if v == "auto" else int(v))
+    parser.add_argument("--malloc", action="store_true",
+                        help="cluster workers that keep freed memory")
+    parser.add_argument("--single", action="store_true",
+                        help="also time single-process partial_fit (the baseline)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

@@ -804,9 +804,18 @@ class _Driver:
         self.last = []
         for plan, blocks, lane in jobs:
             waits = self.waits.pop(lane, [])
+            inputs, plan.unread = [], []
+            for block, (_, end) in zip(blocks, plan.ranges):
+                if isinstance(block, _Unread):
+                    inputs.extend(block.inputs)
+                    plan.unread.append((block.recipe, end == block.n_rows))
+                    plan.spec = block.spec
+                else:
+                    inputs.append(block)
+                    plan.unread.append(None)
             future = self.backend.submit(
                 _replica_round, key, lane, self.rounds, start, plan, len(results),
-                len(waits), *results, *waits, *blocks, priority=_ROUND_PRIORITY,
+                len(waits), *results, *waits, *inputs, priority=_ROUND_PRIORITY,
                 worker=self.lane_workers[lane])
             self.last.append((lane, future))
         self.in_flight.append([f for _, f in self.last])
@@ -885,6 +894,7 @@ class _SlicePlan:
         self.n_lanes = 1  # lanes in the round (each lane counts its steps that often)
         self.slot = self.changed = self.round_no = None  # threads: the lane's kept state
         self.blocks = None  # set on the worker, for messages
+        self.unread = self.spec = None  # a cluster's blocks read by the round itself
 
     def where(self, row):
         """A row of the slice as "partition P, row R" (or a file position)."""
@@ -951,8 +961,9 @@ def _replica_round(key, lane, rounds, start, plan, n_results, n_waits, *args):
     results into its copy of the global state, then train its slice from it."""
     replica = _replica(key, lane, rounds, start)
     replica.advance(rounds, args[:n_results])
+    blocks = _round_blocks(key, plan, args[n_results + n_waits:])
     plan.slot, plan.changed, plan.round_no = replica.slot, replica.changed, rounds
-    return _train_slice(replica.state, plan, *args[n_results + n_waits:])
+    return _train_slice(replica.state, plan, *blocks)
 
 
 def _replica_state(key, lane, rounds, *results):
@@ -964,8 +975,9 @@ def _replica_state(key, lane, rounds, *results):
 
 def _drop_replicas(token):
     with _REPLICAS_LOCK:
-        for key in [k for k in _REPLICAS if k[0] == token]:
-            del _REPLICAS[key]
+        for kept in (_REPLICAS, _OPEN_BLOCKS):
+            for key in [k for k in kept if k[0] == token]:
+                del kept[key]
 
 
 def _train_slice(base, plan, *blocks):
@@ -1176,12 +1188,13 @@ class _ArraySource:
         self.spec = None
 
     def _persisted_parts(self, backend):
-        """Per input (X, y, sample_weight), what each partition's block task takes when
-        X and every dask array among them is persisted on a cluster: their partitions'
-        futures (NumPy inputs: their slices); else None. A task on futures costs the
-        driver's process (and a LocalCluster's scheduler in it) less than a graph to
-        compute: median 0.185 against 0.27 CPU s a 4 M-row fit, which took 0.78 against
-        0.84 s (bench/dask_cpu.py)."""
+        """Per input (X, y, sample_weight), what reading each partition's block takes
+        when X and every dask array among them is persisted on a cluster: their
+        partitions' futures (NumPy inputs: their slices); else None. The lanes' round
+        tasks read such blocks themselves (`_Unread`); a graph to compute costs the
+        driver's process (and a LocalCluster's scheduler in it) more: median 0.27 CPU s a
+        4 M-row fit against 0.185 for a task of its own on the futures (bench/dask_cpu.py),
+        which the rounds' reading has since spared too."""
         parts = []
         for v, sliced in ((self.X, None), (self.y, self._y_parts), (self.sw, self._w_parts)):
             if v is None or not isinstance(v, da.Array):
@@ -1235,8 +1248,8 @@ class _ArraySource:
     def first_block(self, backend, part):
         if self._persisted is not None:
             x, y, w = (None if p is None else p[part] for p in self._persisted)
-            return backend.submit(_array_block, self.spec, x, y, w, part,
-                                  int(self.offsets[part]), self.known_meta(part))
+            return _Unread(self.spec, x, y, w, part, int(self.offsets[part]),
+                           self.known_meta(part))
         w = None if self._w_parts is None else self._w_parts[part]
         return backend.start(dask.delayed(_array_block, pure=False)(
             self.spec, self._x_parts[part], self._y_parts[part], w, part,
@@ -1263,6 +1276,62 @@ def _array_block(spec, X, y, sw, part, first_row, declared):
         raise ValueError(f"partition {part} of X (from row {first_row}) has "
                          f"{block.width} columns, but the dask array says {width}")
     return block
+
+
+class _Unread:
+    """A block of a persisted dask array on a cluster, not read yet: its partition's
+    futures (and what `_array_block` needs with them). A lane's round task reads it on
+    the lane's worker, where the partition is (`_round_blocks`), instead of a task of its
+    own: on a LocalCluster each task cost its worker 1-2 ms of dispatch on top of the
+    read, and a 10 M-row fit made 100 of them between the rounds (bench/dask_timeline.py)."""
+
+    __slots__ = ("spec", "inputs", "recipe")
+
+    def __init__(self, spec, x, y, w, part, first_row, declared):
+        self.spec, self.inputs = spec, (x, y, w)
+        self.recipe = (part, first_row, declared)
+
+    @property
+    def n_rows(self):
+        return self.recipe[2][0]
+
+    @property
+    def key(self):  # the backend's cache of metas
+        return ("onlinepgs-unread", id(self))
+
+
+def _unread_meta(spec, x, y, w, recipe):
+    """Task: an unread block's meta (`_block_meta`), reading it."""
+    return _block_meta(_array_block(spec, x, y, w, *recipe))
+
+
+# blocks read by a lane's round on a cluster that its next round continues:
+# (fit token, pass, partition) -> _Block, in each worker's process
+_OPEN_BLOCKS = {}
+
+
+def _round_blocks(key, plan, args):
+    """A round's blocks on a cluster: futures' values as they are, and unread blocks
+    (plan.unread: recipe and whether the round ends it, or None) read here, or taken from
+    the previous round of the lane that began them."""
+    blocks, args = [], list(args)
+    for entry in plan.unread:
+        if entry is None:
+            blocks.append(args.pop(0))
+            continue
+        recipe, ends = entry
+        x, y, w = args[:3]
+        del args[:3]
+        name = (*key, recipe[0])
+        with _REPLICAS_LOCK:
+            block = _OPEN_BLOCKS.pop(name, None)
+        if block is None:
+            block = _array_block(plan.spec, x, y, w, *recipe)
+        if not ends:
+            with _REPLICAS_LOCK:
+                _OPEN_BLOCKS[name] = block
+        blocks.append(block)
+    return blocks
 
 
 class _BagSource:
@@ -1857,8 +1926,10 @@ class _DistributedBackend:
     def metas(self, futures):
         todo = [f for f in futures if f.key not in self.meta_cache]
         if todo:
-            found = self.client.gather([self.client.submit(_block_meta, f, pure=False)
-                                        for f in todo])
+            found = self.client.gather([
+                self.client.submit(_unread_meta, f.spec, *f.inputs, f.recipe, pure=False)
+                if isinstance(f, _Unread) else
+                self.client.submit(_block_meta, f, pure=False) for f in todo])
             for f, m in zip(todo, found):
                 self.meta_cache[f.key] = m
         return [self.meta_cache[f.key] for f in futures]
@@ -1871,7 +1942,8 @@ class _DistributedBackend:
 
     def release(self, future):
         self.meta_cache.pop(future.key, None)
-        future.release()
+        if not isinstance(future, _Unread):  # an unread block's futures are the user's
+            future.release()
 
     def run_everywhere(self, func, *args):
         self.client.run(func, *args)

@@ -762,6 +762,91 @@ def test_locality_gives_each_worker_its_own_blocks(cluster, monkeypatch):
                 locality=True)
 
 
+@pytest.mark.slow
+def test_a_persisted_array_is_read_by_the_rounds_once_a_block(cluster, monkeypatch):
+    """A persisted array's blocks are read by the lanes' round tasks on their workers,
+    no task of their own; a block whose rows two rounds share is read once and kept for
+    the second (slices of 40 rows over blocks of 50), and nothing is kept after the fit.
+    The model is threads' bit for bit; a bad row is reported where it is; slices bounded
+    by bytes learn a row's bytes from an unread block."""
+    from distributed import get_task_stream
+
+    # run on the workers (functions of the test, so that they travel by value)
+    def kept_blocks():
+        import onlinepgs.dask as worker_opd
+
+        return len(worker_opd._OPEN_BLOCKS)
+
+    def install():
+        import onlinepgs.dask as worker_opd
+
+        worker_opd._count_log = []
+        read = worker_opd._array_block
+
+        def counted(*args):
+            worker_opd._count_log.append(args[4])  # the partition
+            return read(*args)
+
+        worker_opd._array_block_uncounted = read
+        worker_opd._array_block = counted
+
+    def uninstall():
+        import onlinepgs.dask as worker_opd
+
+        worker_opd._array_block = worker_opd._array_block_uncounted
+        return worker_opd._count_log, kept_blocks()
+
+    X, y = make_data(m=300, n=20)
+    blocks = [X[i * 50:(i + 1) * 50] for i in range(6)]
+    kw = dict(p=1.8, sigma=1e-2, random_state=0)
+    args = dict(slice_rows=40, passes=2, n_lanes=2)
+    placed = _placed_on_workers(cluster, blocks, [0, 1] * 3)
+    cluster.run(install)
+    try:
+        with get_task_stream(cluster) as stream:
+            got = opd.fit(PGSClassifier(**kw), placed, y, client=cluster, locality=True,
+                          **args)
+    finally:
+        reads = cluster.run(uninstall)
+    ref = opd.fit(PGSClassifier(**kw), dask_rows(X, [50] * 6), y, **args)
+    np.testing.assert_array_equal(got.coef_, ref.coef_)
+    names = {str(task["key"]).split("-")[0].strip("('\"") for task in stream.data}
+    assert names == {"_replica_round", "_replica_state"}
+    # each block once a pass, on the worker holding it; none kept after
+    assert sorted(p for log, _ in reads.values() for p in log) == sorted(list(range(6)) * 2)
+    for worker, (log, kept) in reads.items():
+        assert kept == 0
+        assert len(set(log)) == 3
+
+    # a NaN in a block read by a round: said where
+    bad = X.copy().tolil()
+    bad[163, 4] = np.nan
+    bad = bad.tocsr()
+    placed = _placed_on_workers(cluster, [bad[i * 50:(i + 1) * 50] for i in range(6)],
+                                [0, 1] * 3)
+    est = PGSClassifier(**kw)
+    with pytest.raises(ValueError, match=r"NaN or infinity at partition 3, row 13 "
+                                         r"\(row 163 of X\)"):
+        opd.fit(est, placed, y, client=cluster, locality=True, **args)
+    assert not hasattr(est, "coef_")
+    assert set(cluster.run(kept_blocks).values()) == {0}
+
+    # slice_rows="auto" bounds a slice's bytes by an unread block's: dense rows of 20
+    # features, a label and a weight are 176 bytes, 284 rows in 50,000
+    monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 50_000)
+    rng = np.random.default_rng(5)
+    Xd = rng.standard_normal((2000, 20))
+    yd = np.where(Xd[:, 0] + 0.3 * rng.standard_normal(2000) > 0, 1.0, -1.0)
+    dX = cluster.persist(da.from_array(Xd, chunks=(500, 20)))
+    rounds = []
+    auto = opd.fit(PGSClassifier(sigma=1e-3, batch_size=4), dX, yd, n_lanes=2,
+                   client=cluster, callback=lambda info: rounds.append(info["rows"]))
+    assert rounds[:3] == [2 * 284] * 3
+    given = opd.fit(PGSClassifier(sigma=1e-3, batch_size=4), da.from_array(Xd, chunks=500),
+                    yd, n_lanes=2, slice_rows=284)
+    np.testing.assert_array_equal(auto.coef_, given.coef_)
+
+
 def test_locality_evens_out_the_lanes_rows():
     """_balanced moves partitions from the longest lane to the shortest while that
     shortens the longest, among equals one the receiving worker holds too, and leaves
