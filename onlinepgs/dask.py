@@ -167,9 +167,9 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         single-process), and 8 rounds a pass lost at most 0.0009 from 3 M rows on (2 M
         rows: up to 0.0025 at 8 rounds, 0.0027 at 16). In wall time on 2 cores, on
         10 M rows: 1.34-1.90x single-process on threads at the default (9 rounds of
-        555,556 rows; three runs since the state's memory starts a cache line, 0.97-1.66x
-        in five before), 1.01-1.95x at the previous default's 262,144 (20 rounds;
-        docs/benchmarks.md).
+        555,556 rows; five runs since the state's memory starts a cache line, 0.97-1.66x
+        in five before), 1.01-1.95x at the previous default's 262,144 (20 rounds); a
+        LocalCluster of 2 processes 1.18-1.76x at the default (docs/benchmarks.md).
         On a cluster, use slices of 10^5 rows or more.
     shuffle : bool, default=False
         Permute the partitions before each pass (which also changes the lanes they go
