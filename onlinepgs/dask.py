@@ -1285,19 +1285,17 @@ class _Unread:
     own: on a LocalCluster each task cost its worker 1-2 ms of dispatch on top of the
     read, and a 10 M-row fit made 100 of them between the rounds (bench/dask_timeline.py)."""
 
-    __slots__ = ("spec", "inputs", "recipe")
+    __slots__ = ("spec", "inputs", "recipe", "key")
+    _numbers = itertools.count()
 
     def __init__(self, spec, x, y, w, part, first_row, declared):
         self.spec, self.inputs = spec, (x, y, w)
         self.recipe = (part, first_row, declared)
+        self.key = ("onlinepgs-unread", next(self._numbers))  # the backend's meta cache
 
     @property
     def n_rows(self):
         return self.recipe[2][0]
-
-    @property
-    def key(self):  # the backend's cache of metas
-        return ("onlinepgs-unread", id(self))
 
 
 def _unread_meta(spec, x, y, w, recipe):
