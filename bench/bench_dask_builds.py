@@ -28,11 +28,12 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import bench_dask as bd  # noqa: E402
 
 
 def child(args):
-    sys.path.insert(0, str(HERE))
-    import bench_dask as bd
     import onlinepgs
     import onlinepgs.dask as opd
 
@@ -90,10 +91,9 @@ def main():
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--p", type=float, default=2.0)
     parser.add_argument("--slice-rows", nargs="+", default=[65536, 262144],
-                        type=lambda v: v if v == "auto" else int(v))
+                        type=bd._slice_rows)
     parser.add_argument("--no-cluster", action="store_true")
-    parser.add_argument("--cluster-slice-rows", default=262144,
-                        type=lambda v: v if v == "auto" else int(v))
+    parser.add_argument("--cluster-slice-rows", default=262144, type=bd._slice_rows)
     parser.add_argument("--malloc", action="store_true",
                         help="cluster workers that keep freed memory")
     parser.add_argument("--single", action="store_true",

@@ -1312,14 +1312,13 @@ def _round_blocks(key, plan, args):
     """A round's blocks on a cluster: futures' values as they are, and unread blocks
     (plan.unread: recipe and whether the round ends it, or None) read here, or taken from
     the previous round of the lane that began them."""
-    blocks, args = [], list(args)
+    blocks, args = [], iter(args)
     for entry in plan.unread:
         if entry is None:
-            blocks.append(args.pop(0))
+            blocks.append(next(args))
             continue
         recipe, ends = entry
-        x, y, w = args[:3]
-        del args[:3]
+        x, y, w = next(args), next(args), next(args)
         name = (*key, recipe[0])
         with _REPLICAS_LOCK:
             block = _OPEN_BLOCKS.pop(name, None)
