@@ -451,8 +451,13 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
         raise ValueError("the data has no partitions: there is nothing to fit")
     n_lanes = min(lanes_wanted, source.n_partitions)
     k = int(est.batch_size)
-    # a known length: the driver bounds the slices' bytes once it has read a block
-    sizing = (source.n_rows, k) if slice_rows == "auto" and source.n_rows is not None else None
+    # "auto" on a known length: the rounds of a pass grow (_Driver._grown), and the
+    # driver bounds the slices' bytes once it has read a block, unless the lanes train
+    # the rows where they lie: a persisted array's blocks on a cluster, read by the round
+    # itself (nothing read ahead), in order and in steps of one row (no copy of a slice)
+    growing = slice_rows == "auto" and source.n_rows is not None
+    in_place = source.persisted and not shuffle and k == 1
+    sizing = (source.n_rows, k) if growing and not in_place else None
     if slice_rows == "auto":
         slice_rows = auto_slice_rows(source.n_rows, n_lanes)
     slice_rows = _whole_batches(slice_rows, k)
@@ -493,7 +498,7 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
         state.ensure_dim(n_features_in)
     driver = _Driver(state, source, backend, n_lanes, slice_rows, rng, shuffle, callback,
                      classifier=est._classifier, groups=groups, groups_workers=workers,
-                     sizing=sizing)
+                     sizing=sizing, grow=growing)
     try:
         for pass_index in range(passes):
             driver.run_pass(pass_index)
@@ -546,11 +551,15 @@ class _Driver:
     """Runs the rounds: reads ahead, plans slices, trains the lanes, merges."""
 
     def __init__(self, state, source, backend, n_lanes, slice_rows, rng, shuffle, callback,
-                 classifier, groups=None, groups_workers=None, sizing=None):
+                 classifier, groups=None, groups_workers=None, sizing=None, grow=False):
         self.state = state
         # slice_rows="auto" on a stream of known length: (rows a pass, batch_size) until
         # the first block read bounds the slices' bytes (_size_slices)
         self.sizing = sizing
+        # ... and the rounds of a pass grow from the first's slice (_grown), up to the
+        # most rows within the bytes' bound (None: no bound)
+        self.grow = grow
+        self.first_slice = self.most_rows = None
         self.source = source
         self.backend = backend
         self.n_lanes = n_lanes
@@ -614,8 +623,21 @@ class _Driver:
         self._request(lane)
         rows, _, _, nbytes = self.backend.metas([lane.open[0]])[0]
         if rows:
-            rows = auto_slice_rows(n_rows, self.n_lanes, row_bytes=nbytes / rows)
+            row_bytes = nbytes / rows
+            rows = auto_slice_rows(n_rows, self.n_lanes, row_bytes=row_bytes)
             self.slice_rows = min(self.slice_rows, _whole_batches(rows, batch_size))
+            self.most_rows = max(self.slice_rows, _whole_batches(
+                max(1, int(_SLICE_BYTES_MAX // row_bytes)), batch_size))
+
+    def _grown(self, done):
+        """slice_rows="auto": a round's slice once the pass's rounds have trained `done`
+        rows: the first round's, or as many as a lane trained before it if that is more
+        (so the pass's rows at most double each round), within the bytes' bound."""
+        if self.first_slice is None:
+            self.first_slice = self.slice_rows
+        rows = max(self.first_slice,
+                   _whole_batches(done // self.n_lanes, int(self.state.batch_size)))
+        return rows if self.most_rows is None else min(rows, self.most_rows)
 
     def _learn_meta(self, lanes):
         """Fill in the rows and continuation of requested blocks (waits for them)."""
@@ -703,7 +725,10 @@ class _Driver:
         self.pass_index, self.last, self.waits = pass_index, None, {}
         if self.sizing is not None:
             self._size_slices(lanes)
+        done = 0  # rows the pass's rounds trained
         while True:
+            if self.grow:
+                self.slice_rows = self._grown(done)
             self._fill(lanes)
             jobs = []
             for index, lane in enumerate(lanes):
@@ -721,6 +746,7 @@ class _Driver:
             for plan, _, _ in jobs:
                 plan.n_lanes = len(jobs)
             rows = sum(b - a for plan, _, _ in jobs for a, b in plan.ranges)
+            done += rows
             handles = self._submit_round(jobs)
             for lane in lanes:
                 self._drop_used(lane)
@@ -1187,6 +1213,11 @@ class _ArraySource:
         self._persisted = self._persisted_parts(backend)
         self.spec = None
 
+    @property
+    def persisted(self):
+        """Whether the round tasks read the blocks on a cluster (`_Unread`)."""
+        return self._persisted is not None
+
     def _persisted_parts(self, backend):
         """Per input (X, y, sample_weight), what reading each partition's block takes
         when X and every dask array among them is persisted on a cluster: their
@@ -1335,6 +1366,7 @@ class _BagSource:
     """Partition i is partition i of a bag of svmlight lines, parsed in one go."""
 
     one_block_per_partition = True
+    persisted = False  # read by tasks of their own (see _ArraySource.persisted)
 
     def __init__(self, bag, est, n_features, zero_based, backend):
         self.parts = bag.to_delayed()
@@ -1445,6 +1477,7 @@ class _FileSource:
     read `block_rows` lines at a time (one task per block, chained by its position)."""
 
     one_block_per_partition = False  # a file's partition is read block by block
+    persisted = False  # read by tasks of their own (see _ArraySource.persisted)
 
     def __init__(self, paths, est, n_features, zero_based, blocksize, block_rows, n_lanes,
                  backend):

@@ -831,20 +831,28 @@ def test_a_persisted_array_is_read_by_the_rounds_once_a_block(cluster, monkeypat
     assert not hasattr(est, "coef_")
     assert set(cluster.run(kept_blocks).values()) == {0}
 
-    # slice_rows="auto" bounds a slice's bytes by an unread block's: dense rows of 20
-    # features, a label and a weight are 176 bytes, 284 rows in 50,000
+    # slice_rows="auto" leaves the slices of rows trained where they lie unbounded in
+    # bytes (in order, one-row steps): the 2,000 rows are one round, where the 50,000
+    # bytes bound 176-byte rows (20 dense features, a label, a weight) to 284 a slice
     monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 50_000)
     rng = np.random.default_rng(5)
     Xd = rng.standard_normal((2000, 20))
     yd = np.where(Xd[:, 0] + 0.3 * rng.standard_normal(2000) > 0, 1.0, -1.0)
     dX = cluster.persist(da.from_array(Xd, chunks=(500, 20)))
     rounds = []
-    auto = opd.fit(PGSClassifier(sigma=1e-3, batch_size=4), dX, yd, n_lanes=2,
-                   client=cluster, callback=lambda info: rounds.append(info["rows"]))
-    assert rounds[:3] == [2 * 284] * 3
-    given = opd.fit(PGSClassifier(sigma=1e-3, batch_size=4), da.from_array(Xd, chunks=500),
-                    yd, n_lanes=2, slice_rows=284)
+    auto = opd.fit(PGSClassifier(sigma=1e-3), dX, yd, n_lanes=2, client=cluster,
+                   callback=lambda info: rounds.append(info["rows"]))
+    assert rounds == [2000]
+    given = opd.fit(PGSClassifier(sigma=1e-3), da.from_array(Xd, chunks=500), yd,
+                    n_lanes=2, slice_rows=1000)
     np.testing.assert_array_equal(auto.coef_, given.coef_)
+    # ... but not those it copies: shuffled (or in mini-batches, which may straddle blocks)
+    for kw in (dict(shuffle=True, random_state=0), dict(batch_size=4)):
+        rounds.clear()
+        opd.fit(PGSClassifier(sigma=1e-3, batch_size=kw.get("batch_size", 1)), dX, yd,
+                n_lanes=2, client=cluster, shuffle=kw.get("shuffle", False),
+                callback=lambda info: rounds.append(info["rows"]))
+        assert rounds[:3] == [2 * 284] * 3, kw
 
 
 def test_locality_evens_out_the_lanes_rows():
@@ -1000,22 +1008,36 @@ def test_auto_slice_rows_rule():
     assert opd.auto_slice_rows(1000, 2, row_bytes=2**30) == 1
 
 
-def test_auto_slices_give_8_rounds_a_pass_on_a_long_array():
-    # long enough for the rule to leave its floor: 8 rounds of 2 x 66,536 rows; rows of
-    # one entry keep the run short
+def test_auto_rounds_grow_through_each_pass():
+    # long enough for the rule to leave its floor: a first slice of 66,536 rows a lane
+    # (8 rounds' worth), rounded up to whole mini-batches of 7: 66,542; then each round
+    # a lane trains as many rows as it trained before it in the pass: 4 rounds, not 8.
+    # Rows of one entry keep the run short.
     n = 8 * 2 * 66536
+    sizes = [n // 8] * 8
     rng = np.random.default_rng(3)
     X = sp.csr_matrix((np.ones(n), rng.integers(0, 50, n), np.arange(n + 1)), shape=(n, 50))
     y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
-    dX = dask_rows(X, [n // 8] * 8)
     rounds = []
-    auto = opd.fit(PGSClassifier(sigma=1e-3, batch_size=7), dX, y, classes=[-1, 1],
-                   n_lanes=2, passes=2, callback=lambda info: rounds.append(info["rows"]))
-    # 66,536 rounded up to whole mini-batches of 7: 66,542 a lane and round
-    assert len(rounds) == 16 and rounds[0] == 2 * 66542
-    given = opd.fit(PGSClassifier(sigma=1e-3, batch_size=7), dX, y, classes=[-1, 1],
-                    n_lanes=2, passes=2, slice_rows=66542)
-    np.testing.assert_array_equal(auto.coef_, given.coef_)
+    auto = opd.fit(PGSClassifier(sigma=1e-3, batch_size=7), dask_rows(X, sizes), y,
+                   classes=[-1, 1], n_lanes=2, passes=2,
+                   callback=lambda info: rounds.append(info["rows"]))
+    per_lane = [66542, 66542, 133084, 266120]  # the last: what is left of n / 2
+    assert rounds == [2 * r for r in per_lane] * 2
+    # the yardstick: one call of partial_fit per round, over the round's rows of each lane
+    # as a partition of their own, with a slice that holds them
+    lanes = lane_rows(sizes, 2)
+    chained = PGSClassifier(sigma=1e-3, batch_size=7)
+    for _ in range(2):
+        start = 0
+        for r in per_lane:
+            rows = np.concatenate([lane[start:start + r] for lane in lanes])
+            chained = opd.partial_fit(chained, dask_rows(X[rows], [r, r]), y[rows],
+                                      classes=[-1, 1], n_lanes=2, slice_rows=r)
+            start += r
+    np.testing.assert_array_equal(auto.coef_, chained.coef_)
+    np.testing.assert_array_equal(auto.intercept_, chained.intercept_)
+    assert auto.t_ == chained.t_
 
 
 @pytest.mark.parametrize("scheduler", ["threads", pytest.param("cluster", marks=pytest.mark.slow)])
