@@ -45,7 +45,14 @@ What it computes, exactly (tested against a NumPy transcription):
 * with longer slices, a lane's step is taken at its own iterate, which misses the other
   lanes' steps of the round (at most ``(n_lanes - 1) * slice_rows / batch_size``) and
   stands in its own for them: PGS with delayed, extrapolated gradients. See the README
-  for what the guarantees become.
+  for what the guarantees become;
+* with ``slice_rows="auto"`` on a stream of known length, a pass's rounds grow: its first
+  slice is ``n_rows / (8 n_lanes)`` rows a lane, and each later one as many as the lane
+  trained in the pass before it (4 rounds a pass where 8 such slices would make 8).
+  From the third round on, a step misses fewer of the other lanes' steps than the pass
+  had taken before its round, so the delay stays within a fixed share of t while the
+  steps 1/(sigma t) shrink; the first rounds, where the iterate moves most, are as short
+  as 8 rounds a pass would make them.
 
 The averaged iterates average every iterate the lanes computed, each weighted by its
 local step count (1, t or t^2) and each round's weights scaled to those of the global
@@ -155,11 +162,15 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         the coordinates its slice touches (syncing its state, finding its changes) and
         the driver the same to merge them (on a cluster every lane's worker merges, after
         fetching the other lanes' changes), plus a scheduler round trip. "auto": where
-        the stream's length is known (a dask array), 8 rounds a pass
-        (``n_rows / (8 n_lanes)``, at least 65,536 rows), with no slice over 256 MiB of
-        rows as the core takes them, measured on the first block read (more rounds
-        where 8 would exceed it); else (bags, files) 65,536 (`auto_slice_rows`). A lane
-        holds about two slices' blocks: the one it trains and the one read ahead.
+        the stream's length is known (a dask array), a pass's first round gives each
+        lane ``n_rows / (8 n_lanes)`` rows (at least 65,536; `auto_slice_rows`) and
+        every later round as many as the lane trained in the pass before it: 4 rounds a
+        pass, the first two as short as 8 rounds' (the method, above). No slice holds
+        over 256 MiB of rows as the core takes them, measured on the first block read
+        (more rounds where that binds; a lane holds about two slices' blocks, the one it
+        trains and the one read ahead), except where the lanes train a persisted
+        array's rows where they lie on a cluster (in order, ``batch_size=1``), which
+        holds no rows of its own. Else (bags, files) 65,536.
         Measured (2 lanes, a text-like stream over 262,144 features): the rounds add
         160-220% to the CPU time of single-process training with 4096-row slices,
         65-80% with 16384, 40% with 65536; test accuracy on IMDB and on that stream
@@ -279,7 +290,8 @@ _SLICE_BYTES_MAX = 256 * 2**20
 
 
 def auto_slice_rows(n_rows, n_lanes, row_bytes=None):
-    """The rows a lane trains per round with ``slice_rows="auto"``.
+    """The rows a lane trains in a pass's first round with ``slice_rows="auto"``; later
+    rounds train as many as the lane trained in the pass before them (see `fit`).
 
     Parameters
     ----------
@@ -298,8 +310,10 @@ def auto_slice_rows(n_rows, n_lanes, row_bytes=None):
         slices would hold over 256 MiB of rows each (the rounds then as few as keep
         them within it, all of a size); at least 65536 rows, unless 65536 of them hold
         over 256 MiB (then as many as it holds, at least one); 65536 for an unknown
-        length. Few rounds a pass move the model away from sequential PGS; many small
-        ones cost more than they train (see `fit`).
+        length. Long slices move the model away from sequential PGS; many small ones
+        cost more than they train (see `fit`). The 256 MiB apply where a lane holds
+        the slice's rows (see `fit`); the slices of the later rounds keep within them
+        too.
 
     Examples
     --------
