@@ -169,19 +169,19 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         over 256 MiB of rows as the core takes them, measured on the first block read
         (more rounds where that binds; a lane holds about two slices' blocks, the one it
         trains and the one read ahead), except where the lanes train a persisted
-        array's rows where they lie on a cluster (in order, ``batch_size=1``), which
-        holds no rows of its own. Else (bags, files) 65,536.
+        array's rows where they lie (``locality=True``, in order, ``batch_size=1``),
+        which holds no rows of its own. Else (bags, files) 65,536.
         Measured (2 lanes, a text-like stream over 262,144 features): the rounds add
         160-220% to the CPU time of single-process training with 4096-row slices,
         65-80% with 16384, 40% with 65536; test accuracy on IMDB and on that stream
         (2 M rows) did not move between 1024 and 65536 (within 0.003 of
         single-process), and 8 rounds a pass lost at most 0.0009 from 3 M rows on (2 M
-        rows: up to 0.0025 at 8 rounds, 0.0027 at 16). In wall time on 2 cores, on
-        10 M rows: 1.34-1.90x single-process on threads at the default (9 rounds of
-        555,556 rows; five runs since the state's memory starts a cache line, 0.97-1.66x
-        in five before), 1.01-1.95x at the previous default's 262,144 (20 rounds); a
-        LocalCluster of 2 processes 1.18-1.76x at the default (docs/benchmarks.md).
-        On a cluster, use slices of 10^5 rows or more.
+        rows: up to 0.0025 at 8 rounds, 0.0027 at 16; 0.0030 at the default's growing
+        rounds). In wall time on 2 cores, on 10 M rows: a LocalCluster of 2 processes,
+        X persisted, ``locality=True``, 1.30-1.75x single-process at the default (4
+        growing rounds) against 1.19-1.67x at 9 uniform ones in three of those runs; threads
+        1.28-1.76x (9 rounds of 555,556 rows, the bound; their time does not depend on
+        the rounds) (docs/benchmarks.md). On a cluster, use slices of 10^5 rows or more.
     shuffle : bool, default=False
         Permute the partitions before each pass (which also changes the lanes they go
         to) and the rows within each slice. False keeps the stream's order.
@@ -467,10 +467,11 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
     k = int(est.batch_size)
     # "auto" on a known length: the rounds of a pass grow (_Driver._grown), and the
     # driver bounds the slices' bytes once it has read a block, unless the lanes train
-    # the rows where they lie: a persisted array's blocks on a cluster, read by the round
-    # itself (nothing read ahead), in order and in steps of one row (no copy of a slice)
+    # the rows where they lie: a persisted array's blocks on the lanes' own workers
+    # (locality), read by the round itself (nothing read ahead or moved), in order and
+    # in steps of one row (no copy of a slice)
     growing = slice_rows == "auto" and source.n_rows is not None
-    in_place = source.persisted and not shuffle and k == 1
+    in_place = source.persisted and groups is not None and not shuffle and k == 1
     sizing = (source.n_rows, k) if growing and not in_place else None
     if slice_rows == "auto":
         slice_rows = auto_slice_rows(source.n_rows, n_lanes)

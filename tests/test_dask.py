@@ -721,9 +721,11 @@ def _placed_on_workers(client, blocks, where):
     parts = []
     for i, Xb in enumerate(blocks):
         with dask.annotate(workers=[addrs[where[i]]], allow_other_workers=False):
-            d = dask.delayed(lambda x: x, pure=True, name=f"placed-{i}-{where[i]}")(Xb)
-        parts.append(da.from_delayed(d, shape=Xb.shape, dtype=float,
-                                     meta=sp.csr_matrix((0, Xb.shape[1]))))
+            d = dask.delayed(lambda x: x, pure=True,
+                             name=f"placed-{dask.base.tokenize(Xb)}-{i}-{where[i]}")(Xb)
+        meta = (sp.csr_matrix((0, Xb.shape[1])) if sp.issparse(Xb)
+                else np.empty((0, Xb.shape[1])))
+        parts.append(da.from_delayed(d, shape=Xb.shape, dtype=float, meta=meta))
     X = client.persist(da.concatenate(parts), optimize_graph=False)
     wait(X)
     return X
@@ -767,8 +769,8 @@ def test_a_persisted_array_is_read_by_the_rounds_once_a_block(cluster, monkeypat
     """A persisted array's blocks are read by the lanes' round tasks on their workers,
     no task of their own; a block whose rows two rounds share is read once and kept for
     the second (slices of 40 rows over blocks of 50), and nothing is kept after the fit.
-    The model is threads' bit for bit; a bad row is reported where it is; slices bounded
-    by bytes learn a row's bytes from an unread block."""
+    The model is threads' bit for bit; a bad row is reported where it is; "auto" leaves
+    slices trained where they lie unbounded in bytes, and bounds the others."""
     from distributed import get_task_stream
 
     # run on the workers (functions of the test, so that they travel by value)
@@ -832,25 +834,28 @@ def test_a_persisted_array_is_read_by_the_rounds_once_a_block(cluster, monkeypat
     assert set(cluster.run(kept_blocks).values()) == {0}
 
     # slice_rows="auto" leaves the slices of rows trained where they lie unbounded in
-    # bytes (in order, one-row steps): the 2,000 rows are one round, where the 50,000
-    # bytes bound 176-byte rows (20 dense features, a label, a weight) to 284 a slice
+    # bytes (locality, in order, one-row steps): the 2,000 rows are one round, where the
+    # 50,000 bytes bound 176-byte rows (20 dense features, a label, a weight) to 284
     monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 50_000)
     rng = np.random.default_rng(5)
     Xd = rng.standard_normal((2000, 20))
     yd = np.where(Xd[:, 0] + 0.3 * rng.standard_normal(2000) > 0, 1.0, -1.0)
-    dX = cluster.persist(da.from_array(Xd, chunks=(500, 20)))
+    dX = _placed_on_workers(cluster, [Xd[i * 500:(i + 1) * 500] for i in range(4)],
+                            [0, 1] * 2)
     rounds = []
     auto = opd.fit(PGSClassifier(sigma=1e-3), dX, yd, n_lanes=2, client=cluster,
-                   callback=lambda info: rounds.append(info["rows"]))
+                   locality=True, callback=lambda info: rounds.append(info["rows"]))
     assert rounds == [2000]
-    given = opd.fit(PGSClassifier(sigma=1e-3), da.from_array(Xd, chunks=500), yd,
-                    n_lanes=2, slice_rows=1000)
+    given = opd.fit(PGSClassifier(sigma=1e-3), dX, yd, n_lanes=2, client=cluster,
+                    locality=True, slice_rows=1000)
     np.testing.assert_array_equal(auto.coef_, given.coef_)
-    # ... but not those it copies: shuffled (or in mini-batches, which may straddle blocks)
-    for kw in (dict(shuffle=True, random_state=0), dict(batch_size=4)):
+    # ... but not those it moves (no locality) or copies: shuffled, or in mini-batches
+    # (which may straddle blocks)
+    for kw in (dict(locality=False), dict(shuffle=True), dict(batch_size=4)):
         rounds.clear()
         opd.fit(PGSClassifier(sigma=1e-3, batch_size=kw.get("batch_size", 1)), dX, yd,
                 n_lanes=2, client=cluster, shuffle=kw.get("shuffle", False),
+                locality=kw.get("locality", True),
                 callback=lambda info: rounds.append(info["rows"]))
         assert rounds[:3] == [2 * 284] * 3, kw
 
