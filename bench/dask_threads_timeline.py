@@ -81,18 +81,20 @@ def main():
         slower = sum(max(b for _, b in rr) - min(a for a, _ in rr) for rr in rounds)
         wait = sum(max(b - a for a, b in rr) - min(b - a for a, b in rr) for rr in rounds)
         merged = sum(b - a for a, b in merges)
-        gaps = sum(min(a for a, _ in nxt) - max(b for _, b in cur)
-                   for cur, nxt in zip(rounds, rounds[1:]))
-        print(f"| {fit + 1} | {wall:.3f} | {len(rounds)} | {slower:.3f} | {wait:.3f} | "
-              f"{merged:.3f} | {gaps - merged:.3f} |")
+        # between rounds: from a round's last lane to the next round's first
         cuts = [(max(b for _, b in cur), min(a for a, _ in nxt))
                 for cur, nxt in zip(rounds, rounds[1:])]
+        gaps = sum(g1 - g0 for g0, g1 in cuts)
+        between = sum(b - a for a, b in merges if any(g0 <= a < g1 for g0, g1 in cuts))
+        print(f"| {fit + 1} | {wall:.3f} | {len(rounds)} | {slower:.3f} | {wait:.3f} | "
+              f"{merged:.3f} | {gaps - between:.3f} |")
+        first, last = min(a for _, a, _ in lanes), max(b for _, _, b in lanes)
         in_gaps = sum(max(0.0, min(b, g1) - max(a, g0)) for a, b in reads for g0, g1 in cuts)
         print(f"<!-- block reads: {len(reads)}, {sum(b - a for a, b in reads):.3f} s, "
               f"{in_gaps:.3f} s of it between rounds; before the first round "
-              f"{sum(max(0.0, min(b, lanes[0][1] if lanes else b) - a) for a, b in reads):.3f} s; "
-              f"first lane start {min(a for _, a, _ in lanes) - start:.3f} s, last lane end "
-              f"to return {start + wall - max(b for _, _, b in lanes):.3f} s -->")
+              f"{sum(max(0.0, min(b, first) - a) for a, b in reads):.3f} s; "
+              f"first lane start {first - start:.3f} s, last lane end to return "
+              f"{start + wall - last:.3f} s -->")
         per = [statistics.median(b - a for a, b in rr) for rr in rounds]
         print(f"<!-- median lane seconds per round: {[round(x, 3) for x in per]} -->")
 

@@ -181,8 +181,8 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         rounds). In wall time on 2 cores, on 10 M rows: a LocalCluster of 2 processes,
         X persisted, ``locality=True``, 1.30-1.75x single-process at the default (4
         growing rounds) against 1.19-1.67x at 9 uniform ones in three of those runs; threads
-        1.28-1.76x (9 rounds of 555,556 rows, the bound; their time does not depend on
-        the rounds) (docs/benchmarks.md). On a cluster, use slices of 10^5 rows or more.
+        1.28-1.76x (9 rounds within the bound; their time does not depend on the
+        rounds) (docs/benchmarks.md). On a cluster, use slices of 10^5 rows or more.
     shuffle : bool, default=False
         Permute the partitions before each pass (which also changes the lanes they go
         to) and the rows within each slice. False keeps the stream's order.
@@ -330,9 +330,14 @@ def auto_slice_rows(n_rows, n_lanes, row_bytes=None):
     rounds, most = _ROUNDS_PER_PASS, None
     if row_bytes is not None and row_bytes > 0:
         rounds = max(rounds, math.ceil(n_rows * row_bytes / (n_lanes * _SLICE_BYTES_MAX)))
-        most = max(1, int(_SLICE_BYTES_MAX // row_bytes))
+        most = _rows_within_bytes(row_bytes)
     rows = max(-(-n_rows // (rounds * n_lanes)), _SLICE_ROWS)
     return int(rows if most is None else min(rows, most))
+
+
+def _rows_within_bytes(row_bytes):
+    """The most rows of `row_bytes` bytes a slice may hold (at least one)."""
+    return max(1, int(_SLICE_BYTES_MAX // row_bytes))
 
 
 def _whole_batches(rows, batch_size):
@@ -473,8 +478,8 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
     # takes them (no converted copy), in order and in steps of one row (no copy of a
     # slice)
     growing = slice_rows == "auto" and source.n_rows is not None
-    in_place = (source.persisted and source.rows_as_the_core_takes_them
-                and est.n_bits is None and groups is not None and not shuffle and k == 1)
+    in_place = (source.read_in_place and est.n_bits is None and groups is not None
+                and not shuffle and k == 1)
     sizing = (source.n_rows, k) if growing and not in_place else None
     if slice_rows == "auto":
         slice_rows = auto_slice_rows(source.n_rows, n_lanes)
@@ -644,8 +649,7 @@ class _Driver:
             row_bytes = nbytes / rows
             rows = auto_slice_rows(n_rows, self.n_lanes, row_bytes=row_bytes)
             self.slice_rows = min(self.slice_rows, _whole_batches(rows, batch_size))
-            self.most_rows = max(self.slice_rows, _whole_batches(
-                max(1, int(_SLICE_BYTES_MAX // row_bytes)), batch_size))
+            self.most_rows = _whole_batches(_rows_within_bytes(row_bytes), batch_size)
 
     def _grown(self, done):
         """slice_rows="auto": a round's slice once the pass's rounds have trained `done`
@@ -1232,16 +1236,11 @@ class _ArraySource:
         self.spec = None
 
     @property
-    def persisted(self):
-        """Whether the round tasks read the blocks on a cluster (`_Unread`)."""
-        return self._persisted is not None
-
-    @property
-    def rows_as_the_core_takes_them(self):
-        """Whether X's blocks are float64 CSR or dense arrays, which reading does not
-        copy (as its meta says)."""
+    def read_in_place(self):
+        """Whether the round tasks read the blocks on a cluster (`_Unread`) without a
+        copy: float64 CSR or dense arrays, as X's meta says (hashing aside)."""
         meta = getattr(self.X, "_meta", None)
-        return self.X.dtype == np.float64 and (
+        return self._persisted is not None and self.X.dtype == np.float64 and (
             isinstance(meta, np.ndarray) or (sp.issparse(meta) and meta.format == "csr"))
 
     def _persisted_parts(self, backend):
@@ -1392,7 +1391,7 @@ class _BagSource:
     """Partition i is partition i of a bag of svmlight lines, parsed in one go."""
 
     one_block_per_partition = True
-    persisted = False  # read by tasks of their own (see _ArraySource.persisted)
+    read_in_place = False  # read by tasks of their own (see _ArraySource)
 
     def __init__(self, bag, est, n_features, zero_based, backend):
         self.parts = bag.to_delayed()
@@ -1503,7 +1502,7 @@ class _FileSource:
     read `block_rows` lines at a time (one task per block, chained by its position)."""
 
     one_block_per_partition = False  # a file's partition is read block by block
-    persisted = False  # read by tasks of their own (see _ArraySource.persisted)
+    read_in_place = False  # read by tasks of their own (see _ArraySource)
 
     def __init__(self, paths, est, n_features, zero_based, blocksize, block_rows, n_lanes,
                  backend):
