@@ -8,7 +8,16 @@ its rounds: the slower lane's time (which the round lasts), the faster lane's wa
 merges, and the rest of the gaps between one round's last lane and the next round's first
 (planning, Dask's threaded scheduler, blocks read between rounds).
 
+``--per-round`` adds, for each round, each lane's microseconds a row, the CPU time of its
+thread against its wall time (less: the thread waited for a CPU) and the CPU it ran on
+last (Linux), which tells a lane slowed by its CPU from one slowed by its work.
+``--preread`` times, alternating with the fits above, fits whose blocks were read before
+the fit (each partition's block kept from the fit before): the difference is what
+reading the blocks costs a fit's wall time, against half its CPU time for two threads
+that read in parallel with no loss.
+
     python bench/dask_threads_timeline.py --rows 10000000 --p 2 --fits 3
+    python bench/dask_threads_timeline.py --rows 10000000 --p 2 --fits 11 --preread
 """
 import argparse
 import statistics
@@ -29,6 +38,8 @@ def main():
     parser.add_argument("--p", type=float, default=2.0)
     parser.add_argument("--sigma", type=float, default=1e-5)
     parser.add_argument("--fits", type=int, default=3)
+    parser.add_argument("--per-round", action="store_true")
+    parser.add_argument("--preread", action="store_true")
     args = parser.parse_args()
 
     import onlinepgs.dask as opd
@@ -38,22 +49,28 @@ def main():
     _, blocks, _ = bd.generate(stream)
     X, y = bd.dask_array(blocks, stream.dim)
 
-    lanes, merges, reads = [], [], []
+    lanes, merges, reads, details = [], [], [], []
     lock = threading.Lock()
     train, merge, read = opd._train_slice, opd.merge_round, opd._array_block
+    kept, keep = {}, [False]  # --preread: each partition's block, and whether to use it
 
-    def timed_read(*a):
+    def timed_read(spec, X, y, sw, part, *a):
+        if keep[0] and part in kept:
+            return kept[part]
         start = time.perf_counter()
-        out = read(*a)
+        out = kept[part] = read(spec, X, y, sw, part, *a)
         with lock:
             reads.append((start, time.perf_counter()))
         return out
 
     def timed_train(base, plan, *b):
-        start = time.perf_counter()
+        cpu, start = time.thread_time(), time.perf_counter()
         out = train(base, plan, *b)
+        end, cpu = time.perf_counter(), time.thread_time() - cpu
+        rows = sum(b - a for a, b in plan.ranges)
         with lock:
-            lanes.append((plan.round_no, start, time.perf_counter()))
+            lanes.append((plan.round_no, start, end))
+            details.append((plan.round_no, start, end, cpu, rows, _last_cpu()))
         return out
 
     def timed_merge(state, results):
@@ -66,14 +83,24 @@ def main():
     print("| fit | wall s | rounds | slower lanes s | faster lane's wait s | merges s | "
           "other gaps s |")
     print("|---|---|---|---|---|---|---|")
+    walls = {"as read": [], "read before": []}
     for fit in range(args.fits):
+        if args.preread:
+            keep[0] = True
+            start = time.perf_counter()
+            opd.fit(bd.estimator(args.p, args.sigma), X, y, classes=[-1.0, 1.0], n_lanes=2,
+                    slice_rows=args.slice_rows)
+            walls["read before"].append(time.perf_counter() - start)
+            keep[0] = False
         lanes.clear()
         merges.clear()
         reads.clear()
+        details.clear()
         start = time.perf_counter()
         opd.fit(bd.estimator(args.p, args.sigma), X, y, classes=[-1.0, 1.0], n_lanes=2,
                 slice_rows=args.slice_rows)
         wall = time.perf_counter() - start
+        walls["as read"].append(wall)
         by_round = {}
         for r, a, b in lanes:
             by_round.setdefault(r, []).append((a, b))
@@ -97,6 +124,29 @@ def main():
               f"{start + wall - last:.3f} s -->")
         per = [statistics.median(b - a for a, b in rr) for rr in rounds]
         print(f"<!-- median lane seconds per round: {[round(x, 3) for x in per]} -->")
+        if args.per_round:
+            for r in sorted({d[0] for d in details}):
+                mine = sorted((d for d in details if d[0] == r), key=lambda d: d[1])
+                print(f"<!-- round {r + 1}: " + "; ".join(
+                    f"+{d[1] - mine[0][1]:.3f} s, {1e6 * (d[2] - d[1]) / d[4]:.3f} us a row, "
+                    f"CPU {d[3]:.3f} of {d[2] - d[1]:.3f} s on CPU {d[5]}" for d in mine)
+                    + " -->")
+    if args.preread:
+        diffs = [a - b for a, b in zip(walls["as read"], walls["read before"])]
+        q = statistics.quantiles(diffs, n=4) if len(diffs) > 1 else diffs * 3
+        print(f"\nblocks read in the fit: median wall {statistics.median(walls['as read']):.3f} s;"
+              f" read before: {statistics.median(walls['read before']):.3f} s; paired "
+              f"difference median {q[1]:.3f} s (quartiles {q[0]:.3f}, {q[2]:.3f}); half the "
+              f"reads' CPU time {sum(b - a for a, b in reads) / 2:.3f} s (last fit)")
+
+
+def _last_cpu():
+    """The CPU the calling thread ran on last (Linux), else "?"."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[36]
+    except (OSError, IndexError):
+        return "?"
 
 
 if __name__ == "__main__":
