@@ -58,7 +58,9 @@ def main():
         if keep[0] and part in kept:
             return kept[part]
         start = time.perf_counter()
-        out = kept[part] = read(spec, X, y, sw, part, *a)
+        out = read(spec, X, y, sw, part, *a)
+        if args.preread:
+            kept[part] = out
         with lock:
             reads.append((start, time.perf_counter()))
         return out
