@@ -66,6 +66,11 @@ def make_block(seed, rows, dim, nnz, zipf, data_seed=12345):
     return X, y
 
 
+def quartiles(values):
+    """First quartile, median and third quartile of paired figures (one: it, thrice)."""
+    return statistics.quantiles(values, n=4) if len(values) > 1 else list(values) * 3
+
+
 def lane_stream(description, rows):
     """For scripts that hand the core row ranges of one matrix: their options (--rows,
     --p, --sigma, --repeats) parsed, and the stream's first rows (2**18 features) as

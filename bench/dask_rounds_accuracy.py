@@ -49,9 +49,9 @@ def main():
                                 callback=lambda info: seen.append(info["rows"] // 2))
                         how = f"{len(seen)}: " + ", ".join(f"{r:,}" for r in seen)
                     else:
-                        how = f"{-(-rows // (2 * rounds)):,}"
-                        model = bd.run_dask(stream, p, sigma, X, y,
-                                            slice_rows=-(-rows // (2 * rounds)))[1]
+                        slice_rows = -(-rows // (2 * rounds))
+                        model = bd.run_dask(stream, p, sigma, X, y, slice_rows=slice_rows)[1]
+                        how = f"{slice_rows:,}"
                     cells.append(f"{model.score(Xt, yt) - single:+.4f} ({how})")
                 print(f"| {rows:,} | {p:g} | {sigma:g} | {single:.4f} | "
                       + " | ".join(cells) + " |", flush=True)

@@ -49,7 +49,7 @@ def main():
     _, blocks, _ = bd.generate(stream)
     X, y = bd.dask_array(blocks, stream.dim)
 
-    lanes, merges, reads, details = [], [], [], []
+    lanes, merges, reads = [], [], []  # lanes: (round, start, end, CPU time, rows, CPU)
     lock = threading.Lock()
     train, merge, read = opd._train_slice, opd.merge_round, opd._array_block
     kept, keep = {}, [False]  # --preread: each partition's block, and whether to use it
@@ -70,9 +70,9 @@ def main():
         out = train(base, plan, *b)
         end, cpu = time.perf_counter(), time.thread_time() - cpu
         rows = sum(b - a for a, b in plan.ranges)
+        where = _last_cpu() if args.per_round else "?"
         with lock:
-            lanes.append((plan.round_no, start, end))
-            details.append((plan.round_no, start, end, cpu, rows, _last_cpu()))
+            lanes.append((plan.round_no, start, end, cpu, rows, where))
         return out
 
     def timed_merge(state, results):
@@ -85,28 +85,27 @@ def main():
     print("| fit | wall s | rounds | slower lanes s | faster lane's wait s | merges s | "
           "other gaps s |")
     print("|---|---|---|---|---|---|---|")
+    def fit_once():
+        start = time.perf_counter()
+        opd.fit(bd.estimator(args.p, args.sigma), X, y, classes=[-1.0, 1.0], n_lanes=2,
+                slice_rows=args.slice_rows)
+        return start, time.perf_counter() - start
+
     walls = {"as read": [], "read before": []}
     for fit in range(args.fits):
         if args.preread:
             keep[0] = True
-            start = time.perf_counter()
-            opd.fit(bd.estimator(args.p, args.sigma), X, y, classes=[-1.0, 1.0], n_lanes=2,
-                    slice_rows=args.slice_rows)
-            walls["read before"].append(time.perf_counter() - start)
+            walls["read before"].append(fit_once()[1])
             keep[0] = False
         lanes.clear()
         merges.clear()
         reads.clear()
-        details.clear()
-        start = time.perf_counter()
-        opd.fit(bd.estimator(args.p, args.sigma), X, y, classes=[-1.0, 1.0], n_lanes=2,
-                slice_rows=args.slice_rows)
-        wall = time.perf_counter() - start
+        start, wall = fit_once()
         walls["as read"].append(wall)
         by_round = {}
-        for r, a, b in lanes:
-            by_round.setdefault(r, []).append((a, b))
-        rounds = [by_round[r] for r in sorted(by_round)]
+        for lane in sorted(lanes, key=lambda lane: lane[1]):
+            by_round.setdefault(lane[0], []).append(lane)
+        rounds = [[(a, b) for _, a, b, *_ in by_round[r]] for r in sorted(by_round)]
         slower = sum(max(b for _, b in rr) - min(a for a, _ in rr) for rr in rounds)
         wait = sum(max(b - a for a, b in rr) - min(b - a for a, b in rr) for rr in rounds)
         merged = sum(b - a for a, b in merges)
@@ -117,7 +116,7 @@ def main():
         between = sum(b - a for a, b in merges if any(g0 <= a < g1 for g0, g1 in cuts))
         print(f"| {fit + 1} | {wall:.3f} | {len(rounds)} | {slower:.3f} | {wait:.3f} | "
               f"{merged:.3f} | {gaps - between:.3f} |")
-        first, last = min(a for _, a, _ in lanes), max(b for _, _, b in lanes)
+        first, last = min(lane[1] for lane in lanes), max(lane[2] for lane in lanes)
         in_gaps = sum(max(0.0, min(b, g1) - max(a, g0)) for a, b in reads for g0, g1 in cuts)
         print(f"<!-- block reads: {len(reads)}, {sum(b - a for a, b in reads):.3f} s, "
               f"{in_gaps:.3f} s of it between rounds; before the first round "
@@ -127,15 +126,14 @@ def main():
         per = [statistics.median(b - a for a, b in rr) for rr in rounds]
         print(f"<!-- median lane seconds per round: {[round(x, 3) for x in per]} -->")
         if args.per_round:
-            for r in sorted({d[0] for d in details}):
-                mine = sorted((d for d in details if d[0] == r), key=lambda d: d[1])
+            for r in sorted(by_round):
+                mine = by_round[r]
                 print(f"<!-- round {r + 1}: " + "; ".join(
-                    f"+{d[1] - mine[0][1]:.3f} s, {1e6 * (d[2] - d[1]) / d[4]:.3f} us a row, "
-                    f"CPU {d[3]:.3f} of {d[2] - d[1]:.3f} s on CPU {d[5]}" for d in mine)
-                    + " -->")
+                    f"+{a - mine[0][1]:.3f} s, {1e6 * (b - a) / rows:.3f} us a row, "
+                    f"CPU {cpu:.3f} of {b - a:.3f} s on CPU {where}"
+                    for _, a, b, cpu, rows, where in mine) + " -->")
     if args.preread:
-        diffs = [a - b for a, b in zip(walls["as read"], walls["read before"])]
-        q = statistics.quantiles(diffs, n=4) if len(diffs) > 1 else diffs * 3
+        q = bd.quartiles([a - b for a, b in zip(walls["as read"], walls["read before"])])
         print(f"\nblocks read in the fit: median wall {statistics.median(walls['as read']):.3f} s;"
               f" read before: {statistics.median(walls['read before']):.3f} s; paired "
               f"difference median {q[1]:.3f} s (quartiles {q[0]:.3f}, {q[2]:.3f}); half the "

@@ -89,8 +89,7 @@ def main():
     print("|---|---|---|---|---|")
     print(f"| single process | {med['single']:.3f} | 1.00x | - | {accuracy['single']:.4f} |")
     for name, _, _ in variants:
-        ratios = [a / b for a, b in zip(times[name], times[first])]
-        q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+        q = bd.quartiles([a / b for a, b in zip(times[name], times[first])])
         print(f"| {name} | {med[name]:.3f} | {med['single'] / med[name]:.2f}x | "
               f"{q[0]:.3f}, {q[1]:.3f}, {q[2]:.3f} | {accuracy[name]:.4f} |")
 
