@@ -8,7 +8,10 @@ of ``--test-rows`` rows from the same generator. It is generated once, in blocks
 ``--block-rows`` rows (the partitions), and held in memory, so only training is timed:
 
 * single process: ``partial_fit`` over the blocks in order (the baseline);
-* threads: ``onlinepgs.dask.fit`` on Dask's local threaded scheduler, ``--lanes`` lanes;
+* threads: ``onlinepgs.dask.fit`` on Dask's local threaded scheduler, ``--lanes`` lanes,
+  in a process of their own (forked before any cluster exists, as a user of threads
+  has none) against that process's own single-process runs; ``--threads-beside`` also
+  times them in the timing process, beside the LocalClusters' scheduler and client;
 * LocalCluster: the same on ``LocalCluster(n_workers=--lanes, threads_per_worker=1)``
   (processes), the blocks generated on the workers and persisted before timing, with the
   partitions dealt round-robin and with ``locality=True``; on a cluster with
@@ -303,6 +306,50 @@ class Halves:
             proc.join()
 
 
+def _threads_worker(conn, blocks, test, lanes, passes):
+    """A process of its own for threads (see ThreadsProcess): times single-process
+    training and onlinepgs.dask.fit on request, and scores the model."""
+    X, y = dask_array(blocks, blocks[0][0].shape[1])
+    run_args = argparse.Namespace(lanes=lanes, passes=passes)
+    conn.send("ready")
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        kind, p, sigma, slice_rows = msg
+        if kind == "single":
+            t, est, rounds = run_single(run_args, p, sigma, blocks)
+        else:
+            t, est, rounds = run_dask(run_args, p, sigma, X, y, slice_rows=slice_rows)
+        conn.send((t, est.score(*test), rounds))
+
+
+class ThreadsProcess:
+    """A process (forked before any Dask thread or cluster exists) that times threads
+    against single-process training in turn, as a user of threads runs them: with no
+    cluster's scheduler, client or workers beside them. Those take 0.1-0.2 s of CPU a
+    fit here (heartbeats, monitors), which two lanes on two cores feel and one process
+    does not. Each speedup is over this process's own single-process runs."""
+
+    def __init__(self, blocks, test, lanes, passes):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        self.conn, theirs = ctx.Pipe()
+        self.proc = ctx.Process(target=_threads_worker,
+                                args=(theirs, blocks, test, lanes, passes), daemon=True)
+        self.proc.start()
+        self.conn.recv()
+
+    def run(self, kind, p, sigma, slice_rows=None):
+        self.conn.send((kind, p, sigma, slice_rows))
+        return self.conn.recv()
+
+    def close(self):
+        self.conn.send(None)
+        self.proc.join()
+
+
 def speed(args, out):
     sizes, blocks, (Xt, yt) = generate(args)
     nnz = sum(Xb.nnz for Xb, _ in blocks)
@@ -314,6 +361,7 @@ def speed(args, out):
     block_args = [(1000 + i, n, args.dim, args.nnz, args.zipf) for i, n in enumerate(sizes)]
     # before any thread or cluster exists
     whole, halves = Halves(block_args, 1, args.passes), Halves(block_args, args.lanes, args.passes)
+    alone = ThreadsProcess(blocks, (Xt, yt), args.lanes, args.passes)
     X, y = dask_array(blocks, args.dim)
     clusters_up = {}  # "default" / "malloc": (cluster, client, X, y)
     if not args.no_cluster:
@@ -331,16 +379,20 @@ def speed(args, out):
                                        memory_limit=None)
             client = Client(cluster)
             clusters_up[kind] = (cluster, client) + tuple(cluster_array(client, sizes, args))
+    beside_head = ("threads beside the cluster: slice_rows: s (speedup) | "
+                   if args.threads_beside else "")
     out("| p | sigma | single process (s) | ceiling: one / two independent processes, s (speedup) | "
-        "threads: slice_rows: s (speedup) | "
-        "LocalCluster: slice_rows: s (speedup) | accuracy single / threads (each slice) / "
-        "cluster (each slice) | single, blocks reordered | "
+        "threads in a process of their own: single process s; slice_rows: s (speedup) | "
+        + beside_head + "LocalCluster: slice_rows: s (speedup) | accuracy single / threads "
+        "(each slice) / cluster (each slice) | single, blocks reordered | "
         "rounds (a lane's rows in the first) threads / cluster |")
-    out("|---|---|---|---|---|---|---|---|---|")
+    out("|---|---|---|---|---|" + ("---|" if args.threads_beside else "") + "---|---|---|---|")
     foreign_max = 0.0
     try:
         for p, sigma in [(p, sigma) for sigma in args.sigma for p in args.p]:
             threads = [f"threads {n}" for n in args.slice_rows]
+            beside = ([f"beside {n}" for n in args.slice_rows] if args.threads_beside
+                      else [])
             # round-robin (blocks travel to their lanes) and locality=True (they stay)
             placements = {"round-robin": False, "locality": True}
             cluster_runs = [(n, placements[where], kind) for kind in clusters_up
@@ -350,8 +402,8 @@ def speed(args, out):
             cluster_labels = [f"{slice_label(n, args)}{', locality' if local else ''}"
                               f"{', malloc' if kind == 'malloc' else ''}"
                               for n, local, kind in cluster_runs]
-            names = ["single", "whole", "ceiling"] + threads + clusters
-            models, rounds = {}, {}
+            names = ["single", "whole", "ceiling", "alone single"] + threads + beside + clusters
+            models, rounds, scores = {}, {}, {}
             for repeat in range(args.repeats + 1):  # the first run warms up, untimed
                 if repeat <= 1:
                     times = {name: [] for name in names}
@@ -364,7 +416,15 @@ def speed(args, out):
                 t, f = timed(lambda: halves.run(p, sigma), args)
                 times["ceiling"].append(t)
                 loads.append(f)
+                t, _, _, f = timed(lambda: alone.run("single", p, sigma), args)
+                times["alone single"].append(t)
+                loads.append(f)
                 for n, name in zip(args.slice_rows, threads):
+                    t, scores[name], rounds[name], f = timed(
+                        lambda: alone.run("dask", p, sigma, n), args)
+                    times[name].append(t)
+                    loads.append(f)
+                for n, name in zip(args.slice_rows, beside):
                     t, models[name], rounds[name], f = timed(
                         lambda: run_dask(args, p, sigma, X, y, slice_rows=n), args)
                     times[name].append(t)
@@ -383,16 +443,18 @@ def speed(args, out):
             shuffled = [blocks[i] for i in np.random.default_rng(1).permutation(len(blocks))]
             reordered = run_single(args, p, sigma, shuffled)[1].score(Xt, yt)
             med = {k: statistics.median(v) for k, v in times.items() if v}
-            acc = {k: m.score(Xt, yt) for k, m in models.items()}
+            acc = dict(scores, **{k: m.score(Xt, yt) for k, m in models.items()})
 
-            def cells(keys, sizes):
-                return ", ".join(f"{n}: {med[k]:.2f} ({med['single'] / med[k]:.2f}x)"
+            def cells(keys, sizes, base="single"):
+                return ", ".join(f"{n}: {med[k]:.2f} ({med[base] / med[k]:.2f}x)"
                                  for n, k in zip(sizes, keys)) or "-"
+            labels = [slice_label(n, args) for n in args.slice_rows]
             out(f"| {p:g} | {sigma:g} | {med['single']:.2f} | "
                 f"{med['whole']:.2f} / {med['ceiling']:.2f} ({med['whole'] / med['ceiling']:.2f}x) | "
-                f"{cells(threads, [slice_label(n, args) for n in args.slice_rows])} | "
-                f"{cells(clusters, cluster_labels)} | {acc['single']:.4f} / "
-                + " ".join(f"{acc[k]:.4f}" for k in threads) + " / "
+                f"{med['alone single']:.2f}; {cells(threads, labels, 'alone single')} | "
+                + (f"{cells(beside, labels)} | " if beside else "")
+                + f"{cells(clusters, cluster_labels)} | {acc['single']:.4f} / "
+                + " ".join(f"{acc[k]:.4f}" for k in threads + beside) + " / "
                 + (" ".join(f"{acc[k]:.4f}" for k in clusters) or "-")
                 + f" | {reordered:.4f} | "
                 + " ".join(str(rounds[k]) for k in threads) + " / "
@@ -400,6 +462,7 @@ def speed(args, out):
     finally:
         whole.close()
         halves.close()
+        alone.close()
         for cluster, client, _, _ in clusters_up.values():
             client.close()
             cluster.close()
@@ -410,8 +473,15 @@ def speed(args, out):
         f"scheme with {args.lanes} workers could reach on this machine: the lanes share its "
         "memory system, and its cores are virtual. (A process's speed over the same blocks "
         "moved by tens of percent from run to run here, hence a yardstick of its own "
-        "rather than the single-process column.) "
-        f"slice_rows: threads {[slice_label(n, args) for n in args.slice_rows]} "
+        "rather than the single-process column.) Threads run in a process of their own, "
+        "forked before any Dask thread or cluster, and their speedup is over that "
+        "process's own single-process runs (its column), interleaved with theirs: a user "
+        "of threads has no cluster's scheduler, client and workers beside them, whose "
+        "heartbeats and monitors take CPU time that two lanes on two cores feel and one "
+        "process does not"
+        + ("; 'threads beside the cluster' are the same runs in the timing process, over "
+           "its single-process column. " if args.threads_beside else ". ")
+        + f"slice_rows: threads {[slice_label(n, args) for n in args.slice_rows]} "
         "('auto' is the default of onlinepgs.dask: a pass's first round the rows of 8 "
         "rounds a pass, at least 65,536 a lane, each later one as many as the lane "
         "trained in the pass before it; at most 256 MiB of rows a slice, measured on the "
@@ -491,6 +561,9 @@ def main():
     parser.add_argument("--cluster-slice-rows", type=_slice_rows, nargs="+", default=[262144])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-cluster", action="store_true")
+    parser.add_argument("--threads-beside", action="store_true",
+                        help="also time threads in the timing process, beside the "
+                             "LocalClusters' scheduler and client (as before)")
     parser.add_argument("--cluster-kinds", nargs="+", choices=["default", "malloc"],
                         default=["default", "malloc"],
                         help="LocalClusters: dask.distributed's worker environment, and "
