@@ -272,6 +272,17 @@ def _half_worker(conn, barrier, block_args, passes):
         conn.send(_time.perf_counter() - start)
 
 
+def _forked(target, *args):
+    """A daemon process forked to run target(conn, *args): (our end of the pipe, it)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    mine, theirs = ctx.Pipe()
+    proc = ctx.Process(target=target, args=(theirs,) + args, daemon=True)
+    proc.start()
+    return mine, proc
+
+
 class Halves:
     """n processes (forked before any Dask thread exists), each training single-process
     PGS on its round-robin share of the blocks at the same time, with no merging at all.
@@ -281,14 +292,10 @@ class Halves:
     def __init__(self, block_args, n, passes):
         import multiprocessing as mp
 
-        ctx = mp.get_context("fork")
-        barrier = ctx.Barrier(n)
+        barrier = mp.get_context("fork").Barrier(n)
         self.conns, self.procs = [], []
         for i in range(n):
-            mine, theirs = ctx.Pipe()
-            proc = ctx.Process(target=_half_worker,
-                               args=(theirs, barrier, block_args[i::n], passes), daemon=True)
-            proc.start()
+            mine, proc = _forked(_half_worker, barrier, block_args[i::n], passes)
             self.conns.append(mine)
             self.procs.append(proc)
         for c in self.conns:
@@ -332,13 +339,7 @@ class ThreadsProcess:
     does not. Each speedup is over this process's own single-process runs."""
 
     def __init__(self, blocks, test, lanes, passes):
-        import multiprocessing as mp
-
-        ctx = mp.get_context("fork")
-        self.conn, theirs = ctx.Pipe()
-        self.proc = ctx.Process(target=_threads_worker,
-                                args=(theirs, blocks, test, lanes, passes), daemon=True)
-        self.proc.start()
+        self.conn, self.proc = _forked(_threads_worker, blocks, test, lanes, passes)
         self.conn.recv()
 
     def run(self, kind, p, sigma, slice_rows=None):

@@ -1765,9 +1765,9 @@ class _Handle:
 
     __slots__ = ("graph", "key", "value", "done", "task")
 
-    def __init__(self, graph, key):
+    def __init__(self, graph, key, task=False):
         self.graph, self.key, self.value, self.done = graph, key, None, False
-        self.task = False  # a lane's (or another submitted call's), not a block's
+        self.task = task  # a lane's (or another submitted call's), not a block's
 
 
 def _lanes_first(tasks):
@@ -1857,8 +1857,7 @@ class _LocalBackend:
                 call.append(_Opaque(a.value if isinstance(a, _Handle) else a))
         key = self.prefix + str(next(self.count))
         graph[key] = (_call_opaque, func, *call)
-        h = _Handle(graph, key)
-        h.task = True
+        h = _Handle(graph, key, task=True)
         self.pending.append(h)
         return h
 
