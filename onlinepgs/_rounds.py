@@ -270,7 +270,9 @@ def merge_round(state, results):
     if state.n_rescales != rescales:
         return None
     # a bitmap over the coordinates: O(dim / 8), where np.unique sorts or hashes
+    # (one problem: entries are coordinates, and a division costs the merge 1 ms a lane)
+    K = state.n_problems
     changed = np.zeros(state.dim, dtype=bool)
     for r in results:
-        changed[r.idx // state.n_problems] = True
-    return np.flatnonzero(changed).astype(np.int64)
+        changed[r.idx if K == 1 else r.idx // K] = True
+    return np.flatnonzero(changed)
