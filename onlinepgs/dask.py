@@ -775,10 +775,10 @@ class _Driver:
             for lane in lanes:
                 self._drop_used(lane)
             self._read_ahead(lanes)
-            if handles is not None:  # threads: the driver merges
-                results = self.backend.results(handles)
-                _check_diverged(results, self.rounds + 1)
-                self.changed = merge_round(self.state, results)
+            if handles is not None:  # threads: a task of the round merges
+                merged = self.backend.submit(_merge_task, self.state, self.rounds + 1,
+                                             *handles)
+                self.changed = self.backend.results([merged])[0]
             self.rounds += 1
             self.n_examples += rows  # every row is an example (a cluster's count)
             if self.callback is not None:
@@ -921,6 +921,14 @@ class _RoundReport(dict):
 
 _ROUND_PRIORITY = 1  # a cluster's round tasks, over blocks (Dask's default 0)
 _WORKER_CHECK_SECONDS = 5.0  # waiting for a round, how often to check its workers are up
+
+
+def _merge_task(state, round_no, *results):
+    """Task: the threads' merge of a round into the driver's `state` (merge_round), in
+    the round's task graph, so that while one thread merges the other reads the blocks
+    read ahead that the faster lane's wait did not hold."""
+    _check_diverged(results, round_no)
+    return merge_round(state, list(results))
 
 
 def _check_diverged(results, round_no):
@@ -1801,14 +1809,15 @@ def _own_graph(delayed_obj):
 
 class _LocalBackend:
     """Dask's local threaded scheduler. Tasks wait until results are asked for; then
-    everything pending (the round's lanes and the blocks read ahead) runs at once on
-    Dask's thread pool as one plain task graph handed to `dask.threaded.get`: a block's
-    graph is culled to what it needs once, when it is requested, so that no round pays
-    for `dask.compute`'s handling of collections (tokenizing, optimizing, ordering: about
-    3 ms a round, measured). The lanes that can start go first (`_lanes_first`): the
-    blocks read ahead then fill the time a thread would wait for the slower lane."""
+    everything pending (the round's lanes, their merge and the blocks read ahead) runs at
+    once on Dask's thread pool as one plain task graph handed to `dask.threaded.get`: a
+    block's graph is culled to what it needs once, when it is requested, so that no round
+    pays for `dask.compute`'s handling of collections (tokenizing, optimizing, ordering:
+    about 3 ms a round, measured). The lanes that can start go first (`_lanes_first`): the
+    blocks read ahead then fill the time a thread would wait for the slower lane, and the
+    merge."""
 
-    shares_memory = True  # the lanes read the driver's state; the driver merges
+    shares_memory = True  # the lanes read the driver's state; a task merges into it
 
     def __init__(self):
         self.pending = []
