@@ -181,8 +181,8 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         rows: up to 0.0025 at 8 rounds, 0.0027 at 16; 0.0030 at the default's growing
         rounds). In wall time on 2 cores, on 10 M rows: a LocalCluster of 2 processes,
         X persisted, ``locality=True``, 1.30-1.78x single-process at the default (4
-        growing rounds; ten runs) against 1.19-1.67x at 9 uniform ones in three of them;
-        threads 1.50-1.70x in a process of their own over four runs (9 rounds within the
+        growing rounds; twelve runs) against 1.19-1.67x at 9 uniform ones in three of them;
+        threads 1.45-1.70x in a process of their own over six runs (9 rounds within the
         bound; their time does not depend on the rounds) (docs/benchmarks.md). On a
         cluster, use slices of 10^5 rows or more.
     shuffle : bool, default=False
