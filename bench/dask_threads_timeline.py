@@ -2,11 +2,12 @@
 faster lane for the slower, and the time between rounds (the merge, planning and the
 scheduler), over the generated stream of bench_dask.py.
 
-Fits ``--fits`` times on 2 lanes (the lanes' task and the merge, a task of the round since
-ea0fbde, timed from inside, with `time.perf_counter`) and prints for each fit its wall time and the sums over
-its rounds: the slower lane's time (which the round lasts), the faster lane's wait, the
-merges, and the rest of the gaps between one round's last lane and the next round's first
-(planning, Dask's threaded scheduler, blocks read between rounds).
+Fits ``--fits`` times on 2 lanes (the lanes' task and the merge, a task of the round
+since ea0fbde, timed from inside, with `time.perf_counter`) and prints for each fit its
+wall time and the sums over its rounds: the slower lane's time (which the round lasts),
+the faster lane's wait, the merges, and the rest of the gaps between one round's last lane
+and the next round's first (planning, Dask's threaded scheduler, blocks read between
+rounds).
 
 ``--per-round`` adds, for each round, each lane's microseconds a row, the CPU time of its
 thread against its wall time (less: the thread waited for a CPU) and the CPU it ran on

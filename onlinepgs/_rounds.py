@@ -266,13 +266,10 @@ def merge_round(state, results):
         state.sum_reg_a += s["sum_reg"]
     steps = sum(r.steps for r in results)
     rescales = state.n_rescales
-    state.absorb(steps, factor, [r.delta() for r in results])
+    # the merge marks the coordinates it moves in a bitmap (where np.unique over the
+    # lanes' entries would sort or hash them)
+    changed = np.zeros(state.dim, dtype=np.uint8)
+    state.absorb(steps, factor, [r.delta() for r in results], changed)
     if state.n_rescales != rescales:
         return None
-    # a bitmap over the coordinates: O(dim / 8), where np.unique sorts or hashes
-    # (one problem: entries are coordinates, and a division costs the merge 1 ms a lane)
-    K = state.n_problems
-    changed = np.zeros(state.dim, dtype=bool)
-    for r in results:
-        changed[r.idx if K == 1 else r.idx // K] = True
     return np.flatnonzero(changed)

@@ -924,9 +924,10 @@ _WORKER_CHECK_SECONDS = 5.0  # waiting for a round, how often to check its worke
 
 
 def _merge_task(state, round_no, *results):
-    """Task: the threads' merge of a round into the driver's `state` (merge_round), in
-    the round's task graph, so that while one thread merges the other reads the blocks
-    read ahead that the faster lane's wait did not hold."""
+    """Merge round `round_no`'s lane results into `state` (merge_round) once none
+    diverged. On threads a task of the round's graph, so that while one thread merges
+    the other reads the blocks read ahead that the faster lane's wait did not hold; on a
+    cluster each lane's replica calls it."""
     _check_diverged(results, round_no)
     return merge_round(state, list(results))
 
@@ -989,8 +990,7 @@ class _Replica:
                 # Dask computes a round again when a worker took its result with it
                 raise _lost_worker(self.lane, f"holds {self.rounds} rounds, but a task "
                                               f"asked for {rounds}")
-            _check_diverged(results, rounds)
-            self.changed = merge_round(self.state, results)
+            self.changed = _merge_task(self.state, rounds, *results)
             self.rounds = rounds
 
 

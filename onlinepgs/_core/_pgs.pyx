@@ -839,7 +839,7 @@ cdef class PGSState:
         self.t_step = 1
         self._bind()
 
-    def absorb(self, int64_t steps, double factor, list deltas):
+    def absorb(self, int64_t steps, double factor, list deltas, changed=None):
         """Merge one round of lanes into this, the driver's global state (`onlinepgs.dask`).
 
         deltas holds one tuple per lane, ``(idx, dlam, C, avg_idx, avg_val)``: flat entries
@@ -859,6 +859,9 @@ cdef class PGSState:
         iterate's reservoir at round granularity (the new iterate is kept with probability
         steps / t). The counters and statistics are plain attributes, merged by the caller;
         the caller sets the radius first (a ball of radius "auto" grows to the largest).
+
+        changed, optional: a uint8 array with one entry per coordinate, set to 1 where a
+        lane moved lambda (the merge's coordinates, for `sync_from`).
         """
         cdef Py_ssize_t K = self.n_problems, c, e, j, n
         cdef Py_ssize_t size = self.dim * K
@@ -869,11 +872,19 @@ cdef class PGSState:
         cdef int* mov = &self.flag_moved[0]
         cdef bint averaged = _averaged(self.iterate)
         cdef Core core
+        cdef unsigned char[::1] marks_view
+        cdef unsigned char* marks = NULL
         if steps < 0:
             raise ValueError("steps must be >= 0")
+        if changed is not None:
+            marks_view = changed
+            if marks_view.shape[0] != self.dim:
+                raise ValueError(f"changed needs {self.dim} entries, one per coordinate")
+            marks = &marks_view[0]
         for d in deltas:
-            for i in (0, 3):
-                arr = np.asarray(d[i])
+            # a lane's averaged entries are its moved ones unless it moved M: check once
+            for arr in ((d[0],) if d[3] is d[0] else (d[0], d[3])):
+                arr = np.asarray(arr)
                 if arr.size and (arr.min() < 0 or arr.max() >= size):
                     raise ValueError(f"a lane's entries reach past this state's {self.dim} "
                                      "coordinates: grow it first (ensure_dim)")
@@ -895,6 +906,8 @@ cdef class PGSState:
                     j, c = _entry(idx[e], K)
                     _touch(core, j, c, -vals[e], &resc[c])
                     mov[c] = 1
+                    if marks != NULL:
+                        marks[j] = 1
             self.touches_since_exact += n
         if averaged:
             for d in deltas:
