@@ -15,8 +15,9 @@ of ``--test-rows`` rows from the same generator. It is generated once, in blocks
 * LocalCluster: the same on ``LocalCluster(n_workers=--lanes, threads_per_worker=1)``
   (processes), the blocks generated on the workers and persisted before timing, with the
   partitions dealt round-robin and with ``locality=True``; on a cluster with
-  dask.distributed's default worker environment and on one whose workers keep freed
-  memory (``MALLOC_ENV``).
+  dask.distributed's default worker environment, on one whose workers keep freed
+  memory (``MALLOC_ENV``), and on one whose workers also keep freed memory and whose
+  servers run Dask's diagnostics less often (``QUIET_CONFIG``).
 
 Each is run ``--repeats`` times, interleaved, and the median reported (on a shared
 machine: a run during which other processes took ``--foreign`` cores or more is run
@@ -145,19 +146,43 @@ def cluster_array(client, sizes, args, where=None):
 # and up to 256 MiB of freed memory kept there (glibc tunables).
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": 2**26, "MALLOC_TRIM_THRESHOLD_": 2**28}
 
+# Configuration of the "quiet" cluster (with MALLOC_ENV): Dask's diagnostics, which wake
+# every server's event loop many times a second (the loop's health check every 20 ms,
+# the workers' statistical profiler every 10 ms, the nannies' memory monitor every
+# 100 ms, the system monitor every 500 ms), run at most once a second. An idle
+# LocalCluster of 2 workers took 0.14-0.18 cores with dask.distributed's defaults and
+# 0.02 with these; on 2 cores the lanes feel it.
+QUIET_CONFIG = {"distributed.admin.tick.interval": "1s",
+                "distributed.worker.profile.enabled": False,
+                "distributed.worker.memory.monitor-interval": "1s",
+                "distributed.admin.system-monitor.interval": "2s"}
 
-def malloc_cluster(n_workers=2):
+
+def cluster_config(kind):
+    """dask.config settings for a LocalCluster of `kind` ("default", "malloc", "quiet")."""
+    import dask
+
+    env = dict(dask.config.get("distributed.nanny.pre-spawn-environ"))
+    if kind in ("malloc", "quiet"):
+        env.update(MALLOC_ENV)
+    config = {"distributed.nanny.pre-spawn-environ": env}
+    if kind == "quiet":
+        config.update(QUIET_CONFIG)
+    return config
+
+
+def malloc_cluster(n_workers=2, kind="malloc"):
     """A LocalCluster of `n_workers` processes (1 thread each) whose workers keep freed
-    memory (MALLOC_ENV), and its client."""
+    memory (MALLOC_ENV; "quiet": and run Dask's diagnostics less often), and its
+    client."""
     import dask
     from distributed import Client, LocalCluster
 
-    env = dict(dask.config.get("distributed.nanny.pre-spawn-environ"))
-    env.update(MALLOC_ENV)
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
+    with dask.config.set(cluster_config(kind)):
         cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                                dashboard_address=None, memory_limit=None)
-    return cluster, Client(cluster)
+        client = Client(cluster)
+    return cluster, client
 
 
 # ---- timing on a shared machine ---------------------------------------------------------
@@ -364,21 +389,10 @@ def speed(args, out):
     whole, halves = Halves(block_args, 1, args.passes), Halves(block_args, args.lanes, args.passes)
     alone = ThreadsProcess(blocks, (Xt, yt), args.lanes, args.passes)
     X, y = dask_array(blocks, args.dim)
-    clusters_up = {}  # "default" / "malloc": (cluster, client, X, y)
+    clusters_up = {}  # "default" / "malloc" / "quiet": (cluster, client, X, y)
     if not args.no_cluster:
-        import dask
-        from distributed import Client, LocalCluster
-
         for kind in args.cluster_kinds:
-            # "malloc": workers that keep freed memory for reuse (see MALLOC_ENV)
-            env = dict(dask.config.get("distributed.nanny.pre-spawn-environ"))
-            if kind == "malloc":
-                env.update(MALLOC_ENV)
-            with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
-                cluster = LocalCluster(n_workers=args.lanes, threads_per_worker=1,
-                                       processes=True, dashboard_address=None,
-                                       memory_limit=None)
-            client = Client(cluster)
+            cluster, client = malloc_cluster(args.lanes, kind)
             clusters_up[kind] = (cluster, client) + tuple(cluster_array(client, sizes, args))
     beside_head = ("threads beside the cluster: slice_rows: s (speedup) | "
                    if args.threads_beside else "")
@@ -401,7 +415,7 @@ def speed(args, out):
             clusters = [f"cluster {n}{' locality' if local else ''} {kind}"
                         for n, local, kind in cluster_runs]
             cluster_labels = [f"{slice_label(n, args)}{', locality' if local else ''}"
-                              f"{', malloc' if kind == 'malloc' else ''}"
+                              f"{'' if kind == 'default' else ', ' + kind}"
                               for n, local, kind in cluster_runs]
             names = ["single", "whole", "ceiling", "alone single"] + threads + beside + clusters
             models, rounds, scores = {}, {}, {}
@@ -496,7 +510,11 @@ def speed(args, out):
         + ", ".join(f"{k}={v}" for k, v in MALLOC_ENV.items()) + " in "
         "`distributed.nanny.pre-spawn-environ` (dask.distributed's default, "
         "MALLOC_TRIM_THRESHOLD_=65536, has glibc map and fault in afresh every "
-        "allocation over 128 KiB; these keep freed memory for reuse). "
+        "allocation over 128 KiB; these keep freed memory for reuse); 'quiet': the same "
+        "environment, and Dask's diagnostics at most once a second ("
+        + ", ".join(f"{k}={v}" for k, v in QUIET_CONFIG.items()) + "; the defaults: "
+        "the event loop's health check every 20 ms, the workers' profiler every 10 ms, "
+        "the memory monitor every 100 ms, the system monitor every 500 ms). "
         "A timed run during "
         f"which other processes took {args.foreign} cores or more was run again (at most "
         f"{args.tries} times, after waiting for a quiet moment); the most they took "
@@ -565,10 +583,11 @@ def main():
     parser.add_argument("--threads-beside", action="store_true",
                         help="also time threads in the timing process, beside the "
                              "LocalClusters' scheduler and client (as before)")
-    parser.add_argument("--cluster-kinds", nargs="+", choices=["default", "malloc"],
+    parser.add_argument("--cluster-kinds", nargs="+", choices=["default", "malloc", "quiet"],
                         default=["default", "malloc"],
-                        help="LocalClusters: dask.distributed's worker environment, and "
-                             "workers that keep freed memory (MALLOC_ENV)")
+                        help="LocalClusters: dask.distributed's worker environment, "
+                             "workers that keep freed memory (MALLOC_ENV), and those with "
+                             "Dask's diagnostics run less often (QUIET_CONFIG)")
     parser.add_argument("--placement", nargs="+", choices=["round-robin", "locality"],
                         default=["round-robin", "locality"],
                         help="cluster runs with partitions dealt round-robin, with "

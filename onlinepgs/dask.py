@@ -180,11 +180,12 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         single-process), and 8 rounds a pass lost at most 0.0009 from 3 M rows on (2 M
         rows: up to 0.0025 at 8 rounds, 0.0027 at 16; 0.0030 at the default's growing
         rounds). In wall time on 2 cores, on 10 M rows: a LocalCluster of 2 processes,
-        X persisted, ``locality=True``, 1.30-1.78x single-process at the default (4
-        growing rounds; twelve runs) against 1.19-1.67x at 9 uniform ones in three of them;
-        threads 1.45-1.70x in a process of their own over six runs (9 rounds within the
-        bound; their time does not depend on the rounds) (docs/benchmarks.md). On a
-        cluster, use slices of 10^5 rows or more.
+        X persisted, ``locality=True``, 1.30-1.82x single-process at the default (4
+        growing rounds; thirteen runs) against 1.19-1.67x at 9 uniform ones in three of
+        them, and 1.65-1.66x (one run) with Dask's diagnostics at most once a second
+        (README); threads 1.45-1.75x in a process of their own over eight runs (9 rounds
+        within the bound; their time does not depend on the rounds)
+        (docs/benchmarks.md). On a cluster, use slices of 10^5 rows or more.
     shuffle : bool, default=False
         Permute the partitions before each pass (which also changes the lanes they go
         to) and the rows within each slice. False keeps the stream's order.
