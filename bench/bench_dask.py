@@ -161,6 +161,7 @@ QUIET_CONFIG = {"distributed.admin.tick.interval": "1s",
 def cluster_config(kind):
     """dask.config settings for a LocalCluster of `kind` ("default", "malloc", "quiet")."""
     import dask
+    import distributed  # noqa: F401  (its configuration's defaults)
 
     env = dict(dask.config.get("distributed.nanny.pre-spawn-environ"))
     if kind in ("malloc", "quiet"):
@@ -171,14 +172,14 @@ def cluster_config(kind):
     return config
 
 
-def malloc_cluster(n_workers=2, kind="malloc"):
+def malloc_cluster(n_workers=2, kind="malloc", config=None):
     """A LocalCluster of `n_workers` processes (1 thread each) whose workers keep freed
-    memory (MALLOC_ENV; "quiet": and run Dask's diagnostics less often), and its
-    client."""
+    memory (MALLOC_ENV; "quiet": and run Dask's diagnostics less often; `config`: these
+    dask.config settings instead of `kind`'s), and its client."""
     import dask
     from distributed import Client, LocalCluster
 
-    with dask.config.set(cluster_config(kind)):
+    with dask.config.set(cluster_config(kind) if config is None else config):
         cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                                dashboard_address=None, memory_limit=None)
         client = Client(cluster)

@@ -47,9 +47,6 @@ def main():
                         choices=["default", "malloc", "quiet", *ONE_SETTING])
     args = parser.parse_args()
 
-    import dask
-    from distributed import Client, LocalCluster
-
     run = argparse.Namespace(dim=2**18, nnz=60, zipf=1.2, passes=1, lanes=2)
     sizes = [min(100_000, args.rows - i) for i in range(0, args.rows, 100_000)]
     blocks = [bd.make_block(1000 + i, n, run.dim, run.nnz, run.zipf)
@@ -62,10 +59,7 @@ def main():
     pairs = {kind: [] for kind in args.kinds}
     for cycle in range(args.cycles):
         for kind in args.kinds:
-            with dask.config.set(config(kind)):
-                cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, memory_limit=None)
-                client = Client(cluster)
+            cluster, client = bd.malloc_cluster(2, config=config(kind))
             try:
                 X, y = bd.cluster_array(client, sizes, run)
                 bd.run_dask(run, args.p, args.sigma, X, y, client, "auto", True)  # warm
