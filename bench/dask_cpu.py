@@ -5,10 +5,11 @@ On a machine with as many cores as workers, every CPU-second the driver's proces
 (the scheduler, the client's and the nannies' event loop, the driver itself) is taken from
 a lane, and a lane that waits for a core makes its whole round wait. This fits the
 generated stream of bench_dask.py (``--rows`` rows persisted on a LocalCluster of 2
-processes whose workers keep freed memory, ``locality=True``) ``--fits`` times and prints,
-per fit: its wall time; the CPU time of each thread of this process (from
-/proc/self/task); and per worker, each round's training (``_train_slice``) and the merge
-before it, as wall / CPU milliseconds (wall above CPU: the lane waited for a core).
+processes of ``--kind``, ``locality=True``) ``--fits`` times and prints, per fit: its
+wall time; the CPU time of each thread of this process (from /proc/self/task); and per
+worker, each round's training (``_train_slice``) and what its task did before it (the
+merge of the last round and, for blocks trained in place, their validation), as wall /
+CPU milliseconds (wall above CPU: the lane waited for a core).
 
     python bench/dask_cpu.py --rows 4000000 --fits 4
 """
@@ -64,13 +65,16 @@ def _lane_log():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=4_000_000)
-    parser.add_argument("--slice-rows", type=int, default=262144)
+    parser.add_argument("--slice-rows", type=bd._slice_rows, default="auto")
+    parser.add_argument("--kind", choices=["default", "malloc", "quiet"], default="malloc",
+                        help="the LocalCluster (see bench_dask.py --cluster-kinds)")
+    parser.add_argument("--p", type=float, default=2.0)
     parser.add_argument("--fits", type=int, default=4)
     args = parser.parse_args()
 
     import onlinepgs.dask as opd
 
-    cluster, client = bd.malloc_cluster()
+    cluster, client = bd.malloc_cluster(kind=args.kind)
     try:
         stream = argparse.Namespace(dim=2**18, nnz=60, zipf=1.2)
         sizes = [min(100_000, args.rows - i) for i in range(0, args.rows, 100_000)]
@@ -78,7 +82,7 @@ def main():
         for _ in range(args.fits):
             client.run(_install_lane_clock)
             before, start = _thread_seconds(), time.perf_counter()
-            opd.fit(bd.estimator(2.0, 1e-5), X, y, classes=[-1.0, 1.0], n_lanes=2,
+            opd.fit(bd.estimator(args.p, 1e-5), X, y, classes=[-1.0, 1.0], n_lanes=2,
                     slice_rows=args.slice_rows, client=client, locality=True)
             wall, after = time.perf_counter() - start, _thread_seconds()
             names = {t.native_id: t.name for t in threading.enumerate()}

@@ -1,10 +1,11 @@
 """Where a LocalCluster's rounds spend their time: the task stream of `onlinepgs.dask.fit`.
 
 Generates the stream of bench_dask.py on a LocalCluster of 2 worker processes (1 thread
-each, workers that keep freed memory, the blocks persisted where they were made), fits it
-``--fits`` times with ``locality=True`` and prints, for the last fit, every task and
-transfer per worker (milliseconds from the first), the time each worker spent on each
-kind, and the rounds' dead time: from the end of a round's later lane to the start of
+each, workers that keep freed memory; ``--kind quiet``: Dask's diagnostics run less often
+too; the blocks persisted where they were made), fits it ``--fits`` times with
+``locality=True`` and prints, for the last fit, every task and transfer per worker
+(milliseconds from the first), the time each worker spent on each kind, and the rounds'
+dead time: from the end of a round's later lane to the start of
 the next round's earlier one (a lane's task includes its merge of the previous round).
 With ``--files``, the fits read those svmlight files instead (round-robin lanes; the
 transfers then show whether blocks cross between workers).
@@ -32,13 +33,15 @@ def main():
     parser.add_argument("--fits", type=int, default=3)
     parser.add_argument("--quiet", action="store_true", help="no task list")
     parser.add_argument("--files", nargs="+", help="svmlight files to fit instead")
+    parser.add_argument("--kind", choices=["default", "malloc", "quiet"], default="malloc",
+                        help="the LocalCluster (see bench_dask.py --cluster-kinds)")
     args = parser.parse_args()
 
     from distributed import get_task_stream
 
     import onlinepgs.dask as opd
 
-    cluster, client = bd.malloc_cluster()
+    cluster, client = bd.malloc_cluster(kind=args.kind)
     try:
         if args.files:
             data = dict(X=args.files)
