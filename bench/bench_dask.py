@@ -94,9 +94,13 @@ def lane_stream(description, rows):
     return args, blocks, X, np.concatenate([b[1] for b in blocks])
 
 
+def block_sizes(rows, block_rows=100_000):
+    """The rows of each block of a stream of `rows` rows (the last may be short)."""
+    return [min(block_rows, rows - start) for start in range(0, rows, block_rows)]
+
+
 def generate(args):
-    n_blocks = -(-args.rows // args.block_rows)
-    sizes = [min(args.block_rows, args.rows - i * args.block_rows) for i in range(n_blocks)]
+    sizes = block_sizes(args.rows, args.block_rows)
     blocks = [make_block(1000 + i, n, args.dim, args.nnz, args.zipf)
               for i, n in enumerate(sizes)]
     test = make_block(7, args.test_rows, args.dim, args.nnz, args.zipf)
@@ -158,6 +162,9 @@ QUIET_CONFIG = {"distributed.admin.tick.interval": "1s",
                 "distributed.admin.system-monitor.interval": "2s"}
 
 
+CLUSTER_KINDS = ("default", "malloc", "quiet")
+
+
 def cluster_config(kind):
     """dask.config settings for a LocalCluster of `kind` ("default", "malloc", "quiet")."""
     import dask
@@ -172,10 +179,10 @@ def cluster_config(kind):
     return config
 
 
-def malloc_cluster(n_workers=2, kind="malloc", config=None):
-    """A LocalCluster of `n_workers` processes (1 thread each) whose workers keep freed
-    memory (MALLOC_ENV; "quiet": and run Dask's diagnostics less often; `config`: these
-    dask.config settings instead of `kind`'s), and its client."""
+def local_cluster(n_workers=2, kind="malloc", config=None):
+    """A LocalCluster of `n_workers` processes (1 thread each) of `kind` (see
+    cluster_config; by default workers that keep freed memory, MALLOC_ENV), or with the
+    dask.config settings `config` instead, and its client."""
     import dask
     from distributed import Client, LocalCluster
 
@@ -393,7 +400,7 @@ def speed(args, out):
     clusters_up = {}  # "default" / "malloc" / "quiet": (cluster, client, X, y)
     if not args.no_cluster:
         for kind in args.cluster_kinds:
-            cluster, client = malloc_cluster(args.lanes, kind)
+            cluster, client = local_cluster(args.lanes, kind)
             clusters_up[kind] = (cluster, client) + tuple(cluster_array(client, sizes, args))
     beside_head = ("threads beside the cluster: slice_rows: s (speedup) | "
                    if args.threads_beside else "")
@@ -584,7 +591,7 @@ def main():
     parser.add_argument("--threads-beside", action="store_true",
                         help="also time threads in the timing process, beside the "
                              "LocalClusters' scheduler and client (as before)")
-    parser.add_argument("--cluster-kinds", nargs="+", choices=["default", "malloc", "quiet"],
+    parser.add_argument("--cluster-kinds", nargs="+", choices=CLUSTER_KINDS,
                         default=["default", "malloc"],
                         help="LocalClusters: dask.distributed's worker environment, "
                              "workers that keep freed memory (MALLOC_ENV), and those with "

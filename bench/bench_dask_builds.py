@@ -53,7 +53,7 @@ def child(args):
         from distributed import Client, LocalCluster
 
         if args.malloc:
-            cluster, client = bd.malloc_cluster()
+            cluster, client = bd.local_cluster()
         else:
             cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                    dashboard_address=None, memory_limit=None)

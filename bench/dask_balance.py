@@ -35,10 +35,10 @@ def main():
     import onlinepgs.dask as opd
     from onlinepgs import PGSClassifier
 
-    cluster, client = bd.malloc_cluster()
+    cluster, client = bd.local_cluster()
     try:
         stream = argparse.Namespace(dim=2**18, nnz=60, zipf=1.2)
-        sizes = [min(100_000, args.rows - i) for i in range(0, args.rows, 100_000)]
+        sizes = bd.block_sizes(args.rows)
         n = len(sizes)
         uneven = [0 if i < round(args.share * n) else 1 for i in range(n)]
         even = [i % 2 for i in range(n)]

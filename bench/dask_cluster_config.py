@@ -44,11 +44,11 @@ def main():
     parser.add_argument("--fits", type=int, default=4)
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--kinds", nargs="+", default=["malloc", "quiet"],
-                        choices=["default", "malloc", "quiet", *ONE_SETTING])
+                        choices=[*bd.CLUSTER_KINDS, *ONE_SETTING])
     args = parser.parse_args()
 
     run = argparse.Namespace(dim=2**18, nnz=60, zipf=1.2, passes=1, lanes=2)
-    sizes = [min(100_000, args.rows - i) for i in range(0, args.rows, 100_000)]
+    sizes = bd.block_sizes(args.rows)
     blocks = [bd.make_block(1000 + i, n, run.dim, run.nnz, run.zipf)
               for i, n in enumerate(sizes)]
     print(f"`bench/dask_cluster_config.py {' '.join(sys.argv[1:])}`: p = {args.p:g}, "
@@ -59,7 +59,7 @@ def main():
     pairs = {kind: [] for kind in args.kinds}
     for cycle in range(args.cycles):
         for kind in args.kinds:
-            cluster, client = bd.malloc_cluster(2, config=config(kind))
+            cluster, client = bd.local_cluster(2, config=config(kind))
             try:
                 X, y = bd.cluster_array(client, sizes, run)
                 bd.run_dask(run, args.p, args.sigma, X, y, client, "auto", True)  # warm

@@ -66,7 +66,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=4_000_000)
     parser.add_argument("--slice-rows", type=bd._slice_rows, default="auto")
-    parser.add_argument("--kind", choices=["default", "malloc", "quiet"], default="malloc",
+    parser.add_argument("--kind", choices=bd.CLUSTER_KINDS, default="malloc",
                         help="the LocalCluster (see bench_dask.py --cluster-kinds)")
     parser.add_argument("--p", type=float, default=2.0)
     parser.add_argument("--fits", type=int, default=4)
@@ -74,10 +74,10 @@ def main():
 
     import onlinepgs.dask as opd
 
-    cluster, client = bd.malloc_cluster(kind=args.kind)
+    cluster, client = bd.local_cluster(kind=args.kind)
     try:
         stream = argparse.Namespace(dim=2**18, nnz=60, zipf=1.2)
-        sizes = [min(100_000, args.rows - i) for i in range(0, args.rows, 100_000)]
+        sizes = bd.block_sizes(args.rows)
         X, y = bd.cluster_array(client, sizes, stream)
         for _ in range(args.fits):
             client.run(_install_lane_clock)

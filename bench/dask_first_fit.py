@@ -22,7 +22,7 @@ def main():
     import onlinepgs.dask as opd
 
     for warm in (False, True, False, True):
-        cluster, client = bd.malloc_cluster()
+        cluster, client = bd.local_cluster()
         ns = argparse.Namespace(dim=2**18, nnz=60, zipf=1.2)
         sizes = [100_000] * 20
         X, y = bd.cluster_array(client, sizes, ns)

@@ -5,8 +5,8 @@ each, workers that keep freed memory; ``--kind quiet``: Dask's diagnostics run l
 too; the blocks persisted where they were made), fits it ``--fits`` times with
 ``locality=True`` and prints, for the last fit, every task and transfer per worker
 (milliseconds from the first), the time each worker spent on each kind, and the rounds'
-dead time: from the end of a round's later lane to the start of
-the next round's earlier one (a lane's task includes its merge of the previous round).
+dead time: from the end of a round's later lane to the start of the next round's earlier
+one (a lane's task includes its merge of the previous round).
 With ``--files``, the fits read those svmlight files instead (round-robin lanes; the
 transfers then show whether blocks cross between workers).
 
@@ -33,7 +33,7 @@ def main():
     parser.add_argument("--fits", type=int, default=3)
     parser.add_argument("--quiet", action="store_true", help="no task list")
     parser.add_argument("--files", nargs="+", help="svmlight files to fit instead")
-    parser.add_argument("--kind", choices=["default", "malloc", "quiet"], default="malloc",
+    parser.add_argument("--kind", choices=bd.CLUSTER_KINDS, default="malloc",
                         help="the LocalCluster (see bench_dask.py --cluster-kinds)")
     args = parser.parse_args()
 
@@ -41,13 +41,13 @@ def main():
 
     import onlinepgs.dask as opd
 
-    cluster, client = bd.malloc_cluster(kind=args.kind)
+    cluster, client = bd.local_cluster(kind=args.kind)
     try:
         if args.files:
             data = dict(X=args.files)
         else:
             ns = argparse.Namespace(dim=2**18, nnz=60, zipf=1.2)
-            sizes = [min(100_000, args.rows - i) for i in range(0, args.rows, 100_000)]
+            sizes = bd.block_sizes(args.rows)
             X, y = bd.cluster_array(client, sizes, ns)
             data = dict(X=X, y=y, locality=True)
         for _ in range(args.fits):
