@@ -12,13 +12,10 @@ directly. The method (see the README, "Training on Dask"):
   round's weights rescaled so that they are exactly the weights of the steps the round
   stands for (`average_factor`).
 """
-import contextlib
-
 import numpy as np
 import scipy.sparse as sp
 
 from onlinepgs._core._pgs import ITERATES
-from onlinepgs._cpu_rotation import rotating
 
 _AVERAGED = {"average": 0, "weighted": 1, "weighted2": 2}
 
@@ -117,8 +114,7 @@ def _slice_coords(pieces, dim):
     return np.flatnonzero(mask).astype(np.int64)
 
 
-def run_lane(base, pieces, classifier, n_lanes=1, slot=None, changed=None, round_no=None,
-             cpu_slot=None):
+def run_lane(base, pieces, classifier, n_lanes=1, slot=None, changed=None, round_no=None):
     """Advance a fork of `base` over one slice; return its `LaneResult`.
 
     pieces: ``(X, y_core, sample_weight, order, row_power_sums)`` runs, trained in turn
@@ -138,14 +134,7 @@ def run_lane(base, pieces, classifier, n_lanes=1, slot=None, changed=None, round
 
     ``slot``, ``changed`` (the coordinates the last merge changed, None if it moved M)
     and ``round_no`` let a lane reuse its state from the previous round (`LaneSlot`).
-    ``cpu_slot``: (this lane, the round's lanes) on its machine, to trade CPUs with them
-    while it trains (`onlinepgs._cpu_rotation.rotating`); None leaves it to the system.
     """
-    with rotating(*cpu_slot) if cpu_slot is not None else contextlib.nullcontext():
-        return _run_lane(base, pieces, classifier, n_lanes, slot, changed, round_no)
-
-
-def _run_lane(base, pieces, classifier, n_lanes, slot, changed, round_no):
     lane = _lane_state(base, slot, changed, round_no)
     lane.t_step = n_lanes
     out = LaneResult()

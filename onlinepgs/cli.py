@@ -121,10 +121,6 @@ def build_parser():
                       help="slices trained at once per round (default: the worker threads)")
     dist.add_argument("--slice-rows", type=_positive_int, default=65536,
                       help="rows each lane trains per round (default 65536)")
-    dist.add_argument("--no-rotate-cpus", dest="rotate_cpus", action="store_false",
-                      help="leave the lanes to the operating system (default: where the "
-                      "lanes are as many as the CPUs, they trade CPUs every 40 ms; "
-                      "the model is the same)")
     dist.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
                       help="give up reaching the scheduler after this long (default 10)")
 
@@ -423,7 +419,7 @@ def _train_on_dask(args, est):
         opd.partial_fit(est, list(args.data), classes=classes if est._classifier else None,
                         passes=args.passes, client=client, n_lanes=args.lanes,
                         slice_rows=args.slice_rows, zero_based=args.zero_based,
-                        rotate_cpus=args.rotate_cpus, callback=progress)
+                        callback=progress)
     finally:
         if client is not None:
             client.close()

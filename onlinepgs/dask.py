@@ -119,8 +119,7 @@ _READ_SIZE = 1 << 20
 # ---- public API ---------------------------------------------------------------------------
 def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, client=None,
         n_lanes=None, slice_rows="auto", shuffle=False, random_state=None, n_features=None,
-        zero_based="auto", blocksize=None, block_rows=None, callback=None, locality=False,
-        rotate_cpus=True):
+        zero_based="auto", blocksize=None, block_rows=None, callback=None, locality=False):
     """Train `estimator` from scratch on a Dask collection (distributed PGS in rounds).
 
     Parameters
@@ -227,14 +226,6 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         train). Measured (LocalCluster of 2 workers keeping freed memory, 2 M rows,
         docs/benchmarks.md): 0.59-1.04 s a fit with locality, 0.57-0.97 s without
         (over loopback; a network makes the moved blocks dearer).
-    rotate_cpus : bool, default=True
-        Where a machine's lanes are as many as the CPUs their process may use (Dask's
-        threads on every core; one single-thread worker a core), pin each lane to one
-        CPU at a time and move them all to the next CPU every 40 ms, so that a CPU that
-        runs slower (a virtual machine's host busy with other tenants) slows every lane
-        alike instead of keeping the others waiting at each round's end
-        (`onlinepgs._cpu_rotation`; a lane's CPU mask is restored after its task). The
-        model does not change. False leaves the lanes to the operating system.
 
     Returns
     -------
@@ -262,14 +253,13 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
     """
     return _train(estimator, X, y, sample_weight, classes, passes, client, n_lanes,
                   slice_rows, shuffle, random_state, n_features, zero_based, blocksize,
-                  block_rows, callback, fresh=True, locality=locality,
-                  rotate_cpus=rotate_cpus)
+                  block_rows, callback, fresh=True, locality=locality)
 
 
 def partial_fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1,
                 client=None, n_lanes=None, slice_rows="auto", shuffle=False,
                 random_state=None, n_features=None, zero_based="auto", blocksize=None,
-                block_rows=None, callback=None, locality=False, rotate_cpus=True):
+                block_rows=None, callback=None, locality=False):
     """Like `fit`, but continue the estimator's current state (if it has one).
 
     The parameters are those of `fit`. A fitted estimator keeps its solver state,
@@ -291,8 +281,7 @@ def partial_fit(estimator, X, y=None, *, sample_weight=None, classes=None, passe
     """
     return _train(estimator, X, y, sample_weight, classes, passes, client, n_lanes,
                   slice_rows, shuffle, random_state, n_features, zero_based, blocksize,
-                  block_rows, callback, fresh=False, locality=locality,
-                  rotate_cpus=rotate_cpus)
+                  block_rows, callback, fresh=False, locality=locality)
 
 
 # ---- the run ----------------------------------------------------------------------------
@@ -367,7 +356,7 @@ def _check_int(name, value, low):
 
 def _train(est, X, y, sample_weight, classes, passes, client, n_lanes, slice_rows,
            shuffle, random_state, n_features, zero_based, blocksize, block_rows, callback,
-           fresh, locality=False, rotate_cpus=True):
+           fresh, locality=False):
     if not isinstance(est, _BasePGS):
         raise TypeError("onlinepgs.dask trains a PGSClassifier or PGSRegressor, got "
                         f"{type(est).__name__}")
@@ -388,8 +377,6 @@ def _train(est, X, y, sample_weight, classes, passes, client, n_lanes, slice_row
         raise ValueError(f'zero_based must be True, False or "auto", got {zero_based!r}')
     if locality is not True and locality is not False:
         raise ValueError(f"locality must be True or False, got {locality!r}")
-    if rotate_cpus is not True and rotate_cpus is not False:
-        raise ValueError(f"rotate_cpus must be True or False, got {rotate_cpus!r}")
     if locality and client is None:
         raise ValueError("locality=True places lanes on the workers of a cluster: pass "
                          "client= (Dask's threads share one memory)")
@@ -406,14 +393,14 @@ def _train(est, X, y, sample_weight, classes, passes, client, n_lanes, slice_row
             return _train_unguarded(est, X, y, sample_weight, classes, passes, backend,
                                     n_lanes, slice_rows, shuffle, random_state,
                                     n_features, zero_based, blocksize, block_rows,
-                                    callback, fresh, locality, rotate_cpus)
+                                    callback, fresh, locality)
     finally:
         backend.close()
 
 
 def _train_unguarded(est, X, y, sample_weight, classes, passes, backend, n_lanes,
                      slice_rows, shuffle, random_state, n_features, zero_based, blocksize,
-                     block_rows, callback, fresh, locality=False, rotate_cpus=True):
+                     block_rows, callback, fresh, locality=False):
     first = fresh or not hasattr(est, "_state")
     if first:
         est._validate_params()
@@ -432,7 +419,7 @@ def _train_unguarded(est, X, y, sample_weight, classes, passes, backend, n_lanes
                                  f"({len(groups)}), but n_lanes={n_lanes}")
             lanes_wanted = len(groups)
         return _run(est, source, classes, passes, backend, lanes_wanted, slice_rows,
-                    shuffle, random_state, callback, first, groups, workers, rotate_cpus)
+                    shuffle, random_state, callback, first, groups, workers)
     finally:
         source.close()  # cached file readers, on every worker
 
@@ -482,7 +469,7 @@ def _balanced(groups, rows, holders, workers):
 
 
 def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffle,
-         random_state, callback, first, groups=None, workers=None, rotate_cpus=True):
+         random_state, callback, first, groups=None, workers=None):
     if source.n_partitions == 0:
         raise ValueError("the data has no partitions: there is nothing to fit")
     n_lanes = min(lanes_wanted, source.n_partitions)
@@ -537,7 +524,7 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
         state.ensure_dim(n_features_in)
     driver = _Driver(state, source, backend, n_lanes, slice_rows, rng, shuffle, callback,
                      classifier=est._classifier, groups=groups, groups_workers=workers,
-                     sizing=sizing, grow=growing, rotate_cpus=rotate_cpus)
+                     sizing=sizing, grow=growing)
     try:
         for pass_index in range(passes):
             driver.run_pass(pass_index)
@@ -590,8 +577,7 @@ class _Driver:
     """Runs the rounds: reads ahead, plans slices, trains the lanes, merges."""
 
     def __init__(self, state, source, backend, n_lanes, slice_rows, rng, shuffle, callback,
-                 classifier, groups=None, groups_workers=None, sizing=None, grow=False,
-                 rotate_cpus=True):
+                 classifier, groups=None, groups_workers=None, sizing=None, grow=False):
         self.state = state
         # slice_rows="auto" on a stream of known length: (rows a pass, batch_size) until
         # the first block read bounds the slices' bytes (_size_slices)
@@ -629,7 +615,6 @@ class _Driver:
         self.in_flight = deque()
         self.reports = deque()  # rounds whose callback is still to be called
         self.n_examples = int(state.n_examples)
-        self.rotate_cpus = rotate_cpus
 
     def _request(self, lane):
         """Ask for the lane's next block: the next of its open partition, or a new one."""
@@ -785,8 +770,6 @@ class _Driver:
                 break
             for plan, _, _ in jobs:
                 plan.n_lanes = len(jobs)
-            if self.rotate_cpus:
-                self._cpu_slots(jobs)
             rows = sum(b - a for plan, _, _ in jobs for a, b in plan.ranges)
             done += rows
             handles = self._submit_round(jobs)
@@ -821,17 +804,6 @@ class _Driver:
                 self.backend.release(entry[0])
             if lane.open is not None and not any(e is lane.open for e in lane.blocks):
                 self.backend.release(lane.open[0])
-
-    def _cpu_slots(self, jobs):
-        """Each lane's place among the round's lanes on its machine (threads: all on
-        this one), for `rotating`."""
-        hosts = [None] * len(jobs)
-        if self.lane_workers is not None:
-            from distributed.comm.addressing import get_address_host
-
-            hosts = [get_address_host(self.lane_workers[lane]) for _, _, lane in jobs]
-        for i, ((plan, _, _), host) in enumerate(zip(jobs, hosts)):
-            plan.cpu_slot = (hosts[:i].count(host), hosts.count(host))
 
     def close(self):
         """Free the workers' copies of the state (a cluster)."""
@@ -983,7 +955,6 @@ class _SlicePlan:
         self.slot = self.changed = self.round_no = None  # threads: the lane's kept state
         self.blocks = None  # set on the worker, for messages
         self.unread = self.spec = None  # a cluster's blocks read by the round itself
-        self.cpu_slot = None  # (lane, lanes) on its machine, when they trade CPUs
 
     def where(self, row):
         """A row of the slice as "partition P, row R" (or a file position)."""
@@ -1100,7 +1071,7 @@ def _train_slice(base, plan, *blocks):
         pieces = [(X, y, sw, order, rps)]
         starts = [0]
     result = run_lane(base, pieces, plan.classifier, plan.n_lanes, plan.slot,
-                      plan.changed, plan.round_no, plan.cpu_slot)
+                      plan.changed, plan.round_no)
     if result.diverged_row is not None:
         # a row of the arrays given to the core: back to the slice's numbering
         number, row = result.diverged_row

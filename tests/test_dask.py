@@ -1,5 +1,4 @@
 """onlinepgs.dask: distributed PGS in rounds on Dask collections."""
-import contextlib
 import gzip
 import io
 import os
@@ -908,7 +907,7 @@ def run_cli(*argv):
     return main([str(a) for a in argv])
 
 
-def test_cli_scheduler_threads_equals_the_api(tmp_path, text_data, capsys, monkeypatch):
+def test_cli_scheduler_threads_equals_the_api(tmp_path, text_data, capsys):
     out = tmp_path / "m.pgs"
     files = text_data["files"]
     assert run_cli("train", *files, "-o", out, "--scheduler", "threads", "--lanes", 2,
@@ -923,20 +922,6 @@ def test_cli_scheduler_threads_equals_the_api(tmp_path, text_data, capsys, monke
     assert run_cli("train", files[0], "-i", out, "-o", out, "--scheduler", "threads",
                    "--quiet") == 0
     assert load_model(out).online_stats_["n_examples"] == 800 + 90
-    # --no-rotate-cpus: the lanes are left to the system, the model is the same
-    import onlinepgs._rounds as rounds
-
-    slots = []
-    monkeypatch.setattr(rounds, "rotating", lambda *slot: slots.append(slot) or
-                        contextlib.nullcontext())
-    out2 = tmp_path / "m2.pgs"
-    for flags in ([], ["--no-rotate-cpus"]):
-        slots.clear()
-        assert run_cli("train", *files, "-o", out2, "--scheduler", "threads", "--lanes", 2,
-                       "--slice-rows", 30, "--passes", 2, "--p", 1.8, "--sigma", 0.01,
-                       "--quiet", *flags) == 0
-        assert bool(slots) == (not flags)
-        np.testing.assert_array_equal(load_model(out2).coef_, ref.coef_)
 
 
 def test_cli_scheduler_errors(tmp_path, text_data, capsys):
@@ -1131,47 +1116,3 @@ def test_threads_start_the_lanes_before_the_blocks_read_ahead(monkeypatch):
     want = opd.fit(PGSClassifier(), dask_rows(X, [500] * 32), y, classes=[-1, 1],
                    n_lanes=2, slice_rows=1000)
     np.testing.assert_array_equal(got.coef_, want.coef_)
-
-
-@pytest.mark.parametrize("scheduler", ["threads", pytest.param("cluster", marks=pytest.mark.slow)])
-def test_lanes_trade_cpus_and_the_model_does_not_change(monkeypatch, scheduler, request):
-    # rotate_cpus moves each lane between the CPUs while it trains
-    # (onlinepgs._cpu_rotation): the rows, their order and the merges are the same
-    import onlinepgs._rounds as rounds
-
-    client = request.getfixturevalue("cluster") if scheduler == "cluster" else None
-    slots = []
-    real = opd._Driver._cpu_slots
-
-    def noting(self, jobs):
-        real(self, jobs)
-        slots.append(sorted(plan.cpu_slot for plan, _, _ in jobs))
-
-    monkeypatch.setattr(opd._Driver, "_cpu_slots", noting)
-    rotated = []
-    real_rotating = rounds.rotating
-
-    def rotating(slot, n_slots):
-        context = real_rotating(slot, n_slots)
-        rotated.append((slot, n_slots))
-        return context
-
-    monkeypatch.setattr(rounds, "rotating", rotating)
-    rng = np.random.default_rng(3)
-    X = sp.random(6000, 40, density=0.2, format="csr", random_state=3)
-    y = np.where(X @ rng.standard_normal(40) + 0.1 * rng.standard_normal(6000) > 0, 1.0, -1.0)
-    dX = da.from_array(X, chunks=(1000, 40))
-    kw = dict(p=1.8, sigma=1e-3, random_state=0)
-    on = opd.fit(PGSClassifier(**kw), dX, y, n_lanes=2, slice_rows=700, client=client)
-    assert slots and all(s == [(0, 2), (1, 2)] for s in slots)  # one machine, 2 lanes
-    if client is None:  # the lanes ran here
-        assert sorted(set(rotated)) == [(0, 2), (1, 2)]
-    n_rounds, rotated[:] = len(slots), []
-    off = opd.fit(PGSClassifier(**kw), dX, y, n_lanes=2, slice_rows=700, client=client,
-                  rotate_cpus=False)
-    assert len(slots) == n_rounds and not rotated  # no new slots, no lane rotated
-    np.testing.assert_array_equal(on.coef_, off.coef_)
-    np.testing.assert_array_equal(on.intercept_, off.intercept_)
-    assert on.t_ == off.t_
-    with pytest.raises(ValueError, match="rotate_cpus must be True or False"):
-        opd.fit(PGSClassifier(**kw), dX, y, rotate_cpus="yes")
