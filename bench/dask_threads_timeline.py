@@ -12,15 +12,13 @@ rounds).
 ``--per-round`` adds, for each round, each lane's microseconds a row, the CPU time of its
 thread against its wall time (less: the thread waited for a CPU) and the CPU it ran on
 last (Linux), which tells a lane slowed by its CPU from one slowed by its work.
-``--steal`` fits with ``steal=True`` (the faster lane's wait is then what is left
-when the pool's chunks ran out). ``--preread`` times, alternating with the fits above, fits whose blocks were read before
+``--preread`` times, alternating with the fits above, fits whose blocks were read before
 the fit (each partition's block kept from the fit before): the difference is what
 reading the blocks costs a fit's wall time, against half its CPU time for two threads
 that read in parallel with no loss.
 
     python bench/dask_threads_timeline.py --rows 10000000 --p 2 --fits 3
     python bench/dask_threads_timeline.py --rows 10000000 --p 2 --fits 11 --preread
-    python bench/dask_threads_timeline.py --rows 10000000 --p 2 --fits 5 --steal
 """
 import argparse
 import statistics
@@ -43,7 +41,6 @@ def main():
     parser.add_argument("--fits", type=int, default=3)
     parser.add_argument("--per-round", action="store_true")
     parser.add_argument("--preread", action="store_true")
-    parser.add_argument("--steal", action="store_true", help="fit with steal=True")
     args = parser.parse_args()
 
     import onlinepgs.dask as opd
@@ -92,7 +89,7 @@ def main():
     def fit_once():
         start = time.perf_counter()
         opd.fit(bd.estimator(args.p, args.sigma), X, y, classes=[-1.0, 1.0], n_lanes=2,
-                slice_rows=args.slice_rows, steal=args.steal)
+                slice_rows=args.slice_rows)
         return start, time.perf_counter() - start
 
     walls = {"as read": [], "read before": []}

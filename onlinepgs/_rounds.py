@@ -12,9 +12,6 @@ directly. The method (see the README, "Training on Dask"):
   round's weights rescaled so that they are exactly the weights of the steps the round
   stands for (`average_factor`).
 """
-import functools
-import threading
-
 import numpy as np
 import scipy.sparse as sp
 
@@ -101,15 +98,13 @@ def _slice_coords(pieces, dim):
     """Every coordinate a run over the pieces can touch (sorted): the intercept's 0 and
     1 + the columns of their rows. None (search them all, in order) for dense rows, or
     when the rows hold so many entries that that is cheaper."""
-    spans = {}  # id(X) -> [X, first row, end row]: a lane's chunks of one piece at once
+    ranges = []
     for X, _, _, order, _ in pieces:
         if not sp.issparse(X):
             return None
         if order.shape[0]:
             lo, hi = int(order.min()), int(order.max()) + 1
-            span = spans.setdefault(id(X), [X, lo, hi])
-            span[1], span[2] = min(span[1], lo), max(span[2], hi)
-    ranges = [(X, X.indptr[lo], X.indptr[hi]) for X, lo, hi in spans.values()]
+            ranges.append((X, X.indptr[lo], X.indptr[hi]))
     if sum(b - a for _, a, b in ranges) >= _SPARSE_FRACTION * dim:
         return None
     mask = np.zeros(dim, dtype=bool)
@@ -119,93 +114,7 @@ def _slice_coords(pieces, dim):
     return np.flatnonzero(mask).astype(np.int64)
 
 
-class RoundPool:
-    """A round's rows in chunks, shared by its lanes on threads (``steal=True``).
-
-    Each lane offers its slice's pieces, cut into chunks of whole mini-batches, and
-    trains them from the front; a lane whose own are done takes the last chunk of the
-    lane with the most left, until none is left. The round then ends when its rows are
-    done, not when the slowest lane is: two CPUs that run at unequal speeds (seen for
-    seconds on end on shared machines) train in proportion to their speeds. Which lane
-    trains a row depends on timing, so the model is not the same bit for bit from run
-    to run; the merge's additions are exact whatever the split (`merge_round`).
-    """
-
-    def __init__(self, n_lanes, chunk_rows):
-        self.lock = threading.Lock()
-        self.chunks = [[] for _ in range(n_lanes)]  # each lane's, last one first
-        self.chunk_rows = max(int(chunk_rows), 1)
-
-    def offer(self, lane, pieces, describe=None):
-        """Cut a lane's pieces into chunks (``chunk_rows``, rounded to whole batches)."""
-        chunks = []
-        for number, piece in enumerate(pieces):
-            X, y_core, sw, order, rps = piece
-            n = order.shape[0]
-            start = _contiguous_start(order)
-            if start is None and sp.issparse(X) and X.indptr.dtype != np.int64:
-                # chunks of a shuffled slice each read the whole piece's offsets: convert
-                # them once (the core reads int64 offsets in place)
-                X = sp.csr_matrix((X.data, X.indices, X.indptr.astype(np.int64)),
-                                  shape=X.shape, copy=False)
-                X.has_canonical_format = True
-            for a in range(0, n, self.chunk_rows):
-                b = min(a + self.chunk_rows, n)
-                chunks.append(((X, y_core, sw, order[a:b], rps),
-                               None if start is None else start + a, number, a, describe))
-        chunks.reverse()
-        with self.lock:
-            self.chunks[lane] = chunks
-
-    def cancel(self):
-        """Drop every chunk not yet taken (a lane diverged: the round is void)."""
-        with self.lock:
-            for chunks in self.chunks:
-                chunks.clear()
-
-    def take(self, lane):
-        """The lane's next chunk: its own first, then the last of the fullest lane."""
-        with self.lock:
-            own = self.chunks[lane]
-            if own:
-                return own.pop()
-            fullest = max(self.chunks, key=len)
-            return fullest.pop(0) if fullest else None
-
-
-def _contiguous_start(order):
-    """order's first row if it is rows first, first + 1, ... (else None)."""
-    n = order.shape[0]
-    if n == 0:
-        return 0
-    first = int(order[0])
-    if int(order[-1]) - first != n - 1 or (n > 1 and not np.all(np.diff(order) == 1)):
-        return None
-    return first
-
-
-def _run_rows(lane, X, y_core, sw, order, rps, classifier, first=None):
-    """`PGSState.run` over rows ``order`` of a piece; with ``first`` (order is first,
-    first + 1, ...) over views of just those rows, so the core copies only their
-    offsets. Returns what to add to ``lane.diverged_row`` for a row of the piece."""
-    width = X.shape[1]
-    if width + 1 > lane.dim:
-        lane.ensure_dim(width)
-    if first is not None and sp.issparse(X):
-        end = first + order.shape[0]
-        lane.run(X.data, X.indices, X.indptr[first:end + 1], width, y_core[first:end],
-                 sw[first:end], np.arange(order.shape[0], dtype=np.int64), classifier,
-                 None if rps is None else rps[first:end])
-        return first
-    if sp.issparse(X):
-        lane.run(X.data, X.indices, X.indptr, width, y_core, sw, order, classifier, rps)
-    else:
-        lane.run(X.ravel(), None, None, width, y_core, sw, order, classifier, rps)
-    return 0
-
-
-def run_lane(base, pieces, classifier, n_lanes=1, slot=None, changed=None, round_no=None,
-             pool=None, lane_index=0, describe=None):
+def run_lane(base, pieces, classifier, n_lanes=1, slot=None, changed=None, round_no=None):
     """Advance a fork of `base` over one slice; return its `LaneResult`.
 
     pieces: ``(X, y_core, sample_weight, order, row_power_sums)`` runs, trained in turn
@@ -225,46 +134,30 @@ def run_lane(base, pieces, classifier, n_lanes=1, slot=None, changed=None, round
 
     ``slot``, ``changed`` (the coordinates the last merge changed, None if it moved M)
     and ``round_no`` let a lane reuse its state from the previous round (`LaneSlot`).
-
-    With a `RoundPool` (``pool``; this lane is ``lane_index`` of it) the lane offers its
-    pieces to the round's other lanes and trains chunks of the round's rows until none is
-    left: its own, then those others have not begun. ``describe(number, row)`` names
-    row ``row`` of piece ``number`` (of the lane that offered it) in an error message.
     """
     lane = _lane_state(base, slot, changed, round_no)
     lane.t_step = n_lanes
     out = LaneResult()
     out.rows = 0
     out.diverged_row = None
-    if pool is None:
-        work = [(piece, None, number, 0, describe) for number, piece in enumerate(pieces)]
-        next_chunk = functools.partial(_pop_first, work)
-    else:
-        pool.offer(lane_index, pieces, describe)
-        next_chunk = functools.partial(pool.take, lane_index)
-    trained = []
-    while True:
-        chunk = next_chunk()
-        if chunk is None:
-            break
-        piece, first, number, _, where = chunk
-        X, y_core, sw, order, rps = piece
-        offset = _run_rows(lane, X, y_core, sw, order, rps, classifier, first)
+    for number, (X, y_core, sw, order, rps) in enumerate(pieces):
+        width = X.shape[1]
+        if width + 1 > lane.dim:
+            lane.ensure_dim(width)
+        if sp.issparse(X):
+            lane.run(X.data, X.indices, X.indptr, width, y_core, sw, order, classifier, rps)
+        else:
+            lane.run(X.ravel(), None, None, width, y_core, sw, order, classifier, rps)
         if lane.diverged:
-            row = offset + int(lane.diverged_row)
-            out.diverged_row = (number, row)
-            out.diverged_at = (f"row {row} of piece {number}" if where is None
-                               else where(number, row))
-            if pool is not None:
-                pool.cancel()
+            out.diverged_row = (number, int(lane.diverged_row))
+            out.diverged_at = f"row {lane.diverged_row} of piece {number}"
             return out
         out.rows += int(order.shape[0])
-        trained.append(piece)
     out.radius = lane.radius
     out.t_step = n_lanes
     out.steps = int(lane.t - base.t) // n_lanes
     out.dim = int(lane.dim)
-    _lane_delta(base, lane, out, _slice_coords(trained, lane.dim))
+    _lane_delta(base, lane, out, _slice_coords(pieces, lane.dim))
     out.stats = dict(
         n_examples=int(lane.n_examples), n_mistakes=int(lane.n_mistakes),
         sum_weight=float(lane.sum_weight), sum_loss=float(lane.sum_loss),
@@ -272,10 +165,6 @@ def run_lane(base, pieces, classifier, n_lanes=1, slot=None, changed=None, round
         regret=np.array(lane.regret_a), sum_conj=np.array(lane.sum_conj_a),
         sum_step_loss=np.array(lane.sum_step_loss_a), sum_reg=np.array(lane.sum_reg_a))
     return out
-
-
-def _pop_first(work):
-    return work.pop(0) if work else None
 
 
 def _lane_delta(base, lane, out, coords=None):

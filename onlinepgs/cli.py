@@ -121,10 +121,6 @@ def build_parser():
                       help="slices trained at once per round (default: the worker threads)")
     dist.add_argument("--slice-rows", type=_positive_int, default=65536,
                       help="rows each lane trains per round (default 65536)")
-    dist.add_argument("--steal", action="store_true",
-                      help="with --scheduler threads: a lane done with its slice trains "
-                      "the rest of another's, so a round lasts as long as its rows, not "
-                      "its slowest lane (the model then depends on timing)")
     dist.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
                       help="give up reaching the scheduler after this long (default 10)")
 
@@ -282,9 +278,6 @@ def cmd_train(args):
         est = _estimator_from_args(args)
     if args.scheduler is not None:
         return _train_on_dask(args, est)
-    if args.steal:
-        raise UserError("--steal needs --scheduler threads (it splits a round's rows "
-                        "between Dask's lanes)")
     k = int(est.batch_size)
     chunk_rows = -(-args.chunk_rows // k) * k  # whole mini-batches: chunking never matters
     is_classifier = est._classifier
@@ -382,9 +375,6 @@ def _train_on_dask(args, est):
     except ImportError as exc:
         raise UserError(str(exc)) from None
     client = None
-    if args.steal and args.scheduler != "threads":
-        raise UserError("--steal needs --scheduler threads (lanes that share memory); on a "
-                        "cluster a lane's rows stay on its worker")
     if args.scheduler != "threads":
         try:
             from distributed import Client
@@ -429,7 +419,7 @@ def _train_on_dask(args, est):
         opd.partial_fit(est, list(args.data), classes=classes if est._classifier else None,
                         passes=args.passes, client=client, n_lanes=args.lanes,
                         slice_rows=args.slice_rows, zero_based=args.zero_based,
-                        callback=progress, steal=args.steal)
+                        callback=progress)
     finally:
         if client is not None:
             client.close()

@@ -105,7 +105,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
 
 from onlinepgs._core._pgs import PGSState
-from onlinepgs._rounds import LaneSlot, RoundPool, merge_round, run_lane
+from onlinepgs._rounds import LaneSlot, merge_round, run_lane
 from onlinepgs.estimators import PGSDivergedError, _BasePGS, _unchanged_on_error
 from onlinepgs.svmlight import SvmlightError, iter_svmlight, load_svmlight
 
@@ -119,8 +119,7 @@ _READ_SIZE = 1 << 20
 # ---- public API ---------------------------------------------------------------------------
 def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, client=None,
         n_lanes=None, slice_rows="auto", shuffle=False, random_state=None, n_features=None,
-        zero_based="auto", blocksize=None, block_rows=None, callback=None, locality=False,
-        steal=False):
+        zero_based="auto", blocksize=None, block_rows=None, callback=None, locality=False):
     """Train `estimator` from scratch on a Dask collection (distributed PGS in rounds).
 
     Parameters
@@ -254,13 +253,13 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
     """
     return _train(estimator, X, y, sample_weight, classes, passes, client, n_lanes,
                   slice_rows, shuffle, random_state, n_features, zero_based, blocksize,
-                  block_rows, callback, fresh=True, locality=locality, steal=steal)
+                  block_rows, callback, fresh=True, locality=locality)
 
 
 def partial_fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1,
                 client=None, n_lanes=None, slice_rows="auto", shuffle=False,
                 random_state=None, n_features=None, zero_based="auto", blocksize=None,
-                block_rows=None, callback=None, locality=False, steal=False):
+                block_rows=None, callback=None, locality=False):
     """Like `fit`, but continue the estimator's current state (if it has one).
 
     The parameters are those of `fit`. A fitted estimator keeps its solver state,
@@ -282,7 +281,7 @@ def partial_fit(estimator, X, y=None, *, sample_weight=None, classes=None, passe
     """
     return _train(estimator, X, y, sample_weight, classes, passes, client, n_lanes,
                   slice_rows, shuffle, random_state, n_features, zero_based, blocksize,
-                  block_rows, callback, fresh=False, locality=locality, steal=steal)
+                  block_rows, callback, fresh=False, locality=locality)
 
 
 # ---- the run ----------------------------------------------------------------------------
@@ -348,17 +347,6 @@ def _whole_batches(rows, batch_size):
     return -(-int(rows) // batch_size) * batch_size
 
 
-def _steal_chunk_rows(slice_rows, batch_size):
-    """steal=True: rows of a chunk, the unit lanes take from a round's pool. Small enough
-    that the lanes end a round within one chunk of each other (1/64 of a slice), large
-    enough that taking one (a lock, a call into the core) costs nothing next to it."""
-    return _whole_batches(max(slice_rows // _STEAL_CHUNKS, _STEAL_CHUNK_ROWS_MIN), batch_size)
-
-
-_STEAL_CHUNKS = 64
-_STEAL_CHUNK_ROWS_MIN = 8192
-
-
 def _check_int(name, value, low):
     if (not isinstance(value, (int, np.integer)) or isinstance(value, bool)
             or value < low):
@@ -368,7 +356,7 @@ def _check_int(name, value, low):
 
 def _train(est, X, y, sample_weight, classes, passes, client, n_lanes, slice_rows,
            shuffle, random_state, n_features, zero_based, blocksize, block_rows, callback,
-           fresh, locality=False, steal=False):
+           fresh, locality=False):
     if not isinstance(est, _BasePGS):
         raise TypeError("onlinepgs.dask trains a PGSClassifier or PGSRegressor, got "
                         f"{type(est).__name__}")
@@ -389,12 +377,6 @@ def _train(est, X, y, sample_weight, classes, passes, client, n_lanes, slice_row
         raise ValueError(f'zero_based must be True, False or "auto", got {zero_based!r}')
     if locality is not True and locality is not False:
         raise ValueError(f"locality must be True or False, got {locality!r}")
-    if steal is not True and steal is not False:
-        raise ValueError(f"steal must be True or False, got {steal!r}")
-    if steal and client is not None:
-        raise ValueError("steal=True lets a lane train rows of another lane's slice, which "
-                         "needs lanes that share memory (Dask's threads, no client=); on a "
-                         "cluster a lane's rows stay on its worker")
     if locality and client is None:
         raise ValueError("locality=True places lanes on the workers of a cluster: pass "
                          "client= (Dask's threads share one memory)")
@@ -411,14 +393,14 @@ def _train(est, X, y, sample_weight, classes, passes, client, n_lanes, slice_row
             return _train_unguarded(est, X, y, sample_weight, classes, passes, backend,
                                     n_lanes, slice_rows, shuffle, random_state,
                                     n_features, zero_based, blocksize, block_rows,
-                                    callback, fresh, locality, steal)
+                                    callback, fresh, locality)
     finally:
         backend.close()
 
 
 def _train_unguarded(est, X, y, sample_weight, classes, passes, backend, n_lanes,
                      slice_rows, shuffle, random_state, n_features, zero_based, blocksize,
-                     block_rows, callback, fresh, locality=False, steal=False):
+                     block_rows, callback, fresh, locality=False):
     first = fresh or not hasattr(est, "_state")
     if first:
         est._validate_params()
@@ -437,7 +419,7 @@ def _train_unguarded(est, X, y, sample_weight, classes, passes, backend, n_lanes
                                  f"({len(groups)}), but n_lanes={n_lanes}")
             lanes_wanted = len(groups)
         return _run(est, source, classes, passes, backend, lanes_wanted, slice_rows,
-                    shuffle, random_state, callback, first, groups, workers, steal)
+                    shuffle, random_state, callback, first, groups, workers)
     finally:
         source.close()  # cached file readers, on every worker
 
@@ -487,7 +469,7 @@ def _balanced(groups, rows, holders, workers):
 
 
 def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffle,
-         random_state, callback, first, groups=None, workers=None, steal=False):
+         random_state, callback, first, groups=None, workers=None):
     if source.n_partitions == 0:
         raise ValueError("the data has no partitions: there is nothing to fit")
     n_lanes = min(lanes_wanted, source.n_partitions)
@@ -542,7 +524,7 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
         state.ensure_dim(n_features_in)
     driver = _Driver(state, source, backend, n_lanes, slice_rows, rng, shuffle, callback,
                      classifier=est._classifier, groups=groups, groups_workers=workers,
-                     sizing=sizing, grow=growing, steal=steal)
+                     sizing=sizing, grow=growing)
     try:
         for pass_index in range(passes):
             driver.run_pass(pass_index)
@@ -595,10 +577,8 @@ class _Driver:
     """Runs the rounds: reads ahead, plans slices, trains the lanes, merges."""
 
     def __init__(self, state, source, backend, n_lanes, slice_rows, rng, shuffle, callback,
-                 classifier, groups=None, groups_workers=None, sizing=None, grow=False,
-                 steal=False):
+                 classifier, groups=None, groups_workers=None, sizing=None, grow=False):
         self.state = state
-        self.steal = steal  # threads: lanes done early train the rest of others' slices
         # slice_rows="auto" on a stream of known length: (rows a pass, batch_size) until
         # the first block read bounds the slices' bytes (_size_slices)
         self.sizing = sizing
@@ -863,11 +843,6 @@ class _Driver:
         round without waiting; at most two rounds are in flight, so that blocks are not
         read far ahead."""
         if self.backend.shares_memory:
-            if self.steal and len(jobs) > 1:
-                pool = RoundPool(len(jobs), _steal_chunk_rows(
-                    self.slice_rows, int(self.state.batch_size)))
-                for index, (plan, _, _) in enumerate(jobs):
-                    plan.pool, plan.lane_index = pool, index
             return [self.backend.submit(_train_slice, self.state, plan, *blocks)
                     for plan, blocks, _ in jobs]
         if self.last is None:  # the pass's first round: the copies start from the state
@@ -980,7 +955,6 @@ class _SlicePlan:
         self.slot = self.changed = self.round_no = None  # threads: the lane's kept state
         self.blocks = None  # set on the worker, for messages
         self.unread = self.spec = None  # a cluster's blocks read by the round itself
-        self.pool, self.lane_index = None, 0  # threads, steal=True: the round's RoundPool
 
     def where(self, row):
         """A row of the slice as "partition P, row R" (or a file position)."""
@@ -1096,14 +1070,14 @@ def _train_slice(base, plan, *blocks):
             order = np.random.RandomState(plan.seed).permutation(order)
         pieces = [(X, y, sw, order, rps)]
         starts = [0]
-
-    def describe(number, row):
+    result = run_lane(base, pieces, plan.classifier, plan.n_lanes, plan.slot,
+                      plan.changed, plan.round_no)
+    if result.diverged_row is not None:
         # a row of the arrays given to the core: back to the slice's numbering
+        number, row = result.diverged_row
         before = sum(lengths[:number]) if len(pieces) > 1 else 0
-        return plan.where(before + row - starts[number])
-
-    return run_lane(base, pieces, plan.classifier, plan.n_lanes, plan.slot, plan.changed,
-                    plan.round_no, plan.pool, plan.lane_index, describe)
+        result.diverged_at = plan.where(before + row - starts[number])
+    return result
 
 
 # ---- blocks of rows -------------------------------------------------------------------

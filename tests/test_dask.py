@@ -17,7 +17,7 @@ import onlinepgs.dask as opd  # noqa: E402
 from onlinepgs import (PGSClassifier, PGSDivergedError, PGSRegressor,  # noqa: E402
                        SvmlightError, load_model, load_svmlight, save_model)
 from onlinepgs._core import PGSState  # noqa: E402
-from onlinepgs._rounds import RoundPool, average_factor, merge_round, run_lane  # noqa: E402
+from onlinepgs._rounds import average_factor, merge_round, run_lane  # noqa: E402
 
 from reference import (grad_rstar, loss_conjugate, loss_derivative,  # noqa: E402
                        loss_value, r_conjugate, r_value)
@@ -271,158 +271,6 @@ def test_merge_is_order_free_in_lambda_and_counts():
     # the iterate is grad r* of the merged lambda (the state's scalars are consistent)
     theta = np.asarray(g.lam_a)[:, 0] / ((g.t + 1) * 0.05)
     assert_close(g.weights("last")[:, 0], grad_rstar(theta, 1.5, g.radius), rtol=1e-10)
-
-
-# ---- steal=True: lanes that take the rest of others' slices ----------------------------
-@pytest.mark.parametrize("k", [1, 3])
-def test_a_lane_that_steals_trains_the_others_chunks_last_first(k):
-    """A lane whose own chunks are done takes the other lane's from the end: its run is
-    the plain run over its own rows and then those chunks, last chunk first (each in
-    order), including a shuffled piece (offsets converted once) and sliced views."""
-    X, y = make_data(m=300, n=15)
-    sw = np.linspace(0.5, 1.5, X.shape[0])
-    g = PGSState(p=1.7, sigma=0.02, radius="auto", loss="logistic", iterate="weighted",
-                 n_features=X.shape[1], batch_size=k)
-    mine = [(X, y, sw, np.arange(0, 90, dtype=np.int64), None)]
-    shuffled = np.random.RandomState(1).permutation(np.arange(120, 300)).astype(np.int64)
-    theirs = [(X, y, sw, np.arange(90, 120, dtype=np.int64), None),
-              (X, y, sw, shuffled, None)]
-    chunk = 12 * k
-    pool = RoundPool(2, chunk)
-    pool.offer(1, theirs)  # lane 1 offered its slice but has not begun
-    got = run_lane(g, mine, True, 2, pool=pool, lane_index=0)
-    assert pool.take(0) is None and pool.take(1) is None
-    # the same rows as plain pieces: lane 0's, then lane 1's chunks from the last
-    cut = [(order[a:a + chunk]) for _, _, _, order, _ in theirs
-           for a in range(0, order.shape[0], chunk)]
-    expected = run_lane(g, mine + [(X, y, sw, o, None) for o in cut[::-1]], True, 2)
-    assert got.rows == expected.rows == 300
-    assert got.steps == expected.steps
-    np.testing.assert_array_equal(got.idx, expected.idx)
-    np.testing.assert_array_equal(got.dlam, expected.dlam)
-    np.testing.assert_array_equal(got.avg_val, expected.avg_val)
-    assert got.stats["sum_loss"] == expected.stats["sum_loss"]
-    # a lane takes its own chunks from the front, another lane from the back
-    starts = [(n, a) for n, (_, _, _, order, _) in enumerate(theirs)
-              for a in range(0, order.shape[0], chunk)]
-    for taker, expected_order in ((1, starts), (0, starts[::-1])):
-        pool = RoundPool(2, chunk)
-        pool.offer(1, theirs)
-        assert [pool.take(taker)[2:4] for _ in starts] == expected_order
-        assert pool.take(0) is None
-
-
-class _Forced:
-    """Make lane 0 take all of lane 1's chunks each round: lane 0 starts once lane 1 has
-    offered its slice, lane 1 takes a chunk only once lane 0 has found none left."""
-
-    def __init__(self, monkeypatch):
-        import threading
-        self.taken = []  # (taker, offered by) for every chunk trained
-        self.lock = threading.Lock()
-        offer, take, cancel = RoundPool.offer, RoundPool.take, RoundPool.cancel
-        forced = self
-
-        def events(pool):  # kept on the pool: an id may be reused in a later round
-            with forced.lock:
-                if not hasattr(pool, "forced"):
-                    pool.forced = (threading.Event(), threading.Event(), {})
-                return pool.forced
-
-        def forced_offer(pool, lane, pieces, describe=None):
-            offer(pool, lane, pieces, describe)
-            for chunk in pool.chunks[lane]:
-                events(pool)[2][id(chunk)] = lane
-            if lane == 1:
-                events(pool)[0].set()
-
-        def forced_take(pool, lane):
-            offered, done, owner = events(pool)
-            if lane == 0:
-                assert offered.wait(10)
-            else:
-                assert done.wait(10)
-            chunk = take(pool, lane)
-            if chunk is None and lane == 0:
-                done.set()
-            if chunk is not None:
-                forced.taken.append((lane, owner[id(chunk)]))
-            return chunk
-
-        def forced_cancel(pool):  # a lane diverged
-            cancel(pool)
-            events(pool)[1].set()
-
-        monkeypatch.setattr(RoundPool, "cancel", forced_cancel)
-        monkeypatch.setattr(RoundPool, "offer", forced_offer)
-        monkeypatch.setattr(RoundPool, "take", forced_take)
-        monkeypatch.setattr(opd, "_STEAL_CHUNK_ROWS_MIN", 10)
-
-
-def test_steal_trains_every_row_once_when_one_lane_does_it_all(monkeypatch):
-    X, y = make_data(m=400, n=12)
-    sizes = [100, 100, 100, 100]
-    kw = dict(p=1.8, sigma=1e-3, random_state=0)
-    forced = _Forced(monkeypatch)
-    got = opd.fit(PGSClassifier(**kw), dask_rows(X, sizes), y, n_lanes=2, slice_rows=100,
-                  steal=True)
-    # every chunk went to lane 0, lane 1's included
-    assert {lane for lane, _ in forced.taken} == {0}
-    assert {owner for _, owner in forced.taken} == {0, 1}
-    assert got.t_ == 400 and got.online_stats_["n_examples"] == 400
-    # lane 0's run each round is the one plain run over its rows, then lane 1's last
-    # chunk first, each step counted twice: the model of those runs merged
-    ref = PGSClassifier(**kw)
-    ref._validate_params()
-    state = ref._new_state(X.shape[1], 1, False, np.random.RandomState(0))
-    y_core = np.where(y > 0, 1.0, -1.0)
-    for r in range(2):  # partitions 0 and 1, then 2 and 3
-        own = np.arange(200 * r, 200 * r + 100, dtype=np.int64)
-        other = np.arange(200 * r + 100, 200 * r + 200, dtype=np.int64)
-        cut = [other[a:a + 10] for a in range(0, 100, 10)][::-1]
-        pieces = [(X, y_core, np.ones(400), o, None) for o in [own] + cut]
-        merge_round(state, [run_lane(state, pieces, True, 2)])
-    ref.classes_, ref.n_features_in_ = np.array([-1.0, 1.0]), X.shape[1]
-    ref._install(state, 1)
-    np.testing.assert_array_equal(got.coef_, ref.coef_)
-    np.testing.assert_array_equal(got.intercept_, ref.intercept_)
-
-
-def test_steal_reports_a_stolen_rows_divergence_at_its_partition(monkeypatch):
-    rng = np.random.RandomState(0)
-    X = rng.randn(200, 3)
-    y = rng.randn(200)
-    X[50:100] *= 1e150  # partition 1, lane 1's first slice: lane 0 diverges on it
-    y[50:100] *= 1e150
-    _Forced(monkeypatch)
-    est = PGSRegressor(loss="squared", sigma=1e-3, radius=None)
-    with pytest.raises(PGSDivergedError, match=r"diverged in round 1 at partition 1, row "
-                       r"(4\d)"):
-        opd.fit(est, da.from_array(X, chunks=(50, 3)), y, n_lanes=2, slice_rows=50,
-                steal=True)
-    assert not hasattr(est, "_state")
-
-
-def test_steal_keeps_accuracy_on_a9a():
-    X, y = load_svmlight(shared("a9a.svm.gz"), n_features=123)
-    Xt, yt = load_svmlight(shared("a9a.t.svm.gz"), n_features=123)
-    kw = dict(p=1.8, sigma=1e-4, random_state=0)
-    ref = PGSClassifier(**kw)
-    for _ in range(2):
-        ref.partial_fit(X, y, classes=[-1, 1])
-    dX = da.from_array(X, chunks=(4096, 123), asarray=False)
-    got = opd.fit(PGSClassifier(**kw), dX, y, n_lanes=2, passes=2, steal=True)
-    assert got.t_ == 2 * X.shape[0] and got.online_stats_["n_examples"] == 2 * X.shape[0]
-    assert abs(got.score(Xt, yt) - ref.score(Xt, yt)) <= 0.003
-
-
-def test_steal_needs_threads():
-    X, y = make_data(m=40)
-    with pytest.raises(ValueError, match="steal must be True or False"):
-        opd.fit(PGSClassifier(), dask_rows(X, [20, 20]), y, steal=1)
-    with pytest.raises(ValueError, match="steal=True lets a lane train rows of another "
-                       "lane's slice, which needs lanes that share memory"):
-        opd.fit(PGSClassifier(), dask_rows(X, [20, 20]), y, steal=True, client=object())
 
 
 # ---- the data sources -------------------------------------------------------------------
@@ -1084,11 +932,6 @@ def test_cli_scheduler_errors(tmp_path, text_data, capsys):
     assert run_cli("train", text_data["files"][0], "-o", out, "--scheduler", "threads",
                    "--holdout-every", 5) == 1
     assert "--holdout-every is not available with --scheduler" in capsys.readouterr().err
-    assert run_cli("train", text_data["files"][0], "-o", out, "--steal") == 1
-    assert "--steal needs --scheduler threads" in capsys.readouterr().err
-    assert run_cli("train", text_data["files"][0], "-o", out, "--scheduler",
-                   "tcp://127.0.0.1:1", "--steal") == 1
-    assert "--steal needs --scheduler threads" in capsys.readouterr().err
     assert not out.exists()
 
 

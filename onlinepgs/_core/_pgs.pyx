@@ -967,16 +967,15 @@ cdef class PGSState:
         cdef const double[::1] d = data
         cdef const int32_t[::1] ind32
         cdef const int64_t[::1] ind64
-        cdef const int64_t[::1] ptr64
+        cdef int64_t[::1] ptr64
         if n_cols + 1 > self.dim:
             raise ValueError("state dimension too small for the data")
         if indices is None:
             with nogil:
-                _run_pass(self, &d[0] if d.shape[0] else NULL, <const int32_t*>NULL, <const int64_t*>NULL,
+                _run_pass(self, &d[0] if d.shape[0] else NULL, <const int32_t*>NULL, <int64_t*>NULL,
                           n_cols, y, sample_weight, order, classifier, True, rps_ptr)
             return
-        # int64 offsets are read in place (a lane trains a slice in chunks, each a call)
-        ptr64 = np.asarray(indptr, dtype=np.int64)
+        ptr64 = np.array(indptr, dtype=np.int64)  # writable copy of n_rows + 1 offsets
         if indices.dtype == np.int32:
             ind32 = indices
             with nogil:
@@ -1223,8 +1222,7 @@ cdef inline void _prefetch_ahead(Core core, const double* data, const index_t* i
             OPGS_PREFETCH(core.lam + (idx[e] + 1) * stride)
 
 
-cdef void _run_pass(PGSState self, const double* data, const index_t* indices,
-                    const int64_t* indptr,
+cdef void _run_pass(PGSState self, const double* data, const index_t* indices, int64_t* indptr,
                     Py_ssize_t n_cols, const double[::1] y, const double[::1] sw,
                     const int64_t[::1] order, bint classifier, bint dense,
                     const double* row_xq) noexcept nogil:
