@@ -182,8 +182,8 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         rounds). In wall time on 2 cores, on 10 M rows: a LocalCluster of 2 processes,
         X persisted, ``locality=True``, 1.30-1.82x single-process at the default (4
         growing rounds; thirteen runs) against 1.19-1.67x at 9 uniform ones in three of
-        them, and 1.50-2.04x (six runs) with Dask's diagnostics at most once a second
-        (README); threads 1.45-1.80x in a process of their own over thirteen runs (9
+        them, and 1.50-2.04x (eight runs) with Dask's diagnostics at most once a second
+        (README); threads 1.45-1.88x in a process of their own over fifteen runs (9
         rounds within the bound; their time does not depend on the rounds)
         (docs/benchmarks.md). On a cluster, use slices of 10^5 rows or more.
     shuffle : bool, default=False
