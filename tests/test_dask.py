@@ -2,7 +2,6 @@
 import gzip
 import io
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,16 +20,8 @@ from onlinepgs._rounds import average_factor, merge_round, run_lane  # noqa: E40
 
 from reference import (grad_rstar, loss_conjugate, loss_derivative,  # noqa: E402
                        loss_value, r_conjugate, r_value)
+from shared_data import shared  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("ONLINEPGS_DATA", REPO.parent / "shared" / "data"))
-
-
-def shared(name):
-    path = DATA / name
-    if not path.exists():
-        pytest.skip(f"shared data {path} is absent (set ONLINEPGS_DATA)")
-    return path
 CLS = ("hinge", "logistic", "squared_hinge", "smooth_hinge")
 
 

@@ -25,16 +25,10 @@ import onlinepgs.svmlight as svmlight_module
 from onlinepgs._core._svmlight import _fast_float, _parse_float, _Parser
 from onlinepgs.svmlight import SvmlightError, SvmlightReader, iter_svmlight, load_svmlight
 
+from shared_data import data_dir, shared
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "data"
 SKLEARN_DATA = Path(sklearn.datasets.__file__).parent / "tests" / "data"
-
-
-def shared(name):
-    path = SHARED / name
-    if not path.exists():
-        pytest.skip(f"shared data {path} is absent")
-    return path
 
 
 def sklearn_file(name):
@@ -176,7 +170,7 @@ TRICKY = (b"# a comment line\n"
 @pytest.fixture(scope="module")
 def sample():
     """~300 a9a rows plus the tricky lines above."""
-    path = SHARED / "a9a.t.svm.gz"
+    path = data_dir() / "a9a.t.svm.gz"
     base = head_lines(path, 300) if path.exists() else b"1 1:1 5:2\n" * 300
     return base + TRICKY
 
