@@ -43,9 +43,9 @@ DIM = 2**18
 def prepare(cache, rows):
     """Make the blocks once (the same rows as bench_dask.py's) and keep them as .npy."""
     cache.mkdir(parents=True, exist_ok=True)
-    sizes = block_sizes(rows)
     if (cache / f"rows-{rows}").exists():
         return
+    sizes = block_sizes(rows)
     for i, n in enumerate(sizes):
         X, y = make_block(1000 + i, n, DIM, 60, 1.2)
         np.save(cache / f"data-{i}.npy", X.data)
@@ -123,11 +123,12 @@ def measure(cache, rows, what, p, sigma, workdir):
     prefix = os.path.join(workdir, f"cg-{what}-{p}")
     env = dict(os.environ, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1",
                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    done = subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes",
-                    f"--callgrind-out-file={prefix}.%p", sys.executable, __file__, "--child",
-                    what, "--cache", str(cache.parent), "--rows", str(rows), "--p", str(p),
-                    "--sigma", str(sigma)],
-                   env=env, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+         f"--callgrind-out-file={prefix}.%p", sys.executable, __file__, "--child", what,
+         "--cache", str(cache.parent), "--rows", str(rows), "--p", str(p),
+         "--sigma", str(sigma)],
+        env=env, stderr=subprocess.PIPE, text=True)
     if done.returncode:
         sys.exit(f"{what} at p = {p} failed under callgrind:\n{done.stderr[-3000:]}")
     return totals(prefix + ".")

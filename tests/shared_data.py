@@ -9,10 +9,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from _paper import DEFAULT_DATA  # noqa: E402
 
 
-def data_dir():
-    return DEFAULT_DATA
-
-
 def shared(name):
     """The path of a shared data set, or skip the test where it is absent."""
     path = DEFAULT_DATA / name

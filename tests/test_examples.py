@@ -18,14 +18,9 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 HAS_MPL = importlib.util.find_spec("matplotlib") is not None
 sys.path.insert(0, str(EXAMPLES))
 
+from shared_data import DEFAULT_DATA  # noqa: E402
 
-def _data_dir():
-    from _paper import DEFAULT_DATA
-
-    return DEFAULT_DATA
-
-
-needs_imdb = pytest.mark.skipif(not (_data_dir() / "imdb_train.svm.gz").exists(),
+needs_imdb = pytest.mark.skipif(not (DEFAULT_DATA / "imdb_train.svm.gz").exists(),
                                 reason="shared IMDB data not found")
 
 

@@ -25,7 +25,7 @@ import onlinepgs.svmlight as svmlight_module
 from onlinepgs._core._svmlight import _fast_float, _parse_float, _Parser
 from onlinepgs.svmlight import SvmlightError, SvmlightReader, iter_svmlight, load_svmlight
 
-from shared_data import data_dir, shared
+from shared_data import DEFAULT_DATA, shared
 
 REPO = Path(__file__).resolve().parents[1]
 SKLEARN_DATA = Path(sklearn.datasets.__file__).parent / "tests" / "data"
@@ -170,7 +170,7 @@ TRICKY = (b"# a comment line\n"
 @pytest.fixture(scope="module")
 def sample():
     """~300 a9a rows plus the tricky lines above."""
-    path = data_dir() / "a9a.t.svm.gz"
+    path = DEFAULT_DATA / "a9a.t.svm.gz"
     base = head_lines(path, 300) if path.exists() else b"1 1:1 5:2\n" * 300
     return base + TRICKY
 
