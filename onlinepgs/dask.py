@@ -169,10 +169,12 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         pass, the first two as short as 8 rounds' (the method, above). No slice holds
         over 256 MiB of rows as the core takes them, measured on the first block read
         (more rounds where that binds; a lane holds about two slices' blocks, the one it
-        trains and the one read ahead), except where the lanes train a persisted
-        array's rows where they lie (``locality=True``, in order, ``batch_size=1``, rows
-        of float64 CSR or dense blocks with no hashing, which reading does not copy),
-        which holds no rows of its own. Else (bags, files) 65,536.
+        trains and the one read ahead). Where reading copies no rows (in order,
+        ``batch_size=1``, float64 CSR or dense blocks, no hashing): on threads, an array
+        whose graph holds its blocks in memory (from arrays in memory, or persisted)
+        counts only its labels and weights, 16 bytes a row; on a cluster, a persisted
+        array trained where it lies (``locality=True``) has no bound. Else (bags,
+        files) 65,536.
         Measured (2 lanes, a text-like stream over 262,144 features): the rounds add
         160-220% to the CPU time of single-process training with 4096-row slices,
         65-80% with 16384, 40% with 65536; test accuracy on IMDB and on that stream
@@ -315,9 +317,9 @@ def auto_slice_rows(n_rows, n_lanes, row_bytes=None):
         them within it, all of a size); at least 65536 rows, unless 65536 of them hold
         over 256 MiB (then as many as it holds, at least one); 65536 for an unknown
         length. Long slices move the model away from sequential PGS; many small ones
-        cost more than they train (see `fit`). The 256 MiB apply where a lane holds
-        the slice's rows (see `fit`); the slices of the later rounds keep within them
-        too.
+        cost more than they train (see `fit`). The 256 MiB apply to what a lane holds
+        of the slice's rows, which `fit` passes as `row_bytes` (see `fit`); the slices
+        of the later rounds keep within them too.
 
     Examples
     --------
@@ -479,11 +481,14 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
     # the rows where they lie: a persisted array's blocks on the lanes' own workers
     # (locality), read by the round itself (nothing read ahead or moved) as the core
     # takes them (no converted copy), in order and in steps of one row (no copy of a
-    # slice)
+    # slice); on threads, where an array's blocks are in memory already (values of its
+    # graph) and trained in place, a slice holds only what reading adds (labels,
+    # weights), and those are the bytes bounded
     growing = slice_rows == "auto" and source.n_rows is not None
-    in_place = (source.read_in_place and est.n_bits is None and groups is not None
-                and not shuffle and k == 1)
-    sizing = (source.n_rows, k) if growing and not in_place else None
+    plain = est.n_bits is None and not shuffle and k == 1
+    in_place = plain and source.read_in_place and groups is not None
+    held = plain and source.rows_held
+    sizing = (source.n_rows, k, held) if growing and not in_place else None
     if slice_rows == "auto":
         slice_rows = auto_slice_rows(source.n_rows, n_lanes)
     slice_rows = _whole_batches(slice_rows, k)
@@ -641,15 +646,15 @@ class _Driver:
         """slice_rows="auto": bound the slices' bytes by those of the first block read
         (rows a pass tell the rows a slice, not what they weigh: dense rows of 10,000
         features weigh about 180 times those of the text-like stream in docs/benchmarks.md)."""
-        n_rows, batch_size = self.sizing
+        n_rows, batch_size, held = self.sizing
         self.sizing = None
         lane = next((lane for lane in lanes if lane.can_request()), None)
         if lane is None:
             return
         self._request(lane)
-        rows, _, _, nbytes = self.backend.metas([lane.open[0]])[0]
+        rows, _, _, nbytes, own = self.backend.metas([lane.open[0]])[0]
         if rows:
-            row_bytes = nbytes / rows
+            row_bytes = (own if held else nbytes) / rows
             rows = auto_slice_rows(n_rows, self.n_lanes, row_bytes=row_bytes)
             self.slice_rows = min(self.slice_rows, _whole_batches(rows, batch_size))
             self.most_rows = _whole_batches(_rows_within_bytes(row_bytes), batch_size)
@@ -1085,7 +1090,7 @@ class _Block:
     """Rows of a partition, ready for the core: validated, encoded, canonical."""
 
     __slots__ = ("X", "y", "sw", "rps", "n_rows", "part", "row0", "next", "name", "line0",
-                 "width")
+                 "width", "shared_bytes")
 
     def __sizeof__(self):
         # Dask's scheduler places a lane's task by the bytes of its inputs: without the
@@ -1098,13 +1103,18 @@ class _Block:
         rows = (X.data, X.indices, X.indptr) if sp.issparse(X) else (X,)
         return sum(a.nbytes for a in (*rows, self.y, self.sw, self.rps) if a is not None)
 
+    def own_bytes(self):
+        """Bytes the read made: all but the rows it took as they were given (views)."""
+        return self.nbytes() - self.shared_bytes
+
     def describe(self, row):
         where = f"partition {self.part}, row {self.row0 + row}"
         return where if self.name is None else f"{where} ({self.name})"
 
 
 def _block_meta(block):
-    return block.n_rows, block.next is not None, block.width, block.nbytes()
+    return (block.n_rows, block.next is not None, block.width, block.nbytes(),
+            block.own_bytes())
 
 
 # Worker processes of dask.distributed run with MALLOC_TRIM_THRESHOLD_=65536, so glibc
@@ -1120,9 +1130,20 @@ def _all_finite(a):
     return bool(np.isfinite(total)) or bool(np.isfinite(a).all())
 
 
+def _shared_bytes(X, given):
+    """Bytes of the rows X that are those of the input `given` (not a converted copy)."""
+    if sp.issparse(X):
+        arrays = (X.data, X.indices, X.indptr)
+        theirs = (given.data, given.indices, given.indptr) if sp.issparse(given) else ()
+    else:
+        arrays, theirs = (X,), (given,) if isinstance(given, np.ndarray) else ()
+    return sum(a.nbytes for a, b in zip(arrays, theirs) if np.may_share_memory(a, b))
+
+
 def _finish_block(spec, X, y, sw, part, row0, where):
     """Validate and encode rows for the core (the estimator's own checks and encoding)."""
     block = _Block()
+    given = X
     if sp.issparse(X) or hasattr(X, "to_scipy_sparse"):
         if not sp.issparse(X):
             X = X.to_scipy_sparse()
@@ -1176,6 +1197,7 @@ def _finish_block(spec, X, y, sw, part, row0, where):
                              f"has {sw[bad[0]]!r}")
         sw = np.ascontiguousarray(sw)
     block.X, block.y, block.sw = X, np.ascontiguousarray(y_core, dtype=np.float64), sw
+    block.shared_bytes = _shared_bytes(X, given)
     block.rps = spec._row_power_sums(X)
     block.n_rows = X.shape[0]
     block.width = X.shape[1]
@@ -1229,6 +1251,9 @@ class _ArraySource:
         self.y = self._rows(y, "y", X)
         self.sw = None if sample_weight is None else self._rows(sample_weight,
                                                                 "sample_weight", X)
+        for v, name in ((X, "X"), (self.y, "y"), (self.sw, "sample_weight")):
+            if isinstance(v, da.Array):
+                backend.check_readable(v, name)
         self.backend = backend
         self.n_partitions = len(X.chunks[0])
         self.offsets = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
@@ -1244,6 +1269,7 @@ class _ArraySource:
         self._y_parts = self._parts(self.y)
         self._w_parts = None if self.sw is None else self._parts(self.sw)
         self._persisted = self._persisted_parts(backend)
+        self.rows_held = backend.holds_values(X)
         self.spec = None
 
     @property
@@ -1403,6 +1429,7 @@ class _BagSource:
 
     one_block_per_partition = True
     read_in_place = False  # read by tasks of their own (see _ArraySource)
+    rows_held = False  # parsed: a read makes its rows
 
     def __init__(self, bag, est, n_features, zero_based, backend):
         self.parts = bag.to_delayed()
@@ -1514,6 +1541,7 @@ class _FileSource:
 
     one_block_per_partition = False  # a file's partition is read block by block
     read_in_place = False  # read by tasks of their own (see _ArraySource)
+    rows_held = False  # parsed: a read makes its rows
 
     def __init__(self, paths, est, n_features, zero_based, blocksize, block_rows, n_lanes,
                  backend):
@@ -1808,6 +1836,29 @@ def _own_graph(delayed_obj):
     return dict(graph.cull({delayed_obj.key}) if hasattr(graph, "cull") else graph)
 
 
+def _held_value(graph, key):
+    """The array a key of a task graph stands for when the graph holds it (through
+    aliases), or None where a task makes it."""
+    for _ in range(len(graph) + 1):
+        value = graph.get(key)
+        kind = type(value).__name__  # dask._task_spec's nodes (dask >= 2024.12)
+        if kind == "Alias":
+            key = value.target
+            continue
+        if kind == "DataNode":
+            value = value.value
+        if isinstance(value, np.ndarray) or sp.issparse(value):
+            return value
+        try:
+            if isinstance(value, (tuple, str)) and value != key and value in graph:
+                key = value  # an old-style alias: a key for a value
+                continue
+        except TypeError:  # a task's tuple with unhashable arguments
+            pass
+        return None
+    return None
+
+
 class _LocalBackend:
     """Dask's local threaded scheduler. Tasks wait until results are asked for; then
     everything pending (the round's lanes, their merge and the blocks read ahead) runs at
@@ -1833,6 +1884,23 @@ class _LocalBackend:
 
     def partition_futures(self, collection):
         return None  # no cluster, no futures
+
+    def check_readable(self, collection, name):
+        """Threads cannot read what a cluster holds (a persisted collection's futures)."""
+        try:
+            from distributed import futures_of
+        except ImportError:  # pragma: no cover - no cluster, no futures
+            return
+        if futures_of(collection):
+            raise ValueError(f"{name} is persisted on a dask.distributed cluster (its blocks "
+                             "are futures there): pass that cluster's Client as client=, "
+                             "or persist it with scheduler='threads'")
+
+    def holds_values(self, array):
+        """Whether every row block of a dask array is a value its graph holds (persisted,
+        or made of arrays in memory), not a task that makes it."""
+        graph = dict(array.__dask_graph__())
+        return all(_held_value(graph, key) is not None for key in _row_block_keys(array))
 
     def _run(self):
         todo, self.pending = [h for h in self.pending if not h.done], []
@@ -1931,6 +1999,12 @@ class _DistributedBackend:
 
     def n_threads(self):
         return max(1, sum(self.client.nthreads().values()))
+
+    def check_readable(self, collection, name):
+        pass  # the client reads its cluster's futures
+
+    def holds_values(self, array):
+        return False  # a cluster's persisted blocks are its workers' (partition_futures)
 
     def partition_futures(self, collection):
         """The futures of a persisted dask array's row blocks, in order; None unless

@@ -823,6 +823,10 @@ def test_a_persisted_array_is_read_by_the_rounds_once_a_block(cluster, monkeypat
         opd.fit(est, placed, y, client=cluster, locality=True, **args)
     assert not hasattr(est, "coef_")
     assert set(cluster.run(kept_blocks).values()) == {0}
+    # blocks persisted on the cluster, trained without its client: said, not a KeyError
+    with pytest.raises(ValueError, match=r"X is persisted on a dask.distributed cluster "
+                                         r".*pass that cluster's Client as client="):
+        opd.fit(PGSClassifier(**kw), placed, y, **args)
 
     # slice_rows="auto" leaves the slices of rows trained where they lie unbounded in
     # bytes (locality, in order, one-row steps): the 2,000 rows are one round, where the
@@ -1059,6 +1063,61 @@ def test_auto_slices_hold_at_most_their_bytes(monkeypatch, scheduler, request):
     given = opd.fit(PGSClassifier(sigma=1e-3, batch_size=4), dX, y, n_lanes=2,
                     slice_rows=284)
     np.testing.assert_array_equal(auto.coef_, given.coef_)
+
+
+def test_threads_bound_only_what_reading_adds_to_blocks_in_memory(monkeypatch):
+    # On threads, blocks that the array's graph holds (made of arrays in memory, or
+    # persisted) are trained where they lie: a slice of them holds only the labels and
+    # weights reading adds, 16 bytes a row, and the bound counts those. A 50,000-byte
+    # budget is 284 rows of the 176 bytes of a whole row, but 3,125 of 16 bytes.
+    monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 50_000)
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((8000, 20))
+    y = np.where(X[:, 0] + 0.3 * rng.standard_normal(8000) > 0, 1.0, -1.0)
+
+    def made(block):  # a task that makes a block: its rows are new memory
+        return block.copy()
+
+    in_memory = da.from_array(X, chunks=(500, 20))
+    by_tasks = da.concatenate([
+        da.from_delayed(dask.delayed(made)(X[i:i + 500]), shape=(500, 20), dtype=float)
+        for i in range(0, 8000, 500)])
+
+    def rounds_of(dX, **kw):
+        rounds = []
+        est = opd.fit(PGSClassifier(sigma=1e-3, batch_size=kw.pop("batch_size", 1)), dX,
+                      y, n_lanes=2, callback=lambda info: rounds.append(info["rows"]), **kw)
+        return rounds, est
+
+    held, auto = rounds_of(in_memory)
+    assert held == [2 * 3125, 8000 - 2 * 3125]
+    given = opd.fit(PGSClassifier(sigma=1e-3), in_memory, y, n_lanes=2, slice_rows=3125)
+    np.testing.assert_array_equal(auto.coef_, given.coef_)
+    assert rounds_of(by_tasks.persist(scheduler="threads"))[0] == held
+    monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 16 * 1000)
+    assert rounds_of(in_memory)[0] == [2000] * 4
+    monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 50_000)
+    # blocks that tasks make, or that reading copies (float32 rows converted, a shuffled
+    # slice, mini-batches that may straddle blocks) hold their whole rows: 284 a slice
+    for dX, kw in ((by_tasks, {}), (in_memory.astype(np.float32).persist(scheduler="threads"), {}),
+                   (in_memory, dict(shuffle=True)), (in_memory, dict(batch_size=4))):
+        rounds = rounds_of(dX, **kw)[0]
+        assert len(rounds) > 8 and max(rounds) <= 2 * 284, (kw, rounds)
+
+
+def test_held_value_follows_aliases_to_arrays_the_graph_holds():
+    X = np.arange(12.0).reshape(6, 2)
+    made = da.from_delayed(dask.delayed(np.ones)((3, 2)), shape=(3, 2), dtype=float)
+    for dX, held in ((da.from_array(X, chunks=(3, 2)), True),
+                     (da.concatenate([da.from_array(X[:3]), da.from_array(X[3:])]), True),
+                     (made, False), (made.persist(scheduler="threads"), True),
+                     (da.from_array(X, chunks=(3, 2)) * 2, False)):
+        graph = dict(dX.__dask_graph__())
+        values = [opd._held_value(graph, key) for key in opd._row_block_keys(dX)]
+        assert all((v is not None) == held for v in values), dX
+        if held:
+            np.testing.assert_array_equal(np.vstack(values), dX.compute())
+    assert opd._held_value({"a": "b", "b": "a"}, "a") is None  # a cycle ends
 
 
 def test_threads_start_the_lanes_before_the_blocks_read_ahead(monkeypatch):
