@@ -82,6 +82,7 @@ import io
 import itertools
 import math
 import os
+import sys
 import threading
 import time
 import uuid
@@ -1887,11 +1888,8 @@ class _LocalBackend:
 
     def check_readable(self, collection, name):
         """Threads cannot read what a cluster holds (a persisted collection's futures)."""
-        try:
-            from distributed import futures_of
-        except ImportError:  # pragma: no cover - no cluster, no futures
-            return
-        if futures_of(collection):
+        distributed = sys.modules.get("distributed")  # not imported: no futures
+        if distributed is not None and distributed.futures_of(collection):
             raise ValueError(f"{name} is persisted on a dask.distributed cluster (its blocks "
                              "are futures there): pass that cluster's Client as client=, "
                              "or persist it with scheduler='threads'")
