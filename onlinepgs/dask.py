@@ -186,8 +186,8 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         X persisted, ``locality=True``, 1.30-1.82x single-process at the default (4
         growing rounds; thirteen runs) against 1.19-1.67x at 9 uniform ones in three of
         them, and 1.50-2.04x (eight runs) with Dask's diagnostics at most once a second
-        (README); threads 1.45-1.88x in a process of their own over fifteen runs (9
-        rounds within the bound; their time does not depend on the rounds)
+        (README); threads 1.45-1.88x in a process of their own over fifteen runs at 9
+        rounds within the old bound on whole rows, 1.67-1.88x in two runs at 4
         (docs/benchmarks.md). On a cluster, use slices of 10^5 rows or more.
     shuffle : bool, default=False
         Permute the partitions before each pass (which also changes the lanes they go
