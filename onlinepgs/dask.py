@@ -488,7 +488,7 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
     growing = slice_rows == "auto" and source.n_rows is not None
     plain = est.n_bits is None and not shuffle and k == 1
     in_place = plain and source.read_in_place and groups is not None
-    held = plain and source.rows_held
+    held = plain and growing and source.rows_held  # asks only where it matters
     sizing = (source.n_rows, k, held) if growing and not in_place else None
     if slice_rows == "auto":
         slice_rows = auto_slice_rows(source.n_rows, n_lanes)
@@ -1100,9 +1100,8 @@ class _Block:
 
     def nbytes(self):
         """Bytes of the rows as the core takes them (entries, indices, targets, weights)."""
-        X = self.X
-        rows = (X.data, X.indices, X.indptr) if sp.issparse(X) else (X,)
-        return sum(a.nbytes for a in (*rows, self.y, self.sw, self.rps) if a is not None)
+        return sum(a.nbytes for a in (*_row_arrays(self.X), self.y, self.sw, self.rps)
+                   if a is not None)
 
     def own_bytes(self):
         """Bytes the read made: all but the rows it took as they were given (views)."""
@@ -1131,14 +1130,18 @@ def _all_finite(a):
     return bool(np.isfinite(total)) or bool(np.isfinite(a).all())
 
 
+def _row_arrays(X):
+    """The arrays that hold rows X: a CSR matrix's three, or the dense array."""
+    return (X.data, X.indices, X.indptr) if sp.issparse(X) else (X,)
+
+
 def _shared_bytes(X, given):
     """Bytes of the rows X that are those of the input `given` (not a converted copy)."""
-    if sp.issparse(X):
-        arrays = (X.data, X.indices, X.indptr)
-        theirs = (given.data, given.indices, given.indptr) if sp.issparse(given) else ()
-    else:
-        arrays, theirs = (X,), (given,) if isinstance(given, np.ndarray) else ()
-    return sum(a.nbytes for a, b in zip(arrays, theirs) if np.may_share_memory(a, b))
+    if sp.issparse(X) != sp.issparse(given) or not (sp.issparse(given)
+                                                    or isinstance(given, np.ndarray)):
+        return 0
+    return sum(a.nbytes for a, b in zip(_row_arrays(X), _row_arrays(given))
+               if np.may_share_memory(a, b))
 
 
 def _finish_block(spec, X, y, sw, part, row0, where):
@@ -1270,8 +1273,12 @@ class _ArraySource:
         self._y_parts = self._parts(self.y)
         self._w_parts = None if self.sw is None else self._parts(self.sw)
         self._persisted = self._persisted_parts(backend)
-        self.rows_held = backend.holds_values(X)
         self.spec = None
+
+    @functools.cached_property
+    def rows_held(self):
+        """Whether the backend holds every row block in memory (`holds_values`)."""
+        return self.backend.holds_values(self.X)
 
     @property
     def read_in_place(self):
