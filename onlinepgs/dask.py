@@ -182,13 +182,12 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         (2 M rows) did not move between 1024 and 65536 (within 0.003 of
         single-process), and 8 rounds a pass lost at most 0.0009 from 3 M rows on (2 M
         rows: up to 0.0025 at 8 rounds, 0.0027 at 16; 0.0030 at the default's growing
-        rounds). In wall time on 2 cores, on 10 M rows: a LocalCluster of 2 processes,
-        X persisted, ``locality=True``, 1.30-1.82x single-process at the default (4
-        growing rounds; thirteen runs) against 1.19-1.67x at 9 uniform ones in three of
-        them, and 1.50-2.04x (eight runs) with Dask's diagnostics at most once a second
-        (README); threads 1.45-1.88x in a process of their own over fifteen runs at 9
-        rounds within the old bound on whole rows, 1.67-1.88x in two runs at 4
-        (docs/benchmarks.md). On a cluster, use slices of 10^5 rows or more.
+        rounds). In wall time on 2 cores, on 10 M rows at the default (4 growing rounds):
+        threads in a process of their own 1.39-1.88x single-process, a LocalCluster of 2
+        processes (X persisted, ``locality=True``, Dask's diagnostics at most once a
+        second) 1.26-2.22x, over seven runs in which the machine's ceiling (two
+        independent processes) was 1.56-1.99x; both took 0.87-1.19 times the ceiling's
+        time (README, docs/benchmarks.md). On a cluster, use slices of 10^5 rows or more.
     shuffle : bool, default=False
         Permute the partitions before each pass (which also changes the lanes they go
         to) and the rows within each slice. False keeps the stream's order.
