@@ -472,6 +472,10 @@ def speed(args, out):
             def cells(keys, sizes, base="single"):
                 return ", ".join(f"{n}: {med[k]:.2f} ({med[base] / med[k]:.2f}x)"
                                  for n, k in zip(sizes, keys)) or "-"
+
+            def per_backend(cell):
+                return (" ".join(cell(k) for k in threads) + " / "
+                        + (" ".join(cell(k) for k in clusters) or "-"))
             labels = [slice_label(n, args) for n in args.slice_rows]
             out(f"| {p:g} | {sigma:g} | {med['single']:.2f} | "
                 f"{med['whole']:.2f} / {med['ceiling']:.2f} ({med['whole'] / med['ceiling']:.2f}x) | "
@@ -480,13 +484,9 @@ def speed(args, out):
                 + f"{cells(clusters, cluster_labels)} | {acc['single']:.4f} / "
                 + " ".join(f"{acc[k]:.4f}" for k in threads + beside) + " / "
                 + (" ".join(f"{acc[k]:.4f}" for k in clusters) or "-")
-                + f" | {reordered:.4f} | "
-                + " ".join(str(rounds[k]) for k in threads) + " / "
-                + (" ".join(str(rounds[k]) for k in clusters) or "-") + " | "
+                + f" | {reordered:.4f} | {per_backend(lambda k: str(rounds[k]))} | "
                 # the steadier yardstick: lanes against the machine's best for 2 workers
-                + " ".join(f"{med[k] / med['ceiling']:.2f}" for k in threads) + " / "
-                + (" ".join(f"{med[k] / med['ceiling']:.2f}" for k in clusters) or "-")
-                + " |")
+                + per_backend(lambda k: f"{med[k] / med['ceiling']:.2f}") + " |")
     finally:
         whole.close()
         halves.close()
@@ -504,8 +504,8 @@ def speed(args, out):
         "rather than the single-process column; the last column is each backend's time "
         "over the ceiling's two processes, 1.00 being as fast as the machine allows.) "
         "Threads run in a process of their own, forked before any Dask thread or cluster, "
-        "and their speedup is over that "
-        "process's own single-process runs (its column), interleaved with theirs: a user "
+        "and their speedup is over that process's own single-process runs (its column), "
+        "interleaved with theirs: a user "
         "of threads has no cluster's scheduler, client and workers beside them, whose "
         "heartbeats and monitors take CPU time that two lanes on two cores feel and one "
         "process does not"

@@ -187,7 +187,8 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         processes (X persisted, ``locality=True``, Dask's diagnostics at most once a
         second) 1.26-2.22x, over eight runs in which the machine's ceiling (two
         independent processes) was 1.56-1.99x; both took 0.87-1.19 times as long as
-        those two processes (README, docs/benchmarks.md). On a cluster, use slices of 10^5 rows or more.
+        those two processes (README, docs/benchmarks.md). On a cluster, use slices of
+        10^5 rows or more.
     shuffle : bool, default=False
         Permute the partitions before each pass (which also changes the lanes they go
         to) and the rows within each slice. False keeps the stream's order.
