@@ -412,6 +412,7 @@ def speed(args, out):
         "time over the ceiling's two processes: threads / cluster |")
     out("|---|---|---|---|---|" + ("---|" if args.threads_beside else "") + "---|---|---|---|---|")
     foreign_max = 0.0
+    raw = []
     try:
         for p, sigma in [(p, sigma) for sigma in args.sigma for p in args.p]:
             threads = [f"threads {n}" for n in args.slice_rows]
@@ -487,6 +488,11 @@ def speed(args, out):
                 + f" | {reordered:.4f} | {per_backend(lambda k: str(rounds[k]))} | "
                 # the steadier yardstick: lanes against the machine's best for 2 workers
                 + per_backend(lambda k: f"{med[k] / med['ceiling']:.2f}") + " |")
+            # each repeat's seconds, for paired comparisons afterwards (after the table:
+            # an HTML line would end it)
+            raw.append(f"<!-- p={p:g} sigma={sigma:g}, seconds by repeat, in the order run: "
+                       + "; ".join(f"{k}: " + " ".join(f"{t:.3f}" for t in v)
+                                   for k, v in times.items() if v) + " -->")
     finally:
         whole.close()
         halves.close()
@@ -494,6 +500,7 @@ def speed(args, out):
         for cluster, client, _, _ in clusters_up.values():
             client.close()
             cluster.close()
+    out("\n" + "\n".join(raw))
     out(f"\nceiling: one process over all the blocks against {args.lanes} processes, each "
         "over its round-robin share, started together, no merging (the wall time of the "
         "slower); every one forked before any Dask thread, training single-process PGS "
