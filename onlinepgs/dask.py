@@ -185,7 +185,7 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         rounds). In wall time on 2 cores, on 10 M rows at the default (4 growing rounds):
         threads in a process of their own 1.39-1.89x single-process, a LocalCluster of 2
         processes (X persisted, ``locality=True``, Dask's diagnostics at most once a
-        second) 1.26-2.22x, over twelve runs in which the machine's ceiling (two
+        second) 1.26-2.22x, over fourteen runs in which the machine's ceiling (two
         independent processes) was 1.55-2.12x; both took 0.87-1.26 times as long as
         those two processes (README, docs/benchmarks.md). On a cluster, use slices of
         10^5 rows or more.
