@@ -19,7 +19,8 @@ of ``--test-rows`` rows from the same generator. It is generated once, in blocks
   memory (``MALLOC_ENV``), and on one whose workers also keep freed memory and whose
   servers run Dask's diagnostics less often (``QUIET_CONFIG``).
 
-Each is run ``--repeats`` times, interleaved, and the median reported (on a shared
+Each is run ``--repeats`` times, interleaved, and the median reported (each repeat's
+seconds follow the table as an HTML comment, for paired comparisons; on a shared
 machine: a run during which other processes took ``--foreign`` cores or more is run
 again, at most ``--tries`` times, after waiting for a quiet moment), with the test
 accuracy of each model, and, as the yardstick of the accuracy differences, that of a
