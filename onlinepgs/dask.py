@@ -182,13 +182,8 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         (2 M rows) did not move between 1024 and 65536 (within 0.003 of
         single-process), and 8 rounds a pass lost at most 0.0009 from 3 M rows on (2 M
         rows: up to 0.0025 at 8 rounds, 0.0027 at 16; 0.0030 at the default's growing
-        rounds). In wall time on 2 cores, on 10 M rows at the default (4 growing rounds):
-        threads in a process of their own 1.39-1.89x single-process, a LocalCluster of 2
-        processes (X persisted, ``locality=True``, Dask's diagnostics at most once a
-        second) 1.26-2.22x, over fourteen runs in which the machine's ceiling (two
-        independent processes) was 1.55-2.12x; both took 0.87-1.26 times as long as
-        those two processes (README, docs/benchmarks.md). On a cluster, use slices of
-        10^5 rows or more.
+        rounds). Wall time on 2 cores against single-process training: README,
+        "Benchmarks". On a cluster, use slices of 10^5 rows or more.
     shuffle : bool, default=False
         Permute the partitions before each pass (which also changes the lanes they go
         to) and the rows within each slice. False keeps the stream's order.
