@@ -108,11 +108,12 @@ from sklearn.utils.validation import check_array
 from onlinepgs._core._pgs import PGSState
 from onlinepgs._rounds import LaneSlot, merge_round, run_lane
 from onlinepgs.estimators import PGSDivergedError, _BasePGS, _unchanged_on_error
-from onlinepgs.svmlight import SvmlightError, iter_svmlight, load_svmlight
+from onlinepgs.svmlight import (_DECOMPRESSION_ERRORS, SvmlightError, iter_svmlight,
+                                load_svmlight)
 
 __all__ = ["fit", "partial_fit", "auto_slice_rows"]
 
-_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
+_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"))
 _PEEK_ROWS = 10_000  # rows that decide zero_based="auto" (iter_svmlight's first chunk)
 _READ_SIZE = 1 << 20
 
@@ -136,6 +137,9 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         merged); a bag of svmlight text lines (str or bytes); or a list of svmlight
         files (a str or os.PathLike alone is one file). Plain files are split into
         byte ranges (``blocksize``), compressed ones (gzip, bz2, xz) are one partition.
+        A partition with no rows (an empty or comment-only file, a byte range where no
+        line starts, a bag partition a filter emptied) adds none; blocks in any
+        scipy.sparse format are read as CSR.
     y : dask.array.Array or array-like, optional
         Labels or targets of the rows of a dask array (same length; rechunked to X's
         rows). Not allowed with text input, whose lines carry their labels.
@@ -194,7 +198,8 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         1 + the largest index seen (the model grows).
     zero_based : bool or "auto", default="auto"
         Text input: whether indices start at 0. "auto": decided per file (for a bag,
-        once) from its first 10,000 rows, as `iter_svmlight` decides from its first chunk.
+        once: from its first partition that has rows) from its first 10,000 rows, as
+        `iter_svmlight` decides from its first chunk.
     blocksize : int, optional
         Plain files: bytes per partition. Default: each plain file in ``n_lanes``
         byte ranges, so that every lane reads a part of every file.
@@ -211,7 +216,8 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         that does a copy of the state over the network.
     locality : bool, default=False
         With a ``client`` and a dask array X persisted on the cluster
-        (``client.persist(X)``): one lane per worker holding partitions of X, each
+        (``client.persist(X)``, whose blocks the fit waits for: persist returns before
+        they are made): one lane per worker holding partitions of X, each
         training the partitions held by its worker, so no block moves between workers
         (lanes are workers in address order; ``n_lanes``, if given, must be their
         number), except partitions moved from the longest lane to the shortest while
@@ -234,7 +240,8 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
     ------
     TypeError, ValueError
         Wrong input types, mismatched lengths, labels outside ``classes``, bad rows
-        (naming the partition and row, or the file, line and column).
+        (naming the partition and row, or the file, line and column; `SvmlightError`
+        for text, also for a truncated or corrupt compressed file), no rows at all.
     PGSDivergedError
         As in `partial_fit`; the estimator is then left as it was.
 
@@ -378,6 +385,8 @@ def _train(est, X, y, sample_weight, classes, passes, client, n_lanes, slice_row
     if locality and client is None:
         raise ValueError("locality=True places lanes on the workers of a cluster: pass "
                          "client= (Dask's threads share one memory)")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable, got {callback!r}")
     if block_rows is None:
         # text sources, the only ones that use it, do not know their length: "auto"
         # slices are then the fallback
@@ -470,6 +479,8 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
          random_state, callback, first, groups=None, workers=None):
     if source.n_partitions == 0:
         raise ValueError("the data has no partitions: there is nothing to fit")
+    if source.n_rows == 0:
+        raise _no_rows(source)
     n_lanes = min(lanes_wanted, source.n_partitions)
     k = int(est.batch_size)
     # "auto" on a known length: the rounds of a pass grow (_Driver._grown), and the
@@ -500,6 +511,8 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
             classes = known
         elif classes is None:
             classes = source.find_classes()
+            if len(classes) == 0:  # every row has a label
+                raise _no_rows(source)
         classes = np.unique(np.asarray(classes))
         if classes.shape[0] < 2:
             raise ValueError(f"{type(est).__name__} needs at least 2 classes, got "
@@ -529,6 +542,8 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
     try:
         for pass_index in range(passes):
             driver.run_pass(pass_index)
+            if driver.rounds == 0:  # text partitions, all empty (every round has rows)
+                raise _no_rows(source)
     finally:
         driver.close()
     n_features_in = max(n_features_in, driver.width_seen)
@@ -538,6 +553,13 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
     epochs = passes if first else getattr(est, "n_iter_", 0) + passes
     est._install(driver.state, epochs)
     return est
+
+
+def _no_rows(source):
+    # as partial_fit refuses 0 rows: a model fitted on nothing would look trained
+    n = source.n_partitions
+    return ValueError(f"no training rows were read: X's {n} partition"
+                      f"{'s are' if n > 1 else ' is'} empty; there is nothing to fit")
 
 
 class _Lane:
@@ -615,6 +637,8 @@ class _Driver:
         self.state_ref = None
         self.in_flight = deque()
         self.reports = deque()  # rounds whose callback is still to be called
+        self.reporting = None  # the round whose callback runs
+        self.lanes = []  # the pass's
         self.n_examples = int(state.n_examples)
 
     def _request(self, lane):
@@ -748,6 +772,7 @@ class _Driver:
             lanes = [_Lane(order[p::self.n_lanes].tolist()) for p in range(self.n_lanes)]
         for lane, worker in zip(lanes, self.lane_workers or ()):
             lane.worker = worker
+        self.lanes = lanes
         self.pass_index, self.last, self.waits = pass_index, None, {}
         if self.sizing is not None:
             self._size_slices(lanes)
@@ -807,7 +832,27 @@ class _Driver:
                 self.backend.release(lane.open[0])
 
     def close(self):
-        """Free the workers' copies of the state (a cluster)."""
+        """Release the blocks and rounds still held, and free the workers' copies of the
+        state (a cluster). After a failure the exception's frames hold the driver: its
+        futures would stay on the client with the failed task's exception (see
+        `_DistributedBackend._gathered`)."""
+        held = [self.state_ref] if self.state_ref is not None else []
+        held += [f for round_ in self.in_flight for f in round_]
+        held += [f for _, f in self.last or ()]
+        held += [f for waits in self.waits.values() for f in waits]
+        refs = [ref for _, ref in self.reports if ref is not None] + [self.reporting]
+        for ref in refs:
+            if ref is not None:
+                held += [f for _, f in ref.last] + [ref.future]
+        for lane in self.lanes:
+            held += [entry[0] for entry in lane.blocks]
+            held += [lane.open[0]] if lane.open is not None else []
+        for handle in held:
+            if handle is not None:
+                self.backend.release(handle)
+        self.in_flight.clear()
+        self.reports.clear()
+        self.last, self.waits, self.state_ref, self.lanes = None, {}, None, []
         if not self.backend.shares_memory:
             self.backend.run_everywhere(_drop_replicas, self.token)
 
@@ -820,10 +865,12 @@ class _Driver:
             else:
                 report["n_examples"] = ref.n_examples
                 report._fetch = functools.partial(self._fetch_state, ref)
+            self.reporting = ref  # its futures, should the callback fail (close)
             try:
                 self.callback(report)
             finally:
                 report._fetch = None
+            self.reporting = None
 
     def _fetch_state(self, ref):
         if ref.future is None:
@@ -872,7 +919,8 @@ class _Driver:
             self.last.append((lane, future))
         self.in_flight.append([f for _, f in self.last])
         while len(self.in_flight) > 2:  # raises the round's error
-            self.backend.settle(self.in_flight.popleft(), self.lane_workers)
+            self.backend.settle(self.in_flight[0], self.lane_workers)
+            self.in_flight.popleft()
         return None
 
     def _snapshot(self, last, rounds):
@@ -1132,11 +1180,21 @@ def _row_arrays(X):
 
 def _shared_bytes(X, given):
     """Bytes of the rows X that are those of the input `given` (not a converted copy)."""
-    if sp.issparse(X) != sp.issparse(given) or not (sp.issparse(given)
-                                                    or isinstance(given, np.ndarray)):
+    # rows are taken as they were given only from CSR or dense input (X is one of them);
+    # any other sparse format (COO, LIL, ...) has been converted
+    if not ((sp.issparse(X) and getattr(given, "format", None) == "csr")
+            or (isinstance(X, np.ndarray) and isinstance(given, np.ndarray))):
         return 0
     return sum(a.nbytes for a, b in zip(_row_arrays(X), _row_arrays(given))
                if np.may_share_memory(a, b))
+
+
+def _refuse_complex(X, where):
+    """Complex rows are refused, as partial_fit refuses them (a cast drops their
+    imaginary parts with a mere warning)."""
+    if np.issubdtype(X.dtype, np.complexfloating):
+        raise ValueError(f"Complex data not supported: a block of X is {X.dtype} "
+                         f"({where(0)})")
 
 
 def _finish_block(spec, X, y, sw, part, row0, where):
@@ -1146,19 +1204,26 @@ def _finish_block(spec, X, y, sw, part, row0, where):
     if sp.issparse(X) or hasattr(X, "to_scipy_sparse"):
         if not sp.issparse(X):
             X = X.to_scipy_sparse()
+        _refuse_complex(X, where)
         X = spec._as_matrix(X, fitted=True)
+        # a text partition with no rows (or no features) has no columns: 0 rows to train
         X = check_array(X, accept_sparse="csr", dtype=np.float64, accept_large_sparse=True,
-                        ensure_all_finite=False, ensure_min_samples=0, input_name="X")
+                        ensure_all_finite=False, ensure_min_samples=0,
+                        ensure_min_features=0, input_name="X")
         if not _all_finite(X.data):
             bad = np.flatnonzero(~np.isfinite(X.data))
             row = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
             raise ValueError(f"X contains NaN or infinity at {where(row)}")
-        if not X.has_canonical_format:
+        if not X.has_canonical_format or not all(a.flags.c_contiguous
+                                                 for a in _row_arrays(X)):
+            # the core takes canonical rows in contiguous arrays (a block's arrays may be
+            # strided views: the .real of complex ones, say)
             X = X.copy()
             X.sum_duplicates()
     elif isinstance(X, np.ndarray):
         if X.ndim != 2:
             raise ValueError(f"a block of X has {X.ndim} dimensions ({where(0)})")
+        _refuse_complex(X, where)
         X = spec._as_matrix(X, fitted=True)
         if sp.issparse(X):  # hashing folds dense rows into sparse columns
             return _finish_block(spec, X, y, sw, part, row0, where)
@@ -1368,7 +1433,9 @@ def _array_block(spec, X, y, sw, part, first_row, declared):
                          f"rows, but the dask array's chunks say {n_rows}: its declared "
                          "shape is wrong (from_delayed/map_blocks with a wrong shape?)")
     block = _finish_block(spec, X, y, sw, part, 0, where)
-    if block.width > width:
+    # a sparse block may be narrower: its columns keep their indices, the others are
+    # zero; a narrower dense one is not the block the array declares
+    if block.width > width or (block.width < width and isinstance(block.X, np.ndarray)):
         raise ValueError(f"partition {part} of X (from row {first_row}) has "
                          f"{block.width} columns, but the dask array says {width}")
     return block
@@ -1443,10 +1510,24 @@ class _BagSource:
         self.width = n_features or 0
         if est.n_bits is not None:
             self.width = 2**est.n_bits
-        if zero_based == "auto" and self.n_partitions:
-            zero_based = backend.compute(dask.delayed(_bag_decide, pure=False)(self.parts[0]))
+        if zero_based == "auto":
+            zero_based = self._zero_based_of_first_rows(backend)
         self.zero_based = zero_based
         self.spec = None
+
+    def _zero_based_of_first_rows(self, backend):
+        """zero_based="auto" from the first partition that has rows (a filter may have
+        emptied the first ones, which would then decide one-based from nothing): from
+        the first partition, then the next 2, 4, ... at a time."""
+        start, count = 0, 1
+        while start < self.n_partitions:
+            found = backend.compute_all([dask.delayed(_bag_decide, pure=False)(p)
+                                         for p in self.parts[start:start + count]])
+            decided = next((d for d in found if d is not None), None)
+            if decided is not None:
+                return decided
+            start, count = start + count, 2 * count
+        return False  # no rows at all (the fit says so)
 
     def known_meta(self, part):
         return None  # known once the partition is read
@@ -1504,7 +1585,7 @@ def _bag_parse(lines, zero_based, n_features, part):
 
 def _bag_decide(lines):
     data, _ = _lines_bytes(lines)
-    return _decide_zero_based(io.BytesIO(data))
+    return _decide_zero_based(io.BytesIO(data), undecided=None)
 
 
 def _bag_labels(lines, zero_based, n_features, part):
@@ -1519,14 +1600,15 @@ def _bag_block(spec, lines, zero_based, n_features, part):
     return _finish_block(spec, X, y, None, part, 0, where)
 
 
-def _decide_zero_based(source):
-    """zero_based="auto" as `iter_svmlight` decides it: from the first chunk."""
+def _decide_zero_based(source, undecided=False):
+    """zero_based="auto" as `iter_svmlight` decides it: from the first chunk (`undecided`
+    where it has no feature index)."""
     reader = iter_svmlight(source, chunk_rows=_PEEK_ROWS)
     with reader:
         for _ in reader:
             break
         decided = reader.zero_based
-    return bool(decided) if decided is not None else False
+    return bool(decided) if decided is not None else undecided
 
 
 def _relocated(exc, name, line):
@@ -1562,7 +1644,7 @@ class _FileSource:
             size = os.path.getsize(path)
             with open(path, "rb") as f:
                 head = f.read(6)
-            compressed = any(head.startswith(m) for m in _MAGIC)
+            compressed = any(head.startswith(m) for m, _ in _MAGIC)
             if compressed:
                 self.parts.append((path, 0, size, True, index))
             else:
@@ -1693,16 +1775,44 @@ def _take_lines(read, line_start, end, max_lines, leftover=b""):
     return text, taken, stop, rest, eof and not rest
 
 
-def _open_decompressed(path):
-    with open(path, "rb") as f:
-        head = f.read(6)
-    if head.startswith(b"\x1f\x8b"):
-        return gzip.open(path, "rb")
-    if head.startswith(b"BZh"):
-        import bz2
-        return bz2.open(path, "rb")
-    import lzma
-    return lzma.open(path, "rb")
+class _Decompressed:
+    """A compressed file, read: a stream that ends early or fails its check is an
+    SvmlightError naming the file and the line reached, as the single-process reader's
+    (`SvmlightReader`), where the decompressor's EOFError or OSError named neither. It
+    counts the lines read for that (the last one reached: the one being read when the
+    data ended)."""
+
+    def __init__(self, path):
+        with open(path, "rb") as f:
+            head = f.read(6)
+        self.kind = next((kind for magic, kind in _MAGIC if head.startswith(magic)), "xz")
+        if self.kind == "gzip":
+            self.file = gzip.open(path, "rb")
+        elif self.kind == "bz2":
+            import bz2
+            self.file = bz2.open(path, "rb")
+        else:
+            import lzma
+            self.file = lzma.open(path, "rb")
+        self.path = path
+        self.newlines, self.partial = 0, False
+
+    def read(self, size):
+        try:
+            chunk = self.file.read(size)
+        except _DECOMPRESSION_ERRORS as exc:
+            line = max(1, self.newlines + self.partial)
+            raise SvmlightError(
+                f"{self.path}:{line}: truncated or corrupt {self.kind} stream (line {line} "
+                f"is the last one reached): {type(exc).__name__}: {exc}",
+                self.path, line, None, "") from exc
+        if chunk:
+            self.newlines += chunk.count(b"\n")
+            self.partial = not chunk.endswith(b"\n")
+        return chunk
+
+    def close(self):
+        self.file.close()
 
 
 def _read_block_text(task, cursor):
@@ -1721,19 +1831,24 @@ def _read_block_text(task, cursor):
     lines_done = 0 if cursor is None else cursor.lines
     with _READERS_LOCK:
         entry = _READERS.pop(key, None)
-    if entry is None or entry[1] != lines_done:
-        # not this process's reader (or a retried task): open again and skip ahead
-        if entry is not None:
-            entry[0].close()
-        f = _open_decompressed(path)
-        skipped, rest, _, eof = 0, b"", 0, False
-        while skipped < lines_done and not eof:
-            _, n, _, rest, eof = _take_lines(f.read, 0, float("inf"),
-                                             lines_done - skipped, rest)
-            skipped += n
-        entry = [f, lines_done, rest]
-    f, _, rest = entry
-    text, n, _, rest, eof = _take_lines(f.read, 0, float("inf"), block_rows, rest)
+    if entry is not None and entry[1] != lines_done:
+        entry[0].close()
+        entry = None
+    f = entry[0] if entry is not None else _Decompressed(path)
+    try:
+        if entry is None:
+            # not this process's reader (or a retried task): open again and skip ahead
+            skipped, rest, _, eof = 0, b"", 0, False
+            while skipped < lines_done and not eof:
+                _, n, _, rest, eof = _take_lines(f.read, 0, float("inf"),
+                                                 lines_done - skipped, rest)
+                skipped += n
+        else:
+            rest = entry[2]
+        text, n, _, rest, eof = _take_lines(f.read, 0, float("inf"), block_rows, rest)
+    except BaseException:
+        f.close()  # out of _READERS: nothing else would
+        raise
     rows = 0 if cursor is None else cursor.rows
     if eof:
         f.close()
@@ -2016,7 +2131,16 @@ class _DistributedBackend:
         return [found[k] for k in keys] if all(k in found for k in keys) else None
 
     def holders(self, X):
-        """The workers holding each row block of a dask array (empty if none)."""
+        """The workers holding each row block of a dask array (empty if none), once
+        its persisted blocks are made: client.persist returns before, when no worker
+        holds them yet."""
+        from distributed import futures_of, wait
+
+        futures = futures_of(X)
+        wait(futures)
+        for future in futures:
+            if future.status == "error":
+                future.result()  # the block's own error, not "held by no worker"
         found = self.client.who_has(X)
         return [set(found.get(key, found.get(str(key), ()))) for key in _row_block_keys(X)]
 
@@ -2089,7 +2213,7 @@ class _DistributedBackend:
     def metas(self, futures):
         todo = [f for f in futures if f.key not in self.meta_cache]
         if todo:
-            found = self.client.gather([
+            found = self._gathered([
                 self.client.submit(_unread_meta, f.spec, *f.inputs, f.recipe, pure=False)
                 if isinstance(f, _Unread) else
                 self.client.submit(_block_meta, f, pure=False) for f in todo])
@@ -2097,11 +2221,22 @@ class _DistributedBackend:
                 self.meta_cache[f.key] = m
         return [self.meta_cache[f.key] for f in futures]
 
+    def _gathered(self, futures):
+        """The results of futures made for the asking, which are then released. A
+        failed task's exception, kept by the client with the task's key, gets the
+        frames it is raised through, and they hold the futures of that key: unreleased,
+        the key, the futures and those frames stayed on the client for good."""
+        try:
+            return self.client.gather(futures)
+        finally:
+            for future in futures:
+                future.release()
+
     def compute(self, obj):
-        return self.client.compute(obj).result()
+        return self._gathered([self.client.compute(obj)])[0]
 
     def compute_all(self, objs):
-        return self.client.gather(self.client.compute(list(objs))) if objs else []
+        return self._gathered(self.client.compute(list(objs))) if objs else []
 
     def release(self, future):
         self.meta_cache.pop(future.key, None)

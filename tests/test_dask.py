@@ -341,6 +341,90 @@ def test_a_bag_from_read_text(text_data):
     assert_close(got.coef_, ref.coef_, rtol=1e-12)
 
 
+def test_empty_partitions_add_no_rows(tmp_path, text_data):
+    """Text partitions with no rows (emptied by a filter, empty or comment-only files,
+    byte ranges where no line starts) are read as 0 rows, with or without n_features:
+    the model is that of the rows alone. Empty partitions placed so that each lane
+    reads the same rows in the same order as on the five partitions of the array."""
+    kw = dict(p=1.5, sigma=1e-2, iterate="weighted2", random_state=0)
+    args = dict(n_lanes=2, slice_rows=32)
+    ref = opd.fit(PGSClassifier(**kw), text_data["dX"], text_data["y"], **args)
+    parts = [text_data["lines"][a:b] for a, b in
+             zip(np.cumsum([0] + text_data["sizes"][:-1]), np.cumsum(text_data["sizes"]))]
+    junk = ["junk"]  # lines the filter drops: their partitions end up empty
+    bag = db.from_delayed([dask.delayed(list)(p) for p in (
+        parts[0], parts[1], junk, junk, parts[2], parts[3], junk, junk, parts[4], junk)])
+    bag = bag.filter(lambda line: line != "junk")
+    files = []
+    for i, text in enumerate([*parts[:2], [], ["# a comment"], *parts[2:4], [], ["#"],
+                              parts[4], ["# one more"]]):
+        path = tmp_path / f"p{i}.svm"
+        path.write_text("".join(line + "\n" for line in text))
+        files.append(str(path))
+    # n_features=None: an empty partition's width is 0 (that failed scikit-learn's check)
+    for X, extra in ((bag, {}), (bag, dict(n_features=25)), (files, dict(blocksize=10**9))):
+        got = opd.fit(PGSClassifier(**kw), X, **extra, **args)
+        np.testing.assert_array_equal(got.coef_, ref.coef_)
+        np.testing.assert_array_equal(got.intercept_, ref.intercept_)
+        assert got.t_ == 400 and got.n_features_in_ == 25
+
+    # byte ranges shorter than a line: most hold no line start; one lane reads them in
+    # order, as it reads the file in one range
+    whole = tmp_path / "forty.svm"
+    whole.write_text("".join(line + "\n" for line in text_data["lines"][:40]))
+    one = opd.fit(PGSClassifier(**kw), [str(whole)], n_lanes=1, slice_rows=16,
+                  blocksize=10**9)
+    got = opd.fit(PGSClassifier(**kw), [str(whole)], n_lanes=1, slice_rows=16,
+                  blocksize=16)
+    np.testing.assert_array_equal(got.coef_, one.coef_)
+    assert got.t_ == 40
+    # a one-line file in a byte range a lane (the default): the second has no line start
+    single = tmp_path / "single.svm"
+    single.write_text(text_data["lines"][0] + "\n")
+    got = opd.fit(PGSClassifier(**kw), [str(single)], classes=[-1, 1], n_lanes=2)
+    ref = PGSClassifier(**kw).partial_fit(*load_svmlight(str(single)), classes=[-1, 1])
+    assert got.t_ == 1 and got.n_features_in_ == ref.n_features_in_
+    assert_close(got.coef_, ref.coef_, rtol=1e-12)
+
+
+def test_no_rows_at_all_is_an_error(tmp_path):
+    """Input with no rows at all (an empty bag or array, files of comments) fits nothing:
+    an error, as partial_fit's on 0 rows, and the estimator is left as it was."""
+    empty = tmp_path / "empty.svm"
+    empty.write_text("")
+    comments = tmp_path / "comments.svm"
+    comments.write_text("# nothing\n# here\n")
+    X, y = make_data(m=40)
+    fitted = opd.fit(PGSClassifier(random_state=0), dask_rows(X, [20, 20]), y)
+    coef = fitted.coef_.copy()
+    for data, kw in ((db.from_sequence([], npartitions=1), {}),
+                     (db.from_sequence(["# a", "# b"], npartitions=2), {}),
+                     ([str(empty), str(comments)], {}),
+                     ([str(empty), str(comments)], dict(n_features=3)),
+                     (da.zeros((0, 12), chunks=(5, 12)), dict(y=np.zeros(0)))):
+        for classes in (None, [-1, 1]):
+            est = PGSClassifier()
+            with pytest.raises(ValueError, match="no training rows were read"):
+                opd.fit(est, data, classes=classes, **kw)
+            assert not hasattr(est, "_state")
+        with pytest.raises(ValueError, match="no training rows were read"):
+            opd.partial_fit(fitted, data, **kw)
+        np.testing.assert_array_equal(fitted.coef_, coef)
+
+
+def test_zero_based_auto_decides_from_the_first_bag_rows():
+    """A bag's zero_based="auto" is decided from its first rows, not from a first
+    partition that a filter emptied (judged one-based, index 0 was then an error)."""
+    lines = ["+1 0:1 2:1", "-1 1:1 2:1", "+1 0:2", "-1 1:2"] * 5
+    bag = db.from_delayed([dask.delayed(list)(["junk"] * 3), dask.delayed(list)(lines)])
+    got = opd.fit(PGSClassifier(random_state=0), bag.filter(lambda l: l != "junk"),
+                  n_lanes=1)
+    ref = opd.fit(PGSClassifier(random_state=0), db.from_sequence(lines, npartitions=1),
+                  n_lanes=1)
+    assert got.n_features_in_ == ref.n_features_in_ == 3
+    np.testing.assert_array_equal(got.coef_, ref.coef_)
+
+
 def test_partitions_of_files_and_lanes(text_data):
     src = opd._FileSource([text_data["whole"]] + text_data["files"][2:3],
                           PGSClassifier(), None, False, 1000, 100, 3, opd._LocalBackend())
@@ -534,6 +618,110 @@ def test_bad_input_says_what_and_where(tmp_path, text_data):
         opd.fit(est, bag, n_lanes=2, classes=[-1, 1])
 
 
+def test_any_scipy_sparse_block_is_read_as_csr():
+    """Blocks in any scipy.sparse format (matrix or array API) train as their CSR
+    rows do, as partial_fit takes them; so do CSR blocks whose arrays are strided views
+    (the core takes contiguous ones)."""
+    X, y = make_data(m=200, n=10)
+    dX = dask_rows(X, [60, 70, 70])
+    kw = dict(p=1.8, sigma=1e-2, random_state=0)
+    ref = opd.fit(PGSClassifier(**kw), dX, y, n_lanes=2, slice_rows=30)
+
+    def strided(block):  # every other entry of an array twice as long
+        return sp.csr_matrix((np.repeat(block.data, 2)[::2], block.indices, block.indptr),
+                             shape=block.shape)
+
+    for fmt in (sp.coo_matrix, sp.lil_matrix, sp.csc_matrix, sp.dok_matrix, sp.coo_array,
+                sp.csr_array, sp.bsr_array, strided):
+        blocks = dX.map_blocks(fmt, meta=fmt(sp.csr_matrix((0, 0))), dtype=float)
+        got = opd.fit(PGSClassifier(**kw), blocks, y, n_lanes=2, slice_rows=30)
+        np.testing.assert_array_equal(got.coef_, ref.coef_, err_msg=fmt.__name__)
+        np.testing.assert_array_equal(got.intercept_, ref.intercept_)
+
+
+def test_blocks_unlike_their_array_are_refused():
+    """Complex rows are refused (as partial_fit refuses them), not cast to real; a dense
+    block narrower than the array declares is refused, as a wider one is; callback is
+    checked before any block is read. Each leaves the estimator as it was."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(300, 6)
+    y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    Xc = X + 1j * (np.arange(300) == 170)[:, None]
+    est = PGSClassifier()
+    with pytest.raises(ValueError, match="Complex data not supported"):
+        PGSClassifier().partial_fit(Xc, y, classes=[-1, 1])  # the yardstick
+
+    def second_complex(block, block_id=None):  # partition 1 complex, the others real
+        return block if block_id[0] == 1 else block.real.astype(float)
+
+    for blocks in (Xc, sp.csr_matrix(Xc)):
+        dX = da.from_array(blocks, chunks=(150, 6), asarray=False).map_blocks(
+            second_complex, dtype=complex, meta=blocks[:0])
+        with pytest.raises(ValueError, match=r"Complex data not supported: a block of X "
+                           r"is complex128 \(partition 1, row 0 \(row 150 of X\)\)"):
+            opd.fit(est, dX, y, n_lanes=2, classes=[-1, 1])
+    narrow = da.from_array(X, chunks=(100, 6)).map_blocks(lambda b: b[:, :5], dtype=float)
+    with pytest.raises(ValueError, match=r"partition \d of X \(from row \d+\) has 5 "
+                       r"columns, but the dask array says 6"):
+        opd.fit(est, narrow, y, n_lanes=2)
+    read = []
+
+    def counted(block):
+        read.append(block.shape)
+        return block
+
+    dX = da.from_array(X, chunks=(100, 6)).map_blocks(counted, meta=X[:0])
+    with pytest.raises(TypeError, match="callback must be callable, got 5"):
+        opd.fit(est, dX, y, classes=[-1, 1], callback=5)
+    assert read == [] and not hasattr(est, "_state")
+
+
+@pytest.mark.parametrize("kind", ["gzip", "bz2", "xz", "gzip-crc"])
+def test_a_truncated_or_corrupt_compressed_file_says_where(tmp_path, text_data,
+                                                            monkeypatch, kind):
+    """A compressed file that ends early (or fails its check) is an SvmlightError naming
+    the file and the line reached, as the single-process reader says it. With small
+    reads, that line is the last one the intact part of the stream holds."""
+    import bz2
+    import lzma
+    import zlib
+
+    # 8 copies: the first of bz2's 100 kB blocks is whole before the cut
+    text = "".join(line + "\n" for line in text_data["lines"] * 8).encode()
+    if kind == "gzip-crc":
+        data = bytearray(gzip.compress(text))
+        data[-8] ^= 0xFF  # the trailer's CRC-32: every line decompresses, then the check
+        data = bytes(data)
+        intact = text
+    else:
+        compress = dict(gzip=gzip.compress, bz2=lambda b: bz2.compress(b, 1),
+                        xz=lzma.compress)[kind]
+        data = compress(text)
+        data = data[:len(data) // 2]
+        decompressor = dict(gzip=zlib.decompressobj(wbits=31),
+                            bz2=bz2.BZ2Decompressor(),
+                            xz=lzma.LZMADecompressor())[kind]
+        intact = decompressor.decompress(data)  # what the truncated stream holds
+    path = tmp_path / f"broken.svm.{kind}"
+    path.write_bytes(data)
+    name = kind.split("-")[0]
+    with pytest.raises(SvmlightError, match=rf"truncated or corrupt {name} stream"):
+        load_svmlight(str(path))  # the yardstick's wording
+    monkeypatch.setattr(opd, "_READ_SIZE", 64)
+    est = PGSClassifier()
+    # zero_based given: "auto" would read the file's first rows in iter_svmlight
+    with pytest.raises(SvmlightError) as info:
+        opd.fit(est, [str(path)], zero_based=False, n_features=25, classes=[-1, 1],
+                block_rows=50)
+    error = info.value
+    lines = intact.count(b"\n") + (not intact.endswith(b"\n"))
+    assert intact and lines - 2 <= error.line <= lines
+    assert str(error).startswith(f"{path}:{error.line}: truncated or corrupt {name} stream "
+                                 f"(line {error.line} is the last one reached): ")
+    assert error.source == str(path) and error.column is None
+    assert not hasattr(est, "_state")
+
+
 def test_divergence_is_reported_and_leaves_the_model():
     rng = np.random.RandomState(0)
     X = rng.randn(200, 3) * 1e100
@@ -703,22 +891,31 @@ def test_a_worker_lost_mid_fit_is_an_error_not_a_hang(cluster, text_data, monkey
     np.testing.assert_array_equal(again.coef_, before)
 
 
-def _placed_on_workers(client, blocks, where, dtype=float):
-    """A dask array persisted with block i on worker where[i] (workers by address)."""
+def _placed_on_workers(client, blocks, where, dtype=float, wait=True, seconds=0.0):
+    """A dask array persisted with block i on worker where[i] (workers by address),
+    each block made in `seconds`; unless `wait`, returned as persist returns it (its
+    blocks still being made)."""
+    import time
+
     import dask
-    from distributed import wait
+    import distributed
+
+    def made(x):
+        time.sleep(seconds)
+        return x
 
     addrs = sorted(client.scheduler_info()["workers"])
     parts = []
     for i, Xb in enumerate(blocks):
         with dask.annotate(workers=[addrs[where[i]]], allow_other_workers=False):
-            d = dask.delayed(lambda x: x, pure=True,
-                             name=f"placed-{dask.base.tokenize(Xb)}-{i}-{where[i]}")(Xb)
+            d = dask.delayed(made, pure=True, name=f"placed-{dask.base.tokenize(Xb)}-{i}-"
+                                                   f"{where[i]}-{seconds}")(Xb)
         meta = (sp.csr_matrix((0, Xb.shape[1])) if sp.issparse(Xb)
                 else np.empty((0, Xb.shape[1])))
         parts.append(da.from_delayed(d, shape=Xb.shape, dtype=dtype, meta=meta))
     X = client.persist(da.concatenate(parts), optimize_graph=False)
-    wait(X)
+    if wait:
+        distributed.wait(X)
     return X
 
 
@@ -753,6 +950,67 @@ def test_locality_gives_each_worker_its_own_blocks(cluster, monkeypatch):
     with pytest.raises(ValueError, match="partition 0 of X is held by no worker"):
         opd.fit(PGSClassifier(**kw), dask_rows(X, [50] * 6), y, client=cluster,
                 locality=True)
+
+
+@pytest.mark.slow
+def test_locality_waits_for_x_persisted_a_moment_ago(cluster):
+    """client.persist(X) returns before X's blocks are made: locality=True waits for
+    them before it asks where they are (it found them held by no worker). The model is
+    the round-robin run of the blocks worker by worker, as once they are made."""
+    X, y = make_data(m=200, n=20)
+    blocks = [X[i * 50:(i + 1) * 50] for i in range(4)]
+    kw = dict(p=1.8, sigma=1e-2, random_state=0)
+    placed = _placed_on_workers(cluster, blocks, [0, 0, 1, 1], wait=False, seconds=0.5)
+    assert not any(cluster.who_has(placed).values())  # none made yet
+    got = opd.fit(PGSClassifier(**kw), placed, y, client=cluster, locality=True,
+                  slice_rows=30)
+    order = (0, 2, 1, 3)  # dealt to 2 lanes: worker 0's blocks, worker 1's
+    ref = opd.fit(PGSClassifier(**kw), dask_rows(sp.vstack([blocks[i] for i in order],
+                                                           format="csr"), [50] * 4),
+                  np.concatenate([y[i * 50:(i + 1) * 50] for i in order]), n_lanes=2,
+                  slice_rows=30)
+    np.testing.assert_array_equal(got.coef_, ref.coef_)
+    assert got.online_stats_["n_examples"] == 200
+
+
+@pytest.mark.slow
+def test_a_failed_cluster_fit_holds_no_futures(cluster, text_data, tmp_path):
+    """A fit that fails on a cluster releases the futures of its rounds, blocks and
+    state: the exception's traceback keeps the driver's frames, and the failed task's
+    state in the client keeps that traceback, so they stayed for ever (5 to 9 a fit)."""
+    import gc
+    import time
+
+    def settled():  # the client releases keys on its event loop
+        gc.collect()
+        for _ in range(100):
+            count = len(cluster.futures)
+            time.sleep(0.05)
+            if len(cluster.futures) == count:
+                return count
+        return count
+
+    bad_y = text_data["y"].copy()
+    bad_y[300] = 5.0  # in the fourth partition: rounds ran before its block was read
+    placed = _placed_on_workers(cluster, [text_data["X"][:200], text_data["X"][200:]],
+                                [0, 1])
+    before = settled()
+    for X, kw in ((text_data["dX"], {}), (text_data["dX"], dict(callback=lambda info: 0)),
+                  (placed, dict(locality=True))):
+        with pytest.raises(ValueError, match="label 5.0 at partition"):
+            opd.fit(PGSClassifier(), X, bad_y, classes=[-1, 1], client=cluster,
+                    n_lanes=2, slice_rows=20, **kw)
+        assert settled() == before, kw
+    lines = list(text_data["lines"])
+    lines[300] = lines[300].replace(":", ";", 1)
+    path = tmp_path / "bad.svm"
+    path.write_text("\n".join(lines) + "\n")
+    bag = db.from_sequence(lines, npartitions=4)
+    # a file's blocks (chained tasks), a bag's labels (the classes' first pass)
+    for X, kw in (([str(path)], dict(classes=[-1, 1], block_rows=40)), (bag, {})):
+        with pytest.raises(SvmlightError, match="missing ':'"):
+            opd.fit(PGSClassifier(), X, client=cluster, n_lanes=2, slice_rows=20, **kw)
+        assert settled() == before, X
 
 
 @pytest.mark.slow
