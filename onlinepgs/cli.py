@@ -36,6 +36,10 @@ class UserError(Exception):
     """A data, model or argument problem: reported in one line, exit code 1."""
 
 
+class UsageError(Exception):
+    """An option's value the estimator refuses: reported as argparse does, exit code 2."""
+
+
 # ---- argument parsing --------------------------------------------------------------------
 def _radius(text):
     if text in ("auto", "none", "None"):
@@ -69,7 +73,7 @@ def _zero_based(text):
 def build_parser():
     parser = argparse.ArgumentParser(
         prog=PROG, description="Primal Gradient Solver: streaming l_p-regularized linear "
-        "learning on svmlight/libsvm data (plain, .gz, .bz2, or - for stdin).")
+        "learning on svmlight/libsvm data (plain, .gz, .bz2, .xz, or - for stdin).")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     train = sub.add_parser("train", help="train (or continue training) a model",
@@ -99,7 +103,8 @@ def build_parser():
     opts.add_argument("--hash-seed", type=int, default=0)
     opts.add_argument("--random-seed", type=int, default=0, help="seed of the random iterate")
     opts.add_argument("--classes", default=None,
-                      help="comma-separated labels (default: those of the first chunk)")
+                      help="comma-separated labels, e.g. --classes -1,1 (default: those "
+                      "of the first chunk)")
     run = train.add_argument_group("run")
     run.add_argument("--passes", type=_positive_int, default=1,
                      help="passes over the data (files only, not stdin)")
@@ -157,23 +162,89 @@ def build_parser():
 
 
 # ---- helpers -----------------------------------------------------------------------------
+def _check_input(source):
+    """A readable input: a file, a named pipe or /dev/fd/N (process substitution), or -."""
+    if source == "-":
+        return
+    if os.path.isdir(source):
+        raise UserError(f"{source}: is a directory, not a data file")
+    if not os.path.exists(source):
+        raise UserError(f"{source}: no such file")
+
+
 def _reader(source, chunk_rows, zero_based):
     from onlinepgs.svmlight import iter_svmlight
 
-    if source != "-" and not os.path.exists(source):
-        raise UserError(f"{source}: no such file")
+    _check_input(source)
     return iter_svmlight(source, chunk_rows=chunk_rows, zero_based=zero_based)
+
+
+def _check_output(path, inputs):
+    """Fail before any work if `path` cannot be written, or would overwrite an input."""
+    if path.endswith(os.sep) or os.path.isdir(path):
+        raise UserError(f"{path}: is a directory; give a file name")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise UserError(f"{path}: cannot write it: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise UserError(f"{path}: cannot write it: directory {directory} is not writable")
+    for source in inputs:
+        if source != "-" and os.path.exists(path) and os.path.exists(source) \
+                and os.path.samefile(path, source):
+            raise UserError(f"{path}: is also an input ({source}); write the output elsewhere")
+
+
+def _load(path, command):
+    """load_model, with a note on stderr when the file is an unfinished run's checkpoint."""
+    from onlinepgs.model_io import load_model
+
+    est, header = load_model(path, return_header=True)
+    extra = header.get("extra") or {}
+    if extra.get("finished") is False:
+        print(f"{PROG}: note: {path} is a checkpoint of an unfinished training run "
+              f"({est.online_stats_['n_examples']} rows); {command} uses it as it is",
+              file=sys.stderr)
+    return est, extra
+
+
+def _data_base(args, extra):
+    """--zero-based, or with "auto" the base the model was trained on, if recorded."""
+    if args.zero_based == "auto" and isinstance(extra.get("zero_based"), bool):
+        return extra["zero_based"]
+    return args.zero_based
 
 
 def _estimator_from_args(args):
     from onlinepgs import PGSClassifier, PGSRegressor
 
+    from sklearn.utils._param_validation import InvalidParameterError
+
     cls = PGSClassifier if args.loss in CLASSIFICATION_LOSSES else PGSRegressor
-    return cls(loss=args.loss, p=args.p, sigma=args.sigma, radius=args.radius,
-               batch_size=args.batch_size, iterate=args.iterate,
-               fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
-               epsilon=args.epsilon, n_bits=args.bits, hash_seed=args.hash_seed,
-               random_state=args.random_seed)
+    est = cls(loss=args.loss, p=args.p, sigma=args.sigma, radius=args.radius,
+              batch_size=args.batch_size, iterate=args.iterate,
+              fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
+              epsilon=args.epsilon, n_bits=args.bits, hash_seed=args.hash_seed,
+              random_state=args.random_seed)
+    try:  # before any data is read, and in the options' own names
+        est._validate_params()
+    except InvalidParameterError as exc:
+        message = str(exc)
+        for name, flag in _FLAGS.items():
+            prefix = f"The '{name}' parameter of {cls.__name__}"
+            if message.startswith(prefix):
+                message = f"argument {flag}" + message[len(prefix):]
+        raise UsageError(message) from None
+    return est
+
+
+# the estimator's parameter names as options of `train`
+_FLAGS = {"loss": "--loss", "p": "--p", "sigma": "--sigma", "radius": "--radius",
+          "batch_size": "--batch-size", "iterate": "--iterate",
+          "intercept_scaling": "--intercept-scaling", "epsilon": "--epsilon",
+          "n_bits": "--bits", "hash_seed": "--hash-seed", "random_state": "--random-seed"}
+# options ignored with -i (the model keeps its own), by their argparse names
+_MODEL_OPTIONS = ("loss", "p", "sigma", "radius", "batch_size", "iterate", "no_intercept",
+                  "intercept_scaling", "epsilon", "bits", "hash_seed", "random_seed")
 
 
 def _parse_classes(text):
@@ -257,14 +328,20 @@ def cmd_train(args):
     if "-" in args.data and args.passes > 1:
         raise UserError("--passes > 1 needs files: stdin can be read only once")
     for source in args.data:  # every input checked before any work
-        if source != "-" and not os.path.isfile(source):
-            raise UserError(f"{source}: no such file")
+        _check_input(source)
+    _check_output(args.output, args.data)
     resume_at = {"pass": 0, "file": 0, "rows": 0}
+    base = args.zero_based
     if args.initial:
         # model and stream position from one read: a checkpoint may be replaced meanwhile
         est, header = load_model(args.initial, return_header=True)
+        extra = header.get("extra") or {}
+        base = _data_base(args, extra)
+        ignored = _ignored_options(args)
+        if ignored:
+            print(f"{PROG}: note: {', '.join(ignored)} ignored: with -i the model keeps "
+                  "its own options", file=sys.stderr)
         if args.resume:
-            extra = header.get("extra") or {}
             if "stream" not in extra:
                 raise UserError(f"{args.initial}: not a checkpoint (no stream position); "
                                 "drop --resume to continue training on new data")
@@ -277,7 +354,7 @@ def cmd_train(args):
     else:
         est = _estimator_from_args(args)
     if args.scheduler is not None:
-        return _train_on_dask(args, est)
+        return _train_on_dask(args, est, base)
     k = int(est.batch_size)
     chunk_rows = -(-args.chunk_rows // k) * k  # whole mini-batches: chunking never matters
     is_classifier = est._classifier
@@ -289,61 +366,131 @@ def cmd_train(args):
             table.next_report *= 2
     bar = ByteProgress(args.data, args.passes, sys.stderr.isatty() and not args.quiet)
     table.bar = bar
-    holdout_loss = holdout_weight = 0.0
+    # the held-out rows are every N-th row of a pass (its files in order), the same rows in
+    # every pass and after a resume; the loss reported is the last pass's
+    holdout = list(resume_at.get("holdout", (0.0, 0.0)))
     rows_seen = 0
     bytes_before = 0  # size of the files (and passes) already read, for the progress bar
-    last_checkpoint = 0
+    last_checkpoint = None
+    chunk = None
     start = time.perf_counter()
 
-    def checkpoint(position):
-        save_model(est, args.output, extra={"stream": position, "finished": False})
+    def extras(finished, position=None):
+        out = {"finished": finished}
+        if position is not None:
+            out["stream"] = position
+        if isinstance(base, bool):  # the base the files were read with, for predict/eval
+            out["zero_based"] = base
+        return out
 
-    for pass_index in range(resume_at["pass"], args.passes):
-        for file_index, source in enumerate(args.data):
-            if (pass_index, file_index) < (resume_at["pass"], resume_at["file"]):
-                continue
-            skip = resume_at["rows"] if (pass_index, file_index) == (
-                resume_at["pass"], resume_at["file"]) else 0
-            reader = _reader(source, chunk_rows, args.zero_based)
-            rows_in_file = 0
-            for X, y in _read_ahead(reader):
-                n = X.shape[0]
-                if rows_in_file + n <= skip:  # resuming: whole chunks already consumed
-                    rows_in_file += n
+    try:
+        for pass_index in range(resume_at["pass"], args.passes):
+            if pass_index > resume_at["pass"]:
+                holdout = [0.0, 0.0]
+            pass_rows = resume_at.get("pass_rows", 0) if pass_index == resume_at["pass"] else 0
+            for file_index, source in enumerate(args.data):
+                if (pass_index, file_index) < (resume_at["pass"], resume_at["file"]):
                     continue
-                if is_classifier and classes is None:
-                    classes = np.unique(y)
-                    if classes.shape[0] < 2:
-                        raise UserError(f"{source}: the first chunk has one label "
-                                        f"({classes.tolist()}); pass --classes")
-                if args.holdout_every:
-                    loss, count = _train_with_holdout(est, X, y, rows_seen, args.holdout_every,
-                                                      classes, table, k, source, rows_in_file)
-                    holdout_loss += loss
-                    holdout_weight += count
-                else:
-                    _train_chunk(est, X, y, None, classes, table, k, source, rows_in_file)
-                rows_in_file += n
-                rows_seen += n
-                bar.update(bytes_before + reader.bytes_read)
-                if args.checkpoint_every and rows_seen - last_checkpoint >= args.checkpoint_every:
-                    checkpoint({"data": args.data, "pass": pass_index, "file": file_index,
-                                "rows": rows_in_file})
-                    last_checkpoint = rows_seen
-            if source != "-" and os.path.isfile(source):
-                bytes_before += os.path.getsize(source)
-            if getattr(reader, "n_skipped", 0):
-                print(f"{PROG}: {source}: skipped {reader.n_skipped} bad lines",
-                      file=sys.stderr)
+                resuming_here = (pass_index, file_index) == (resume_at["pass"],
+                                                             resume_at["file"])
+                skip = resume_at["rows"] if resuming_here else 0
+                file_row0 = pass_rows
+                reader = _reader(source, chunk_rows, base)
+                rows_in_file = 0
+                for X, y, line_of in _read_ahead(reader):
+                    if base == "auto" and isinstance(reader.zero_based, bool):
+                        base = reader.zero_based  # the first chunk decided, for every file
+                    n = X.shape[0]
+                    chunk = (source, X, line_of)  # for an out-of-memory message
+                    if rows_in_file + n <= skip:  # resuming: rows already consumed
+                        rows_in_file += n
+                        continue
+                    first = 0
+                    if rows_in_file < skip:  # the checkpoint fell inside this chunk
+                        first = skip - rows_in_file
+                        X, y = X[first:], y[first:]
+                        rows_in_file, n = skip, X.shape[0]
+                    if is_classifier and classes is None:
+                        classes = np.unique(y)
+                        if classes.shape[0] < 2:
+                            raise UserError(f"{source}: the first chunk has one label "
+                                            f"({classes.tolist()}); pass --classes")
+                    if is_classifier:
+                        _check_labels(y, classes, source, lambda i: line_of(first + i))
+                    if args.holdout_every:
+                        loss, count = _train_with_holdout(
+                            est, X, y, file_row0 + rows_in_file, args.holdout_every, classes,
+                            table, k, source, rows_in_file)
+                        holdout[0] += loss
+                        holdout[1] += count
+                    else:
+                        _train_chunk(est, X, y, None, classes, table, k, source, rows_in_file)
+                    rows_in_file += n
+                    rows_seen += n
+                    bar.update(bytes_before + reader.bytes_read)
+                    if args.checkpoint_every and (rows_seen - (last_checkpoint or 0)
+                                                  >= args.checkpoint_every):
+                        position = {"data": args.data, "pass": pass_index,
+                                    "file": file_index, "rows": rows_in_file,
+                                    "pass_rows": file_row0, "holdout": holdout}
+                        save_model(est, args.output, extra=extras(False, position))
+                        last_checkpoint = rows_seen
+                pass_rows = file_row0 + rows_in_file
+                if source != "-" and os.path.isfile(source):
+                    bytes_before += os.path.getsize(source)
+                if getattr(reader, "n_skipped", 0):
+                    print(f"{PROG}: {source}: skipped {reader.n_skipped} bad lines",
+                          file=sys.stderr)
+    except (UserError, ValueError, MemoryError) as exc:
+        if isinstance(exc, MemoryError):
+            exc = _out_of_memory(chunk, base)
+        if last_checkpoint is not None:  # say what the output file now holds
+            raise UserError(f"{str(exc).splitlines()[0]} [{args.output} holds the last "
+                            f"checkpoint; resume with -i {args.output} --resume]") from None
+        raise exc from None
     bar.close()
     if not hasattr(est, "_state"):
-        raise UserError("no training rows were read")
-    save_model(est, args.output, extra={"finished": True})
+        raise UserError(f"{', '.join(args.data)}: no training rows were read")
+    save_model(est, args.output, extra=extras(True))
     if not args.quiet:
-        holdout = (f"holdout average loss = {holdout_loss / holdout_weight:.6f} "
-                   f"({int(holdout_weight)} rows)" if holdout_weight else None)
-        _print_summary(est, args, start, before=[holdout] if holdout else [])
+        held = None
+        if holdout[1]:
+            which = f", pass {args.passes}" if args.passes > 1 else ""
+            held = (f"holdout average loss = {holdout[0] / holdout[1]:.6f} "
+                    f"({int(holdout[1])} rows{which})")
+        _print_summary(est, args, start, before=[held] if held else [])
     return 0
+
+
+def _out_of_memory(chunk, base):
+    """Name the row whose largest feature index made the model too large to allocate."""
+    if chunk is None or chunk[1].nnz == 0:
+        return UserError("out of memory")
+    source, X, line_of = chunk
+    at = int(np.argmax(X.indices))
+    row = int(np.searchsorted(X.indptr, at, side="right")) - 1
+    index = int(X.indices[at]) + (0 if base is True else 1)
+    return UserError(f"{source}:{line_of(row)}: out of memory for a model over {X.shape[1]} "
+                     f"features (feature index {index}); --bits BITS hashes the features "
+                     "into 2**BITS columns")
+
+
+def _ignored_options(args):
+    """The model options given on the command line with -i (which keeps the model's)."""
+    defaults = build_parser().parse_args(["train", "-", "-o", "-"])
+    return [f"--{name.replace('_', '-')}" for name in _MODEL_OPTIONS
+            if getattr(args, name) != getattr(defaults, name)]
+
+
+def _check_labels(y, classes, source, line_of):
+    """Labels outside the classes, named by their line (partial_fit knows no lines)."""
+    bad = ~np.isin(y, classes)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise UserError(f"{source}:{line_of(i)}: label {_label_text(y[i])} is not one of "
+                        f"the classes [{', '.join(_label_text(c) for c in classes)}] (set by --classes, "
+                        "the model, or the first chunk's labels; pass --classes to give "
+                        "them all)")
 
 
 def _print_summary(est, args, start, before=(), after=()):
@@ -359,7 +506,7 @@ def _print_summary(est, args, start, before=(), after=()):
     print("\n".join(lines), file=sys.stderr)
 
 
-def _train_on_dask(args, est):
+def _train_on_dask(args, est, base):
     """`train --scheduler`: onlinepgs.dask over the files, one model file at the end."""
     from onlinepgs.model_io import save_model
     from onlinepgs.svmlight import iter_svmlight
@@ -391,7 +538,7 @@ def _train_on_dask(args, est):
     if est._classifier and classes is None:
         # as without --scheduler: the labels of the first chunk
         with iter_svmlight(args.data[0], chunk_rows=args.chunk_rows,
-                           zero_based=args.zero_based) as reader:
+                           zero_based=base) as reader:
             first = next(iter(reader), None)
         if first is None:
             raise UserError("no training rows were read")
@@ -418,19 +565,32 @@ def _train_on_dask(args, est):
     try:
         opd.partial_fit(est, list(args.data), classes=classes if est._classifier else None,
                         passes=args.passes, client=client, n_lanes=args.lanes,
-                        slice_rows=args.slice_rows, zero_based=args.zero_based,
+                        slice_rows=args.slice_rows, zero_based=base,
                         callback=progress)
     finally:
         if client is not None:
             client.close()
-    save_model(est, args.output, extra={"finished": True})
+    extra = {"finished": True}
+    if isinstance(base, bool):
+        extra["zero_based"] = base
+    save_model(est, args.output, extra=extra)
     if not args.quiet:
         _print_summary(est, args, start, after=[f"rounds = {len(rounds)} on {args.scheduler}"])
     return 0
 
 
+def _lines_of(lines_before, lines_after, n_rows):
+    """Row i of a chunk -> its line in the file, as text: exact where the chunk's lines are
+    all rows (no blank or comment line among them), else the lines it lies between."""
+    if lines_after - lines_before == n_rows:
+        return lambda i: str(lines_before + 1 + i)
+    return lambda i: (f"{lines_before + 1}-{lines_after} (row {i + 1} of the {n_rows} rows "
+                      "there)")
+
+
 def _read_ahead(reader, depth=2):
-    """Iterate the reader's chunks, parsing the next ones in a background thread.
+    """Iterate the reader's chunks as (X, y, line_of), parsing the next ones in a
+    background thread; ``line_of(i)`` names the line of the chunk's row i.
 
     The parser and the solver both release the GIL, so on two cores parsing chunk i+1
     overlaps training on chunk i (Vowpal Wabbit's driver overlaps them too). Errors are
@@ -445,7 +605,11 @@ def _read_ahead(reader, depth=2):
 
     def produce():
         try:
-            for chunk in reader:
+            lines = 0
+            for X, y in reader:
+                # the parser stops right after the row that fills a chunk
+                chunk = (X, y, _lines_of(lines, reader.n_lines, X.shape[0]))
+                lines = reader.n_lines
                 while not stop.is_set():
                     try:
                         chunks.put(chunk, timeout=0.1)
@@ -579,47 +743,55 @@ def _online_prediction(est, x):
 
 # ---- predict / eval / info ---------------------------------------------------------------
 def cmd_predict(args):
-    from onlinepgs.model_io import load_model
-
-    est = load_model(args.model)
+    est, extra = _load(args.model, "predict")
     if args.kind == "probabilities" and not hasattr(est, "predict_proba"):
         raise UserError(f"{args.model}: probabilities need the logistic loss "
                         f"(this model's loss is {est.loss!r})")
-    out = sys.stdout if args.output == "-" else open(args.output, "w")
-    try:
-        for X, _ in _reader(args.data, args.chunk_rows, args.zero_based):
-            if args.kind == "labels":
-                values = est.predict(X)
-                lines = "\n".join(_label_text(v) for v in values)
-            elif args.kind == "scores":
-                values = (est.decision_function(X) if hasattr(est, "decision_function")
-                          else est.predict(X))
-                lines = "\n".join(" ".join(f"{v:.9g}" for v in np.atleast_1d(row))
-                                  for row in values)
-            else:
-                values = est.predict_proba(X)
-                lines = "\n".join(" ".join(f"{v:.9g}" for v in row) for row in values)
-            if lines:
-                out.write(lines + "\n")
-    finally:
-        if out is not sys.stdout:
-            out.close()
+    reader = _reader(args.data, args.chunk_rows, _data_base(args, extra))
+    if args.output == "-":
+        _write_predictions(est, reader, args.kind, sys.stdout)
+        return 0
+    # a new file replaces the old only once complete, as model files do
+    from onlinepgs.model_io import replace_atomically
+
+    _check_output(args.output, [args.data, args.model])
+    replace_atomically(args.output, lambda out: _write_predictions(est, reader, args.kind, out),
+                       binary=False)
     return 0
 
 
+def _write_predictions(est, reader, kind, out):
+    for X, _ in reader:
+        if kind == "labels":
+            values = est.predict(X)
+            lines = "\n".join(_label_text(v) for v in values)
+        elif kind == "scores":
+            values = (est.decision_function(X) if hasattr(est, "decision_function")
+                      else est.predict(X))
+            lines = "\n".join(" ".join(f"{v:.9g}" for v in np.atleast_1d(row))
+                              for row in values)
+        else:
+            values = est.predict_proba(X)
+            lines = "\n".join(" ".join(f"{v:.9g}" for v in row) for row in values)
+        if lines:
+            out.write(lines + "\n")
+
+
 def _label_text(value):
-    value = float(value)
+    """A label as text: integral numbers without a decimal point, strings as they are."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):  # a model trained in Python on string labels
+        return str(value)
     return str(int(value)) if value.is_integer() else f"{value:.9g}"
 
 
 def cmd_eval(args):
     from sklearn import metrics
 
-    from onlinepgs.model_io import load_model
-
-    est = load_model(args.model)
+    est, extra = _load(args.model, "eval")
     ys, scores, probs = [], [], []
-    for X, y in _reader(args.data, args.chunk_rows, args.zero_based):
+    for X, y in _reader(args.data, args.chunk_rows, _data_base(args, extra)):
         ys.append(y)
         if est._classifier:
             scores.append(np.atleast_2d(est.decision_function(X).T).T)
@@ -657,10 +829,9 @@ def cmd_eval(args):
 
 def cmd_gap(args):
     from onlinepgs.duality import duality_gap_stream
-    from onlinepgs.model_io import load_model
-
-    est = load_model(args.model)
-    cert = duality_gap_stream(est, _reader(args.data, args.chunk_rows, args.zero_based))
+    est, extra = _load(args.model, "gap")
+    cert = duality_gap_stream(est, _reader(args.data, args.chunk_rows,
+                                           _data_base(args, extra)))
     if args.json:
         result = cert.as_dict()
         if est._classifier and cert.dual_scale.shape[0] > 1:
@@ -672,11 +843,7 @@ def cmd_gap(args):
         print(f"{key} = {getattr(cert, key):.12g}")
     if cert.gap_per_problem.shape[0] > 1:  # one-vs-rest problems, one per class
         for label, value in zip(est.classes_, cert.gap_per_problem):
-            try:
-                label = _label_text(label)
-            except (TypeError, ValueError):  # a model trained in Python on string labels
-                label = str(label)
-            print(f"gap[{label}] = {value:.12g}")
+            print(f"gap[{_label_text(label)}] = {value:.12g}")
     return 0
 
 
@@ -704,9 +871,12 @@ def cmd_info(args):
         if key in header:
             print(f"{key}: {header[key]}")
     print("params: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items())))
-    for key in ("n_features", "classes"):
-        if key in header:
-            print(f"{key}: {header[key]}")
+    if "n_features" in header:
+        print(f"n_features: {header['n_features']}")
+    if any(entry.get("name") == "attributes/classes_" for entry in header.get("arrays", ())):
+        from onlinepgs.model_io import load_model  # classes_ is an array of the file
+
+        print("classes: " + ", ".join(_label_text(c) for c in load_model(args.model).classes_))
     stats = header.get("online_stats") or {}
     for key in ("n_examples", "n_steps", "progressive_loss", "progressive_error_rate",
                 "regret_bound"):
@@ -726,12 +896,20 @@ COMMANDS = {"train": cmd_train, "predict": cmd_predict, "eval": cmd_eval, "gap":
 def main(argv=None):
     """Entry point of the ``onlinepgs`` console script; returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)  # exits with 2 on usage errors
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # argparse takes "-1,1" for an option: --classes -1,1 means --classes=-1,1
+    for i in range(len(argv) - 1):
+        if argv[i] == "--classes" and argv[i + 1][:2].lstrip("-")[:1] in set("0123456789."):
+            argv[i:i + 2] = [f"--classes={argv[i + 1]}", None]
+    args = parser.parse_args([a for a in argv if a is not None])  # exits with 2 on usage errors
     from onlinepgs.model_io import ModelFileError
     from onlinepgs.svmlight import SvmlightError
 
     try:
         return COMMANDS[args.command](args)
+    except UsageError as exc:
+        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # the reader went away (`onlinepgs predict ... | head`): stop quietly, as Unix tools do
         devnull = os.open(os.devnull, os.O_WRONLY)

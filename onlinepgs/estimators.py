@@ -247,6 +247,12 @@ class _BasePGS(BaseEstimator):
                 # the k = 1 step and ||g_t||_q assume one entry per (row, column)
                 X = X.copy()
                 X.sum_duplicates()
+            if not all(a.flags.c_contiguous for a in (X.data, X.indices, X.indptr)):
+                # strided views (e.g. the .real of a complex matrix): the core reads raw
+                # pointers
+                X = sp.csr_matrix((np.ascontiguousarray(X.data),
+                                   np.ascontiguousarray(X.indices),
+                                   np.ascontiguousarray(X.indptr)), shape=X.shape)
             if reset:
                 self.n_features_in_ = X.shape[1]
             return X
@@ -501,8 +507,10 @@ class _BasePGS(BaseEstimator):
             X = check_array(X, accept_sparse="csr", dtype=np.float64,
                             accept_large_sparse=True, input_name="X")
             n = coef.shape[1]
-            if X.shape[1] > n:  # columns the model never saw carry weight 0
-                coef = np.hstack([coef, np.zeros((coef.shape[0], X.shape[1] - n))])
+            if X.shape[1] > n:
+                # columns the model never saw carry weight 0: drop them (O(nnz)) rather
+                # than pad the weights to X's width, which one huge index makes huge
+                X = X[:, :n]
             elif X.shape[1] < n:
                 coef = coef[:, : X.shape[1]]
             return np.asarray(X @ coef.T) + intercept

@@ -408,15 +408,25 @@ def _fsync_directory(directory):
         os.close(fd)
 
 
-def _write_atomically(path, header, arrays):
+def replace_atomically(path, write, *, binary=True):
+    """Write a file through ``write(fileobj)`` into a temporary file beside `path`, then
+    rename it onto `path`: a failure at any point leaves the previous file whole (model
+    files; the command line's predictions)."""
+    path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    tmp, fd = _create_temp(directory, os.path.basename(path))
     try:
-        with os.fdopen(fd, "wb") as f:
-            _write_zip(f, header, arrays)
+        tmp, fd = _create_temp(directory, os.path.basename(path))
+    except OSError as exc:  # name the user's path, not the temporary file's
+        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb" if binary else "w") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from None
     except BaseException:
         try:
             os.unlink(tmp)
@@ -453,7 +463,7 @@ def save_model(estimator, path, *, extra=None):
     """
     path = os.fspath(path)
     header, arrays = _encode(estimator, path, extra)
-    _write_atomically(path, header, arrays)
+    replace_atomically(path, lambda f: _write_zip(f, header, arrays))
 
 
 # ---- reading ---------------------------------------------------------------------------

@@ -261,3 +261,179 @@ def test_gap_errors_are_one_line_naming_the_place(data, tmp_path, capsys):
     broken = run("gap", model, bad)
     assert broken.returncode == 1 and broken.stderr.count(b"\n") == 1
     assert b"bad.svm:2:" in broken.stderr and b"Traceback" not in broken.stderr
+
+
+def _noisy(path, n, seed=0, zero_based=False, every_zero=None):
+    """Rows of two features and labels; an index 0 every `every_zero` rows if zero-based."""
+    rng = np.random.RandomState(seed)
+    with open(path, "w") as f:
+        for i in range(n):
+            label = rng.choice([-1, 1])
+            zero = "0:1 " if every_zero and i % every_zero == 0 else ""
+            f.write(f"{label} {zero}1:{label + 0.5 * rng.randn():.3f} 2:{rng.randn():.3f}\n")
+
+
+def test_holdout_keeps_the_same_rows_out_in_every_pass(tmp_path, capsys):
+    # 3001 rows: a row count carried across passes would hold out other rows in pass 2
+    data = tmp_path / "d.svm"
+    write_svmlight(data, n=3001)
+    model = tmp_path / "m.pgs"
+    assert main(["train", str(data), "-o", str(model), "--passes", "2", "--holdout-every",
+                 "10", "--sigma", "1e-3", "--chunk-rows", "700"]) == 0
+    assert "(300 rows, pass 2)" in capsys.readouterr().err
+    X, y = load_svmlight(data)
+    kept = (np.arange(3001) + 1) % 10 != 0
+    reference = PGSClassifier(sigma=1e-3, random_state=0)
+    for _ in range(2):
+        reference.partial_fit(X[kept], y[kept], classes=[-1, 1])
+    trained = load_model(model)
+    np.testing.assert_array_equal(trained.coef_, reference.coef_)
+    assert trained.online_stats_["n_examples"] == 2 * 2701
+
+
+@pytest.mark.parametrize("holdout", [[], ["--holdout-every", "7"]])
+def test_resume_with_other_chunks_gives_the_uninterrupted_model(tmp_path, holdout):
+    data, broken = tmp_path / "d.svm", tmp_path / "broken.svm"
+    write_svmlight(data, n=5000)
+    lines = data.read_bytes().splitlines(keepends=True)
+    broken.write_bytes(b"".join(lines[:2100]) + b"1 3:oops\n" + b"".join(lines[2100:]))
+    full, ckpt = tmp_path / "full.pgs", tmp_path / "ckpt.pgs"
+    common = ["--quiet", "--passes", "2", *holdout]
+    assert main(["train", str(data), "-o", str(full), *common]) == 0
+    # a run that stops at the bad line, its last checkpoint after 1800 rows (chunks of 600)
+    failed = run("train", broken, "-o", ckpt, "--chunk-rows", "600", "--checkpoint-every",
+                 "900", *common)
+    assert failed.returncode == 1 and b"broken.svm:2101:" in failed.stderr
+    assert b"holds the last checkpoint" in failed.stderr
+    assert load_model(ckpt).online_stats_["n_examples"] < 2100
+    # resumed on the repaired file in chunks of 500: the checkpoint falls inside one
+    broken.write_bytes(data.read_bytes())
+    assert main(["train", str(broken), "-i", str(ckpt), "--resume", "-o", str(ckpt),
+                 "--chunk-rows", "500", *common]) == 0
+    a, b = load_model(full), load_model(ckpt)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert a.online_stats_ == pytest.approx(b.online_stats_)
+
+
+def test_predict_output_is_replaced_only_when_complete(data, tmp_path, capsys):
+    model, pred = tmp_path / "m.pgs", tmp_path / "pred.txt"
+    assert main(["train", str(data), "-o", str(model), "--quiet"]) == 0
+    assert main(["predict", str(model), str(data), "-o", str(pred)]) == 0
+    before = pred.read_bytes()
+    bad = tmp_path / "bad.svm"
+    bad.write_bytes(data.read_bytes() + b"1 3:oops\n")
+    assert main(["predict", str(model), str(bad), "-o", str(pred), "--chunk-rows", "100"]) == 1
+    assert main(["predict", str(model), str(tmp_path / "none.svm"), "-o", str(pred)]) == 1
+    assert pred.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.svm", "m.pgs", "pred.txt",
+                                                          "train.svm"]  # no temporary left
+    # an output that is the input is refused before anything is written
+    copy = tmp_path / "copy.svm"
+    copy.write_bytes(data.read_bytes())
+    assert main(["predict", str(model), str(copy), "-o", str(copy)]) == 1
+    assert main(["train", str(copy), "-o", str(copy), "--quiet"]) == 1
+    assert copy.read_bytes() == data.read_bytes()
+    assert capsys.readouterr().err.count("is also an input") == 2
+
+
+def test_an_unwritable_output_fails_before_training(data, tmp_path, capsys):
+    for target in (tmp_path / "nodir" / "m.pgs", str(tmp_path) + os.sep):
+        started = time.perf_counter()
+        assert main(["train", str(data), "-o", str(target), "--quiet"]) == 1
+        err = capsys.readouterr().err
+        assert str(target) in err and ".tmp" not in err and err.count("\n") == 1
+        assert time.perf_counter() - started < 5
+
+
+def test_the_model_remembers_the_feature_base(tmp_path, capsys):
+    train, test = tmp_path / "train.svm", tmp_path / "test.svm"
+    _noisy(train, 2000, every_zero=50)   # zero-based: an index 0 in the first chunk
+    _noisy(test, 500, seed=1)            # no index 0: alone it would be judged one-based
+    model = tmp_path / "m.pgs"
+    assert main(["train", str(train), "-o", str(model), "--quiet"]) == 0
+    est = load_model(model)
+    X, y = load_svmlight(test, zero_based=True, n_features=est.n_features_in_)
+    expected = np.mean(est.predict(X) == y)
+    assert expected > 0.9
+    capsys.readouterr()
+    assert main(["eval", str(model), str(test)]) == 0
+    report = dict(line.split(" = ") for line in capsys.readouterr().out.splitlines())
+    assert float(report["accuracy"]) == pytest.approx(expected, abs=1e-6)
+    # continuing on a file without index 0 reads it zero-based too
+    more = tmp_path / "m2.pgs"
+    assert main(["train", str(test), "-i", str(model), "-o", str(more), "--quiet"]) == 0
+    reference = load_model(model).partial_fit(X, y)
+    np.testing.assert_array_equal(load_model(more).coef_, reference.coef_)
+
+
+def test_option_values_are_usage_errors_named_by_their_flags(data, tmp_path):
+    model = tmp_path / "m.pgs"
+    for flag, value in (("--p", "2.5"), ("--sigma", "-1"), ("--bits", "0")):
+        done = run("train", data, "-o", model, flag, value)
+        assert done.returncode == 2 and f"argument {flag} ".encode() in done.stderr
+        assert done.stderr.count(b"\n") == 1 and not model.exists()
+    ok = run("train", data, "-o", model, "--classes", "-1,1", "--quiet")
+    assert ok.returncode == 0, ok.stderr
+    noted = run("train", data, "-i", model, "-o", model, "--loss", "hinge", "--quiet")
+    assert noted.returncode == 0 and b"--loss ignored" in noted.stderr
+    assert load_model(model).loss == "logistic"
+
+
+def test_label_and_index_errors_name_the_line(data, tmp_path):
+    lines = data.read_bytes().splitlines(keepends=True)
+    bad = tmp_path / "bad.svm"
+    bad.write_bytes(b"# a comment\n" + b"".join(lines[:2500]) + b"3 1:1\n"
+                    + b"".join(lines[2500:]))
+    for extra in ([], ["--holdout-every", "3"], ["--chunk-rows", "7"]):
+        done = run("train", bad, "-o", tmp_path / "m.pgs", *extra)
+        assert done.returncode == 1, done.stderr
+        assert b"bad.svm:2502: label 3 is not one of the classes [-1, 1]" in done.stderr \
+            or b"bad.svm:2-" in done.stderr  # a comment in the chunk: the lines around
+    exact = run("train", bad, "-o", tmp_path / "m.pgs", "--chunk-rows", "100")
+    assert b"bad.svm:2502: label 3" in exact.stderr
+
+
+def test_models_with_string_classes_and_checkpoints_predict(data, tmp_path, capsys):
+    from onlinepgs import save_model
+
+    X, y = load_svmlight(data)
+    model = tmp_path / "s.pgs"
+    est = PGSClassifier(random_state=0).fit(X, np.where(y > 0, "pos", "neg"))
+    save_model(est, model)
+    pred = tmp_path / "pred.txt"
+    assert main(["predict", str(model), str(data), "-o", str(pred)]) == 0
+    assert pred.read_text().split() == list(est.predict(X))
+    assert main(["info", str(model)]) == 0
+    assert "classes: neg, pos" in capsys.readouterr().out
+    save_model(est, model, extra={"finished": False})
+    assert main(["predict", str(model), str(data), "-o", str(pred)]) == 0
+    assert "checkpoint of an unfinished training run" in capsys.readouterr().err
+
+
+def test_train_reads_a_named_pipe_and_refuses_a_directory(data, tmp_path, capsys):
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    feeder = threading.Thread(target=lambda: fifo.write_bytes(data.read_bytes()))
+    feeder.start()
+    model = tmp_path / "m.pgs"
+    code = main(["train", str(fifo), "-o", str(model), "--quiet"])
+    if feeder.is_alive():  # the pipe was not read: unblock the writer before failing
+        with open(fifo, "rb") as f:
+            f.read()
+    feeder.join()
+    assert code == 0
+    assert load_model(model).online_stats_["n_examples"] == 3000
+    assert main(["train", str(tmp_path), "-o", str(model), "--quiet"]) == 1
+    assert "is a directory" in capsys.readouterr().err
+
+
+def test_an_index_too_large_for_memory_names_its_line(tmp_path):
+    data = tmp_path / "big.svm"
+    data.write_text("1 1:1\n-1 2:1\n1 3000000000:1\n")
+    done = subprocess.run(
+        ["bash", "-c", f"ulimit -v 3000000; exec {sys.executable} -m onlinepgs.cli train "
+         f"{data} -o {tmp_path / 'm.pgs'} --quiet"], capture_output=True, timeout=120)
+    assert done.returncode == 1 and done.stderr.count(b"\n") == 1, done.stderr
+    assert b"big.svm:3: out of memory" in done.stderr and b"--bits" in done.stderr

@@ -265,3 +265,24 @@ def test_csr_float64_input_reaches_the_core_without_a_copy(monkeypatch):
     PGSClassifier(max_epochs=2).fit(X, y)
     PGSClassifier().partial_fit(X, y, classes=[0, 1])
     assert len(seen) == 3 and all(np.shares_memory(d, X.data) for d in seen)
+
+
+def test_strided_csr_arrays_train_as_their_contiguous_copy():
+    X, y = data()
+    strided = sp.csr_matrix(X.astype(np.complex128)).real  # data is a view with stride 16
+    assert not strided.data.flags.c_contiguous
+    a = PGSClassifier(random_state=0).partial_fit(strided, y, classes=[0, 1])
+    b = PGSClassifier(random_state=0).partial_fit(X, y, classes=[0, 1])
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+
+
+def test_columns_the_model_never_saw_weigh_nothing_and_cost_no_memory():
+    X, y = data()
+    est = PGSClassifier(random_state=0).fit(X, y)
+    # three billion columns, the last row using the last: padding the weights to that
+    # width would take 24 GB
+    indices = np.r_[X.indices.astype(np.int64), 2_999_999_999]
+    huge = sp.csr_matrix((np.r_[X.data, 5.0], indices, np.r_[X.indptr[:-1], X.indptr[-1] + 1]),
+                         shape=(X.shape[0], 3_000_000_000))
+    np.testing.assert_allclose(est.decision_function(huge), est.decision_function(X),
+                               rtol=0, atol=1e-12)
