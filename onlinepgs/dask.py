@@ -2192,6 +2192,8 @@ class _DistributedBackend:
         """Wait for tasks without fetching their results; raise the first error. A task
         bound to a worker that left the cluster would wait for it for ever: that is an
         error too (`workers`: those the tasks are bound to)."""
+        from concurrent.futures import CancelledError
+
         from distributed import wait
 
         futures = futures if isinstance(futures, list) else [futures]
@@ -2199,6 +2201,12 @@ class _DistributedBackend:
             try:
                 wait(futures, timeout=_WORKER_CHECK_SECONDS)
                 break
+            except CancelledError:
+                # the scheduler dropped the round's tasks: a worker restarted under them
+                raise RuntimeError(
+                    "the cluster cancelled a round's tasks: a worker restarted or left "
+                    "during the fit, and the lanes' copies of the state it held cannot be "
+                    "rebuilt. The model is left as it was; fit again.") from None
             except TimeoutError:
                 gone = set(workers) - set(self.client.nthreads())
                 if gone:
