@@ -728,17 +728,21 @@ def _fit_rows(est, X, y, kwargs, source, first_row):
 
 
 def _online_prediction(est, x):
-    """The solver's own prediction for a row before its update (last iterate)."""
+    """The solver's own prediction for a row before its update (last iterate).
+
+    A regressor's or binary classifier's raw score; a multiclass model's predicted class.
+    """
     if not hasattr(est, "_state"):
         return 0.0
-    W = est._state.weights("last")
-    x = x.tocsr()
-    cols = x.indices[x.indices < W.shape[0] - 1]
-    vals = x.data[x.indices < W.shape[0] - 1]
-    score = float(vals @ W[1 + cols, -1]) if cols.size else 0.0
+    W = est._state.weights("last")  # (1 + n_features, n_problems), intercept in row 0
+    x = est._as_matrix(x, fitted=True).tocsr()  # hashed as training sees it
+    seen = x.indices < W.shape[0] - 1
+    scores = x.data[seen] @ W[1 + x.indices[seen]]
     if est.fit_intercept:
-        score += W[0, -1] * est.intercept_scaling
-    return score
+        scores = scores + W[0] * est.intercept_scaling
+    if scores.shape[0] == 1:
+        return float(scores[0])
+    return float(est.classes_[int(np.argmax(scores))])
 
 
 # ---- predict / eval / info ---------------------------------------------------------------

@@ -108,12 +108,11 @@ from sklearn.utils.validation import check_array
 from onlinepgs._core._pgs import PGSState
 from onlinepgs._rounds import LaneSlot, merge_round, run_lane
 from onlinepgs.estimators import PGSDivergedError, _BasePGS, _unchanged_on_error
-from onlinepgs.svmlight import (_DECOMPRESSION_ERRORS, SvmlightError, iter_svmlight,
-                                load_svmlight)
+from onlinepgs.svmlight import (_DECOMPRESS_STEP, _DECOMPRESSION_ERRORS, _MAGIC,
+                                SvmlightError, iter_svmlight, load_svmlight)
 
 __all__ = ["fit", "partial_fit", "auto_slice_rows"]
 
-_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"))
 _PEEK_ROWS = 10_000  # rows that decide zero_based="auto" (iter_svmlight's first chunk)
 _READ_SIZE = 1 << 20
 
@@ -1238,6 +1237,9 @@ def _finish_block(spec, X, y, sw, part, row0, where):
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise ValueError(f"a block has {X.shape[0]} rows but labels of shape {y.shape} "
                          f"({where(0)})")
+    if y.dtype.kind == "f" and not _all_finite(y):
+        row = int(np.flatnonzero(~np.isfinite(y))[0])
+        raise ValueError(f"y contains NaN or infinity at {where(row)}: {y[row].item()!r}")
     try:
         y_core = spec._encode_targets(X, y, fit=False)[0]
     except ValueError as exc:
@@ -1390,7 +1392,10 @@ class _ArraySource:
             v = v[:, 0]
         if v.ndim != 1:
             raise ValueError(f"{name} must be 1-d, got shape {v.shape}")
-        if np.isnan(v.shape[0]) or v.shape[0] != X.shape[0]:
+        if any(np.isnan(c) for c in v.chunks[0]):
+            raise ValueError(f"{name} has unknown chunk sizes; call "
+                             f"{name}.compute_chunk_sizes() first")
+        if v.shape[0] != X.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows but {name} has {v.shape[0]}")
         if v.chunks[0] != X.chunks[0]:
             v = v.rechunk((X.chunks[0],))  # the rows of block i go with labels i
@@ -1593,10 +1598,12 @@ def _bag_labels(lines, zero_based, n_features, part):
 
 
 def _bag_block(spec, lines, zero_based, n_features, part):
+    lines = list(lines)  # a partition may be an iterator: read again for messages
     X, y = _bag_parse(lines, zero_based, n_features, part)
 
-    def where(row):
-        return f"bag partition {part}, row {row}"
+    def where(row):  # called for messages only
+        data, kept = _lines_bytes(lines)
+        return f"bag partition {part}:{_bag_line(kept, _row_line(data, row))}"
     return _finish_block(spec, X, y, None, part, 0, where)
 
 
@@ -1780,7 +1787,8 @@ class _Decompressed:
     SvmlightError naming the file and the line reached, as the single-process reader's
     (`SvmlightReader`), where the decompressor's EOFError or OSError named neither. It
     counts the lines read for that (the last one reached: the one being read when the
-    data ended)."""
+    data ended). As there, reads are gathered from read1 calls so that the bytes before
+    the break are returned first and the error comes with the next read."""
 
     def __init__(self, path):
         with open(path, "rb") as f:
@@ -1796,20 +1804,36 @@ class _Decompressed:
             self.file = lzma.open(path, "rb")
         self.path = path
         self.newlines, self.partial = 0, False
+        self.broken = None  # the decompressor's error, once the stream broke
 
     def read(self, size):
-        try:
-            chunk = self.file.read(size)
-        except _DECOMPRESSION_ERRORS as exc:
-            line = max(1, self.newlines + self.partial)
-            raise SvmlightError(
-                f"{self.path}:{line}: truncated or corrupt {self.kind} stream (line {line} "
-                f"is the last one reached): {type(exc).__name__}: {exc}",
-                self.path, line, None, "") from exc
+        if self.broken is not None:
+            self._raise(self.broken)
+        parts, got = [], 0
+        while got < size:
+            try:
+                part = self.file.read1(min(size - got, _DECOMPRESS_STEP))
+            except _DECOMPRESSION_ERRORS as exc:
+                if not parts:
+                    self._raise(exc)
+                self.broken = exc
+                break
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+        chunk = b"".join(parts)
         if chunk:
             self.newlines += chunk.count(b"\n")
             self.partial = not chunk.endswith(b"\n")
         return chunk
+
+    def _raise(self, exc):
+        line = max(1, self.newlines + self.partial)
+        raise SvmlightError(
+            f"{self.path}:{line}: truncated or corrupt {self.kind} stream (line {line} "
+            f"is the last one reached): {type(exc).__name__}: {exc}",
+            self.path, line, None, "") from exc
 
     def close(self):
         self.file.close()
@@ -1864,17 +1888,36 @@ def _parse_block_text(task, text, offset, line0):
         return load_svmlight(io.BytesIO(text), n_features=n_features,
                              zero_based=zero_based)
     except SvmlightError as exc:
-        if line0 is None:  # a plain file's block: count the lines before it (errors only)
-            line0 = 1
-            with open(path, "rb") as f:
-                done = 0
-                while done < offset:
-                    chunk = f.read(min(_READ_SIZE, offset - done))
-                    if not chunk:
-                        break
-                    line0 += chunk.count(b"\n")
-                    done += len(chunk)
+        if line0 is None:
+            line0 = _line_at(path, offset)
         raise _relocated(exc, path, line0 + exc.line - 1) from None
+
+
+def _line_at(path, offset):
+    """The line number of a plain file's byte `offset` (a line's start), counted: for
+    messages only, as blocks of plain files are read without counting lines."""
+    line = 1
+    with open(path, "rb") as f:
+        done = 0
+        while done < offset:
+            chunk = f.read(min(_READ_SIZE, offset - done))
+            if not chunk:
+                break
+            line += chunk.count(b"\n")
+            done += len(chunk)
+    return line
+
+
+def _row_line(text, row):
+    """The 1-based line of svmlight `text` that holds its row `row` (0-based): rows are
+    the lines that are not blank or only a comment."""
+    rows = -1
+    for i, line in enumerate(text.split(b"\n")):
+        if line.split(b"#", 1)[0].strip():
+            rows += 1
+            if rows == row:
+                return i + 1
+    raise AssertionError(f"the text holds {rows + 1} rows, not {row + 1}")
 
 
 def _file_block(spec, task, cursor=None):
@@ -1883,8 +1926,9 @@ def _file_block(spec, task, cursor=None):
     path, part = task[0], task[7]
     row0 = 0 if cursor is None else cursor.rows
 
-    def where(row):
-        return f"partition {part} ({path}), row {row0 + row} of the partition"
+    def where(row):  # called for messages only
+        first = line0 if line0 is not None else _line_at(path, offset)
+        return f"{path}:{first + _row_line(text, row) - 1}"
     block = _finish_block(spec, X, y, None, part, 0, where)
     block.row0 = row0
     block.name = path

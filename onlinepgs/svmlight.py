@@ -47,6 +47,9 @@ _MAGIC = (
 )
 _DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
 _MAX_TEXT = 80  # characters of offending text shown in a message
+# bytes asked of one read1 of a decompressor: about what one step makes of its 8 KiB
+# of input (read1 allocates all it is asked for)
+_DECOMPRESS_STEP = 1 << 16
 _PAD = 64  # spare bytes after the data in the read buffer (the parser reads past lines)
 _NON_BLOCKING = ("the svmlight source is a non-blocking stream with no data available; "
                  "give a blocking stream")
@@ -449,13 +452,44 @@ class SvmlightReader:
         """A function (buf, at, n) reading up to n bytes of the source into the
         bytearray buf at offset at (len(buf) >= at + n), returning how many (0 at the
         end): readinto, which saves a copy of each block."""
-        into = self._stream.readinto  # _Prefixed, or a (Gzip|BZ2|LZMA)File over one
+        if self._compression is not None:
+            return self._decompressed_into()
+        into = self._stream.readinto  # _Prefixed
 
         def readinto(buf, at, n):
             with memoryview(buf) as view, view[at:at + n] as part:
                 got = into(part)
             if got is None:
                 raise BlockingIOError(_NON_BLOCKING)
+            return got
+        return readinto
+
+    def _decompressed_into(self):
+        """Like `_reader_into`, for a (Gzip|BZ2|LZMA)File: a block is gathered from
+        read1 calls, each one step of the decompressor, because one read(n) that meets a
+        break in the stream raises and drops all it had decompressed. The bytes before a
+        break are returned and the error is raised by the next call, so the lines before
+        it are parsed and the error names the line being read when the stream broke."""
+        read1 = self._stream.read1
+        broken = []
+
+        def readinto(buf, at, n):
+            if broken:
+                raise broken[0]
+            got = 0
+            with memoryview(buf) as view:
+                while got < n:
+                    try:
+                        part = read1(min(n - got, _DECOMPRESS_STEP))
+                    except _DECOMPRESSION_ERRORS as exc:
+                        if not got:
+                            raise
+                        broken.append(exc)
+                        break
+                    if not part:
+                        break
+                    view[at + got:at + got + len(part)] = part
+                    got += len(part)
             return got
         return readinto
 

@@ -82,6 +82,39 @@ def test_predict_eval_info(data, tmp_path, capsys):
     assert "PGSClassifier" in out and "n_examples: 3000" in out
 
 
+@pytest.mark.parametrize("n_classes, bits", [(2, None), (2, 5), (3, None), (3, 5)])
+def test_the_table_shows_the_prediction_before_each_update(tmp_path, capsys, n_classes, bits):
+    # the yardstick: a model trained through the Python API on the rows before, its last
+    # iterate's score (binary) or predicted class (multiclass) for the table's row
+    rng = np.random.RandomState(3)
+    X = rng.rand(600, 40) * (rng.rand(600, 40) < 0.2)
+    y = np.argmax(X @ rng.randn(40, n_classes), axis=1) + 1
+    path = tmp_path / "rows.svm"
+    with open(path, "w") as f:
+        for row, label in zip(X, y):
+            f.write(f"{label} " + " ".join(f"{j + 1}:{row[j]:.6f}" for j in np.flatnonzero(row))
+                    + "\n")
+    X = np.round(X, 6)
+    bits_args = [] if bits is None else ["--bits", str(bits)]
+    assert main(["train", str(path), "-o", str(tmp_path / "m.pgs"), "--iterate", "last",
+                 "--sigma", "1e-3", "--chunk-rows", "100", "--zero-based", "1", *bits_args]) == 0
+    rows = [line.split() for line in capsys.readouterr().err.splitlines()[2:]]
+    rows = rows[: rows.index([])]  # the summary follows an empty line
+    assert [int(r[2]) for r in rows] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+    classes = np.arange(1, n_classes + 1)
+    for r in rows:
+        n = int(r[2])
+        assert float(r[4]) == y[n - 1]
+        reference = PGSClassifier(sigma=1e-3, iterate="last", n_bits=bits, random_state=0)
+        if n == 1:
+            expected = 0.0
+        else:
+            reference.partial_fit(X[: n - 1], y[: n - 1], classes=classes)
+            score = reference.decision_function(X[n - 1: n])[0]
+            expected = score if n_classes == 2 else classes[np.argmax(score)]
+        assert float(r[5]) == pytest.approx(expected, abs=1e-4), n
+
+
 def test_regression_metrics(tmp_path, capsys):
     path = tmp_path / "reg.svm"
     rng = np.random.RandomState(1)
