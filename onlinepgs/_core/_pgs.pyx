@@ -83,6 +83,14 @@ STATE_VERSION = 3
 # instead of 2) and Dask's lanes more, whose steps count n_lanes-fold: each lane refreshes
 # on its own and sends its sums whole when it does.
 cdef double M_HEADROOM = 1.75
+# The lazy averages for p < 2 take differences C - mark_j of the running sum C of weighted
+# scales: a term far below C is lost in it, and with it coordinate j's weight for that
+# step. s_t falls steeply as lambda grows between refreshes of M when q is large (by up to
+# 3.5^(q-2): 2^179 for p = 1.01), so every coordinate is settled and C restarted when a
+# term falls below C / CUM_RANGE (relative error of a difference then ~ 2 CUM_RANGE eps).
+# Where the terms grow or decay slowly (p >= 1.2, the weights t and t^2) it happens
+# O(log t) times at most, in O(dim) each.
+cdef double CUM_RANGE = 1048576.0  # 2^20
 
 cdef enum:
     ROW_CHUNK = 256  # powers are taken this many at a time (stack buffers; packed roots)
@@ -525,6 +533,15 @@ cdef class PGSState:
                 self.mark[j, c] = 0.0
             self.cum[c] = 0.0
 
+    cdef inline void _restart_sum_if_needed(self, Py_ssize_t c, double term) noexcept nogil:
+        """Settle problem c's lazy average and restart its running sum C if `term`, the
+        next step's weighted scale, would be lost in C (see CUM_RANGE). Counted as a
+        rescale: every coordinate's sums changed (what lanes and their merge check)."""
+        if (not self.p_is_two and _averaged(self.iterate)
+                and term * CUM_RANGE < self.cum[c]):
+            self._settle_all(c)
+            self.n_rescales += 1
+
     cdef void _exact_norm(self, Py_ssize_t c, bint rescale) noexcept nogil:
         """Recompute N exactly from lambda; with rescale, first move M to max |lambda_j|."""
         cdef Py_ssize_t j, base, n, e
@@ -603,6 +620,7 @@ cdef class PGSState:
             wt = <double>self.t * <double>self.t
         for c in range(K):
             self.s[c] = self._scale_of(c, self.t)
+            self._restart_sum_if_needed(c, wt * self.s[c])
             self.cum[c] += wt * self.s[c]
             if self.need_norm and not self.bounded:  # the ball's: from _scale_of
                 self.w_norm[c] = self._w_norm(c, self.t)
@@ -930,6 +948,7 @@ cdef class PGSState:
         already): t, the upkeep of N and M, the reservoir, the new scales."""
         cdef Py_ssize_t c, K = self.n_problems
         cdef bint select = False
+        cdef double wt
         self.t += steps
         self._upkeep_norms(need_rescale, moved)
         if self.iterate == ITERATE_RANDOM:
@@ -938,8 +957,14 @@ cdef class PGSState:
             select = uniform01(&self.rng) * self.t < <double>steps
             if select:
                 self.rnd_t = self.t
+        wt = 1.0  # the weight of the next step's term, as in `_end_step`
+        if self.iterate == ITERATE_WEIGHTED:
+            wt = <double>self.t
+        elif self.iterate == ITERATE_WEIGHTED2:
+            wt = <double>self.t * <double>self.t
         for c in range(K):
             self.s[c] = self._scale_of(c, self.t)
+            self._restart_sum_if_needed(c, wt * self.s[c])
             if self.need_norm and not self.bounded:  # the ball's: from _scale_of
                 self.w_norm[c] = self._w_norm(c, self.t)
             if select:
