@@ -31,6 +31,8 @@ class LaneResult:
         Rows it consumed.
     dim : int
         Its state's number of coordinates (1 + features; it grows with wide rows).
+    span : int
+        1 + the largest coordinate its rows reached (`PGSState.span`).
     idx, dlam : ndarray
         Flat entries ``coordinate * K + problem`` whose lambda moved, and by how much.
     cum : ndarray of shape (K,)
@@ -43,7 +45,7 @@ class LaneResult:
         Row of the slice whose loss derivative overflowed (the lane's work is void).
     """
 
-    __slots__ = ("steps", "rows", "dim", "idx", "dlam", "cum", "avg_idx", "avg_val",
+    __slots__ = ("steps", "rows", "dim", "span", "idx", "dlam", "cum", "avg_idx", "avg_val",
                  "stats", "diverged_row", "diverged_at", "radius", "t_step")
 
     def delta(self):
@@ -157,6 +159,7 @@ def run_lane(base, pieces, classifier, n_lanes=1, slot=None, changed=None, round
     out.t_step = n_lanes
     out.steps = int(lane.t - base.t) // n_lanes
     out.dim = int(lane.dim)
+    out.span = int(lane.span)
     _lane_delta(base, lane, out, _slice_coords(pieces, lane.dim))
     out.stats = dict(
         n_examples=int(lane.n_examples), n_mistakes=int(lane.n_mistakes),
@@ -248,6 +251,7 @@ def merge_round(state, results):
     dim = max(r.dim for r in results)
     if dim > state.dim:
         state.ensure_dim(dim - 1)
+    state.span = max([state.span] + [r.span for r in results])
     best = max(results, key=lambda r: r.stats["loss0_max"])
     if best.stats["loss0_max"] > state.loss0_max:
         # the "auto" ball is the largest any lane reached (a max over rows)

@@ -826,6 +826,9 @@ def _build_state(header, arrays, path):
         elif key == "config":
             state_dict[key] = config
         else:
+            if key not in state_json and key == "span":
+                state_dict[key] = dim  # written before it existed: N's old schedule
+                continue
             if key not in state_json:
                 raise ModelFileError(path, f"malformed header: the solver state has no {key!r}")
             value = state_json[key]

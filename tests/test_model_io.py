@@ -427,6 +427,18 @@ def test_state_version_2_file_loads_with_the_dual_estimate_unknown(tmp_path, mod
     assert np.isnan(old.online_stats_["dual_objective"]).all()
 
 
+def test_a_file_from_before_span_recounts_n_on_the_old_schedule(tmp_path, model_file,
+                                                                fitted):
+    """Files written before the state kept `span` (the rows' reach, which sets when N is
+    recounted) load with the schedule they were trained on, every 8 * dim touches."""
+    path = crafted(tmp_path, model_file, lambda h, a: h["state"].pop("span"))
+    old = load_model(path)
+    np.testing.assert_array_equal(old.coef_, fitted.coef_)
+    assert old._state.span == old._state.dim and fitted._state.span <= fitted._state.dim
+    X, y, _ = make_data("multiclass_dense", seed=3)
+    old.partial_fit(X, y)  # continues
+
+
 @pytest.mark.parametrize("version", [1, 2.0, True, "3"])
 def test_unknown_solver_state_versions_are_refused(tmp_path, model_file, version):
     path = crafted(tmp_path, model_file, lambda h, a: h["state"].update(version=version))

@@ -233,6 +233,10 @@ cdef class PGSState:
     cdef int64_t[::1] rnd_ver
     # global counters
     cdef public int64_t t, n_examples, n_mistakes, rnd_t, touches_since_exact
+    # 1 + the largest coordinate a row has reached (the intercept's 0 counts): N is
+    # recounted every 8 * span touches, a schedule set by the rows, which growing the state
+    # early for a wide chunk does not move (chunking must not change the model)
+    cdef public int64_t span
     # steps each step counts for (not saved; 1 except in a lane of onlinepgs.dask, which
     # counts its steps once per lane: t moves by t_step and the gradient is scaled by it)
     cdef public int64_t t_step
@@ -321,6 +325,7 @@ cdef class PGSState:
         # the regularizer's running value needs N, which p = 2 on R^n does not keep
         self.sum_reg_a = np.zeros(K) if self.need_norm else np.full(K, np.nan)
         self.dim = 0
+        self.span = 1
         self._allocate(1 + n_features)
         self._bind()
 
@@ -415,6 +420,7 @@ cdef class PGSState:
         d = dict(version=STATE_VERSION, config=self.config(), dim=self.dim,
                  t=self.t, n_examples=self.n_examples, n_mistakes=self.n_mistakes,
                  rnd_t=self.rnd_t, touches_since_exact=self.touches_since_exact,
+                 span=self.span,
                  sum_weight=self.sum_weight, sum_loss=self.sum_loss,
                  sum_weighted_loss=self.sum_weighted_loss, loss0_max=self.loss0_max,
                  radius_now=self.radius, rng=int(self.rng))
@@ -446,6 +452,8 @@ cdef class PGSState:
             getattr(self, name)[...] = d[name] if d["version"] >= 3 else np.nan
         for name in ("t", "n_examples", "n_mistakes", "rnd_t", "touches_since_exact"):
             setattr(self, name, int(d[name]))
+        # states written before `span` existed recount N on the old schedule
+        self.span = max(1, min(int(d.get("span", self.dim)), self.dim))
         for name in ("sum_weight", "sum_loss", "sum_weighted_loss", "loss0_max"):
             setattr(self, name, float(d[name]))
         self.radius = float(d["radius_now"])
@@ -596,7 +604,7 @@ cdef class PGSState:
                 self._exact_norm(c, True)
             elif self.norm_sum[c] < 0.0:
                 self.norm_sum[c] = 0.0
-        if self.touches_since_exact > 8 * self.dim:
+        if self.touches_since_exact > 8 * self.span:
             self.touches_since_exact = 0
             for c in range(self.n_problems):
                 self._exact_norm(c, False)
@@ -723,6 +731,7 @@ cdef class PGSState:
         lane.radius = self.radius
         lane.loss0_max = self.loss0_max
         lane.touches_since_exact = self.touches_since_exact
+        lane.span = self.span
         lane._bind()  # 1/M and ||w_t||_p from N and t, as this state has them
         return lane
 
@@ -849,6 +858,7 @@ cdef class PGSState:
         self.radius = base.radius
         self.loss0_max = base.loss0_max
         self.touches_since_exact = base.touches_since_exact
+        self.span = base.span
         self.n_examples = self.n_mistakes = 0
         self.sum_weight = self.sum_loss = self.sum_weighted_loss = 0.0
         self.diverged = False
@@ -1263,7 +1273,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     # kept, for a single-row step's N at p = 2 (see `_apply_row`)
     cdef bint one_sparse = K == 1 and not dense
     cdef double row_dot = 0.0, row_xx = 0.0
-    cdef int64_t b_mistakes
+    cdef int64_t b_mistakes, top
     cdef double q = self.q, sigma = self.sigma, epsilon = self.epsilon
     cdef int loss_code = self.loss_code
     cdef bint fit_icpt = self.fit_intercept, p2 = self.p_is_two, multiclass = self.multiclass
@@ -1310,6 +1320,10 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                 nnz = indptr[row + 1] - start
             vals = data + start
             idx = NULL if dense else indices + start
+            if nnz > 0:  # canonical rows: the last index is the largest
+                top = (n_cols if dense else <int64_t>idx[nnz - 1] + 1) + 1
+                if top > self.span:
+                    self.span = top
             w_i = sw[row]
             ex_loss = 0.0
             label = <Py_ssize_t>y[row] if (classifier and multiclass) else 0
