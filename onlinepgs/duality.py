@@ -161,6 +161,12 @@ class _Certificate:
         self.classification = loss in CLASSIFICATION_LOSSES
         K = self.K
         self.v = np.zeros_like(self.coef)     # sum_i c_i u_i x_i  (X^T a = -s v)
+        # v's entries in sparse columns past the weights (weight 0 there, but they enter
+        # X^T a): kept sparse, so that one huge feature index costs no dense memory
+        self.far_cols = np.zeros(0, dtype=np.int64)
+        self.far_v = np.zeros((0, K))
+        self.far_pending = []  # (cols, values) not yet summed in: merged when they outgrow it
+        self.n_pending = 0
         self.v0 = np.zeros(K)                 # sum_i c_i u_i      (the constant feature)
         self.loss_sum = np.zeros(K)           # sum_i c_i l(z_i)
         self.conj_sum = np.zeros(K)           # sum_i c_i l*(u_i)
@@ -185,14 +191,37 @@ class _Certificate:
             return u
         return np.clip(u, -self.bound, self.bound)
 
+    def _add_far(self, X, cu):
+        """v's part from the entries of CSR X in columns past the weights."""
+        far = X.indices >= self.coef.shape[0]
+        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))[far]
+        self.far_pending.append((X.indices[far].astype(np.int64),
+                                 X.data[far][:, None] * cu[rows]))
+        self.n_pending += int(far.sum())
+        if self.n_pending > max(self.far_cols.shape[0], 1 << 16):
+            self._merge_far()  # amortized: the pending entries outnumber the merged ones
+
+    def _merge_far(self):
+        if not self.far_pending:
+            return
+        cols = np.concatenate([self.far_cols] + [c for c, _ in self.far_pending])
+        vals = np.concatenate([self.far_v] + [v for _, v in self.far_pending])
+        self.far_cols, where = np.unique(cols, return_inverse=True)
+        self.far_v = np.zeros((self.far_cols.shape[0], self.K))
+        np.add.at(self.far_v, where, vals)
+        self.far_pending, self.n_pending = [], 0
+
     def add(self, X, Y, sw):
         """Rows X (CSR or dense, float64), labels Y (rows, K) in the loss's encoding,
         weights sw (rows,) >= 0."""
         rows = X.shape[0]
         if rows == 0:
             return
+        far = None
+        if sp.issparse(X) and X.shape[1] > self.coef.shape[0]:
+            far, X = X, X[:, :self.coef.shape[0]]
         width = X.shape[1]
-        self._grow(width)
+        self._grow(width)  # dense rows only: their width is already in memory
         Z = np.asarray(X @ self.coef[:width])
         if self.fit_intercept:
             Z = Z + self.w0 * self.intercept_scaling
@@ -221,6 +250,8 @@ class _Certificate:
                                                              math.inf))
         cu = c * u
         self.v[:width] += np.asarray(X.T @ cu)
+        if far is not None:
+            self._add_far(far, cu)
         self.v0 += cu.sum(axis=0)
         self.m += rows
 
@@ -273,11 +304,12 @@ class _Certificate:
             raise ValueError("no rows: the duality gap needs at least one row")
         q = self.p / (self.p - 1.0)
         K = self.K
+        self._merge_far()
         primal, dual, scale = np.empty(K), np.empty(K), np.empty(K)
         denom = self.sigma * self.m
         for c in range(K):
             w = self.coef[:, c]
-            theta = self.v[:, c] / -denom
+            theta = np.concatenate([self.v[:, c], self.far_v[:, c]]) / -denom
             if self.fit_intercept:
                 w = np.concatenate([[self.w0[c]], w])
                 theta = np.concatenate([[self.intercept_scaling * self.v0[c] / -denom], theta])

@@ -607,3 +607,35 @@ def test_refine_epochs_is_validated_and_multiclass_sums():
     for bad in (-1, 1.5, True, "3"):
         with pytest.raises(ValueError, match="refine_epochs"):
             duality_gap(model, X, y, refine_epochs=bad)
+
+
+@pytest.mark.parametrize("chunk_rows", [7, 1000])
+def test_columns_past_the_weights_enter_the_dual_sparsely(tmp_path, chunk_rows):
+    """Rows with features the model never saw: their weight is 0 but they enter X^T a.
+    The yardstick pads the weights with zeros to the data's width (`gap_of_weights`);
+    a feature index near 3e9 costs no dense memory (it took 24 GB before)."""
+    import tracemalloc
+
+    rng = np.random.RandomState(0)
+    X = sp.random(300, 20, density=0.3, random_state=rng, format="csr")
+    y = np.where(rng.rand(300) > 0.5, 1, -1)
+    model = PGSClassifier(sigma=1e-2, radius=None, random_state=0).fit(X, y)
+    Xt = sp.random(200, 60, density=0.2, random_state=rng, format="csr")
+    yt = np.where(rng.rand(200) > 0.5, 1, -1)
+    padded = np.zeros(60)
+    padded[:20] = model.coef_[0]
+    expected = gap_of_weights(padded, model.intercept_, Xt, yt, loss="logistic", p=2.0,
+                              sigma=1e-2)
+    chunks = [(Xt[a:a + chunk_rows], yt[a:a + chunk_rows]) for a in range(0, 200, chunk_rows)]
+    got = duality_gap_stream(model, chunks)
+    assert got.primal == pytest.approx(expected.primal, rel=1e-12)
+    assert got.dual == pytest.approx(expected.dual, rel=1e-12)
+    path = tmp_path / "far.svm"
+    path.write_text("1 4:1 3000000001:2\n-1 6:1\n")
+    tracemalloc.start()
+    try:
+        far = duality_gap_stream(model, str(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert far.n_rows == 2 and np.isfinite(far.dual) and peak < 10e6
