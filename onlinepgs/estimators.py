@@ -4,6 +4,7 @@ The estimators only validate, order rows and read results out; every example is
 processed in the compiled core (`onlinepgs._core._pgs`) with the GIL released.
 """
 import numbers
+import re
 
 import numpy as np
 import scipy.sparse as sp
@@ -81,14 +82,40 @@ _COMMON_DOC = """
 
 
 def _is_records(X):
-    """A list/tuple of dicts or of (feature, value) sequences, as opposed to a matrix."""
+    """A list/tuple of dicts or of (feature, value) sequences, as opposed to a matrix.
+
+    Decided by the first record that is a dict or a non-empty sequence: an empty record
+    ``[]`` says nothing (``[[], [("a", 1.0)]]`` is records, ``[[1.0, 2.0]]`` a matrix),
+    and a list of only empty sequences is empty records (as a matrix it would have no
+    columns, which no estimator takes).
+    """
     if not isinstance(X, (list, tuple)) or not X:
         return False
-    first = X[0]
-    if isinstance(first, dict):
-        return True
-    return (isinstance(first, (list, tuple)) and len(first) > 0
-            and isinstance(first[0], (list, tuple)))
+    for record in X:
+        if isinstance(record, dict):
+            return True
+        if not isinstance(record, (list, tuple)):
+            return False
+        if len(record):
+            return isinstance(record[0], (list, tuple))
+    return True
+
+
+_ROW = re.compile(r"\brow (\d+)(?: of this call)?")
+
+
+def _in_stream(exc, first):
+    """exc (raised by one chunk of `fit_stream`) naming the record of the stream, counted
+    from 1, where its message names a row of the chunk (counted from 0); else exc."""
+    message = str(exc)
+    if not _ROW.search(message):
+        return exc
+    message = _ROW.sub(lambda m: f"record {first + int(m.group(1)) + 1} of the stream",
+                       message)
+    try:
+        return type(exc)(message)
+    except Exception:  # an exception type that takes other arguments: keep it as is
+        return exc
 
 
 def _py(value):
@@ -212,9 +239,12 @@ class _BasePGS(BaseEstimator):
         """Record input as CSR, and every input folded into 2**n_bits columns when hashing."""
         n_bits = self.n_bits
         if _is_records(X):
-            limit = self.n_features_in_ if (fitted and n_bits is None) else -1
+            # Without hashing an integer feature is a column index, and a record may name
+            # one the model has not seen: training grows the model, as a wider CSR chunk
+            # does (so fit_stream does not depend on chunk_rows), and prediction gives it
+            # weight 0 (_decision). Hence no limit on the indices (-1).
             data, indices, indptr, width = records_to_csr(
-                X, -1 if n_bits is None else n_bits, self.hash_seed, limit)
+                X, -1 if n_bits is None else n_bits, self.hash_seed, -1)
             if n_bits is not None:
                 width = 2**n_bits
             elif fitted:
@@ -239,10 +269,14 @@ class _BasePGS(BaseEstimator):
 
     def _validate_X(self, X, *, reset):
         """CSR float64 (not copied when it already is one) or C-contiguous dense float64."""
+        records = _is_records(X)
         X = self._as_matrix(X, fitted=not reset)
         if sp.issparse(X):
+            # records declare no width: a first chunk of empty records starts a model of
+            # no features, which later chunks grow
             X = check_array(X, accept_sparse="csr", dtype=np.float64,
-                            accept_large_sparse=True, input_name="X")
+                            accept_large_sparse=True, input_name="X",
+                            ensure_min_features=0 if records else 1)
             if not X.has_canonical_format:
                 # the k = 1 step and ||g_t||_q assume one entry per (row, column)
                 X = X.copy()
@@ -450,17 +484,22 @@ class _BasePGS(BaseEstimator):
             xs.append(x)
             ys.append(y)
             if len(xs) == chunk_rows:
-                self._stream_chunk(xs, ys, classes)
+                self._stream_chunk(xs, ys, classes, position + 1 - chunk_rows)
                 xs, ys = [], []
         if xs:
-            self._stream_chunk(xs, ys, classes)
+            self._stream_chunk(xs, ys, classes, position + 1 - len(xs))
         return self
 
-    def _stream_chunk(self, xs, ys, classes):
-        if self._classifier:
-            self.partial_fit(xs, ys, classes=classes)
-        else:
-            self.partial_fit(xs, ys)
+    def _stream_chunk(self, xs, ys, classes, first):
+        """partial_fit on one chunk, whose first record is record `first` (from 0)."""
+        try:
+            if self._classifier:
+                self.partial_fit(xs, ys, classes=classes)
+            else:
+                self.partial_fit(xs, ys)
+        except (ValueError, PGSDivergedError) as exc:
+            # the caller knows records of the stream, not rows of a chunk
+            raise _in_stream(exc, first) from None
 
     def _install(self, state, epochs):
         self._state = state
@@ -502,10 +541,12 @@ class _BasePGS(BaseEstimator):
     def _decision(self, X):
         check_is_fitted(self, "_state")
         coef, intercept = self._weights()
+        records = _is_records(X)
         X = self._as_matrix(X, fitted=True)
         if sp.issparse(X):
             X = check_array(X, accept_sparse="csr", dtype=np.float64,
-                            accept_large_sparse=True, input_name="X")
+                            accept_large_sparse=True, input_name="X",
+                            ensure_min_features=0 if records else 1)
             n = coef.shape[1]
             if X.shape[1] > n:
                 # columns the model never saw carry weight 0: drop them (O(nnz)) rather
@@ -632,7 +673,8 @@ class PGSClassifier(ClassifierMixin, _BasePGS):
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Sparse chunks may have more columns than earlier ones: the model grows.
+            Sparse chunks may have more columns than earlier ones, and records (without
+            ``n_bits``) integer features beyond them: the model grows.
         y : array-like of shape (n_samples,)
         classes : array-like, required on the first call
             Every label the stream may contain.

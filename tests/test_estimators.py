@@ -306,3 +306,95 @@ def test_columns_the_model_never_saw_weigh_nothing_and_cost_no_memory():
                          shape=(X.shape[0], 3_000_000_000))
     np.testing.assert_allclose(est.decision_function(huge), est.decision_function(X),
                                rtol=0, atol=1e-12)
+
+
+def records_as_csr(records, width):
+    """Records of {int: value} (or (int, value) pairs) as a CSR matrix, written plainly."""
+    M = np.zeros((len(records), width))
+    for i, record in enumerate(records):
+        for j, value in (record.items() if isinstance(record, dict) else record):
+            M[i, j] += value
+    return sp.csr_matrix(M)
+
+
+def int_stream(m=90, seed=0):
+    """Integer-keyed records whose largest index grows along the stream; the first is
+    empty, so a first chunk of one record has no columns at all."""
+    rng = np.random.RandomState(seed)
+    pairs = [({}, 0)]
+    for i in range(1, m):
+        cols = rng.randint(0, 2 + i // 6, 3)
+        x = {int(c): float(v) for c, v in zip(cols, rng.randn(3))}
+        pairs.append((x if i % 2 else list(x.items()), int(cols[0] % 2)))
+    return pairs
+
+
+@pytest.mark.parametrize("p, k", [(2.0, 1), (1.5, 1), (1.6, 3)])
+def test_integer_records_grow_the_model_whatever_the_chunking(p, k):
+    pairs = int_stream()
+    width = 1 + max(j for x, _ in pairs for j in dict(x))
+    X = records_as_csr([x for x, _ in pairs], width)
+    y = [label for _, label in pairs]
+    ref = PGSClassifier(p=p, batch_size=k, random_state=0).partial_fit(X, y, classes=[0, 1])
+    for chunk_rows in (1, 2, 3, 1000):
+        est = PGSClassifier(p=p, batch_size=k, random_state=0)
+        est.fit_stream(iter(pairs), classes=[0, 1], chunk_rows=chunk_rows)
+        assert est.n_features_in_ == width and est.t_ == ref.t_
+        np.testing.assert_array_equal(est.coef_, ref.coef_)
+        np.testing.assert_array_equal(est.intercept_, ref.intercept_)
+        assert (est.online_stats_["regret_bound"] == ref.online_stats_["regret_bound"])
+    # partial_fit too: a record beyond the model's columns grows it, as a wider CSR chunk does
+    est = PGSRegressor(random_state=0).partial_fit([{0: 1.0}, {1: 2.0}], [1.0, 2.0])
+    est.partial_fit([{3: 1.0}], [0.5])
+    ref = PGSRegressor(random_state=0)
+    ref.partial_fit(records_as_csr([{0: 1.0}, {1: 2.0}], 2), [1.0, 2.0])
+    ref.partial_fit(records_as_csr([{3: 1.0}], 4), [0.5])
+    assert est.n_features_in_ == 4
+    np.testing.assert_array_equal(est.coef_, ref.coef_)
+    # at predict time a column the model never saw weighs nothing, as for CSR input
+    rows = [{0: 1.0, 9: 5.0}, [(3, 2.0), (40, 1.0)]]
+    np.testing.assert_array_equal(est.predict(rows), ref.predict(records_as_csr(rows, 41)))
+
+
+def test_stream_errors_name_the_record_of_the_stream():
+    pairs = int_stream(20)
+    for chunk_rows in (1, 3, 1000):
+        bad = pairs[:12] + [({"word": 1.0}, 0)] + pairs[12:]
+        with pytest.raises(ValueError, match="^record 13 of the stream: string feature 'word' "
+                                             "needs hashing"):
+            PGSClassifier().fit_stream(iter(bad), classes=[0, 1], chunk_rows=chunk_rows)
+        bad = pairs[:16] + [({0: 1.0}, 7)] + pairs[16:]
+        with pytest.raises(ValueError, match=r"label 7 \(record 17 of the stream\) is not one"):
+            PGSClassifier().fit_stream(iter(bad), classes=[0, 1], chunk_rows=chunk_rows)
+    # partial_fit still names the row of its call
+    with pytest.raises(ValueError, match="row 1: string feature 'word'"):
+        PGSClassifier().partial_fit([{0: 1.0}, {"word": 1.0}], [0, 1], classes=[0, 1])
+
+
+def test_a_first_record_without_pairs_is_a_record():
+    words = [[], [("a", 1.0)], [("b", 1.0)], [("a", 1.0), ("c", 2.0)], []] * 4
+    y = [0, 1, 0, 1, 1] * 4
+    as_dicts = [dict(x) for x in words]
+    ref = PGSClassifier(n_bits=8, random_state=0).fit_stream(zip(as_dicts, y), classes=[0, 1])
+    est = PGSClassifier(n_bits=8, random_state=0).fit_stream(zip(words, y), classes=[0, 1])
+    np.testing.assert_array_equal(est.coef_, ref.coef_)
+    rows = [[], [("a", 1.0)], [("c", 1.0)]]
+    np.testing.assert_array_equal(est.decision_function(rows),
+                                  ref.decision_function([dict(x) for x in rows]))
+    # integer features against the same rows as a CSR matrix
+    rows = [[], [(1, 1.0)], [(0, 2.0), (3, 1.0)]]
+    ints = PGSRegressor(random_state=0).partial_fit(rows, [0.0, 1.0, 2.0])
+    ref = PGSRegressor(random_state=0).partial_fit(records_as_csr(rows, 4), [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(ints.coef_, ref.coef_)
+    np.testing.assert_array_equal(ints.predict(rows), ref.predict(records_as_csr(rows, 4)))
+    # a chunk of empty records only: rows with no features, not a matrix of no columns
+    ints.partial_fit([[], ()], [1.0, 3.0])
+    ref.partial_fit(sp.csr_matrix((2, 4)), [1.0, 3.0])
+    np.testing.assert_array_equal(ints.coef_, ref.coef_)
+    np.testing.assert_array_equal(ints.predict([[], []]), np.repeat(ref.intercept_, 2))
+    # lists of numbers are still a dense matrix
+    dense = PGSRegressor(random_state=0).fit([[1.0, 2.0], [3.0, 4.0]], [1.0, 2.0])
+    ref = PGSRegressor(random_state=0).fit(np.array([[1.0, 2.0], [3.0, 4.0]]), [1.0, 2.0])
+    np.testing.assert_array_equal(dense.coef_, ref.coef_)
+    with pytest.raises(ValueError, match="X has 3 features"):
+        dense.predict([[1.0, 2.0, 3.0]])

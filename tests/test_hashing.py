@@ -97,11 +97,16 @@ def test_fit_stream_equals_partial_fit_on_the_hashed_matrix():
                                b.decision_function(X), rtol=1e-12)
 
 
-def test_without_hashing_int_features_beyond_the_model_are_an_error():
+def test_without_hashing_int_features_beyond_the_model_grow_it_as_csr_columns_do():
     reg = PGSRegressor().partial_fit([{0: 1.0, 4: 2.0}, [(1, 1.0)]], [1.0, 2.0])
     assert reg.n_features_in_ == 5
-    with pytest.raises(ValueError, match="feature index 9 is beyond the model's 5 features"):
-        reg.partial_fit([{9: 1.0}], [0.0])
+    reg.partial_fit([{9: 1.0}], [0.0])
+    ref = PGSRegressor().partial_fit(sp.csr_matrix(([1.0, 2.0, 1.0], [0, 4, 1], [0, 2, 3]),
+                                                   shape=(2, 5)), [1.0, 2.0])
+    ref.partial_fit(sp.csr_matrix(([1.0], [9], [0, 1]), shape=(1, 10)), [0.0])
+    assert reg.n_features_in_ == ref.n_features_in_ == 10
+    np.testing.assert_array_equal(reg.coef_, ref.coef_)
+    assert reg.predict([{12: 1.0}]) == reg.intercept_  # unseen at predict time: weight 0
     with pytest.raises(ValueError, match="needs hashing"):
         reg.predict([{"a": 1.0}])
 
