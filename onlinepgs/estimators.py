@@ -118,6 +118,12 @@ def _in_stream(exc, first):
         return exc
 
 
+def _finite_weights(state):
+    """Whether every weight of the state is finite (after divergence it may not be)."""
+    with np.errstate(all="ignore"):
+        return bool(np.isfinite(state.weights()).all())
+
+
 def _py(value):
     """A numpy scalar as the plain Python value, for readable messages."""
     return value.item() if isinstance(value, np.generic) else value
@@ -368,12 +374,21 @@ class _BasePGS(BaseEstimator):
         if state.diverged:
             row = int(state.diverged_row)
             state.diverged = False
+            if self.radius is None:
+                advice = (f"Its gradient is unbounded, so on R^n (radius=None) a small "
+                          f"sigma={self.sigma:g} lets the first steps of size 1/(t sigma) "
+                          "blow up; use radius='auto' (or a finite radius) or a larger "
+                          "sigma.")
+            else:
+                advice = (f"Even on the ball (radius={self.radius!r}) sigma={self.sigma:g} "
+                          "makes the steps of size 1/(t sigma) overflow; use a larger sigma.")
+            kept = ("The model keeps the state before that step."
+                    if _finite_weights(state) else
+                    "The weights before that step had overflowed already: the model is "
+                    "not usable; fit again with other parameters.")
             raise PGSDivergedError(
                 f"PGS diverged at row {row} of this call (step {state.t + 1}): the "
-                f"{self.loss!r} loss's derivative overflowed. Its gradient is unbounded, "
-                f"so on R^n (radius=None) a small sigma={self.sigma:g} lets the first "
-                "steps of size 1/(t sigma) blow up; use radius='auto' (or a finite "
-                "radius) or a larger sigma. The model keeps the state before that step.")
+                f"{self.loss!r} loss's derivative overflowed. {advice} {kept}")
 
     def _fit(self, X, y, sample_weight):
         with _unchanged_on_error(self):

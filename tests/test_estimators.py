@@ -241,6 +241,23 @@ def test_divergence_is_reported_not_silent():
     assert reg.t_ == reg.online_stats_["n_steps"] == reg.online_stats_["n_examples"] >= 1
 
 
+def test_divergence_message_fits_the_case():
+    """The advice names what to change (radius only where it is None), and the message
+    says whether the kept state is usable: its weights, read back, are finite or not
+    (they were not in every case tried: a margin overflows after the weights do)."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(200, 4)
+    y = X @ [1.0, -2.0, 0.5, 0.0] + 0.3 * rng.randn(200)
+    for params, advice in ((dict(radius=None, sigma=1e-8), "use radius='auto'"),
+                           (dict(sigma=1e-250, p=1.5), r"Even on the ball \(radius='auto'\)")):
+        reg = PGSRegressor(**params)
+        with pytest.raises(PGSDivergedError, match=advice) as info:
+            reg.partial_fit(X, y)
+        usable = bool(np.isfinite(reg.coef_).all() and np.isfinite(reg.intercept_).all())
+        assert ("keeps the state before that step" in str(info.value)) == usable
+        assert ("not usable" in str(info.value)) == (not usable)
+
+
 def test_predict_proba_and_pickle():
     X, y = data(classes=3)
     est = PGSClassifier(random_state=0).fit(X, y)
