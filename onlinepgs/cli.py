@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import time
 
@@ -107,7 +108,7 @@ def build_parser():
                       "of the first chunk)")
     run = train.add_argument_group("run")
     run.add_argument("--passes", type=_positive_int, default=1,
-                     help="passes over the data (files only, not stdin)")
+                     help="passes over the data (regular files only: not stdin or pipes)")
     run.add_argument("--chunk-rows", type=_positive_int, default=2_000,
                      help="rows per chunk read and trained at once (memory: one chunk)")
     run.add_argument("--zero-based", type=_zero_based, default="auto", metavar="{auto,0,1}")
@@ -181,12 +182,16 @@ def _reader(source, chunk_rows, zero_based):
 
 def _check_output(path, inputs):
     """Fail before any work if `path` cannot be written, or would overwrite an input."""
+    from onlinepgs.model_io import _write_target
+
     if path.endswith(os.sep) or os.path.isdir(path):
         raise UserError(f"{path}: is a directory; give a file name")
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
+    target, atomic = _write_target(path)
+    # a FIFO or /dev/fd/N is written in place: its directory need not be writable
+    directory = os.path.dirname(os.path.abspath(target))
+    if atomic and not os.path.isdir(directory):
         raise UserError(f"{path}: cannot write it: directory {directory} does not exist")
-    if not os.access(directory, os.W_OK | os.X_OK):
+    if atomic and not os.access(directory, os.W_OK | os.X_OK):
         raise UserError(f"{path}: cannot write it: directory {directory} is not writable")
     for source in inputs:
         if source != "-" and os.path.exists(path) and os.path.exists(source) \
@@ -253,8 +258,13 @@ def _parse_classes(text):
         try:
             labels.append(float(item))
         except ValueError:
-            raise UserError(f"--classes: {item!r} is not a number") from None
-    return np.unique(labels)
+            raise UsageError(f"argument --classes: {item!r} is not a number") from None
+        if not math.isfinite(labels[-1]):
+            raise UsageError(f"argument --classes: {item!r} is not a finite number")
+    labels = np.unique(labels)
+    if labels.shape[0] < 2:
+        raise UsageError(f"argument --classes: needs at least 2 distinct labels, got {text!r}")
+    return labels
 
 
 class ProgressTable:
@@ -325,10 +335,18 @@ class ByteProgress:
 def cmd_train(args):
     from onlinepgs.model_io import load_model, save_model
 
-    if "-" in args.data and args.passes > 1:
-        raise UserError("--passes > 1 needs files: stdin can be read only once")
+    if args.resume and not args.initial:
+        raise UsageError("argument --resume: needs -i MODEL (the checkpoint to resume)")
+    given_classes = _parse_classes(args.classes) if args.classes else None
     for source in args.data:  # every input checked before any work
         _check_input(source)
+    if args.passes > 1:
+        for source in args.data:
+            # a pipe gives its rows once: a second pass would find it empty, or block
+            if source == "-" or not os.path.isfile(source):
+                raise UsageError(f"argument --passes: {'stdin' if source == '-' else source} "
+                                 f"is not a regular file and can be read only once; "
+                                 f"--passes {args.passes} needs files")
     _check_output(args.output, args.data)
     resume_at = {"pass": 0, "file": 0, "rows": 0}
     base = args.zero_based
@@ -346,19 +364,23 @@ def cmd_train(args):
                 raise UserError(f"{args.initial}: not a checkpoint (no stream position); "
                                 "drop --resume to continue training on new data")
             resume_at = extra["stream"]
+            _check_run_options(args, resume_at)
             if resume_at.get("data") != args.data:
                 print(f"{PROG}: note: resuming a run over {resume_at.get('data')} on "
                       f"{args.data}", file=sys.stderr)
-    elif args.resume:
-        raise UserError("--resume needs -i MODEL (the checkpoint to resume)")
     else:
         est = _estimator_from_args(args)
+    if given_classes is not None and not est._classifier:
+        # partial_fit of a regressor takes no classes
+        why = (f"the model {args.initial} has the {est.loss!r} loss" if args.initial
+               else f"--loss {args.loss} is a regression loss")
+        raise UsageError(f"argument --classes: applies to classification losses only ({why})")
     if args.scheduler is not None:
         return _train_on_dask(args, est, base)
     k = int(est.batch_size)
     chunk_rows = -(-args.chunk_rows // k) * k  # whole mini-batches: chunking never matters
     is_classifier = est._classifier
-    classes = _parse_classes(args.classes) if args.classes else getattr(est, "classes_", None)
+    classes = given_classes if given_classes is not None else getattr(est, "classes_", None)
 
     table = ProgressTable(sys.stderr, not args.quiet)
     if hasattr(est, "_state"):  # a continued model: the next report follows its count
@@ -396,6 +418,10 @@ def cmd_train(args):
                 skip = resume_at["rows"] if resuming_here else 0
                 file_row0 = pass_rows
                 reader = _reader(source, chunk_rows, base)
+                trainer = _Trainer(est, table, source)
+                # held rows scored after the first row still waiting in `trainer`: a
+                # checkpoint resumes at that row, which scores them again
+                held_rows, held_losses = np.empty(0, np.int64), np.empty(0)
                 rows_in_file = 0
                 for X, y, line_of in _read_ahead(reader):
                     if base == "auto" and isinstance(reader.zero_based, bool):
@@ -410,31 +436,47 @@ def cmd_train(args):
                         first = skip - rows_in_file
                         X, y = X[first:], y[first:]
                         rows_in_file, n = skip, X.shape[0]
+
+                    def where(i, first=first, line_of=line_of):  # the line of X's row i
+                        return line_of(first + i)
+
                     if is_classifier and classes is None:
                         classes = np.unique(y)
                         if classes.shape[0] < 2:
                             raise UserError(f"{source}: the first chunk has one label "
                                             f"({classes.tolist()}); pass --classes")
                     if is_classifier:
-                        _check_labels(y, classes, source, lambda i: line_of(first + i))
+                        _check_labels(y, classes, source, where)
                     if args.holdout_every:
-                        loss, count = _train_with_holdout(
-                            est, X, y, file_row0 + rows_in_file, args.holdout_every, classes,
-                            table, k, source, rows_in_file)
-                        holdout[0] += loss
-                        holdout[1] += count
+                        rows, losses = _train_with_holdout(
+                            trainer, X, y, file_row0 + rows_in_file, args.holdout_every,
+                            classes, where, rows_in_file)
+                        holdout[0] += float(np.sum(losses))
+                        holdout[1] += rows.shape[0]
+                        waiting = trainer.first_waiting()
+                        held_rows = np.concatenate([held_rows, rows])
+                        later = held_rows > (np.inf if waiting is None else waiting)
+                        held_rows = held_rows[later]
+                        held_losses = np.concatenate([held_losses, losses])[later]
                     else:
-                        _train_chunk(est, X, y, None, classes, table, k, source, rows_in_file)
+                        trainer.add(X, y, where, rows_in_file + np.arange(n), classes)
                     rows_in_file += n
                     rows_seen += n
                     bar.update(bytes_before + reader.bytes_read)
                     if args.checkpoint_every and (rows_seen - (last_checkpoint or 0)
                                                   >= args.checkpoint_every):
-                        position = {"data": args.data, "pass": pass_index,
-                                    "file": file_index, "rows": rows_in_file,
-                                    "pass_rows": file_row0, "holdout": holdout}
+                        # the rows still waiting for a whole batch are not in the model yet
+                        waiting = trainer.first_waiting()
+                        position = {
+                            "data": args.data, "pass": pass_index, "file": file_index,
+                            "rows": rows_in_file if waiting is None else waiting,
+                            "pass_rows": file_row0,
+                            "holdout": [holdout[0] - float(np.sum(held_losses)),
+                                        holdout[1] - held_rows.shape[0]],
+                            **{name: getattr(args, name) for name, _ in _RUN_OPTIONS}}
                         save_model(est, args.output, extra=extras(False, position))
                         last_checkpoint = rows_seen
+                trainer.finish(classes)
                 pass_rows = file_row0 + rows_in_file
                 if source != "-" and os.path.isfile(source):
                     bytes_before += os.path.getsize(source)
@@ -460,6 +502,24 @@ def cmd_train(args):
                     f"({int(holdout[1])} rows{which})")
         _print_summary(est, args, start, before=[held] if held else [])
     return 0
+
+
+# the run options that decide which rows are trained, recorded in a checkpoint's position
+_RUN_OPTIONS = (("holdout_every", "--holdout-every"), ("passes", "--passes"))
+
+
+def _check_run_options(args, position):
+    """Refuse a --resume whose run options differ from the checkpoint's run."""
+    for name, flag in _RUN_OPTIONS:
+        if name not in position:  # a checkpoint written before they were recorded
+            continue
+        saved, given = position[name], getattr(args, name)
+        if saved != given:
+            raise UsageError(
+                f"argument {flag}: the checkpoint {args.initial} was written by a run with "
+                f"{flag} {'none' if saved is None else saved}, this one has "
+                f"{'none' if given is None else given}; resume with the same {flag} (it "
+                "decides which rows are trained)")
 
 
 def _out_of_memory(chunk, base):
@@ -562,11 +622,17 @@ def _train_on_dask(args, est, base):
                 table.next_report *= 2
 
     start = time.perf_counter()
+    from onlinepgs.estimators import PGSDivergedError
+
     try:
         opd.partial_fit(est, list(args.data), classes=classes if est._classifier else None,
                         passes=args.passes, client=client, n_lanes=args.lanes,
                         slice_rows=args.slice_rows, zero_based=base,
                         callback=progress)
+    except PGSDivergedError as exc:
+        # the error names the round and the file's line; the model is not written
+        raise UserError(f"{', '.join(args.data)}: {_in_flags(str(exc).splitlines()[0])}"
+                        ) from None
     finally:
         if client is not None:
             client.close()
@@ -637,8 +703,8 @@ def _read_ahead(reader, depth=2):
         worker.join(timeout=5)
 
 
-def _loss_sum(est, X, y):
-    """Sum of the model's loss on rows (the reported iterate), for the held-out estimate."""
+def _loss_rows(est, X, y):
+    """The model's loss on each row (the reported iterate), for the held-out estimate."""
     from onlinepgs._core import loss_value
 
     scores = est.decision_function(X) if est._classifier else est.predict(X)
@@ -646,55 +712,121 @@ def _loss_sum(est, X, y):
         classes = est.classes_
         if scores.ndim == 1:
             signs = np.where(y == classes[1], 1.0, -1.0)
-            return float(np.sum(loss_value(est.loss, scores, signs)))
+            return np.asarray(loss_value(est.loss, scores, signs), dtype=float)
         signs = np.where(y[:, None] == classes[None, :], 1.0, -1.0)
-        return float(np.sum(loss_value(est.loss, scores, signs)))
-    return float(np.sum(loss_value(est.loss, scores, y, est.epsilon)))
+        return np.asarray(loss_value(est.loss, scores, signs), dtype=float).sum(axis=1)
+    return np.asarray(loss_value(est.loss, scores, y, est.epsilon), dtype=float)
 
 
-def _train_with_holdout(est, X, y, rows_before, every, classes, table, k, source, first_row):
+def _train_with_holdout(trainer, X, y, rows_before, every, classes, line_of, first_row):
     """Score every `every`-th row with the model before its segment, train on the others.
 
-    Segments of max(1000, 8 * every) rows (whole mini-batches) keep the estimate
-    progressive without a Python call per row. Before any training the model is PGS's
-    w_0 = 0, whose loss is the loss at margin 0.
+    Segments of max(1000, 8 * every) rows keep the estimate progressive without a Python
+    call per row. Before any training the model is PGS's w_0 = 0, whose loss is the loss at
+    margin 0. Returns the held rows (their rows in the file, from 0) and their losses.
     """
     from onlinepgs._core import loss_value
 
+    est = trainer.est
     n = X.shape[0]
-    seg = -(-max(1000, 8 * every) // k) * k
-    total = count = 0.0
+    seg = max(1000, 8 * every)
+    rows, losses = [np.empty(0, np.int64)], [np.empty(0)]
     for start in range(0, n, seg):
         stop = min(n, start + seg)
         held = (rows_before + np.arange(start, stop) + 1) % every == 0
         if held.any():
             Xh, yh = X[start:stop][held], y[start:stop][held]
             if hasattr(est, "_state"):
-                total += _loss_sum(est, Xh, yh)
+                losses.append(_loss_rows(est, Xh, yh))
             elif est._classifier:
                 # every classification loss is symmetric at margin 0: l(0; +1) = l(0; -1)
                 n_problems = 1 if len(classes) == 2 else len(classes)
-                total += yh.shape[0] * n_problems * float(loss_value(est.loss, 0.0, 1.0))
+                losses.append(np.full(yh.shape[0],
+                                      n_problems * float(loss_value(est.loss, 0.0, 1.0))))
             else:
-                total += float(np.sum(loss_value(est.loss, np.zeros(yh.shape[0]), yh,
-                                                 est.epsilon)))
-            count += held.sum()
-        _train_chunk(est, X[start:stop], y[start:stop], ~held, classes, table, k, source,
-                     first_row + start)
-    return total, count
+                losses.append(np.asarray(loss_value(est.loss, np.zeros(yh.shape[0]), yh,
+                                                    est.epsilon), dtype=float))
+            rows.append(first_row + start + np.flatnonzero(held))
+        kept = start + np.flatnonzero(~held)
+        trainer.add(X[kept], y[kept], lambda i, kept=kept: line_of(kept[i]),
+                    first_row + kept, classes)
+    return np.concatenate(rows), np.concatenate(losses)
 
 
-def _train_chunk(est, X, y, train_mask, classes, table, k, source, first_row):
-    """partial_fit on a chunk, splitting it (at whole batches) where the table reports."""
-    if train_mask is not None:
-        X, y = X[train_mask], y[train_mask]
+class _Trainer:
+    """partial_fit on one file's training rows in whole mini-batches across calls.
+
+    Rows short of a whole batch wait for the file's next rows (and are trained at its
+    end), so neither the chunks nor the held-out rows between them change the model: it
+    is partial_fit on the file's training rows in one call.
+    """
+
+    def __init__(self, est, table, source):
+        self.est = est
+        self.table = table
+        self.source = source
+        self.k = int(est.batch_size)
+        self.waiting = None  # (X, y, lines, file_rows) of fewer than k rows
+
+    def first_waiting(self):
+        """The file row (from 0) of the first row not yet trained, or None."""
+        return None if self.waiting is None else int(self.waiting[3][0])
+
+    def add(self, X, y, line_of, file_rows, classes, final=False):
+        """Train on the waiting rows, then these, but for the rows short of a whole batch
+        unless `final`. ``line_of(i)`` names row i's line; `file_rows` are its rows in the
+        file, from 0."""
+        if self.waiting is not None:
+            import scipy.sparse as sp
+
+            Xw, yw, lines, rows_w = self.waiting
+            width = max(Xw.shape[1], X.shape[1])  # a later chunk may have more columns
+            X = sp.vstack([_widen(Xw, width), _widen(X, width)], format="csr")
+            y = np.concatenate([yw, y])
+            file_rows = np.concatenate([rows_w, file_rows])
+            line_of = (lambda i, inner=line_of, m=len(lines):
+                       lines[i] if i < m else inner(i - m))
+            self.waiting = None
+        n = X.shape[0]
+        n_train = n if final else n - n % self.k
+        if n_train < n:
+            self.waiting = (X[n_train:], y[n_train:],
+                            [line_of(i) for i in range(n_train, n)], file_rows[n_train:])
+        if n_train:
+            _train_rows(self.est, X[:n_train], y[:n_train], classes, self.table, self.k,
+                        self.source, line_of, file_rows)
+
+    def finish(self, classes):
+        """Train on the rows still waiting: the file's last, short batch."""
+        if self.waiting is not None:
+            Xw, yw, lines, rows_w = self.waiting
+            self.waiting = None
+            _train_rows(self.est, Xw, yw, classes, self.table, self.k, self.source,
+                        lines.__getitem__, rows_w)
+
+
+def _widen(X, width):
+    if X.shape[1] == width:
+        return X
+    import scipy.sparse as sp
+
+    return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], width))
+
+
+def _train_rows(est, X, y, classes, table, k, source, line_of, file_rows):
+    """partial_fit on rows, splitting them (at whole batches) where the table reports."""
     n = X.shape[0]
     if n == 0:
         return
     fitted = hasattr(est, "_state")
     done = est.online_stats_["n_examples"] if fitted else 0
-    start = 0
     kwargs = {"classes": classes} if classes is not None else {}
+
+    def fit(a, b):
+        _fit_rows(est, X[a:b], y[a:b], kwargs, source, lambda i: line_of(a + i),
+                  int(file_rows[a]))
+
+    start = 0
     while start < n:
         report = table.next_report if table.enabled else None
         if report is not None and done + n - start >= report:
@@ -703,28 +835,52 @@ def _train_chunk(est, X, y, train_mask, classes, table, k, source, first_row):
             end = min(end, n)
             stop_before = max(start, end - k)
             if stop_before > start:
-                _fit_rows(est, X[start:stop_before], y[start:stop_before], kwargs, source,
-                          first_row + start)
+                fit(start, stop_before)
             last = end - 1
             prediction = _online_prediction(est, X[last])
-            _fit_rows(est, X[stop_before:end], y[stop_before:end], kwargs, source,
-                      first_row + stop_before)
+            fit(stop_before, end)
             done += end - start
             table.row(est.online_stats_, float(y[last]), prediction, int(X[last].nnz))
             while table.next_report <= done:
                 table.next_report *= 2
             start = end
         else:
-            _fit_rows(est, X[start:], y[start:], kwargs, source, first_row + start)
+            fit(start, n)
             done += n - start
             start = n
 
 
-def _fit_rows(est, X, y, kwargs, source, first_row):
+def _fit_rows(est, X, y, kwargs, source, line_of, first_row):
+    from onlinepgs.estimators import PGSDivergedError
+
+    before = est.online_stats_["n_examples"] if hasattr(est, "_state") else 0
     try:
         est.partial_fit(X, y, **kwargs)
+    except PGSDivergedError as exc:
+        raise UserError(_diverged_message(exc, est, before, source, line_of)) from None
     except ValueError as exc:
         raise UserError(f"{source} (rows from {first_row + 1}): {exc}") from None
+
+
+def _diverged_message(exc, est, before, source, line_of):
+    """One line: the file and line of the row where training diverged, and the error's
+    advice in the command's flags."""
+    text = str(exc).splitlines()[0] if str(exc) else "the loss's derivative overflowed"
+    found = re.match(r"PGS diverged at row (\d+) of this call \(step \d+\): ", text)
+    if found:
+        row, text = int(found.group(1)), text[found.end():]
+    else:  # the model keeps the steps before the diverging one: it starts after their rows
+        row = (est.online_stats_["n_examples"] if hasattr(est, "_state") else 0) - before
+    text = text.replace(" The model keeps the state before that step.", "")  # not saved
+    return f"{source}:{line_of(row)}: training diverged: {_in_flags(text)}"
+
+
+def _in_flags(text):
+    """An estimator's advice in the command's options."""
+    for name, flag in (("radius='auto'", "--radius auto"), ("radius=None", "--radius none"),
+                       ("sigma=", "--sigma "), (" The model is left as it was.", "")):
+        text = text.replace(name, flag)
+    return text
 
 
 def _online_prediction(est, x):
@@ -867,7 +1023,7 @@ def cmd_info(args):
 
     header = read_header(args.model)
     if args.json:
-        print(json.dumps(header, indent=2, sort_keys=True))
+        print(json.dumps(_json_safe(header), indent=2, sort_keys=True))
         return 0
     params = header.get("params", {})
     print(f"model: {args.model}")

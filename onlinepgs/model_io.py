@@ -125,6 +125,7 @@ import numbers
 import os
 import re
 import secrets
+import stat
 import struct
 import zipfile
 import zlib
@@ -408,14 +409,47 @@ def _fsync_directory(directory):
         os.close(fd)
 
 
+def _write_target(path):
+    """``(target, atomic)``: where `replace_atomically` writes `path`, and whether through a
+    temporary file renamed onto it.
+
+    A symlink's file is replaced, not the link; an existing FIFO, device or ``/dev/fd/N``
+    is written in place, since a rename would replace it rather than write to it."""
+    path = os.fspath(path)
+    try:
+        mode = os.stat(path).st_mode  # follows symlinks
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        return path, False
+    if os.path.islink(path):
+        real = os.path.realpath(path)
+        if mode is None or (os.path.exists(real) and os.path.samefile(real, path)):
+            return real, True
+        # a /proc/PID/fd link to a deleted file names no path that could be renamed onto
+        return path, False
+    return path, True
+
+
 def replace_atomically(path, write, *, binary=True):
     """Write a file through ``write(fileobj)`` into a temporary file beside `path`, then
     rename it onto `path`: a failure at any point leaves the previous file whole (model
-    files; the command line's predictions)."""
+    files; the command line's predictions). A symlink stays: the file it points to is
+    replaced. An existing FIFO, character device or ``/dev/fd/N`` is written directly
+    (see `_write_target`)."""
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
+    target, atomic = _write_target(path)
+    if not atomic:
+        try:
+            f = open(target, "wb" if binary else "w")
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from None
+        with f:
+            write(f)
+        return
+    directory = os.path.dirname(os.path.abspath(target))
     try:
-        tmp, fd = _create_temp(directory, os.path.basename(path))
+        tmp, fd = _create_temp(directory, os.path.basename(target))
     except OSError as exc:  # name the user's path, not the temporary file's
         raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from None
     try:
@@ -424,7 +458,7 @@ def replace_atomically(path, write, *, binary=True):
             f.flush()
             os.fsync(f.fileno())
         try:
-            os.replace(tmp, path)
+            os.replace(tmp, target)
         except OSError as exc:
             raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from None
     except BaseException:

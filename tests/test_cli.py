@@ -324,7 +324,8 @@ def test_holdout_keeps_the_same_rows_out_in_every_pass(tmp_path, capsys):
     assert trained.online_stats_["n_examples"] == 2 * 2701
 
 
-@pytest.mark.parametrize("holdout", [[], ["--holdout-every", "7"]])
+@pytest.mark.parametrize("holdout", [[], ["--holdout-every", "7"],
+                                     ["--holdout-every", "7", "--batch-size", "4"]])
 def test_resume_with_other_chunks_gives_the_uninterrupted_model(tmp_path, holdout):
     data, broken = tmp_path / "d.svm", tmp_path / "broken.svm"
     write_svmlight(data, n=5000)
@@ -470,3 +471,243 @@ def test_an_index_too_large_for_memory_names_its_line(tmp_path):
          f"{data} -o {tmp_path / 'm.pgs'} --quiet"], capture_output=True, timeout=120)
     assert done.returncode == 1 and done.stderr.count(b"\n") == 1, done.stderr
     assert b"big.svm:3: out of memory" in done.stderr and b"--bits" in done.stderr
+
+
+def test_classes_with_a_regression_loss_is_a_usage_error(data, tmp_path, capsys):
+    model = tmp_path / "r.pgs"
+    assert main(["train", str(data), "-o", str(model), "--loss", "squared",
+                 "--classes=-1,1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "argument --classes" in err and "squared" in err
+    assert not model.exists()
+    assert main(["train", str(data), "-o", str(model), "--loss", "squared", "--quiet"]) == 0
+    more = tmp_path / "r2.pgs"
+    assert main(["train", str(data), "-i", str(model), "-o", str(more), "--classes",
+                 "0,1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "argument --classes" in err and not more.exists()
+
+
+def test_bad_classes_and_resume_without_a_model_are_usage_errors(data, tmp_path, capsys):
+    model = tmp_path / "m.pgs"
+    for value in ("abc", ",", "1", "1,1"):
+        assert main(["train", str(data), "-o", str(model), f"--classes={value}"]) == 2, value
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "argument --classes" in err, err
+        assert "PGSClassifier" not in err
+    assert main(["train", str(data), "-o", str(model), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "argument --resume" in err and "-i" in err
+    assert not model.exists()
+
+
+def _diverging(path, n=80, at=44):
+    """Regression rows whose row `at` (from 0) makes PGS on R^n diverge; returns X, y."""
+    rng = np.random.RandomState(0)
+    X = np.round(rng.rand(n, 5), 6)
+    y = X @ [1.0, -2.0, 0.5, 0.0, 3.0]
+    X[at, 0] = 1e300
+    with open(path, "w") as f:
+        for row, target in zip(X, y):
+            f.write(f"{target:.6f} " + " ".join(f"{j + 1}:{v:.6g}" for j, v in enumerate(row))
+                    + "\n")
+    return X, np.round(y, 6)
+
+
+def test_divergence_names_its_line_and_the_checkpoint(tmp_path, capsys):
+    from onlinepgs import PGSDivergedError, PGSRegressor
+
+    path = tmp_path / "reg.svm"
+    X, y = _diverging(path)
+    # the yardstick: the Python API keeps the steps before the diverging row
+    reference = PGSRegressor(loss="squared", radius=None, sigma=1e-2, random_state=0)
+    with pytest.raises(PGSDivergedError):
+        reference.partial_fit(X, y)
+    line = reference.online_stats_["n_examples"] + 1
+    model = tmp_path / "dv.pgs"
+    options = ["--loss", "squared", "--radius", "none", "--sigma", "1e-2", "--chunk-rows", "10"]
+    # with the table: its reports split the chunks into several calls
+    assert main(["train", str(path), "-o", str(model), *options]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith(f"onlinepgs: error: {path}:{line}: training diverged: ")
+    assert "--radius auto" in err[-1] and "Traceback" not in "".join(err)
+    assert not model.exists()
+    assert main(["train", str(path), "-o", str(model), *options, "--quiet",
+                 "--checkpoint-every", "10"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path}:{line}: training diverged" in err
+    assert f"[{model} holds the last checkpoint; resume with -i {model} --resume]" in err
+    assert load_model(model).online_stats_["n_examples"] == (line - 1) // 10 * 10
+
+
+def test_several_passes_over_a_pipe_are_a_usage_error(tmp_path, capsys):
+    small = tmp_path / "small.svm"
+    write_svmlight(small, n=300)  # fits in a pipe's buffer
+    model = tmp_path / "m.pgs"
+    read, write = os.pipe()
+    try:
+        os.write(write, small.read_bytes())
+        os.close(write)
+        assert main(["train", f"/dev/fd/{read}", "-o", str(model), "--passes", "2",
+                     "--quiet"]) == 2
+    finally:
+        os.close(read)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"/dev/fd/{read}" in err and "--passes" in err
+    assert main(["train", "-", "-o", str(model), "--passes", "2"]) == 2
+    assert "--passes" in capsys.readouterr().err and not model.exists()
+    # a named pipe: refused before it is opened (opening it would wait for a writer)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    try:
+        done = subprocess.run(EXE + ["train", str(fifo), "-o", str(model), "--passes", "2"],
+                              capture_output=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("train --passes 2 waited on a named pipe")
+    assert done.returncode == 2 and str(fifo).encode() in done.stderr
+    assert main(["train", str(small), "-o", str(model), "--passes", "2", "--quiet"]) == 0
+    assert load_model(model).online_stats_["n_examples"] == 600
+
+
+def test_predict_writes_into_a_fifo_a_symlink_and_dev_fd(data, tmp_path):
+    import stat
+    import threading
+
+    from onlinepgs import save_model
+
+    model, expected_path = tmp_path / "m.pgs", tmp_path / "expected.txt"
+    assert main(["train", str(data), "-o", str(model), "--quiet"]) == 0
+    assert main(["predict", str(model), str(data), "-o", str(expected_path)]) == 0
+    expected = expected_path.read_bytes()
+    assert expected.count(b"\n") == 3000
+
+    def read_in_thread(opener):
+        got = []
+        reader = threading.Thread(target=lambda: got.append(opener()), daemon=True)
+        reader.start()
+        return reader, got
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader, got = read_in_thread(fifo.read_bytes)
+    assert main(["predict", str(model), str(data), "-o", str(fifo)]) == 0
+    reader.join(timeout=10)
+    assert got == [expected] and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+    read, write = os.pipe()  # what `-o >(cmd)` passes: /dev/fd/N
+    with os.fdopen(read, "rb") as r:
+        reader, got = read_in_thread(r.read)
+        try:
+            code = main(["predict", str(model), str(data), "-o", f"/dev/fd/{write}"])
+        finally:
+            os.close(write)
+        reader.join(timeout=10)
+    assert code == 0 and got == [expected]
+
+    real, link = tmp_path / "real.txt", tmp_path / "link.txt"
+    real.write_text("old\n")
+    link.symlink_to(real.name)
+    assert main(["predict", str(model), str(data), "-o", str(link)]) == 0
+    assert link.is_symlink() and real.read_bytes() == expected
+    # save_model through a link: still a new file renamed onto the target
+    inode = real.stat().st_ino
+    save_model(load_model(model), link)
+    assert link.is_symlink() and real.stat().st_ino != inode
+    np.testing.assert_array_equal(load_model(real).coef_, load_model(model).coef_)
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_info_json_is_standard_json(data, tmp_path, capsys):
+    import json
+    import math
+
+    from onlinepgs.model_io import read_header
+
+    model = tmp_path / "m.pgs"
+    assert main(["train", str(data), "-o", str(model), "--radius", "none", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["info", str(model), "--json"]) == 0
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} is not JSON")
+
+    printed = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    non_finite = []
+
+    def same(expected, got, where):
+        if isinstance(expected, dict):
+            assert sorted(expected) == sorted(got), where
+            for key in expected:
+                same(expected[key], got[key], f"{where}.{key}")
+        elif isinstance(expected, list):
+            assert len(expected) == len(got), where
+            for i, (e, g) in enumerate(zip(expected, got)):
+                same(e, g, f"{where}[{i}]")
+        elif isinstance(expected, float) and not math.isfinite(expected):
+            non_finite.append(where)
+            assert isinstance(got, str) and str(float(got)) == str(expected), where
+        else:
+            assert got == expected, where
+
+    same(read_header(model), printed, "header")
+    assert non_finite  # the case that needs it: a radius-free model's infinite radius
+
+
+def _checkpoint_then_fail(tmp_path, options):
+    """A checkpoint of a run over 1000 rows stopped by a bad line; the good file."""
+    data, broken = tmp_path / "d.svm", tmp_path / "broken.svm"
+    write_svmlight(data, n=1000)
+    lines = data.read_bytes().splitlines(keepends=True)
+    broken.write_bytes(b"".join(lines[:700]) + b"1 3:oops\n" + b"".join(lines[700:]))
+    ckpt = tmp_path / "ckpt.pgs"
+    assert main(["train", str(broken), "-o", str(ckpt), "--chunk-rows", "100",
+                 "--checkpoint-every", "200", "--quiet", *options]) == 1
+    broken.write_bytes(data.read_bytes())
+    return broken, ckpt
+
+
+def test_resume_refuses_other_run_options(tmp_path, capsys):
+    from onlinepgs import save_model
+
+    options = ["--passes", "2", "--holdout-every", "7"]
+    data, ckpt = _checkpoint_then_fail(tmp_path, options)
+    capsys.readouterr()
+    out = tmp_path / "resumed.pgs"
+    for given, flag, saved in ((["--passes", "2"], "--holdout-every", "7"),
+                               (["--passes", "2", "--holdout-every", "5"], "--holdout-every",
+                                "7"),
+                               (["--holdout-every", "7"], "--passes", "2")):
+        assert main(["train", str(data), "-i", str(ckpt), "--resume", "-o", str(out),
+                     *given]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"argument {flag}" in err and f"{flag} {saved}" in err
+        assert not out.exists()
+    full = tmp_path / "full.pgs"
+    assert main(["train", str(data), "-o", str(full), "--quiet", *options]) == 0
+    # a checkpoint written before the options were recorded still resumes
+    est, header = load_model(ckpt, return_header=True)
+    extra = header["extra"]
+    for name in ("holdout_every", "passes"):
+        del extra["stream"][name]
+    save_model(est, ckpt, extra=extra)
+    assert main(["train", str(data), "-i", str(ckpt), "--resume", "-o", str(out), "--quiet",
+                 *options]) == 0
+    np.testing.assert_array_equal(load_model(out).coef_, load_model(full).coef_)
+
+
+def test_mini_batches_span_the_held_out_rows_and_chunks(tmp_path):
+    data = tmp_path / "d.svm"
+    write_svmlight(data, n=5000)
+    X, y = load_svmlight(data)
+    kept = (np.arange(5000) + 1) % 7 != 0
+    reference = PGSClassifier(batch_size=4, sigma=1e-3, random_state=0)
+    reference.partial_fit(X[kept], y[kept], classes=[-1, 1])
+    for chunk_rows in ("2000", "333"):
+        model = tmp_path / f"m{chunk_rows}.pgs"
+        assert main(["train", str(data), "-o", str(model), "--quiet", "--batch-size", "4",
+                     "--sigma", "1e-3", "--holdout-every", "7", "--chunk-rows",
+                     chunk_rows]) == 0
+        trained = load_model(model)
+        np.testing.assert_array_equal(trained.coef_, reference.coef_)
+        np.testing.assert_array_equal(trained.intercept_, reference.intercept_)
+        assert trained.online_stats_ == pytest.approx(reference.online_stats_)
