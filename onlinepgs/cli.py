@@ -355,7 +355,7 @@ def cmd_train(args):
         est, header = load_model(args.initial, return_header=True)
         extra = header.get("extra") or {}
         base = _data_base(args, extra)
-        ignored = _ignored_options(args)
+        ignored = _ignored_options(args, est)
         if ignored:
             print(f"{PROG}: note: {', '.join(ignored)} ignored: with -i the model keeps "
                   "its own options", file=sys.stderr)
@@ -535,11 +535,38 @@ def _out_of_memory(chunk, base):
                      "into 2**BITS columns")
 
 
-def _ignored_options(args):
-    """The model options given on the command line with -i (which keeps the model's)."""
-    defaults = build_parser().parse_args(["train", "-", "-o", "-"])
-    return [f"--{name.replace('_', '-')}" for name in _MODEL_OPTIONS
-            if getattr(args, name) != getattr(defaults, name)]
+# options whose estimator parameter has another name (and, for a flag, the option's
+# value from the parameter's)
+_PARAM_OF = {"bits": ("n_bits", None), "random_seed": ("random_state", None),
+             "no_intercept": ("fit_intercept", lambda fit: not fit)}
+
+
+def _given_options(argv):
+    """The model options that `train`'s argv gives (not left at their defaults)."""
+    parser = build_parser()
+    train = parser._subparsers._group_actions[0].choices["train"]
+    for action in train._actions:
+        if action.dest in _MODEL_OPTIONS:
+            action.default = argparse.SUPPRESS
+    return {name for name in _MODEL_OPTIONS if name in vars(parser.parse_args(argv))}
+
+
+def _ignored_options(args, est):
+    """The model options given with -i whose values differ from the model's (which it
+    keeps), as "--flag VALUE (the model's: VALUE)"."""
+    params = est.get_params()
+    notes = []
+    for name in _MODEL_OPTIONS:
+        if name not in getattr(args, "given", ()):
+            continue
+        param, as_option = _PARAM_OF.get(name, (name, None))
+        model = params[param] if as_option is None else as_option(params[param])
+        given = getattr(args, name)
+        if given != model:
+            flag = f"--{name.replace('_', '-')}"
+            notes.append(flag if isinstance(given, bool) else
+                         f"{flag} {given} (the model's: {model})")
+    return notes
 
 
 def _check_labels(y, classes, source, line_of):
@@ -951,9 +978,16 @@ def cmd_eval(args):
 
     est, extra = _load(args.model, "eval")
     ys, scores, probs = [], [], []
-    for X, y in _reader(args.data, args.chunk_rows, _data_base(args, extra)):
+    reader = _reader(args.data, args.chunk_rows, _data_base(args, extra))
+    for X, y, line_of in _read_ahead(reader):
         ys.append(y)
         if est._classifier:
+            unknown = ~np.isin(y, est.classes_)
+            if unknown.any():  # at its line, before the rest of the file is scored
+                i = int(np.argmax(unknown))
+                raise UserError(f"{args.data}:{line_of(i)}: label {_label_text(y[i])} is "
+                                "not one of the model's classes "
+                                f"[{', '.join(_label_text(c) for c in est.classes_)}]")
             scores.append(np.atleast_2d(est.decision_function(X).T).T)
             if hasattr(est, "predict_proba"):
                 probs.append(est.predict_proba(X))
@@ -965,10 +999,6 @@ def cmd_eval(args):
     result = {"rows": int(y.shape[0])}
     if est._classifier:
         S = np.vstack(scores)
-        unknown = ~np.isin(y, est.classes_)
-        if unknown.any():
-            raise UserError(f"{args.data}: label {y[unknown][0]:g} is not one of the model's "
-                            f"classes {est.classes_.tolist()}")
         if S.shape[1] == 1:
             predicted = est.classes_[(S[:, 0] > 0).astype(int)]
             if np.unique(y).shape[0] == 2:
@@ -1061,7 +1091,10 @@ def main(argv=None):
     for i in range(len(argv) - 1):
         if argv[i] == "--classes" and argv[i + 1][:2].lstrip("-")[:1] in set("0123456789."):
             argv[i:i + 2] = [f"--classes={argv[i + 1]}", None]
-    args = parser.parse_args([a for a in argv if a is not None])  # exits with 2 on usage errors
+    argv = [a for a in argv if a is not None]
+    args = parser.parse_args(argv)  # exits with 2 on usage errors
+    if args.command == "train":
+        args.given = _given_options(argv)
     from onlinepgs.model_io import ModelFileError
     from onlinepgs.svmlight import SvmlightError
 

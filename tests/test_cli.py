@@ -115,6 +115,18 @@ def test_the_table_shows_the_prediction_before_each_update(tmp_path, capsys, n_c
         assert float(r[5]) == pytest.approx(expected, abs=1e-4), n
 
 
+def test_eval_names_the_line_of_an_unknown_label(data, tmp_path, capsys):
+    model, bad = tmp_path / "m.pgs", tmp_path / "bad.svm"
+    assert main(["train", str(data), "-o", str(model), "--quiet"]) == 0
+    lines = data.read_text().splitlines()
+    lines[2499] = "3" + lines[2499][lines[2499].index(" "):]  # a label the model never saw
+    bad.write_text("# a comment\n" + "\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["eval", str(model), str(bad), "--chunk-rows", "1000"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"onlinepgs: error: {bad}:2501: label 3 is not one of the model's classes [-1, 1]")
+
+
 def test_regression_metrics(tmp_path, capsys):
     path = tmp_path / "reg.svm"
     rng = np.random.RandomState(1)
@@ -409,8 +421,30 @@ def test_option_values_are_usage_errors_named_by_their_flags(data, tmp_path):
     ok = run("train", data, "-o", model, "--classes", "-1,1", "--quiet")
     assert ok.returncode == 0, ok.stderr
     noted = run("train", data, "-i", model, "-o", model, "--loss", "hinge", "--quiet")
-    assert noted.returncode == 0 and b"--loss ignored" in noted.stderr
-    assert load_model(model).loss == "logistic"
+    assert noted.returncode == 0 and load_model(model).loss == "logistic"
+    assert b"--loss hinge (the model's: logistic) ignored" in noted.stderr
+
+
+def test_options_given_with_i_are_noted_where_they_differ_from_the_model(data, tmp_path,
+                                                                          capsys):
+    """The note compares what the command line gives with the model's own values (it
+    compared with the parser's defaults: a default value given explicitly went unnoted,
+    a repeated original command was noted)."""
+    model = tmp_path / "h.pgs"
+    assert main(["train", str(data), "-o", str(model), "--loss", "hinge", "--bits", "12",
+                 "--sigma", "1e-3", "--quiet"]) == 0
+    capsys.readouterr()
+    # the original command again: nothing differs, nothing to note
+    assert main(["train", str(data), "-i", str(model), "-o", str(model), "--loss", "hinge",
+                 "--bits", "12", "--sigma", "1e-3", "--quiet"]) == 0
+    assert "note" not in capsys.readouterr().err
+    # the parser's defaults, given explicitly, differ from this model's values
+    assert main(["train", str(data), "-i", str(model), "-o", str(model), "--loss",
+                 "logistic", "--sigma", "1e-4", "--no-intercept", "--quiet"]) == 0
+    note = capsys.readouterr().err
+    assert ("note: --loss logistic (the model's: hinge), --sigma 0.0001 (the model's: "
+            "0.001), --no-intercept ignored") in note
+    assert load_model(model).loss == "hinge"
 
 
 def test_label_and_index_errors_name_the_line(data, tmp_path):
