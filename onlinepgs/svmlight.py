@@ -236,6 +236,7 @@ class SvmlightReader:
         )
         self._auto = zero_based == "auto"
         self._compression = None
+        self._readinto = None  # set by _generate (what _or_corrupt reads on with)
         self._stream, self.source_name = self._open(source)
         self._chunks = self._generate()
 
@@ -388,7 +389,7 @@ class SvmlightReader:
     def _generate(self):
         parser = self._parser
         block_size = self._block_size
-        readinto = self._reader_into()
+        readinto = self._readinto = self._reader_into()
         # one buffer, reused: [start, fill) holds the bytes not parsed yet (the start
         # of a line), then the next block is read in after them; _PAD spare bytes at
         # the end let the parser read a few bytes past the last line (its fast path)
@@ -412,11 +413,7 @@ class SvmlightReader:
                     if self._compression is None:
                         raise
                     line = max(1, parser.n_lines + (1 if fill > start else 0))
-                    raise SvmlightError(
-                        f"{self.source_name}:{line}: truncated or corrupt "
-                        f"{self._compression} stream (line {line} is the last one "
-                        f"reached): {type(exc).__name__}: {exc}",
-                        self.source_name, line, None, "") from exc
+                    raise self._corrupt(line, exc) from exc
                 final = not n
                 if final:
                     end = fill
@@ -434,7 +431,7 @@ class SvmlightReader:
                         if chunk is not None:
                             yield chunk
                     elif status == 2:
-                        raise self._error(parser.error_info(), buf)
+                        raise self._or_corrupt(self._error(parser.error_info(), buf))
                     else:
                         break
                 start = end
@@ -463,6 +460,32 @@ class SvmlightReader:
                 raise BlockingIOError(_NON_BLOCKING)
             return got
         return readinto
+
+    def _corrupt(self, line, exc):
+        return SvmlightError(
+            f"{self.source_name}:{line}: truncated or corrupt {self._compression} stream "
+            f"(line {line} is the last one reached): {type(exc).__name__}: {exc}",
+            self.source_name, line, None, "")
+
+    def _or_corrupt(self, error):
+        """A bad line of a compressed stream may be the garbage a damaged stream decodes
+        to before the decompressor notices: read on (a few MiB at most, on this error
+        path only) and report the damage, at the bad line, if the decompressor fails
+        there; else the bad line."""
+        if self._compression is None or self._readinto is None:
+            return error
+        try:
+            probe = bytearray(1 << 20)
+            for _ in range(4):
+                if not self._readinto(probe, 0, len(probe)):
+                    break
+        except _DECOMPRESSION_ERRORS as exc:
+            corrupt = self._corrupt(error.line, exc)
+            corrupt.__cause__ = exc
+            return corrupt
+        except Exception:  # the stream cannot be read on: the bad line stands
+            return error
+        return error
 
     def _decompressed_into(self):
         """Like `_reader_into`, for a (Gzip|BZ2|LZMA)File: a block is gathered from
@@ -498,7 +521,8 @@ class SvmlightReader:
         deferred = parser.decide()
         if deferred is not None:
             kind, line, column, bad, token = deferred
-            raise self._make_error(kind, line, column, _show(bad), _show(token))
+            raise self._or_corrupt(self._make_error(kind, line, column, _show(bad),
+                                                    _show(token)))
         if not parser.pending_rows:  # every row dropped by on_error="skip"
             return None
         data, indices, indptr, labels, n_seen = parser.take_chunk()

@@ -546,12 +546,15 @@ def test_chunks_before_the_error_are_complete():
 
 @pytest.mark.parametrize("block_size", [256, None])
 @pytest.mark.parametrize("kind", ["gz", "bz2", "xz"])
-def test_truncated_compressed(tmp_path, kind, sample, block_size):
+def test_truncated_compressed(tmp_path, kind, block_size):
     # the error names the line being read where the intact part of the stream ends,
     # whatever the read blocks (None: the default 1 MiB, larger than the whole file)
     compress = {"gz": gzip.compress, "bz2": lambda b: bz2.compress(b, 1),
                 "xz": lzma.compress}[kind]
-    text = (sample.rstrip(b"\n") + b"\n") * 40  # bz2: 100 kB blocks, some before the cut
+    rng = np.random.RandomState(0)  # random rows: bz2's 100 kB blocks, some before the cut
+    text = "".join(f"{rng.choice([-1, 1])} " + " ".join(
+        f"{j}:{rng.rand():.4f}" for j in np.unique(rng.randint(1, 500, 8))) + "\n"
+        for _ in range(6000)).encode()
     blob = compress(text)
     path = tmp_path / f"t.svm.{kind}"
     path.write_bytes(blob[: len(blob) // 2])
