@@ -22,7 +22,6 @@ import argparse
 import json
 import math
 import os
-import re
 import sys
 import time
 
@@ -234,22 +233,25 @@ def _estimator_from_args(args):
         est._validate_params()
     except InvalidParameterError as exc:
         message = str(exc)
-        for name, flag in _FLAGS.items():
-            prefix = f"The '{name}' parameter of {cls.__name__}"
+        for option, param in _MODEL_OPTIONS.items():
+            prefix = f"The '{param}' parameter of {cls.__name__}"
             if message.startswith(prefix):
-                message = f"argument {flag}" + message[len(prefix):]
+                message = f"argument {_flag(option)}" + message[len(prefix):]
         raise UsageError(message) from None
     return est
 
 
-# the estimator's parameter names as options of `train`
-_FLAGS = {"loss": "--loss", "p": "--p", "sigma": "--sigma", "radius": "--radius",
-          "batch_size": "--batch-size", "iterate": "--iterate",
-          "intercept_scaling": "--intercept-scaling", "epsilon": "--epsilon",
-          "n_bits": "--bits", "hash_seed": "--hash-seed", "random_state": "--random-seed"}
-# options ignored with -i (the model keeps its own), by their argparse names
-_MODEL_OPTIONS = ("loss", "p", "sigma", "radius", "batch_size", "iterate", "no_intercept",
-                  "intercept_scaling", "epsilon", "bits", "hash_seed", "random_seed")
+# the model options of `train` (argparse names; ignored with -i, where the model keeps
+# its own) and the estimator's parameter each sets
+_MODEL_OPTIONS = {"loss": "loss", "p": "p", "sigma": "sigma", "radius": "radius",
+                  "batch_size": "batch_size", "iterate": "iterate",
+                  "no_intercept": "fit_intercept", "intercept_scaling": "intercept_scaling",
+                  "epsilon": "epsilon", "bits": "n_bits", "hash_seed": "hash_seed",
+                  "random_seed": "random_state"}
+
+
+def _flag(option):
+    return "--" + option.replace("_", "-")
 
 
 def _parse_classes(text):
@@ -397,14 +399,6 @@ def cmd_train(args):
     chunk = None
     start = time.perf_counter()
 
-    def extras(finished, position=None):
-        out = {"finished": finished}
-        if position is not None:
-            out["stream"] = position
-        if isinstance(base, bool):  # the base the files were read with, for predict/eval
-            out["zero_based"] = base
-        return out
-
     try:
         for pass_index in range(resume_at["pass"], args.passes):
             if pass_index > resume_at["pass"]:
@@ -446,7 +440,9 @@ def cmd_train(args):
                             raise UserError(f"{source}: the first chunk has one label "
                                             f"({classes.tolist()}); pass --classes")
                     if is_classifier:
-                        _check_labels(y, classes, source, where)
+                        _check_labels(y, classes, source, where, why=(
+                            " (set by --classes, the model, or the first chunk's labels; "
+                            "pass --classes to give them all)"))
                     if args.holdout_every:
                         rows, losses = _train_with_holdout(
                             trainer, X, y, file_row0 + rows_in_file, args.holdout_every,
@@ -474,7 +470,7 @@ def cmd_train(args):
                             "holdout": [holdout[0] - float(np.sum(held_losses)),
                                         holdout[1] - held_rows.shape[0]],
                             **{name: getattr(args, name) for name, _ in _RUN_OPTIONS}}
-                        save_model(est, args.output, extra=extras(False, position))
+                        save_model(est, args.output, extra=_extra(base, False, position))
                         last_checkpoint = rows_seen
                 trainer.finish(classes)
                 pass_rows = file_row0 + rows_in_file
@@ -493,7 +489,7 @@ def cmd_train(args):
     bar.close()
     if not hasattr(est, "_state"):
         raise UserError(f"{', '.join(args.data)}: no training rows were read")
-    save_model(est, args.output, extra=extras(True))
+    save_model(est, args.output, extra=_extra(base, True))
     if not args.quiet:
         held = None
         if holdout[1]:
@@ -502,6 +498,17 @@ def cmd_train(args):
                     f"({int(holdout[1])} rows{which})")
         _print_summary(est, args, start, before=[held] if held else [])
     return 0
+
+
+def _extra(base, finished, position=None):
+    """The command's record in a model file: whether the run finished, a checkpoint's
+    stream position, and the base its files were read with (for predict, eval, -i)."""
+    out = {"finished": finished}
+    if position is not None:
+        out["stream"] = position
+    if isinstance(base, bool):
+        out["zero_based"] = base
+    return out
 
 
 # the run options that decide which rows are trained, recorded in a checkpoint's position
@@ -535,12 +542,6 @@ def _out_of_memory(chunk, base):
                      "into 2**BITS columns")
 
 
-# options whose estimator parameter has another name (and, for a flag, the option's
-# value from the parameter's)
-_PARAM_OF = {"bits": ("n_bits", None), "random_seed": ("random_state", None),
-             "no_intercept": ("fit_intercept", lambda fit: not fit)}
-
-
 def _given_options(argv):
     """The model options that `train`'s argv gives (not left at their defaults)."""
     parser = build_parser()
@@ -556,28 +557,25 @@ def _ignored_options(args, est):
     keeps), as "--flag VALUE (the model's: VALUE)"."""
     params = est.get_params()
     notes = []
-    for name in _MODEL_OPTIONS:
-        if name not in getattr(args, "given", ()):
+    for option, param in _MODEL_OPTIONS.items():
+        if option not in getattr(args, "given", ()):
             continue
-        param, as_option = _PARAM_OF.get(name, (name, None))
-        model = params[param] if as_option is None else as_option(params[param])
-        given = getattr(args, name)
+        given, model = getattr(args, option), params[param]
+        if option == "no_intercept":  # a flag: the parameter's negation
+            model = not model
         if given != model:
-            flag = f"--{name.replace('_', '-')}"
-            notes.append(flag if isinstance(given, bool) else
-                         f"{flag} {given} (the model's: {model})")
+            notes.append(_flag(option) if isinstance(given, bool) else
+                         f"{_flag(option)} {given} (the model's: {model})")
     return notes
 
 
-def _check_labels(y, classes, source, line_of):
+def _check_labels(y, classes, source, line_of, what="the classes", why=""):
     """Labels outside the classes, named by their line (partial_fit knows no lines)."""
     bad = ~np.isin(y, classes)
     if bad.any():
         i = int(np.argmax(bad))
         raise UserError(f"{source}:{line_of(i)}: label {_label_text(y[i])} is not one of "
-                        f"the classes [{', '.join(_label_text(c) for c in classes)}] (set by --classes, "
-                        "the model, or the first chunk's labels; pass --classes to give "
-                        "them all)")
+                        f"{what} [{', '.join(_label_text(c) for c in classes)}]{why}")
 
 
 def _print_summary(est, args, start, before=(), after=()):
@@ -663,10 +661,7 @@ def _train_on_dask(args, est, base):
     finally:
         if client is not None:
             client.close()
-    extra = {"finished": True}
-    if isinstance(base, bool):
-        extra["zero_based"] = base
-    save_model(est, args.output, extra=extra)
+    save_model(est, args.output, extra=_extra(base, True))
     if not args.quiet:
         _print_summary(est, args, start, after=[f"rounds = {len(rounds)} on {args.scheduler}"])
     return 0
@@ -880,26 +875,15 @@ def _train_rows(est, X, y, classes, table, k, source, line_of, file_rows):
 def _fit_rows(est, X, y, kwargs, source, line_of, first_row):
     from onlinepgs.estimators import PGSDivergedError
 
-    before = est.online_stats_["n_examples"] if hasattr(est, "_state") else 0
     try:
         est.partial_fit(X, y, **kwargs)
     except PGSDivergedError as exc:
-        raise UserError(_diverged_message(exc, est, before, source, line_of)) from None
+        # the row and the advice, at the file's line and in the command's flags (the
+        # state kept is not saved: the message's word on it does not apply)
+        raise UserError(f"{source}:{line_of(exc.row)}: training diverged: "
+                        f"{_in_flags(exc.reason)}") from None
     except ValueError as exc:
         raise UserError(f"{source} (rows from {first_row + 1}): {exc}") from None
-
-
-def _diverged_message(exc, est, before, source, line_of):
-    """One line: the file and line of the row where training diverged, and the error's
-    advice in the command's flags."""
-    text = str(exc).splitlines()[0] if str(exc) else "the loss's derivative overflowed"
-    found = re.match(r"PGS diverged at row (\d+) of this call \(step \d+\): ", text)
-    if found:
-        row, text = int(found.group(1)), text[found.end():]
-    else:  # the model keeps the steps before the diverging one: it starts after their rows
-        row = (est.online_stats_["n_examples"] if hasattr(est, "_state") else 0) - before
-    text = text.replace(" The model keeps the state before that step.", "")  # not saved
-    return f"{source}:{line_of(row)}: training diverged: {_in_flags(text)}"
 
 
 def _in_flags(text):
@@ -981,13 +965,8 @@ def cmd_eval(args):
     reader = _reader(args.data, args.chunk_rows, _data_base(args, extra))
     for X, y, line_of in _read_ahead(reader):
         ys.append(y)
-        if est._classifier:
-            unknown = ~np.isin(y, est.classes_)
-            if unknown.any():  # at its line, before the rest of the file is scored
-                i = int(np.argmax(unknown))
-                raise UserError(f"{args.data}:{line_of(i)}: label {_label_text(y[i])} is "
-                                "not one of the model's classes "
-                                f"[{', '.join(_label_text(c) for c in est.classes_)}]")
+        if est._classifier:  # at its line, before the rest of the file is scored
+            _check_labels(y, est.classes_, args.data, line_of, what="the model's classes")
             scores.append(np.atleast_2d(est.decision_function(X).T).T)
             if hasattr(est, "predict_proba"):
                 probs.append(est.predict_proba(X))

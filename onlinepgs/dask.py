@@ -77,7 +77,6 @@ Examples
 """
 import contextlib
 import functools
-import gzip
 import io
 import itertools
 import math
@@ -108,8 +107,9 @@ from sklearn.utils.validation import check_array
 from onlinepgs._core._pgs import PGSState
 from onlinepgs._rounds import LaneSlot, merge_round, run_lane
 from onlinepgs.estimators import PGSDivergedError, _BasePGS, _unchanged_on_error
-from onlinepgs.svmlight import (_DECOMPRESS_STEP, _DECOMPRESSION_ERRORS, _MAGIC,
-                                SvmlightError, iter_svmlight, load_svmlight)
+from onlinepgs.svmlight import (_DECOMPRESSION_ERRORS, _MAGIC, SvmlightError, _Steps,
+                                _corrupt_error, _decompressing, iter_svmlight,
+                                load_svmlight)
 
 __all__ = ["fit", "partial_fit", "auto_slice_rows"]
 
@@ -1783,60 +1783,38 @@ def _take_lines(read, line_start, end, max_lines, leftover=b""):
 
 
 class _Decompressed:
-    """A compressed file, read: a stream that ends early or fails its check is an
-    SvmlightError naming the file and the line reached, as the single-process reader's
-    (`SvmlightReader`), where the decompressor's EOFError or OSError named neither. It
-    counts the lines read for that (the last one reached: the one being read when the
-    data ended). As there, reads are gathered from read1 calls so that the bytes before
-    the break are returned first and the error comes with the next read."""
+    """A compressed file, read in decompressor steps as the single-process reader reads
+    it (`onlinepgs.svmlight._Steps`): a stream that ends early or fails its check is the
+    same SvmlightError, naming the file and the line being read where it broke (the
+    decompressor's EOFError or OSError named neither), counted here."""
 
     def __init__(self, path):
         with open(path, "rb") as f:
             head = f.read(6)
         self.kind = next((kind for magic, kind in _MAGIC if head.startswith(magic)), "xz")
-        if self.kind == "gzip":
-            self.file = gzip.open(path, "rb")
-        elif self.kind == "bz2":
-            import bz2
-            self.file = bz2.open(path, "rb")
-        else:
-            import lzma
-            self.file = lzma.open(path, "rb")
+        self.raw = open(path, "rb")
+        self.file = _decompressing(self.kind, self.raw)
+        self.steps = _Steps(self.file)
         self.path = path
         self.newlines, self.partial = 0, False
-        self.broken = None  # the decompressor's error, once the stream broke
 
     def read(self, size):
-        if self.broken is not None:
-            self._raise(self.broken)
-        parts, got = [], 0
-        while got < size:
-            try:
-                part = self.file.read1(min(size - got, _DECOMPRESS_STEP))
-            except _DECOMPRESSION_ERRORS as exc:
-                if not parts:
-                    self._raise(exc)
-                self.broken = exc
-                break
-            if not part:
-                break
-            parts.append(part)
-            got += len(part)
-        chunk = b"".join(parts)
-        if chunk:
-            self.newlines += chunk.count(b"\n")
-            self.partial = not chunk.endswith(b"\n")
-        return chunk
-
-    def _raise(self, exc):
-        line = max(1, self.newlines + self.partial)
-        raise SvmlightError(
-            f"{self.path}:{line}: truncated or corrupt {self.kind} stream (line {line} "
-            f"is the last one reached): {type(exc).__name__}: {exc}",
-            self.path, line, None, "") from exc
+        buf = bytearray(size)
+        try:
+            with memoryview(buf) as view:
+                got = self.steps.readinto(view)
+        except _DECOMPRESSION_ERRORS as exc:
+            line = max(1, self.newlines + self.partial)
+            raise _corrupt_error(self.path, self.kind, line, exc) from exc
+        del buf[got:]
+        if got:
+            self.newlines += buf.count(b"\n")
+            self.partial = not buf.endswith(b"\n")
+        return buf
 
     def close(self):
         self.file.close()
+        self.raw.close()
 
 
 def _read_block_text(task, cursor):

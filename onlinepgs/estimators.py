@@ -156,7 +156,15 @@ def _binary_targets(y, classes):
 
 
 class PGSDivergedError(FloatingPointError):
-    """A step's loss derivative overflowed (an unbounded loss on R^n with a small sigma)."""
+    """A step's loss derivative overflowed (an unbounded loss on R^n with a small sigma).
+
+    ``row``: the row of the call where it happened, and ``reason``: what overflowed and
+    what to change, where known (the command line restates them at the file's line).
+    """
+
+    def __init__(self, message, row=None, reason=None):
+        super().__init__(message)
+        self.row, self.reason = row, reason
 
 
 class _unchanged_on_error:
@@ -386,9 +394,10 @@ class _BasePGS(BaseEstimator):
                     if _finite_weights(state) else
                     "The weights before that step had overflowed already: the model is "
                     "not usable; fit again with other parameters.")
+            reason = f"the {self.loss!r} loss's derivative overflowed. {advice}"
             raise PGSDivergedError(
-                f"PGS diverged at row {row} of this call (step {state.t + 1}): the "
-                f"{self.loss!r} loss's derivative overflowed. {advice} {kept}")
+                f"PGS diverged at row {row} of this call (step {state.t + 1}): {reason} "
+                f"{kept}", row=row, reason=reason)
 
     def _fit(self, X, y, sample_weight):
         with _unchanged_on_error(self):

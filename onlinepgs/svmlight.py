@@ -171,6 +171,55 @@ def _read(f, n):
     return data
 
 
+def _decompressing(kind, raw):
+    """A binary file object over `raw` that decompresses it (kind: as in _MAGIC)."""
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if kind == "bz2":
+        return bz2.BZ2File(raw, mode="rb")
+    return lzma.LZMAFile(raw, mode="rb")
+
+
+def _corrupt_error(name, kind, line, exc):
+    """The error of a compressed stream that broke (ended early or failed a check)."""
+    error = SvmlightError(
+        f"{name}:{line}: truncated or corrupt {kind} stream (line {line} is the last one "
+        f"reached): {type(exc).__name__}: {exc}", name, line, None, "")
+    error.__cause__ = exc
+    return error
+
+
+class _Steps:
+    """Reads of a decompressing file gathered from read1 calls, each one step of the
+    decompressor: one read(n) that meets a break in the stream raises and drops all it
+    had decompressed. The bytes before a break are returned, and the break's error is
+    raised by the next read, so that the lines before it are parsed and the error names
+    the line being read when the stream broke (this reader's and onlinepgs.dask's)."""
+
+    def __init__(self, stream):
+        self._read1 = stream.read1
+        self._broken = None
+
+    def readinto(self, view):
+        """Fill the writable memoryview `view` as far as the stream goes; how many bytes."""
+        if self._broken is not None:
+            raise self._broken
+        got, n = 0, len(view)
+        while got < n:
+            try:
+                part = self._read1(min(n - got, _DECOMPRESS_STEP))
+            except _DECOMPRESSION_ERRORS as exc:
+                if not got:
+                    raise
+                self._broken = exc
+                break
+            if not part:
+                break
+            view[got:got + len(part)] = part
+            got += len(part)
+        return got
+
+
 def _check_params(chunk_rows, n_features, zero_based, on_error, block_size):
     if chunk_rows is not None and (not isinstance(chunk_rows, (int, np.integer))
                                    or isinstance(chunk_rows, bool) or chunk_rows < 1):
@@ -267,12 +316,7 @@ class SvmlightReader:
         for magic, kind in _MAGIC:
             if head.startswith(magic):
                 self._compression = kind
-                if kind == "gzip":
-                    stream = gzip.GzipFile(fileobj=stream, mode="rb")
-                elif kind == "bz2":
-                    stream = bz2.BZ2File(stream, mode="rb")
-                else:
-                    stream = lzma.LZMAFile(stream, mode="rb")
+                stream = _decompressing(kind, stream)
                 self._to_close.insert(0, stream)
                 break
         return stream, name
@@ -413,7 +457,8 @@ class SvmlightReader:
                     if self._compression is None:
                         raise
                     line = max(1, parser.n_lines + (1 if fill > start else 0))
-                    raise self._corrupt(line, exc) from exc
+                    raise _corrupt_error(self.source_name, self._compression, line,
+                                         exc) from exc
                 final = not n
                 if final:
                     end = fill
@@ -461,12 +506,6 @@ class SvmlightReader:
             return got
         return readinto
 
-    def _corrupt(self, line, exc):
-        return SvmlightError(
-            f"{self.source_name}:{line}: truncated or corrupt {self._compression} stream "
-            f"(line {line} is the last one reached): {type(exc).__name__}: {exc}",
-            self.source_name, line, None, "")
-
     def _or_corrupt(self, error):
         """A bad line of a compressed stream may be the garbage a damaged stream decodes
         to before the decompressor notices: read on (a few MiB at most, on this error
@@ -474,46 +513,24 @@ class SvmlightReader:
         there; else the bad line."""
         if self._compression is None or self._readinto is None:
             return error
+        probe = bytearray(1 << 20)
         try:
-            probe = bytearray(1 << 20)
             for _ in range(4):
                 if not self._readinto(probe, 0, len(probe)):
                     break
         except _DECOMPRESSION_ERRORS as exc:
-            corrupt = self._corrupt(error.line, exc)
-            corrupt.__cause__ = exc
-            return corrupt
+            return _corrupt_error(self.source_name, self._compression, error.line, exc)
         except Exception:  # the stream cannot be read on: the bad line stands
-            return error
+            pass
         return error
 
     def _decompressed_into(self):
-        """Like `_reader_into`, for a (Gzip|BZ2|LZMA)File: a block is gathered from
-        read1 calls, each one step of the decompressor, because one read(n) that meets a
-        break in the stream raises and drops all it had decompressed. The bytes before a
-        break are returned and the error is raised by the next call, so the lines before
-        it are parsed and the error names the line being read when the stream broke."""
-        read1 = self._stream.read1
-        broken = []
+        """Like `_reader_into`, for a (Gzip|BZ2|LZMA)File, in decompressor steps (`_Steps`)."""
+        into = _Steps(self._stream).readinto
 
         def readinto(buf, at, n):
-            if broken:
-                raise broken[0]
-            got = 0
-            with memoryview(buf) as view:
-                while got < n:
-                    try:
-                        part = read1(min(n - got, _DECOMPRESS_STEP))
-                    except _DECOMPRESSION_ERRORS as exc:
-                        if not got:
-                            raise
-                        broken.append(exc)
-                        break
-                    if not part:
-                        break
-                    view[at + got:at + got + len(part)] = part
-                    got += len(part)
-            return got
+            with memoryview(buf) as view, view[at:at + n] as part:
+                return into(part)
         return readinto
 
     def _take(self):

@@ -541,6 +541,14 @@ cdef class PGSState:
                 self.mark[j, c] = 0.0
             self.cum[c] = 0.0
 
+    cdef inline double _step_weight(self) noexcept nogil:
+        """w_t's weight in the averaged iterate: 1, t or t^2."""
+        if self.iterate == ITERATE_WEIGHTED:
+            return <double>self.t
+        if self.iterate == ITERATE_WEIGHTED2:
+            return <double>self.t * <double>self.t
+        return 1.0
+
     cdef inline void _restart_sum_if_needed(self, Py_ssize_t c, double term) noexcept nogil:
         """Settle problem c's lazy average and restart its running sum C if `term`, the
         next step's weighted scale, would be lost in C (see CUM_RANGE). Counted as a
@@ -621,11 +629,7 @@ cdef class PGSState:
             select = uniform01(&self.rng) * self.t < 1.0
             if select:
                 self.rnd_t = self.t
-        wt = 1.0  # the iterate's weight in the average: 1, t or t^2
-        if self.iterate == ITERATE_WEIGHTED:
-            wt = <double>self.t
-        elif self.iterate == ITERATE_WEIGHTED2:
-            wt = <double>self.t * <double>self.t
+        wt = self._step_weight()
         for c in range(K):
             self.s[c] = self._scale_of(c, self.t)
             self._restart_sum_if_needed(c, wt * self.s[c])
@@ -967,11 +971,7 @@ cdef class PGSState:
             select = uniform01(&self.rng) * self.t < <double>steps
             if select:
                 self.rnd_t = self.t
-        wt = 1.0  # the weight of the next step's term, as in `_end_step`
-        if self.iterate == ITERATE_WEIGHTED:
-            wt = <double>self.t
-        elif self.iterate == ITERATE_WEIGHTED2:
-            wt = <double>self.t * <double>self.t
+        wt = self._step_weight()
         for c in range(K):
             self.s[c] = self._scale_of(c, self.t)
             self._restart_sum_if_needed(c, wt * self.s[c])
