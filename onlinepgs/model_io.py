@@ -15,8 +15,8 @@ be opened at all raises the usual `OSError`).
 
 Notes
 -----
-**Container.** A model file (suffix ``.pgs`` by convention) is a zip archive
-(``ZIP_STORED`` entries; readers accept any method `zipfile` reads) holding
+**Container.** A model file (suffix ``.pgs`` by convention) is a zip archive of
+``ZIP_STORED`` (uncompressed) entries holding
 
 ``header.json``
     The header: one JSON object (strict RFC 8259 JSON, ASCII), described below.
@@ -84,6 +84,15 @@ without its ``"checksum"`` field (``json.dumps(header, sort_keys=True,
 separators=(",", ":"), ensure_ascii=True, allow_nan=False)`` encoded as ASCII). It
 covers the header's content, not its formatting. A mismatch (or a zip CRC error)
 means the file is corrupt and it is refused.
+
+**Limits on reading.** A reader trusts nothing a file declares before checking it
+against the file's own size: compressed entries (deflate, bzip2, lzma) are refused,
+and every entry read must lie within the file, beside the others, so the arrays
+allocated add up to at most the file's size and a few KiB declaring gigabytes are
+refused at once (loading peaks at about 3 times the file's size). ``header.json``
+has at most 64 MiB and nests at most 64 levels of lists and objects (checked before
+it is parsed); integers in it have at most 4096 bits. `save_model` refuses what a
+reader would refuse, so every file it writes loads.
 
 **Versioning.** ``format_version`` is a major version. A reader refuses a file
 whose ``format_version`` is greater than the one it knows (`FORMAT_VERSION`):
@@ -155,6 +164,17 @@ _ARRAY_NAME = re.compile(r"(state|attributes)/[A-Za-z_][A-Za-z0-9_]*\Z")
 _ARRAY_KINDS = "biufcUS"  # bool, ints, floats, complex, unicode, bytes
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 _NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+# header.json nests at most this many levels of lists and objects (the header is level 1,
+# so the caller's extra, at level 2, nests at most _MAX_JSON_DEPTH - 1 levels): the
+# writer refuses deeper data and the reader refuses deeper files before parsing them,
+# so neither recurses without bound
+_MAX_JSON_DEPTH = 64
+# integers in header.json: far below Python's int-to-str digit limit (4300 digits)
+_MAX_INT_BITS = 4096
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_BRACKET_STEP = np.zeros(256, dtype=np.int8)
+_BRACKET_STEP[[ord("["), ord("{")]] = 1
+_BRACKET_STEP[[ord("]"), ord("}")]] = -1
 
 
 class ModelFileError(ValueError):
@@ -182,19 +202,34 @@ class ModelFileError(ValueError):
 
 
 # ---- JSON values -----------------------------------------------------------------------
-def _to_json(value, where, path, *, arrays_as_lists=False):
-    """value as strict JSON data (non-finite floats tagged); refuses anything else."""
+def _to_json(value, where, path, *, arrays_as_lists=False, depth=1):
+    """value as strict JSON data (non-finite floats tagged); refuses anything else.
+
+    `depth` is the nesting level of `value` in ``header.json`` (the header object is 1):
+    lists and dicts nested deeper than `_MAX_JSON_DEPTH` allow are refused, so that
+    whatever is written is read back (and a cyclic structure is refused, not recursed).
+    """
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, np.bool_):
         return bool(value)
     if isinstance(value, numbers.Integral):
-        return int(value)
+        value = int(value)
+        if value.bit_length() > _MAX_INT_BITS:
+            raise ModelFileError(path, f"{where} is an integer of {value.bit_length()} bits: "
+                                       f"at most {_MAX_INT_BITS} bits can be stored")
+        return value
     if isinstance(value, numbers.Real):
         value = float(value)
         if math.isfinite(value):
             return value
+        if depth > _MAX_JSON_DEPTH:  # the tag is an object one level down
+            raise _too_deep(where, path)
         return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+    if isinstance(value, (dict, list, tuple)) or (arrays_as_lists
+                                                  and isinstance(value, np.ndarray)):
+        if depth > _MAX_JSON_DEPTH:
+            raise _too_deep(where, path)
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
@@ -204,13 +239,37 @@ def _to_json(value, where, path, *, arrays_as_lists=False):
             if key.startswith("$"):
                 raise ModelFileError(path, f"{where} has the key {key!r}: keys starting "
                                            "with '$' are reserved by the model file format")
-            out[key] = _to_json(item, f"{where}[{key!r}]", path, arrays_as_lists=arrays_as_lists)
+            out[key] = _to_json(item, f"{where}[{key!r}]", path, arrays_as_lists=arrays_as_lists,
+                                depth=depth + 1)
         return out
     if isinstance(value, (list, tuple)) or (arrays_as_lists and isinstance(value, np.ndarray)):
-        return [_to_json(item, f"{where}[{i}]", path, arrays_as_lists=arrays_as_lists)
+        return [_to_json(item, f"{where}[{i}]", path, arrays_as_lists=arrays_as_lists,
+                         depth=depth + 1)
                 for i, item in enumerate(value)]
     raise ModelFileError(path, f"{where} = {_short(value)} ({type(value).__name__}) cannot be "
                                "stored: only None, bool, int, float, str, lists and dicts")
+
+
+def _too_deep(where, path):
+    shown = where if len(where) <= 80 else where[:40] + "..." + where[-37:]
+    return ModelFileError(path, f"{shown} is nested too deeply: a model file's header nests "
+                                f"at most {_MAX_JSON_DEPTH} levels of lists and dicts, so extra "
+                                f"at most {_MAX_JSON_DEPTH - 1} (extra itself is one level; a "
+                                "non-finite float, stored as an object, is one too)")
+
+
+def _json_depth(data):
+    """The deepest nesting of lists and objects in JSON text `data` (bytes), found
+    without recursion: brackets outside strings, counted by running sums in blocks."""
+    skeleton = _JSON_STRING.sub(b'""', data)
+    codes = np.frombuffer(skeleton, dtype=np.uint8)
+    level = deepest = 0
+    block = 2**20
+    for start in range(0, codes.shape[0], block):
+        levels = np.cumsum(_BRACKET_STEP[codes[start:start + block]], dtype=np.int64) + level
+        deepest = max(deepest, int(levels.max()))
+        level = int(levels[-1])
+    return deepest
 
 
 def _is_float_tag(value):
@@ -319,7 +378,7 @@ def _encode(estimator, path, extra):
         if isinstance(value, np.ndarray):
             add_array(f"attributes/{key}", value)
         else:
-            attributes[key] = _to_json(value, f"attribute {key}", path)
+            attributes[key] = _to_json(value, f"attribute {key}", path, depth=3)
 
     state_dict = state.to_dict()
     state_json = {}
@@ -327,7 +386,7 @@ def _encode(estimator, path, extra):
         if isinstance(value, np.ndarray):
             add_array(f"state/{key}", value)
         else:
-            state_json[key] = _to_json(value, f"solver state {key}", path)
+            state_json[key] = _to_json(value, f"solver state {key}", path, depth=3)
 
     import onlinepgs  # late: the package may import this module while initialising
 
@@ -342,8 +401,8 @@ def _encode(estimator, path, extra):
         "dimension": int(state_dict["dim"]),
         "state": state_json,
         "online_stats": _to_json(estimator.online_stats_, "online_stats_", path,
-                                 arrays_as_lists=True),
-        "extra": _to_json(extra if extra is not None else {}, "extra", path),
+                                 arrays_as_lists=True, depth=2),
+        "extra": _to_json(extra if extra is not None else {}, "extra", path, depth=2),
         "arrays": table,
     }
     return header, arrays
@@ -365,18 +424,28 @@ def _write_array(fileobj, arr):
     _npy.write_array(fileobj, arr, allow_pickle=False)
 
 
-def _write_zip(fileobj, header, arrays):
-    """Write the archive: header (with its checksum added) and one .npy per array."""
+def _header_bytes(header, arrays, path):
+    """header.json's bytes: the header with its checksum added, refused if the reader
+    would refuse it for its size."""
     header = dict(header)
     header["checksum"] = {"algorithm": "sha256", "digest": _digest(header, arrays)}
-    header_bytes = json.dumps(header, indent=1, ensure_ascii=True, allow_nan=False).encode("ascii")
+    data = json.dumps(header, indent=1, ensure_ascii=True, allow_nan=False).encode("ascii")
+    data += b"\n"
+    if len(data) > _MAX_HEADER_BYTES:
+        raise ModelFileError(path, f"the header would have {len(data)} bytes, more than the "
+                                   f"{_MAX_HEADER_BYTES} a model file's header may have "
+                                   "(a large extra?)")
+    return data
+
+
+def _write_zip(fileobj, header_bytes, table, arrays):
+    """Write the archive: header.json and one .npy per array of `table`, in its order."""
     # stored, not deflated: saving stays a few ms on a hot path (checkpoints), and the
-    # arrays of a trained model compress little anyway
+    # arrays of a trained model compress little anyway; readers refuse compressed entries
     compress = zipfile.ZIP_STORED
-    with zipfile.ZipFile(fileobj, "w", compression=compress, allowZip64=True,
-                         compresslevel=1) as zf:
-        zf.writestr(_zip_info(_HEADER_ENTRY, compress), header_bytes + b"\n")
-        for entry in header["arrays"]:
+    with zipfile.ZipFile(fileobj, "w", compression=compress, allowZip64=True) as zf:
+        zf.writestr(_zip_info(_HEADER_ENTRY, compress), header_bytes)
+        for entry in table:
             arr = arrays[entry["name"]]
             with zf.open(_zip_info(entry["name"] + ".npy", compress), "w",
                          force_zip64=arr.nbytes > 2**30) as out:
@@ -485,24 +554,31 @@ def save_model(estimator, path, *, extra=None):
         JSON-serialisable data stored in the header's ``"extra"`` field (str keys;
         None, bool, int, float, str, lists and dicts), e.g. hashing options or the
         number of examples consumed from a stream. Read it back with `read_header`
-        or ``load_model(path, return_header=True)``.
+        or ``load_model(path, return_header=True)``. Limits (so that what is written
+        can be read): lists and dicts nest at most 63 levels (``extra`` itself is
+        one; a non-finite float, stored as an object, is one too), integers have at
+        most 4096 bits, and the whole header is at most 64 MiB.
 
     Raises
     ------
     ModelFileError
-        The estimator is not a fitted PGSClassifier / PGSRegressor, or holds a
-        value the format cannot store. Nothing is written then.
+        The estimator is not a fitted PGSClassifier / PGSRegressor, holds a value
+        the format cannot store, or ``extra`` exceeds the limits above. Nothing is
+        written then.
     OSError
         The file cannot be written (the previous file, if any, is intact).
     """
     path = os.fspath(path)
     header, arrays = _encode(estimator, path, extra)
-    replace_atomically(path, lambda f: _write_zip(f, header, arrays))
+    header_bytes = _header_bytes(header, arrays, path)
+    replace_atomically(path, lambda f: _write_zip(f, header_bytes, header["arrays"], arrays))
 
 
 # ---- reading ---------------------------------------------------------------------------
 # What `zipfile` may raise on a damaged archive: its parsing of untrusted bytes is not
 # limited to BadZipFile (e.g. NotImplementedError for a garbled version field).
+_COMPRESSIONS = {zipfile.ZIP_DEFLATED: "deflate", zipfile.ZIP_BZIP2: "bzip2",
+                 zipfile.ZIP_LZMA: "lzma"}
 _DAMAGED = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, ValueError,
             NotImplementedError, RuntimeError, OverflowError, IndexError, KeyError,
             struct.error, UnicodeDecodeError)
@@ -531,9 +607,35 @@ def _open_archive(path):
                                    f"archive{hint}") from None
 
 
-def _read_entry(zf, name, path, what):
+class _Room:
+    """The bytes of the archive not yet claimed by the entries read: each entry read is
+    checked to be stored (not compressed) and to fit, so whatever an archive's directory
+    claims, the entries read, and the arrays allocated for them, add up to at most the
+    file's size (no zip bomb: a few KiB declaring gigabytes are refused at once)."""
+
+    def __init__(self, zf):
+        self.size = self.left = os.fstat(zf.fp.fileno()).st_size
+
+    def claim(self, info, path):
+        if info.compress_type != zipfile.ZIP_STORED:
+            method = _COMPRESSIONS.get(info.compress_type, f"method {info.compress_type}")
+            raise ModelFileError(path, f"entry {info.filename} is compressed ({method}): a "
+                                       "model file holds stored (uncompressed) entries only, "
+                                       "as save_model writes them")
+        if info.compress_size != info.file_size:
+            raise ModelFileError(path, f"corrupted file: the stored entry {info.filename} "
+                                       f"has {info.compress_size} bytes for "
+                                       f"{info.file_size} bytes of content")
+        if info.file_size > self.left or info.header_offset + info.file_size > self.size:
+            raise ModelFileError(path, f"corrupted file: entry {info.filename} claims "
+                                       f"{info.file_size} bytes, more than the "
+                                       f"{self.size}-byte file holds beside the other entries")
+        self.left -= info.file_size
+
+
+def _read_entry(zf, info, path, what):
     try:
-        with zf.open(name) as f:
+        with zf.open(info) as f:
             return f.read()
     except (OSError,) + _DAMAGED as exc:
         raise ModelFileError(path, f"corrupted file: {what} is damaged "
@@ -544,17 +646,22 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _read_raw_header(zf, path):
+def _read_raw_header(zf, path, room):
     """The header as parsed JSON (non-finite floats still tagged), format checked."""
     try:
         info = zf.getinfo(_HEADER_ENTRY)
     except KeyError:
         raise ModelFileError(path, "not an onlinepgs model file: the zip archive has no "
                                    "header.json") from None
+    room.claim(info, path)
     if info.file_size > _MAX_HEADER_BYTES:
         raise ModelFileError(path, f"malformed header: header.json has {info.file_size} bytes "
                                    f"(at most {_MAX_HEADER_BYTES})")
-    data = _read_entry(zf, _HEADER_ENTRY, path, "header.json")
+    data = _read_entry(zf, info, path, "header.json")
+    depth = _json_depth(data)
+    if depth > _MAX_JSON_DEPTH:
+        raise ModelFileError(path, f"malformed header: header.json nests {depth} levels of "
+                                   f"lists and objects (at most {_MAX_JSON_DEPTH})")
     try:
         header = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -609,7 +716,8 @@ def _check_table(table, path):
             dt = np.dtype(dtype) if isinstance(dtype, str) else None
         except (TypeError, ValueError, SyntaxError):
             dt = None
-        if dt is None or dt.kind not in _ARRAY_KINDS or dt.fields is not None:
+        if (dt is None or dt.kind not in _ARRAY_KINDS or dt.fields is not None
+                or dt.itemsize == 0 or dt.subdtype is not None):
             raise ModelFileError(path, f"malformed header: array {name} has the unsupported "
                                        f"dtype {_short(dtype)}")
         if (not isinstance(shape, list)
@@ -622,8 +730,9 @@ def _check_table(table, path):
                                        "as_object")
 
 
-def _read_arrays(zf, header, path):
-    """Every listed array, checked against its listed dtype and shape."""
+def _read_arrays(zf, header, path, room):
+    """Every listed array, checked against its listed dtype and shape; sizes are checked
+    against the file's before anything is allocated."""
     arrays = {}
     for entry in header["arrays"]:
         name = entry["name"]
@@ -634,12 +743,13 @@ def _read_arrays(zf, header, path):
         except KeyError:
             raise ModelFileError(path, f"missing array {name}: the archive has no entry "
                                        f"{member}") from None
-        nbytes = dtype.itemsize * math.prod(shape)
+        room.claim(info, path)
+        nbytes = dtype.itemsize * math.prod(shape)  # itemsize >= 1 (`_check_table`)
         if info.file_size < nbytes:
             raise ModelFileError(path, f"array {name} is truncated: {info.file_size} bytes for "
                                        f"{nbytes} bytes of data")
         try:
-            with zf.open(member) as f:
+            with zf.open(info) as f:
                 arr = _read_npy(f, dtype, shape, name, path)
         except ModelFileError:
             raise
@@ -688,10 +798,11 @@ def _verify(header, arrays, path):
 def _read(path, *, verify=True):
     """(raw header, arrays or None) of a model file, checked as far as `verify` asks."""
     with _open_archive(path) as zf:
-        raw = _read_raw_header(zf, path)
+        room = _Room(zf)
+        raw = _read_raw_header(zf, path, room)
         if not verify:
             return raw, None
-        arrays = _read_arrays(zf, raw, path)
+        arrays = _read_arrays(zf, raw, path, room)
     _verify(raw, arrays, path)
     return raw, arrays
 
@@ -823,7 +934,8 @@ def _build_state(header, arrays, path):
     block = arrays.get("state/block_a")
     if block is None:
         raise ModelFileError(path, "missing array state/block_a")
-    if block.shape[:2] != (dim, config.get("n_problems")):
+    if block.ndim != 3 or block.shape[:2] != (dim, config.get("n_problems")) \
+            or block.shape[2] < 1:
         raise ModelFileError(path, f"array state/block_a has shape {block.shape}, expected "
                                    f"({dim}, {_short(config.get('n_problems'))}, ...) for the "
                                    "solver state's dim and n_problems")

@@ -1,8 +1,10 @@
 """The .pgs model file: exact round trips, refusals, corruption and atomic writes."""
+import io
 import json
 import math
 import os
 import pickle
+import tracemalloc
 import zipfile
 
 import numpy as np
@@ -683,6 +685,213 @@ def test_damaged_entry_is_reported_as_corruption(tmp_path, model_file):
     model_file.write_bytes(bytes(data))
     with pytest.raises(ModelFileError, match="corrupted file"):
         load_model(model_file)
+
+
+# ---- bounded reading: sizes, compression and nesting -------------------------------------
+def _npy_header(dtype, shape):
+    """The bytes of a .npy header declaring an array of `dtype` and `shape`."""
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": np.dtype(dtype).str,
+                                               "fortran_order": False, "shape": shape})
+    return buf.getvalue()
+
+
+def _declare_huge_block(header, rows):
+    """The header of `model_file` with state/block_a declared (rows, 4, 2): 64 * rows bytes."""
+    entry = next(e for e in header["arrays"] if e["name"] == "state/block_a")
+    entry["shape"] = [rows, 4, 2]
+    header["state"]["dim"] = rows
+
+
+def _peak_of(call):
+    """(exception raised by call(), peak bytes traced while it ran)."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(ModelFileError) as info:
+            call()
+        return info.value, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_deflated_bomb_is_refused_before_inflating(tmp_path, model_file):
+    """A ~70 KB file whose deflated entry inflates to 64 MiB (the array its header
+    declares) is refused as compressed, without allocating anything that size."""
+    header, arrays = raw_parts(model_file)
+    rows = 2**20
+    _declare_huge_block(header, rows)
+    path = tmp_path / "bomb.pgs"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("header.json", json.dumps(header))
+        for entry in header["arrays"]:
+            name = entry["name"] + ".npy"
+            if entry["name"] != "state/block_a":
+                with zf.open(name, "w") as out:
+                    np.lib.format.write_array(out, arrays[entry["name"]])
+                continue
+            info = zipfile.ZipInfo(name)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with zf.open(info, "w", force_zip64=True) as out:
+                out.write(_npy_header("<f8", (rows, 4, 2)))
+                for _ in range(64):
+                    out.write(bytes(2**20))
+    assert path.stat().st_size < 200_000
+    for reader in (load_model, read_header):
+        exc, peak = _peak_of(lambda: reader(path))
+        assert "state/block_a.npy is compressed (deflate)" in str(exc), str(exc)
+        assert peak < 2 * path.stat().st_size + 2**20
+
+
+def test_compressed_model_files_are_refused(tmp_path, model_file):
+    """save_model writes stored entries; the same file deflated is refused."""
+    path = tmp_path / "deflated.pgs"
+    with zipfile.ZipFile(model_file) as src, \
+            zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info.filename))
+    with pytest.raises(ModelFileError, match=r"header.json is compressed \(deflate\).*stored"):
+        read_header(path, verify=False)
+    with zipfile.ZipFile(model_file) as zf:
+        assert {info.compress_type for info in zf.infolist()} == {zipfile.ZIP_STORED}
+
+
+def _patch_directory_size(data, name, size):
+    """`data` (a zip archive) with the central directory's sizes of entry `name` set."""
+    at = 0
+    encoded = name.encode()
+    while True:
+        at = data.index(b"PK\x01\x02", at)
+        length = int.from_bytes(data[at + 28:at + 30], "little")
+        if data[at + 46:at + 46 + length] == encoded:
+            break
+        at += 4
+    data[at + 20:at + 28] = size.to_bytes(4, "little") * 2  # compressed, uncompressed
+    return data
+
+
+def test_sizes_beyond_the_file_are_refused_before_allocating(tmp_path, model_file):
+    """A stored entry whose zip directory claims 1 GiB (and whose .npy header and the
+    model's header agree) in a file of a few KB: refused, nothing that size allocated."""
+    header, arrays = raw_parts(model_file)
+    rows = 2**24
+    _declare_huge_block(header, rows)
+    path = tmp_path / "claims.pgs"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("header.json", json.dumps(header))
+        for entry in header["arrays"]:
+            with zf.open(entry["name"] + ".npy", "w") as out:
+                if entry["name"] == "state/block_a":
+                    out.write(_npy_header("<f8", (rows, 4, 2)))
+                else:
+                    np.lib.format.write_array(out, arrays[entry["name"]])
+    declared = len(_npy_header("<f8", (rows, 4, 2))) + 64 * rows
+    path.write_bytes(bytes(_patch_directory_size(bytearray(path.read_bytes()),
+                                                 "state/block_a.npy", declared)))
+    with zipfile.ZipFile(path) as zf:  # what the attack needs: the directory agrees
+        assert zf.getinfo("state/block_a.npy").file_size == declared
+    exc, peak = _peak_of(lambda: load_model(path))
+    assert "state/block_a.npy claims 1073741952 bytes, more than the" in str(exc), str(exc)
+    assert peak < 2**20 + 2 * path.stat().st_size
+
+
+def test_a_zero_itemsize_dtype_is_refused(tmp_path, model_file):
+    def empty_strings(header, arrays):
+        header["arrays"].append({"name": "attributes/names_", "dtype": "<U0",
+                                 "shape": [2**40]})
+    with pytest.raises(ModelFileError, match="names_ has the unsupported dtype '<U0'"):
+        load_model(crafted(tmp_path, model_file, empty_strings, checksum=False,
+                           skip=("attributes/names_",)))
+
+
+def test_reading_memory_is_a_small_multiple_of_the_file(tmp_path):
+    """Loading a model (here ~2 MiB of arrays) peaks at a few times the file's size."""
+    rng = np.random.RandomState(0)
+    X = sp.random(300, 2**16, density=1e-3, format="csr", random_state=rng)
+    est = PGSClassifier(iterate="random", random_state=0).fit(X, rng.randint(0, 3, 300))
+    path = tmp_path / "m.pgs"
+    save_model(est, path)
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        load_model(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert size > 2**20 and peak < 4 * size, (size, peak)
+
+
+def _nested(depth):
+    """A dict nesting `depth` levels of dicts (itself the first)."""
+    value = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+def test_deeply_nested_extra_is_refused_when_saving(tmp_path, fitted):
+    """What save_model writes, load_model reads: extra nests at most 63 levels."""
+    limit = model_io._MAX_JSON_DEPTH - 1
+    path = tmp_path / "m.pgs"
+    with pytest.raises(ModelFileError, match=r"extra\['a'\].*nested too deeply.*extra at most "
+                                             f"{limit}") as info:
+        save_model(fitted, path, extra=_nested(500))
+    assert "\n" not in str(info.value) and os.listdir(tmp_path) == []
+    with pytest.raises(ModelFileError, match="nested too deeply"):
+        save_model(fitted, path, extra=_nested(limit + 1))
+    cyclic = {}
+    cyclic["self"] = cyclic
+    with pytest.raises(ModelFileError, match="nested too deeply"):
+        save_model(fitted, path, extra=cyclic)
+    # a non-finite float is stored as an object: one level more
+    inner = _nested(limit)
+    node = inner
+    while node:
+        node = node["a"]
+    node["x"] = math.inf
+    with pytest.raises(ModelFileError, match="nested too deeply"):
+        save_model(fitted, path, extra=inner)
+    node["x"] = 1.5
+    for extra in (inner, _nested(limit - 1) | {"inf": math.inf}):
+        save_model(fitted, path, extra=extra)
+        assert read_header(path)["extra"] == extra
+        assert load_model(path, return_header=True)[1]["extra"] == extra
+
+
+def test_deeply_nested_headers_are_refused_before_parsing(tmp_path, model_file, capsys):
+    from onlinepgs.cli import main
+
+    header, arrays = raw_parts(model_file)
+    text = json.dumps(header)
+    # 500 levels of lists, brackets inside strings not counted
+    deep = text[:-1] + ', "extra": {"s": "[[[{{{", "a": ' + "[" * 500 + "]" * 500 + "}}"
+    path = tmp_path / "deep.pgs"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("header.json", deep)
+    for reader in (load_model, read_header):
+        with pytest.raises(ModelFileError, match="header.json nests 502 levels of lists and "
+                                                 r"objects \(at most 64\)"):
+            reader(path)
+    assert main(["info", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nests 502 levels" in err
+    assert model_io._json_depth(b'{"a": "]]]}}", "b": [{"c": "\\"[["}]}') == 3
+
+
+def test_huge_integers_and_headers_are_refused_when_saving(tmp_path, fitted, monkeypatch):
+    path = tmp_path / "m.pgs"
+    with pytest.raises(ModelFileError, match=r"extra\['n'\] is an integer of 13288 bits"):
+        save_model(fitted, path, extra={"n": 10**4000})
+    save_model(fitted, path, extra={"n": 2**4000})
+    assert read_header(path)["extra"]["n"] == 2**4000
+    # the header's size limit, lowered: the writer refuses what the reader would
+    size = len(path.read_bytes())
+    monkeypatch.setattr(model_io, "_MAX_HEADER_BYTES", 20_000)
+    with pytest.raises(ModelFileError, match="header would have .* more than the 20000"):
+        save_model(fitted, path, extra={"s": "x" * 20_000})
+    assert len(path.read_bytes()) == size
+    big = crafted(tmp_path, path, lambda h, a: h.update(extra={"s": "x" * 20_000}))
+    with pytest.raises(ModelFileError, match=r"header.json has \d+ bytes \(at most 20000\)"):
+        load_model(big)
 
 
 # ---- atomic writes ---------------------------------------------------------------------
