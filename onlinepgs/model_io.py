@@ -380,6 +380,9 @@ def _encode(estimator, path, extra):
         else:
             attributes[key] = _to_json(value, f"attribute {key}", path, depth=3)
 
+    reason = _inconsistency(estimator)
+    if reason is not None:  # load_model would refuse the file
+        raise ModelFileError(path, f"cannot save this {name}: {reason}")
     state_dict = state.to_dict()
     state_json = {}
     for key, value in state_dict.items():
@@ -406,6 +409,73 @@ def _encode(estimator, path, extra):
         "arrays": table,
     }
     return header, arrays
+
+
+# solver state arrays that hold the weights and their scales: finite in any usable state
+# (the running sums of the statistics may legitimately be infinite or unknown, NaN)
+_FINITE_STATE_ARRAYS = ("block_a", "snap_a", "norm_a", "scale_a", "s_a", "cum_a", "rnd_s_a")
+
+
+def _same(a, b):
+    return a == b and isinstance(a, bool) == isinstance(b, bool)
+
+
+def _inconsistency(estimator):
+    """Why the parts of a fitted estimator contradict each other (one line), or None.
+
+    The same rules refuse a file on loading and an estimator on saving, so that
+    `save_model` never writes a file `load_model` refuses: the parameters that fix the
+    solver state equal those it was trained with (``_state_params``) and those of its
+    configuration; with ``n_bits`` the state has ``2**n_bits`` features, and never fewer
+    than ``n_features_in_``; ``t_`` is the state's step count; the classes are distinct
+    and sorted (as ``np.unique`` gives them, the order the labels are coded in) and
+    match the state's problems; the weights' arrays are finite.
+    """
+    state = estimator._state
+    config = state.config()
+    params = estimator.get_params(deep=False)
+    trained = estimator._state_params
+    for key in _estimators._STATE_PARAMS:
+        if key in params and key in trained and not _same(params[key], trained[key]):
+            return (f"parameter {key}={_short(params[key])} but the solver state was trained "
+                    f"with {key}={_short(trained[key])} (_state_params); set it back, or fit "
+                    "again")
+        if key in config and key in trained and not _same(trained[key], config[key]):
+            return (f"_state_params has {key}={_short(trained[key])} but the solver state's "
+                    f"configuration has {key}={_short(config[key])}")
+    n_bits = trained.get("n_bits")
+    if n_bits is not None and state.dim != 2**n_bits + 1:
+        return (f"n_bits={n_bits} hashes into {2**n_bits} features but the solver state has "
+                f"{state.dim - 1}")
+    if estimator.n_features_in_ > state.dim - 1:
+        return (f"n_features_in_={estimator.n_features_in_} but the solver state has "
+                f"{state.dim - 1} features")
+    if estimator.t_ != state.t:
+        return f"t_={estimator.t_} but the solver state has made {state.t} steps"
+    if estimator._classifier:
+        classes = estimator.classes_
+        try:
+            ordered = np.unique(classes)
+        except TypeError:  # e.g. str and int mixed in an object array
+            ordered = None
+        if ordered is None or not np.array_equal(ordered, classes):
+            return (f"classes_ {_short(classes.tolist())} are not distinct and sorted "
+                    "(np.unique's order, which codes the labels)")
+        if config["multiclass"] != (classes.shape[0] > 2):
+            return (f"{classes.shape[0]} classes but the solver state is "
+                    f"{'' if config['multiclass'] else 'not '}multiclass")
+    elif config["n_problems"] != 1 or config["multiclass"]:
+        return (f"a regressor's solver state has {config['n_problems']} problems "
+                f"(multiclass={config['multiclass']})")
+    for key in _FINITE_STATE_ARRAYS:
+        arr = getattr(state, key)
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            return (f"the solver state's {key} holds {float(arr[~np.isfinite(arr)][0])} "
+                    "(the weights' arrays must be finite)")
+    for key in ("sum_weight", "sum_loss", "sum_weighted_loss", "loss0_max", "radius"):
+        if math.isnan(getattr(state, key)):
+            return f"the solver state's {key} is nan"
+    return None
 
 
 def _is_stored_attribute(key):
@@ -903,6 +973,9 @@ def _build(header, arrays, path):
         setattr(estimator, key, value)
     estimator._state = state
     estimator._cache = {}
+    reason = _inconsistency(estimator)
+    if reason is not None:
+        raise ModelFileError(path, f"inconsistent model: {reason}")
     return estimator
 
 

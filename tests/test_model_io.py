@@ -492,6 +492,65 @@ def test_malformed_models_are_refused(tmp_path, model_file, mutate, message):
     assert "\n" not in str(info.value) and str(tmp_path) in str(info.value)
 
 
+def _set_array(name, value):
+    def mutate(header, arrays):
+        arrays[name] = arrays[name].copy()
+        arrays[name].flat[0] = value
+    return mutate
+
+
+def _set_classes(values):
+    def mutate(header, arrays):
+        arrays["attributes/classes_"] = np.array(values)
+    return mutate
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda h, a: h["params"].update(sigma=0.5),
+     r"parameter sigma=0.5 but the solver state was trained with sigma=0.001 "
+     r"\(_state_params\)"),
+    (lambda h, a: (h["params"].update(sigma=0.5),
+                   h["attributes"]["_state_params"].update(sigma=0.5)),
+     "_state_params has sigma=0.5 but the solver state's configuration has sigma=0.001"),
+    (lambda h, a: h["params"].update(fit_intercept=False), "parameter fit_intercept=False"),
+    (_set_classes([0, 1, 1, 2]), r"classes_ \[0, 1, 1, 2\] are not distinct and sorted"),
+    (_set_classes([3, 2, 1, 0]), r"classes_ \[3, 2, 1, 0\] are not distinct and sorted"),
+    (_set_array("state/block_a", np.nan), "the solver state's block_a holds nan"),
+    (_set_array("state/scale_a", np.inf), "the solver state's scale_a holds inf"),
+    (lambda h, a: h["state"].update(sum_weight={"$float": "nan"}), "the solver state's sum_weight is nan"),
+    (lambda h, a: h["attributes"].update(t_=5), "t_=5 but the solver state has made 300 steps"),
+    (lambda h, a: h["attributes"].update(n_features_in_=2**70),
+     "n_features_in_=1180591620717411303424 but the solver state has 8 features"),
+    (lambda h, a: (h["params"].update(n_bits=4),
+                   h["attributes"]["_state_params"].update(n_bits=4)),
+     "n_bits=4 hashes into 16 features but the solver state has 8"),
+])
+def test_contradictory_files_with_valid_checksums_are_refused(tmp_path, model_file, mutate,
+                                                              message):
+    """Each part of the file is well-formed but contradicts another (checksum valid)."""
+    with pytest.raises(ModelFileError, match="inconsistent model: " + message) as info:
+        load_model(crafted(tmp_path, model_file, mutate))
+    assert "\n" not in str(info.value)
+
+
+def test_inconsistent_estimators_are_refused_when_saving(tmp_path, fitted):
+    """What load_model would refuse, save_model does not write."""
+    path = tmp_path / "m.pgs"
+    fitted.set_params(sigma=0.5)
+    with pytest.raises(ModelFileError, match=r"cannot save this PGSClassifier: parameter "
+                                             r"sigma=0.5 but the solver state was trained "
+                                             "with sigma=0.001"):
+        save_model(fitted, path)
+    assert os.listdir(tmp_path) == []
+    fitted.set_params(sigma=1e-3, max_epochs=3)  # not a solver-state parameter
+    save_model(fitted, path)
+    assert load_model(path).max_epochs == 3
+    fitted._state.block_a[0, 0, 0] = np.inf  # e.g. weights that overflowed
+    with pytest.raises(ModelFileError, match="block_a holds inf"):
+        save_model(fitted, tmp_path / "other.pgs")
+
+
+
 def test_any_garbled_header_value_is_refused_cleanly(tmp_path, model_file):
     """Replacing any header value (with a valid checksum) never raises anything but
     ModelFileError; a model that loads predicts or refuses its input cleanly."""
