@@ -365,8 +365,9 @@ def cmd_train(args):
             if "stream" not in extra:
                 raise UserError(f"{args.initial}: not a checkpoint (no stream position); "
                                 "drop --resume to continue training on new data")
-            resume_at = extra["stream"]
+            resume_at = _checkpoint_position(args.initial, extra)
             _check_run_options(args, resume_at)
+            _check_position_fits(args, resume_at)
             if resume_at.get("data") != args.data:
                 print(f"{PROG}: note: resuming a run over {resume_at.get('data')} on "
                       f"{args.data}", file=sys.stderr)
@@ -472,6 +473,11 @@ def cmd_train(args):
                             **{name: getattr(args, name) for name, _ in _RUN_OPTIONS}}
                         save_model(est, args.output, extra=_extra(base, False, position))
                         last_checkpoint = rows_seen
+                if rows_in_file < skip:
+                    raise UserError(
+                        f"{source}: has {rows_in_file} rows, but the checkpoint "
+                        f"{args.initial} resumes after row {skip} of it "
+                        f"(extra.stream.rows = {skip}): not the data that run read")
                 trainer.finish(classes)
                 pass_rows = file_row0 + rows_in_file
                 if source != "-" and os.path.isfile(source):
@@ -527,6 +533,67 @@ def _check_run_options(args, position):
                 f"{flag} {'none' if saved is None else saved}, this one has "
                 f"{'none' if given is None else given}; resume with the same {flag} (it "
                 "decides which rows are trained)")
+
+
+def _checkpoint_position(path, extra):
+    """The stream position of a checkpoint's ``extra``, every field checked for its type
+    and range and against the others (a hand-edited file must not skip training or
+    crash); a ModelFileError names the field and its value."""
+    from onlinepgs.model_io import ModelFileError
+
+    position = extra["stream"]
+
+    def bad(field, why):
+        value = position if field is None else position[field]
+        name = "extra.stream" + ("" if field is None else f".{field}")
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        return ModelFileError(path, f"checkpoint position {name} is {shown}: {why}")
+
+    def count(value, low):
+        return type(value) is int and value >= low
+
+    if not isinstance(position, dict):
+        raise bad(None, "not an object")
+    for field in ("pass", "file", "rows"):
+        if field not in position:
+            raise ModelFileError(path, f"checkpoint position extra.stream has no {field!r}")
+    for field in ("pass", "file", "rows", "pass_rows"):
+        if field in position and not count(position[field], 0):
+            raise bad(field, "not a non-negative integer")
+    if "passes" in position and not count(position["passes"], 1):
+        raise bad("passes", "not a positive integer")
+    if position.get("holdout_every") is not None and not count(position["holdout_every"], 1):
+        raise bad("holdout_every", "neither null nor a positive integer")
+    if "data" in position and not (isinstance(position["data"], list) and position["data"]
+                                   and all(isinstance(name, str) for name in position["data"])):
+        raise bad("data", "not a list of file names")
+    if "holdout" in position:
+        held = position["holdout"]
+        if not (isinstance(held, list) and len(held) == 2
+                and all(type(v) in (int, float) and v >= 0 for v in held)  # NaN: False
+                and float(held[1]).is_integer()
+                and held[1] <= position.get("pass_rows", 0) + position["rows"]):
+            raise bad("holdout", "not [loss sum >= 0, held-out rows <= the rows read in "
+                                 "the pass]")
+    if "passes" in position and position["pass"] >= position["passes"]:
+        raise bad("pass", f"beyond the run's {position['passes']} pass(es) "
+                          "(extra.stream.passes; counted from 0)")
+    if "data" in position and position["file"] >= len(position["data"]):
+        raise bad("file", f"beyond the run's {len(position['data'])} file(s) "
+                          "(extra.stream.data; counted from 0)")
+    return position
+
+
+def _check_position_fits(args, position):
+    """Refuse a --resume whose files or passes do not reach the checkpoint's position."""
+    if position["pass"] >= args.passes:
+        raise UsageError(f"argument --passes: the checkpoint {args.initial} resumes in pass "
+                         f"{position['pass'] + 1} (extra.stream.pass = {position['pass']}), "
+                         f"this run has --passes {args.passes}")
+    if position["file"] >= len(args.data):
+        raise UsageError(f"the checkpoint {args.initial} resumes in file "
+                         f"{position['file'] + 1} (extra.stream.file = {position['file']}), "
+                         f"this run reads {len(args.data)} file(s)")
 
 
 def _out_of_memory(chunk, base):
@@ -1028,12 +1095,20 @@ def _json_safe(value):
 
 
 def cmd_info(args):
-    from onlinepgs.model_io import read_header
+    from onlinepgs.model_io import load_model, read_header
 
     header = read_header(args.model)
     if args.json:
         print(json.dumps(_json_safe(header), indent=2, sort_keys=True))
         return 0
+    # everything checked before anything is printed: an error, not half a report
+    classes = None
+    if any(entry.get("name") == "attributes/classes_" for entry in header.get("arrays", ())):
+        # classes_ is an array of the file: the model, and its header, from one read
+        est, header = load_model(args.model, return_header=True)
+        classes = est.classes_
+    extra = header.get("extra") or {}
+    position = _checkpoint_position(args.model, extra) if "stream" in extra else None
     params = header.get("params", {})
     print(f"model: {args.model}")
     for key in ("estimator", "format_version", "onlinepgs_version"):
@@ -1042,19 +1117,16 @@ def cmd_info(args):
     print("params: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items())))
     if "n_features" in header:
         print(f"n_features: {header['n_features']}")
-    if any(entry.get("name") == "attributes/classes_" for entry in header.get("arrays", ())):
-        from onlinepgs.model_io import load_model  # classes_ is an array of the file
-
-        print("classes: " + ", ".join(_label_text(c) for c in load_model(args.model).classes_))
+    if classes is not None:
+        print("classes: " + ", ".join(_label_text(c) for c in classes))
     stats = header.get("online_stats") or {}
     for key in ("n_examples", "n_steps", "progressive_loss", "progressive_error_rate",
                 "regret_bound"):
         if key in stats:
             print(f"{key}: {stats[key]}")
-    extra = header.get("extra") or {}
-    if extra.get("stream"):
-        print(f"checkpoint: pass {extra['stream']['pass'] + 1}, file "
-              f"{extra['stream']['file'] + 1}, row {extra['stream']['rows']}")
+    if position is not None:
+        print(f"checkpoint: pass {position['pass'] + 1}, file {position['file'] + 1}, "
+              f"row {position['rows']}")
     return 0
 
 

@@ -745,3 +745,87 @@ def test_mini_batches_span_the_held_out_rows_and_chunks(tmp_path):
         np.testing.assert_array_equal(trained.coef_, reference.coef_)
         np.testing.assert_array_equal(trained.intercept_, reference.intercept_)
         assert trained.online_stats_ == pytest.approx(reference.online_stats_)
+
+
+def _edited_checkpoint(tmp_path, ckpt, **changes):
+    """A copy of checkpoint `ckpt` whose stream position has `changes` (None deletes a
+    field; "stream" replaces the whole position), checksum recomputed: a hand edit."""
+    from onlinepgs import save_model
+
+    est, header = load_model(ckpt, return_header=True)
+    extra = header["extra"]
+    if "stream" in changes:
+        extra["stream"] = changes.pop("stream")
+    for field, value in changes.items():
+        if value is None:
+            del extra["stream"][field]
+        else:
+            extra["stream"][field] = value
+    path = tmp_path / "edited.pgs"
+    save_model(est, path, extra=extra)
+    return path
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"pass": 99}, "extra.stream.pass is 99: beyond the run's 1 pass(es)"),
+    ({"rows": 1e30}, "extra.stream.rows is 1e+30: not a non-negative integer"),
+    ({"rows": -1}, "extra.stream.rows is -1: not a non-negative integer"),
+    ({"pass": "x"}, "extra.stream.pass is 'x': not a non-negative integer"),
+    ({"pass": True}, "extra.stream.pass is True: not a non-negative integer"),
+    ({"file": 5}, "extra.stream.file is 5: beyond the run's 1 file(s)"),
+    ({"pass_rows": 2.5}, "extra.stream.pass_rows is 2.5"),
+    ({"rows": None}, "extra.stream has no 'rows'"),
+    ({"stream": [0, 0, 600]}, "extra.stream is [0, 0, 600]: not an object"),
+    ({"holdout": [float("nan"), 0.0]}, "extra.stream.holdout is [nan, 0.0]"),
+    ({"holdout": [1.0, 601.0]}, r"extra.stream.holdout is [1.0, 601.0]"),
+    ({"holdout": "none"}, "extra.stream.holdout is 'none'"),
+    ({"passes": 0}, "extra.stream.passes is 0: not a positive integer"),
+    ({"holdout_every": "7"}, "extra.stream.holdout_every is '7'"),
+    ({"data": "d.svm"}, "extra.stream.data is 'd.svm': not a list of file names"),
+])
+def test_a_hand_edited_checkpoint_position_is_refused(tmp_path, capsys, changes, message):
+    """Every field of the position is checked (type, range, the other fields): one
+    line naming the field and its value, in train --resume and info, and no model."""
+    data, ckpt = _checkpoint_then_fail(tmp_path, [])
+    edited = _edited_checkpoint(tmp_path, ckpt, **changes)
+    capsys.readouterr()
+    out = tmp_path / "out.pgs"
+    assert main(["train", str(data), "-i", str(edited), "--resume", "-o", str(out),
+                 "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and str(edited) in err, err
+    assert not out.exists()
+    assert main(["info", str(edited)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+
+
+def test_a_checkpoint_position_beyond_the_data_is_refused(tmp_path, capsys):
+    """Positions that are well-formed but outside this run's data: a usage error for
+    the passes and files, the file's real length for the rows; never a 'finished'
+    model trained on nothing."""
+    data, ckpt = _checkpoint_then_fail(tmp_path, [])
+    out = tmp_path / "out.pgs"
+    # a checkpoint written before the run's options were recorded: only this run's
+    old = _edited_checkpoint(tmp_path, ckpt, passes=None, data=None, **{"pass": 3})
+    capsys.readouterr()
+    assert main(["train", str(data), "-i", str(old), "--resume", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "resumes in pass 4 (extra.stream.pass = 3), this run " \
+                                   "has --passes 1" in err, err
+    old = _edited_checkpoint(tmp_path, ckpt, passes=None, data=None, file=1)
+    assert main(["train", str(data), "-i", str(old), "--resume", "-o", str(out)]) == 2
+    assert "resumes in file 2 (extra.stream.file = 1), this run reads 1 file(s)" \
+        in capsys.readouterr().err
+    far = _edited_checkpoint(tmp_path, ckpt, rows=10**30)
+    assert main(["train", str(data), "-i", str(far), "--resume", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{data}: has 1000 rows, but the checkpoint {far} " \
+                                   f"resumes after row {10**30} of it" in err, err
+    assert not out.exists()
+    # the end of the file is a position too: nothing left to train, the model is final
+    end = _edited_checkpoint(tmp_path, ckpt, rows=1000)
+    assert main(["train", str(data), "-i", str(end), "--resume", "-o", str(out),
+                 "--quiet"]) == 0
+    np.testing.assert_array_equal(load_model(out).coef_, load_model(end).coef_)
+
