@@ -485,17 +485,17 @@ def cmd_train(args):
                 if getattr(reader, "n_skipped", 0):
                     print(f"{PROG}: {source}: skipped {reader.n_skipped} bad lines",
                           file=sys.stderr)
-    except (UserError, ValueError, MemoryError) as exc:
+        bar.close()
+        if not hasattr(est, "_state"):
+            raise UserError(f"{', '.join(args.data)}: no training rows were read")
+        save_model(est, args.output, extra=_extra(base, True))
+    except (UserError, ValueError, MemoryError, OSError) as exc:
         if isinstance(exc, MemoryError):
             exc = _out_of_memory(chunk, base)
         if last_checkpoint is not None:  # say what the output file now holds
             raise UserError(f"{str(exc).splitlines()[0]} [{args.output} holds the last "
                             f"checkpoint; resume with -i {args.output} --resume]") from None
         raise exc from None
-    bar.close()
-    if not hasattr(est, "_state"):
-        raise UserError(f"{', '.join(args.data)}: no training rows were read")
-    save_model(est, args.output, extra=_extra(base, True))
     if not args.quiet:
         held = None
         if holdout[1]:

@@ -829,3 +829,37 @@ def test_a_checkpoint_position_beyond_the_data_is_refused(tmp_path, capsys):
                  "--quiet"]) == 0
     np.testing.assert_array_equal(load_model(out).coef_, load_model(end).coef_)
 
+
+def test_a_full_disk_at_a_checkpoint_keeps_the_previous_one(tmp_path, capsys, monkeypatch):
+    """ENOSPC while writing the second checkpoint: one line naming the file, saying the
+    previous checkpoint is intact; resuming from it gives the uninterrupted model."""
+    import errno
+
+    from onlinepgs import model_io
+
+    data = tmp_path / "d.svm"
+    write_svmlight(data, n=1000)
+    full, ckpt = tmp_path / "full.pgs", tmp_path / "ckpt.pgs"
+    assert main(["train", str(data), "-o", str(full), "--quiet"]) == 0
+    real, calls = model_io._write_zip, []
+
+    def disk_full_on_second(fileobj, *args):
+        calls.append(1)
+        if len(calls) == 2:
+            fileobj.write(b"PK\x03\x04 part of a model")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fileobj, *args)
+    monkeypatch.setattr(model_io, "_write_zip", disk_full_on_second)
+    capsys.readouterr()
+    assert main(["train", str(data), "-o", str(ckpt), "--quiet", "--chunk-rows", "100",
+                 "--checkpoint-every", "300"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert (f"cannot write {ckpt}: No space left on device; the previous {ckpt} is intact "
+            f"[{ckpt} holds the last checkpoint; resume with -i {ckpt} --resume]") in err, err
+    assert sorted(os.listdir(tmp_path)) == ["ckpt.pgs", "d.svm", "full.pgs"]
+    assert load_model(ckpt).online_stats_["n_examples"] == 300
+    monkeypatch.setattr(model_io, "_write_zip", real)
+    assert main(["train", str(data), "-i", str(ckpt), "--resume", "-o", str(ckpt),
+                 "--quiet"]) == 0
+    np.testing.assert_array_equal(load_model(ckpt).coef_, load_model(full).coef_)

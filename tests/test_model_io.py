@@ -4,6 +4,8 @@ import json
 import math
 import os
 import pickle
+import re
+import time
 import tracemalloc
 import zipfile
 
@@ -1029,3 +1031,90 @@ def test_model_file_error_is_a_pickleable_value_error():
     assert str(exc) == "/tmp/m.pgs: bad thing"
     again = pickle.loads(pickle.dumps(exc))
     assert (again.path, again.reason, str(again)) == (exc.path, exc.reason, str(exc))
+
+
+@pytest.mark.parametrize("where", ["write", "fsync"])
+def test_a_full_disk_names_the_file_and_keeps_the_previous_one(previous, fitted, monkeypatch,
+                                                                where):
+    import errno
+
+    path, before = previous
+
+    def no_space(*args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    if where == "write":
+        monkeypatch.setattr(model_io, "_write_array", no_space)
+    else:
+        monkeypatch.setattr(os, "fsync", no_space)
+    with pytest.raises(OSError, match=re.escape(f"cannot write {path}: No space left on "
+                                                f"device; the previous {path} is intact")) \
+            as info:
+        save_model(fitted, path)
+    assert info.value.errno == errno.ENOSPC and "\n" not in str(info.value)
+    assert path.read_bytes() == before
+    assert_only(path.parent, ["model.pgs"])
+    with pytest.raises(OSError, match=re.escape(f"no file was written at "
+                                                f"{path.parent / 'new.pgs'}")):
+        save_model(fitted, path.parent / "new.pgs")
+    assert_only(path.parent, ["model.pgs"])
+
+
+def test_an_input_error_inside_the_writer_is_not_called_a_full_disk(tmp_path):
+    """Only errors of room are reworded: an input that fails keeps its own message."""
+    def failing_input(f):
+        raise FileNotFoundError(2, "No such file or directory", "input.svm")
+    with pytest.raises(FileNotFoundError, match="input.svm") as info:
+        model_io.replace_atomically(tmp_path / "pred.txt", failing_input)
+    assert "intact" not in str(info.value)
+    assert_only(tmp_path, [])
+
+
+def _age(path, seconds):
+    old = os.stat(path).st_mtime - seconds
+    os.utime(path, (old, old))
+
+
+def test_temp_files_of_killed_writers_are_removed_by_the_next_write(tmp_path, fitted):
+    """A writer killed mid-write leaves .model.pgs.<hex>.tmp; the next successful write
+    of model.pgs removes it once its lock is free and it is a minute old. A live
+    writer's file (locked) and other names stay."""
+    import signal
+
+    path = tmp_path / "model.pgs"
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the writer: stops half-way, holding its temporary file
+        try:
+            def stall(f):
+                f.write(b"PK\x03\x04 half a model")
+                f.flush()
+                os.write(ready_w, b"1")
+                time.sleep(60)
+            model_io.replace_atomically(path, stall)
+        finally:
+            os._exit(1)
+    try:
+        assert os.read(ready_r, 1) == b"1"
+        (live,) = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+        assert re.fullmatch(r"\.model\.pgs\.[0-9a-f]{12}\.tmp", live.name)
+        _age(live, 3600)
+        save_model(fitted, path)
+        assert live.exists()  # its writer is alive: never removed, however old
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(ready_r)
+        os.close(ready_w)
+    # the writer is gone; an unlocked file of an older writer, younger and older ones
+    young = tmp_path / ".model.pgs.0123456789ab.tmp"
+    unlocked = tmp_path / ".model.pgs.ba9876543210.tmp"
+    other = tmp_path / ".other.pgs.0123456789ab.tmp"
+    mine = tmp_path / ".model.pgs.backup.tmp"
+    for p in (young, unlocked, other, mine):
+        p.write_bytes(b"x")
+    for p in (unlocked, other, mine):
+        _age(p, 3600)
+    save_model(fitted, path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["model.pgs", young.name, other.name, mine.name])
+    assert_same_model(fitted, load_model(path))
