@@ -104,8 +104,12 @@ not (readers ignore unknown top-level fields). The solver state carries its own
 **Writing** is atomic: the archive is written to a temporary file in the target's
 directory, flushed, fsynced and renamed (`os.replace`) onto the target, then the
 directory is fsynced. If anything fails, the temporary file is removed and a
-previous file at the target is left as it was. The bytes written depend only on
-the model, ``extra`` and the package version (entries carry a fixed timestamp).
+previous file at the target is left as it was; a full disk says so, naming the
+file. The temporary file ``.NAME.<12 hex digits>.tmp`` is locked (``flock``) by its
+writer until it is renamed; one that a killed writer left behind is removed by the
+next successful write of the same target once it is over a minute old and its lock
+is free. The bytes written depend only on the model, ``extra`` and the package
+version (entries carry a fixed timestamp).
 
 Examples
 --------
