@@ -30,7 +30,7 @@ order of their own too). ``--imdb`` also compares test accuracy on IMDB after 1 
 
     python bench/bench_dask.py --rows 10000000 --slice-rows auto --cluster-slice-rows auto \
         --cluster-kinds quiet --placement locality --p 2 1.8 --sigma 1e-5 --repeats 7 \
-        --threads-beside --out docs/bench/dask_10m_quiet_24.md         # docs/benchmarks.md
+        --threads-beside --out docs/bench/dask_10m.md         # docs/benchmarks.md
     python bench/bench_dask.py --quick                                 # 200,000 rows
     python bench/bench_dask.py --imdb --out docs/bench/dask_imdb.md
 """
