@@ -36,5 +36,6 @@ setup(
             "initializedcheck": False,
         },
     ),
-    package_data={"onlinepgs._core": ["*.pxd", "*.pyx"]},
+    package_data={"onlinepgs._core": ["*.pxd", "*.pyx"],
+                  "onlinepgs.datasets": ["*.svm.gz", "README.md"]},
 )

@@ -1,4 +1,4 @@
-"""Training on Dask against single-process training: speed and accuracy (issue 6).
+"""Training on Dask against single-process training: speed and accuracy.
 
 The data: a generated stream of text-like sparse rows (the frequencies of the features
 follow Zipf's law, exponent ``--zipf``, as words do; about ``--nnz`` draws a row over
@@ -26,9 +26,11 @@ again, at most ``--tries`` times, after waiting for a quiet moment), with the te
 accuracy of each model, and, as the yardstick of the accuracy differences, that of a
 single-process run over the same blocks in another order (the lanes see the rows in an
 order of their own too). ``--imdb`` also compares test accuracy on IMDB after 1 and 2 passes
-(the quality goal: within 0.003 of single-process PGS with the same passes).
+(against single-process PGS with the same passes).
 
-    python bench/bench_dask.py --out docs/bench/dask.md                # 2,000,000 rows
+    python bench/bench_dask.py --rows 10000000 --slice-rows auto --cluster-slice-rows auto \
+        --cluster-kinds quiet --placement locality --p 2 1.8 --sigma 1e-5 --repeats 7 \
+        --threads-beside --out docs/bench/dask_10m.md         # docs/benchmarks.md
     python bench/bench_dask.py --quick                                 # 200,000 rows
     python bench/bench_dask.py --imdb --out docs/bench/dask_imdb.md
 """

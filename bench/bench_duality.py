@@ -21,7 +21,7 @@ Methods (each timed as the median of ``--repeats`` fits on data already in memor
   its own tolerance ``-e``; a run "reaches" 1e-6 when its solution's suboptimality
   ``(F(w) - D*) / F(w)`` is at most 1e-6, D* being the certified lower bound of the
   optimum from SDCA run to a relative gap of 1e-8. The certificate `onlinepgs.duality.gap_of_weights`
-  gives for its solution (from w alone, paper 003) is reported beside it;
+  gives for its solution (from w alone, Mairal's dual point) is reported beside it;
 * ``LogisticRegression`` (logistic only): lbfgs over a sweep of ``tol``, judged the same way.
 
 Run from the repository root::
