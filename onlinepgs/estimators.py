@@ -105,11 +105,15 @@ def _is_records(X):
     Decided by the first record that is a dict or a non-empty sequence: an empty record
     ``[]`` says nothing (``[[], [("a", 1.0)]]`` is records, ``[[1.0, 2.0]]`` a matrix),
     and a list of only empty sequences is empty records (as a matrix it would have no
-    columns, which no estimator takes).
+    columns, which no estimator takes). A None record says nothing either (the
+    records' reader refuses it by its row; taken for a matrix row it gave an error
+    about float() of a dict).
     """
     if not isinstance(X, (list, tuple)) or not X:
         return False
     for record in X:
+        if record is None:  # says nothing either; `_as_matrix` names it
+            continue
         if isinstance(record, dict):
             return True
         if not isinstance(record, (list, tuple)):
@@ -145,6 +149,38 @@ def _finite_weights(state):
 def _py(value):
     """A numpy scalar as the plain Python value, for readable messages."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _label_values(values, name, unit="row"):
+    """Labels (y or classes) as given, refusing None and a mix of strings and numbers;
+    the message names the first offending `unit` (row of y, entry of classes).
+
+    NumPy would turn ``[1, "a"]`` into the strings ``["1", "a"]`` (so label 1 came back
+    from predict as "1") and sorting an object array of both raises TypeError; None
+    is no label. Only input that NumPy makes strings or objects is looked at, item by
+    item: numeric arrays pass at no cost.
+    """
+    if values is None:  # no y at all: `_as_1d` says so
+        return values
+    array = np.asarray(values)
+    if array.dtype.kind not in "OUS" or (isinstance(values, np.ndarray)
+                                         and array.dtype.kind != "O"):
+        return values
+    items = np.asarray(values, dtype=object).ravel()  # the caller's own objects
+    is_none = np.fromiter((item is None for item in items), bool, items.shape[0])
+    if is_none.any():
+        i = int(np.argmax(is_none))
+        raise ValueError(f"{name} contains None ({unit} {i}): every label must be a "
+                         "number or a string")
+    is_text = np.fromiter((isinstance(item, (str, bytes)) for item in items), bool,
+                          items.shape[0])
+    if is_text.any() and not is_text.all():
+        i, j = int(np.argmax(is_text)), int(np.argmin(is_text))
+        first, second = sorted((i, j))
+        raise ValueError(f"{name} mixes strings and numbers ({unit} {first}: "
+                         f"{_py(items[first])!r}, {unit} {second}: "
+                         f"{_py(items[second])!r}); give every label the same type")
+    return values
 
 
 def _as_1d(est, y):
@@ -308,6 +344,13 @@ class _BasePGS(BaseEstimator):
         """Record input as CSR, and every input folded into 2**n_bits columns when hashing."""
         n_bits = self.n_bits
         if _is_records(X):
+            try:
+                missing = X.index(None)  # compared by identity first: C speed
+            except ValueError:
+                missing = None
+            if missing is not None:
+                raise ValueError(f"row {missing} is None: expected a dict {{feature: "
+                                 "value} or a sequence of (feature, value) pairs")
             # Without hashing an integer feature is a column index, and a record may name
             # one the model has not seen: training grows the model, as a wider CSR chunk
             # does (so fit_stream does not depend on chunk_rows), and prediction gives it
@@ -708,7 +751,9 @@ class PGSClassifier(ClassifierMixin, _BasePGS):
                               "loss": [StrOptions(set(CLASSIFICATION_LOSSES))]}
 
     def _encode_targets(self, X, y, fit, classes=None):
-        y = _as_1d(self, y)
+        y = _as_1d(self, _label_values(y, "y"))
+        if classes is not None:
+            classes = _label_values(classes, "classes", unit="entry")
         if y.shape[0] != X.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
         if not fit and classes is None:
