@@ -153,7 +153,8 @@ def build_parser():
     gap = sub.add_parser(
         "gap", help="duality-gap certificate of MODEL's objective on DATA",
         description="Print P(w) (the model's objective on DATA), a dual value D <= P(w*) "
-        "and gap = P(w) - D, an upper bound on P(w) - P(w*); one pass, bounded memory.")
+        "and gap = P(w) - D, an upper bound on P(w) - P(w*); one pass, bounded memory. "
+        "A model whose weights are not finite has no certificate: an error (exit 1).")
     gap.add_argument("model", metavar="MODEL")
     gap.add_argument("data", metavar="DATA")
     gap.add_argument("--json", action="store_true",

@@ -426,6 +426,12 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
         ``gap >= P(w) - P(w*)``; for a multiclass classifier, sums over its
         one-vs-rest problems plus per-problem arrays.
 
+    Raises
+    ------
+    ValueError
+        The model's weights or intercept are not finite (a diverged or damaged
+        model: no bound holds for it), naming the first such entry; or bad rows.
+
     Examples
     --------
     >>> import numpy as np
@@ -512,7 +518,8 @@ def duality_gap_stream(model, source, *, chunk_rows=10_000, zero_based="auto",
     SvmlightError
         A malformed line (naming source, line and column).
     ValueError
-        A chunk the model rejects (named by its rows), or no rows at all.
+        A chunk the model rejects (named by its rows), no rows at all, or weights that
+        are not finite (refused before any row is read).
 
     Examples
     --------
