@@ -138,7 +138,13 @@ def build_parser():
     predict.add_argument("--chunk-rows", type=_positive_int, default=10_000)
     predict.add_argument("--zero-based", type=_zero_based, default="auto", metavar="{auto,0,1}")
 
-    evaluate = sub.add_parser("eval", help="accuracy, log loss, AUC / RMSE, MAE on DATA")
+    evaluate = sub.add_parser(
+        "eval", help="accuracy, log loss, AUC / RMSE, MAE on DATA",
+        description="Print the rows, then for a classifier the AUC (two classes, both in "
+        "DATA), accuracy and log loss (logistic loss), for a regressor RMSE and MAE. One "
+        "pass in memory that does not grow with the rows: the AUC is exact, its scores "
+        "sorted in runs of 2^20 spilled to temporary files (TMPDIR, at most 24 bytes a "
+        "row) and merged, which adds at most about 60 MB to predict's memory.")
     evaluate.add_argument("model", metavar="MODEL")
     evaluate.add_argument("data", metavar="DATA")
     evaluate.add_argument("--chunk-rows", type=_positive_int, default=10_000)
@@ -147,7 +153,8 @@ def build_parser():
     gap = sub.add_parser(
         "gap", help="duality-gap certificate of MODEL's objective on DATA",
         description="Print P(w) (the model's objective on DATA), a dual value D <= P(w*) "
-        "and gap = P(w) - D, an upper bound on P(w) - P(w*); one pass, bounded memory.")
+        "and gap = P(w) - D, an upper bound on P(w) - P(w*); one pass, bounded memory. "
+        "A model whose weights are not finite has no certificate: an error (exit 1).")
     gap.add_argument("model", metavar="MODEL")
     gap.add_argument("data", metavar="DATA")
     gap.add_argument("--json", action="store_true",
@@ -1025,42 +1032,38 @@ def _label_text(value):
 
 
 def cmd_eval(args):
-    from sklearn import metrics
+    from onlinepgs._metrics import StreamMetrics
 
     est, extra = _load(args.model, "eval")
-    ys, scores, probs = [], [], []
+    # one pass, each chunk folded into sums (and the AUC's sorted runs) as it comes:
+    # memory does not grow with the rows (onlinepgs._metrics)
+    metrics = StreamMetrics(est.classes_ if est._classifier else None)
     reader = _reader(args.data, args.chunk_rows, _data_base(args, extra))
     for X, y, line_of in _read_ahead(reader):
-        ys.append(y)
         if est._classifier:  # at its line, before the rest of the file is scored
             _check_labels(y, est.classes_, args.data, line_of, what="the model's classes")
-            scores.append(np.atleast_2d(est.decision_function(X).T).T)
-            if hasattr(est, "predict_proba"):
-                probs.append(est.predict_proba(X))
+            scores = est.decision_function(X)
+            _check_scores(scores, args.data, line_of)
+            proba = est.predict_proba(X) if hasattr(est, "predict_proba") else None
+            metrics.add_classified(y, scores, proba)
         else:
-            scores.append(est.predict(X))
-    if not ys:
+            predicted = est.predict(X)
+            _check_scores(predicted, args.data, line_of)
+            metrics.add_regressed(y, predicted)
+    if not metrics.rows:
         raise UserError(f"{args.data}: no rows")
-    y = np.concatenate(ys)
-    result = {"rows": int(y.shape[0])}
-    if est._classifier:
-        S = np.vstack(scores)
-        if S.shape[1] == 1:
-            predicted = est.classes_[(S[:, 0] > 0).astype(int)]
-            if np.unique(y).shape[0] == 2:
-                result["auc"] = metrics.roc_auc_score(y == est.classes_[1], S[:, 0])
-        else:
-            predicted = est.classes_[np.argmax(S, axis=1)]
-        result["accuracy"] = float(np.mean(predicted == y))
-        if probs:
-            result["log_loss"] = metrics.log_loss(y, np.vstack(probs), labels=est.classes_)
-    else:
-        predicted = np.concatenate(scores)
-        result["rmse"] = float(np.sqrt(np.mean((predicted - y) ** 2)))
-        result["mae"] = float(np.mean(np.abs(predicted - y)))
-    for key, value in result.items():
+    for key, value in metrics.result().items():
         print(f"{key} = {value:.6f}" if isinstance(value, float) else f"{key} = {value}")
     return 0
+
+
+def _check_scores(scores, source, line_of):
+    """A NaN score (a model with non-finite weights) has no rank, class or error."""
+    nan = np.isnan(scores)
+    if nan.any():
+        i = int(np.argmax(nan.reshape(nan.shape[0], -1).any(axis=1)))
+        raise UserError(f"{source}:{line_of(i)}: the model's score is NaN (its weights are "
+                        "not finite): it cannot be evaluated")
 
 
 def cmd_gap(args):

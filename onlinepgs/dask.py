@@ -106,7 +106,7 @@ from sklearn.utils.validation import check_array
 
 from onlinepgs._core._pgs import PGSState
 from onlinepgs._rounds import LaneSlot, merge_round, run_lane
-from onlinepgs.estimators import PGSDivergedError, _BasePGS, _unchanged_on_error
+from onlinepgs.estimators import PGSDivergedError, _BasePGS, _training
 from onlinepgs.svmlight import (_DECOMPRESSION_ERRORS, _MAGIC, SvmlightError, _Steps,
                                 _corrupt_error, _decompressing, iter_svmlight,
                                 load_svmlight)
@@ -395,7 +395,7 @@ def _train(est, X, y, sample_weight, classes, passes, client, n_lanes, slice_row
         block_rows = _check_int("block_rows", block_rows, 1)
     backend = _DistributedBackend(client) if client is not None else _LocalBackend()
     try:
-        with _unchanged_on_error(est):
+        with _training(est):  # after any other training call on est, undone on error
             return _train_unguarded(est, X, y, sample_weight, classes, passes, backend,
                                     n_lanes, slice_rows, shuffle, random_state,
                                     n_features, zero_based, blocksize, block_rows,
@@ -546,11 +546,11 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
     finally:
         driver.close()
     n_features_in = max(n_features_in, driver.width_seen)
+    fitted = {"n_features_in_": n_features_in}
     if first and est._classifier:
-        est.classes_ = classes
-    est.n_features_in_ = n_features_in
+        fitted["classes_"] = classes
     epochs = passes if first else getattr(est, "n_iter_", 0) + passes
-    est._install(driver.state, epochs)
+    est._install(driver.state, epochs, **fitted)  # at once for threads predicting meanwhile
     return est
 
 

@@ -139,6 +139,28 @@ class DualityGap:
         }
 
 
+def _check_finite_model(coef, w0, radius):
+    """Refuse weights (n_features, K), intercept weights (K,) or a radius that are not
+    finite: every sum below would be NaN or, worse, a NaN compared away into a finite
+    "certificate" (max/min and clipping drop NaN), so no bound would hold."""
+    with np.errstate(invalid="ignore"):
+        bad_coef = ~np.isfinite(coef)
+    if bad_coef.any():
+        j, c = (int(i) for i in np.argwhere(bad_coef)[0])
+        raise ValueError(f"the model's weights are not finite (coef_[{c}, {j}] = "
+                         f"{coef[j, c].item()!r}): a non-finite model has no duality gap; "
+                         "it diverged or was damaged, so train it again")
+    bad_w0 = np.flatnonzero(~np.isfinite(w0))
+    if bad_w0.size:
+        c = int(bad_w0[0])
+        raise ValueError(f"the model's intercept is not finite (intercept_[{c}] from "
+                         f"weight {w0[c].item()!r}): a non-finite model has no duality "
+                         "gap; it diverged or was damaged, so train it again")
+    if radius is not None and not (math.isfinite(radius) and radius >= 0):
+        raise ValueError(f"the model's radius is {radius!r}: a certificate needs a finite "
+                         "radius >= 0 (or none)")
+
+
 class _Certificate:
     """The sums behind P and D for K problems, fed one chunk of rows at a time.
 
@@ -151,6 +173,7 @@ class _Certificate:
         self.coef = np.array(coef, dtype=np.float64, order="C", copy=True)
         self.K = self.coef.shape[1]
         self.w0 = np.asarray(w0, dtype=np.float64).reshape(self.K)
+        _check_finite_model(self.coef, self.w0, radius)
         self.loss, self.p, self.sigma, self.radius = loss, p, sigma, radius
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
@@ -339,15 +362,17 @@ def _certificate_of_model(model, scale_dual):
                         f"{type(model).__name__}; certify other linear models with "
                         "onlinepgs.duality.gap_of_weights")
     check_is_fitted(model, "_state")
-    state = model._state
-    cfg = state.config()  # the fitted configuration, whatever set_params did since
-    W = np.asarray(state.weights())  # (1 + n_features, K), row 0 the constant feature's
+    with model._lock("_state_lock"):  # one model, not one halfway through a pass
+        state = model._state
+        cfg = state.config()  # the fitted configuration, whatever set_params did since
+        with np.errstate(invalid="ignore", over="ignore"):  # a diverged model: refused below
+            W = np.asarray(state.weights())  # (1 + n_features, K), row 0 the constant's
+        # "auto": the ball grown over the rows seen, whose final radius is in the state
+        radius = None if cfg["radius"] is None else float(state.radius)
     fit_intercept = bool(cfg["fit_intercept"])
     return _Certificate(
         W[1:], W[0] if fit_intercept else np.zeros(W.shape[1]), loss=cfg["loss"],
-        p=float(cfg["p"]), sigma=float(cfg["sigma"]),
-        # "auto": the ball grown over the rows seen, whose final radius is in the state
-        radius=None if cfg["radius"] is None else float(state.radius),
+        p=float(cfg["p"]), sigma=float(cfg["sigma"]), radius=radius,
         fit_intercept=fit_intercept, intercept_scaling=float(cfg["intercept_scaling"]),
         epsilon=float(cfg["epsilon"]), scale_dual=scale_dual)
 
@@ -400,6 +425,12 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
     DualityGap
         ``gap >= P(w) - P(w*)``; for a multiclass classifier, sums over its
         one-vs-rest problems plus per-problem arrays.
+
+    Raises
+    ------
+    ValueError
+        The model's weights or intercept are not finite (a diverged or damaged
+        model: no bound holds for it), naming the first such entry; or bad rows.
 
     Examples
     --------
@@ -487,7 +518,8 @@ def duality_gap_stream(model, source, *, chunk_rows=10_000, zero_based="auto",
     SvmlightError
         A malformed line (naming source, line and column).
     ValueError
-        A chunk the model rejects (named by its rows), or no rows at all.
+        A chunk the model rejects (named by its rows), no rows at all, or weights that
+        are not finite (refused before any row is read).
 
     Examples
     --------

@@ -3,8 +3,11 @@
 The estimators only validate, order rows and read results out; every example is
 processed in the compiled core (`onlinepgs._core._pgs`) with the GIL released.
 """
+import contextlib
 import numbers
 import re
+import threading
+import weakref
 
 import numpy as np
 import scipy.sparse as sp
@@ -80,6 +83,21 @@ _COMMON_DOC = """
         Seed of the hash.
 """
 
+_THREADS_DOC = """
+    Notes
+    -----
+    Threads may share one estimator. Its training calls (`fit`, `partial_fit`, each
+    chunk of `fit_stream`, `onlinepgs.dask`) take turns: each runs whole, after the one
+    in progress, so no row is lost and the model is, bit for bit, that of the same
+    calls made one after the other in the order they ran. Prediction, ``coef_``,
+    ``intercept_``, ``online_stats_`` and `onlinepgs.duality_gap` read one whole
+    model: the one before or after a concurrent `partial_fit` call, never one halfway
+    through its pass (they wait at most for that one pass); during `fit`, which trains
+    a state of its own, they use the previous model without waiting, until fit
+    installs the new one. (Attributes read one by one, e.g. ``coef_`` then
+    ``intercept_``, may straddle a call: predict reads them at once.)
+"""
+
 
 def _is_records(X):
     """A list/tuple of dicts or of (feature, value) sequences, as opposed to a matrix.
@@ -87,11 +105,15 @@ def _is_records(X):
     Decided by the first record that is a dict or a non-empty sequence: an empty record
     ``[]`` says nothing (``[[], [("a", 1.0)]]`` is records, ``[[1.0, 2.0]]`` a matrix),
     and a list of only empty sequences is empty records (as a matrix it would have no
-    columns, which no estimator takes).
+    columns, which no estimator takes). A None record says nothing either (the
+    records' reader refuses it by its row; taken for a matrix row it gave an error
+    about float() of a dict).
     """
     if not isinstance(X, (list, tuple)) or not X:
         return False
     for record in X:
+        if record is None:  # says nothing either; `_as_matrix` names it
+            continue
         if isinstance(record, dict):
             return True
         if not isinstance(record, (list, tuple)):
@@ -127,6 +149,38 @@ def _finite_weights(state):
 def _py(value):
     """A numpy scalar as the plain Python value, for readable messages."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _label_values(values, name, unit="row"):
+    """Labels (y or classes) as given, refusing None and a mix of strings and numbers;
+    the message names the first offending `unit` (row of y, entry of classes).
+
+    NumPy would turn ``[1, "a"]`` into the strings ``["1", "a"]`` (so label 1 came back
+    from predict as "1") and sorting an object array of both raises TypeError; None
+    is no label. Only input that NumPy makes strings or objects is looked at, item by
+    item: numeric arrays pass at no cost.
+    """
+    if values is None:  # no y at all: `_as_1d` says so
+        return values
+    array = np.asarray(values)
+    if array.dtype.kind not in "OUS" or (isinstance(values, np.ndarray)
+                                         and array.dtype.kind != "O"):
+        return values
+    items = np.asarray(values, dtype=object).ravel()  # the caller's own objects
+    is_none = np.fromiter((item is None for item in items), bool, items.shape[0])
+    if is_none.any():
+        i = int(np.argmax(is_none))
+        raise ValueError(f"{name} contains None ({unit} {i}): every label must be a "
+                         "number or a string")
+    is_text = np.fromiter((isinstance(item, (str, bytes)) for item in items), bool,
+                          items.shape[0])
+    if is_text.any() and not is_text.all():
+        i, j = int(np.argmax(is_text)), int(np.argmin(is_text))
+        first, second = sorted((i, j))
+        raise ValueError(f"{name} mixes strings and numbers ({unit} {first}: "
+                         f"{_py(items[first])!r}, {unit} {second}: "
+                         f"{_py(items[second])!r}); give every label the same type")
+    return values
 
 
 def _as_1d(est, y):
@@ -167,6 +221,13 @@ class PGSDivergedError(FloatingPointError):
         self.row, self.reason = row, reason
 
 
+# Each estimator's locks (see _BasePGS._lock), made on first use. Kept outside the
+# estimator so that nothing about them is pickled, copied, cloned or compared: a copy
+# or an unpickled estimator gets its own on first use.
+_LOCKS = weakref.WeakKeyDictionary()
+_LOCKS_MADE = threading.Lock()  # makes them once, when two threads ask at once
+
+
 class _unchanged_on_error:
     """Restore the estimator's attributes if training raises (bad input never half-updates).
 
@@ -184,9 +245,22 @@ class _unchanged_on_error:
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is not None and not issubclass(exc_type, self.keep):
-            self.est.__dict__.clear()
-            self.est.__dict__.update(self.saved)
+            attributes = self.est.__dict__
+            # overwrite, then drop what the call added: a thread predicting meanwhile
+            # never finds the fitted attributes missing (clear() then update() would
+            # leave a moment without them)
+            attributes.update(self.saved)
+            for name in [n for n in attributes if n not in self.saved]:
+                attributes.pop(name, None)
         return False
+
+
+@contextlib.contextmanager
+def _training(est, keep=()):
+    """One training call on `est`: alone (after any other one in progress) and undone if
+    it raises (see `_unchanged_on_error`)."""
+    with est._lock("_train_lock"), _unchanged_on_error(est, keep):
+        yield
 
 
 def _is_logistic(est):
@@ -236,6 +310,23 @@ class _BasePGS(BaseEstimator):
     # ---- hooks for the classifier / regressor ------------------------------------------
     _classifier = False
 
+    # ---- threads ----------------------------------------------------------------------
+    # "_train_lock" serializes the training calls (fit, partial_fit, fit_stream's
+    # chunks, onlinepgs.dask): partial_fit runs the core on the state's arrays with the
+    # GIL released, and a concurrent call widening the model reallocates them under it.
+    # "_state_lock" is held only while the installed state changes (a partial_fit
+    # pass, installing a fit's new state) and while weights are read from it, so that
+    # readers see a whole model and wait for at most one partial_fit pass (fit trains a
+    # state of its own and installs it at the end).
+    def _lock(self, name):
+        """The estimator's reentrant lock `name` ("_train_lock" or "_state_lock")."""
+        locks = _LOCKS.get(self)
+        if locks is None:
+            with _LOCKS_MADE:
+                locks = _LOCKS.setdefault(self, {"_train_lock": threading.RLock(),
+                                                 "_state_lock": threading.RLock()})
+        return locks[name]
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
@@ -253,6 +344,13 @@ class _BasePGS(BaseEstimator):
         """Record input as CSR, and every input folded into 2**n_bits columns when hashing."""
         n_bits = self.n_bits
         if _is_records(X):
+            try:
+                missing = X.index(None)  # compared by identity first: C speed
+            except ValueError:
+                missing = None
+            if missing is not None:
+                raise ValueError(f"row {missing} is None: expected a dict {{feature: "
+                                 "value} or a sequence of (feature, value) pairs")
             # Without hashing an integer feature is a column index, and a record may name
             # one the model has not seen: training grows the model, as a wider CSR chunk
             # does (so fit_stream does not depend on chunk_rows), and prediction gives it
@@ -400,7 +498,7 @@ class _BasePGS(BaseEstimator):
                 f"{kept}", row=row, reason=reason)
 
     def _fit(self, X, y, sample_weight):
-        with _unchanged_on_error(self):
+        with _training(self):
             return self._fit_unguarded(X, y, sample_weight)
 
     def _fit_unguarded(self, X, y, sample_weight):
@@ -428,13 +526,11 @@ class _BasePGS(BaseEstimator):
                 best = min(best, epoch_loss)
                 if stall >= self.n_iter_no_change:
                     break
-        for name, value in extra.items():
-            setattr(self, name, value)
-        self._install(state, epochs)
+        self._install(state, epochs, **extra)
         return self
 
     def _partial_fit(self, X, y, sample_weight, classes=None):
-        with _unchanged_on_error(self, keep=(PGSDivergedError,)):
+        with _training(self, keep=(PGSDivergedError,)):
             return self._partial_fit_unguarded(X, y, sample_weight, classes)
 
     def _partial_fit_unguarded(self, X, y, sample_weight, classes):
@@ -449,21 +545,24 @@ class _BasePGS(BaseEstimator):
             X, y, fit=first, classes=classes)
         sw = self._validate_weights(sample_weight, X.shape[0])
         # everything is validated: from here on nothing can fail half-way
-        if first:
-            state = self._new_state(X.shape[1], n_problems, multiclass,
-                                    check_random_state(self.random_state))
-            for name, value in extra.items():
-                setattr(self, name, value)
-        else:
-            state = self._state
-            if X.shape[1] > self.n_features_in_:
-                state.ensure_dim(X.shape[1])
-                self.n_features_in_ = X.shape[1]
+        power_sums = self._row_power_sums(X)
         order = np.arange(X.shape[0], dtype=np.int64)
-        try:
-            self._run(state, X, y_core, sw, order, self._classifier, self._row_power_sums(X))
-        finally:
-            self._install(state, getattr(self, "n_iter_", 0) + 1 if not first else 1)
+        # the installed state changes in place (and may be reallocated to widen it):
+        # readers of the weights wait for this pass
+        with self._lock("_state_lock"):
+            if first:
+                state = self._new_state(X.shape[1], n_problems, multiclass,
+                                        check_random_state(self.random_state))
+            else:
+                state = self._state
+                if X.shape[1] > self.n_features_in_:
+                    state.ensure_dim(X.shape[1])
+                    extra["n_features_in_"] = X.shape[1]
+            try:
+                self._run(state, X, y_core, sw, order, self._classifier, power_sums)
+            finally:
+                self._install(state, getattr(self, "n_iter_", 0) + 1 if not first else 1,
+                              **extra)
         return self
 
     def fit_stream(self, stream, *, classes=None, chunk_rows=1000):
@@ -525,32 +624,46 @@ class _BasePGS(BaseEstimator):
             # the caller knows records of the stream, not rows of a chunk
             raise _in_stream(exc, first) from None
 
-    def _install(self, state, epochs):
-        self._state = state
-        self._state_params = {n: getattr(self, n) for n in _STATE_PARAMS}
-        self._cache = {}
-        self.n_iter_ = epochs
-        self.t_ = int(state.t)
+    def _install(self, state, epochs, **attributes):
+        """Make `state` the model, with fitted `attributes` (classes_, n_features_in_)."""
+        with self._lock("_state_lock"):
+            for name, value in attributes.items():
+                setattr(self, name, value)
+            self._state = state
+            self._state_params = {n: getattr(self, n) for n in _STATE_PARAMS}
+            self._cache = {}
+            self.n_iter_ = epochs
+            self.t_ = int(state.t)
 
     # ---- read-out ---------------------------------------------------------------------
     def _weights(self):
+        """(coef, intercept) of the installed state: one model, computed once per state.
+
+        A snapshot already taken is returned without waiting; otherwise it is taken
+        under the state lock, after the partial_fit pass in progress if any.
+        """
         check_is_fitted(self, "_state")
-        cache = self._cache
-        if "W" not in cache:
-            W = self._state.weights()  # (1 + n_features, K)
-            coef = np.ascontiguousarray(W[1:].T)
-            if self.fit_intercept:
-                intercept = W[0] * self.intercept_scaling
-            else:
-                intercept = np.zeros(W.shape[1])
-            cache["W"] = (coef, intercept)
-        return cache["W"]
+        weights = self._cache.get("W")
+        if weights is not None:
+            return weights
+        with self._lock("_state_lock"):
+            cache = self._cache  # the state's and cache's of the same installation
+            if "W" not in cache:
+                W = self._state.weights()  # (1 + n_features, K)
+                coef = np.ascontiguousarray(W[1:].T)
+                if self.fit_intercept:
+                    intercept = W[0] * self.intercept_scaling
+                else:
+                    intercept = np.zeros(W.shape[1])
+                cache["W"] = (coef, intercept)
+            return cache["W"]
 
     @property
     def online_stats_(self):
         """Online statistics kept by the core (see the README, "Online statistics")."""
         check_is_fitted(self, "_state")
-        stats = self._state.stats_dict()
+        with self._lock("_state_lock"):  # not halfway through a partial_fit pass
+            stats = self._state.stats_dict()
         if self._classifier:
             n = stats["n_examples"]
             stats["progressive_error_rate"] = stats["progressive_mistakes"] / n if n else float("nan")
@@ -608,7 +721,7 @@ class PGSClassifier(ClassifierMixin, _BasePGS):
     online_stats_ : dict
         Progressive loss and error rate, the Lemma 1 regret bound and the bound on
         the expected optimization error it implies.
-
+""" + _THREADS_DOC + """
     Examples
     --------
     >>> import numpy as np
@@ -638,7 +751,9 @@ class PGSClassifier(ClassifierMixin, _BasePGS):
                               "loss": [StrOptions(set(CLASSIFICATION_LOSSES))]}
 
     def _encode_targets(self, X, y, fit, classes=None):
-        y = _as_1d(self, y)
+        y = _as_1d(self, _label_values(y, "y"))
+        if classes is not None:
+            classes = _label_values(classes, "classes", unit="entry")
         if y.shape[0] != X.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
         if not fit and classes is None:
@@ -780,7 +895,7 @@ class PGSRegressor(RegressorMixin, _BasePGS):
     n_iter_ : int
     online_stats_ : dict
         Progressive loss, the Lemma 1 regret bound and the optimization-error bound.
-
+""" + _THREADS_DOC + """
     Examples
     --------
     >>> import numpy as np
