@@ -99,10 +99,12 @@ class SvmlightError(ValueError):
                              self.text))
 
 
-def _non_finite(text):
-    """A note for a number that parses but is not finite (for a message)."""
+def _non_finite(raw):
+    """A note for a number that parses but is not finite (for a message); raw is the
+    whole token's bytes, not its shortened display (a long token that overflows only
+    shows its first digits)."""
     try:
-        value = float(text)
+        value = float(bytes(raw))
     except ValueError:
         return ""
     return "" if np.isfinite(value) else " (not a finite number)"
@@ -389,16 +391,17 @@ class SvmlightReader:
 
     def _error(self, info, block):
         kind, line, column, (b0, b1), (t0, t1) = info
-        return self._make_error(kind, line, column, _show(block[b0:b1]),
-                                _show(block[t0:t1]))
+        return self._make_error(kind, line, column, block[b0:b1], block[t0:t1])
 
-    def _make_error(self, kind, line, column, bad, token):
+    def _make_error(self, kind, line, column, raw_bad, raw_token):
+        """The SvmlightError of a bad line (raw_bad, raw_token: the input's bytes)."""
+        bad, token = _show(raw_bad), _show(raw_token)
         where = f'in "{token}"'
         if kind == "label":
-            what = f"bad label '{bad}'{_non_finite(bad)}"
+            what = f"bad label '{bad}'{_non_finite(raw_bad)}"
             where = ""
         elif kind == "value":
-            what = f"bad feature value '{bad}'{_non_finite(bad)}"
+            what = f"bad feature value '{bad}'{_non_finite(raw_bad)}"
         elif kind == "colon":
             what = f"missing ':' in feature '{bad}'"
             where = ""
@@ -538,8 +541,7 @@ class SvmlightReader:
         deferred = parser.decide()
         if deferred is not None:
             kind, line, column, bad, token = deferred
-            raise self._or_corrupt(self._make_error(kind, line, column, _show(bad),
-                                                    _show(token)))
+            raise self._or_corrupt(self._make_error(kind, line, column, bad, token))
         if not parser.pending_rows:  # every row dropped by on_error="skip"
             return None
         data, indices, indptr, labels, n_seen = parser.take_chunk()

@@ -636,6 +636,28 @@ def test_number_parser_hard_cases():
     assert _parse_float(b"1e309") == np.inf and _parse_float(b"-1e400") == -np.inf
 
 
+def test_exponent_of_ten_digits_is_weighed_against_the_digit_count():
+    """Issue 32, item 12: the exponent was accumulated up to 9 digits only, while the
+    digits of the mantissa shift it by one each: 0.<10^8 zeros>1e1000000000 is
+    10^(10^9 - 10^8) and overflows, but parsed as 1.0 (the exponent clipped to 10^8
+    cancelled the 10^8 zeros). CPython's float() is the yardstick (its exponent is
+    saturated beyond any digit count)."""
+    zeros = b"0" * (10**8 - 1)
+    huge = b"0." + zeros + b"1e1000000000"
+    tiny = b"1" + zeros + b"0e-1000000000"  # 10^(10^8 - 10^9): underflows to 0
+    assert float(huge) == np.inf and float(tiny) == 0.0
+    assert _parse_float(huge) == np.inf
+    assert _parse_float(tiny) == 0.0 and not np.signbit(_parse_float(tiny))
+    assert _parse_float(b"-" + huge) == -np.inf
+    # in a file: rejected, naming the line, the column and why
+    with pytest.raises(SvmlightError) as e:
+        read(b"1 1:1\n-1 2:" + huge + b" 3:1\n")
+    err = e.value
+    assert (err.line, err.column) == (2, 6) and err.text.startswith("0.000")
+    assert "bad feature value" in str(err) and "(not a finite number)" in str(err)
+    assert len(str(err)) < 300
+
+
 # the line parser's fast path for numbers: Clinger's case (an integer mantissa of at
 # most 19 digits below 2^53 times 10^k, |k| <= 22) and the shortcuts for "d.ddddddd" and
 # "d"; everything else is declined (None) and left to the exact parser
