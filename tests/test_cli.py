@@ -44,6 +44,28 @@ def run(*argv, stdin=None):
                           timeout=120)
 
 
+def test_train_refuses_a_file_whose_later_stream_is_damaged(tmp_path, capsys):
+    """Issue 32, item 4: train on a bz2 file of two streams, the second damaged, exited 0
+    after the first stream's 1000 rows; now it names the line and the stream, and writes
+    no model."""
+    import bz2
+
+    streams = []
+    for seed in (0, 1):
+        part = tmp_path / f"part{seed}.svm"
+        write_svmlight(part, n=1000, seed=seed)
+        streams.append(bytearray(bz2.compress(part.read_bytes())))
+    streams[1][7] ^= 0xFF  # the second stream's first block header
+    path, model = tmp_path / "two.svm.bz2", tmp_path / "m.pgs"
+    path.write_bytes(b"".join(streams))
+    assert main(["train", str(path), "-o", str(model), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"{path}:1000: truncated or corrupt bz2 stream" in err
+    assert f"bz2 stream 2, which starts at byte {len(streams[0])} " in err
+    assert not model.exists()
+
+
 def test_train_matches_the_python_api(data, tmp_path, capsys):
     model = tmp_path / "m.pgs"
     assert main(["train", str(data), "-o", str(model), "--sigma", "1e-3", "--p", "1.6",

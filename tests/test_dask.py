@@ -757,6 +757,46 @@ def test_a_truncated_or_corrupt_compressed_file_says_where(tmp_path, text_data, 
     assert not hasattr(est, "_state")
 
 
+@pytest.mark.parametrize("kind", ["bz2", "xz"])
+def test_every_stream_of_a_compressed_file_is_read_or_its_damage_named(tmp_path, text_data,
+                                                                      kind):
+    """Issue 32, item 4, in the Dask file source (it decompresses with the reader's
+    code): a file of several streams trains on every row, as the plain file does; a
+    damaged second stream is the single-process reader's error, naming the line and the
+    stream (BZ2File/LZMAFile ended at the damage silently, with half the rows). The
+    yardstick: the same rows in one stream."""
+    import bz2
+    import lzma
+
+    compress = dict(bz2=bz2.compress, xz=lzma.compress)[kind]
+    text = "".join(line + "\n" for line in text_data["lines"]).encode()
+    halves = [text[:text.index(b"\n", len(text) // 2) + 1]]
+    halves.append(text[len(halves[0]):])
+    streams = [bytearray(compress(half)) for half in halves]
+    whole = tmp_path / f"whole.svm.{kind}"
+    whole.write_bytes(b"".join(streams))
+    single = tmp_path / f"single.svm.{kind}"  # a compressed file is one partition
+    single.write_bytes(compress(text))
+    kw = dict(zero_based=False, n_features=25, classes=[-1, 1], block_rows=50)
+    one = opd.fit(PGSClassifier(), [str(single)], **kw)
+    multi = opd.fit(PGSClassifier(), [str(whole)], **kw)
+    np.testing.assert_array_equal(multi.coef_, one.coef_)
+    assert multi.online_stats_["n_examples"] == len(text_data["lines"])
+    streams[1][7] ^= 0xFF  # the second stream's header, after its magic bytes
+    damaged = tmp_path / f"damaged.svm.{kind}"
+    damaged.write_bytes(b"".join(streams))
+    est = PGSClassifier()
+    with pytest.raises(SvmlightError) as info:
+        opd.fit(est, [str(damaged)], **kw)
+    error = info.value
+    assert error.line == halves[0].count(b"\n") and error.source == str(damaged)
+    assert f"{kind} stream 2, which starts at byte {len(streams[0])} " in str(error)
+    with pytest.raises(SvmlightError) as one:
+        load_svmlight(str(damaged))
+    assert str(one.value) == str(error)
+    assert not hasattr(est, "_state")
+
+
 def test_divergence_is_reported_and_leaves_the_model():
     rng = np.random.RandomState(0)
     X = rng.randn(200, 3) * 1e100

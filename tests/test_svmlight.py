@@ -576,6 +576,106 @@ def test_truncated_compressed(tmp_path, kind, block_size):
         load_svmlight(io.BytesIO(blob[:-9]), on_error="skip")
 
 
+def random_rows(n, seed):
+    """n svmlight lines of random rows (random: bz2 and xz cannot shrink them to nothing)."""
+    rng = np.random.RandomState(seed)
+    return "".join(f"{rng.choice([-1, 1])} " + " ".join(
+        f"{j}:{rng.rand():.4f}" for j in np.unique(rng.randint(1, 300, 6))) + "\n"
+        for _ in range(n)).encode()
+
+
+COMPRESS = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}
+
+
+@pytest.mark.parametrize("kind", ["gz", "bz2", "xz"])
+def test_every_stream_of_a_multi_stream_file_is_read(tmp_path, kind):
+    """Issue 32, item 4: a file of several compressed streams (cat a.gz b.gz, pbzip2,
+    xz with stream padding) reads every stream's rows: the same matrix as the plain
+    text. Python's LZMAFile stopped at xz's stream padding (4 zero bytes), dropping the
+    later streams without an error."""
+    parts = [random_rows(1000, seed) for seed in range(3)]
+    padding = {"gz": b"", "bz2": b"", "xz": b"\0" * 4}[kind]
+    blob = padding.join(COMPRESS[kind](part) for part in parts)
+    if kind == "gz":
+        blob += b"\0" * 7  # zero bytes after the last member, which gzip ignores
+    path = tmp_path / f"multi.svm.{kind}"
+    path.write_bytes(blob)
+    X0, y0 = read(b"".join(parts), zero_based=False)
+    X, y = load_svmlight(path, zero_based=False)
+    assert y.shape == (3000,)
+    assert_same(X, X0)
+    np.testing.assert_array_equal(y, y0)
+    reader = iter_svmlight(path, chunk_rows=700, block_size=5000, zero_based=False)
+    Xs, ys = concat(list(reader), X0.shape[1])
+    assert_same(Xs, X0) and reader.n_lines == 3000
+
+
+def damaged_second_stream(kind, where):
+    """Three streams of 1000 rows each, the second damaged at its header ("head") or
+    half-way ("middle"); the bytes, the offset of the second stream, its text."""
+    parts = [random_rows(1000, seed) for seed in range(3)]
+    streams = [bytearray(COMPRESS[kind](part)) for part in parts]
+    second = streams[1]
+    at = {"head": len(second) and {"gz": 3, "bz2": 4, "xz": 8}[kind],
+          "middle": len(second) // 2}[where]
+    second[at] ^= 0xFF
+    second[at + 1] ^= 0x5A
+    return b"".join(streams), len(streams[0]), parts
+
+
+@pytest.mark.parametrize("where", ["head", "middle"])
+@pytest.mark.parametrize("kind", ["gz", "bz2", "xz"])
+def test_damage_in_a_later_stream_names_the_line_and_the_stream(tmp_path, kind, where):
+    """Issue 32, item 4: damage in the second of three streams is an error naming the
+    file, the line being read where the damage starts and the stream with its offset.
+    BZ2File and LZMAFile took a failure at a later stream's first step for trailing
+    junk and returned the first stream's 1000 rows only, without an error."""
+    blob, start, parts = damaged_second_stream(kind, where)
+    path = tmp_path / f"damaged.svm.{kind}"
+    path.write_bytes(blob)
+    name = {"gz": "gzip"}.get(kind, kind)
+    for read_it, skip in ((lambda: load_svmlight(path), False),
+                          (lambda: list(iter_svmlight(path, chunk_rows=100,
+                                                      block_size=4096)), False),
+                          (lambda: load_svmlight(io.BytesIO(blob), on_error="skip"), True)):
+        with pytest.raises(SvmlightError) as e:
+            read_it()
+        err, message = e.value, str(e.value)
+        assert message.startswith(f"{err.source}:{err.line}: truncated or corrupt {name} "
+                                  f"stream (line {err.line} is the last one reached)")
+        assert f"{name} stream 2, which starts at byte {start} " in message, message
+        assert len(message.splitlines()) == 1
+        if where == "head":  # nothing of the second stream decodes: the first's last line
+            assert err.line == 1000
+        elif not skip:  # the damage lies in the second stream's 1000 lines
+            assert 1000 <= err.line <= 2000
+        else:  # bz2 gives a damaged block's output before its check fails: skipped
+            assert err.line >= 1000  # lines of garbage count
+    assert err.source == "<stream>"
+
+
+@pytest.mark.parametrize("kind, tail, why", [
+    ("bz2", b"junk", "at byte {end}, after bz2 stream 1, are not a bz2 stream"),
+    ("bz2", b"\0\0\0\0", "at byte {end}, after bz2 stream 1, are not a bz2 stream"),
+    ("gz", b"\0\0PK", "at byte {after_zeros}, after gzip stream 1, are not a gzip stream"),
+    ("xz", b"\0" * 4 + b"BZh9", "at byte {after_zeros}, after xz stream 1, are not an? xz"),
+    ("xz", b"\0" * 3, "3 zero bytes after xz stream 1 \\(at byte {end}\\) are not stream "
+                      "padding"),
+])
+def test_bytes_after_the_last_stream_must_be_a_stream(kind, tail, why):
+    """What follows a stream is another stream (or the padding its format allows): else
+    it is a damaged stream or foreign data, reported with its offset, not ignored."""
+    text = random_rows(50, 0)
+    blob = COMPRESS[kind](text)
+    fields = dict(end=len(blob), after_zeros=len(blob) + len(tail) - len(tail.lstrip(b"\0")))
+    with pytest.raises(SvmlightError, match=why.format(**fields)) as e:
+        read(blob + tail)
+    assert e.value.line == 50
+    # the padding the formats allow is no error
+    padded = blob + (b"\0" * 8 if kind != "bz2" else b"")
+    assert read(padded)[1].shape == (50,)
+
+
 def test_corrupt_gzip(tmp_path, sample):
     blob = bytearray(gzip.compress(sample))
     blob[len(blob) // 2] ^= 0xFF
