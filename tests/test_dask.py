@@ -13,8 +13,8 @@ da = pytest.importorskip("dask.array")
 db = pytest.importorskip("dask.bag")
 
 import onlinepgs.dask as opd  # noqa: E402
-from onlinepgs import (PGSClassifier, PGSDivergedError, PGSRegressor,  # noqa: E402
-                       SvmlightError, load_model, load_svmlight, save_model)
+from onlinepgs import (ModelTooLargeError, PGSClassifier, PGSDivergedError,  # noqa: E402
+                       PGSRegressor, SvmlightError, load_model, load_svmlight, save_model)
 from onlinepgs._core import PGSState  # noqa: E402
 from onlinepgs._rounds import average_factor, merge_round, run_lane  # noqa: E402
 
@@ -797,6 +797,29 @@ def test_every_stream_of_a_compressed_file_is_read_or_its_damage_named(tmp_path,
     assert not hasattr(est, "_state")
 
 
+def test_a_stray_feature_index_in_a_file_is_refused_at_its_line(tmp_path, text_data):
+    """Issue 32, item 10, in Dask's file source: a feature index beyond the estimator's
+    max_model_bytes is refused with the file and line of its row, before any lane
+    grows to it (as partial_fit refuses it); within the budget the same file trains."""
+    lines = list(text_data["lines"])
+    lines[150] = "1 5000:1"  # 5000 features x 16 bytes: 80 kB of state
+    path = tmp_path / "stray.svm"
+    path.write_text("\n".join(lines) + "\n")
+    kw = dict(zero_based=False, classes=[-1, 1], block_rows=50, n_lanes=2)
+    est = PGSClassifier(max_model_bytes=50_000)
+    with pytest.raises(ModelTooLargeError) as info:
+        opd.fit(est, [str(path)], **kw)
+    assert str(info.value).startswith(f"{path}:151 has a feature at column 4999 (from 0): "
+                                      "a model over 5000 features needs 80.0 kB")
+    assert not hasattr(est, "_state")
+    fitted = opd.fit(PGSClassifier(max_model_bytes=80_000), [str(path)], **kw)
+    assert fitted.n_features_in_ == 5000
+    # a declared width is checked before the first state is made
+    with pytest.raises(ModelTooLargeError, match="^X has 100000 columns"):
+        opd.fit(PGSClassifier(max_model_bytes=50_000), [str(path)], n_features=100_000,
+                **kw)
+
+
 def test_divergence_is_reported_and_leaves_the_model():
     rng = np.random.RandomState(0)
     X = rng.randn(200, 3) * 1e100
@@ -1499,3 +1522,4 @@ def test_threads_start_the_lanes_before_the_blocks_read_ahead(monkeypatch):
     want = opd.fit(PGSClassifier(), dask_rows(X, [500] * 32), y, classes=[-1, 1],
                    n_lanes=2, slice_rows=1000)
     np.testing.assert_array_equal(got.coef_, want.coef_)
+
