@@ -2,10 +2,13 @@
 import gzip
 import io
 import os
+from datetime import timedelta
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 dask = pytest.importorskip("dask", reason="onlinepgs.dask needs Dask (pip install "
                            "'onlinepgs[dask]')")
@@ -1523,3 +1526,50 @@ def test_threads_start_the_lanes_before_the_blocks_read_ahead(monkeypatch):
                    n_lanes=2, slice_rows=1000)
     np.testing.assert_array_equal(got.coef_, want.coef_)
 
+
+FUZZ_BASE = "".join(f"{(-1) ** i} {1 + i % 7}:0.{i % 10}5 {9 + i % 5}:1\n" for i in range(120))
+
+
+@settings(max_examples=40, deadline=timedelta(seconds=30),
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["insert", "delete", "replace"]), st.floats(0, 1),
+                          st.binary(min_size=1, max_size=3)), min_size=1, max_size=4),
+       st.sampled_from(["plain", "gz"]))
+def test_fuzz_mutated_file_in_the_dask_source(mutations, kind):
+    """Dask's text source over damaged files (byte ranges of a plain file; a gzip file
+    whole): a file the single-process reader refuses is refused with the same message
+    (file, line, column); one it reads trains on every row, or is refused in one line
+    (a label outside the classes); nothing else."""
+    import tempfile
+
+    data = bytearray(FUZZ_BASE.encode())
+    for what, where, piece in mutations:
+        i = int(where * len(data))
+        if what == "insert":
+            data[i:i] = piece
+        elif what == "delete":
+            del data[i:i + len(piece)]
+        else:
+            data[i:i + len(piece)] = piece
+    data = bytes(data)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "fuzz.svm" + (".gz" if kind == "gz" else ""))
+        with open(path, "wb") as f:
+            f.write(gzip.compress(data) if kind == "gz" else data)
+        try:
+            X, y = load_svmlight(path, zero_based=False)
+            expected = None
+        except SvmlightError as exc:
+            expected = str(exc)
+        try:
+            est = opd.fit(PGSClassifier(), [path], zero_based=False, classes=[-1, 1],
+                          block_rows=20, n_lanes=2, n_features=None)
+        except SvmlightError as exc:
+            assert str(exc) == expected
+            return
+        except ValueError as exc:
+            assert expected is None and "\n" not in str(exc)
+            assert not np.isin(y, [-1, 1]).all() or X.shape[0] == 0, str(exc)
+            return
+    assert expected is None and np.isin(y, [-1, 1]).all()
+    assert est.online_stats_["n_examples"] == X.shape[0]
