@@ -701,7 +701,7 @@ def _train_on_dask(args, est, base):
                 table.next_report *= 2
 
     start = time.perf_counter()
-    from onlinepgs.estimators import PGSDivergedError
+    from onlinepgs.estimators import ModelTooLargeError, PGSDivergedError
 
     try:
         opd.partial_fit(est, list(args.data), classes=classes if est._classifier else None,
@@ -712,6 +712,8 @@ def _train_on_dask(args, est, base):
         # the error names the round and the file's line; the model is not written
         raise UserError(f"{', '.join(args.data)}: {_in_flags(str(exc).splitlines()[0])}"
                         ) from None
+    except ModelTooLargeError as exc:  # names the file's line; says it in the flags
+        raise UserError(_in_flags(str(exc))) from None
     finally:
         if client is not None:
             client.close()
@@ -946,7 +948,10 @@ def _fit_rows(est, X, y, kwargs, source, line_of, first_row):
 def _in_flags(text):
     """An estimator's advice in the command's options."""
     for name, flag in (("radius='auto'", "--radius auto"), ("radius=None", "--radius none"),
-                       ("sigma=", "--sigma "), (" The model is left as it was.", "")):
+                       ("sigma=", "--sigma "), (" The model is left as it was.", ""),
+                       ("n_bits (2**n_bits columns)", "--bits BITS (2**BITS columns)"),
+                       ("max_model_bytes=", "--max-model-bytes "),
+                       ("max_model_bytes (None: no limit)", "--max-model-bytes (none: no limit)")):
         text = text.replace(name, flag)
     return text
 

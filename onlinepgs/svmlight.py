@@ -717,7 +717,10 @@ def iter_svmlight(source, *, chunk_rows=10_000, n_features=None, zero_based="aut
         A path to a plain, gzip, bz2 or xz file (the compression is recognised by its
         magic bytes, whatever the extension), ``"-"`` for ``sys.stdin.buffer``, or any
         object with a ``read(n)`` method returning bytes (pipes and sockets included;
-        a compressed stream is recognised too). A file object is not closed.
+        a compressed stream is recognised too). A file object is not closed. A
+        compressed file may hold several streams (``cat a.gz b.gz``, pbzip2, xz with
+        stream padding): all are read, and what follows a stream must be another one
+        of the same format (or gzip's zero padding).
     chunk_rows : int >= 1 or None, default=10_000
         Rows per chunk (the last chunk may have fewer). None: one chunk.
     n_features : int or None, default=None
@@ -748,8 +751,11 @@ def iter_svmlight(source, *, chunk_rows=10_000, n_features=None, zero_based="aut
     ------
     SvmlightError
         On a malformed line (bad label or value, NaN or infinity, missing ``:``,
-        empty, non-integer or negative index, index >= n_features, bad qid) or a
-        truncated compressed stream, naming the source, line, column and text.
+        empty, non-integer or negative index, index >= n_features, bad qid), naming
+        the source, line, column and text; or on a truncated or damaged compressed
+        stream (in any stream of the file, or bytes after a stream that are not a
+        stream), naming the source, the line being read and the stream with the byte
+        offset where it starts.
 
     Examples
     --------

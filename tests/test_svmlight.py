@@ -27,6 +27,7 @@ import onlinepgs.svmlight as svmlight_module
 from onlinepgs._core._svmlight import _fast_float, _parse_float, _Parser
 from onlinepgs.svmlight import SvmlightError, SvmlightReader, iter_svmlight, load_svmlight
 
+from fuzzing import MUTATIONS, mutate
 from shared_data import DEFAULT_DATA, shared
 
 REPO = Path(__file__).resolve().parents[1]
@@ -970,24 +971,6 @@ def test_fuzz_random_bytes(data, block_size, chunk_rows, on_error, zero_based):
              zero_based=zero_based)
     read_all(b"\x1f\x8b" + data)  # looks like gzip
     read_all(b"BZh" + data)       # looks like bz2
-
-
-MUTATIONS = st.lists(st.tuples(st.sampled_from(["insert", "delete", "replace"]),
-                               st.floats(0, 1), st.binary(min_size=1, max_size=3)),
-                     min_size=1, max_size=6)
-
-
-def mutate(data, mutations):
-    data = bytearray(data)
-    for kind, where, piece in mutations:
-        i = int(where * len(data))
-        if kind == "insert":
-            data[i:i] = piece
-        elif kind == "delete":
-            del data[i:i + len(piece)]
-        else:
-            data[i:i + len(piece)] = piece
-    return bytes(data)
 
 
 @settings(max_examples=200, deadline=timedelta(seconds=5),
