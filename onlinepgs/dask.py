@@ -528,7 +528,8 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
     seed = est.random_state if random_state is None else random_state
     rng = check_random_state(seed)
     width = source.width
-    est._check_width(sp.csr_matrix((0, width)), n_problems)  # a declared width
+    est._check_width(sp.csr_matrix((0, width)), n_problems,  # a declared width
+                     have=0 if first else est.n_features_in_)
     if first:
         state = est._new_state(width, n_problems, multiclass, rng)
         n_features_in = width

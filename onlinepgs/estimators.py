@@ -392,17 +392,16 @@ class _BasePGS(BaseEstimator):
             per += 8 * n_problems + 9  # the mini-batch's gradient and touched marks
         return per
 
-    def _check_width(self, X, n_problems, where=None):
+    def _check_width(self, X, n_problems, where=None, have=0):
         """Refuse, before any allocation, a width of X beyond the max_model_bytes budget.
 
         Only a width the data decides is limited (with n_bits it is 2**n_bits), and
-        only growth: a fitted model keeps what it has. ``where(row)`` names a row in
-        the message (default: "row i of this call")."""
+        only growth beyond the `have` features the state already holds: a model keeps
+        what it has. ``where(row)`` names a row in the message (default: "row i of
+        this call")."""
         budget = self.max_model_bytes
         width = X.shape[1]
-        if budget is None or self.n_bits is not None:
-            return
-        if hasattr(self, "_state") and width <= self.n_features_in_:
+        if budget is None or self.n_bits is not None or width <= have:
             return
         per = self._bytes_per_feature(n_problems)
         limit = budget // per  # the most features the budget holds
@@ -506,7 +505,7 @@ class _BasePGS(BaseEstimator):
         sw = self._validate_weights(sample_weight, X.shape[0])
         if X.shape[0] and not sw.any():
             raise ValueError("sample_weight is zero for every row: there is nothing to fit")
-        self._check_width(X, n_problems)
+        self._check_width(X, n_problems)  # a new state, whatever a former fit had
         rng = check_random_state(self.random_state)
         state = self._new_state(X.shape[1], n_problems, multiclass, rng)
         n = X.shape[0]
@@ -544,7 +543,7 @@ class _BasePGS(BaseEstimator):
         y_core, n_problems, multiclass, extra = self._encode_targets(
             X, y, fit=first, classes=classes)
         sw = self._validate_weights(sample_weight, X.shape[0])
-        self._check_width(X, n_problems)
+        self._check_width(X, n_problems, have=0 if first else self._state.dim - 1)
         # everything is validated: from here on nothing can fail half-way
         if first:
             state = self._new_state(X.shape[1], n_problems, multiclass,

@@ -485,6 +485,9 @@ def test_a_stray_feature_index_is_refused_before_allocating():
     with pytest.raises(ModelTooLargeError, match="row 1 of this call"):
         fitted.partial_fit(X, y)
     assert snapshot(fitted) == before
+    with pytest.raises(ModelTooLargeError, match="row 1 of this call"):
+        fitted.fit(X, y)  # a new fit is a new state: never exempt
+    assert snapshot(fitted) == before
     records = [{0: 1.0}, {399_999_999: 1.0}, {5: 1.0}]
     with pytest.raises(ModelTooLargeError, match="^record 2 of the stream has a feature"):
         PGSRegressor().fit_stream(zip(records, y), chunk_rows=2)
