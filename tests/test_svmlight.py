@@ -1006,7 +1006,10 @@ def test_fuzz_mutated_compressed_file(mutations, kind, n_streams, padded, block_
     if got is None:
         return
     decompress = {"gz": gzip.decompress, "bz2": bz2.decompress, "xz": lzma.decompress}[kind]
-    text = decompress(data)  # raises if this reader let damage through
+    magic = next(m for m, k in svmlight_module._MAGIC if k == {"gz": "gzip"}.get(kind, kind))
+    # raises if this reader let damage through; without its magic bytes (a mutation at
+    # the start) the data is read as the plain text it then is
+    text = decompress(data) if data.startswith(magic) else data
     X0, y0 = read(text, zero_based=True)
     X, y = concat(got, X0.shape[1])
     assert_same(X, X0)
