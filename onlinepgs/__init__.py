@@ -9,14 +9,16 @@ Examples
 array([1])
 """
 from onlinepgs.duality import DualityGap, duality_gap
-from onlinepgs.estimators import PGSClassifier, PGSDivergedError, PGSRegressor
+from onlinepgs.estimators import (ModelTooLargeError, PGSClassifier, PGSDivergedError,
+                                  PGSRegressor)
 from onlinepgs.sdca import SDCAClassifier, SDCARegressor
 from onlinepgs.model_io import ModelFileError, load_model, read_header, save_model
 from onlinepgs.svmlight import SvmlightError, SvmlightReader, iter_svmlight, load_svmlight
 
 __version__ = "0.1.0"
 __all__ = [
-    "PGSClassifier", "PGSRegressor", "PGSDivergedError", "SDCAClassifier", "SDCARegressor",
+    "PGSClassifier", "PGSRegressor", "PGSDivergedError", "ModelTooLargeError",
+    "SDCAClassifier", "SDCARegressor",
     "iter_svmlight", "load_svmlight", "SvmlightReader", "SvmlightError",
     "save_model", "load_model", "read_header", "ModelFileError",
     "duality_gap", "DualityGap",

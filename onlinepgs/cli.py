@@ -70,6 +70,26 @@ def _zero_based(text):
     return choices[text]
 
 
+def _model_bytes(text):
+    """--max-model-bytes: bytes, with an optional K/M/G/T suffix (powers of 1024), or none."""
+    if text.strip().lower() == "none":
+        return None
+    number, scale = text.strip(), 1
+    if number[-1:].upper() in _SIZE_SUFFIXES:
+        number, scale = number[:-1], _SIZE_SUFFIXES[number[-1].upper()]
+    try:
+        value = float(number) * scale
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 1):
+        raise argparse.ArgumentTypeError(
+            f"expected a size in bytes such as 4G, 512M or 1000000000, or none; got {text!r}")
+    return int(value)
+
+
+_SIZE_SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog=PROG, description="Primal Gradient Solver: streaming l_p-regularized linear "
@@ -116,6 +136,14 @@ def build_parser():
     run.add_argument("--checkpoint-every", type=_positive_int, default=None, metavar="N",
                      help="save the model to -o every N rows (resumable with -i --resume)")
     run.add_argument("--quiet", action="store_true", help="no progress table")
+    # the estimators' MAX_MODEL_BYTES (not imported: `onlinepgs --help` stays quick)
+    run.add_argument("--max-model-bytes", type=_model_bytes, default="1G",
+                     metavar="SIZE",
+                     help="memory budget of the model's state when the data decides its "
+                     "width (no --bits): a feature index that would need more stops "
+                     "training with its line (a stray index of 4e8 needs 6.4G). Bytes, or "
+                     "with a suffix K, M, G, T (powers of 1024); 'none': no limit "
+                     "(default 1G: 2**26 features of a binary model)")
     dist = train.add_argument_group(
         "Dask (onlinepgs.dask: distributed PGS in rounds; needs onlinepgs[dask])")
     dist.add_argument("--scheduler", metavar="ADDRESS", default=None,
@@ -342,6 +370,7 @@ class ByteProgress:
 
 # ---- train -------------------------------------------------------------------------------
 def cmd_train(args):
+    from onlinepgs.estimators import ModelTooLargeError
     from onlinepgs.model_io import load_model, save_model
 
     if args.resume and not args.initial:
@@ -380,6 +409,8 @@ def cmd_train(args):
                       f"{args.data}", file=sys.stderr)
     else:
         est = _estimator_from_args(args)
+    # a run option (-i included): the budget guards this run's data, not the model
+    est.set_params(max_model_bytes=args.max_model_bytes)
     if given_classes is not None and not est._classifier:
         # partial_fit of a regressor takes no classes
         why = (f"the model {args.initial} has the {est.loss!r} loss" if args.initial
@@ -499,6 +530,8 @@ def cmd_train(args):
     except (UserError, ValueError, MemoryError, OSError) as exc:
         if isinstance(exc, MemoryError):
             exc = _out_of_memory(chunk, base)
+        elif isinstance(exc, ModelTooLargeError):
+            exc = _too_wide(exc, chunk, base)
         if last_checkpoint is not None:  # say what the output file now holds
             raise UserError(f"{str(exc).splitlines()[0]} [{args.output} holds the last "
                             f"checkpoint; resume with -i {args.output} --resume]") from None
@@ -616,6 +649,27 @@ def _out_of_memory(chunk, base):
                      "into 2**BITS columns")
 
 
+def _too_wide(exc, chunk, base):
+    """The budget's refusal (ModelTooLargeError, its row's line set by `_fit_rows`) in
+    the file's terms: its line and feature index, and the options to change."""
+    source = chunk[0] if chunk is not None else "the data"
+    needed = f"{exc.needed / 2**30:.1f}G" if exc.needed else "more"
+    budget = exc.budget
+    for suffix, scale in reversed(_SIZE_SUFFIXES.items()):
+        if budget % scale == 0:
+            budget = f"{budget // scale}{suffix}"
+            break
+    if getattr(exc, "line", None) is None:
+        where = f"{source}: the data has {exc.n_features} columns"
+    else:
+        index = exc.column + (0 if base is True else 1)
+        where = f"{source}:{exc.line}: feature index {index}"
+    return UserError(f"{where} would make a model over {exc.n_features} features, "
+                     f"{needed} of state, beyond --max-model-bytes {budget} (a stray "
+                     "index?); --bits BITS hashes the features into 2**BITS columns, or "
+                     "raise --max-model-bytes (none: no limit)")
+
+
 def _given_options(argv):
     """The model options that `train`'s argv gives (not left at their defaults)."""
     parser = build_parser()
@@ -721,7 +775,7 @@ def _train_on_dask(args, est, base):
                 table.next_report *= 2
 
     start = time.perf_counter()
-    from onlinepgs.estimators import PGSDivergedError
+    from onlinepgs.estimators import ModelTooLargeError, PGSDivergedError
 
     try:
         opd.partial_fit(est, list(args.data), classes=classes if est._classifier else None,
@@ -732,6 +786,8 @@ def _train_on_dask(args, est, base):
         # the error names the round and the file's line; the model is not written
         raise UserError(f"{', '.join(args.data)}: {_in_flags(str(exc).splitlines()[0])}"
                         ) from None
+    except ModelTooLargeError as exc:  # names the file's line; says it in the flags
+        raise UserError(_in_flags(str(exc))) from None
     finally:
         if client is not None:
             client.close()
@@ -947,10 +1003,13 @@ def _train_rows(est, X, y, classes, table, k, source, line_of, file_rows):
 
 
 def _fit_rows(est, X, y, kwargs, source, line_of, first_row):
-    from onlinepgs.estimators import PGSDivergedError
+    from onlinepgs.estimators import ModelTooLargeError, PGSDivergedError
 
     try:
         est.partial_fit(X, y, **kwargs)
+    except ModelTooLargeError as exc:
+        exc.line = None if exc.row is None else line_of(exc.row)  # for _too_wide
+        raise
     except PGSDivergedError as exc:
         # the row and the advice, at the file's line and in the command's flags (the
         # state kept is not saved: the message's word on it does not apply)
@@ -963,7 +1022,10 @@ def _fit_rows(est, X, y, kwargs, source, line_of, first_row):
 def _in_flags(text):
     """An estimator's advice in the command's options."""
     for name, flag in (("radius='auto'", "--radius auto"), ("radius=None", "--radius none"),
-                       ("sigma=", "--sigma "), (" The model is left as it was.", "")):
+                       ("sigma=", "--sigma "), (" The model is left as it was.", ""),
+                       ("n_bits (2**n_bits columns)", "--bits BITS (2**BITS columns)"),
+                       ("max_model_bytes=", "--max-model-bytes "),
+                       ("max_model_bytes (None: no limit)", "--max-model-bytes (none: no limit)")):
         text = text.replace(name, flag)
     return text
 

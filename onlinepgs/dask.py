@@ -528,6 +528,8 @@ def _run(est, source, classes, passes, backend, lanes_wanted, slice_rows, shuffl
     seed = est.random_state if random_state is None else random_state
     rng = check_random_state(seed)
     width = source.width
+    est._check_width(sp.csr_matrix((0, width)), n_problems,  # a declared width
+                     have=0 if first else est.n_features_in_)
     if first:
         state = est._new_state(width, n_problems, multiclass, rng)
         n_features_in = width
@@ -1196,6 +1198,12 @@ def _refuse_complex(X, where):
                          f"({where(0)})")
 
 
+def _n_problems(spec):
+    """The problems of the model a spec trains: one, or one per class beyond two."""
+    classes = getattr(spec, "classes_", None)
+    return 1 if classes is None or len(classes) == 2 else len(classes)
+
+
 def _finish_block(spec, X, y, sw, part, row0, where):
     """Validate and encode rows for the core (the estimator's own checks and encoding)."""
     block = _Block()
@@ -1233,6 +1241,9 @@ def _finish_block(spec, X, y, sw, part, row0, where):
     else:
         raise TypeError(f"a block of X is a {type(X).__name__} ({where(0)}); expected a "
                         "NumPy array or a scipy.sparse matrix")
+    # the model's width budget (max_model_bytes), refused here where the row has a name,
+    # before a lane's state grows to it
+    spec._check_width(X, _n_problems(spec), where)
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise ValueError(f"a block has {X.shape[0]} rows but labels of shape {y.shape} "

@@ -22,7 +22,13 @@ from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES, 
 from onlinepgs._core._hashing import records_to_csr
 from onlinepgs._core._pgs import power_is_cheap, row_power_sums
 
-__all__ = ["PGSClassifier", "PGSRegressor", "PGSDivergedError"]
+__all__ = ["PGSClassifier", "PGSRegressor", "PGSDivergedError", "ModelTooLargeError"]
+
+# The default of max_model_bytes: 1 GiB of solver state, 2**26 features of a binary
+# model with the default iterate and p = 2 (16 bytes each). Real vocabularies pass with
+# room to spare (news20: 62k features x 20 classes, 32 bytes each: 40 MB; imdb's 90k
+# features: 1.4 MB); one stray index of 4e8 (6.4 GB) does not.
+MAX_MODEL_BYTES = 2**30
 
 # Parameters fixed by the solver's state: changing one needs a fresh fit.
 _STATE_PARAMS = ("loss", "p", "sigma", "radius", "batch_size", "iterate",
@@ -81,6 +87,18 @@ _COMMON_DOC = """
         hashing; features are column indices and string features are an error.
     hash_seed : int in [0, 2**32), default=0
         Seed of the hash.
+    max_model_bytes : int >= 1 or None, default=2**30
+        Memory budget of the solver's state, in bytes, when the data decides the
+        model's width (``n_bits=None``): training refuses, before allocating, rows
+        whose feature indices would make the state larger, with a
+        `ModelTooLargeError` naming the row and the column (one stray index of 4e8
+        would otherwise make a 6.4 GB model). The state takes
+        ``8 * n_problems * f`` bytes per feature, f = 1 (p = 2, iterate "last"), 2 (p = 2
+        and an averaged iterate, or p < 2), 4 (p < 2, averaged), plus
+        ``16 * n_problems`` for iterate "random" and ``8 * n_problems + 9`` for
+        ``batch_size > 1``: the default 1 GiB holds 2**26 features of a binary model with
+        the default options. None: no limit. With ``n_bits`` the width is 2**n_bits,
+        chosen by you, and not limited.
 """
 
 _THREADS_DOC = """
@@ -221,6 +239,31 @@ class PGSDivergedError(FloatingPointError):
         self.row, self.reason = row, reason
 
 
+class ModelTooLargeError(ValueError):
+    """Training data whose feature indices would make the model wider than the memory
+    budget ``max_model_bytes`` allows (refused before allocating).
+
+    Attributes: ``row`` (the first row of the call needing too much, or None when the
+    width is X's declared number of columns), ``column`` (that row's widest column,
+    from 0), ``n_features`` (the width asked for), ``needed`` (its bytes of solver
+    state) and ``budget`` (max_model_bytes).
+    """
+
+    def __init__(self, message, row=None, column=None, n_features=None, needed=None,
+                 budget=None):
+        super().__init__(message)
+        self.row, self.column, self.n_features = row, column, n_features
+        self.needed, self.budget = needed, budget
+
+
+def _size(n_bytes):
+    """A byte count for a message: 6.4 GB, 512.0 MB, 1.1 kB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.1f} {unit}"
+    return f"{n_bytes} bytes"
+
+
 # Each estimator's locks (see _BasePGS._lock), made on first use. Kept outside the
 # estimator so that nothing about them is pickled, copied, cloned or compared: a copy
 # or an unpickled estimator gets its own on first use.
@@ -284,12 +327,14 @@ class _BasePGS(BaseEstimator):
         "epsilon": [Interval(numbers.Real, 0, None, closed="left")],
         "n_bits": [None, Interval(numbers.Integral, 1, 30, closed="both")],
         "hash_seed": [Interval(numbers.Integral, 0, 2**32 - 1, closed="both")],
+        "max_model_bytes": [None, Interval(numbers.Integral, 1, None, closed="left")],
     }
 
     def __init__(self, loss, *, p=2.0, sigma=1e-4, radius="auto", batch_size=1,
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
-                 random_state=None, epsilon=0.1, n_bits=None, hash_seed=0):
+                 random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
+                 max_model_bytes=MAX_MODEL_BYTES):
         self.loss = loss
         self.p = p
         self.sigma = sigma
@@ -306,6 +351,7 @@ class _BasePGS(BaseEstimator):
         self.epsilon = epsilon
         self.n_bits = n_bits
         self.hash_seed = hash_seed
+        self.max_model_bytes = max_model_bytes
 
     # ---- hooks for the classifier / regressor ------------------------------------------
     _classifier = False
@@ -433,6 +479,54 @@ class _BasePGS(BaseEstimator):
                         intercept_scaling=float(self.intercept_scaling),
                         epsilon=float(self.epsilon), n_features=n_features, seed=seed)
 
+    def _bytes_per_feature(self, n_problems):
+        """Bytes of solver state per feature (PGSState's arrays, see max_model_bytes)."""
+        averaged = self.iterate in ("average", "weighted", "weighted2")
+        fields = (1 + averaged) * (1 if self.p == 2.0 else 2)  # lam, acc; phi, mark
+        per = 8 * n_problems * fields
+        if self.iterate == "random":
+            per += 16 * n_problems  # snapshots and their versions
+        if self.batch_size > 1:
+            per += 8 * n_problems + 9  # the mini-batch's gradient and touched marks
+        return per
+
+    def _check_width(self, X, n_problems, where=None, have=0):
+        """Refuse, before any allocation, a width of X beyond the max_model_bytes budget.
+
+        Only a width the data decides is limited (with n_bits it is 2**n_bits), and
+        only growth beyond the `have` features the state already holds: a model keeps
+        what it has. ``where(row)`` names a row in the message (default: "row i of
+        this call")."""
+        budget = self.max_model_bytes
+        width = X.shape[1]
+        if budget is None or self.n_bits is not None or width <= have:
+            return
+        per = self._bytes_per_feature(n_problems)
+        limit = budget // per  # the most features the budget holds
+        if width <= limit:
+            return
+        row = column = None
+        if sp.issparse(X) and X.nnz:
+            # CSR holds its rows in order: the first entry beyond the limit is in the
+            # first row that needs too much; name that row's widest column
+            beyond = np.flatnonzero(X.indices >= limit)
+            if beyond.size:
+                row = int(np.searchsorted(X.indptr, beyond[0], side="right")) - 1
+                column = int(X.indices[X.indptr[row]:X.indptr[row + 1]].max())
+                width = column + 1
+        needed = width * per
+        if row is None:
+            at = f"X has {X.shape[1]} columns"
+        else:
+            at = (f"row {row} of this call" if where is None else where(row)) + (
+                f" has a feature at column {column} (from 0)")
+        raise ModelTooLargeError(
+            f"{at}: a model over {width} features needs {_size(needed)} of solver "
+            f"state ({per} bytes a feature), beyond max_model_bytes={budget} "
+            f"({limit} features); a stray feature index? Hash the features with n_bits "
+            "(2**n_bits columns), or raise max_model_bytes (None: no limit)",
+            row=row, column=column, n_features=width, needed=needed, budget=budget)
+
     def _check_state_params(self):
         changed = [n for n in _STATE_PARAMS if getattr(self, n) != self._state_params[n]]
         if changed:
@@ -509,6 +603,7 @@ class _BasePGS(BaseEstimator):
         sw = self._validate_weights(sample_weight, X.shape[0])
         if X.shape[0] and not sw.any():
             raise ValueError("sample_weight is zero for every row: there is nothing to fit")
+        self._check_width(X, n_problems)  # a new state, whatever a former fit had
         rng = check_random_state(self.random_state)
         state = self._new_state(X.shape[1], n_problems, multiclass, rng)
         n = X.shape[0]
@@ -544,6 +639,7 @@ class _BasePGS(BaseEstimator):
         y_core, n_problems, multiclass, extra = self._encode_targets(
             X, y, fit=first, classes=classes)
         sw = self._validate_weights(sample_weight, X.shape[0])
+        self._check_width(X, n_problems, have=0 if first else self._state.dim - 1)
         # everything is validated: from here on nothing can fail half-way
         power_sums = self._row_power_sums(X)
         order = np.arange(X.shape[0], dtype=np.int64)
@@ -604,6 +700,13 @@ class _BasePGS(BaseEstimator):
             except (TypeError, ValueError):
                 raise ValueError(f"stream item {position} is not an (x, y) pair: "
                                  f"{item!r:.80}") from None
+            if not (isinstance(x, dict) or (isinstance(x, (list, tuple)) and (
+                    not x or isinstance(x[0], (list, tuple))))):
+                # else the chunk would not be records: a list of numbers would be taken
+                # for a dense row, anything else fail in the matrix checks, far from here
+                raise ValueError(f"stream item {position}: x must be a dict {{feature: "
+                                 "value} or a sequence of (feature, value) pairs, got "
+                                 f"{x!r:.80}")
             xs.append(x)
             ys.append(y)
             if len(xs) == chunk_rows:
@@ -739,13 +842,14 @@ class PGSClassifier(ClassifierMixin, _BasePGS):
     def __init__(self, loss="logistic", *, p=2.0, sigma=1e-4, radius="auto", batch_size=1,
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
-                 random_state=None, epsilon=0.1, n_bits=None, hash_seed=0):
+                 random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
+                 max_model_bytes=MAX_MODEL_BYTES):
         super().__init__(loss, p=p, sigma=sigma, radius=radius, batch_size=batch_size,
                          iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
                          n_iter_no_change=n_iter_no_change, shuffle=shuffle,
                          random_state=random_state, epsilon=epsilon, n_bits=n_bits,
-                         hash_seed=hash_seed)
+                         hash_seed=hash_seed, max_model_bytes=max_model_bytes)
 
     _parameter_constraints = {**_BasePGS._parameter_constraints,
                               "loss": [StrOptions(set(CLASSIFICATION_LOSSES))]}
@@ -910,13 +1014,14 @@ class PGSRegressor(RegressorMixin, _BasePGS):
     def __init__(self, loss="squared", *, p=2.0, sigma=1e-4, radius="auto", batch_size=1,
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
-                 random_state=None, epsilon=0.1, n_bits=None, hash_seed=0):
+                 random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
+                 max_model_bytes=MAX_MODEL_BYTES):
         super().__init__(loss, p=p, sigma=sigma, radius=radius, batch_size=batch_size,
                          iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
                          n_iter_no_change=n_iter_no_change, shuffle=shuffle,
                          random_state=random_state, epsilon=epsilon, n_bits=n_bits,
-                         hash_seed=hash_seed)
+                         hash_seed=hash_seed, max_model_bytes=max_model_bytes)
 
     _parameter_constraints = {**_BasePGS._parameter_constraints,
                               "loss": [StrOptions(set(REGRESSION_LOSSES))]}

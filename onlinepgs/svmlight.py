@@ -26,7 +26,6 @@ Choices, shared by both functions:
   label is accepted and ignored.
 """
 import bz2
-import gzip
 import io
 import lzma
 import os
@@ -47,9 +46,10 @@ _MAGIC = (
 )
 _DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
 _MAX_TEXT = 80  # characters of offending text shown in a message
-# bytes asked of one read1 of a decompressor: about what one step makes of its 8 KiB
-# of input (read1 allocates all it is asked for)
+# bytes asked of one read1 of a decompressor (the most one step makes: zlib, bz2 and
+# lzma allocate all they are allowed to return)
 _DECOMPRESS_STEP = 1 << 16
+_COMPRESSED_STEP = 1 << 15  # compressed bytes given to a decompressor at a time
 _PAD = 64  # spare bytes after the data in the read buffer (the parser reads past lines)
 _NON_BLOCKING = ("the svmlight source is a non-blocking stream with no data available; "
                  "give a blocking stream")
@@ -99,10 +99,12 @@ class SvmlightError(ValueError):
                              self.text))
 
 
-def _non_finite(text):
-    """A note for a number that parses but is not finite (for a message)."""
+def _non_finite(raw):
+    """A note for a number that parses but is not finite (for a message); raw is the
+    whole token's bytes, not its shortened display (a long token that overflows only
+    shows its first digits)."""
     try:
-        value = float(text)
+        value = float(bytes(raw))
     except ValueError:
         return ""
     return "" if np.isfinite(value) else " (not a finite number)"
@@ -172,12 +174,163 @@ def _read(f, n):
 
 
 def _decompressing(kind, raw):
-    """A binary file object over `raw` that decompresses it (kind: as in _MAGIC)."""
-    if kind == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb")
-    if kind == "bz2":
-        return bz2.BZ2File(raw, mode="rb")
-    return lzma.LZMAFile(raw, mode="rb")
+    """A file object over `raw` whose read1 decompresses it (kind: as in _MAGIC)."""
+    return _Concatenated(kind, raw)
+
+
+class _Concatenated:
+    """Every stream of a gzip, bz2 or xz file, decompressed one after the other.
+
+    A file may hold several streams (``cat a.gz b.gz``, pbzip2's bz2, ``xz`` with
+    padding between streams). Python's GzipFile/BZ2File/LZMAFile take a failure at the
+    first step of a later stream for trailing junk and stop there without an error, and
+    LZMAFile stops at stream padding: rows silently lost. Here one decompressor reads
+    each stream, and the bytes after a stream's end must be another stream (or the
+    padding the format allows: zero bytes after gzip members, as gzip skips them;
+    xz's stream padding, zero bytes in multiples of four); anything else is reported
+    as damage, like an error inside a stream, with the stream's number and the byte
+    offset (in the compressed data) where it starts.
+
+    Parameters
+    ----------
+    kind : {"gzip", "bz2", "xz"}
+        The format (as in ``_MAGIC``).
+    raw : object with read(n)
+        The compressed bytes, from the start of the first stream.
+    """
+
+    def __init__(self, kind, raw):
+        self.kind = kind
+        self._magic = next(magic for magic, k in _MAGIC if k == kind)
+        self._raw = raw
+        self._taken = 0  # compressed bytes taken from raw so far
+        self._number, self._start = 1, 0  # the current stream: its number and offset
+        self._tail = b""  # compressed bytes taken and not yet given to the decompressor
+        self._hungry = True  # (zlib) the last step left no output pending
+        self._raw_done = False
+        self._failure = None  # the error met after the bytes last returned
+        self._d = self._decompressor()
+
+    def _decompressor(self):
+        if self.kind == "gzip":
+            return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # one gzip member
+        if self.kind == "bz2":
+            return bz2.BZ2Decompressor()
+        return lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+
+    def _take(self):
+        """The next compressed bytes of raw (b"" at its end)."""
+        if self._raw_done:
+            return b""
+        data = _read(self._raw, _COMPRESSED_STEP)
+        self._raw_done = not data
+        self._taken += len(data)
+        return data
+
+    def _fail(self, exc, where=None):
+        """exc, of the same type, saying which stream broke and where it starts; every
+        later read raises it again (the data is not read on past damage)."""
+        where = where or (f"in {self.kind} stream {self._number}, which starts at "
+                          f"byte {self._start} of the compressed data")
+        try:
+            out = type(exc)(f"{exc} ({where})")
+            out.__cause__ = exc
+        except Exception:  # noqa: BLE001 - a type that takes other arguments: keep it
+            out = exc
+        self._failure = out
+        return out
+
+    def read1(self, n):
+        """Up to n decompressed bytes (at least one unless at the end), from one step of
+        the decompressor: an error is raised by the call that meets it, so the bytes
+        before it are returned first (see `_Steps`)."""
+        if self._failure is not None:
+            raise self._failure
+        n = max(1, n)
+        while self._d is not None:
+            d = self._d
+            if d.eof:
+                self._next_stream()
+                continue
+            data, self._tail = self._tail, b""
+            hungry = d.needs_input if self.kind != "gzip" else self._hungry
+            if not data and hungry:
+                data = self._take()
+                if not data:
+                    raise self._fail(EOFError("Compressed file ended before the "
+                                              "end-of-stream marker was reached"))
+            before = d.copy() if self.kind == "gzip" else None
+            try:
+                out = d.decompress(data, n)
+            except _DECOMPRESSION_ERRORS as exc:
+                if before is None:
+                    raise self._fail(exc) from exc
+                return self._before_damage(before, data, exc)
+            if self.kind == "gzip":
+                # zlib keeps the input its output limit left over in unconsumed_tail;
+                # a full output may leave more pending inside it (asked for next time)
+                self._tail = d.unconsumed_tail
+                self._hungry = len(out) < n and not self._tail
+            if out:
+                return out
+        return b""
+
+    def _before_damage(self, d, data, exc):
+        """What zlib's `d` makes of data before the failure exc, which the failing call
+        dropped: a gzip member's CRC is checked after its last bytes, in the same call.
+        Byte by byte, on this error path only; the failure is raised by the next read."""
+        out = bytearray()
+        try:
+            while True:
+                part = d.decompress(data, 1)
+                if not part:
+                    break
+                out += part
+                data = d.unconsumed_tail
+        except _DECOMPRESSION_ERRORS:
+            pass
+        failure = self._fail(exc)
+        if out:
+            return bytes(out)
+        raise failure
+
+    def _next_stream(self):
+        """After a stream's end: start the next one, or end (self._d = None)."""
+        # all input after the end (zlib's unconsumed_tail then repeats part of it)
+        rest = self._d.unused_data
+        end = self._taken - len(rest)  # where the stream ended (its first byte after)
+        padding = 0
+        while True:
+            if self.kind != "bz2":  # zero bytes between or after streams
+                kept = rest.lstrip(b"\0")
+                padding += len(rest) - len(kept)
+                rest = kept
+            if len(rest) >= len(self._magic):
+                break
+            more = self._take()
+            if not more:
+                break
+            rest += more
+        at = end + padding
+        if self.kind == "xz" and padding % 4:
+            raise self._fail(lzma.LZMAError(
+                f"{padding} zero bytes after xz stream {self._number} (at byte {end}) are "
+                "not stream padding (a multiple of 4 bytes)"), "damaged or not xz data")
+        if not rest:
+            self._d, self._tail = None, b""
+            return
+        if not rest.startswith(self._magic):
+            raise self._fail(OSError(
+                f"the bytes at byte {at}, after {self.kind} stream {self._number}, are "
+                f"not a {self.kind} stream: '{_show(rest[:16])}'"),
+                "a damaged stream, or other data appended to the file")
+        self._number += 1
+        self._start = at
+        self._d, self._tail, self._hungry = self._decompressor(), rest, True
+
+    def close(self):
+        """Drop the decompressor (raw is its owner's to close)."""
+        self._d, self._tail = None, b""
 
 
 def _corrupt_error(name, kind, line, exc):
@@ -389,16 +542,17 @@ class SvmlightReader:
 
     def _error(self, info, block):
         kind, line, column, (b0, b1), (t0, t1) = info
-        return self._make_error(kind, line, column, _show(block[b0:b1]),
-                                _show(block[t0:t1]))
+        return self._make_error(kind, line, column, block[b0:b1], block[t0:t1])
 
-    def _make_error(self, kind, line, column, bad, token):
+    def _make_error(self, kind, line, column, raw_bad, raw_token):
+        """The SvmlightError of a bad line (raw_bad, raw_token: the input's bytes)."""
+        bad, token = _show(raw_bad), _show(raw_token)
         where = f'in "{token}"'
         if kind == "label":
-            what = f"bad label '{bad}'{_non_finite(bad)}"
+            what = f"bad label '{bad}'{_non_finite(raw_bad)}"
             where = ""
         elif kind == "value":
-            what = f"bad feature value '{bad}'{_non_finite(bad)}"
+            what = f"bad feature value '{bad}'{_non_finite(raw_bad)}"
         elif kind == "colon":
             what = f"missing ':' in feature '{bad}'"
             where = ""
@@ -538,8 +692,7 @@ class SvmlightReader:
         deferred = parser.decide()
         if deferred is not None:
             kind, line, column, bad, token = deferred
-            raise self._or_corrupt(self._make_error(kind, line, column, _show(bad),
-                                                    _show(token)))
+            raise self._or_corrupt(self._make_error(kind, line, column, bad, token))
         if not parser.pending_rows:  # every row dropped by on_error="skip"
             return None
         data, indices, indptr, labels, n_seen = parser.take_chunk()
@@ -564,7 +717,10 @@ def iter_svmlight(source, *, chunk_rows=10_000, n_features=None, zero_based="aut
         A path to a plain, gzip, bz2 or xz file (the compression is recognised by its
         magic bytes, whatever the extension), ``"-"`` for ``sys.stdin.buffer``, or any
         object with a ``read(n)`` method returning bytes (pipes and sockets included;
-        a compressed stream is recognised too). A file object is not closed.
+        a compressed stream is recognised too). A file object is not closed. A
+        compressed file may hold several streams (``cat a.gz b.gz``, pbzip2, xz with
+        stream padding): all are read, and what follows a stream must be another one
+        of the same format (or gzip's zero padding).
     chunk_rows : int >= 1 or None, default=10_000
         Rows per chunk (the last chunk may have fewer). None: one chunk.
     n_features : int or None, default=None
@@ -595,8 +751,11 @@ def iter_svmlight(source, *, chunk_rows=10_000, n_features=None, zero_based="aut
     ------
     SvmlightError
         On a malformed line (bad label or value, NaN or infinity, missing ``:``,
-        empty, non-integer or negative index, index >= n_features, bad qid) or a
-        truncated compressed stream, naming the source, line, column and text.
+        empty, non-integer or negative index, index >= n_features, bad qid), naming
+        the source, line, column and text; or on a truncated or damaged compressed
+        stream (in any stream of the file, or bytes after a stream that are not a
+        stream), naming the source, the line being read and the stream with the byte
+        offset where it starts.
 
     Examples
     --------

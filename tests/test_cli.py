@@ -44,6 +44,67 @@ def run(*argv, stdin=None):
                           timeout=120)
 
 
+def test_train_refuses_a_file_whose_later_stream_is_damaged(tmp_path, capsys):
+    """Issue 32, item 4: train on a bz2 file of two streams, the second damaged, exited 0
+    after the first stream's 1000 rows; now it names the line and the stream, and writes
+    no model."""
+    import bz2
+
+    streams = []
+    for seed in (0, 1):
+        part = tmp_path / f"part{seed}.svm"
+        write_svmlight(part, n=1000, seed=seed)
+        streams.append(bytearray(bz2.compress(part.read_bytes())))
+    streams[1][7] ^= 0xFF  # the second stream's first block header
+    path, model = tmp_path / "two.svm.bz2", tmp_path / "m.pgs"
+    path.write_bytes(b"".join(streams))
+    assert main(["train", str(path), "-o", str(model), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"{path}:1000: truncated or corrupt bz2 stream" in err
+    assert f"bz2 stream 2, which starts at byte {len(streams[0])} " in err
+    assert not model.exists()
+
+
+def _data_limit():  # a child's heap capped at 2 GB: an unbudgeted 6.4 GB model fails fast
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_DATA, (2 * 2**30, 2 * 2**30))
+
+
+def test_train_refuses_a_stray_feature_index_before_allocating(tmp_path):
+    """Issue 32, item 10: one index of 4e8 in a 3-line file made a 6.4 GB model (35 s,
+    6.4 GB peak and file). train now stops at that line under the default budget,
+    naming the index, the memory and the remedies, and writes nothing. (The child's
+    heap is capped so that the unbudgeted code fails instead of allocating.)"""
+    from onlinepgs.cli import build_parser
+    from onlinepgs.estimators import MAX_MODEL_BYTES
+
+    path, model = tmp_path / "stray.svm", tmp_path / "m.pgs"
+    path.write_bytes(b"1 1:1 3:2\n-1 400000000:1\n1 2:1\n")
+    done = subprocess.run(EXE + ["train", str(path), "-o", str(model), "--quiet"],
+                          capture_output=True, timeout=120, preexec_fn=_data_limit)
+    err = done.stderr.decode()
+    assert done.returncode == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"{path}:2: feature index 400000000 would make a model over 400000000 " \
+        "features, 6.0G of state, beyond --max-model-bytes 1G" in err
+    assert "--bits BITS" in err and not model.exists()
+    args = build_parser().parse_args(["train", str(path), "-o", str(model)])
+    assert args.max_model_bytes == MAX_MODEL_BYTES  # the documented default, both ways
+    # hashing makes the width the user's; the budget is an option (16 bytes a feature)
+    assert main(["train", str(path), "-o", str(model), "--quiet", "--bits", "12"]) == 0
+    assert load_model(model).coef_.shape == (1, 4096)
+    small = tmp_path / "small.svm"
+    small.write_bytes(b"1 1:1\n-1 1000:1\n")
+    assert main(["train", str(small), "-o", str(model), "--quiet",
+                 "--max-model-bytes", "16000"]) == 0
+    assert load_model(model).coef_.shape == (1, 1000)
+    assert main(["train", str(small), "-o", str(model), "--quiet", "--zero-based", "0",
+                 "--max-model-bytes", "16000"]) == 1  # 1001 features
+    assert main(["train", str(small), "-o", str(model), "--quiet", "--zero-based", "0",
+                 "--max-model-bytes", "none"]) == 0
+
+
 def test_train_matches_the_python_api(data, tmp_path, capsys):
     model = tmp_path / "m.pgs"
     assert main(["train", str(data), "-o", str(model), "--sigma", "1e-3", "--p", "1.6",
@@ -500,11 +561,16 @@ def test_train_reads_a_named_pipe_and_refuses_a_directory(data, tmp_path, capsys
 def test_an_index_too_large_for_memory_names_its_line(tmp_path):
     data = tmp_path / "big.svm"
     data.write_text("1 1:1\n-1 2:1\n1 3000000000:1\n")
-    done = subprocess.run(
-        ["bash", "-c", f"ulimit -v 3000000; exec {sys.executable} -m onlinepgs.cli train "
-         f"{data} -o {tmp_path / 'm.pgs'} --quiet"], capture_output=True, timeout=120)
-    assert done.returncode == 1 and done.stderr.count(b"\n") == 1, done.stderr
-    assert b"big.svm:3: out of memory" in done.stderr and b"--bits" in done.stderr
+    for budget, said in (([], b"big.svm:3: feature index 3000000000 would make a model"),
+                         (["--max-model-bytes", "none"], b"big.svm:3: out of memory")):
+        # the default budget refuses the index before allocating; without a budget the
+        # allocation fails, and the message names the line all the same
+        done = subprocess.run(
+            ["bash", "-c", f"ulimit -v 3000000; exec {sys.executable} -m onlinepgs.cli "
+             f"train {data} -o {tmp_path / 'm.pgs'} --quiet {' '.join(budget)}"],
+            capture_output=True, timeout=120)
+        assert done.returncode == 1 and done.stderr.count(b"\n") == 1, done.stderr
+        assert said in done.stderr and b"--bits" in done.stderr
 
 
 def test_classes_with_a_regression_loss_is_a_usage_error(data, tmp_path, capsys):

@@ -2,10 +2,14 @@
 import gzip
 import io
 import os
+import re
+from datetime import timedelta
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 dask = pytest.importorskip("dask", reason="onlinepgs.dask needs Dask (pip install "
                            "'onlinepgs[dask]')")
@@ -13,13 +17,14 @@ da = pytest.importorskip("dask.array")
 db = pytest.importorskip("dask.bag")
 
 import onlinepgs.dask as opd  # noqa: E402
-from onlinepgs import (PGSClassifier, PGSDivergedError, PGSRegressor,  # noqa: E402
-                       SvmlightError, load_model, load_svmlight, save_model)
+from onlinepgs import (ModelTooLargeError, PGSClassifier, PGSDivergedError,  # noqa: E402
+                       PGSRegressor, SvmlightError, load_model, load_svmlight, save_model)
 from onlinepgs._core import PGSState  # noqa: E402
 from onlinepgs._rounds import average_factor, merge_round, run_lane  # noqa: E402
 
 from reference import (grad_rstar, loss_conjugate, loss_derivative,  # noqa: E402
                        loss_value, r_conjugate, r_value)
+from fuzzing import MUTATIONS, mutate  # noqa: E402
 from shared_data import shared  # noqa: E402
 
 CLS = ("hinge", "logistic", "squared_hinge", "smooth_hinge")
@@ -757,6 +762,77 @@ def test_a_truncated_or_corrupt_compressed_file_says_where(tmp_path, text_data, 
     assert not hasattr(est, "_state")
 
 
+@pytest.mark.parametrize("kind", ["bz2", "xz"])
+def test_every_stream_of_a_compressed_file_is_read_or_its_damage_named(tmp_path, text_data,
+                                                                      kind):
+    """Issue 32, item 4, in the Dask file source (it decompresses with the reader's
+    code): a file of several streams trains on every row, as the plain file does; a
+    damaged second stream is the single-process reader's error, naming the line and the
+    stream (BZ2File/LZMAFile ended at the damage silently, with half the rows). The
+    yardstick: the same rows in one stream."""
+    import bz2
+    import lzma
+
+    compress = dict(bz2=bz2.compress, xz=lzma.compress)[kind]
+    text = "".join(line + "\n" for line in text_data["lines"]).encode()
+    halves = [text[:text.index(b"\n", len(text) // 2) + 1]]
+    halves.append(text[len(halves[0]):])
+    streams = [bytearray(compress(half)) for half in halves]
+    whole = tmp_path / f"whole.svm.{kind}"
+    whole.write_bytes(b"".join(streams))
+    single = tmp_path / f"single.svm.{kind}"  # a compressed file is one partition
+    single.write_bytes(compress(text))
+    kw = dict(zero_based=False, n_features=25, classes=[-1, 1], block_rows=50)
+    one = opd.fit(PGSClassifier(), [str(single)], **kw)
+    multi = opd.fit(PGSClassifier(), [str(whole)], **kw)
+    np.testing.assert_array_equal(multi.coef_, one.coef_)
+    assert multi.online_stats_["n_examples"] == len(text_data["lines"])
+    streams[1][7] ^= 0xFF  # the second stream's header, after its magic bytes
+    damaged = tmp_path / f"damaged.svm.{kind}"
+    damaged.write_bytes(b"".join(streams))
+    est = PGSClassifier()
+    with pytest.raises(SvmlightError) as info:
+        opd.fit(est, [str(damaged)], **kw)
+    error = info.value
+    assert error.line == halves[0].count(b"\n") and error.source == str(damaged)
+    assert f"{kind} stream 2, which starts at byte {len(streams[0])} " in str(error)
+    with pytest.raises(SvmlightError) as one:
+        load_svmlight(str(damaged))
+    assert str(one.value) == str(error)
+    assert not hasattr(est, "_state")
+
+
+def test_a_stray_feature_index_in_a_file_is_refused_at_its_line(tmp_path, text_data, capsys):
+    """Issue 32, item 10, in Dask's file source: a feature index beyond the estimator's
+    max_model_bytes is refused with the file and line of its row, before any lane
+    grows to it (as partial_fit refuses it); within the budget the same file trains."""
+    lines = list(text_data["lines"])
+    lines[150] = "1 5000:1"  # 5000 features x 16 bytes: 80 kB of state
+    path = tmp_path / "stray.svm"
+    path.write_text("\n".join(lines) + "\n")
+    kw = dict(zero_based=False, classes=[-1, 1], block_rows=50, n_lanes=2)
+    est = PGSClassifier(max_model_bytes=50_000)
+    with pytest.raises(ModelTooLargeError) as info:
+        opd.fit(est, [str(path)], **kw)
+    assert str(info.value).startswith(f"{path}:151 has a feature at column 4999 (from 0): "
+                                      "a model over 5000 features needs 80.0 kB")
+    assert not hasattr(est, "_state")
+    fitted = opd.fit(PGSClassifier(max_model_bytes=80_000), [str(path)], **kw)
+    assert fitted.n_features_in_ == 5000
+    # a declared width is checked before the first state is made
+    with pytest.raises(ModelTooLargeError, match="^X has 100000 columns"):
+        opd.fit(PGSClassifier(max_model_bytes=50_000), [str(path)], n_features=100_000,
+                **kw)
+    # train --scheduler says it in its flags, in one line, and writes no model
+    model = tmp_path / "m.pgs"
+    assert run_cli("train", path, "-o", model, "--scheduler", "threads", "--quiet",
+                   "--zero-based", "1", "--max-model-bytes", "50000") == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path}:151 has a feature at column 4999" in err
+    assert "beyond --max-model-bytes 50000" in err and "--bits BITS" in err
+    assert not model.exists()
+
+
 def test_divergence_is_reported_and_leaves_the_model():
     rng = np.random.RandomState(0)
     X = rng.randn(200, 3) * 1e100
@@ -1459,3 +1535,55 @@ def test_threads_start_the_lanes_before_the_blocks_read_ahead(monkeypatch):
     want = opd.fit(PGSClassifier(), dask_rows(X, [500] * 32), y, classes=[-1, 1],
                    n_lanes=2, slice_rows=1000)
     np.testing.assert_array_equal(got.coef_, want.coef_)
+
+
+FUZZ_BASE = "".join(f"{(-1) ** i} {1 + i % 7}:0.{i % 10}5 {9 + i % 5}:1\n" for i in range(120))
+
+
+@settings(max_examples=40, deadline=timedelta(seconds=30),
+          suppress_health_check=[HealthCheck.too_slow])
+@given(MUTATIONS, st.sampled_from(["plain", "gz"]))
+def test_fuzz_mutated_file_in_the_dask_source(mutations, kind):
+    """Dask's text source over damaged files (byte ranges of a plain file; a gzip file
+    whole): a file the single-process reader refuses is refused with the same message
+    (file, line, column), or for a plain file that of another bad line (its lanes read
+    in parallel); one it reads trains on every row; or a line's label outside the
+    classes is refused at that line (Dask checks labels as it reads); nothing else."""
+    import tempfile
+
+    data = mutate(FUZZ_BASE.encode(), mutations)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "fuzz.svm" + (".gz" if kind == "gz" else ""))
+        with open(path, "wb") as f:
+            f.write(gzip.compress(data) if kind == "gz" else data)
+        try:
+            X, y = load_svmlight(path, zero_based=False)
+            expected = None
+        except SvmlightError as exc:
+            expected = str(exc)
+        try:
+            est = opd.fit(PGSClassifier(), [path], zero_based=False, classes=[-1, 1],
+                          block_rows=20, n_lanes=2, n_features=None)
+        except SvmlightError as exc:
+            assert expected is not None
+            if kind == "gz" or str(exc) == expected:  # a gzip file is read in order
+                return
+            # a plain file's byte ranges are read in parallel: the error may be another
+            # bad line's than the first; the same as that line alone gives
+            line = data.split(b"\n")[exc.line - 1] + b"\n"
+            with pytest.raises(SvmlightError) as alone:
+                load_svmlight(io.BytesIO(line), zero_based=False)
+            assert (str(exc).replace(f"{path}:{exc.line}:", "", 1)
+                    == str(alone.value).replace("<stream>:1:", "", 1))
+            return
+        except ValueError as exc:
+            # a label outside the classes, named at its line (met before a later bad
+            # line, or in a file the reader takes whole): that line's label says so
+            found = re.fullmatch(r"label (\S+) at (.+):(\d+) is not one of the classes "
+                                 r"\[-1, 1\]", str(exc))
+            assert found and found.group(2) == path, str(exc)
+            label = data.split(b"\n")[int(found.group(3)) - 1].split()[0]
+            assert float(label) == float(found.group(1)) and float(label) not in (-1, 1)
+            return
+    assert expected is None and np.isin(y, [-1, 1]).all()
+    assert est.online_stats_["n_examples"] == X.shape[0]

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from onlinepgs import PGSClassifier, PGSDivergedError, PGSRegressor, iter_svmlight, load_svmlight
+from onlinepgs import (ModelTooLargeError, PGSClassifier, PGSDivergedError, PGSRegressor,
+                       iter_svmlight, load_svmlight)
 
 from reference import loss_value
 from shared_data import shared
@@ -415,3 +416,99 @@ def test_a_first_record_without_pairs_is_a_record():
     np.testing.assert_array_equal(dense.coef_, ref.coef_)
     with pytest.raises(ValueError, match="X has 3 features"):
         dense.predict([[1.0, 2.0, 3.0]])
+
+
+@pytest.mark.parametrize("options", [dict(), dict(p=1.5), dict(iterate="last"),
+                                     dict(iterate="random", p=1.7),
+                                     dict(batch_size=4, iterate="average")])
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_the_width_budget_counts_the_state_s_real_bytes(options, n_classes):
+    """max_model_bytes weighs a width by the bytes the solver's state takes per feature:
+    the estimate agrees with what allocating a state costs (tracemalloc, which sees
+    NumPy's arrays), within the state's few fixed arrays."""
+    import tracemalloc
+
+    est = PGSClassifier(**options)
+    K = 1 if n_classes == 2 else n_classes
+    per = est._bytes_per_feature(K)
+    n = 100_000
+    tracemalloc.start()
+    try:
+        state = est._new_state(n, K, K > 1, np.random.RandomState(0))
+        allocated = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert state.dim == n + 1
+    assert per * n <= allocated <= per * n + 30_000, (per, allocated / n)
+
+
+def stray_index_rows(column, width=None):
+    """Three rows, the second with a stray column (CSR of the given width)."""
+    indices = np.array([0, 2, column, 5])
+    return sp.csr_matrix((np.ones(4), indices, np.array([0, 2, 3, 4])),
+                         shape=(3, width or column + 1)), np.array([1, -1, 1])
+
+
+def test_a_stray_feature_index_is_refused_before_allocating():
+    """Issue 32, item 10: one column of 4e8 in three rows made a 6.4 GB model (35 s).
+    Training now refuses the row before allocating anything (fast, little memory),
+    naming the row, the column, the memory and the remedies; the estimator is left
+    as it was."""
+    import time
+    import tracemalloc
+
+    X, y = stray_index_rows(399_999_999)
+    clf = PGSClassifier()
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(ModelTooLargeError) as e:
+            clf.partial_fit(X, y, classes=[-1, 1])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - started < 5 and peak < 50_000_000
+    err = e.value
+    # 16 bytes a feature: lam and the weighted average of p = 2, one problem
+    assert (err.row, err.column, err.n_features, err.needed) == (1, 399_999_999,
+                                                                4 * 10**8, 64 * 10**8)
+    message = str(err)
+    assert message.startswith("row 1 of this call has a feature at column 399999999")
+    for part in ("6.4 GB", "max_model_bytes=1073741824", "n_bits"):
+        assert part in message
+    assert not hasattr(clf, "_state") and not hasattr(clf, "n_features_in_")
+    # fit, records and a fitted model growing: the same refusal
+    with pytest.raises(ModelTooLargeError, match="row 1 of this call"):
+        PGSClassifier().fit(X, y)
+    fitted = PGSClassifier().partial_fit(X[:1, :10], y[:1], classes=[-1, 1])
+    before = snapshot(fitted)
+    with pytest.raises(ModelTooLargeError, match="row 1 of this call"):
+        fitted.partial_fit(X, y)
+    assert snapshot(fitted) == before
+    with pytest.raises(ModelTooLargeError, match="row 1 of this call"):
+        fitted.fit(X, y)  # a new fit is a new state: never exempt
+    assert snapshot(fitted) == before
+    records = [{0: 1.0}, {399_999_999: 1.0}, {5: 1.0}]
+    with pytest.raises(ModelTooLargeError, match="^record 2 of the stream has a feature"):
+        PGSRegressor().fit_stream(zip(records, y), chunk_rows=2)
+
+
+def test_the_width_budget_is_the_parameter_s_and_hashing_is_exempt():
+    """The budget is max_model_bytes (None: none); a declared CSR width without entries
+    is named as X's columns; with n_bits the width is the user's 2**n_bits."""
+    X, y = stray_index_rows(99)
+    per = PGSClassifier()._bytes_per_feature(1)  # 16
+    assert PGSClassifier(max_model_bytes=100 * per).fit(X, y).coef_.shape == (1, 100)
+    with pytest.raises(ModelTooLargeError) as e:
+        PGSClassifier(max_model_bytes=100 * per - 1).fit(X, y)
+    assert (e.value.row, e.value.column, e.value.n_features) == (1, 99, 100)
+    assert "(99 features)" in str(e.value)
+    wide, _ = stray_index_rows(5, width=1000)  # no entry beyond column 5
+    with pytest.raises(ModelTooLargeError, match="^X has 1000 columns") as e:
+        PGSClassifier(max_model_bytes=100 * per).fit(wide, y)
+    assert e.value.row is None and e.value.n_features == 1000
+    assert PGSClassifier(max_model_bytes=None).fit(X, y).coef_.shape == (1, 100)
+    hashed = PGSClassifier(n_bits=10, max_model_bytes=1).fit(X, y)
+    assert hashed.coef_.shape == (1, 1024)
+    with pytest.raises(ValueError, match="max_model_bytes"):
+        PGSClassifier(max_model_bytes=0).fit(X, y)

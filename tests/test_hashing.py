@@ -1,10 +1,13 @@
 """Feature hashing and record/stream input."""
 import random
 import string
+from datetime import timedelta
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sklearn.utils import murmurhash3_32
 
 from onlinepgs import PGSClassifier, PGSRegressor
@@ -51,10 +54,14 @@ def test_records_to_csr_is_the_documented_mapping():
     ({-1: 1.0}, "negative feature index"),
     ([(1, 2, 3)], "expected \\(feature, value\\) pairs"),
     ({1.5: 1.0}, "neither a str nor an int"),
+    # found by the fuzzer below: an OverflowError and a UnicodeEncodeError naming no row
+    ({3: 10**400}, "row 1, feature 3: value 1000.* is not finite as a double"),
+    ({"\ud800": 1.0}, "row 1: string feature '\\\\ud800' is not valid Unicode"),
 ])
 def test_bad_records_are_named(record, match):
+    n_bits = 8 if isinstance(next(iter(record)), str) and match.startswith("row 1:") else -1
     with pytest.raises(ValueError, match=match):
-        records_to_csr([{0: 1.0}, record], -1, 0, -1)
+        records_to_csr([{0: 1.0}, record], n_bits, 0, -1)
 
 
 def make_stream(n, seed=0, n_words=50_000):
@@ -127,3 +134,90 @@ def test_hashing_folds_matrix_columns():
 def test_stream_items_must_be_pairs():
     with pytest.raises(ValueError, match="stream item 1 is not an \\(x, y\\) pair"):
         PGSRegressor().fit_stream([({0: 1.0}, 1.0), {0: 1.0}])
+
+
+@pytest.mark.parametrize("x", [None, 3, "a:1", [1.0, 2.0], (0.5,)])
+def test_a_stream_x_that_is_no_record_is_named(x):
+    """Found by the fuzzer below: an x that is not a record made the chunk a matrix, so
+    a list of numbers trained silently as a dense row, and None failed in sklearn's
+    checks with a three-line message naming no item."""
+    est = PGSRegressor()
+    with pytest.raises(ValueError, match="^stream item 1: x must be a dict {feature: "
+                                         "value} or a sequence of \\(feature, value\\) pairs"):
+        est.fit_stream([({0: 1.0}, 1.0), (x, 2.0)], chunk_rows=5)
+    assert not hasattr(est, "_state")
+    # a stream of such lists alone trained as dense rows, without a word
+    with pytest.raises(ValueError, match="^stream item 0: x must be a dict"):
+        est.fit_stream([([1.0, 2.0], 1.0), ([0.5, 0.0], 2.0)])
+    assert not hasattr(est, "_state")
+
+
+# ---- fuzzing the record reader (fit_stream / partial_fit on records) --------------------
+
+KEYS = st.one_of(st.integers(-2, 40), st.integers(-2**70, 2**70), st.text(max_size=4),
+                 st.booleans(), st.floats(allow_nan=False), st.none(), st.binary(max_size=2))
+VALUES = st.one_of(st.floats(), st.floats(-10, 10), st.integers(-2**1100, 2**1100),
+                   st.integers(-5, 5), st.text(max_size=2), st.none(), st.booleans(),
+                   st.complex_numbers(max_magnitude=2))
+RECORDS = st.one_of(st.dictionaries(KEYS, VALUES, max_size=4),
+                    st.lists(st.tuples(KEYS, VALUES), max_size=4),
+                    st.lists(st.one_of(KEYS, st.tuples(KEYS), st.tuples(KEYS, VALUES, VALUES)),
+                             max_size=2),
+                    KEYS)
+
+
+def _valid(record, n_bits):
+    """Whether the documented mapping takes a record (the fuzz's independent yardstick)."""
+    items = record.items() if isinstance(record, dict) else record
+    if not isinstance(items, (list, type({}.items()))):
+        return False
+    for pair in items:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            return False
+        key, value = pair
+        if isinstance(key, str):
+            if n_bits is None:
+                return False
+            try:
+                key.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+        elif not isinstance(key, int) or key < 0 or key >= 2**40:
+            return False
+        if (not isinstance(value, (int, float)) or isinstance(value, complex)
+                or abs(value) > 1e300 or value != value):
+            return False
+    return True
+
+
+@settings(max_examples=300, deadline=timedelta(seconds=5),
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(RECORDS, min_size=1, max_size=5), st.sampled_from([None, 6]),
+       st.integers(1, 3))
+def test_fuzz_record_input(records, n_bits, chunk_rows):
+    """Any records: either the model of the documented mapping (the same as partial_fit
+    on the CSR rows written independently, `expected_row`), or a one-line ValueError
+    or TypeError; never another exception, never a partial update."""
+    y = [float(i % 3) for i in range(len(records))]
+    est = PGSRegressor(n_bits=n_bits, max_model_bytes=2**20)
+    try:
+        est.fit_stream(zip(records, y), chunk_rows=chunk_rows)
+    except (ValueError, TypeError) as exc:
+        assert "\n" not in str(exc) and str(exc)
+        assert not all(_valid(r, n_bits) for r in records) or any(
+            max((k for k, _ in (r.items() if isinstance(r, dict) else r)
+                 if not isinstance(k, str)), default=0) >= 2**16 for r in records)
+        return
+    assert all(_valid(r, n_bits) for r in records), records
+    rows = [expected_row(r, n_bits if n_bits is not None else 41, 0) for r in records]
+    width = 2**n_bits if n_bits is not None else max(
+        [c + 1 for row in rows for c in row], default=0)
+    X = sp.lil_matrix((len(rows), max(width, 1)))
+    for i, row in enumerate(rows):
+        for c, v in row.items():
+            X[i, c] = v
+    reference = PGSRegressor(n_bits=n_bits)
+    for a in range(0, len(rows), chunk_rows):
+        reference.partial_fit(sp.csr_matrix(X[a:a + chunk_rows]), y[a:a + chunk_rows])
+    np.testing.assert_array_equal(est.coef_[:width], reference.coef_[:width])
+    assert est.intercept_ == reference.intercept_

@@ -116,8 +116,11 @@ def records_to_csr(records, int n_bits, uint32_t seed, Py_ssize_t n_features):
             try:
                 value = raw
             except TypeError:
-                raise ValueError(f"row {row}, feature {key!r}: value {raw!r} is not a "
+                raise ValueError(f"row {row}, feature {key!r}: value {raw!r:.40} is not a "
                                  "number") from None
+            except OverflowError:  # an int beyond the doubles
+                raise ValueError(f"row {row}, feature {key!r:.40}: value {raw!r:.40} is not "
+                                 "finite as a double") from None
             if not isfinite(value):
                 raise ValueError(f"row {row}, feature {key!r}: value {raw!r} is not finite")
             sign = 1.0
@@ -125,7 +128,11 @@ def records_to_csr(records, int n_bits, uint32_t seed, Py_ssize_t n_features):
                 if n_bits < 0:
                     raise ValueError(f"row {row}: string feature {key!r} needs hashing "
                                      "(set n_bits)")
-                buf = PyUnicode_AsUTF8AndSize(key, &n)
+                try:
+                    buf = PyUnicode_AsUTF8AndSize(key, &n)
+                except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 to hash
+                    raise ValueError(f"row {row}: string feature {key!r} is not valid "
+                                     f"Unicode ({exc.reason})") from None
                 h = murmurhash3_x86_32(<const uint8_t*>buf, n, seed)
                 col = <Py_ssize_t>(h & <uint32_t>mask)
                 if h >> 31:

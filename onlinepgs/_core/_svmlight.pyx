@@ -190,8 +190,13 @@ cdef extern from *:
             p++;
             if (p < e && (*p == '+' || *p == '-')) { eneg = (*p == '-'); p++; }
             if (p >= e || (unsigned)(*p - '0') >= 10) return 0;
+            /* Saturated, not clipped short: e10 already holds an offset of up to the
+               token's length (one per digit dropped from or added to man), so the
+               exponent must keep going well past any such length for e10 + x to have
+               the right sign and size. 10^17 exceeds any length in memory (< 2^48),
+               and 10^18 + 9 + |offset| stays far inside int64. */
             while (p < e && (unsigned)(*p - '0') < 10) {
-                if (x < 100000000) x = x * 10 + (*p - '0');
+                if (x < 100000000000000000LL) x = x * 10 + (*p - '0');
                 p++;
             }
             e10 += eneg ? -x : x;
