@@ -11,8 +11,11 @@ import zipfile
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 import scipy.sparse as sp
 
+from fuzzing import MUTATIONS, mutate
 from onlinepgs import PGSClassifier, PGSRegressor
 from onlinepgs import model_io
 from onlinepgs.model_io import (FORMAT_NAME, FORMAT_VERSION, ModelFileError, load_model,
@@ -1118,3 +1121,31 @@ def test_temp_files_of_killed_writers_are_removed_by_the_next_write(tmp_path, fi
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["model.pgs", young.name, other.name, mine.name])
     assert_same_model(fitted, load_model(path))
+
+
+# ---- fuzzing (bounded in examples and time: runs in every test run) --------------------
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(MUTATIONS, st.booleans())
+def test_fuzzed_model_files_load_the_same_model_or_a_one_line_error(tmp_path, model_file,
+                                                                    fitted, mutations, cut):
+    """Random edits of a model file's bytes (insertions, deletions, replacements, and a cut
+    at the last edit): load_model gives back the very model that was saved, or a one-line
+    ModelFileError naming the file, and reading allocates no more than a small multiple
+    of the file's size."""
+    data = mutate(model_file.read_bytes(), mutations)
+    if cut:
+        data = data[:int(mutations[-1][1] * len(data))]
+    target = tmp_path / "fuzzed.pgs"
+    target.write_bytes(data)
+    tracemalloc.start()
+    try:
+        loaded = load_model(target)
+    except ModelFileError as exc:
+        assert "\n" not in str(exc) and str(target) in str(exc)
+    else:
+        assert_same_model(fitted, loaded)
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert peak < 8 * model_file.stat().st_size + (1 << 20)
