@@ -178,10 +178,14 @@ def _lane_delta(base, lane, out, coords=None):
     if avg is None:
         out.cum = np.zeros(K)
         out.avg_idx, out.avg_val = np.zeros(0, dtype=np.int64), np.zeros(0)
-    elif lane.p != 2.0 and lane.n_rescales:
-        # M moved: the lane settled every coordinate in new units; send its sums whole
-        total = np.asarray(lane.acc_a) + np.asarray(lane.phi_a) * (
-            np.asarray(lane.cum_a)[None, :] - np.asarray(lane.mark_a))
+    elif lane.n_restarts or (lane.p != 2.0 and lane.n_rescales):
+        # M moved (p < 2: the lane settled every coordinate in new units) or a running sum
+        # restarted (every coordinate's sum took it in): send its sums whole
+        phi, cum = np.asarray(lane.phi_a), np.asarray(lane.cum_a)[None, :]
+        if lane.p == 2.0:
+            total = phi * cum - np.asarray(lane.acc_a)
+        else:
+            total = np.asarray(lane.acc_a) + phi * (cum - np.asarray(lane.mark_a))
         out.cum = np.zeros(K)
         out.avg_idx = np.arange(total.size, dtype=np.int64)
         out.avg_val = np.ascontiguousarray(total.ravel())

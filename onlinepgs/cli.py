@@ -108,7 +108,8 @@ def build_parser():
     opts = train.add_argument_group("model (ignored with -i)")
     opts.add_argument("--loss", default="logistic",
                       choices=sorted(CLASSIFICATION_LOSSES + REGRESSION_LOSSES))
-    opts.add_argument("--p", type=float, default=2.0, help="norm of the regularizer, in (1, 2]")
+    opts.add_argument("--p", type=float, default=2.0, help="norm of the regularizer, in (1, 2] and at least 1 + 1.2e-7 "
+                      "(below 1.002 training is slower: see PGSClassifier's p)")
     opts.add_argument("--sigma", type=float, default=1e-4, help="regularization weight")
     opts.add_argument("--radius", type=_radius, default="auto",
                       help="domain: auto (default), none (R^n) or a number (l_p ball)")
@@ -255,6 +256,7 @@ def _data_base(args, extra):
 
 def _estimator_from_args(args):
     from onlinepgs import PGSClassifier, PGSRegressor
+    from onlinepgs._core._pgs import check_p
 
     from sklearn.utils._param_validation import InvalidParameterError
 
@@ -273,6 +275,10 @@ def _estimator_from_args(args):
             if message.startswith(prefix):
                 message = f"argument {_flag(option)}" + message[len(prefix):]
         raise UsageError(message) from None
+    try:
+        check_p(args.p)
+    except ValueError as exc:
+        raise UsageError(f"argument {_flag('p')}: {exc}") from None
     return est
 
 

@@ -20,7 +20,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d,
 
 from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES, PGSState
 from onlinepgs._core._hashing import records_to_csr
-from onlinepgs._core._pgs import power_is_cheap, row_power_sums
+from onlinepgs._core._pgs import check_p, power_is_cheap, row_power_sums
 
 __all__ = ["PGSClassifier", "PGSRegressor", "PGSDivergedError", "ModelTooLargeError"]
 
@@ -37,7 +37,12 @@ _STATE_PARAMS = ("loss", "p", "sigma", "radius", "batch_size", "iterate",
 _COMMON_DOC = """
     p : float in (1, 2], default=2.0
         The regularizer is ``||w||_p^2 / (2 (p - 1))``; p < 2 leans towards sparser
-        models than p = 2 while staying strongly convex.
+        models than p = 2 while staying strongly convex. p may come as close to 1 as
+        1 + 2^-23 (1.2e-7; nearer, the power ``|lambda|^(1/(p-1))`` behind the weights
+        would amplify each rounding into an error over 1e-9: a ValueError says so).
+        Below p = 1.002 the weights stay in the double range by a rescaling pass over
+        them each time max |lambda_j| grows ``3.5^(512 (p - 1))``-fold (1.066 at
+        p = 1.0001), so training is slower.
     sigma : float > 0, default=1e-4
         Regularization weight (the paper's sigma): the objective is
         ``sigma * r(w) + mean_i sample_weight_i * loss(<w, x_i>, y_i)``.
@@ -162,6 +167,78 @@ def _finite_weights(state):
     """Whether every weight of the state is finite (after divergence it may not be)."""
     with np.errstate(all="ignore"):
         return bool(np.isfinite(state.weights()).all())
+
+
+# Losses whose derivative is bounded (|l'| <= 1): a non-finite derivative then means a
+# non-finite margin, i.e. a model that overflowed before, never a step too large for sigma.
+_BOUNDED_DERIVATIVE = ("logistic", "hinge", "smooth_hinge", "absolute", "huber",
+                       "epsilon_insensitive")
+
+
+def _finite_after(state, X):
+    """Whether the state is finite after a call on the rows of X, at a cost of O(nnz).
+
+    Every weight where that costs no more than the call (a fit, a large chunk); else the
+    scalars, which an overflow of lambda reaches at once where the core keeps N (p < 2
+    or a ball: M is refreshed to max |lambda_j|), and for p = 2 on R^n the coordinates
+    the rows touched. What remains, averaged sums beyond 1.8e308 with a finite lambda
+    (weights near 1e290), is caught where the weights are read (`_weights`).
+    """
+    K = state.n_problems
+    if not sp.issparse(X) or state.dim * K <= 4 * (X.nnz + X.shape[0]):
+        return _finite_weights(state)
+    with np.errstate(all="ignore"):
+        if not all(np.isfinite(a).all() for a in (state.s_a, state.cum_a, state.norm_a,
+                                                   state.scale_a)):
+            return False
+        if state.need_norm:
+            return True
+        # the intercept's coordinate 0 and each entry's column + 1 (repeats cost less
+        # than sorting them out)
+        return bool(np.isfinite(state.block_a[0]).all()
+                    and np.isfinite(state.block_a[X.indices + 1]).all())
+
+
+def _heaviest_row(X, sw):
+    """(row, sample weight) of the row of largest sample_weight * max_j |x_ij|: the one
+    whose gradient moves the solver's sums most (error path only)."""
+    if X is None:
+        return None, None
+    with np.errstate(over="ignore"):
+        if sp.issparse(X):
+            size = np.asarray(abs(X).max(axis=1).todense()).ravel() if X.nnz else np.zeros(
+                X.shape[0])
+        else:
+            size = np.abs(X).max(axis=1) if X.shape[1] else np.zeros(X.shape[0])
+        row = int(np.argmax(sw * np.maximum(size, 1.0)))
+    return row, _py(sw[row])
+
+
+def _overflow_reason(state, X, sw, at=None):
+    """Why the state's weights are not finite (or, at row `at`, the margin), and what
+    helps, in one sentence."""
+    row, weight = _heaviest_row(X, sw)
+    heaviest = ("" if row is None else
+                f" (the heaviest row of this call is row {row}, sample_weight {weight!r})")
+    if at is not None and _finite_weights(state):
+        return (f"the margin <w, x> of row {at} overflowed the double range (finite "
+                "weights times its values); scale the features down.")
+    with np.errstate(all="ignore"):
+        lam_finite = bool(np.isfinite(state.lam_a).all())
+        last_finite = bool(np.isfinite(state.weights("last")).all())
+    if not lam_finite:
+        # lambda = -sum_t g_t, g_t = sample_weight * loss' * x: scaling sample_weight and
+        # sigma by one factor scales lambda and leaves lambda / (t sigma), the model, as is
+        return (f"the solver's running sum of sample_weight * loss' * x overflowed the "
+                f"double range{heaviest}; dividing sample_weight and sigma by one "
+                f"factor gives the same model with smaller sums.")
+    if last_finite:
+        return ("the averaged iterate's running sum (the iterates times weights up to "
+                "t^2) overflowed the double range although the last iterate is finite; "
+                "use iterate='last' or smaller weights (a larger sigma, a smaller radius).")
+    return (f"the model's weights exceed the double range (1.8e308){heaviest}: with "
+            f"these sample weights and sigma={state.sigma:g} the model cannot be finite; "
+            f"use smaller sample weights, a larger sigma or a finite radius.")
 
 
 def _py(value):
@@ -385,6 +462,7 @@ class _BasePGS(BaseEstimator):
             if value is not None and not isinstance(value, str) and not np.isfinite(value):
                 raise ValueError(f"The '{name}' parameter of {type(self).__name__} "
                                  f"must be finite, got {value!r}.")
+        check_p(float(self.p))  # before the data: p too near 1 is refused with its reason
 
     def _as_matrix(self, X, fitted):
         """Record input as CSR, and every input folded into 2**n_bits columns when hashing."""
@@ -574,6 +652,16 @@ class _BasePGS(BaseEstimator):
         if state.diverged:
             row = int(state.diverged_row)
             state.diverged = False
+            if self.loss in _BOUNDED_DERIVATIVE:
+                # the derivative is finite at any finite margin: the margin was not,
+                # because the model (or the margin's sum) had overflowed
+                reason = _overflow_reason(state, X, sw, at=row)
+                kept = ("The model keeps the state before that step."
+                        if _finite_weights(state) else
+                        "The model is not usable; fit again with other parameters.")
+                raise PGSDivergedError(
+                    f"PGS diverged at row {row} of this call (step {state.t + 1}): "
+                    f"{reason} {kept}", row=row, reason=reason)
             if self.radius is None:
                 advice = (f"Its gradient is unbounded, so on R^n (radius=None) a small "
                           f"sigma={self.sigma:g} lets the first steps of size 1/(t sigma) "
@@ -590,6 +678,13 @@ class _BasePGS(BaseEstimator):
             raise PGSDivergedError(
                 f"PGS diverged at row {row} of this call (step {state.t + 1}): {reason} "
                 f"{kept}", row=row, reason=reason)
+        if not _finite_after(state, X):
+            # the last guard: no path may hand out a non-finite model
+            reason = _overflow_reason(state, X, sw)
+            row, _ = _heaviest_row(X, sw)
+            raise PGSDivergedError(
+                f"PGS overflowed in this call (after step {state.t}): {reason} The model is "
+                "not usable; fit again with other parameters.", row=row, reason=reason)
 
     def _fit(self, X, y, sample_weight):
         with _training(self):
@@ -752,7 +847,14 @@ class _BasePGS(BaseEstimator):
         with self._lock("_state_lock"):
             cache = self._cache  # the state's and cache's of the same installation
             if "W" not in cache:
-                W = self._state.weights()  # (1 + n_features, K)
+                with np.errstate(all="ignore"):
+                    W = self._state.weights()  # (1 + n_features, K)
+                if not np.isfinite(W).all():
+                    # a state that overflowed (its training call said so): never hand
+                    # out inf or NaN weights
+                    reason = _overflow_reason(self._state, None, None)
+                    raise PGSDivergedError(f"the model is not usable: {reason}",
+                                           reason=reason)
                 coef = np.ascontiguousarray(W[1:].T)
                 if self.fit_intercept:
                     intercept = W[0] * self.intercept_scaling

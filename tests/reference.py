@@ -94,10 +94,14 @@ def r_conjugate(theta, p, radius=None):
 def grad_rstar(theta, p, radius=None):
     """grad of r*(theta) = ||theta||_q^2 / (2(q-1)) over R^n, or over the l_p ball."""
     q = p / (p - 1.0)
-    nq = np.sum(np.abs(theta) ** q) ** (1.0 / q)
-    if nq == 0.0:
+    # grad r* is homogeneous of degree 1: take the powers of theta / max |theta_j| <= 1,
+    # which stay in range however large q is (p near 1)
+    top = np.max(np.abs(theta)) if theta.size else 0.0
+    if top == 0.0:
         return np.zeros_like(theta)
-    w = nq ** (2.0 - q) * np.abs(theta) ** (q - 1.0) * np.sign(theta) / (q - 1.0)
+    unit = theta / top
+    nq = np.sum(np.abs(unit) ** q) ** (1.0 / q)
+    w = top * nq ** (2.0 - q) * np.abs(unit) ** (q - 1.0) * np.sign(unit) / (q - 1.0)
     if radius is not None:
         norm_p = np.sum(np.abs(w) ** p) ** (1.0 / p)
         if norm_p > radius:

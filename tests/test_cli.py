@@ -929,3 +929,25 @@ def test_a_full_disk_at_a_checkpoint_keeps_the_previous_one(tmp_path, capsys, mo
     assert main(["train", str(data), "-i", str(ckpt), "--resume", "-o", str(ckpt),
                  "--quiet"]) == 0
     np.testing.assert_array_equal(load_model(ckpt).coef_, load_model(full).coef_)
+
+
+def test_p_near_1_trains_a_finite_model_and_too_near_is_a_usage_error(tmp_path, capsys):
+    """Issue 32 item 2: `train --p 1.0001 --loss hinge` exited 0 and `predict` printed nan.
+    The yardstick is the Python API over the same chunks."""
+    path = tmp_path / "d.svm"
+    write_svmlight(path, n=400, n_features=20)
+    model, pred = tmp_path / "m.pgs", tmp_path / "pred.txt"
+    assert main(["train", str(path), "-o", str(model), "--quiet", "--p", "1.0001",
+                 "--loss", "hinge", "--sigma", "1e-2", "--classes=-1,1"]) == 0
+    assert main(["predict", str(model), str(path), "-o", str(pred), "--kind", "scores"]) == 0
+    scores = np.loadtxt(pred)
+    reference = PGSClassifier(loss="hinge", p=1.0001, sigma=1e-2, random_state=0)
+    for X, y in iter_svmlight(path, chunk_rows=1000):
+        reference.partial_fit(X, y, classes=[-1, 1])
+    assert np.isfinite(scores).all() and np.abs(scores).max() > 0
+    np.testing.assert_allclose(scores, reference.decision_function(load_svmlight(path)[0]),
+                               rtol=1e-5, atol=1e-9)
+    capsys.readouterr()
+    done = run("train", path, "-o", tmp_path / "n.pgs", "--p", "1.00000001")
+    assert done.returncode == 2 and done.stderr.count(b"\n") == 1
+    assert b"argument --p: p=1.00000001 is too close to 1" in done.stderr

@@ -8,7 +8,8 @@ import scipy.sparse as sp
 from onlinepgs import (ModelTooLargeError, PGSClassifier, PGSDivergedError, PGSRegressor,
                        iter_svmlight, load_svmlight)
 
-from reference import loss_value
+from onlinepgs.estimators import _finite_weights
+from reference import combine, loss_value, reference_pgs
 from shared_data import shared
 
 
@@ -254,9 +255,12 @@ def test_divergence_message_fits_the_case():
         reg = PGSRegressor(**params)
         with pytest.raises(PGSDivergedError, match=advice) as info:
             reg.partial_fit(X, y)
-        usable = bool(np.isfinite(reg.coef_).all() and np.isfinite(reg.intercept_).all())
+        usable = _finite_weights(reg._state)
         assert ("keeps the state before that step" in str(info.value)) == usable
         assert ("not usable" in str(info.value)) == (not usable)
+        if not usable:  # and its weights are never handed out as inf or NaN
+            with pytest.raises(PGSDivergedError, match="the model is not usable"):
+                reg.coef_
 
 
 def test_predict_proba_and_pickle():
@@ -512,3 +516,60 @@ def test_the_width_budget_is_the_parameter_s_and_hashing_is_exempt():
     assert hashed.coef_.shape == (1, 1024)
     with pytest.raises(ValueError, match="max_model_bytes"):
         PGSClassifier(max_model_bytes=0).fit(X, y)
+
+
+@pytest.mark.parametrize("iterate", ["average", "weighted2"])
+def test_averaged_iterates_with_wide_ranging_sample_weights(iterate):
+    """On the ball a heavy row makes s_t fall by orders at once: the running sum C kept
+    the early large terms and lost the later ones, and C lambda_j - acc_j cancelled (3%
+    off at a weight ratio of 1e24, 83% at 1e32, 0 for one row of 1e150; issue 32 item 9).
+    The yardstick is the mean of the reference's own iterates."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(300, 8)
+    y = np.where(X @ rng.randn(8) > 0, 1.0, -1.0)
+    for sw in (10 ** rng.uniform(0, 24, 300), np.r_[np.ones(5), 1e150, np.ones(294)]):
+        iterates, _ = reference_pgs(np.hstack([np.ones((300, 1)), X]), y, p=2.0, sigma=1e-2,
+                                    loss="logistic", sample_weight=sw, radius="auto")
+        expected = combine(iterates, iterate)[:, 0]
+        est = PGSClassifier(sigma=1e-2, iterate=iterate, shuffle=False)
+        est.partial_fit(X, y, classes=[-1, 1], sample_weight=sw)
+        got = np.r_[est.intercept_, est.coef_[0]]
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-8 * np.abs(expected).max())
+
+
+def test_sample_weights_near_the_double_range():
+    """sample_weight 1e307: the auto radius sqrt(2 (p-1) w l(0) / sigma) overflowed in the
+    square (the ball was lost: weights 1e303, NaN averages); where the model cannot be
+    finite the call raises with the reason instead of handing out inf or NaN."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(50, 3)
+    y = np.where(X[:, 0] > 0, 1, -1)
+    sw = np.ones(50)
+    sw[5] = 1e307
+    radius = np.sqrt(1e307) * np.sqrt(2 * np.log(2) / 1e-2)  # closed form, l(0) = log 2
+    est = PGSClassifier(sigma=1e-2, iterate="last", random_state=0).fit(X, y, sample_weight=sw)
+    w = np.r_[est.intercept_, est.coef_[0]]
+    assert np.isfinite(w).all() and np.linalg.norm(w / radius) <= 1 + 1e-12
+    # p = 2's lazy average holds C * lambda, and lambda ~ 1e307 times C > 1 overflows
+    for radius in ("auto", None):
+        est = PGSClassifier(sigma=1e-2, radius=radius, iterate="weighted2", random_state=0)
+        with pytest.raises(PGSDivergedError, match="averaged iterate's running sum "
+                                                   ".*overflowed the double range"):
+            est.fit(X, y, sample_weight=sw)
+        assert not hasattr(est, "_state")  # fit leaves nothing behind
+
+
+def test_p_very_near_1_gives_the_reference_model():
+    """Issue 32 item 2: hinge at p = 1.0001 gave coef_ [[nan 0.]]; the yardstick is the
+    plain-NumPy Figure 1 over the same rows in the same order."""
+    X = np.array([[1.0, 0.0], [0.0, 1.0]] * 20)
+    y = np.array([1, -1] * 20)
+    for loss in ("hinge", "logistic", "squared_hinge", "smooth_hinge"):
+        est = PGSClassifier(loss=loss, p=1.0001, sigma=1.0, shuffle=False, max_epochs=2)
+        est.fit(X, y)
+        iterates, _ = reference_pgs(np.hstack([np.ones((80, 1)), np.vstack([X, X])]),
+                                    np.r_[y, y],
+                                    p=1.0001, sigma=1.0, loss=loss, radius="auto")
+        expected = combine(iterates, "weighted2")[:, 0]
+        got = np.r_[est.intercept_, est.coef_[0]]
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12 * np.abs(expected).max())

@@ -299,3 +299,39 @@ def test_state_block_starts_a_cache_line():
         assert offset(PGSState.from_dict(st.to_dict())) == 0
         assert offset(pickle.loads(pickle.dumps(st))) == 0
         assert offset(PGSState(p=2.0, n_problems=3, n_features=n)) == 0
+
+
+def near_1_data(m=400, n=10, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(m, n)
+    X[rng.rand(m, n) < 0.5] = 0
+    y = np.where(X @ rng.randn(n) + 0.3 * rng.randn(m) > 0, 1.0, -1.0)
+    return sp.csr_matrix(X), y
+
+
+@pytest.mark.parametrize("p", [1.001, 1.0001, 1.00001])
+@pytest.mark.parametrize("loss", ["hinge", "logistic", "squared_hinge"])
+@pytest.mark.parametrize("which", ["last", "average", "weighted2", "random"])
+def test_core_matches_reference_very_near_p_1(p, loss, which):
+    """q - 1 = 1/(p - 1) in the thousands: (|lambda_j| / M)^(q-1) over the window [M/2, 2M]
+    left the double range (the model was NaN, or the run 'diverged', issue 32 item 2), and
+    the running N lost its dominant term to rounding while no coordinate fell below M/2.
+    The reference takes the powers of theta / max |theta_j| and needs no scale."""
+    X, y = near_1_data()
+    iterates, _ = reference_pgs(augmented(X, True, 1.0), y, p=p, sigma=1e-2, loss=loss,
+                                radius="auto")
+    st = run_core(X, y, p=p, sigma=1e-2, loss=loss, radius="auto", iterate=which)
+    assert st.n_rescales > 5  # the narrow window of M was exercised
+    assert_close(st.weights(), combine(iterates, which, rnd_t=st.rnd_t), rtol=1e-9)
+
+
+def test_p_too_near_1_is_refused_with_its_reason():
+    """Past q - 1 = 2^23 each rounding of lambda would be amplified over 1e-9 in w."""
+    from onlinepgs._core._pgs import check_p
+
+    check_p(1.0 + 2.0**-23)
+    with pytest.raises(ValueError, match=r"p=1\.00000001 is too close to 1: .*q - 1 = "
+                                         r"1/\(p - 1\) = 1e\+08"):
+        PGSClassifier(p=1.00000001).fit(np.eye(2), [0, 1])
+    with pytest.raises(ValueError, match="too close to 1"):
+        PGSState(p=1.00000001)

@@ -83,13 +83,25 @@ STATE_VERSION = 3
 # instead of 2) and Dask's lanes more, whose steps count n_lanes-fold: each lane refreshes
 # on its own and sends its sums whole when it does.
 cdef double M_HEADROOM = 1.75
+# Near p = 1 (q - 1 = 1 / (p - 1) in the thousands) the window [M/2, 2M] is too wide: 2^(q-1)
+# overflows and 1.75^-(q-1) underflows, so phi and N would leave the double range. Where
+# q - 1 > PHI_BITS the window narrows to [M / 2^g, 2^g M], g = PHI_BITS / (q - 1), and the
+# headroom to 1.75^g: every phi then stays within 2^-PHI_BITS .. 2^PHI_BITS of 1 (N too,
+# times dim), at the price of a refresh each time max |lambda_j| grows 3.5^g-fold.
+cdef double PHI_BITS = 512.0
+# Past this q - 1 the weights are not worth computing: phi = (|lambda_j| / M)^(q-1) turns
+# each rounding of lambda (a relative 1.1e-16) into (q - 1) times that in the weights, over
+# 1e-9, and the window of M is so narrow that the O(dim) refreshes dominate the run.
+cdef double MAX_Q_MINUS_1 = 8388608.0  # 2^23, p - 1 = 1.19e-7
 # The lazy averages for p < 2 take differences C - mark_j of the running sum C of weighted
 # scales: a term far below C is lost in it, and with it coordinate j's weight for that
 # step. s_t falls steeply as lambda grows between refreshes of M when q is large (by up to
 # 3.5^(q-2): 2^179 for p = 1.01), so every coordinate is settled and C restarted when a
 # term falls below C / CUM_RANGE (relative error of a difference then ~ 2 CUM_RANGE eps).
 # Where the terms grow or decay slowly (p >= 1.2, the weights t and t^2) it happens
-# O(log t) times at most, in O(dim) each.
+# O(log t) times at most, in O(dim) each. p = 2 needs it too on the ball, where s_t falls
+# with the projection's factor: a row of a large sample weight makes it fall many orders
+# at once, and C lambda_j - acc_j then cancelled to nothing.
 cdef double CUM_RANGE = 1048576.0  # 2^20
 
 cdef enum:
@@ -114,6 +126,7 @@ cdef struct Core:
     double* rnd_s
     int64_t* rnd_ver
     double q
+    double r_hi  # |lambda_j| / M above which M is refreshed (2, less near p = 1)
     int quarters  # 4 (q - 1) when that is a small integer, else 0 (see _phi_power)
     Py_ssize_t K
     Py_ssize_t S  # doubles per (coordinate, problem) in the block
@@ -137,6 +150,29 @@ def cache_aligned_zeros(shape):
     raw = np.zeros(n * 8 + CACHE_LINE, dtype=np.uint8)
     start = (-raw.ctypes.data) % CACHE_LINE
     return raw[start:start + n * 8].view(np.float64).reshape(shape)
+
+
+def check_p(double p):
+    """Raise ValueError unless PGS computes the weights at p accurately: 1 < p <= 2, and
+    q - 1 = 1 / (p - 1) at most 2^23 (see MAX_Q_MINUS_1), with the reason.
+
+    Examples
+    --------
+    >>> from onlinepgs._core._pgs import check_p
+    >>> check_p(1.0001)
+    >>> check_p(1.00000001)
+    Traceback (most recent call last):
+    ...
+    ValueError: p=1.00000001 is too close to 1: ...
+    """
+    if not (1.0 < p <= 2.0):
+        raise ValueError(f"p must be in (1, 2], got {p!r}")
+    if 1.0 / (p - 1.0) > MAX_Q_MINUS_1:
+        raise ValueError(
+            f"p={p!r} is too close to 1: the weights take |lambda_j|^(q-1), q - 1 = "
+            f"1/(p - 1) = {1.0 / (p - 1.0):.3g}, which turns each rounding of lambda into "
+            f"a relative error over 1e-9 of the weights; use p >= "
+            f"{1.0 + 1.0 / MAX_Q_MINUS_1:.9g}")
 
 
 def power_is_cheap(double p):
@@ -181,7 +217,7 @@ cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
         r_old = lam_old * inv_m
         core.norm_sum[c] += r_new * r_new - r_old * r_old
         return
-    if r_new > 2.0:
+    if r_new > core.r_hi:
         # M no longer tracks max |lambda_j|: park phi at 0 (finite), rescale after the step
         ph = 0.0
         need_rescale[0] = 1
@@ -208,6 +244,8 @@ cdef class PGSState:
     cdef readonly int loss_code, iterate, batch_size, n_problems
     cdef readonly bint fit_intercept, multiclass, p_is_two, bounded, need_norm, radius_auto
     cdef double norm_low
+    # M's window: refreshed where |lambda_j| / M passes r_hi, set to headroom max |lambda_j|
+    cdef readonly double r_hi, headroom
     cdef readonly str loss
     # coordinates (rows of the arrays) = 1 + number of features
     cdef readonly Py_ssize_t dim
@@ -230,6 +268,9 @@ cdef class PGSState:
     cdef public cnp.ndarray sum_conj_a, sum_step_loss_a, sum_reg_a
     cdef double[::1] sum_conj, sum_step_loss, sum_reg, w_norm, b_loss_c, b_conj_c
     cdef double[::1] norm_sum, mscale, inv_scale, s, cum, rnd_s, regret
+    # the largest N since it was last recomputed: the running N's rounding is relative to
+    # it (not saved; a loaded state starts from its N)
+    cdef double[::1] norm_peak
     cdef int64_t[::1] rnd_ver
     # global counters
     cdef public int64_t t, n_examples, n_mistakes, rnd_t, touches_since_exact
@@ -244,6 +285,9 @@ cdef class PGSState:
     cdef public bint diverged
     # how often the scale M was refreshed (O(dim) each; a diagnostic)
     cdef public int64_t n_rescales
+    # how often a lazy average's running sum restarted (also counted in n_rescales): every
+    # coordinate's sums changed, which a lane must send whole (see onlinepgs._rounds)
+    cdef public int64_t n_restarts
     cdef public int64_t diverged_row
     cdef public double sum_weight, sum_loss, sum_weighted_loss, loss0_max
     cdef public uint64_t rng
@@ -258,8 +302,7 @@ cdef class PGSState:
                  int batch_size=1, str iterate="last", int n_problems=1, bint multiclass=False,
                  bint fit_intercept=True, double intercept_scaling=1.0, double epsilon=0.1,
                  Py_ssize_t n_features=0, uint64_t seed=0):
-        if not (1.0 < p <= 2.0):
-            raise ValueError(f"p must be in (1, 2], got {p!r}")
+        check_p(p)
         if not (sigma > 0.0 and isfinite(sigma)):
             raise ValueError(f"sigma must be a positive finite number, got {sigma!r}")
         if isinstance(radius, str):
@@ -289,6 +332,13 @@ cdef class PGSState:
         self.need_norm = (not self.p_is_two) or self.bounded
         # p = 2 only needs N for the ball; its phi does not depend on M
         self.norm_low = 2.0 ** -600 if self.p_is_two else 2.0 ** -self.q
+        self.r_hi = 2.0
+        self.headroom = M_HEADROOM
+        if not self.p_is_two and self.q - 1.0 > PHI_BITS:
+            g = PHI_BITS / (self.q - 1.0)
+            self.r_hi = 2.0 ** g
+            self.headroom = M_HEADROOM ** g
+            self.norm_low = self.r_hi ** -self.q  # all below M / r_hi: 2^-(g q), in range
         self.loss = loss
         self.loss_code = LOSS_CODES[loss]
         self.epsilon = epsilon
@@ -369,6 +419,7 @@ cdef class PGSState:
         self.snap = self.snap_a
         self.snapv = self.snapv_a
         self.norm_sum = self.norm_a
+        self.norm_peak = np.array(self.norm_a, dtype=np.float64)
         self.mscale = self.scale_a
         self.inv_scale = 1.0 / self.scale_a
         self.s = self.s_a
@@ -481,6 +532,7 @@ cdef class PGSState:
         core.rnd_s = &self.rnd_s[0]
         core.rnd_ver = &self.rnd_ver[0]
         core.q = self.q
+        core.r_hi = self.r_hi
         core.quarters = self.quarters
         core.K = self.n_problems
         core.iterate = self.iterate
@@ -535,11 +587,17 @@ cdef class PGSState:
     cdef void _settle_all(self, Py_ssize_t c) noexcept nogil:
         """Fold the lazy average of problem c into acc and restart its running sum."""
         cdef Py_ssize_t j
-        if _averaged(self.iterate):
+        if not _averaged(self.iterate):
+            return
+        if self.p_is_two:
+            # the sum is C lambda_j - acc_j: moving C lambda_j into acc leaves it with C = 0
+            for j in range(self.dim):
+                self.acc[j, c] -= self.lam[j, c] * self.cum[c]
+        else:
             for j in range(self.dim):
                 self.acc[j, c] += self.phi[j, c] * (self.cum[c] - self.mark[j, c])
                 self.mark[j, c] = 0.0
-            self.cum[c] = 0.0
+        self.cum[c] = 0.0
 
     cdef inline double _step_weight(self) noexcept nogil:
         """w_t's weight in the averaged iterate: 1, t or t^2."""
@@ -553,15 +611,15 @@ cdef class PGSState:
         """Settle problem c's lazy average and restart its running sum C if `term`, the
         next step's weighted scale, would be lost in C (see CUM_RANGE). Counted as a
         rescale: every coordinate's sums changed (what lanes and their merge check)."""
-        if (not self.p_is_two and _averaged(self.iterate)
-                and term * CUM_RANGE < self.cum[c]):
+        if _averaged(self.iterate) and term * CUM_RANGE < self.cum[c]:
             self._settle_all(c)
             self.n_rescales += 1
+            self.n_restarts += 1
 
     cdef void _exact_norm(self, Py_ssize_t c, bint rescale) noexcept nogil:
         """Recompute N exactly from lambda; with rescale, first move M to max |lambda_j|."""
         cdef Py_ssize_t j, base, n, e
-        cdef double m = 0.0, r, total = 0.0, old_m = self.mscale[c]
+        cdef double m = 0.0, r, total = 0.0
         cdef double r_buf[ROW_CHUNK]
         cdef double ph_buf[ROW_CHUNK]
         if rescale:
@@ -571,12 +629,17 @@ cdef class PGSState:
                     m = fabs(self.lam[j, c])
             if m == 0.0:
                 m = 1.0
-            m *= M_HEADROOM
+            m *= self.headroom
             if not self.p_is_two:
                 self._settle_all(c)
-                # w = rnd_s * phi for coordinates not yet snapped: keep that product
+                # w = rnd_s * phi for coordinates not yet snapped: snap them all now, in the
+                # old units (scaling rnd_s by (m / old_m)^(q-1) instead overflows near
+                # p = 1, where phi underflows: inf * 0)
                 if self.rnd_ver[c] > 0:
-                    self.rnd_s[c] *= exp((self.q - 1.0) * log(m / old_m))
+                    for j in range(self.dim):
+                        if self.snapv[j, c] != self.rnd_ver[c]:
+                            self.snap[j, c] = self.rnd_s[c] * self.phi[j, c]
+                            self.snapv[j, c] = self.rnd_ver[c]
             self.mscale[c] = m
             self.inv_scale[c] = 1.0 / m
         m = self.mscale[c]
@@ -585,6 +648,7 @@ cdef class PGSState:
                 r = fabs(self.lam[j, c]) / m
                 total += r * r
             self.norm_sum[c] = total
+            self.norm_peak[c] = total
             return
         base = 0
         while base < self.dim:
@@ -599,19 +663,31 @@ cdef class PGSState:
                     self.phi[base + e, c] = copysign(ph_buf[e], self.lam[base + e, c])
             base += n
         self.norm_sum[c] = total
+        self.norm_peak[c] = total
 
     cdef void _upkeep_norms(self, int* need_rescale, int* moved) noexcept nogil:
         """After a step or a merged round: rescale M where lambda outgrew it (or every
-        coordinate fell below M/2), clamp N's rounding below 0, and recompute N exactly
-        every 8 * dim coordinate updates (amortized O(1), and drift-free)."""
+        coordinate fell below M/2), recompute N where it cancelled (fell CUM_RANGE-fold
+        below its peak, so that its rounding, relative to the peak, would show), clamp
+        N's rounding below 0, and recompute N exactly every 8 * dim coordinate updates
+        (amortized O(1), and drift-free).
+
+        Near p = 1 the terms of N span r^q: a coordinate 4% below the largest counts
+        1e-18 as much at q = 1000, so N may lose its largest term and keep only rounding
+        while every coordinate stays above M/2: the peak's test catches that."""
         cdef Py_ssize_t c
         if not self.need_norm:
             return
         for c in range(self.n_problems):
+            if moved[c] and not need_rescale[c] and (
+                    self.norm_sum[c] * CUM_RANGE < self.norm_peak[c]):
+                self._exact_norm(c, False)  # then tested against norm_low as it is
             if need_rescale[c] or (moved[c] and self.norm_sum[c] < self.norm_low):
                 self._exact_norm(c, True)
             elif self.norm_sum[c] < 0.0:
                 self.norm_sum[c] = 0.0
+            if self.norm_sum[c] > self.norm_peak[c]:
+                self.norm_peak[c] = self.norm_sum[c]
         if self.touches_since_exact > 8 * self.span:
             self.touches_since_exact = 0
             for c in range(self.n_problems):
@@ -868,6 +944,7 @@ cdef class PGSState:
         self.diverged = False
         self.diverged_row = 0
         self.n_rescales = 0
+        self.n_restarts = 0
         self.t_step = 1
         self._bind()
 
@@ -1099,6 +1176,7 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
     cdef double* snap
     cdef int64_t* snapv
     cdef double cum, rs, inv_m, old, new, r_new, ph, d, dn = 0.0, xq = 0.0, q = core.q
+    cdef double r_hi = core.r_hi
     cdef double r_buf[ROW_CHUNK]
     cdef double ph_buf[ROW_CHUNK]
     cdef double old_buf[ROW_CHUNK]
@@ -1166,7 +1244,7 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
             j = idx[base + e] * S
             r_new = r_buf[e]
             ph = ph_buf[e]
-            if r_new > 2.0:
+            if r_new > r_hi:
                 # M no longer tracks max |lambda_j|: park phi at 0 (finite), rescale after
                 ph = 0.0
                 need_rescale[0] = 1
@@ -1387,6 +1465,10 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
         if b_loss0 > self.loss0_max:
             self.loss0_max = b_loss0
             self.radius = sqrt(2.0 * (self.p - 1.0) * b_loss0 / sigma)
+            if self.radius == INFINITY:
+                # the square overflows where the radius itself does not (sample weights
+                # near the double range): take the roots apart
+                self.radius = sqrt(b_loss0) * sqrt(2.0 * (self.p - 1.0) / sigma)
         # phase 2: lambda <- lambda - g_t, touching only the step's coordinates
         if bsize == 1:
             # vals, idx, nnz still describe the step's single row
