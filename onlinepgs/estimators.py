@@ -793,15 +793,16 @@ class _BasePGS(BaseEstimator):
             try:
                 x, y = item
             except (TypeError, ValueError):
-                raise ValueError(f"stream item {position} is not an (x, y) pair: "
-                                 f"{item!r:.80}") from None
+                raise ValueError(f"record {position + 1} of the stream is not an (x, y) "
+                                 f"pair: {item!r:.80}") from None
             if not (isinstance(x, dict) or (isinstance(x, (list, tuple)) and (
                     not x or isinstance(x[0], (list, tuple))))):
                 # else the chunk would not be records: a list of numbers would be taken
                 # for a dense row, anything else fail in the matrix checks, far from here
-                raise ValueError(f"stream item {position}: x must be a dict {{feature: "
-                                 "value} or a sequence of (feature, value) pairs, got "
-                                 f"{x!r:.80}")
+                what = "is None" if x is None else f"is {x!r:.80}"
+                raise ValueError(f"record {position + 1} of the stream {what}: expected a "
+                                 "dict {feature: value} or a sequence of (feature, value) "
+                                 "pairs")
             xs.append(x)
             ys.append(y)
             if len(xs) == chunk_rows:

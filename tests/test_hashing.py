@@ -132,7 +132,7 @@ def test_hashing_folds_matrix_columns():
 
 
 def test_stream_items_must_be_pairs():
-    with pytest.raises(ValueError, match="stream item 1 is not an \\(x, y\\) pair"):
+    with pytest.raises(ValueError, match="record 2 of the stream is not an \\(x, y\\) pair"):
         PGSRegressor().fit_stream([({0: 1.0}, 1.0), {0: 1.0}])
 
 
@@ -142,12 +142,12 @@ def test_a_stream_x_that_is_no_record_is_named(x):
     a list of numbers trained silently as a dense row, and None failed in sklearn's
     checks with a three-line message naming no item."""
     est = PGSRegressor()
-    with pytest.raises(ValueError, match="^stream item 1: x must be a dict {feature: "
+    with pytest.raises(ValueError, match="^record 2 of the stream is .*: expected a dict {feature: "
                                          "value} or a sequence of \\(feature, value\\) pairs"):
         est.fit_stream([({0: 1.0}, 1.0), (x, 2.0)], chunk_rows=5)
     assert not hasattr(est, "_state")
     # a stream of such lists alone trained as dense rows, without a word
-    with pytest.raises(ValueError, match="^stream item 0: x must be a dict"):
+    with pytest.raises(ValueError, match="^record 1 of the stream is \\[1.0, 2.0\\]: expected a dict"):
         est.fit_stream([([1.0, 2.0], 1.0), ([0.5, 0.0], 2.0)])
     assert not hasattr(est, "_state")
 
