@@ -37,8 +37,8 @@ import onlinepgs  # noqa: E402
 from onlinepgs import PGSClassifier, PGSRegressor, load_svmlight  # noqa: E402
 
 def _default_data():
-    """$ONLINEPGS_DATA, else the first ``shared/data`` beside the checkout or one level up
-    (a checkout in /work/main and a worktree in /work/wt/NAME both find /work/shared/data)."""
+    """$ONLINEPGS_DATA, else the first ``shared/data`` directory beside the checkout or one
+    level up from it."""
     if os.environ.get("ONLINEPGS_DATA"):
         return Path(os.environ["ONLINEPGS_DATA"])
     for base in (REPO.parent, REPO.parent.parent):

@@ -9,7 +9,7 @@ of this repository, so `RCV1Like` makes rows of the same shape:
   log-normal length calibrated so that a row has ``nnz_per_row`` distinct features on
   average;
 * values are ``(1 + log tf) * idf``, each row scaled to unit L2 norm, as in RCV1's
-  standard representation (and the shared IMDB files). The idf is the population one,
+  standard representation (and the IMDB files of the examples). The idf is the population one,
   ``log(1 / P(feature in a document))``, computed from the generating law rather than
   from a sample, so every row is independent of the others: the first m rows of a longer
   stream are exactly the rows of a shorter one, which makes nested training sets free;

@@ -9,7 +9,7 @@ paper needed k = 300 because its p < 2 steps cost O(n); this package's cost O(nn
 
 Data (``--data``):
 
-* ``imdb``: the shared IMDB reviews (real; 25,000 training rows, 89,527 tf-idf features,
+* ``imdb``: the IMDB reviews (real; 25,000 training rows, 89,527 tf-idf features,
   the 25,000-row test set); training sizes 1,000 to 25,000.
 * ``rcv1``: the RCV1-shaped generator of ``_synthetic.py`` (781,265 training rows, 23,149
   test rows, 47,236 features, 76 non-zeros per row, Zipf feature frequencies, tf-idf rows,

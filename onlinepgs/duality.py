@@ -1,12 +1,13 @@
 """Duality-gap certificates: how far a linear model is from the optimum of its objective.
 
-For the objective of the onlinepgs estimators (paper 000 eq. 7, ALGORITHM.md)
+For the objective of the onlinepgs estimators (Zhu et al., 2009, eq. 7)
 
     P(w) = sigma r(w) + (1/m) sum_i c_i l(<w, x_i>; y_i),   w in S,
 
 with r(w) = ||w||_p^2 / (2 (p - 1)), c_i the sample weights, S = R^n or the l_p ball of
 radius B and, with an intercept, a constant feature of value ``intercept_scaling`` inside
-the regularized w, Fenchel duality (papers 001 and 003) gives, for every a in R^m,
+the regularized w, Fenchel duality (Rockafellar, "Convex Analysis", 1970; Mairal, "Sparse coding
+for machine learning, image processing and computer vision", 2010) gives, for every a in R^m,
 
     D(a) = -(1/m) sum_i (c_i l)*(-a_i; y_i) - sigma r_S*( X^T a / (sigma m) )
          <= P(w*) <= P(w),
@@ -16,12 +17,12 @@ everywhere; on the ball it turns linear beyond ``(p - 1) ||theta||_q = B``). Hen
 ``gap = P(w) - D(a) >= P(w) - P(w*) >= 0``: a certificate, computable from w alone, of
 how much the objective can still improve.
 
-The dual point. Following paper 003 (Mairal), a = a(w) is built from the primal point:
+The dual point. Following Mairal (2010), a = a(w) is built from the primal point:
 ``a_i = -s c_i l'(<w, x_i>; y_i)``. The derivative is clipped into the domain of l*
 (a no-op for the compiled losses, whose subgradients lie there, but a guarantee that no
 rounding makes a term infinite), so every term of D is finite; r_S* is finite for every
-theta, so unlike paper 003's norm regularizers no rescaling is needed for the regularizer
-term. Paper 003 does rescale its dual point along its ray, by the largest factor <= 1
+theta, so unlike Mairal's norm regularizers no rescaling is needed for the regularizer
+term. Mairal does rescale its dual point along its ray, by the largest factor <= 1
 that keeps it feasible; here the factor s >= 0 is the *best* one: D(s a) is concave in s
 and, for every loss whose conjugate is quadratic on its domain (all but the logistic),
 ``sum_i c_i l*(s u_i)`` is ``s A + s^2 B`` with two sums over the rows, and
@@ -33,7 +34,7 @@ conjugate, not a polynomial in s) s = 1. For non-smooth losses (hinge, absolute,
 epsilon-insensitive) a(w) jumps at the kinks, so the gap need not vanish at w*; the
 scaling tightens it but the certificate stays an upper bound, not an estimate.
 
-Paper 003's intercept correction (projecting a onto ``sum_i a_i = 0``) is not needed: the
+Mairal's intercept correction (projecting a onto ``sum_i a_i = 0``) is not needed: the
 intercept here is a regularized feature, so its coordinate of X^T a enters r_S* like any
 other. A w outside the ball (only possible through `gap_of_weights`) has P(w) = +inf;
 the dual value is still a valid lower bound on P(w*).

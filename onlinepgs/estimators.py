@@ -60,7 +60,7 @@ _COMMON_DOC = """
         proportional to t^2 ("weighted2", polynomial-decay averaging) or to t
         ("weighted"), the uniform average, the last iterate, or the paper's uniformly
         random iterate (reservoir-sampled). "weighted2" is the default because it
-        gave the best test accuracy after 1, 2 and 5 passes on the shared IMDB, a9a
+        gave the best test accuracy after 1, 2 and 5 passes on the IMDB, a9a
         and w8a data (best in 11 of 18 cells, never more than 0.0010 behind;
         docs/benchmarks.md): the early, large steps of PGS count least, while the last
         iterate alone is noisy.

@@ -28,7 +28,8 @@ _COMMON_DOC = """
     p : float in (1, 2], default=2.0
         The regularizer is ``r(w) = ||w||_p^2 / (2 (p - 1))``. For p < 2 each step
         maximizes Prox-SDCA's lower bound of the dual with ``||x_i||_q^2`` in place of
-        ``||x_i||^2`` (q = p / (p - 1); paper 004, Option I with the l_q dual norm).
+        ``||x_i||^2`` (q = p / (p - 1); Shalev-Shwartz and Zhang, "Proximal stochastic dual coordinate ascent",
+        2012, Option I with the l_q dual norm).
     sigma : float >= 0, default=1e-4
         Regularization weight. The objective is ``P(w) = sigma * r(w) + l1 * ||w||_1 +
         mean_i sample_weight_i * loss(<w, x_i>, y_i)``, the PGS estimators' objective when
@@ -36,7 +37,7 @@ _COMMON_DOC = """
     l1 : float >= 0, default=0.0
         l_1 weight (needs p = 2): elastic net for sigma > 0, plain l_1 for sigma = 0.
         SDCA then runs Prox-SDCA with ``g(w) = ||w||^2 / 2 + (l1 / sigma) ||w||_1``
-        (paper 004, section 3.1). Pure l_1 runs it on a smoothed problem with a small
+        (Shalev-Shwartz and Zhang, 2012, section 3.1). Pure l_1 runs it on a smoothed problem with a small
         l_2 weight ``smoothing_`` lowered as the target accuracy requires; its certificate
         bounds the l_1 objective's suboptimality (see ``duality_gap_``).
     fit_intercept : bool, default=True

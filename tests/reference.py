@@ -1,6 +1,6 @@
-"""Plain-NumPy reference of PGS (paper 000, Figure 1): O(n) per step, no lazy tricks.
+"""Plain-NumPy reference of PGS (Zhu et al., 2009, Figure 1): O(n) per step, no lazy tricks.
 
-Written from the paper and ALGORITHM.md only, as an independent yardstick for the core.
+Written from the paper and its formulas only (docs/design/method.md), as an independent yardstick for the core.
 """
 import numpy as np
 
@@ -130,7 +130,7 @@ def reference_pgs(X, Y, *, p, sigma, loss, batch_size=1, radius=None, sample_wei
     regret = np.zeros(K)
     t = 0
     loss0_max = 0.0
-    # the online primal-dual pair (ALGORITHM.md, Fenchel duality): per problem
+    # the online primal-dual pair (Fenchel duality; docs/design/guarantees.md): per problem
     sum_reg = np.zeros(K)
     sum_step_loss = np.zeros(K)
     sum_conj = np.zeros(K)

@@ -1,7 +1,7 @@
 """Duality-gap certificates against independent yardsticks.
 
 The yardstick objectives are written here in NumPy from the definitions (the primal of
-paper 000 eq. 7 and its Fenchel dual, papers 001/003), the losses and grad r* come from
+Zhu et al. 2009, eq. 7, and its Fenchel dual, Mairal 2010), the losses and grad r* come from
 `reference.py`, and the optimum P(w*) from scipy: L-BFGS-B maximizing the dual over its
 box (every loss) and L-BFGS on the primal (smooth losses).
 """

@@ -23,7 +23,7 @@ EPS = 0.3  # epsilon of huber / epsilon_insensitive in these tests
 
 # ---- a plain-NumPy transcription of the step (papers 001 section 4, 004 Option I) --------
 def conjugate(loss, u, y, eps=EPS):
-    """l*(u; y) from ALGORITHM.md and the losses' definitions; +inf outside the domain."""
+    """l*(u; y) from the losses' definitions (docs/design/sdca.md); +inf outside the domain."""
     t = -u * y
     if loss == "hinge":
         return u * y if -1 <= u * y <= 0 else np.inf
