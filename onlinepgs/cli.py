@@ -1230,7 +1230,9 @@ def main(argv=None):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except (UserError, SvmlightError, ModelFileError, ValueError, OSError) as exc:
+    # FloatingPointError: PGSDivergedError, also raised when an unusable model is read
+    except (UserError, SvmlightError, ModelFileError, ValueError, OSError,
+            FloatingPointError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"{PROG}: error: {message}", file=sys.stderr)
         return 1
