@@ -99,8 +99,8 @@ cdef enum:
 
 # The sweeps over every coordinate (a refresh of M, a settle of the lazy averages, N's
 # exact recount) need only the coordinates some update reached: the others hold zeros in
-# every field and add nothing. While a state is young the pass keeps a list of those (a
-# coordinate goes in when a step finds its lambda at 0 in every problem), sorted and
+# every field and add nothing. While a state is young it keeps a list of those (before
+# a pass, each coordinate its rows may update whose lambda is 0 in every problem), sorted and
 # deduplicated before a sweep, which then visits them in increasing order: the same terms
 # in the same order as a sweep over all of dim, so N and the model are bit for bit the
 # same. Noting costs a few instructions per coordinate update, and a sweep over dim costs
@@ -543,8 +543,9 @@ cdef class PGSState:
 
     @property
     def n_tracked(self):
-        """How many coordinates the sweeps visit: those updates reached (or dim once they
-        are more than dim / 4, or p = 2 on R^n, which never sweeps)."""
+        """How many coordinates a sweep visits: those the passes reached, or dim once the
+        list was dropped (more than dim / 4 of them, or 2 dim updates checked; p = 2 on
+        R^n, which never sweeps, keeps none)."""
         coords = self._seen_coords()
         return self.dim if coords is None else len(coords)
 
