@@ -573,3 +573,30 @@ def test_p_very_near_1_gives_the_reference_model():
         expected = combine(iterates, "weighted2")[:, 0]
         got = np.r_[est.intercept_, est.coef_[0]]
         np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12 * np.abs(expected).max())
+
+
+@pytest.mark.slow  # a 2^24-wide state: ~5-20 s on a loaded machine
+def test_partial_fit_in_a_hashed_width_sweeps_only_reached_coordinates():
+    # issue 32 item 11: partial_fit in 2^24 columns must not do O(2^24) work per call;
+    # a refresh of M (p < 2) swept every coordinate. The same chunks with their columns
+    # renumbered in order into a narrow space give the same model.
+    rng = np.random.default_rng(7)
+    wide, n_calls, rows, nnz = 2**24, 30, 10, 20
+    cols = np.sort(rng.choice(wide, 3000, replace=False))
+    kw = dict(p=1.5, radius=1.0, sigma=1e-2, iterate="weighted2")
+    big, small = PGSClassifier(**kw), PGSClassifier(**kw)
+    for call in range(n_calls):
+        pick = np.sort(np.stack([rng.choice(len(cols), nnz, replace=False)
+                                 for _ in range(rows)]), axis=1).ravel()
+        data, ptr = rng.standard_normal(rows * nnz), np.arange(0, rows * nnz + 1, nnz)
+        y = rng.integers(0, 2, rows)
+        big.partial_fit(sp.csr_matrix((data, cols[pick], ptr), shape=(rows, wide)), y,
+                        classes=[0, 1])
+        small.partial_fit(sp.csr_matrix((data, pick, ptr), shape=(rows, len(cols))), y,
+                          classes=[0, 1])
+        assert big._cache == {}  # coef_ is computed on access, not per call
+    state = big._state
+    assert state.n_rescales >= 1
+    assert state.n_swept < wide  # a single sweep of the old code visited 2^24 + 1
+    np.testing.assert_allclose(big.coef_[:, cols], small.coef_, rtol=1e-9, atol=1e-15)
+    assert np.count_nonzero(big.coef_) == np.count_nonzero(small.coef_)

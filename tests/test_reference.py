@@ -335,3 +335,36 @@ def test_p_too_near_1_is_refused_with_its_reason():
         PGSClassifier(p=1.00000001).fit(np.eye(2), [0, 1])
     with pytest.raises(ValueError, match="too close to 1"):
         PGSState(p=1.00000001)
+
+
+@pytest.mark.parametrize("p,radius", [(1.5, 1.0), (1.5, None), (2.0, 1.0)])
+def test_sweeps_visit_reached_coordinates_not_dim(p, radius):
+    # issue 32 item 11: the refreshes of M, settles and recounts of N swept all of dim,
+    # so the same rows spread over 2^22 columns cost ~1000x those over 4000. The same
+    # rows in a narrow and a wide space (columns mapped in order, j -> 1000 j) must give
+    # the same weights (up to the rounding of N's recounts, scheduled by the span), and
+    # the wide sweeps visit no more coordinates.
+    rng = np.random.default_rng(3)
+    n, nnz, narrow = 3000, 15, 4000
+    idx = np.sort(np.stack([rng.choice(narrow, nnz, replace=False) for _ in range(n)]), axis=1)
+    data = rng.standard_normal(n * nnz)
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    ptr = np.arange(0, n * nnz + 1, nnz, dtype=np.int64)
+    order = np.arange(n, dtype=np.int64)
+    states = []
+    for scale, dim in ((1, narrow), (1000, narrow * 1000)):
+        st = PGSState(p=p, radius=radius, iterate="weighted2", sigma=1e-2, n_features=dim)
+        st.run(data, (idx * scale).ravel().astype(np.int64), ptr, dim, y, np.ones(n), order,
+               True)
+        states.append(st)
+    small, wide = states
+    W, V = small.weights(), wide.weights()
+    np.testing.assert_allclose(V[1 + 1000 * np.arange(narrow)], W[1:], rtol=1e-10, atol=1e-15)
+    np.testing.assert_allclose(V[0], W[0], rtol=1e-10)
+    assert np.count_nonzero(V) == np.count_nonzero(W)
+    assert small.n_rescales == wide.n_rescales
+    assert small.n_rescales >= 1 or p == 2.0
+    assert wide.n_swept <= small.n_swept
+    # every sweep visited only coordinates some update reached: none near dim
+    assert wide.n_swept <= 4 * (small.n_rescales + 1) * 4 * n * (nnz + 1)
+    assert wide.n_swept < wide.dim

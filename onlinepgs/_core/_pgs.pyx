@@ -26,6 +26,8 @@ import numpy as np
 cimport numpy as cnp
 from libc.math cimport pow, fabs, sqrt, log, exp, exp2, log2, copysign, isfinite, floor, INFINITY
 from libc.stdint cimport uint64_t, int64_t, int32_t
+from libc.stdlib cimport malloc, free, qsort
+from libc.string cimport memcpy
 
 from onlinepgs._core._losses cimport loss_value, loss_derivative, loss_and_derivative
 from onlinepgs._core._regularizer cimport (reg_conjugate, phi_power, phi_power_many,
@@ -107,7 +109,143 @@ cdef double CUM_RANGE = 1048576.0  # 2^20
 cdef enum:
     ROW_CHUNK = 256  # powers are taken this many at a time (stack buffers; packed roots)
 
+# The sweeps over every coordinate (a refresh of M, a settle of the lazy averages, N's
+# exact recount) need only the coordinates some update reached: the others hold zeros in
+# every field and add nothing. While a state is young it keeps a list of those (before
+# a pass, each coordinate its rows may update whose lambda is 0 in every problem), sorted and
+# deduplicated before a sweep, which then visits them in increasing order: the same terms
+# in the same order as a sweep over all of dim, so N and the model are bit for bit the
+# same. Noting costs a few instructions per coordinate update, and a sweep over dim costs
+# about as much as one over a list of dim / SEEN_DENSE: the list is dropped (sweeps visit
+# every coordinate, updates stop noting) once it holds more than dim / SEEN_DENSE
+# coordinates or SEEN_WORK * dim updates have been checked, when the O(dim) of a sweep is
+# below SEEN_DENSE times the updates made. A sweep thus never visits more than
+# SEEN_DENSE times the coordinate updates so far: a state of 2^24 hashed features that
+# sees a few thousand updates sweeps a few thousand coordinates, not 2^24.
+cdef enum:
+    SEEN_DENSE = 4
+    SEEN_WORK = 2
 
+
+cdef struct Seen:
+    int64_t* lst  # coordinates reached (first n_sorted sorted and unique, then appended)
+    Py_ssize_t n
+    Py_ssize_t n_sorted
+    Py_ssize_t cap
+    Py_ssize_t dim
+    int64_t budget  # coordinate updates that may still be checked before the list is dropped
+    bint track  # False: no list, a sweep visits every coordinate
+
+
+cdef int _cmp_int64(const void* a, const void* b) noexcept nogil:
+    cdef int64_t x = (<const int64_t*>a)[0], y = (<const int64_t*>b)[0]
+    return (x > y) - (x < y)
+
+
+cdef inline void _seen_drop(Seen* sn) noexcept nogil:
+    sn.track = False
+    sn.n = sn.n_sorted = 0
+
+
+cdef void _seen_compact(Seen* sn) noexcept nogil:
+    """Sort and deduplicate the list (the sorted prefix merged with the sorted tail);
+    drop it when it has grown past dim / SEEN_DENSE. O(tail log tail + n)."""
+    cdef Py_ssize_t a, b, n_out = 0, n = sn.n, mid = sn.n_sorted
+    cdef int64_t* lst = sn.lst
+    cdef int64_t* out = NULL
+    cdef int64_t v
+    if not sn.track or mid == n:
+        return
+    qsort(lst + mid, n - mid, sizeof(int64_t), _cmp_int64)
+    if mid > 0:
+        out = <int64_t*>malloc(n * sizeof(int64_t))
+        if out == NULL:  # no memory to merge into: sort it all in place
+            qsort(lst, n, sizeof(int64_t), _cmp_int64)
+    if out != NULL:
+        a = 0
+        b = mid
+        while a < mid or b < n:
+            if b == n or (a < mid and lst[a] <= lst[b]):
+                v = lst[a]
+                a += 1
+            else:
+                v = lst[b]
+                b += 1
+            if n_out == 0 or out[n_out - 1] != v:
+                out[n_out] = v
+                n_out += 1
+        memcpy(lst, out, n_out * sizeof(int64_t))
+        free(out)
+    else:
+        for a in range(n):
+            if n_out == 0 or lst[n_out - 1] != lst[a]:
+                lst[n_out] = lst[a]
+                n_out += 1
+    sn.n = sn.n_sorted = n_out
+    if n_out * SEEN_DENSE > sn.dim:
+        _seen_drop(sn)
+
+
+cdef inline bint _seen_spend(Seen* sn, Py_ssize_t updates) noexcept nogil:
+    """Account for `updates` coordinate updates about to be checked; False (and the list
+    dropped) once the budget is spent or the list is gone."""
+    if not sn.track:
+        return False
+    sn.budget -= updates
+    if sn.budget < 0:
+        _seen_drop(sn)
+        return False
+    return True
+
+
+cdef inline void _note_new(Seen* sn, const double* lam, Py_ssize_t K, Py_ssize_t S,
+                           int64_t j) noexcept nogil:
+    """Put coordinate j on the list if no update reached it yet: its lambda is 0 in every
+    problem (one that came back to 0 goes in twice; compaction removes duplicates)."""
+    cdef const double* at = lam + j * K * S
+    cdef Py_ssize_t c
+    if not sn.track:
+        return
+    for c in range(K):
+        if at[c * S] != 0.0:
+            return
+    if sn.n == sn.cap:
+        _seen_compact(sn)
+        if not sn.track:
+            return
+    sn.lst[sn.n] = j
+    sn.n += 1
+
+
+cdef void _note_pass(Seen* sn, const double* lam, Py_ssize_t K, Py_ssize_t S,
+                     const index_t* indices, const int64_t* indptr, const int64_t[::1] order,
+                     Py_ssize_t n_cols, bint dense, bint intercept) noexcept nogil:
+    """Before a pass: note every coordinate its rows may update (a dense row's are
+    1 .. n_cols), and the intercept's 0. Noted ahead of their updates, the coordinates
+    of rows not yet run are zeros to a sweep meanwhile, which leaves its sums as they are;
+    and the pass's own loop does not check anything."""
+    cdef Py_ssize_t i, e, n_rows = order.shape[0]
+    cdef int64_t row, updates = 0
+    if not sn.track:
+        return
+    if dense:
+        updates = n_cols if n_rows else 0
+    else:
+        for i in range(n_rows):
+            row = order[i]
+            updates += indptr[row + 1] - indptr[row]
+    if not _seen_spend(sn, updates + 1):
+        return
+    if intercept:
+        _note_new(sn, lam, K, S, 0)
+    if dense:
+        for e in range(updates):
+            _note_new(sn, lam, K, S, e + 1)
+        return
+    for i in range(n_rows):
+        row = order[i]
+        for e in range(indptr[row], indptr[row + 1]):
+            _note_new(sn, lam, K, S, <int64_t>indices[e] + 1)
 
 
 # Raw views of a state for the hot loop. Passed by value into inline functions so the
@@ -283,11 +421,17 @@ cdef class PGSState:
     cdef public int64_t t_step
     # set when a step's loss derivative is not finite; that step is not applied
     cdef public bint diverged
-    # how often the scale M was refreshed (O(dim) each; a diagnostic)
+    # how often the scale M was refreshed (O(touched) each; a diagnostic)
     cdef public int64_t n_rescales
     # how often a lazy average's running sum restarted (also counted in n_rescales): every
     # coordinate's sums changed, which a lane must send whole (see onlinepgs._rounds)
     cdef public int64_t n_restarts
+    # coordinates visited by the sweeps (refreshes of M, settles, recounts of N): a
+    # diagnostic, not saved; O(coordinates reached), not O(dim), per sweep
+    cdef public int64_t n_swept
+    # the coordinates updates reached (see SEEN_DENSE); seen_a owns seen.lst
+    cdef Seen seen
+    cdef cnp.ndarray seen_a
     cdef public int64_t diverged_row
     cdef public double sum_weight, sum_loss, sum_weighted_loss, loss0_max
     cdef public uint64_t rng
@@ -394,12 +538,66 @@ cdef class PGSState:
             if random and self.dim:
                 new[: self.dim] = getattr(self, name)
             setattr(self, name, new)
+        old_dim = self.dim
         self.dim = new_dim
         self._views()
+        self._grow_seen(old_dim)
         scratch = new_dim if self.batch_size > 1 else 1  # mini-batch gradient accumulator
         self.grad_acc = np.zeros(scratch * K)
         self.is_touched = np.zeros(scratch, dtype=np.uint8)
         self.touched = np.zeros(scratch, dtype=np.int64)
+
+    def _grow_seen(self, Py_ssize_t old_dim):
+        """Room for a list of dim coordinates (np.empty: pages are mapped only where
+        written), keeping the coordinates reached; a state that had stopped tracking in
+        its old width looks for them again, as they may be few in the new one (O(old dim),
+        like the growth's copy). p = 2 on R^n never sweeps and keeps no list."""
+        coords = ()
+        if old_dim and self.need_norm:
+            coords = self._seen_coords()
+            if coords is None:
+                coords = self._reached(old_dim)
+        self._set_seen(np.empty(max(self.dim if self.need_norm else 1, 1), dtype=np.int64),
+                       coords)
+
+    def _reached(self, Py_ssize_t upto):
+        """The coordinates below `upto` with a non-zero field (sorted): O(upto)."""
+        block = np.asarray(self.block_a)[:upto]
+        return np.flatnonzero((block != 0.0).reshape(upto, -1).any(axis=1))
+
+    def _set_seen(self, seen_a, coords, budget=None):
+        """Make `coords` (sorted, unique) the list, in buffer seen_a of dim entries (None:
+        the current one), with `budget` updates to check (None: SEEN_WORK * dim); None or
+        too many coordinates: no list, sweeps visit every coordinate."""
+        if seen_a is None:
+            seen_a = self.seen_a
+        cdef int64_t[::1] lst = seen_a
+        cdef Py_ssize_t n = 0 if coords is None else len(coords)
+        self.seen_a = seen_a
+        self.seen.lst = &lst[0]
+        self.seen.cap = seen_a.shape[0]
+        self.seen.dim = self.dim
+        self.seen.budget = SEEN_WORK * self.dim if budget is None else budget
+        self.seen.track = (self.need_norm and coords is not None
+                           and n * SEEN_DENSE <= self.dim)
+        if self.seen.track:
+            seen_a[:n] = coords
+        self.seen.n = self.seen.n_sorted = n if self.seen.track else 0
+
+    def _seen_coords(self):
+        """The sorted coordinates on the list, or None when every coordinate counts."""
+        _seen_compact(&self.seen)
+        if not self.seen.track:
+            return None
+        return self.seen_a[: self.seen.n]
+
+    @property
+    def n_tracked(self):
+        """How many coordinates a sweep visits: those the passes reached, or dim once the
+        list was dropped (more than dim / 4 of them, or 2 dim updates checked; p = 2 on
+        R^n, which never sweeps, keeps none)."""
+        coords = self._seen_coords()
+        return self.dim if coords is None else len(coords)
 
     def _views(self):
         block = self.block_a
@@ -509,6 +707,8 @@ cdef class PGSState:
             setattr(self, name, float(d[name]))
         self.radius = float(d["radius_now"])
         self.rng = int(d["rng"])
+        if self.need_norm:
+            self._set_seen(None, self._reached(self.dim))
         self._bind()
         return self
 
@@ -584,17 +784,42 @@ cdef class PGSState:
             return self.radius
         return wnorm
 
+    cdef Py_ssize_t _sweep(self, const int64_t** coords) noexcept nogil:
+        """Start a sweep: the number of coordinates to visit, and in coords the sorted
+        list of them (NULL: every coordinate 0 .. dim - 1). The others are all zero."""
+        _seen_compact(&self.seen)
+        if self.seen.track:
+            coords[0] = self.seen.lst
+            self.n_swept += self.seen.n
+            return self.seen.n
+        coords[0] = NULL
+        self.n_swept += self.dim
+        return self.dim
+
     cdef void _settle_all(self, Py_ssize_t c) noexcept nogil:
         """Fold the lazy average of problem c into acc and restart its running sum."""
-        cdef Py_ssize_t j
+        cdef Py_ssize_t i, j, n
+        cdef const int64_t* coords
         if not _averaged(self.iterate):
             return
+        # a loop per kind of sweep: every coordinate's has no indirection to pay
+        n = self._sweep(&coords)
         if self.p_is_two:
             # the sum is C lambda_j - acc_j: moving C lambda_j into acc leaves it with C = 0
-            for j in range(self.dim):
-                self.acc[j, c] -= self.lam[j, c] * self.cum[c]
+            if coords == NULL:
+                for j in range(n):
+                    self.acc[j, c] -= self.lam[j, c] * self.cum[c]
+            else:
+                for i in range(n):
+                    j = coords[i]
+                    self.acc[j, c] -= self.lam[j, c] * self.cum[c]
+        elif coords == NULL:
+            for j in range(n):
+                self.acc[j, c] += self.phi[j, c] * (self.cum[c] - self.mark[j, c])
+                self.mark[j, c] = 0.0
         else:
-            for j in range(self.dim):
+            for i in range(n):
+                j = coords[i]
                 self.acc[j, c] += self.phi[j, c] * (self.cum[c] - self.mark[j, c])
                 self.mark[j, c] = 0.0
         self.cum[c] = 0.0
@@ -617,16 +842,24 @@ cdef class PGSState:
             self.n_restarts += 1
 
     cdef void _exact_norm(self, Py_ssize_t c, bint rescale) noexcept nogil:
-        """Recompute N exactly from lambda; with rescale, first move M to max |lambda_j|."""
-        cdef Py_ssize_t j, base, n, e
+        """Recompute N exactly from lambda; with rescale, first move M to max |lambda_j|.
+        Sweeps the coordinates updates reached (`_sweep`), in increasing order."""
+        cdef Py_ssize_t i, j, base, n, e, count
         cdef double m = 0.0, r, total = 0.0
         cdef double r_buf[ROW_CHUNK]
         cdef double ph_buf[ROW_CHUNK]
+        cdef const int64_t* coords
         if rescale:
             self.n_rescales += 1
-            for j in range(self.dim):
-                if fabs(self.lam[j, c]) > m:
-                    m = fabs(self.lam[j, c])
+            count = self._sweep(&coords)
+            if coords == NULL:
+                for j in range(count):
+                    if fabs(self.lam[j, c]) > m:
+                        m = fabs(self.lam[j, c])
+            else:
+                for i in range(count):
+                    if fabs(self.lam[coords[i], c]) > m:
+                        m = fabs(self.lam[coords[i], c])
             if m == 0.0:
                 m = 1.0
             m *= self.headroom
@@ -635,32 +868,45 @@ cdef class PGSState:
                 # w = rnd_s * phi for coordinates not yet snapped: snap them all now, in the
                 # old units (scaling rnd_s by (m / old_m)^(q-1) instead overflows near
                 # p = 1, where phi underflows: inf * 0)
+                # (the coordinates no update reached have phi = 0 and need no snap)
                 if self.rnd_ver[c] > 0:
-                    for j in range(self.dim):
+                    count = self._sweep(&coords)
+                    for i in range(count):
+                        j = coords[i] if coords != NULL else i
                         if self.snapv[j, c] != self.rnd_ver[c]:
                             self.snap[j, c] = self.rnd_s[c] * self.phi[j, c]
                             self.snapv[j, c] = self.rnd_ver[c]
             self.mscale[c] = m
             self.inv_scale[c] = 1.0 / m
         m = self.mscale[c]
+        count = self._sweep(&coords)
         if self.p_is_two:
-            for j in range(self.dim):
-                r = fabs(self.lam[j, c]) / m
+            for i in range(count):
+                r = fabs(self.lam[coords[i] if coords != NULL else i, c]) / m
                 total += r * r
             self.norm_sum[c] = total
             self.norm_peak[c] = total
             return
         base = 0
-        while base < self.dim:
-            n = self.dim - base if self.dim - base < ROW_CHUNK else ROW_CHUNK
-            for e in range(n):
-                r_buf[e] = fabs(self.lam[base + e, c]) / m
+        while base < count:
+            n = count - base if count - base < ROW_CHUNK else ROW_CHUNK
+            # coordinates base .. base + n - 1, or the list's (a branch per chunk)
+            if coords == NULL:
+                for e in range(n):
+                    r_buf[e] = fabs(self.lam[base + e, c]) / m
+            else:
+                for e in range(n):
+                    r_buf[e] = fabs(self.lam[coords[base + e], c]) / m
             phi_power_many(r_buf, ph_buf, n, self.q, self.quarters)
             for e in range(n):
                 total += r_buf[e] * ph_buf[e]
-            if rescale:
+            if rescale and coords == NULL:
                 for e in range(n):
                     self.phi[base + e, c] = copysign(ph_buf[e], self.lam[base + e, c])
+            elif rescale:
+                for e in range(n):
+                    j = coords[base + e]
+                    self.phi[j, c] = copysign(ph_buf[e], self.lam[j, c])
             base += n
         self.norm_sum[c] = total
         self.norm_peak[c] = total
@@ -812,6 +1058,7 @@ cdef class PGSState:
         lane.loss0_max = self.loss0_max
         lane.touches_since_exact = self.touches_since_exact
         lane.span = self.span
+        lane._set_seen(None, self._seen_coords(), self.seen.budget)
         lane._bind()  # 1/M and ||w_t||_p from N and t, as this state has them
         return lane
 
@@ -902,6 +1149,7 @@ cdef class PGSState:
         cdef bint averaged = _averaged(self.iterate), p2 = self.p_is_two
         cdef double* lam
         cdef const double* blam
+        cdef bint track
         if (base.dim != self.dim or base.n_problems != K or base.p != self.p
                 or (self.n_rescales and not every)):
             raise ValueError("sync_from needs a lane of the same shape (that kept its "
@@ -915,9 +1163,13 @@ cdef class PGSState:
                 raise ValueError("coords must be sorted coordinates of this state")
         lam = &self.block[0, 0, 0]
         blam = &base.block[0, 0, 0]
+        # the merge's coordinates may be new to this lane: onto its list
+        track = not every and _seen_spend(&self.seen, count)
         with nogil:
             for i in range(count):
                 j = i if every else cview[i]
+                if track:
+                    _note_new(&self.seen, lam, K, S, j)
                 for c in range(K):
                     e = j * K + c
                     lam[e * S] = blam[e * SB]
@@ -927,6 +1179,8 @@ cdef class PGSState:
                         lam[e * S + self.off_acc] = 0.0
                         if not p2:
                             lam[e * S + self.off_mark] = 0.0
+        if every:
+            self._set_seen(None, base._seen_coords(), base.seen.budget)
         self.norm_a[...] = base.norm_a
         self.scale_a[...] = base.scale_a
         self.s_a[...] = base.s_a
@@ -983,6 +1237,7 @@ cdef class PGSState:
         cdef Core core
         cdef unsigned char[::1] marks_view
         cdef unsigned char* marks = NULL
+        cdef bint track
         if steps < 0:
             raise ValueError("steps must be >= 0")
         if changed is not None:
@@ -1010,9 +1265,12 @@ cdef class PGSState:
             idx = d[0]
             vals = d[1]
             n = idx.shape[0]
+            track = _seen_spend(&self.seen, n)
             with nogil:
                 for e in range(n):
                     j, c = _entry(idx[e], K)
+                    if track:
+                        _note_new(&self.seen, core.lam, K, core.S, j)
                     _touch(core, j, c, -vals[e], &resc[c])
                     mov[c] = 1
                     if marks != NULL:
@@ -1080,10 +1338,14 @@ cdef class PGSState:
         cdef const int32_t[::1] ind32
         cdef const int64_t[::1] ind64
         cdef int64_t[::1] ptr64
+        cdef Core core
         if n_cols + 1 > self.dim:
             raise ValueError("state dimension too small for the data")
+        core = self._core()
         if indices is None:
             with nogil:
+                _note_pass(&self.seen, core.lam, core.K, core.S, <const int32_t*>NULL,
+                           <int64_t*>NULL, order, n_cols, True, self.fit_intercept)
                 _run_pass(self, &d[0] if d.shape[0] else NULL, <const int32_t*>NULL, <int64_t*>NULL,
                           n_cols, y, sample_weight, order, classifier, True, rps_ptr)
             return
@@ -1091,12 +1353,18 @@ cdef class PGSState:
         if indices.dtype == np.int32:
             ind32 = indices
             with nogil:
+                _note_pass(&self.seen, core.lam, core.K, core.S,
+                           &ind32[0] if ind32.shape[0] else NULL, &ptr64[0], order, 0,
+                           False, self.fit_intercept)
                 _run_pass(self, &d[0] if d.shape[0] else NULL,
                           &ind32[0] if ind32.shape[0] else NULL, &ptr64[0], 0,
                           y, sample_weight, order, classifier, False, rps_ptr)
         else:
             ind64 = indices
             with nogil:
+                _note_pass(&self.seen, core.lam, core.K, core.S,
+                           &ind64[0] if ind64.shape[0] else NULL, &ptr64[0], order, 0,
+                           False, self.fit_intercept)
                 _run_pass(self, &d[0] if d.shape[0] else NULL,
                           &ind64[0] if ind64.shape[0] else NULL, &ptr64[0], 0,
                           y, sample_weight, order, classifier, False, rps_ptr)
