@@ -566,6 +566,8 @@ class _BasePGS(BaseEstimator):
             per += 16 * n_problems  # snapshots and their versions
         if self.batch_size > 1:
             per += 8 * n_problems + 9  # the mini-batch's gradient and touched marks
+        if self.p != 2.0 or self.radius is not None:
+            per += 2  # the list of coordinates reached: at most a quarter of the width
         return per
 
     def _check_width(self, X, n_problems, where=None, have=0):

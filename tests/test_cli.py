@@ -87,20 +87,20 @@ def test_train_refuses_a_stray_feature_index_before_allocating(tmp_path):
     err = done.stderr.decode()
     assert done.returncode == 1 and err.count("\n") == 1 and "Traceback" not in err, err
     assert f"{path}:2: feature index 400000000 would make a model over 400000000 " \
-        "features, 6.0G of state, beyond --max-model-bytes 1G" in err
+        "features, 6.7G of state, beyond --max-model-bytes 1G" in err
     assert "--bits BITS" in err and not model.exists()
     args = build_parser().parse_args(["train", str(path), "-o", str(model)])
     assert args.max_model_bytes == MAX_MODEL_BYTES  # the documented default, both ways
-    # hashing makes the width the user's; the budget is an option (16 bytes a feature)
+    # hashing makes the width the user's; the budget is an option (18 bytes a feature)
     assert main(["train", str(path), "-o", str(model), "--quiet", "--bits", "12"]) == 0
     assert load_model(model).coef_.shape == (1, 4096)
     small = tmp_path / "small.svm"
     small.write_bytes(b"1 1:1\n-1 1000:1\n")
     assert main(["train", str(small), "-o", str(model), "--quiet",
-                 "--max-model-bytes", "16000"]) == 0
+                 "--max-model-bytes", "18000"]) == 0
     assert load_model(model).coef_.shape == (1, 1000)
     assert main(["train", str(small), "-o", str(model), "--quiet", "--zero-based", "0",
-                 "--max-model-bytes", "16000"]) == 1  # 1001 features
+                 "--max-model-bytes", "18000"]) == 1  # 1001 features
     assert main(["train", str(small), "-o", str(model), "--quiet", "--zero-based", "0",
                  "--max-model-bytes", "none"]) == 0
 

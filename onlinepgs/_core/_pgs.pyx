@@ -548,8 +548,8 @@ cdef class PGSState:
         self.touched = np.zeros(scratch, dtype=np.int64)
 
     def _grow_seen(self, Py_ssize_t old_dim):
-        """Room for a list of dim coordinates (np.empty: pages are mapped only where
-        written), keeping the coordinates reached; a state that had stopped tracking in
+        """Room for a list of dim / SEEN_DENSE + 1 coordinates (more are never kept: the
+        list is dropped first; np.empty: pages are mapped only where written), keeping the coordinates reached; a state that had stopped tracking in
         its old width looks for them again, as they may be few in the new one (O(old dim),
         like the growth's copy). p = 2 on R^n never sweeps and keeps no list."""
         coords = ()
@@ -557,8 +557,8 @@ cdef class PGSState:
             coords = self._seen_coords()
             if coords is None:
                 coords = self._reached(old_dim)
-        self._set_seen(np.empty(max(self.dim if self.need_norm else 1, 1), dtype=np.int64),
-                       coords)
+        room = self.dim // SEEN_DENSE + 1 if self.need_norm else 1
+        self._set_seen(np.empty(room, dtype=np.int64), coords)
 
     def _reached(self, Py_ssize_t upto):
         """The coordinates below `upto` with a non-zero field (sorted): O(upto)."""
@@ -566,9 +566,9 @@ cdef class PGSState:
         return np.flatnonzero((block != 0.0).reshape(upto, -1).any(axis=1))
 
     def _set_seen(self, seen_a, coords, budget=None):
-        """Make `coords` (sorted, unique) the list, in buffer seen_a of dim entries (None:
-        the current one), with `budget` updates to check (None: SEEN_WORK * dim); None or
-        too many coordinates: no list, sweeps visit every coordinate."""
+        """Make `coords` (sorted, unique) the list, in buffer seen_a of dim / SEEN_DENSE + 1
+        entries (None: the current one), with `budget` updates to check (None: SEEN_WORK *
+        dim); None or too many coordinates: no list, sweeps visit every coordinate."""
         if seen_a is None:
             seen_a = self.seen_a
         cdef int64_t[::1] lst = seen_a
