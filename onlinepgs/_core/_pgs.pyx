@@ -1,7 +1,7 @@
 # cython: language_level=3
-"""The Primal Gradient Solver's state and its pass over rows (paper 000, Figure 1).
+"""The Primal Gradient Solver's state and its pass over rows (Zhu et al., 2009, Figure 1).
 
-Every iterate is w_t = s_t * phi(lambda) coordinate-wise (ALGORITHM.md): for p = 2,
+Every iterate is w_t = s_t * phi(lambda) coordinate-wise (docs/design/method.md): for p = 2,
 phi = lambda; for p < 2, phi_j = sgn(lambda_j) (|lambda_j| / M)^(q-1) with a per-problem
 scale M that keeps the powers inside double range, and N = sum_j (|lambda_j| / M)^q is
 a running scalar. A step touches only the coordinates of its rows; s_t, N and the

@@ -1,5 +1,7 @@
 # cython: language_level=3
-"""SDCA / Prox-SDCA (papers 001 section 4 and 004 Figure 1): the batch solver of the core.
+"""SDCA / Prox-SDCA, the batch solver of the core (Shalev-Shwartz and Zhang, "Stochastic
+dual coordinate ascent methods for regularized loss minimization", 2013, section 4;
+"Proximal stochastic dual coordinate ascent", 2012, Figure 1).
 
 One `SDCAProblem` is one binary (labels +-1) or regression problem over CSR rows x_i
 (the intercept is coordinate 0, a constant feature of value `intercept_scaling` inside
@@ -10,7 +12,7 @@ the regularized vector, so the dual has no equality constraint). It maximizes
 
 the dual of P(w) = sigma g(w) + (1/m) sum_i sw_i l(<w, x_i>; y_i), one alpha_i at a time,
 where g is r(w) = ||w||_p^2 / (2(p-1)) (p in (1, 2]) or, for the elastic net,
-||w||_2^2 / 2 + (l1 / sigma) ||w||_1 (p = 2; paper 004 section 3.1).
+||w||_2^2 / 2 + (l1 / sigma) ||w||_1 (p = 2; Shalev-Shwartz and Zhang 2012, section 3.1).
 
 A step maximizes 004's Option I model of D in alpha_i,
 
@@ -61,7 +63,7 @@ bound whose slope points out of the box by more than the previous epoch's larges
 leaves too (LIBLINEAR's rule). Stopping is decided by the exact gap over all rows, so it
 never depends on the heuristic.
 
-Pure l_1 (sigma = 0, l1 > 0; paper 004 section 3.1): SDCA runs on the elastic net with a
+Pure l_1 (sigma = 0, l1 > 0; Shalev-Shwartz and Zhang 2012, section 3.1): SDCA runs on the elastic net with a
 small l_2 weight lam, which starts at l1^2 / P(0) (004's lam = eps / B^2 with eps = P(0) and
 its bound B = P(0) / l1 >= ||w*||_1 >= ||w*||_2) and is divided by 10, keeping alpha, each
 time the lam-problem's own gap falls below tol P / 2 without the l_1 certificate being met.
