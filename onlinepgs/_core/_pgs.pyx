@@ -142,6 +142,48 @@ cdef int _cmp_int64(const void* a, const void* b) noexcept nogil:
     return (x > y) - (x < y)
 
 
+cdef void _sort_coords(int64_t* a, Py_ssize_t n, Py_ssize_t dim) noexcept nogil:
+    """Sort n coordinates in [0, dim) in place: least-significant-digit radix sort, one
+    pass per byte of dim (3 for 5,000,000), O(n) each, several times faster than qsort's
+    compare callbacks; qsort where no scratch memory can be had."""
+    cdef int64_t* tmp
+    cdef int64_t* src = a
+    cdef int64_t* dst
+    cdef int64_t* swap
+    cdef Py_ssize_t count[256]
+    cdef Py_ssize_t i, total, c, here
+    cdef int shift = 0
+    if n < 64:
+        qsort(a, n, sizeof(int64_t), _cmp_int64)
+        return
+    tmp = <int64_t*>malloc(n * sizeof(int64_t))
+    if tmp == NULL:
+        qsort(a, n, sizeof(int64_t), _cmp_int64)
+        return
+    dst = tmp
+    while shift < 64 and (<uint64_t>dim - 1) >> shift:
+        for c in range(256):
+            count[c] = 0
+        for i in range(n):
+            count[(<uint64_t>src[i] >> shift) & 255] += 1
+        total = 0
+        for c in range(256):  # counts -> where each digit's run starts
+            here = count[c]
+            count[c] = total
+            total += here
+        for i in range(n):
+            c = (<uint64_t>src[i] >> shift) & 255
+            dst[count[c]] = src[i]
+            count[c] += 1
+        swap = src
+        src = dst
+        dst = swap
+        shift += 8
+    if src != a:
+        memcpy(a, src, n * sizeof(int64_t))
+    free(tmp)
+
+
 cdef inline void _seen_drop(Seen* sn) noexcept nogil:
     sn.track = False
     sn.n = sn.n_sorted = 0
@@ -149,18 +191,18 @@ cdef inline void _seen_drop(Seen* sn) noexcept nogil:
 
 cdef void _seen_compact(Seen* sn) noexcept nogil:
     """Sort and deduplicate the list (the sorted prefix merged with the sorted tail);
-    drop it when it has grown past dim / SEEN_DENSE. O(tail log tail + n)."""
+    drop it when it has grown past dim / SEEN_DENSE. O(tail + n) (radix sort)."""
     cdef Py_ssize_t a, b, n_out = 0, n = sn.n, mid = sn.n_sorted
     cdef int64_t* lst = sn.lst
     cdef int64_t* out = NULL
     cdef int64_t v
     if not sn.track or mid == n:
         return
-    qsort(lst + mid, n - mid, sizeof(int64_t), _cmp_int64)
+    _sort_coords(lst + mid, n - mid, sn.dim)
     if mid > 0:
         out = <int64_t*>malloc(n * sizeof(int64_t))
         if out == NULL:  # no memory to merge into: sort it all in place
-            qsort(lst, n, sizeof(int64_t), _cmp_int64)
+            _sort_coords(lst, n, sn.dim)
     if out != NULL:
         a = 0
         b = mid
