@@ -1,0 +1,21 @@
+"""Training over streams: the rounding of rows to whole mini-batches.
+
+The streaming engine (passes, hold-out, checkpoints, resume) is built here.
+"""
+
+
+def whole_batches(rows, batch_size):
+    """The smallest multiple of `batch_size` that holds `rows` rows.
+
+    Every chunked or sliced path rounds its chunks with this, so that a model trained with
+    mini-batches does not depend on where a stream was cut.
+
+    Examples
+    --------
+    >>> whole_batches(10, 4)
+    12
+    >>> whole_batches(8, 4)
+    8
+    """
+    batch_size = int(batch_size)
+    return -(-int(rows) // batch_size) * batch_size
