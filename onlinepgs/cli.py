@@ -106,6 +106,11 @@ def build_parser():
     train.add_argument("--resume", action="store_true",
                        help="with -i: skip the rows the model's checkpoint already consumed")
     opts = train.add_argument_group("model (ignored with -i)")
+    opts.add_argument("--solver", choices=["pgs", "sdca"], default="pgs",
+                      help="pgs (default): streaming, one chunk in memory; sdca: the batch "
+                      "solver to the duality-gap tolerance 1e-6 (at most 1000 epochs), which "
+                      "LOADS ALL DATA into memory (files that fit in memory; no -i, stdin "
+                      "chunks, passes, hold-out, checkpoints or --scheduler)")
     opts.add_argument("--loss", default="logistic",
                       choices=sorted(CLASSIFICATION_LOSSES + REGRESSION_LOSSES))
     opts.add_argument("--p", type=float, default=2.0, help="norm of the regularizer, in (1, 2] and at least 1 + 1.2e-7 "
@@ -235,10 +240,12 @@ def _check_output(path, inputs):
 
 
 def _load(path, command):
-    """load_model, with a note on stderr when the file is an unfinished run's checkpoint."""
-    from onlinepgs.model_io import load_model
+    """The model of a file as its sklearn-free learner (`onlinepgs.model_io.load_learner`:
+    the command never imports scikit-learn), with a note on stderr when the file is an
+    unfinished run's checkpoint."""
+    from onlinepgs.model_io import load_learner
 
-    est, header = load_model(path, return_header=True)
+    est, header = load_learner(path, return_header=True)
     extra = header.get("extra") or {}
     if extra.get("finished") is False:
         print(f"{PROG}: note: {path} is a checkpoint of an unfinished training run "
@@ -255,23 +262,33 @@ def _data_base(args, extra):
 
 
 def _estimator_from_args(args):
-    from onlinepgs import PGSClassifier, PGSRegressor
+    """The learner the options describe (`onlinepgs.pgs`, or `onlinepgs.sdca` with
+    ``--solver sdca``): sklearn-free, so that the command never imports scikit-learn."""
+    from onlinepgs._checks import InvalidParameterError
     from onlinepgs._core._pgs import check_p
 
-    from sklearn.utils._param_validation import InvalidParameterError
+    common = dict(loss=args.loss, p=args.p, sigma=args.sigma,
+                  fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
+                  epsilon=args.epsilon, n_bits=args.bits, hash_seed=args.hash_seed,
+                  random_state=args.random_seed)
+    classifier = args.loss in CLASSIFICATION_LOSSES
+    if getattr(args, "solver", "pgs") == "sdca":
+        from onlinepgs.sdca import SDCAClassifierLearner, SDCARegressorLearner
 
-    cls = PGSClassifier if args.loss in CLASSIFICATION_LOSSES else PGSRegressor
-    est = cls(loss=args.loss, p=args.p, sigma=args.sigma, radius=args.radius,
-              batch_size=args.batch_size, iterate=args.iterate,
-              fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
-              epsilon=args.epsilon, n_bits=args.bits, hash_seed=args.hash_seed,
-              random_state=args.random_seed)
+        cls = SDCAClassifierLearner if classifier else SDCARegressorLearner
+        est = cls(**common)
+    else:
+        from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
+
+        cls = PGSClassifierLearner if classifier else PGSRegressorLearner
+        est = cls(radius=args.radius, batch_size=args.batch_size, iterate=args.iterate,
+                  **common)
     try:  # before any data is read, and in the options' own names
         est._validate_params()
     except InvalidParameterError as exc:
         message = str(exc)
         for option, param in _MODEL_OPTIONS.items():
-            prefix = f"The '{param}' parameter of {cls.__name__}"
+            prefix = f"The '{param}' parameter of {est._owner}"
             if message.startswith(prefix):
                 message = f"argument {_flag(option)}" + message[len(prefix):]
         raise UsageError(message) from None
@@ -376,8 +393,10 @@ class ByteProgress:
 
 # ---- train -------------------------------------------------------------------------------
 def cmd_train(args):
-    from onlinepgs.estimators import ModelTooLargeError
-    from onlinepgs.model_io import load_model, save_model
+    if args.solver == "sdca":
+        return _train_sdca(args)
+    from onlinepgs.pgs import ModelTooLargeError
+    from onlinepgs.model_io import load_learner, save_model
 
     if args.resume and not args.initial:
         raise UsageError("argument --resume: needs -i MODEL (the checkpoint to resume)")
@@ -396,7 +415,7 @@ def cmd_train(args):
     base = args.zero_based
     if args.initial:
         # model and stream position from one read: a checkpoint may be replaced meanwhile
-        est, header = load_model(args.initial, return_header=True)
+        est, header = load_learner(args.initial, return_header=True)
         extra = header.get("extra") or {}
         base = _data_base(args, extra)
         ignored = _ignored_options(args, est)
@@ -549,6 +568,84 @@ def cmd_train(args):
             held = (f"holdout average loss = {holdout[0] / holdout[1]:.6f} "
                     f"({int(holdout[1])} rows{which})")
         _print_summary(est, args, start, before=[held] if held else [])
+    return 0
+
+
+# options of the streaming PGS run that `train --solver sdca` does not take
+_NOT_SDCA = (("initial", "-i"), ("resume", "--resume"), ("holdout_every", "--holdout-every"),
+             ("checkpoint_every", "--checkpoint-every"), ("scheduler", "--scheduler"))
+
+
+def _train_sdca(args):
+    """`train --solver sdca`: SDCA on every row of DATA at once (read into memory), to the
+    relative duality gap 1e-6; one model file at the end."""
+    import warnings
+
+    import scipy.sparse as sp
+
+    from onlinepgs.model_io import save_model
+
+    for name, flag in _NOT_SDCA:
+        if getattr(args, name):
+            raise UsageError(f"argument {flag}: not available with --solver sdca (it trains "
+                             "once on all of DATA, loaded into memory)")
+    for option in ("radius", "batch_size", "iterate"):
+        if option in getattr(args, "given", ()):
+            raise UsageError(f"argument {_flag(option)}: a PGS option; --solver sdca solves "
+                             "over R^n on all rows")
+    if args.passes > 1:
+        raise UsageError("argument --passes: --solver sdca runs its own epochs (until the "
+                         "duality gap reaches its tolerance)")
+    for source in args.data:
+        _check_input(source)
+    _check_output(args.output, args.data)
+    est = _estimator_from_args(args)
+    classes = _parse_classes(args.classes) if args.classes else None
+    if classes is not None and not est._classifier:
+        raise UsageError(f"argument --classes: applies to classification losses only "
+                         f"(--loss {args.loss} is a regression loss)")
+    base = args.zero_based
+    blocks, labels = [], []
+    for source in args.data:
+        reader = _reader(source, args.chunk_rows, base)
+        lines = 0
+        for X, y in reader:
+            if base == "auto" and isinstance(reader.zero_based, bool):
+                base = reader.zero_based  # the first chunk decided, for every file
+            if classes is not None:
+                _check_labels(y, classes, source, _lines_of(lines, reader.n_lines, X.shape[0]),
+                              why=" (set by --classes)")
+            lines = reader.n_lines
+            blocks.append(X)
+            labels.append(y)
+        if getattr(reader, "n_skipped", 0):
+            print(f"{PROG}: {source}: skipped {reader.n_skipped} bad lines", file=sys.stderr)
+    if not blocks:
+        raise UserError(f"{', '.join(args.data)}: no training rows were read")
+    width = max(X.shape[1] for X in blocks)
+    X = sp.vstack([_widen(X, width) for X in blocks], format="csr")
+    y = np.concatenate(labels)
+    if est._classifier and np.unique(y).shape[0] < 2 and classes is None:
+        raise UserError(f"{', '.join(args.data)}: every row has the label "
+                        f"{_label_text(y[0])}; a classifier needs two classes")
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            est.fit(X, y)
+        except ValueError as exc:
+            raise UserError(f"{', '.join(args.data)}: {str(exc).splitlines()[0]}") from None
+    for warning in caught:  # e.g. the tolerance not reached: one line, not a traceback
+        print(f"{PROG}: note: {str(warning.message).splitlines()[0]}", file=sys.stderr)
+    save_model(est, args.output, extra=_extra(base, True))
+    if not args.quiet:
+        gap = np.sum(est.duality_gap_)
+        primal = np.sum(est.primal_objective_)
+        print("\n".join(["", "finished run (sdca)", f"number of examples = {X.shape[0]}",
+                         f"epochs = {est.n_iter_}", f"primal objective = {primal:.9g}",
+                         f"duality gap = {gap:.6g} (relative {gap / abs(primal):.3g})",
+                         f"seconds = {time.perf_counter() - start:.2f}",
+                         f"model = {args.output}"]), file=sys.stderr)
     return 0
 
 
@@ -781,7 +878,7 @@ def _train_on_dask(args, est, base):
                 table.next_report *= 2
 
     start = time.perf_counter()
-    from onlinepgs.estimators import ModelTooLargeError, PGSDivergedError
+    from onlinepgs.pgs import ModelTooLargeError, PGSDivergedError
 
     try:
         opd.partial_fit(est, list(args.data), classes=classes if est._classifier else None,
@@ -1009,7 +1106,7 @@ def _train_rows(est, X, y, classes, table, k, source, line_of, file_rows):
 
 
 def _fit_rows(est, X, y, kwargs, source, line_of, first_row):
-    from onlinepgs.estimators import ModelTooLargeError, PGSDivergedError
+    from onlinepgs.pgs import ModelTooLargeError, PGSDivergedError
 
     try:
         est.partial_fit(X, y, **kwargs)
@@ -1166,7 +1263,7 @@ def _json_safe(value):
 
 
 def cmd_info(args):
-    from onlinepgs.model_io import load_model, read_header
+    from onlinepgs.model_io import load_learner, read_header
 
     header = read_header(args.model)
     if args.json:
@@ -1176,7 +1273,7 @@ def cmd_info(args):
     classes = None
     if any(entry.get("name") == "attributes/classes_" for entry in header.get("arrays", ())):
         # classes_ is an array of the file: the model, and its header, from one read
-        est, header = load_model(args.model, return_header=True)
+        est, header = load_learner(args.model, return_header=True)
         classes = est.classes_
     extra = header.get("extra") or {}
     position = _checkpoint_position(args.model, extra) if "stream" in extra else None

@@ -51,8 +51,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils.validation import check_array, check_is_fitted
 
+from onlinepgs._checks import check_csr, check_dense, check_labels, check_weights
 from onlinepgs._core._losses import (
     CLASSIFICATION_LOSSES,
     LOSS_CODES,
@@ -197,7 +197,8 @@ class _Certificate:
         self.lin_sum = np.zeros(K)            # its part linear in s along the ray ...
         self.curv_sum = np.zeros(K)           # ... and its quadratic part, sum_i c_i kappa u_i^2
         self.s_max = np.full(K, math.inf)     # s u_i stays in dom l* for s <= s_max
-        self.m = 0
+        self.m = 0                            # rows
+        self.w_sum = 0.0                      # sum_i c_i: the objective's normaliser
 
     def _grow(self, width):
         # columns the weights never saw carry weight 0 but still enter X^T a
@@ -278,6 +279,7 @@ class _Certificate:
             self._add_far(far, cu)
         self.v0 += cu.sum(axis=0)
         self.m += rows
+        self.w_sum += float(sw.sum())
 
     # ---- the certificate ---------------------------------------------------------------
     def _r(self, w):
@@ -297,13 +299,13 @@ class _Certificate:
             conj = self.conj_sum[c]  # the compiled conjugates themselves
         else:
             conj = s * self.lin_sum[c] + s * s * self.curv_sum[c]
-        return -conj / self.m - self.sigma * self._rstar(s * t)
+        return -conj / self.w_sum - self.sigma * self._rstar(s * t)
 
     def _best_scale(self, c, t):
         """argmax of the concave D(s a) over [0, s_max], from its pieces' stationary points."""
         s_max = self.s_max[c]
-        alpha = self.lin_sum[c] / self.m                          # D = -alpha s - beta s^2 - ...
-        beta = self.curv_sum[c] / self.m
+        alpha = self.lin_sum[c] / self.w_sum                      # D = -alpha s - beta s^2 - ...
+        beta = self.curv_sum[c] / self.w_sum
         sigma, p, B = self.sigma, self.p, self.radius
         gamma = 0.5 * sigma * (p - 1.0) * t * t                   # sigma r*(s theta), inner piece
         candidates = [0.0]
@@ -326,18 +328,21 @@ class _Certificate:
     def result(self):
         if self.m == 0:
             raise ValueError("no rows: the duality gap needs at least one row")
+        if self.w_sum <= 0:
+            raise ValueError(f"sample_weight is zero for every one of the {self.m} rows: "
+                             "the objective averages by the sum of the weights, which is 0")
         q = self.p / (self.p - 1.0)
         K = self.K
         self._merge_far()
         primal, dual, scale = np.empty(K), np.empty(K), np.empty(K)
-        denom = self.sigma * self.m
+        denom = self.sigma * self.w_sum
         for c in range(K):
             w = self.coef[:, c]
             theta = np.concatenate([self.v[:, c], self.far_v[:, c]]) / -denom
             if self.fit_intercept:
                 w = np.concatenate([[self.w0[c]], w])
                 theta = np.concatenate([[self.intercept_scaling * self.v0[c] / -denom], theta])
-            primal[c] = self.sigma * self._r(w) + self.loss_sum[c] / self.m
+            primal[c] = self.sigma * self._r(w) + self.loss_sum[c] / self.w_sum
             t = norm(theta, q)
             scale[c] = self._best_scale(c, t) if self.scale_dual else 1.0
             dual[c] = self._dual(c, scale[c], t)
@@ -354,40 +359,45 @@ class _Certificate:
                           gap_per_problem=gap, dual_scale=scale)
 
 
-# ---- fitted onlinepgs estimators -----------------------------------------------------------
-def _certificate_of_model(model, scale_dual):
-    from onlinepgs.estimators import _BasePGS
+# ---- fitted onlinepgs models --------------------------------------------------------------
+def _value_of(model):
+    """The `LinearModel` a certificate is about: the value itself, or a fitted estimator's
+    (PGS or SDCA, scikit-learn's or the learner), weights taken as they are (a non-finite
+    model is refused by `_Certificate`, naming the entry)."""
+    from onlinepgs._base import LinearLearner
+    from onlinepgs.model import LinearModel
 
-    if not isinstance(model, _BasePGS):
-        raise TypeError("duality_gap needs a fitted PGSClassifier or PGSRegressor, got "
-                        f"{type(model).__name__}; certify other linear models with "
-                        "onlinepgs.duality.gap_of_weights")
-    check_is_fitted(model, "_state")
-    with model._lock("_state_lock"):  # one model, not one halfway through a pass
-        state = model._state
-        cfg = state.config()  # the fitted configuration, whatever set_params did since
-        with np.errstate(invalid="ignore", over="ignore"):  # a diverged model: refused below
-            W = np.asarray(state.weights())  # (1 + n_features, K), row 0 the constant's
-        # "auto": the ball grown over the rows seen, whose final radius is in the state
-        radius = None if cfg["radius"] is None else float(state.radius)
-    fit_intercept = bool(cfg["fit_intercept"])
+    if isinstance(model, LinearModel):
+        value = model
+    elif isinstance(model, LinearLearner):
+        model._check_fitted()
+        value = model._make_model(check_finite=False)
+    else:
+        raise TypeError("duality_gap needs a fitted onlinepgs estimator (PGS or SDCA) or an "
+                        f"onlinepgs.model.LinearModel, got {type(model).__name__}; certify "
+                        "other linear models with onlinepgs.duality.gap_of_weights")
+    if value.l1 != 0:
+        raise ValueError(f"this model has l1={value.l1:g}: duality_gap certifies the "
+                         "objective without an l_1 term (its SDCA training's own certificate "
+                         "is the estimator's duality_gap_)")
+    return value
+
+
+def _certificate_of_model(value, scale_dual):
     return _Certificate(
-        W[1:], W[0] if fit_intercept else np.zeros(W.shape[1]), loss=cfg["loss"],
-        p=float(cfg["p"]), sigma=float(cfg["sigma"]), radius=radius,
-        fit_intercept=fit_intercept, intercept_scaling=float(cfg["intercept_scaling"]),
-        epsilon=float(cfg["epsilon"]), scale_dual=scale_dual)
+        value.coef.T, value.intercept_weight if value.fit_intercept else np.zeros(
+            value.n_problems), loss=value.loss, p=value.p, sigma=value.sigma,
+        radius=value.radius, fit_intercept=value.fit_intercept,
+        intercept_scaling=value.intercept_scaling, epsilon=value.epsilon,
+        scale_dual=scale_dual)
 
 
-def _model_rows(model, X, y, sample_weight):
+def _model_rows(value, X, y, sample_weight):
     """Validated rows of a model: (X as CSR or dense float64, Y (rows, K) in the loss's
     encoding, sample weights)."""
-    X = model._validate_X(X, reset=False)
-    y_core, n_problems, multiclass, _ = model._encode_targets(X, y, fit=False)
-    if multiclass:  # one-vs-rest: column c is +1 for class c, else -1
-        Y = np.where(y_core[:, None] == np.arange(n_problems), 1.0, -1.0)
-    else:
-        Y = np.asarray(y_core, dtype=np.float64)[:, None]
-    sw = model._validate_weights(sample_weight, X.shape[0])
+    X = value.matrix(X)
+    Y = value.targets(y, X.shape[0])
+    sw = check_weights(sample_weight, X.shape[0])
     return X, Y, sw
 
 
@@ -449,39 +459,42 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
     if (isinstance(refine_epochs, bool) or not isinstance(refine_epochs, (int, np.integer))
             or refine_epochs < 0):
         raise ValueError(f"refine_epochs must be an int >= 0, got {refine_epochs!r}")
-    cert = _certificate_of_model(model, scale_dual)
-    X, Y, sw = _model_rows(model, X, y, sample_weight)
+    value = _value_of(model)
+    cert = _certificate_of_model(value, scale_dual)
+    X, Y, sw = _model_rows(value, X, y, sample_weight)
     for start in range(0, X.shape[0], _BLOCK_ROWS):
         stop = start + _BLOCK_ROWS
         cert.add(X[start:stop], Y[start:stop], sw[start:stop])
     result = cert.result()
     if refine_epochs == 0 or X.shape[0] == 0:
         return result
-    return _refined(model, result, X, Y, sw, int(refine_epochs))
+    return _refined(value, result, X, Y, sw, int(refine_epochs))
 
 
-def _refined(model, result, X, Y, sw, epochs):
+def _refined(value, result, X, Y, sw, epochs):
     """`result` with each problem's dual raised to SDCA's after `epochs` epochs from a(w)."""
     from onlinepgs._core._sdca import SDCAProblem  # the batch solver, only when asked
 
-    cfg = model._state.config()
     Xc = sp.csr_matrix(X, dtype=np.float64) if not sp.issparse(X) else X.tocsr()
     Xc = sp.csr_matrix((np.asarray(Xc.data, np.float64), Xc.indices, Xc.indptr), Xc.shape)
-    margins = np.asarray(model._decision(X), dtype=np.float64).reshape(X.shape[0], -1)
+    margins = np.asarray(value.scores(X), dtype=np.float64).reshape(X.shape[0], -1)
+    # the core averages by the rows m, the objective by the weights' sum W: its problem
+    # with sigma * W / m has our optimum and objectives W / m times ours
+    scale = float(sw.sum()) / X.shape[0]
     dual = np.array(result.dual_per_problem, dtype=np.float64)
     for c in range(dual.shape[0]):
         yc = np.ascontiguousarray(Y[:, c])
         zc = margins[:, c] if margins.shape[1] > 1 else margins[:, 0]
-        alpha0 = -sw * loss_derivative_py(cfg["loss"], zc, yc, float(cfg["epsilon"]))
+        alpha0 = -sw * loss_derivative_py(value.loss, zc, yc, value.epsilon)
         prob = SDCAProblem(Xc.data, Xc.indices, Xc.indptr, Xc.shape[1], yc, sw,
-                           loss=cfg["loss"], p=float(cfg["p"]), sigma=float(cfg["sigma"]),
-                           fit_intercept=bool(cfg["fit_intercept"]),
-                           intercept_scaling=float(cfg["intercept_scaling"]),
-                           epsilon=float(cfg["epsilon"]), order="permutation", seed=c,
+                           loss=value.loss, p=value.p, sigma=value.sigma * scale,
+                           fit_intercept=value.fit_intercept,
+                           intercept_scaling=value.intercept_scaling,
+                           epsilon=value.epsilon, order="permutation", seed=c,
                            alpha0=alpha0, shrinking=False)
         prob.run(epochs, 0.0, epochs)
-        if prob.dual > dual[c]:
-            dual[c] = prob.dual
+        if prob.dual / scale > dual[c]:
+            dual[c] = prob.dual / scale
     primal = np.asarray(result.primal_per_problem, dtype=np.float64)
     gap = primal - dual
     total_primal, total_gap = float(primal.sum()), float(gap.sum())
@@ -536,7 +549,8 @@ def duality_gap_stream(model, source, *, chunk_rows=10_000, zero_based="auto",
     """
     from onlinepgs.svmlight import iter_svmlight
 
-    cert = _certificate_of_model(model, scale_dual)
+    value = _value_of(model)
+    cert = _certificate_of_model(value, scale_dual)
     if isinstance(source, (str, bytes, os.PathLike)) or hasattr(source, "read"):
         chunks = iter_svmlight(source, chunk_rows=chunk_rows, zero_based=zero_based)
         name = chunks.source_name
@@ -554,18 +568,17 @@ def duality_gap_stream(model, source, *, chunk_rows=10_000, zero_based="auto",
                              f"(X, y, sample_weight) tuple: {type(item).__name__}")
         X, y = item[0], item[1]
         sample_weight = item[2] if len(item) == 3 else None
-        if model._classifier:
+        if value.is_classifier:
             # named by its row in the whole stream (the model's own message would give
             # the row within the chunk)
-            labels = np.asarray(y).ravel()
-            unknown = np.flatnonzero(~np.isin(labels, model.classes_))
-            if unknown.size:
-                k = int(unknown[0])
+            unknown = check_labels(y, value.classes)
+            if unknown is not None:
+                k, label = unknown
                 raise ValueError(f"{name}, row {first + k + 1} (counted from 1): label "
-                                 f"{labels[k].item()!r} is not one of the model's classes "
-                                 f"{model.classes_.tolist()}")
+                                 f"{label!r} is not one of the model's classes "
+                                 f"{value.classes.tolist()}")
         try:
-            X, Y, sw = _model_rows(model, X, y, sample_weight)
+            X, Y, sw = _model_rows(value, X, y, sample_weight)
         except ValueError as exc:
             raise ValueError(f"{name}, chunk {index} (rows from {first + 1}, counted from "
                              f"1): {exc}") from None
@@ -669,7 +682,7 @@ def gap_of_weights(coef, intercept, X, y, *, loss, p=2.0, sigma, radius=None,
         raise ValueError(f"intercept is {b[0]!r} but fit_intercept=False: the objective "
                          "has no intercept")
 
-    X = check_array(X, accept_sparse="csr", dtype=np.float64, input_name="X")
+    X = check_csr(X) if sp.issparse(X) else check_dense(X)
     if X.shape[1] != coef.shape[0]:
         raise ValueError(f"X has {X.shape[1]} columns but coef has {coef.shape[0]}")
     y = np.asarray(y, dtype=np.float64)
@@ -683,16 +696,7 @@ def gap_of_weights(coef, intercept, X, y, *, loss, p=2.0, sigma, radius=None,
     elif not np.all(np.isfinite(y)):
         bad = int(np.flatnonzero(~np.isfinite(y))[0])
         raise ValueError(f"y contains NaN or infinity (row {bad}: {y[bad].item()!r})")
-    if sample_weight is None:
-        sw = np.ones(X.shape[0])
-    else:
-        sw = np.asarray(sample_weight, dtype=np.float64)
-        if sw.shape != (X.shape[0],):
-            raise ValueError(f"sample_weight has shape {sw.shape}, expected ({X.shape[0]},)")
-        bad = np.flatnonzero(~np.isfinite(sw) | (sw < 0))
-        if bad.size:
-            raise ValueError(f"sample_weight must be finite and >= 0; row {int(bad[0])} "
-                             f"has {sw[bad[0]].item()!r}")
+    sw = check_weights(sample_weight, X.shape[0])
 
     cert = _Certificate(coef[:, None], [b[0] / intercept_scaling], loss=loss, p=p,
                         sigma=sigma, radius=radius, fit_intercept=bool(fit_intercept),

@@ -154,10 +154,12 @@ import numpy as np
 from numpy.lib import format as _npy
 
 from onlinepgs._core._pgs import STATE_VERSION, PGSState
-from onlinepgs import estimators as _estimators
-from onlinepgs.estimators import PGSClassifier, PGSRegressor
+from onlinepgs import pgs as _pgs
+from onlinepgs.model import LinearModel
+from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
+from onlinepgs.sdca import SDCAClassifierLearner, SDCARegressorLearner
 
-__all__ = ["save_model", "load_model", "read_header", "ModelFileError",
+__all__ = ["save_model", "load_model", "load_learner", "read_header", "ModelFileError",
            "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "onlinepgs-model"
@@ -165,12 +167,33 @@ FORMAT_VERSION = 1
 
 _HEADER_ENTRY = "header.json"
 _MAX_HEADER_BYTES = 64 * 2**20
-_ESTIMATORS = {cls.__name__: cls for cls in (PGSClassifier, PGSRegressor)}
+# the learner (sklearn-free) of each estimator class name a file may hold
+_LEARNERS = {cls._public_name: cls for cls in (PGSClassifierLearner, PGSRegressorLearner,
+                                               SDCAClassifierLearner, SDCARegressorLearner)}
+_ESTIMATORS = _LEARNERS  # the names, for messages
+# SDCA attributes that are lists of arrays for K > 2 classes (one per problem): stored as
+# JSON lists, restored as arrays of these dtypes
+_LISTS_OF_ARRAYS = {"gap_history_": np.float64, "gap_epochs_": np.int64}
+
+
+def _classes(sklearn):
+    """Class name -> the class `load_model` (sklearn=True) or `load_learner` builds."""
+    if not sklearn:
+        return _LEARNERS
+    from onlinepgs import estimators  # scikit-learn, only for the estimators
+
+    return {name: getattr(estimators, name) for name in _LEARNERS}
+
+
+def _is_sdca(cls):
+    return issubclass(cls, (SDCAClassifierLearner, SDCARegressorLearner))
 # private attributes that are part of a fitted model (public ones end in "_")
 _PRIVATE_ATTRIBUTES = ("_state_params",)
 # attributes rebuilt on load rather than stored
 _NOT_STORED = ("_state", "_cache")
 _REQUIRED_ATTRIBUTES = ("n_features_in_", "n_iter_", "t_", "_state_params")
+_REQUIRED_SDCA_ATTRIBUTES = ("n_features_in_", "n_iter_", "dual_coef_", "primal_objective_",
+                             "dual_objective_", "duality_gap_", "gap_history_", "gap_epochs_")
 _ARRAY_NAME = re.compile(r"(state|attributes)/[A-Za-z_][A-Za-z0-9_]*\Z")
 _ARRAY_KINDS = "biufcUS"  # bool, ints, floats, complex, unicode, bytes
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
@@ -359,15 +382,20 @@ def _storable_array(name, arr, path):
 
 
 def _encode(estimator, path, extra):
-    """The header (without checksum) and the arrays of a fitted estimator."""
-    name = type(estimator).__name__
-    if _ESTIMATORS.get(name) is not type(estimator):
-        raise ModelFileError(path, f"cannot save a {type(estimator).__module__}.{name}: only "
-                                   f"{' and '.join(_ESTIMATORS)} models can be saved")
+    """The header (without checksum) and the arrays of a fitted estimator or learner."""
+    name = getattr(estimator, "_public_name", None)
+    learner = _LEARNERS.get(name)
+    kind = type(estimator)
+    if learner is None or not (kind is learner or (
+            kind.__name__ == name and kind.__module__ == "onlinepgs.estimators")):
+        raise ModelFileError(path, f"cannot save a {kind.__module__}.{kind.__name__}: only "
+                                   f"{', '.join(_LEARNERS)} models (or their learners) can "
+                                   "be saved")
+    sdca = _is_sdca(kind)
     state = getattr(estimator, "_state", None)
-    if not isinstance(state, PGSState):
-        raise ModelFileError(path, f"this {name} is not fitted: call fit or partial_fit "
-                                   "before save_model")
+    if not isinstance(state, LinearModel if sdca else PGSState):
+        raise ModelFileError(path, f"this {name} is not fitted: call fit "
+                                   f"{'' if sdca else 'or partial_fit '}before save_model")
     if extra is not None and not isinstance(extra, dict):
         raise ModelFileError(path, f"extra must be a dict or None, got {type(extra).__name__}")
     params = estimator.get_params(deep=False)
@@ -389,18 +417,26 @@ def _encode(estimator, path, extra):
         if isinstance(value, np.ndarray):
             add_array(f"attributes/{key}", value)
         else:
-            attributes[key] = _to_json(value, f"attribute {key}", path, depth=3)
+            attributes[key] = _to_json(value, f"attribute {key}", path, depth=3,
+                                       arrays_as_lists=key in _LISTS_OF_ARRAYS)
 
-    reason = _inconsistency(estimator)
+    reason = (_sdca_inconsistency if sdca else _inconsistency)(estimator)
     if reason is not None:  # load_model would refuse the file
         raise ModelFileError(path, f"cannot save this {name}: {reason}")
-    state_dict = state.to_dict()
-    state_json = {}
-    for key, value in state_dict.items():
-        if isinstance(value, np.ndarray):
-            add_array(f"state/{key}", value)
-        else:
-            state_json[key] = _to_json(value, f"solver state {key}", path, depth=3)
+    if sdca:
+        # the model is the state: its weights (the intercept's as the constant feature's)
+        add_array("state/coef", state.coef)
+        add_array("state/intercept_weight", state.intercept_weight)
+        state_json, n_features, stats = {"solver": "sdca"}, state.n_features, {}
+    else:
+        state_dict = state.to_dict()
+        state_json = {}
+        for key, value in state_dict.items():
+            if isinstance(value, np.ndarray):
+                add_array(f"state/{key}", value)
+            else:
+                state_json[key] = _to_json(value, f"solver state {key}", path, depth=3)
+        n_features, stats = int(state_dict["dim"]) - 1, estimator.online_stats_
 
     import onlinepgs  # late: the package may import this module while initialising
 
@@ -411,11 +447,10 @@ def _encode(estimator, path, extra):
         "estimator": name,
         "params": json_params,
         "attributes": attributes,
-        "n_features": int(state_dict["dim"]) - 1,
-        "dimension": int(state_dict["dim"]),
+        "n_features": n_features,
+        "dimension": n_features + 1,
         "state": state_json,
-        "online_stats": _to_json(estimator.online_stats_, "online_stats_", path,
-                                 arrays_as_lists=True, depth=2),
+        "online_stats": _to_json(stats, "online_stats_", path, arrays_as_lists=True, depth=2),
         "extra": _to_json(extra if extra is not None else {}, "extra", path, depth=2),
         "arrays": table,
     }
@@ -446,7 +481,7 @@ def _inconsistency(estimator):
     config = state.config()
     params = estimator.get_params(deep=False)
     trained = estimator._state_params
-    for key in _estimators._STATE_PARAMS:
+    for key in _pgs._STATE_PARAMS:
         if key in params and key in trained and not _same(params[key], trained[key]):
             return (f"parameter {key}={_short(params[key])} but the solver state was trained "
                     f"with {key}={_short(trained[key])} (_state_params); set it back, or fit "
@@ -486,6 +521,54 @@ def _inconsistency(estimator):
     for key in ("sum_weight", "sum_loss", "sum_weighted_loss", "loss0_max", "radius"):
         if math.isnan(getattr(state, key)):
             return f"the solver state's {key} is nan"
+    return None
+
+
+# the parameters an SDCA model's value records (the LinearModel field of each)
+_SDCA_FIELDS = {"loss": "loss", "p": "p", "sigma": "sigma", "l1": "l1", "epsilon": "epsilon",
+                "fit_intercept": "fit_intercept", "intercept_scaling": "intercept_scaling",
+                "n_bits": "n_bits", "hash_seed": "hash_seed"}
+
+
+def _sdca_inconsistency(estimator):
+    """`_inconsistency` for an SDCA model: its parameters are those of its value (a
+    parameter set after fit would describe another model), the width and the classes
+    match the weights, the weights are finite and the dual variables one per row and
+    problem."""
+    model = estimator._state
+    params = estimator.get_params(deep=False)
+    for key, field in _SDCA_FIELDS.items():
+        value, fitted = params[key], getattr(model, field)
+        if not (_same(value, fitted) or (isinstance(value, numbers.Real) and not isinstance(
+                value, bool) and isinstance(fitted, float) and float(value) == fitted)):
+            return (f"parameter {key}={_short(value)} but the model was fitted with "
+                    f"{key}={_short(fitted)}; set it back, or fit again")
+    width = model.n_features
+    if model.n_bits is not None and width != 2**model.n_bits:
+        return f"n_bits={model.n_bits} hashes into {2**model.n_bits} features but coef has {width}"
+    if estimator.n_features_in_ != width:
+        return f"n_features_in_={estimator.n_features_in_} but coef has {width} features"
+    if estimator._classifier:
+        classes = getattr(estimator, "classes_", None)
+        if model.classes is None or classes is None or not np.array_equal(model.classes,
+                                                                          classes):
+            return "classes_ differ from the model's classes"
+        try:
+            ordered = np.unique(classes)
+        except TypeError:
+            ordered = None
+        if ordered is None or not np.array_equal(ordered, classes):
+            return (f"classes_ {_short(classes.tolist())} are not distinct and sorted "
+                    "(np.unique's order, which codes the labels)")
+    elif model.classes is not None:
+        return "a regressor's model has classes"
+    for key, arr in (("coef", model.coef), ("intercept_weight", model.intercept_weight)):
+        if not np.isfinite(arr).all():
+            return f"the model's {key} holds {float(arr[~np.isfinite(arr)][0])} (not finite)"
+    alpha = np.asarray(estimator.dual_coef_)
+    if alpha.ndim != (2 if model.n_problems > 1 else 1) or (
+            alpha.ndim == 2 and alpha.shape[0] != model.n_problems):
+        return (f"dual_coef_ has shape {alpha.shape} for {model.n_problems} problem(s)")
     return None
 
 
@@ -994,10 +1077,11 @@ def read_header(path, *, verify=True):
     return _from_json(raw)
 
 
-def _build(header, arrays, path):
-    """The fitted estimator described by a verified header and its arrays."""
+def _build(header, arrays, path, sklearn=True):
+    """The fitted estimator (or, with ``sklearn=False``, learner) described by a verified
+    header and its arrays."""
     name = header["estimator"]
-    cls = _ESTIMATORS.get(name)
+    cls = _classes(sklearn).get(name) if name in _LEARNERS else None
     if cls is None:
         raise ModelFileError(path, f"unknown estimator class {_short(name)} (this onlinepgs "
                                    f"reads {', '.join(_ESTIMATORS)})")
@@ -1018,7 +1102,8 @@ def _build(header, arrays, path):
     except ValueError as exc:  # sklearn's InvalidParameterError
         raise ModelFileError(path, f"malformed header: {exc}") from None
 
-    state = _build_state(header, arrays, path)
+    sdca = _is_sdca(cls)
+    state = (_build_sdca_state if sdca else _build_state)(header, arrays, path)
 
     attributes = dict(header["attributes"])
     for entry in header["arrays"]:
@@ -1030,7 +1115,8 @@ def _build(header, arrays, path):
                                        "and an array")
         arr = arrays[entry["name"]]
         attributes[key] = arr.astype(object) if entry.get("as_object") else arr
-    required = _REQUIRED_ATTRIBUTES + (("classes_",) if cls is PGSClassifier else ())
+    required = (_REQUIRED_SDCA_ATTRIBUTES if sdca else _REQUIRED_ATTRIBUTES) + (
+        ("classes_",) if cls._classifier else ())
     missing = [key for key in required if key not in attributes]
     if missing:
         raise ModelFileError(path, f"malformed header: fitted attribute(s) {missing} missing")
@@ -1038,21 +1124,22 @@ def _build(header, arrays, path):
         if not (_is_stored_attribute(key) and key.isidentifier()) or key in known \
                 or hasattr(cls, key):
             raise ModelFileError(path, f"malformed header: {key!r} is not a fitted attribute")
-    state_params = attributes["_state_params"]
-    if not isinstance(state_params, dict) or not set(state_params) <= set(known):
-        raise ModelFileError(path, "malformed header: attribute _state_params is not an object "
-                                   f"of {name} parameters")
-    # a parameter that did not exist when the file was written has its default
-    attributes["_state_params"] = {
-        **{key: getattr(estimator, key)
-           for key in getattr(_estimators, "_STATE_PARAMS", ()) if key in known},
-        **state_params}
-    for key in ("n_features_in_", "n_iter_", "t_"):
+    if not sdca:
+        state_params = attributes["_state_params"]
+        if not isinstance(state_params, dict) or not set(state_params) <= set(known):
+            raise ModelFileError(path, "malformed header: attribute _state_params is not an object "
+                                       f"of {name} parameters")
+        # a parameter that did not exist when the file was written has its default
+        attributes["_state_params"] = {
+            **{key: getattr(estimator, key)
+               for key in _pgs._STATE_PARAMS if key in known},
+            **state_params}
+    for key in ("n_features_in_", "n_iter_") + (() if sdca else ("t_",)):
         value = attributes[key]
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ModelFileError(path, f"malformed header: attribute {key} is {_short(value)}, "
                                        "not a non-negative integer")
-    if cls is PGSClassifier:
+    if cls._classifier:
         classes = attributes["classes_"]
         if not isinstance(classes, np.ndarray) or classes.ndim != 1 or classes.shape[0] < 2:
             raise ModelFileError(path, "malformed model: classes_ is not an array of at "
@@ -1061,14 +1148,66 @@ def _build(header, arrays, path):
         if state.n_problems != expected:
             raise ModelFileError(path, f"malformed model: {classes.shape[0]} classes but the "
                                        f"solver state has {state.n_problems} problem(s)")
+    for key, dtype in _LISTS_OF_ARRAYS.items():
+        value = attributes.get(key)
+        if sdca and isinstance(value, list):  # one array per problem (K > 2 classes)
+            try:
+                attributes[key] = [np.array(v, dtype=dtype) for v in value]
+            except (TypeError, ValueError, OverflowError):
+                raise ModelFileError(path, f"malformed header: attribute {key} is not a list "
+                                           "of number lists") from None
+            if any(v.ndim != 1 for v in attributes[key]):
+                raise ModelFileError(path, f"malformed header: attribute {key} is not a "
+                                           "list of number lists")
     for key, value in attributes.items():
         setattr(estimator, key, value)
+    if sdca and not cls._classifier and state.n_problems != 1:
+        raise ModelFileError(path, f"malformed model: a regressor's state has "
+                                   f"{state.n_problems} problems")
+    if sdca:
+        # the value's classes are the estimator's (checked against the weights above)
+        state = LinearModel(state.coef, state.intercept_weight,
+                            classes=attributes.get("classes_"), loss=estimator.loss,
+                            epsilon=estimator.epsilon, p=estimator.p, sigma=estimator.sigma,
+                            l1=estimator.l1, fit_intercept=estimator.fit_intercept,
+                            intercept_scaling=estimator.intercept_scaling,
+                            n_bits=estimator.n_bits, hash_seed=estimator.hash_seed,
+                            n_features_in=attributes["n_features_in_"], solver="sdca")
     estimator._state = state
     estimator._cache = {}
-    reason = _inconsistency(estimator)
+    reason = (_sdca_inconsistency if sdca else _inconsistency)(estimator)
     if reason is not None:
         raise ModelFileError(path, f"inconsistent model: {reason}")
     return estimator
+
+
+def _build_sdca_state(header, arrays, path):
+    """An SDCA model's weights: ``state/coef`` (K, n_features) and ``state/intercept_weight``
+    (K,), K problems, as a LinearModel (its parameters and classes are set by `_build`)."""
+    if header["state"].get("solver") != "sdca":
+        raise ModelFileError(path, f"malformed header: an {header['estimator']} model's state "
+                                   "is not marked solver 'sdca'")
+    names = {"state/coef", "state/intercept_weight"}
+    for entry in header["arrays"]:
+        if entry["name"].startswith("state/") and entry["name"] not in names:
+            raise ModelFileError(path, f"unexpected array {entry['name']} (not part of an "
+                                       "SDCA model)")
+    for name in sorted(names):
+        if name not in arrays:
+            raise ModelFileError(path, f"missing array {name}")
+    coef, w0 = arrays["state/coef"], arrays["state/intercept_weight"]
+    if coef.dtype != np.float64 or w0.dtype != np.float64 or coef.ndim != 2 or \
+            w0.shape != (coef.shape[0],) or coef.shape[0] < 1:
+        raise ModelFileError(path, f"array state/coef has dtype {coef.dtype.str} and shape "
+                                   f"{coef.shape}, state/intercept_weight {w0.dtype.str} and "
+                                   f"{w0.shape}: expected float64 (K, n_features) and (K,)")
+    return _SDCAWeights(coef, w0)
+
+
+class _SDCAWeights:
+    def __init__(self, coef, intercept_weight):
+        self.coef, self.intercept_weight = coef, intercept_weight
+        self.n_problems = coef.shape[0]
 
 
 # state version 2 files load; the arrays version 3 added are then unknown (NaN)
@@ -1189,8 +1328,38 @@ def load_model(path, *, return_header=False):
     OSError
         The file cannot be opened (e.g. it does not exist).
     """
+    return _load(path, return_header, sklearn=True)
+
+
+def load_learner(path, *, return_header=False):
+    """`load_model` without scikit-learn: the same model as the learner its class stands on.
+
+    A file of a ``PGSClassifier`` gives an `onlinepgs.pgs.PGSClassifierLearner` (and so
+    on for ``PGSRegressor``, ``SDCAClassifier``, ``SDCARegressor``): the same parameters,
+    fitted attributes and solver state, predicting, certifying and continuing training
+    bit for bit as the estimator does. The command line loads models with it, so that
+    it never imports scikit-learn. Parameters, returns and errors as `load_model`.
+
+    Examples
+    --------
+    >>> import os, sys, tempfile
+    >>> import numpy as np
+    >>> from onlinepgs.pgs import PGSRegressorLearner
+    >>> from onlinepgs.model_io import load_learner, save_model
+    >>> X = np.arange(20.0).reshape(10, 2); y = X @ [1.0, -1.0]
+    >>> reg = PGSRegressorLearner(sigma=1e-2, random_state=0).fit(X, y)
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     save_model(reg, os.path.join(tmp, "m.pgs"))
+    ...     loaded = load_learner(os.path.join(tmp, "m.pgs"))
+    >>> type(loaded).__name__, bool(np.array_equal(loaded.predict(X), reg.predict(X)))
+    ('PGSRegressorLearner', True)
+    """
+    return _load(path, return_header, sklearn=False)
+
+
+def _load(path, return_header, sklearn):
     path = os.fspath(path)
     raw, arrays = _read(path, verify=True)
     header = _from_json(raw)
-    estimator = _build(header, arrays, path)
+    estimator = _build(header, arrays, path, sklearn=sklearn)
     return (estimator, header) if return_header else estimator

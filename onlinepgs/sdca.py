@@ -1,28 +1,39 @@
-"""scikit-learn-style estimators over the compiled SDCA core (`onlinepgs._core._sdca`).
+"""SDCA learners: the batch solver of the dual, importing no scikit-learn.
 
-SDCA is the batch solver: it maximizes the Fenchel dual of the PGS objective one row's
-dual variable at a time and stops on the exact duality gap, a certificate of how far the
-model is from the optimum. Input handling (validation, hashing, label encoding, prediction)
-is the PGS estimators' own, so both families read data and score identically.
+SDCA maximizes the Fenchel dual of the PGS objective one row's dual variable at a time
+(`onlinepgs._core._sdca`) and stops on the exact duality gap, a certificate of how far the
+model is from the optimum. Input handling (validation, hashing, label encoding,
+prediction) is the shared base's (`onlinepgs._base`), so PGS and SDCA read data and score
+identically. `SDCAClassifierLearner` / `SDCARegressorLearner` hold the training; the
+scikit-learn estimators `onlinepgs.SDCAClassifier` / `SDCARegressor` (defined in
+`onlinepgs.estimators`, importable from here too) add scikit-learn's conventions on top.
+
+Examples
+--------
+>>> import numpy as np
+>>> from onlinepgs.sdca import SDCARegressorLearner
+>>> rng = np.random.RandomState(0)
+>>> X = rng.randn(200, 3); y = X @ [1.0, -2.0, 0.5]
+>>> reg = SDCARegressorLearner(sigma=1e-3, tol=1e-10, random_state=0).fit(X, y)
+>>> bool(reg.duality_gap_ <= 1e-10 * reg.primal_objective_)
+True
+>>> reg.model_.solver
+'sdca'
 """
-import numbers
 import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
+from onlinepgs._base import ClassifierLearner, LinearLearner, RegressorLearner
+from onlinepgs._checks import ConvergenceWarning, check_random_state
 from onlinepgs._core import CLASSIFICATION_LOSSES, REGRESSION_LOSSES
 from onlinepgs._core import loss_derivative as _loss_derivative
 from onlinepgs._core._sdca import ORDERS, SDCAProblem
-from onlinepgs.estimators import (PGSClassifier, PGSRegressor, _BasePGS,
-                                  _unchanged_on_error)
+from onlinepgs.model import LinearModel
+from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner, _training
 
-__all__ = ["SDCAClassifier", "SDCARegressor"]
+__all__ = ["SDCAClassifierLearner", "SDCARegressorLearner"]
 
 _COMMON_DOC = """
     p : float in (1, 2], default=2.0
@@ -32,8 +43,10 @@ _COMMON_DOC = """
         2012, Option I with the l_q dual norm).
     sigma : float >= 0, default=1e-4
         Regularization weight. The objective is ``P(w) = sigma * r(w) + l1 * ||w||_1 +
-        mean_i sample_weight_i * loss(<w, x_i>, y_i)``, the PGS estimators' objective when
-        ``l1 = 0``. ``sigma = 0`` (with ``l1 > 0``) is pure l_1 regularization.
+        (1 / sum_i c_i) sum_i c_i loss(<w, x_i>, y_i)``, c_i the sample weights (1 by
+        default; scikit-learn's convention: an integer weight is that many copies of the
+        row), the objective `onlinepgs.duality_gap` certifies. ``sigma = 0`` (with
+        ``l1 > 0``) is pure l_1 regularization.
     l1 : float >= 0, default=0.0
         l_1 weight (needs p = 2): elastic net for sigma > 0, plain l_1 for sigma = 0.
         SDCA then runs Prox-SDCA with ``g(w) = ||w||^2 / 2 + (l1 / sigma) ||w||_1``
@@ -67,7 +80,7 @@ _COMMON_DOC = """
         with such boxes: hinge, squared_hinge, smooth_hinge, absolute, huber,
         epsilon_insensitive; p = 2, no l1, order "permutation"). Every gap check runs over
         all rows, so the result's certificate never depends on it.
-    init : "zero", "pgs" or a fitted PGS estimator, default="zero"
+    init : "zero", "pgs" or a fitted PGS estimator or learner, default="zero"
         Starting dual point. "pgs": one PGS epoch on the same objective (sigma > 0) first,
         then ``alpha_i = -sample_weight_i * loss'(<w_pgs, x_i>; y_i)`` clipped into the
         conjugate's domain. A fitted `PGSClassifier` / `PGSRegressor` of the same
@@ -89,9 +102,10 @@ _COMMON_DOC = """
 _ATTRS_DOC = """
     intercept_ : ndarray of shape (n_problems,)
     dual_coef_ : ndarray of shape (n_samples,) or (n_classes, n_samples)
-        The dual variables alpha: ``w = grad g*(X1^T alpha / (sigma m))`` where X1 is X
-        with the constant column ``intercept_scaling`` first (one row per problem for K > 2
-        classes).
+        The dual variables alpha: ``w = grad g*(X1^T alpha / (sigma W))`` where X1 is X
+        with the constant column ``intercept_scaling`` first and W the sum of the sample
+        weights (the number of rows without weights); one row per problem for K > 2
+        classes.
     n_iter_ : int
         Epochs run (the largest over the one-vs-rest problems).
     duality_gap_, primal_objective_, dual_objective_ : float or ndarray of shape (n_classes,)
@@ -109,28 +123,34 @@ _ATTRS_DOC = """
     n_features_in_ : int
 """
 
-_BASE_CONSTRAINTS = {
-    "p": [Interval(numbers.Real, 1, 2, closed="right")],
-    "sigma": [Interval(numbers.Real, 0, None, closed="left")],
-    "l1": [Interval(numbers.Real, 0, None, closed="left")],
+_CONSTRAINTS = {
+    "p": [("real", 1, 2, "right")],
+    "sigma": [("real", 0, None, "left")],
+    "l1": [("real", 0, None, "left")],
     "fit_intercept": ["boolean"],
-    "intercept_scaling": [Interval(numbers.Real, 0, None, closed="neither")],
-    "tol": [Interval(numbers.Real, 0, None, closed="left")],
-    "max_epochs": [Interval(numbers.Integral, 1, None, closed="left")],
-    "order": [StrOptions(set(ORDERS))],
-    "check_every": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
+    "intercept_scaling": [("real", 0, None, "neither")],
+    "tol": [("real", 0, None, "left")],
+    "max_epochs": [("int", 1, None, "left")],
+    "order": [("str", set(ORDERS))],
+    "check_every": [("int", 1, None, "left"), ("str", {"auto"})],
     "shrinking": ["boolean"],
     "random_state": ["random_state"],
-    "epsilon": [Interval(numbers.Real, 0, None, closed="left")],
+    "epsilon": [("real", 0, None, "left")],
     "verbose": ["verbose"],
-    "n_bits": [None, Interval(numbers.Integral, 1, 30, closed="both")],
-    "hash_seed": [Interval(numbers.Integral, 0, 2**32 - 1, closed="both")],
+    "n_bits": [None, ("int", 1, 30, "both")],
+    "hash_seed": [("int", 0, 2**32 - 1, "both")],
 }
 
 
-class _BaseSDCA(BaseEstimator):
-    _classifier = False
+class SDCALearner(LinearLearner):
+    """SDCA training shared by the classifier and the regressor (see the module docstring).
+
+    The fitted ``_state`` is the model itself (`onlinepgs.model.LinearModel`): SDCA keeps
+    no solver state between calls (no ``partial_fit``).
+    """
+
     _pgs_class = None
+    _convergence_warning = ConvergenceWarning
 
     def __init__(self, loss, *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
                  intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
@@ -154,23 +174,11 @@ class _BaseSDCA(BaseEstimator):
         self.n_bits = n_bits
         self.hash_seed = hash_seed
 
-    # The PGS estimators' input handling and prediction, shared as plain functions so
-    # both families validate, hash and score input identically.
-    _as_matrix = _BasePGS._as_matrix
-    _validate_X = _BasePGS._validate_X
-    _validate_weights = _BasePGS._validate_weights
-    _decision = _BasePGS._decision
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
-
-    def _weights(self):
-        return self._state  # (coef (K, n_features), intercept (K,)), set by fit
+    def fit(self, X, y, sample_weight=None):
+        return self._fit(X, y, sample_weight)
 
     def _check_params(self):
-        name = type(self).__name__
+        name = self._owner
         for param in ("p", "sigma", "l1", "intercept_scaling", "epsilon", "tol"):
             if not np.isfinite(getattr(self, param)):
                 raise ValueError(f"The '{param}' parameter of {name} must be finite, "
@@ -184,15 +192,15 @@ class _BaseSDCA(BaseEstimator):
         if isinstance(init, str):
             if init not in ("zero", "pgs"):
                 raise ValueError(f"{name}: init must be 'zero', 'pgs' or a fitted "
-                                 f"{self._pgs_class.__name__}, got {init!r}")
+                                 f"{self._pgs_class._public_name}, got {init!r}")
             if init == "pgs" and self.sigma == 0:
                 raise ValueError(f"{name}: init='pgs' needs sigma > 0 (PGS has no pure "
                                  "l_1 objective)")
         elif not isinstance(init, self._pgs_class):
             raise ValueError(f"{name}: init must be 'zero', 'pgs' or a fitted "
-                             f"{self._pgs_class.__name__}, got {type(init).__name__}")
+                             f"{self._pgs_class._public_name}, got {type(init).__name__}")
         else:
-            check_is_fitted(init)
+            init._check_fitted()
 
     def _pgs_margins(self, X, y_core, sw, rng):
         """The starting PGS model's margins, shape (n_samples, n_problems), or None."""
@@ -220,7 +228,7 @@ class _BaseSDCA(BaseEstimator):
         return np.asarray(X @ coef.T) + intercept
 
     def _fit(self, X, y, sample_weight):
-        with _unchanged_on_error(self):
+        with _training(self):
             return self._fit_unguarded(X, y, sample_weight)
 
     def _fit_unguarded(self, X, y, sample_weight):
@@ -233,6 +241,10 @@ class _BaseSDCA(BaseEstimator):
             raise ValueError("sample_weight is zero for every row: there is nothing to fit")
         Xc = X if sp.issparse(X) else sp.csr_matrix(X)
         rng = check_random_state(self.random_state)
+        # the objective averages by the sum of the weights W, the core's by the rows m:
+        # the core's problem with sigma and l1 times W / m has the same minimizer and
+        # objectives W / m times ours (weights k_i are k_i copies of the rows)
+        scale = float(sw.sum()) / X.shape[0]
         if "classes_" in extra:
             self.classes_ = extra["classes_"]  # the warm start compares against it
         margins = self._pgs_margins(Xc, y_core, sw, rng)
@@ -245,7 +257,7 @@ class _BaseSDCA(BaseEstimator):
             seed = int(rng.randint(0, 2**31 - 1)) * 2**32 + int(rng.randint(0, 2**31 - 1))
             prob = SDCAProblem(
                 Xc.data, Xc.indices, Xc.indptr, Xc.shape[1], yc, sw, loss=self.loss,
-                p=float(self.p), sigma=float(self.sigma), l1=float(self.l1),
+                p=float(self.p), sigma=float(self.sigma) * scale, l1=float(self.l1) * scale,
                 fit_intercept=bool(self.fit_intercept),
                 intercept_scaling=float(self.intercept_scaling), epsilon=float(self.epsilon),
                 order=self.order, seed=seed, alpha0=alpha0, shrinking=bool(self.shrinking))
@@ -259,25 +271,30 @@ class _BaseSDCA(BaseEstimator):
             problems.append(prob)
         for name, value in extra.items():
             setattr(self, name, value)
-        self._install(problems, multiclass)
+        self._install(problems, multiclass, scale, X.shape[1])
+        relative_gaps = np.array([prob.relative_gap() for prob in problems])
         if not converged:
             warnings.warn(
-                f"{type(self).__name__} did not reach the relative duality gap tol="
+                f"{self._owner} did not reach the relative duality gap tol="
                 f"{self.tol:g} in max_epochs={self.max_epochs} epochs (relative gap "
-                f"{np.max(self._relative_gaps):.3g}); raise max_epochs or tol.",
-                ConvergenceWarning)
+                f"{np.max(relative_gaps):.3g}); raise max_epochs or tol.",
+                self._convergence_warning)
         return self
 
-    def _install(self, problems, multiclass):
+    def _install(self, problems, multiclass, scale, n_features):
         W = np.array([prob.weights() for prob in problems])  # (K, 1 + n_features)
-        coef = np.ascontiguousarray(W[:, 1:])
-        intercept = (W[:, 0] * self.intercept_scaling if self.fit_intercept
-                     else np.zeros(len(problems)))
-        self._state = (coef, intercept)
+        self._state = LinearModel(
+            W[:, 1:], W[:, 0] if self.fit_intercept else None,
+            classes=self.classes_ if self._classifier else None, loss=self.loss,
+            epsilon=self.epsilon, p=self.p, sigma=self.sigma, l1=self.l1, radius=None,
+            fit_intercept=self.fit_intercept, intercept_scaling=self.intercept_scaling,
+            n_bits=self.n_bits, hash_seed=self.hash_seed, n_features_in=n_features,
+            solver="sdca")
         info = [prob.gap_info() for prob in problems]
 
         def per_problem(values):
-            values = np.asarray(values, dtype=float)
+            # the core's objectives are `scale` times ours (see _fit_unguarded)
+            values = np.asarray(values, dtype=float) / scale
             return values if multiclass else float(values[0])
 
         self.dual_coef_ = (np.array([prob.alpha for prob in problems]) if multiclass
@@ -287,14 +304,16 @@ class _BaseSDCA(BaseEstimator):
         self.dual_objective_ = per_problem([d["dual"] for d in info])
         self.duality_gap_ = per_problem([d["gap"] for d in info])
         self.smoothing_ = per_problem([d.get("smoothing", 0.0) for d in info])
-        histories = [np.array(prob.gap_history) for prob in problems]
+        histories = [np.array(prob.gap_history) / scale for prob in problems]
         self.gap_history_ = histories if multiclass else histories[0]
         epochs = [np.array(prob.check_epochs, dtype=np.int64) for prob in problems]
         self.gap_epochs_ = epochs if multiclass else epochs[0]
-        self._relative_gaps = np.array([prob.relative_gap() for prob in problems])
+
+    def _make_model(self, check_finite=True):
+        return self._state
 
 
-class SDCAClassifier(ClassifierMixin, _BaseSDCA):
+class SDCAClassifierLearner(ClassifierLearner, SDCALearner):
     __doc__ = """Linear classifier trained by SDCA on the dual, stopped by the duality gap.
 
     The objective is the PGS estimators' (plus an optional l_1 term); binary problems
@@ -314,7 +333,7 @@ class SDCAClassifier(ClassifierMixin, _BaseSDCA):
     Examples
     --------
     >>> import numpy as np
-    >>> from onlinepgs import SDCAClassifier
+    >>> from onlinepgs.sdca import SDCAClassifierLearner as SDCAClassifier
     >>> rng = np.random.RandomState(0)
     >>> X = rng.randn(200, 5); y = (X[:, 0] + 0.1 * rng.randn(200) > 0).astype(int)
     >>> clf = SDCAClassifier(sigma=1e-3, random_state=0).fit(X, y)
@@ -323,8 +342,10 @@ class SDCAClassifier(ClassifierMixin, _BaseSDCA):
     >>> bool(clf.duality_gap_ <= 1e-6 * clf.primal_objective_)
     True
     """
-    _classifier = True
-    _pgs_class = PGSClassifier
+    _public_name = "SDCAClassifier"
+    _pgs_class = PGSClassifierLearner
+    _constraints = {**_CONSTRAINTS, "loss": [("str", set(CLASSIFICATION_LOSSES))],
+                    "init": [("str", {"zero", "pgs"}), PGSClassifierLearner]}
 
     def __init__(self, loss="logistic", *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
                  intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
@@ -336,16 +357,6 @@ class SDCAClassifier(ClassifierMixin, _BaseSDCA):
                          random_state=random_state, epsilon=epsilon, verbose=verbose,
                          n_bits=n_bits, hash_seed=hash_seed)
 
-    _parameter_constraints = {**_BASE_CONSTRAINTS,
-                              "loss": [StrOptions(set(CLASSIFICATION_LOSSES))],
-                              "init": [StrOptions({"zero", "pgs"}), PGSClassifier]}
-
-    _encode_targets = PGSClassifier._encode_targets
-    decision_function = PGSClassifier.decision_function
-    predict = PGSClassifier.predict
-    predict_proba = PGSClassifier.__dict__["predict_proba"]
-    predict_log_proba = PGSClassifier.__dict__["predict_log_proba"]
-
     def fit(self, X, y, sample_weight=None):
         """Solve the dual to the relative gap `tol` (or `max_epochs`).
 
@@ -354,7 +365,8 @@ class SDCAClassifier(ClassifierMixin, _BaseSDCA):
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         sample_weight : array-like of shape (n_samples,), default=None
-            Each row's loss weight; rows of weight 0 keep alpha_i = 0.
+            Each row's loss weight (an integer k: as k copies of the row); rows of weight
+            0 keep alpha_i = 0.
 
         Returns
         -------
@@ -362,18 +374,8 @@ class SDCAClassifier(ClassifierMixin, _BaseSDCA):
         """
         return self._fit(X, y, sample_weight)
 
-    @property
-    def coef_(self):
-        check_is_fitted(self, "_state")
-        return self._state[0].copy()
 
-    @property
-    def intercept_(self):
-        check_is_fitted(self, "_state")
-        return self._state[1].copy()
-
-
-class SDCARegressor(RegressorMixin, _BaseSDCA):
+class SDCARegressorLearner(RegressorLearner, SDCALearner):
     __doc__ = """Linear regressor trained by SDCA on the dual, stopped by the duality gap.
 
     Parameters
@@ -388,7 +390,7 @@ class SDCARegressor(RegressorMixin, _BaseSDCA):
     Examples
     --------
     >>> import numpy as np
-    >>> from onlinepgs import SDCARegressor
+    >>> from onlinepgs.sdca import SDCARegressorLearner as SDCARegressor
     >>> rng = np.random.RandomState(0)
     >>> X = rng.randn(500, 3); y = X @ [1.0, -2.0, 0.5] + 0.01 * rng.randn(500)
     >>> reg = SDCARegressor(sigma=1e-2, random_state=0).fit(X, y)
@@ -397,7 +399,10 @@ class SDCARegressor(RegressorMixin, _BaseSDCA):
     >>> reg.n_iter_ < 100
     True
     """
-    _pgs_class = PGSRegressor
+    _public_name = "SDCARegressor"
+    _pgs_class = PGSRegressorLearner
+    _constraints = {**_CONSTRAINTS, "loss": [("str", set(REGRESSION_LOSSES))],
+                    "init": [("str", {"zero", "pgs"}), PGSRegressorLearner]}
 
     def __init__(self, loss="squared", *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
                  intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
@@ -408,13 +413,6 @@ class SDCARegressor(RegressorMixin, _BaseSDCA):
                          order=order, check_every=check_every, shrinking=shrinking, init=init,
                          random_state=random_state, epsilon=epsilon, verbose=verbose,
                          n_bits=n_bits, hash_seed=hash_seed)
-
-    _parameter_constraints = {**_BASE_CONSTRAINTS,
-                              "loss": [StrOptions(set(REGRESSION_LOSSES))],
-                              "init": [StrOptions({"zero", "pgs"}), PGSRegressor]}
-
-    _encode_targets = PGSRegressor._encode_targets
-    predict = PGSRegressor.predict
 
     def fit(self, X, y, sample_weight=None):
         """Solve the dual to the relative gap `tol` (or `max_epochs`).
@@ -431,12 +429,12 @@ class SDCARegressor(RegressorMixin, _BaseSDCA):
         """
         return self._fit(X, y, sample_weight)
 
-    @property
-    def coef_(self):
-        check_is_fitted(self, "_state")
-        return self._state[0][0].copy()
 
-    @property
-    def intercept_(self):
-        check_is_fitted(self, "_state")
-        return self._state[1].copy()
+def __getattr__(name):
+    # the scikit-learn estimators live with the others (`onlinepgs.estimators`); this
+    # module imports no scikit-learn until they are asked for
+    if name in ("SDCAClassifier", "SDCARegressor"):
+        from onlinepgs import estimators
+
+        return getattr(estimators, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -72,12 +72,13 @@ def np_primal(w, Xa, y, sw, p, sigma, radius, loss, eps=EPS):
     if radius is not None and norm_p > radius * (1 + 1e-12):
         return np.inf
     losses = reference.loss_value(loss, Xa @ w, y, eps)
-    return sigma * norm_p**2 / (2 * (p - 1)) + np.sum(sw * losses) / len(y)
+    # scikit-learn's convention: the weighted losses averaged by the sum of the weights
+    return sigma * norm_p**2 / (2 * (p - 1)) + np.sum(sw * losses) / np.sum(sw)
 
 
 def np_dual(u, Xa, y, sw, p, sigma, radius, loss, eps=EPS):
     """D(a) for a_i = -sw_i u_i."""
-    m = len(y)
+    m = np.sum(sw)  # the objective's normaliser: the sum of the weights
     theta = -Xa.T @ (sw * u) / (sigma * m)
     return -np.sum(sw * np_conjugate(loss, u, y, eps)) / m - sigma * np_rstar(theta, p, radius)
 
@@ -88,7 +89,7 @@ def np_dual_point(w, Xa, y, loss, eps=EPS):
 
 def primal_minimum(Xa, y, sw, p, sigma, loss, start, eps=EPS):
     """L-BFGS-B on the primal over R^n (smooth losses): the scipy result."""
-    m = len(y)
+    m = np.sum(sw)
 
     def primal(w):
         z = Xa @ w
@@ -108,6 +109,7 @@ def optimum(Xa, y, sw, p, sigma, radius, loss, eps=EPS):
     """(lower, upper) bounds on P(w*): the dual maximized by L-BFGS-B over its box, the
     primal at the dual's w(a), and for smooth losses L-BFGS on the primal too."""
     m, n = Xa.shape
+    total = np.sum(sw)  # the objective's normaliser
 
     def unpack(x):
         # u from the box variables: v in [0, 1] (u = -v y) for the margin losses, the
@@ -120,28 +122,28 @@ def optimum(Xa, y, sw, p, sigma, radius, loss, eps=EPS):
 
     def neg_dual(x):
         u = unpack(x)
-        theta = -Xa.T @ (sw * u) / (sigma * m)
+        theta = -Xa.T @ (sw * u) / (sigma * total)
         w = reference.grad_rstar(theta, p, radius)
         if loss == "epsilon_insensitive":
             conj = np.sum(sw * (u * y + eps * (x[:m] + x[m:])))
         else:
             conj = np.sum(sw * np_conjugate(loss, u, y, eps))
-        value = -conj / m - sigma * np_rstar(theta, p, radius)
-        common = sw * (Xa @ w) / m  # d/du_i of -sigma r*(theta)
+        value = -conj / total - sigma * np_rstar(theta, p, radius)
+        common = sw * (Xa @ w) / total  # d/du_i of -sigma r*(theta)
         if loss == "hinge":
-            du = -sw * y / m + common
+            du = -sw * y / total + common
         elif loss == "logistic":
             t = np.clip(x, 1e-300, 1 - 1e-16)
-            du = -sw * (-y * (np.log(t) - np.log1p(-t))) / m + common
+            du = -sw * (-y * (np.log(t) - np.log1p(-t))) / total + common
         elif loss in ("squared_hinge", "squared"):
-            du = -sw * (y + u / 2) / m + common
+            du = -sw * (y + u / 2) / total + common
         elif loss in ("smooth_hinge", "huber"):
-            du = -sw * (y + u) / m + common
+            du = -sw * (y + u) / total + common
         elif loss == "absolute":
-            du = -sw * y / m + common
+            du = -sw * y / total + common
         else:
-            du_plus = -sw * (y + eps) / m + common
-            du_minus = -sw * (-y + eps) / m - common
+            du_plus = -sw * (y + eps) / total + common
+            du_minus = -sw * (-y + eps) / total - common
             return -value, -np.concatenate([du_plus, du_minus])
         return -value, -(du * -y if loss in CLS else du)
 
@@ -166,7 +168,7 @@ def optimum(Xa, y, sw, p, sigma, radius, loss, eps=EPS):
                    options={"ftol": 1e-16, "gtol": 1e-13, "maxiter": 20000, "maxcor": 30})
     u = unpack(res.x)
     lower = np_dual(u, Xa, y, sw, p, sigma, radius, loss, eps)
-    w_of_u = reference.grad_rstar(-Xa.T @ (sw * u) / (sigma * m), p, radius)
+    w_of_u = reference.grad_rstar(-Xa.T @ (sw * u) / (sigma * total), p, radius)
     upper = np_primal(w_of_u, Xa, y, sw, p, sigma, radius, loss, eps)
     if loss in SMOOTH and radius is None:
         upper = min(upper, primal_minimum(Xa, y, sw, p, sigma, loss, w_of_u).fun)
@@ -306,8 +308,9 @@ def test_non_smooth_losses_gap_shrinks(loss):
 # ---- conventions: weights, intercept, multiclass, sparse, hashing ---------------------------
 @pytest.mark.parametrize("loss", ["logistic", "hinge", "squared", "epsilon_insensitive"])
 def test_integer_weights_equal_repeated_rows(loss):
-    """Weight c_i = row i repeated c_i times, with sigma scaled so that m sigma is kept:
-    the objectives (and D at every scale) differ by the factor m' / m exactly."""
+    """Weight c_i = row i repeated c_i times (scikit-learn's convention): the objective
+    averages by the sum of the weights, so P and D (at every scale) are those of the
+    repeated rows with the same sigma."""
     X, y = problem(loss, m=30, seed=7)
     counts = np.random.RandomState(8).randint(0, 4, len(y))
     counts[0] = 0  # zero weights drop rows
@@ -316,9 +319,10 @@ def test_integer_weights_equal_repeated_rows(loss):
     m, m2 = len(y), counts.sum()
     weighted = gap_of_weights(coef, b, X, y, loss=loss, sigma=0.05, sample_weight=counts)
     repeated = gap_of_weights(coef, b, np.repeat(X, counts, axis=0), np.repeat(y, counts),
-                              loss=loss, sigma=0.05 * m / m2)
-    assert weighted.primal == pytest.approx(repeated.primal * m2 / m, rel=1e-12)
-    assert weighted.dual == pytest.approx(repeated.dual * m2 / m, rel=1e-10)
+                              loss=loss, sigma=0.05)
+    assert weighted.n_rows == m and repeated.n_rows == m2
+    assert weighted.primal == pytest.approx(repeated.primal, rel=1e-12)
+    assert weighted.dual == pytest.approx(repeated.dual, rel=1e-10)
     assert weighted.dual_scale[0] == pytest.approx(repeated.dual_scale[0], rel=1e-8)
 
 

@@ -312,7 +312,7 @@ def test_random_state_instance_is_refused(tmp_path):
 def test_other_estimators_are_refused(tmp_path):
     from sklearn.linear_model import SGDClassifier
     X, y, classes = make_data("binary_dense")
-    with pytest.raises(ModelFileError, match="only PGSClassifier and PGSRegressor"):
+    with pytest.raises(ModelFileError, match="only PGSClassifier, PGSRegressor, SDCAClassifier, SDCARegressor"):
         save_model(SGDClassifier().fit(X, y), tmp_path / "m.pgs")
 
     class Sub(PGSClassifier):

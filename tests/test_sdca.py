@@ -381,13 +381,14 @@ def test_weight_two_equals_a_duplicated_row_and_zero_equals_removal():
     rep = np.concatenate([keep, [3, 10]])
     sigma = 0.01
     weighted = SDCAClassifier(sigma=sigma, tol=1e-12, random_state=0).fit(X, y, sample_weight=sw)
-    # (1/m) sum_i sw_i l_i over m rows equals (1/M) sum over the M repeated rows times M/m
-    repeated = SDCAClassifier(sigma=sigma * 80 / len(rep), tol=1e-12,
-                              random_state=0).fit(X[rep], y[rep])
-    # both objectives are sigma-strongly convex (the repeated one sigma * 80 / M) with the
-    # same minimizer w*, so ||w - w*||^2 <= 2 gap / sigma for each
+    # scikit-learn's convention: the objective averages the weighted losses by the sum of
+    # the weights, so integer weights are copies of the rows with the same sigma
+    repeated = SDCAClassifier(sigma=sigma, tol=1e-12, random_state=0).fit(X[rep], y[rep])
+    assert weighted.primal_objective_ == pytest.approx(repeated.primal_objective_, rel=1e-9)
+    # both objectives are sigma-strongly convex with the same minimizer w*, so
+    # ||w - w*||^2 <= 2 gap / sigma for each
     radius = (np.sqrt(2 * weighted.duality_gap_ / sigma)
-              + np.sqrt(2 * repeated.duality_gap_ / (sigma * 80 / len(rep))))
+              + np.sqrt(2 * repeated.duality_gap_ / sigma))
     diff = np.concatenate([weighted.coef_[0] - repeated.coef_[0],
                            weighted.intercept_ - repeated.intercept_])
     assert np.linalg.norm(diff) <= radius and radius < 1e-4

@@ -1,0 +1,293 @@
+"""The linear-model base shared by the PGS and SDCA learners; imports no scikit-learn.
+
+The layers (docs/design/estimators.md):
+
+* the value, `onlinepgs.model.LinearModel`: a fitted model as data (what model files,
+  certificates, the command line and Dask take);
+* this base, `LinearLearner`: parameters (``get_params`` / ``set_params`` and their
+  checks), validation of X (records hashed, CSR or dense float64), sample weights,
+  target encoding (binary, one-vs-rest, regression; the label check of
+  `onlinepgs._checks`) and prediction through the value (``model_``);
+* the learners, which add one solver's training: `onlinepgs.pgs` and `onlinepgs.sdca`'s
+  ``*Learner`` classes, used as they are by the command line;
+* the scikit-learn estimators (`onlinepgs.estimators`, `onlinepgs.sdca`): the learners
+  with scikit-learn's base classes and checks on top (its parameter validation, feature
+  names, messages), through the hooks below (``_check_fitted``, ``_check_sparse``,
+  ``_check_dense``, ``_check_discrete``, ``_column``, ``_array``).
+"""
+import contextlib
+import inspect
+import threading
+import weakref
+
+import numpy as np
+import scipy.sparse as sp
+
+from onlinepgs import _checks
+from onlinepgs._checks import NotFittedError, available_if, check_params, is_records
+from onlinepgs.model import proba_from_scores
+
+__all__ = ["LinearLearner", "ClassifierLearner", "RegressorLearner"]
+
+
+# Each estimator's locks (see LinearLearner._lock), made on first use. Kept outside the
+# estimator so that nothing about them is pickled, copied, cloned or compared: a copy
+# or an unpickled estimator gets its own on first use.
+_LOCKS = weakref.WeakKeyDictionary()
+_LOCKS_MADE = threading.Lock()  # makes them once, when two threads ask at once
+
+
+class _unchanged_on_error:
+    """Restore the estimator's attributes if training raises (bad input never half-updates).
+
+    The solver state itself is only touched after every check has passed. The one
+    exception is divergence within `partial_fit`, where the state already advanced
+    over earlier rows: then the estimator keeps that (consistent) state.
+    """
+
+    def __init__(self, est, keep=()):
+        self.est = est
+        self.keep = keep
+
+    def __enter__(self):
+        self.saved = dict(self.est.__dict__)
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and not issubclass(exc_type, self.keep):
+            attributes = self.est.__dict__
+            # overwrite, then drop what the call added: a thread predicting meanwhile
+            # never finds the fitted attributes missing (clear() then update() would
+            # leave a moment without them)
+            attributes.update(self.saved)
+            for name in [n for n in attributes if n not in self.saved]:
+                attributes.pop(name, None)
+        return False
+
+
+@contextlib.contextmanager
+def _training(est, keep=()):
+    """One training call on `est`: alone (after any other one in progress) and undone if
+    it raises (see `_unchanged_on_error`)."""
+    with est._lock("_train_lock"), _unchanged_on_error(est, keep):
+        yield
+
+
+def _is_logistic(est):
+    return est.loss == "logistic"
+
+
+class LinearLearner:
+    """What every linear learner of the package shares (see the module docstring).
+
+    A subclass sets ``_constraints`` (its parameters' constraints, in the language of
+    `onlinepgs._checks.check_params`), ``_public_name`` (the class name in model files
+    and messages: the scikit-learn estimator's) and implements ``_make_model()`` (the
+    fitted `LinearModel`) and training. A fitted learner has ``_state``.
+    """
+
+    _classifier = False
+    _public_name = None
+    _constraints = {}
+
+    # ---- parameters (scikit-learn's conventions, without it) ------------------------------
+    @classmethod
+    def _get_param_names(cls):
+        signature = inspect.signature(cls.__init__)
+        return sorted(name for name, p in signature.parameters.items()
+                      if name != "self" and p.kind != p.VAR_KEYWORD)
+
+    def get_params(self, deep=True):
+        """The parameters, as scikit-learn's ``get_params`` gives them."""
+        return {name: getattr(self, name) for name in self._get_param_names()}
+
+    def set_params(self, **params):
+        """Set parameters by name (an unknown name is an error); returns self."""
+        valid = self._get_param_names()
+        for name, value in params.items():
+            if name not in valid:
+                raise ValueError(f"Invalid parameter {name!r} for estimator {self._owner}. "
+                                 f"Valid parameters are: {valid!r}.")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self):
+        defaults = {name: p.default for name, p in
+                    inspect.signature(type(self).__init__).parameters.items()}
+        changed = [f"{name}={value!r}" for name, value in self.get_params().items()
+                   if not (defaults.get(name) is value or (
+                       isinstance(value, (str, int, float, type(None)))
+                       and defaults.get(name) == value))]
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+    @property
+    def _owner(self):
+        """The name in messages and model files."""
+        return self._public_name or type(self).__name__
+
+    def _validate_params(self):
+        check_params(self.get_params(deep=False), self._constraints, self._owner)
+
+    # ---- threads ----------------------------------------------------------------------
+    # "_train_lock" serializes the training calls (fit, partial_fit, fit_stream's
+    # chunks, onlinepgs.dask): partial_fit runs the core on the state's arrays with the
+    # GIL released, and a concurrent call widening the model reallocates them under it.
+    # "_state_lock" is held only while the installed state changes (a partial_fit
+    # pass, installing a fit's new state) and while weights are read from it, so that
+    # readers see a whole model and wait for at most one partial_fit pass (fit trains a
+    # state of its own and installs it at the end).
+    def _lock(self, name):
+        """The estimator's reentrant lock `name` ("_train_lock" or "_state_lock")."""
+        locks = _LOCKS.get(self)
+        if locks is None:
+            with _LOCKS_MADE:
+                locks = _LOCKS.setdefault(self, {"_train_lock": threading.RLock(),
+                                                 "_state_lock": threading.RLock()})
+        return locks[name]
+
+    # ---- hooks (the scikit-learn layer replaces them by its own checks) --------------------
+    def _check_fitted(self):
+        if not hasattr(self, "_state"):
+            raise NotFittedError(f"This {self._owner} instance is not fitted yet. Call 'fit' "
+                                 "with appropriate arguments before using this estimator.")
+
+    def _check_sparse(self, X, records):
+        return _checks.check_csr(X, min_features=0 if records else 1)
+
+    def _check_dense(self, X, reset):
+        X = _checks.check_dense(X, None if reset else self.n_features_in_, self._owner)
+        if reset:
+            self.n_features_in_ = X.shape[1]
+        return X
+
+    def _array(self, X):
+        return _checks.check_dense(X)
+
+    def _check_discrete(self, y):
+        _checks.check_discrete(y)
+
+    def _column(self, y):
+        return y.ravel()
+
+    # ---- input ----------------------------------------------------------------------------
+    def _as_matrix(self, X, fitted):
+        """Record input as CSR, and every input folded into 2**n_bits columns when hashing."""
+        return _checks.as_matrix(X, self.n_bits, self.hash_seed,
+                                 self.n_features_in_ if fitted else None, self._array)
+
+    def _validate_X(self, X, *, reset):
+        """CSR float64 (not copied when it already is one) or C-contiguous dense float64."""
+        records = is_records(X)
+        X = self._as_matrix(X, fitted=not reset)
+        if not sp.issparse(X):
+            return self._check_dense(X, reset)
+        # records declare no width: a first chunk of empty records starts a model of
+        # no features, which later chunks grow
+        X = self._check_sparse(X, records)
+        if not X.has_canonical_format:
+            # the k = 1 step and ||g_t||_q assume one entry per (row, column)
+            X = X.copy()
+            X.sum_duplicates()
+        if not all(a.flags.c_contiguous for a in (X.data, X.indices, X.indptr)):
+            # strided views (e.g. the .real of a complex matrix): the core reads raw pointers
+            X = sp.csr_matrix((np.ascontiguousarray(X.data), np.ascontiguousarray(X.indices),
+                               np.ascontiguousarray(X.indptr)), shape=X.shape)
+        if reset:
+            self.n_features_in_ = X.shape[1]
+        return X
+
+    def _validate_weights(self, sample_weight, n_rows):
+        return _checks.check_weights(sample_weight, n_rows)
+
+    def _encode_targets(self, X, y, fit, classes=None):
+        """``(y_core, n_problems, multiclass, fitted attributes)`` of y for the core."""
+        kwargs = {"column": self._column}
+        if self._classifier:
+            kwargs.update(fitted_classes=None if fit else self.classes_, classes=classes,
+                          check_targets=self._check_discrete)
+        y_core, n_problems, multiclass, cls = _checks.encode_targets(
+            y, X.shape[0], self._owner, self._classifier, **kwargs)
+        extra = {"classes_": cls} if fit and self._classifier else {}
+        return y_core, n_problems, multiclass, extra
+
+    # ---- the value and prediction through it ---------------------------------------------
+    @property
+    def model_(self):
+        """The fitted model as a value (`onlinepgs.model.LinearModel`): one snapshot,
+        consistent (weights, intercepts and classes of the same model)."""
+        self._check_fitted()
+        return self._make_model()
+
+    def _scores(self, X):
+        """(model, (rows, K) scores of X): the model read once, then X checked as the
+        learner checks it for prediction."""
+        model = self.model_
+        records = is_records(X)
+        X = self._as_matrix(X, fitted=True)
+        if sp.issparse(X):
+            X = self._check_sparse(X, records)
+        else:
+            X = self._check_dense(X, reset=False)
+        return model, model.scores(X)
+
+    def _weights(self):
+        """(coef (K, n_features), intercept (K,)) of the fitted model."""
+        model = self.model_
+        return model.coef, model.intercept
+
+
+class ClassifierLearner:
+    """Prediction of a classifier through its value (mixed into a `LinearLearner`)."""
+
+    _classifier = True
+
+    def decision_function(self, X):
+        """Signed scores: shape (n_samples,) for two classes, else (n_samples, n_classes)."""
+        _, scores = self._scores(X)
+        return scores.ravel() if scores.shape[1] == 1 else scores
+
+    def predict(self, X):
+        """Predicted class labels."""
+        model, scores = self._scores(X)
+        return model.predict_from_scores(scores.ravel() if scores.shape[1] == 1 else scores)
+
+    @available_if(_is_logistic)
+    def predict_proba(self, X):
+        """Class probabilities (logistic loss only; one-vs-rest normalised for K > 2)."""
+        return proba_from_scores(self.decision_function(X))
+
+    @available_if(_is_logistic)
+    def predict_log_proba(self, X):
+        """Logarithm of `predict_proba`."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    @property
+    def coef_(self):
+        """ndarray of shape (1, n_features) or (n_classes, n_features)."""
+        return self.model_.coef.copy()
+
+    @property
+    def intercept_(self):
+        """ndarray of shape (1,) or (n_classes,)."""
+        return self.model_.intercept.copy()
+
+
+class RegressorLearner:
+    """Prediction of a regressor through its value (mixed into a `LinearLearner`)."""
+
+    _classifier = False
+
+    def predict(self, X):
+        """Predicted targets."""
+        _, scores = self._scores(X)
+        return scores.ravel()
+
+    @property
+    def coef_(self):
+        """ndarray of shape (n_features,)."""
+        return self.model_.coef[0].copy()
+
+    @property
+    def intercept_(self):
+        """ndarray of shape (1,)."""
+        return self.model_.intercept.copy()

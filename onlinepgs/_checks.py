@@ -1,0 +1,432 @@
+"""Input checks shared by every linear model of the package, importing no scikit-learn.
+
+One home for what PGS and SDCA learners, the fitted value (`onlinepgs.model`), the
+certificates and the command line check: records and their hashing, matrices (NumPy and
+SciPy only), sample weights, labels (THE label check, `check_labels`), target encoding,
+parameters (a small constraint language that the scikit-learn layer translates into its
+own) and random states. The scikit-learn estimator classes may check more on top
+(feature names, scikit-learn's messages) through the hooks of `onlinepgs._base`.
+"""
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+from onlinepgs._core._hashing import records_to_csr
+
+__all__ = ["NotFittedError", "ConvergenceWarning", "InvalidParameterError", "check_params", "check_labels",
+           "encode_targets", "label_values", "is_records", "as_matrix", "check_csr",
+           "check_dense", "check_weights", "check_random_state", "available_if"]
+
+
+class NotFittedError(ValueError, AttributeError):
+    """A model used before it was trained (scikit-learn's exception, by its bases)."""
+
+
+class ConvergenceWarning(UserWarning):
+    """A solver stopped before its tolerance (scikit-learn's estimators warn with its own)."""
+
+
+class InvalidParameterError(ValueError, TypeError):
+    """A parameter outside its constraints (as scikit-learn's, by its bases and message)."""
+
+
+def py(value):
+    """A numpy scalar as the plain Python value, for readable messages."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+# ---- parameters ---------------------------------------------------------------------------
+# A constraint is None, "boolean", "random_state", "verbose", a class (an instance of it),
+# ("str", options) or (kind, low, high, closed) with kind "real" or "int", low/high None for
+# unbounded and closed one of "left", "right", "both", "neither" (scikit-learn's Interval).
+def _in_interval(value, constraint):
+    kind, low, high, closed = constraint
+    wanted = numbers.Integral if kind == "int" else numbers.Real
+    if not isinstance(value, wanted) or (isinstance(value, (bool, np.bool_))
+                                         and kind == "real"):
+        return False
+    if kind == "real" and np.isnan(value):
+        return False
+    if low is not None and (value < low or (value == low and closed in ("right", "neither"))):
+        return False
+    if high is not None and (value > high or (value == high and closed in ("left", "neither"))):
+        return False
+    return True
+
+
+def _satisfies(value, constraint):
+    if constraint is None:
+        return value is None
+    if constraint == "boolean":
+        return isinstance(value, (bool, np.bool_))
+    if constraint == "random_state":
+        return (value is None or isinstance(value, np.random.RandomState)
+                or _in_interval(value, ("int", 0, 2**32 - 1, "both")))
+    if constraint == "verbose":
+        return isinstance(value, (bool, np.bool_)) or _in_interval(value, ("int", 0, None, "left"))
+    if isinstance(constraint, type):
+        return isinstance(value, constraint)
+    if constraint[0] == "str":
+        return isinstance(value, str) and value in constraint[1]
+    return _in_interval(value, constraint)
+
+
+def _describe(constraint):
+    if constraint is None:
+        return "None"
+    if constraint == "boolean":
+        return "an instance of 'bool'"
+    if constraint == "random_state":
+        return "an int in the range [0, 4294967295], an instance of 'RandomState' or None"
+    if constraint == "verbose":
+        return "an int in the range [0, inf) or an instance of 'bool'"
+    if isinstance(constraint, type):
+        return f"an instance of {constraint.__name__!r}"
+    if constraint[0] == "str":
+        return "a str among {" + ", ".join(repr(o) for o in sorted(constraint[1])) + "}"
+    kind, low, high, closed = constraint
+    left = "[" if closed in ("left", "both") and low is not None else "("
+    right = "]" if closed in ("right", "both") and high is not None else ")"
+    return (f"{'an int' if kind == 'int' else 'a float'} in the range {left}"
+            f"{'-inf' if low is None else low}, {'inf' if high is None else high}{right}")
+
+
+def check_params(params, constraints, owner):
+    """Refuse the first parameter of `params` (a dict) outside its `constraints`, with
+    scikit-learn's message (``The 'sigma' parameter of PGSClassifier must be ...``)."""
+    for name, allowed in constraints.items():
+        value = params[name]
+        if any(_satisfies(value, c) for c in allowed):
+            continue
+        described = [_describe(c) for c in allowed]
+        text = (described[0] if len(described) == 1
+                else ", ".join(described[:-1]) + " or " + described[-1])
+        raise InvalidParameterError(f"The {name!r} parameter of {owner} must be {text}. "
+                                    f"Got {value!r} instead.")
+
+
+def check_random_state(seed):
+    """A RandomState from None, an int or a RandomState (scikit-learn's rule)."""
+    if seed is None:
+        return np.random.mtrand._rand
+    if isinstance(seed, numbers.Integral):
+        return np.random.RandomState(seed)
+    if isinstance(seed, np.random.RandomState):
+        return seed
+    raise ValueError(f"{seed!r} cannot be used to seed a numpy.random.RandomState instance")
+
+
+class available_if:
+    """A method that exists only where ``check(obj)`` holds (scikit-learn's `available_if`:
+    ``hasattr(model, "predict_proba")`` says whether the loss has probabilities)."""
+
+    def __init__(self, check):
+        self.check = check
+
+    def __call__(self, fn):
+        self.fn = fn
+        self.__doc__ = fn.__doc__
+        return self
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self.fn
+        if not self.check(obj):
+            raise AttributeError(f"This {type(obj).__name__} has no attribute "
+                                 f"{self.name!r} (the loss has no probabilities)")
+        return self.fn.__get__(obj, owner)
+
+
+# ---- rows -----------------------------------------------------------------------------------
+def is_records(X):
+    """A list/tuple of dicts or of (feature, value) sequences, as opposed to a matrix.
+
+    Decided by the first record that is a dict or a non-empty sequence: an empty record
+    ``[]`` says nothing (``[[], [("a", 1.0)]]`` is records, ``[[1.0, 2.0]]`` a matrix),
+    and a list of only empty sequences is empty records (as a matrix it would have no
+    columns, which no estimator takes). A None record says nothing either (the
+    records' reader refuses it by its row; taken for a matrix row it gave an error
+    about float() of a dict).
+    """
+    if not isinstance(X, (list, tuple)) or not X:
+        return False
+    for record in X:
+        if record is None:  # says nothing either; `as_matrix` names it
+            continue
+        if isinstance(record, dict):
+            return True
+        if not isinstance(record, (list, tuple)):
+            return False
+        if len(record):
+            return isinstance(record[0], (list, tuple))
+    return True
+
+
+def as_matrix(X, n_bits, hash_seed, n_features=None, check_dense=None):
+    """Record input as CSR, and every input folded into 2**n_bits columns when hashing.
+
+    ``n_features``: the model's width, the least width of records without hashing (a
+    fitted model; None while training starts). ``check_dense(X)`` makes a dense input a
+    float64 array before it is hashed (default `check_dense`).
+    """
+    if is_records(X):
+        try:
+            missing = X.index(None)  # compared by identity first: C speed
+        except ValueError:
+            missing = None
+        if missing is not None:
+            raise ValueError(f"row {missing} is None: expected a dict {{feature: "
+                             "value} or a sequence of (feature, value) pairs")
+        # Without hashing an integer feature is a column index, and a record may name
+        # one the model has not seen: training grows the model, as a wider CSR chunk
+        # does (so fit_stream does not depend on chunk_rows), and prediction gives it
+        # weight 0. Hence no limit on the indices (-1).
+        data, indices, indptr, width = records_to_csr(
+            X, -1 if n_bits is None else n_bits, hash_seed, -1)
+        if n_bits is not None:
+            width = 2**n_bits
+        elif n_features is not None:
+            width = max(width, n_features)
+        X = sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1, width))
+        X.sum_duplicates()  # hash collisions add up
+        return X
+    if n_bits is None:
+        return X
+    width = 2**n_bits
+    if not sp.issparse(X):
+        X = sp.csr_matrix((check_dense or _dense_for_hashing)(X))
+    X = X.tocsr()
+    if X.shape[1] > width:
+        # new arrays throughout: sum_duplicates sorts in place, never the caller's data
+        X = sp.csr_matrix((X.data.copy(), X.indices & (width - 1), X.indptr.copy()),
+                          shape=(X.shape[0], width))
+        X.sum_duplicates()
+    elif X.shape[1] < width:
+        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], width))
+    return X
+
+
+def _dense_for_hashing(X):
+    return check_dense(X)
+
+
+def _refuse_nonfinite(values):
+    with np.errstate(invalid="ignore"):
+        finite = np.isfinite(values).all() if values.size else True
+    if not finite:
+        what = "NaN" if np.isnan(values).any() else "infinity or a value too large for dtype('float64')"
+        raise ValueError(f"Input X contains {what}.")
+
+
+def check_csr(X, min_features=1):
+    """X as CSR float64 with finite values and at least one row (NumPy / SciPy only)."""
+    X = X.tocsr() if sp.issparse(X) else sp.csr_matrix(X)
+    if X.dtype.kind == "c":
+        raise ValueError("Complex data not supported")
+    if X.dtype != np.float64:
+        X = X.astype(np.float64)
+    _refuse_nonfinite(X.data)
+    _refuse_empty(X.shape, min_features)
+    return X
+
+
+def _refuse_empty(shape, min_features):
+    # scikit-learn's words, which callers and tests know
+    if shape[0] < 1:
+        raise ValueError(f"Found array with 0 sample(s) (shape={shape}) while a minimum "
+                         "of 1 is required.")
+    if shape[1] < min_features:
+        raise ValueError(f"Found array with 0 feature(s) (shape={shape}) while a minimum "
+                         f"of {min_features} is required.")
+
+
+def check_dense(X, n_features=None, owner="the model"):
+    """X as a C-contiguous 2-D float64 array with finite values, at least one row and
+    column, and ``n_features`` columns when given (NumPy only)."""
+    if np.iscomplexobj(X):
+        raise ValueError("Complex data not supported")
+    X = np.asarray(X, dtype=np.float64, order="C")
+    if X.ndim != 2:
+        raise ValueError(f"Expected a 2-dimensional array, got {X.ndim} dimension(s): "
+                         "reshape a single sample with array.reshape(1, -1)")
+    _refuse_nonfinite(X)
+    _refuse_empty(X.shape, 1)
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(f"X has {X.shape[1]} features, but {owner} is expecting "
+                         f"{n_features} features as input.")
+    return X
+
+
+def check_weights(sample_weight, n_rows):
+    """Sample weights: one finite value >= 0 a row (a scalar: the same for every row)."""
+    if sample_weight is None:
+        return np.ones(n_rows)
+    sw = np.asarray(sample_weight, dtype=np.float64)
+    if sw.ndim == 0:
+        sw = np.full(n_rows, float(sw))
+    if sw.shape != (n_rows,):
+        raise ValueError(f"sample_weight has shape {sw.shape}, expected ({n_rows},)")
+    bad = np.flatnonzero(~np.isfinite(sw) | (sw < 0))
+    if bad.size:
+        raise ValueError(f"sample_weight must be finite and >= 0; row {bad[0]} "
+                         f"has {py(sw[bad[0]])!r}")
+    return np.ascontiguousarray(sw)
+
+
+# ---- labels and targets -----------------------------------------------------------------------
+def label_values(values, name, unit="row"):
+    """Labels (y or classes) as given, refusing None and a mix of strings and numbers;
+    the message names the first offending `unit` (row of y, entry of classes).
+
+    NumPy would turn ``[1, "a"]`` into the strings ``["1", "a"]`` (so label 1 came back
+    from predict as "1") and sorting an object array of both raises TypeError; None
+    is no label. Only input that NumPy makes strings or objects is looked at, item by
+    item: numeric arrays pass at no cost.
+    """
+    if values is None:  # no y at all: `as_1d` says so
+        return values
+    array = np.asarray(values)
+    if array.dtype.kind not in "OUS" or (isinstance(values, np.ndarray)
+                                         and array.dtype.kind != "O"):
+        return values
+    items = np.asarray(values, dtype=object).ravel()  # the caller's own objects
+    is_none = np.fromiter((item is None for item in items), bool, items.shape[0])
+    if is_none.any():
+        i = int(np.argmax(is_none))
+        raise ValueError(f"{name} contains None ({unit} {i}): every label must be a "
+                         "number or a string")
+    is_text = np.fromiter((isinstance(item, (str, bytes)) for item in items), bool,
+                          items.shape[0])
+    if is_text.any() and not is_text.all():
+        i, j = int(np.argmax(is_text)), int(np.argmin(is_text))
+        first, second = sorted((i, j))
+        raise ValueError(f"{name} mixes strings and numbers ({unit} {first}: "
+                         f"{py(items[first])!r}, {unit} {second}: "
+                         f"{py(items[second])!r}); give every label the same type")
+    return values
+
+
+def as_1d(y, owner, column=None):
+    """y as a 1-D array; a column vector is raveled by ``column(y)`` (default: silently)."""
+    if y is None:
+        raise ValueError(f"{owner} requires y to be passed, but the target y is None")
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        return column(y) if column is not None else y.ravel()
+    if y.ndim != 1:
+        raise ValueError(f"y should be a 1d array, got an array of shape {y.shape}")
+    return y
+
+
+def check_discrete(y):
+    """Refuse targets a classifier cannot take: non-integral floats (scikit-learn's
+    "continuous" type), in scikit-learn's words."""
+    if y.dtype.kind == "f" and np.all(np.isfinite(y)) and not np.array_equal(y, np.round(y)):
+        raise ValueError("Unknown label type: continuous. Maybe you are trying to fit a "
+                         "classifier, which expects discrete classes on a regression "
+                         "target with continuous values.")
+
+
+def check_labels(y, classes):
+    """THE label check: the first label of `y` that is not one of `classes`, as
+    ``(row, label)`` (row counted from 0, label a plain Python value), or None.
+
+    Every caller words the error in its own terms (a row of a call, a line of a file, a
+    record of a stream); the test itself is this one.
+
+    Examples
+    --------
+    >>> check_labels(np.array([1, 0, 2, 1]), np.array([0, 1]))
+    (2, 2)
+    >>> check_labels(np.array(["a", "b"]), np.array(["a", "b"])) is None
+    True
+    """
+    y = np.asarray(y).ravel()
+    bad = ~np.isin(y, classes)
+    if not bad.any():
+        return None
+    i = int(np.argmax(bad))
+    return i, py(y[i])
+
+
+def binary_targets(y, classes):
+    """+1.0 for classes[1] and -1.0 for classes[0] (the encoding of two classes), or None
+    when this quick path does not apply or some label is neither. It makes no temporary
+    the size of y in floats (Dask's worker processes pay page faults for each: see
+    `onlinepgs.dask`), where the general path searches and checks the labels."""
+    if classes.shape[0] != 2 or y.dtype.kind not in "biuf" or classes.dtype.kind not in "biuf":
+        return None
+    if not np.array_equal(classes, np.round(classes)):
+        return None  # labels like 0.5 are "continuous" to scikit-learn: its error decides
+    positive = y == classes[1]
+    if np.count_nonzero(positive) + np.count_nonzero(y == classes[0]) != y.shape[0]:
+        return None
+    return np.where(positive, 1.0, -1.0)
+
+
+def encode_labels(y, n_rows, owner, *, fitted_classes=None, classes=None,
+                  check_targets=check_discrete, column=None):
+    """A classifier's labels as the core's targets: ``(y_core, n_problems, multiclass,
+    classes_)``; +-1 for two classes, class indices for K > 2 (one-vs-rest).
+
+    ``fitted_classes``: the classes of a trained model (None: training starts, and the
+    classes are `classes` or those of y). ``check_targets(y)`` refuses label types a
+    classifier cannot take (scikit-learn's layer passes its own check).
+    """
+    y = as_1d(label_values(y, "y"), owner, column)
+    if classes is not None:
+        classes = label_values(classes, "classes", unit="entry")
+    if y.shape[0] != n_rows:
+        raise ValueError(f"X has {n_rows} rows but y has {y.shape[0]} labels")
+    if fitted_classes is not None and classes is None:
+        codes = binary_targets(y, fitted_classes)
+        if codes is not None:
+            return codes, 1, False, fitted_classes
+    check_targets(y)
+    if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+        bad = np.flatnonzero(~np.isfinite(y))[0]
+        raise ValueError(f"y contains NaN or infinity (row {bad}: {py(y[bad])!r})")
+    if fitted_classes is None:
+        cls = np.unique(y) if classes is None else np.unique(np.asarray(classes))
+        if cls.shape[0] < 2:
+            raise ValueError(f"{owner} needs samples of at least 2 classes in the data, "
+                             f"got one class: {cls.tolist()}")
+    else:
+        cls = fitted_classes
+        if classes is not None and not np.array_equal(np.unique(classes), cls):
+            raise ValueError(f"classes={np.unique(classes).tolist()} differs from "
+                             f"the classes of the first call {cls.tolist()}")
+    unknown = check_labels(y, cls)
+    if unknown is not None:
+        raise ValueError(f"label {unknown[1]!r} (row {unknown[0]}) is not one of "
+                         f"the classes {cls.tolist()}")
+    idx = np.searchsorted(cls, y)
+    if cls.shape[0] == 2:
+        return np.where(idx == 1, 1.0, -1.0), 1, False, cls
+    return idx.astype(np.float64), cls.shape[0], True, cls
+
+
+def encode_values(y, n_rows, owner, column=None):
+    """A regressor's targets as the core's: finite float64, one a row."""
+    y = as_1d(y, owner, column)
+    try:
+        y = y.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"y must be numeric for a regressor: {exc}") from None
+    if y.shape[0] != n_rows:
+        raise ValueError(f"X has {n_rows} rows but y has {y.shape[0]} targets")
+    if not np.all(np.isfinite(y)):
+        bad = np.flatnonzero(~np.isfinite(y))[0]
+        raise ValueError(f"y contains NaN or infinity (row {bad}: {py(y[bad])!r})")
+    return np.ascontiguousarray(y)
+
+
+def encode_targets(y, n_rows, owner, classifier, **kwargs):
+    """`encode_labels` for a classifier, `encode_values` (no classes) for a regressor."""
+    if classifier:
+        return encode_labels(y, n_rows, owner, **kwargs)
+    return encode_values(y, n_rows, owner, kwargs.get("column")), 1, False, None

@@ -1,0 +1,212 @@
+"""The fitted linear model as a value: weights, intercepts, classes and the objective.
+
+Every estimator of the package (PGS and SDCA, with or without scikit-learn) gives its
+fitted model as a `LinearModel` through its ``model_`` property. Model files, duality-gap
+certificates (`onlinepgs.duality_gap`), the command line (predict, eval, info, gap) and
+the Dask layer take this one value; none of them needs the solver that trained it. It
+imports no scikit-learn.
+
+Examples
+--------
+>>> import numpy as np
+>>> from onlinepgs.model import LinearModel
+>>> model = LinearModel(coef=[[1.0, -1.0]], intercept_weight=[0.5], classes=["no", "yes"],
+...                     loss="logistic", sigma=1e-3)
+>>> model.decision_function([[2.0, 0.0], [0.0, 2.0]])
+array([ 2.5, -1.5])
+>>> model.predict([{0: 2.0}, {1: 2.0}])
+array(['yes', 'no'], dtype='<U3')
+>>> model.predict_proba([[0.0, 0.5]]).round(3)
+array([[0.5, 0.5]])
+"""
+import numpy as np
+import scipy.sparse as sp
+
+from onlinepgs._checks import (as_matrix, available_if, check_csr, check_dense, encode_targets,
+                               is_records)
+
+__all__ = ["LinearModel"]
+
+_PROBABILISTIC = ("logistic",)
+
+
+def _sigmoid(z):
+    out = np.empty_like(z)
+    pos = z >= 0
+    out[pos] = 1.0 / (1.0 + np.exp(-z[pos]))
+    ez = np.exp(z[~pos])
+    out[~pos] = ez / (1.0 + ez)
+    return out
+
+
+def proba_from_scores(scores):
+    """Class probabilities of the logistic loss from `decision_function`'s scores: the
+    sigmoid for two classes, one-vs-rest sigmoids normalised for K > 2."""
+    if scores.ndim == 1:
+        pos = _sigmoid(scores)
+        return np.column_stack([1.0 - pos, pos])
+    prob = _sigmoid(scores)
+    total = prob.sum(axis=1, keepdims=True)
+    return np.divide(prob, total, out=np.full_like(prob, 1.0 / prob.shape[1]),
+                     where=total > 0)
+
+
+class LinearModel:
+    """A fitted linear model: ``score_k(x) = <coef[k], x> + intercept[k]``, k one problem.
+
+    One row of weights per problem: one for a binary classifier (the score of
+    ``classes[1]``) and for a regressor, K for K > 2 classes (one-vs-rest). The
+    intercept is the weight ``intercept_weight`` of a constant feature of value
+    ``intercept_scaling`` inside the regularized vector (0 without ``fit_intercept``).
+    The objective the weights were trained for is part of the value, so that it can be
+    certified (`onlinepgs.duality_gap`):
+    ``P(w) = sigma ||w||_p^2 / (2 (p - 1)) + l1 ||w||_1
+    + (1 / sum_i c_i) sum_i c_i loss(<w, x_i>; y_i)`` over R^n (``radius`` None) or the
+    l_p ball of radius ``radius``.
+
+    Parameters
+    ----------
+    coef : array-like of shape (n_problems, n_features)
+    intercept_weight : array-like of shape (n_problems,), default=zeros
+        The constant feature's weights (``intercept = intercept_scaling *
+        intercept_weight``).
+    classes : array-like of shape (n_classes,) or None, default=None
+        Sorted distinct labels of a classifier (None: a regressor).
+    loss : str, default="logistic"
+    epsilon : float, default=0.1
+        Width of the huber and epsilon_insensitive losses.
+    p, sigma, l1 : float, defaults 2.0, 1e-4, 0.0
+    radius : float or None, default=None
+        The domain's radius (for PGS's "auto", the radius the training reached).
+    fit_intercept : bool, default=True
+    intercept_scaling : float, default=1.0
+    n_bits : int or None, default=None
+        Records' string features are hashed into 2**n_bits columns (and integer
+        features or matrix columns taken modulo 2**n_bits), as in training.
+    hash_seed : int, default=0
+    n_features_in : int or None, default=None
+        Columns of the training matrices (dense input must have as many); default the
+        width of coef.
+    solver : str, default="pgs"
+        The solver's name ("pgs" or "sdca"), informational.
+
+    Attributes
+    ----------
+    intercept : ndarray of shape (n_problems,)
+    n_problems, n_features : int
+    """
+
+    def __init__(self, coef, intercept_weight=None, *, classes=None, loss="logistic",
+                 epsilon=0.1, p=2.0, sigma=1e-4, l1=0.0, radius=None, fit_intercept=True,
+                 intercept_scaling=1.0, n_bits=None, hash_seed=0, n_features_in=None,
+                 solver="pgs"):
+        coef = np.array(coef, dtype=np.float64, order="C", ndmin=2)
+        if coef.ndim != 2:
+            raise ValueError(f"coef must have shape (n_problems, n_features), got {coef.shape}")
+        K = coef.shape[0]
+        w0 = (np.zeros(K) if intercept_weight is None
+              else np.array(intercept_weight, dtype=np.float64, ndmin=1))
+        if w0.shape != (K,):
+            raise ValueError(f"intercept_weight must have shape ({K},), got {w0.shape}")
+        if classes is not None:
+            classes = np.asarray(classes)
+            expected = 1 if classes.shape[0] == 2 else classes.shape[0]
+            if classes.ndim != 1 or classes.shape[0] < 2 or expected != K:
+                raise ValueError(f"{classes.shape[0]} classes need {expected} row(s) of "
+                                 f"weights, got {K}")
+        elif K != 1:
+            raise ValueError(f"a regressor has one row of weights, got {K}")
+        self.coef, self.intercept_weight, self.classes = coef, w0, classes
+        self.loss, self.epsilon = loss, float(epsilon)
+        self.p, self.sigma, self.l1 = float(p), float(sigma), float(l1)
+        self.radius = None if radius is None else float(radius)
+        self.fit_intercept, self.intercept_scaling = bool(fit_intercept), float(intercept_scaling)
+        self.n_bits, self.hash_seed = n_bits, int(hash_seed)
+        self.n_features_in = coef.shape[1] if n_features_in is None else int(n_features_in)
+        self.solver = solver
+        for a in (coef, w0):
+            a.setflags(write=False)  # a value: shared by readers, never changed
+
+    # ---- what it is ----------------------------------------------------------------------
+    @property
+    def intercept(self):
+        """The intercepts (``intercept_scaling * intercept_weight``; 0 without one)."""
+        if not self.fit_intercept:
+            return np.zeros(self.coef.shape[0])
+        return self.intercept_weight * self.intercept_scaling
+
+    @property
+    def n_problems(self):
+        return self.coef.shape[0]
+
+    @property
+    def n_features(self):
+        return self.coef.shape[1]
+
+    @property
+    def is_classifier(self):
+        return self.classes is not None
+
+    def __repr__(self):
+        kind = (f"{self.classes.shape[0]} classes" if self.is_classifier else "regressor")
+        return (f"LinearModel({kind}, {self.n_features} features, loss={self.loss!r}, "
+                f"p={self.p:g}, sigma={self.sigma:g}, solver={self.solver!r})")
+
+    # ---- prediction ------------------------------------------------------------------------
+    def matrix(self, X):
+        """X as the model's columns (float64 CSR or dense): records hashed, hashed input
+        folded, dense input checked against the training width (NumPy / SciPy only)."""
+        records = is_records(X)
+        X = as_matrix(X, self.n_bits, self.hash_seed, self.n_features_in)
+        if sp.issparse(X):
+            return check_csr(X, min_features=0 if records else 1)
+        return check_dense(X, self.n_features_in)
+
+    def targets(self, y, n_rows):
+        """y as (n_rows, n_problems) targets in the loss's encoding: +-1 for classes (one
+        column per one-vs-rest problem), the values for a regressor. Labels outside the
+        classes are refused, naming the row."""
+        y_core, n_problems, multiclass, _ = encode_targets(
+            y, n_rows, "the model", self.is_classifier,
+            **({"fitted_classes": self.classes} if self.is_classifier else {}))
+        if multiclass:  # one-vs-rest: column c is +1 for class c, else -1
+            return np.where(y_core[:, None] == np.arange(n_problems), 1.0, -1.0)
+        return np.asarray(y_core, dtype=np.float64)[:, None]
+
+    def scores(self, X):
+        """(rows, n_problems) scores of a matrix `matrix` has checked. Sparse columns
+        past the weights carry weight 0 (dropped, O(nnz)); fewer columns use the first
+        weights."""
+        coef, intercept = self.coef, self.intercept
+        if sp.issparse(X):
+            n = coef.shape[1]
+            if X.shape[1] > n:
+                # columns the model never saw carry weight 0: drop them rather than pad
+                # the weights to X's width, which one huge index makes huge
+                X = X[:, :n]
+            elif X.shape[1] < n:
+                coef = coef[:, : X.shape[1]]
+            return np.asarray(X @ coef.T) + intercept
+        return X @ coef.T + intercept
+
+    def decision_function(self, X):
+        """Scores: shape (rows,) for one problem (binary, regression), else (rows, K)."""
+        scores = self.scores(self.matrix(X))
+        return scores.ravel() if scores.shape[1] == 1 else scores
+
+    def predict_from_scores(self, scores):
+        """Labels (classifier) or targets (regressor) from `decision_function`'s scores."""
+        if not self.is_classifier:
+            return scores
+        if scores.ndim == 1:
+            return self.classes[(scores > 0).astype(int)]
+        return self.classes[np.argmax(scores, axis=1)]
+
+    def predict(self, X):
+        """Predicted labels (classifier) or targets (regressor)."""
+        return self.predict_from_scores(self.decision_function(X))
+
+    @available_if(lambda model: model.loss in _PROBABILISTIC)
+    def predict_proba(self, X):
+        """Class probabilities (the logistic loss; one-vs-rest normalised for K > 2)."""
+        return proba_from_scores(self.decision_function(X))

@@ -1,0 +1,688 @@
+"""PGS learners: the Primal Gradient Solver's training, importing no scikit-learn.
+
+`PGSClassifierLearner` and `PGSRegressorLearner` hold every piece of PGS training
+(validation through `onlinepgs._base`, the solver state, divergence and width guards,
+threads); the scikit-learn estimators `onlinepgs.PGSClassifier` / `PGSRegressor` are these
+classes with scikit-learn's base classes on top. The command line trains these learners
+directly, so that a run never imports scikit-learn. Every example is processed in the
+compiled core (`onlinepgs._core._pgs`) with the GIL released.
+
+Examples
+--------
+>>> import numpy as np
+>>> from onlinepgs.pgs import PGSClassifierLearner
+>>> X = np.array([[1.0, 0.0], [0.0, 1.0]] * 50); y = np.array([1, 0] * 50)
+>>> clf = PGSClassifierLearner(sigma=1e-2, random_state=0).fit(X, y)
+>>> clf.predict([[1.0, 0.0]])
+array([1])
+>>> clf.model_.coef.shape
+(1, 2)
+"""
+import numpy as np
+import scipy.sparse as sp
+
+from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,  # noqa: F401
+                             _training, _unchanged_on_error)
+from onlinepgs._checks import check_random_state
+from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES, PGSState
+from onlinepgs._core._pgs import check_p, power_is_cheap, row_power_sums
+from onlinepgs.model import LinearModel
+
+__all__ = ["PGSClassifierLearner", "PGSRegressorLearner", "PGSDivergedError",
+           "ModelTooLargeError", "MAX_MODEL_BYTES"]
+
+# The default of max_model_bytes: 1 GiB of solver state, 2**26 features of a binary
+# model with the default iterate and p = 2 (16 bytes each). Real vocabularies pass with
+# room to spare (news20: 62k features x 20 classes, 32 bytes each: 40 MB; imdb's 90k
+# features: 1.4 MB); one stray index of 4e8 (6.4 GB) does not.
+MAX_MODEL_BYTES = 2**30
+
+# Parameters fixed by the solver's state: changing one needs a fresh fit.
+_STATE_PARAMS = ("loss", "p", "sigma", "radius", "batch_size", "iterate",
+                 "fit_intercept", "intercept_scaling", "epsilon", "n_bits", "hash_seed")
+
+_COMMON_DOC = """
+    p : float in (1, 2], default=2.0
+        The regularizer is ``||w||_p^2 / (2 (p - 1))``; p < 2 leans towards sparser
+        models than p = 2 while staying strongly convex. p may come as close to 1 as
+        1 + 2^-23 (1.2e-7; nearer, the power ``|lambda|^(1/(p-1))`` behind the weights
+        would amplify each rounding into an error over 1e-9: a ValueError says so).
+        Below p = 1.002 the weights stay in the double range by a rescaling pass over
+        them each time max |lambda_j| grows ``3.5^(512 (p - 1))``-fold (1.066 at
+        p = 1.0001), so training is slower.
+    sigma : float > 0, default=1e-4
+        Regularization weight (the paper's sigma): the objective is
+        ``sigma * r(w) + mean_i sample_weight_i * loss(<w, x_i>, y_i)``.
+    radius : "auto", float > 0 or None, default="auto"
+        The domain S of w. None: S = R^n (the paper's plain PGS). A number B: the l_p
+        ball of radius B. "auto": the ball of radius
+        ``sqrt(2 (p - 1) max_i sample_weight_i * loss(0; y_i) / sigma)`` over the rows
+        seen so far, which contains the optimum (sigma r(w*) <= F(0)), so the solution
+        is that of R^n while the large early steps stay bounded; it is what makes the
+        squared and squared-hinge losses (unbounded gradients) safe at small sigma.
+    batch_size : int >= 1, default=1
+        k rows per step, all evaluated at the same iterate.
+    iterate : {"weighted2", "weighted", "average", "last", "random"}, default="weighted2"
+        Which iterate the model reports: the average of w_1..w_T with weights
+        proportional to t^2 ("weighted2", polynomial-decay averaging) or to t
+        ("weighted"), the uniform average, the last iterate, or the paper's uniformly
+        random iterate (reservoir-sampled). "weighted2" is the default because it
+        gave the best test accuracy after 1, 2 and 5 passes on the IMDB, a9a
+        and w8a data (best in 11 of 18 cells, never more than 0.0010 behind;
+        docs/benchmarks.md): the early, large steps of PGS count least, while the last
+        iterate alone is noisy.
+    fit_intercept : bool, default=True
+        Learn an intercept as a constant feature of value ``intercept_scaling``
+        inside the regularized vector (keeps the objective strongly convex, paper
+        Section VII); ``intercept_ = intercept_scaling * w_0``.
+    intercept_scaling : float > 0, default=1.0
+        The constant feature's value; larger values regularize the intercept less.
+    max_epochs : int >= 1, default=5
+        Passes over the data made by `fit`.
+    tol : float or None, default=None
+        With a number, `fit` stops once an epoch's progressive loss has not improved
+        on the best so far by ``tol`` for ``n_iter_no_change`` epochs in a row.
+    n_iter_no_change : int >= 1, default=5
+        See ``tol``.
+    shuffle : bool, default=True
+        Shuffle the rows before each epoch of `fit` (`partial_fit` keeps the
+        caller's order: a stream's order is the caller's).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the shuffles and the random iterate.
+    epsilon : float >= 0, default=0.1
+        Width parameter of the huber and epsilon_insensitive losses.
+    n_bits : int in [1, 30] or None, default=None
+        Feature hashing, as Vowpal Wabbit does: the model has 2**n_bits columns; string
+        features of record input are hashed into them (MurmurHash3, signed by the
+        hash's top bit) and integer features or matrix columns are taken modulo
+        2**n_bits. Memory stays O(2**n_bits) whatever a stream brings. None: no
+        hashing; features are column indices and string features are an error.
+    hash_seed : int in [0, 2**32), default=0
+        Seed of the hash.
+    max_model_bytes : int >= 1 or None, default=2**30
+        Memory budget of the solver's state, in bytes, when the data decides the
+        model's width (``n_bits=None``): training refuses, before allocating, rows
+        whose feature indices would make the state larger, with a
+        `ModelTooLargeError` naming the row and the column (one stray index of 4e8
+        would otherwise make a 6.4 GB model). The state takes
+        ``8 * n_problems * f`` bytes per feature, f = 1 (p = 2, iterate "last"), 2 (p = 2
+        and an averaged iterate, or p < 2), 4 (p < 2, averaged), plus
+        ``16 * n_problems`` for iterate "random" and ``8 * n_problems + 9`` for
+        ``batch_size > 1``: the default 1 GiB holds 2**26 features of a binary model with
+        the default options. None: no limit. With ``n_bits`` the width is 2**n_bits,
+        chosen by you, and not limited.
+"""
+
+_THREADS_DOC = """
+    Notes
+    -----
+    Threads may share one estimator. Its training calls (`fit`, `partial_fit`, each
+    chunk of `fit_stream`, `onlinepgs.dask`) take turns: each runs whole, after the one
+    in progress, so no row is lost and the model is, bit for bit, that of the same
+    calls made one after the other in the order they ran. Prediction, ``coef_``,
+    ``intercept_``, ``online_stats_`` and `onlinepgs.duality_gap` read one whole
+    model: the one before or after a concurrent `partial_fit` call, never one halfway
+    through its pass (they wait at most for that one pass); during `fit`, which trains
+    a state of its own, they use the previous model without waiting, until fit
+    installs the new one. (Attributes read one by one, e.g. ``coef_`` then
+    ``intercept_``, may straddle a call: predict reads them at once.)
+"""
+
+
+
+
+def _finite_weights(state):
+    """Whether every weight of the state is finite (after divergence it may not be)."""
+    with np.errstate(all="ignore"):
+        return bool(np.isfinite(state.weights()).all())
+
+
+# Losses whose derivative is bounded (|l'| <= 1): a non-finite derivative then means a
+# non-finite margin, i.e. a model that overflowed before, never a step too large for sigma.
+_BOUNDED_DERIVATIVE = ("logistic", "hinge", "smooth_hinge", "absolute", "huber",
+                       "epsilon_insensitive")
+
+
+def _finite_after(state, X):
+    """Whether the state is finite after a call on the rows of X, at a cost of O(nnz).
+
+    Every weight where that costs no more than the call (a fit, a large chunk); else the
+    scalars, which an overflow of lambda reaches at once where the core keeps N (p < 2
+    or a ball: M is refreshed to max |lambda_j|), and for p = 2 on R^n the coordinates
+    the rows touched. What remains, averaged sums beyond 1.8e308 with a finite lambda
+    (weights near 1e290), is caught where the weights are read (`_weights`).
+    """
+    K = state.n_problems
+    if not sp.issparse(X) or state.dim * K <= 4 * (X.nnz + X.shape[0]):
+        return _finite_weights(state)
+    with np.errstate(all="ignore"):
+        if not all(np.isfinite(a).all() for a in (state.s_a, state.cum_a, state.norm_a,
+                                                   state.scale_a)):
+            return False
+        if state.need_norm:
+            return True
+        # the intercept's coordinate 0 and each entry's column + 1 (repeats cost less
+        # than sorting them out)
+        return bool(np.isfinite(state.block_a[0]).all()
+                    and np.isfinite(state.block_a[X.indices + 1]).all())
+
+
+def _heaviest_row(X, sw):
+    """(row, sample weight) of the row of largest sample_weight * max_j |x_ij|: the one
+    whose gradient moves the solver's sums most (error path only)."""
+    if X is None:
+        return None, None
+    with np.errstate(over="ignore"):
+        if sp.issparse(X):
+            size = np.asarray(abs(X).max(axis=1).todense()).ravel() if X.nnz else np.zeros(
+                X.shape[0])
+        else:
+            size = np.abs(X).max(axis=1) if X.shape[1] else np.zeros(X.shape[0])
+        row = int(np.argmax(sw * np.maximum(size, 1.0)))
+    return row, _py(sw[row])
+
+
+def _overflow_reason(state, X, sw, at=None):
+    """Why the state's weights are not finite (or, at row `at`, the margin), and what
+    helps, in one sentence."""
+    row, weight = _heaviest_row(X, sw)
+    heaviest = ("" if row is None else
+                f" (the heaviest row of this call is row {row}, sample_weight {weight!r})")
+    if at is not None and _finite_weights(state):
+        return (f"the margin <w, x> of row {at} overflowed the double range (finite "
+                "weights times its values); scale the features down.")
+    with np.errstate(all="ignore"):
+        lam_finite = bool(np.isfinite(state.lam_a).all())
+        last_finite = bool(np.isfinite(state.weights("last")).all())
+    if not lam_finite:
+        # lambda = -sum_t g_t, g_t = sample_weight * loss' * x: scaling sample_weight and
+        # sigma by one factor scales lambda and leaves lambda / (t sigma), the model, as is
+        return (f"the solver's running sum of sample_weight * loss' * x overflowed the "
+                f"double range{heaviest}; dividing sample_weight and sigma by one "
+                f"factor gives the same model with smaller sums.")
+    if last_finite:
+        return ("the averaged iterate's running sum (the iterates times weights up to "
+                "t^2) overflowed the double range although the last iterate is finite; "
+                "use iterate='last' or smaller weights (a larger sigma, a smaller radius).")
+    return (f"the model's weights exceed the double range (1.8e308){heaviest}: with "
+            f"these sample weights and sigma={state.sigma:g} the model cannot be finite; "
+            f"use smaller sample weights, a larger sigma or a finite radius.")
+
+
+def _py(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+class PGSDivergedError(FloatingPointError):
+    """A step's loss derivative overflowed (an unbounded loss on R^n with a small sigma).
+
+    ``row``: the row of the call where it happened, and ``reason``: what overflowed and
+    what to change, where known (the command line restates them at the file's line).
+    """
+
+    def __init__(self, message, row=None, reason=None):
+        super().__init__(message)
+        self.row, self.reason = row, reason
+
+
+class ModelTooLargeError(ValueError):
+    """Training data whose feature indices would make the model wider than the memory
+    budget ``max_model_bytes`` allows (refused before allocating).
+
+    Attributes: ``row`` (the first row of the call needing too much, or None when the
+    width is X's declared number of columns), ``column`` (that row's widest column,
+    from 0), ``n_features`` (the width asked for), ``needed`` (its bytes of solver
+    state) and ``budget`` (max_model_bytes).
+    """
+
+    def __init__(self, message, row=None, column=None, n_features=None, needed=None,
+                 budget=None):
+        super().__init__(message)
+        self.row, self.column, self.n_features = row, column, n_features
+        self.needed, self.budget = needed, budget
+
+
+def _size(n_bytes):
+    """A byte count for a message: 6.4 GB, 512.0 MB, 1.1 kB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.1f} {unit}"
+    return f"{n_bytes} bytes"
+
+
+class PGSLearner(LinearLearner):
+    """PGS training shared by the classifier and the regressor (see the module docstring)."""
+
+    _constraints = {
+        "p": [("real", 1, 2, "right")],
+        "sigma": [("real", 0, None, "neither")],
+        "radius": [None, ("str", {"auto"}), ("real", 0, None, "neither")],
+        "batch_size": [("int", 1, None, "left")],
+        "iterate": [("str", set(ITERATES))],
+        "fit_intercept": ["boolean"],
+        "intercept_scaling": [("real", 0, None, "neither")],
+        "max_epochs": [("int", 1, None, "left")],
+        "tol": [None, ("real", 0, None, "left")],
+        "n_iter_no_change": [("int", 1, None, "left")],
+        "shuffle": ["boolean"],
+        "random_state": ["random_state"],
+        "epsilon": [("real", 0, None, "left")],
+        "n_bits": [None, ("int", 1, 30, "both")],
+        "hash_seed": [("int", 0, 2**32 - 1, "both")],
+        "max_model_bytes": [None, ("int", 1, None, "left")],
+    }
+
+    def __init__(self, loss, *, p=2.0, sigma=1e-4, radius="auto", batch_size=1,
+                 iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
+                 max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
+                 random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
+                 max_model_bytes=MAX_MODEL_BYTES):
+        self.loss = loss
+        self.p = p
+        self.sigma = sigma
+        self.radius = radius
+        self.batch_size = batch_size
+        self.iterate = iterate
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.max_epochs = max_epochs
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.epsilon = epsilon
+        self.n_bits = n_bits
+        self.hash_seed = hash_seed
+        self.max_model_bytes = max_model_bytes
+
+    def _check_finite_params(self):
+        for name in ("p", "sigma", "radius", "intercept_scaling", "epsilon", "tol"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str) and not np.isfinite(value):
+                raise ValueError(f"The '{name}' parameter of {type(self).__name__} "
+                                 f"must be finite, got {value!r}.")
+        check_p(float(self.p))  # before the data: p too near 1 is refused with its reason
+
+    def _new_state(self, n_features, n_problems, multiclass, rng):
+        """A fresh solver state; its own RNG (the random iterate) is seeded from rng."""
+        seed = int(rng.randint(0, 2**31 - 1)) * 2**32 + int(rng.randint(0, 2**31 - 1))
+        return PGSState(p=float(self.p), sigma=float(self.sigma),
+                        radius=self.radius if self.radius in (None, "auto") else float(self.radius),
+                        loss=self.loss, batch_size=int(self.batch_size),
+                        iterate=self.iterate, n_problems=n_problems, multiclass=multiclass,
+                        fit_intercept=bool(self.fit_intercept),
+                        intercept_scaling=float(self.intercept_scaling),
+                        epsilon=float(self.epsilon), n_features=n_features, seed=seed)
+
+    def _bytes_per_feature(self, n_problems):
+        """Bytes of solver state per feature (PGSState's arrays, see max_model_bytes)."""
+        averaged = self.iterate in ("average", "weighted", "weighted2")
+        fields = (1 + averaged) * (1 if self.p == 2.0 else 2)  # lam, acc; phi, mark
+        per = 8 * n_problems * fields
+        if self.iterate == "random":
+            per += 16 * n_problems  # snapshots and their versions
+        if self.batch_size > 1:
+            per += 8 * n_problems + 9  # the mini-batch's gradient and touched marks
+        if self.p != 2.0 or self.radius is not None:
+            per += 2  # the list of coordinates reached: at most a quarter of the width
+        return per
+
+    def _check_width(self, X, n_problems, where=None, have=0):
+        """Refuse, before any allocation, a width of X beyond the max_model_bytes budget.
+
+        Only a width the data decides is limited (with n_bits it is 2**n_bits), and
+        only growth beyond the `have` features the state already holds: a model keeps
+        what it has. ``where(row)`` names a row in the message (default: "row i of
+        this call")."""
+        budget = self.max_model_bytes
+        width = X.shape[1]
+        if budget is None or self.n_bits is not None or width <= have:
+            return
+        per = self._bytes_per_feature(n_problems)
+        limit = budget // per  # the most features the budget holds
+        if width <= limit:
+            return
+        row = column = None
+        if sp.issparse(X) and X.nnz:
+            # CSR holds its rows in order: the first entry beyond the limit is in the
+            # first row that needs too much; name that row's widest column
+            beyond = np.flatnonzero(X.indices >= limit)
+            if beyond.size:
+                row = int(np.searchsorted(X.indptr, beyond[0], side="right")) - 1
+                column = int(X.indices[X.indptr[row]:X.indptr[row + 1]].max())
+                width = column + 1
+        needed = width * per
+        if row is None:
+            at = f"X has {X.shape[1]} columns"
+        else:
+            at = (f"row {row} of this call" if where is None else where(row)) + (
+                f" has a feature at column {column} (from 0)")
+        raise ModelTooLargeError(
+            f"{at}: a model over {width} features needs {_size(needed)} of solver "
+            f"state ({per} bytes a feature), beyond max_model_bytes={budget} "
+            f"({limit} features); a stray feature index? Hash the features with n_bits "
+            "(2**n_bits columns), or raise max_model_bytes (None: no limit)",
+            row=row, column=column, n_features=width, needed=needed, budget=budget)
+
+    def _check_state_params(self):
+        changed = [n for n in _STATE_PARAMS if getattr(self, n) != self._state_params[n]]
+        if changed:
+            raise ValueError(
+                f"parameter(s) {changed} changed since training started; partial_fit "
+                "continues one solver state, so call fit (or clone the estimator) to "
+                "start over with new values")
+
+    # ---- training ---------------------------------------------------------------------
+    def _row_power_sums(self, X, passes=1):
+        """sum_j |x_ij|^q per row for the regret statistic when p < 2 and k = 1, or None
+        where the core's loop takes them itself as cheaply.
+
+        For the p whose q - 1 is a multiple of 1/4 (p = 1.8, 1.5, ...; `power_is_cheap`)
+        the core's loop takes them by packed square roots: precomputed (by the same code)
+        only when `fit` reuses them over several epochs. For other p NumPy's SIMD power
+        is ~3x faster than the scalar exp2(log2) in the loop. p = 2: ||x||^2 comes with
+        the margin's loop.
+        """
+        if self.batch_size != 1 or self.p == 2.0:
+            return None
+        if power_is_cheap(self.p):
+            if passes == 1 or not sp.issparse(X):
+                return None
+            return row_power_sums(X.data, X.indptr.astype(np.int64, copy=False), self.p)
+        q = self.p / (self.p - 1.0)
+        # |x|^q may exceed the double range (|x| ~ 1e150): the bound is then honestly inf
+        with np.errstate(over="ignore"):
+            if not sp.issparse(X):
+                return np.ascontiguousarray((np.abs(X) ** q).sum(axis=1))
+            powers = np.abs(X.data) ** q if X.nnz else None
+        sums = np.zeros(X.shape[0])
+        if X.nnz:
+            filled = np.diff(X.indptr) > 0
+            sums[filled] = np.add.reduceat(powers, X.indptr[:-1][filled])
+        return sums
+
+    def _run(self, state, X, y, sw, order, classifier, row_power_sums=None):
+        if sp.issparse(X):
+            state.run(X.data, X.indices, X.indptr, X.shape[1], y, sw, order, classifier,
+                      row_power_sums)
+        else:
+            state.run(X.ravel(), None, None, X.shape[1], y, sw, order, classifier,
+                      row_power_sums)
+        if state.diverged:
+            row = int(state.diverged_row)
+            state.diverged = False
+            if self.loss in _BOUNDED_DERIVATIVE:
+                # the derivative is finite at any finite margin: the margin was not,
+                # because the model (or the margin's sum) had overflowed
+                reason = _overflow_reason(state, X, sw, at=row)
+                kept = ("The model keeps the state before that step."
+                        if _finite_weights(state) else
+                        "The model is not usable; fit again with other parameters.")
+                raise PGSDivergedError(
+                    f"PGS diverged at row {row} of this call (step {state.t + 1}): "
+                    f"{reason} {kept}", row=row, reason=reason)
+            if self.radius is None:
+                advice = (f"Its gradient is unbounded, so on R^n (radius=None) a small "
+                          f"sigma={self.sigma:g} lets the first steps of size 1/(t sigma) "
+                          "blow up; use radius='auto' (or a finite radius) or a larger "
+                          "sigma.")
+            else:
+                advice = (f"Even on the ball (radius={self.radius!r}) sigma={self.sigma:g} "
+                          "makes the steps of size 1/(t sigma) overflow; use a larger sigma.")
+            kept = ("The model keeps the state before that step."
+                    if _finite_weights(state) else
+                    "The weights before that step had overflowed already: the model is "
+                    "not usable; fit again with other parameters.")
+            reason = f"the {self.loss!r} loss's derivative overflowed. {advice}"
+            raise PGSDivergedError(
+                f"PGS diverged at row {row} of this call (step {state.t + 1}): {reason} "
+                f"{kept}", row=row, reason=reason)
+        if not _finite_after(state, X):
+            # the last guard: no path may hand out a non-finite model
+            reason = _overflow_reason(state, X, sw)
+            row, _ = _heaviest_row(X, sw)
+            raise PGSDivergedError(
+                f"PGS overflowed in this call (after step {state.t}): {reason} The model is "
+                "not usable; fit again with other parameters.", row=row, reason=reason)
+
+    def _fit(self, X, y, sample_weight):
+        with _training(self):
+            return self._fit_unguarded(X, y, sample_weight)
+
+    def _fit_unguarded(self, X, y, sample_weight):
+        self._validate_params()
+        self._check_finite_params()
+        X = self._validate_X(X, reset=True)
+        y_core, n_problems, multiclass, extra = self._encode_targets(X, y, fit=True)
+        sw = self._validate_weights(sample_weight, X.shape[0])
+        if X.shape[0] and not sw.any():
+            raise ValueError("sample_weight is zero for every row: there is nothing to fit")
+        self._check_width(X, n_problems)  # a new state, whatever a former fit had
+        rng = check_random_state(self.random_state)
+        state = self._new_state(X.shape[1], n_problems, multiclass, rng)
+        n = X.shape[0]
+        power_sums = self._row_power_sums(X, passes=self.max_epochs)
+        best, stall, epochs = np.inf, 0, 0
+        for _ in range(self.max_epochs):
+            order = rng.permutation(n).astype(np.int64) if self.shuffle else np.arange(n, dtype=np.int64)
+            before = (state.sum_weighted_loss, state.sum_weight)
+            self._run(state, X, y_core, sw, order, self._classifier, power_sums)
+            epochs += 1
+            if self.tol is not None:
+                w = state.sum_weight - before[1]
+                epoch_loss = (state.sum_weighted_loss - before[0]) / w if w > 0 else 0.0
+                stall = stall + 1 if epoch_loss > best - self.tol else 0
+                best = min(best, epoch_loss)
+                if stall >= self.n_iter_no_change:
+                    break
+        self._install(state, epochs, **extra)
+        return self
+
+    def _partial_fit(self, X, y, sample_weight, classes=None):
+        with _training(self, keep=(PGSDivergedError,)):
+            return self._partial_fit_unguarded(X, y, sample_weight, classes)
+
+    def _partial_fit_unguarded(self, X, y, sample_weight, classes):
+        first = not hasattr(self, "_state")
+        if first:
+            self._validate_params()
+            self._check_finite_params()
+        else:
+            self._check_state_params()
+        X = self._validate_X(X, reset=first)
+        y_core, n_problems, multiclass, extra = self._encode_targets(
+            X, y, fit=first, classes=classes)
+        sw = self._validate_weights(sample_weight, X.shape[0])
+        self._check_width(X, n_problems, have=0 if first else self._state.dim - 1)
+        # everything is validated: from here on nothing can fail half-way
+        power_sums = self._row_power_sums(X)
+        order = np.arange(X.shape[0], dtype=np.int64)
+        # the installed state changes in place (and may be reallocated to widen it):
+        # readers of the weights wait for this pass
+        with self._lock("_state_lock"):
+            if first:
+                state = self._new_state(X.shape[1], n_problems, multiclass,
+                                        check_random_state(self.random_state))
+            else:
+                state = self._state
+                if X.shape[1] > self.n_features_in_:
+                    state.ensure_dim(X.shape[1])
+                    extra["n_features_in_"] = X.shape[1]
+            try:
+                self._run(state, X, y_core, sw, order, self._classifier, power_sums)
+            finally:
+                self._install(state, getattr(self, "n_iter_", 0) + 1 if not first else 1,
+                              **extra)
+        return self
+
+    def _install(self, state, epochs, **attributes):
+        """Make `state` the model, with fitted `attributes` (classes_, n_features_in_)."""
+        with self._lock("_state_lock"):
+            for name, value in attributes.items():
+                setattr(self, name, value)
+            self._state = state
+            self._state_params = {n: getattr(self, n) for n in _STATE_PARAMS}
+            self._cache = {}
+            self.n_iter_ = epochs
+            self.t_ = int(state.t)
+
+    # ---- read-out ---------------------------------------------------------------------
+    def _make_model(self, check_finite=True):
+        """The installed state's model as a value, computed once per state.
+
+        A snapshot already taken is returned without waiting; otherwise it is taken
+        under the state lock, after the partial_fit pass in progress if any. Weights
+        that are not finite (a state that overflowed: its training call said so) raise
+        PGSDivergedError, never handed out, unless ``check_finite=False`` (for the
+        certificates, which name the entry).
+        """
+        model = self._cache.get("model")
+        if model is not None:
+            return model
+        with self._lock("_state_lock"):
+            cache = self._cache  # the state's and cache's of the same installation
+            if "model" in cache:
+                return cache["model"]
+            state = self._state
+            with np.errstate(all="ignore"):
+                W = state.weights()  # (1 + n_features, K)
+            finite = bool(np.isfinite(W).all())
+            if not finite and check_finite:
+                reason = _overflow_reason(state, None, None)
+                raise PGSDivergedError(f"the model is not usable: {reason}", reason=reason)
+            cfg = state.config()  # the fitted configuration, whatever set_params did since
+            fitted = self._state_params
+            model = LinearModel(
+                W[1:].T, W[0] if cfg["fit_intercept"] else None,
+                classes=self.classes_ if self._classifier else None, loss=cfg["loss"],
+                epsilon=cfg["epsilon"], p=cfg["p"], sigma=cfg["sigma"],
+                # "auto": the ball grown over the rows seen, its radius in the state
+                radius=None if cfg["radius"] is None else float(state.radius),
+                fit_intercept=cfg["fit_intercept"], intercept_scaling=cfg["intercept_scaling"],
+                n_bits=fitted["n_bits"], hash_seed=fitted["hash_seed"],
+                n_features_in=self.n_features_in_, solver="pgs")
+            if finite:
+                cache["model"] = model
+            return model
+
+    @property
+    def online_stats_(self):
+        """Online statistics kept by the core (see the README, "Online statistics")."""
+        self._check_fitted()
+        with self._lock("_state_lock"):  # not halfway through a partial_fit pass
+            stats = self._state.stats_dict()
+        if self._classifier:
+            n = stats["n_examples"]
+            stats["progressive_error_rate"] = stats["progressive_mistakes"] / n if n else float("nan")
+        else:
+            del stats["progressive_mistakes"]
+        if stats["regret_bound"].shape == (1,):
+            for key in ("regret_bound", "optimization_error_bound", "online_objective",
+                        "dual_objective", "online_duality_gap"):
+                stats[key] = float(stats[key][0])
+        return stats
+
+
+
+_INIT_DOC = """
+    Parameters and attributes are those of `onlinepgs.{0}` (this is that estimator
+    without scikit-learn: the same training, bit for bit); ``model_`` is the fitted model
+    as a value (`onlinepgs.model.LinearModel`).
+"""
+
+
+class PGSClassifierLearner(ClassifierLearner, PGSLearner):
+    __doc__ = """PGS classifier without scikit-learn (what `onlinepgs.PGSClassifier` adds
+    scikit-learn's conventions to).
+""" + _INIT_DOC.format("PGSClassifier")
+    _public_name = "PGSClassifier"
+    _constraints = {**PGSLearner._constraints,
+                    "loss": [("str", set(CLASSIFICATION_LOSSES))]}
+
+    def __init__(self, loss="logistic", *, p=2.0, sigma=1e-4, radius="auto", batch_size=1,
+                 iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
+                 max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
+                 random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
+                 max_model_bytes=MAX_MODEL_BYTES):
+        super().__init__(loss, p=p, sigma=sigma, radius=radius, batch_size=batch_size,
+                         iterate=iterate, fit_intercept=fit_intercept,
+                         intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
+                         n_iter_no_change=n_iter_no_change, shuffle=shuffle,
+                         random_state=random_state, epsilon=epsilon, n_bits=n_bits,
+                         hash_seed=hash_seed, max_model_bytes=max_model_bytes)
+
+    def fit(self, X, y, sample_weight=None):
+        """Run `max_epochs` passes of PGS over (X, y) from a fresh state.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), or records
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Each row's loss weight: a row of weight c takes one step whose gradient is
+            c times its loss's (see docs/design/estimators.md, "Sample weights").
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y, sample_weight)
+
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """One pass over the rows of (X, y), in order, continuing the current state.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), or records
+            Sparse chunks may have more columns than earlier ones, and records (without
+            ``n_bits``) integer features beyond them: the model grows.
+        y : array-like of shape (n_samples,)
+        classes : array-like, required on the first call
+            Every label the stream may contain.
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self
+        """
+        if not hasattr(self, "_state") and classes is None:
+            raise ValueError("classes must be passed on the first call to partial_fit")
+        return self._partial_fit(X, y, sample_weight, classes=classes)
+
+
+class PGSRegressorLearner(RegressorLearner, PGSLearner):
+    __doc__ = """PGS regressor without scikit-learn (what `onlinepgs.PGSRegressor` adds
+    scikit-learn's conventions to).
+""" + _INIT_DOC.format("PGSRegressor")
+    _public_name = "PGSRegressor"
+    _constraints = {**PGSLearner._constraints, "loss": [("str", set(REGRESSION_LOSSES))]}
+
+    def __init__(self, loss="squared", *, p=2.0, sigma=1e-4, radius="auto", batch_size=1,
+                 iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
+                 max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
+                 random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
+                 max_model_bytes=MAX_MODEL_BYTES):
+        super().__init__(loss, p=p, sigma=sigma, radius=radius, batch_size=batch_size,
+                         iterate=iterate, fit_intercept=fit_intercept,
+                         intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
+                         n_iter_no_change=n_iter_no_change, shuffle=shuffle,
+                         random_state=random_state, epsilon=epsilon, n_bits=n_bits,
+                         hash_seed=hash_seed, max_model_bytes=max_model_bytes)
+
+    def fit(self, X, y, sample_weight=None):
+        """Run `max_epochs` passes of PGS over (X, y) from a fresh state.
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y, sample_weight)
+
+    def partial_fit(self, X, y, sample_weight=None):
+        """One pass over the rows of (X, y), in order, continuing the current state.
+
+        Returns
+        -------
+        self
+        """
+        return self._partial_fit(X, y, sample_weight)
