@@ -171,8 +171,10 @@ class LinearLearner:
     # ---- input ----------------------------------------------------------------------------
     def _as_matrix(self, X, fitted):
         """Record input as CSR, and every input folded into 2**n_bits columns when hashing."""
-        return _checks.as_matrix(X, self.n_bits, self.hash_seed,
-                                 self.n_features_in_ if fitted else None, self._array)
+        # the fitted width matters to records only (Dask asks unfitted copies, `fitted`
+        # meaning "do not reset": hence getattr)
+        width = getattr(self, "n_features_in_", None) if fitted else None
+        return _checks.as_matrix(X, self.n_bits, self.hash_seed, width, self._array)
 
     def _validate_X(self, X, *, reset):
         """CSR float64 (not copied when it already is one) or C-contiguous dense float64."""

@@ -2,14 +2,16 @@
 
 For the objective of the onlinepgs estimators (Zhu et al., 2009, eq. 7)
 
-    P(w) = sigma r(w) + (1/m) sum_i c_i l(<w, x_i>; y_i),   w in S,
+    P(w) = sigma r(w) + (1/W) sum_i c_i l(<w, x_i>; y_i),   w in S,
 
-with r(w) = ||w||_p^2 / (2 (p - 1)), c_i the sample weights, S = R^n or the l_p ball of
+with r(w) = ||w||_p^2 / (2 (p - 1)), c_i the sample weights and W = sum_i c_i (m, the rows,
+without weights: scikit-learn's convention, an integer weight is that many copies of the
+row), S = R^n or the l_p ball of
 radius B and, with an intercept, a constant feature of value ``intercept_scaling`` inside
 the regularized w, Fenchel duality (Rockafellar, "Convex Analysis", 1970; Mairal, "Sparse coding
 for machine learning, image processing and computer vision", 2010) gives, for every a in R^m,
 
-    D(a) = -(1/m) sum_i (c_i l)*(-a_i; y_i) - sigma r_S*( X^T a / (sigma m) )
+    D(a) = -(1/W) sum_i (c_i l)*(-a_i; y_i) - sigma r_S*( X^T a / (sigma W) )
          <= P(w*) <= P(w),
 
 where ``(c l)*(v) = c l*(v / c)`` and r_S* is the conjugate of r restricted to S (finite
@@ -402,18 +404,22 @@ def _model_rows(value, X, y, sample_weight):
 
 
 def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epochs=0):
-    """Duality-gap certificate of a fitted onlinepgs estimator on (X, y).
+    """Duality-gap certificate of a fitted onlinepgs model on (X, y).
 
-    The objective is the model's own (``sigma * r(w) + mean_i sample_weight_i *
-    loss(<w, x_i>; y_i)`` over its domain: R^n, the ball of radius ``radius``, or for
-    ``radius="auto"`` the ball of the radius reached in training), with the intercept
-    a constant feature of value ``intercept_scaling`` inside w. See `onlinepgs.duality`
-    for the dual point and the choice of its scale.
+    The objective is the model's own (``sigma * r(w) + sum_i sample_weight_i *
+    loss(<w, x_i>; y_i) / sum_i sample_weight_i`` over its domain: R^n, the ball of
+    radius ``radius``, or for ``radius="auto"`` the ball of the radius reached in
+    training), with the intercept a constant feature of value ``intercept_scaling``
+    inside w. See `onlinepgs.duality` for the dual point and the choice of its scale.
+    PGS's iterates target this objective when the mean weight is 1
+    (docs/design/estimators.md, "Sample weights").
 
     Parameters
     ----------
-    model : fitted PGSClassifier or PGSRegressor
-        Its reported weights (``coef_``, ``intercept_``) are certified.
+    model : fitted PGS or SDCA estimator or learner, or onlinepgs.model.LinearModel
+        Its reported weights (``coef_``, ``intercept_``; the value ``model_``) are
+        certified. Models with an l_1 term (SDCA's ``l1 > 0``) are refused: their own
+        certificate is the estimator's ``duality_gap_``.
     X : {array-like, sparse matrix} of shape (n_samples, n_features), or records
         Anything the model's `predict` accepts (hashed when the model hashes).
     y : array-like of shape (n_samples,)
@@ -509,7 +515,7 @@ def duality_gap_stream(model, source, *, chunk_rows=10_000, zero_based="auto",
 
     Parameters
     ----------
-    model : fitted PGSClassifier or PGSRegressor
+    model : fitted PGS or SDCA estimator or learner, or onlinepgs.model.LinearModel
     source : str, os.PathLike, "-", binary file object, or iterable of chunks
         An svmlight / libsvm source as `onlinepgs.iter_svmlight` reads it (plain, gzip,
         bz2 or xz; ``"-"`` is stdin), or an iterable of ``(X, y)`` or
@@ -606,12 +612,13 @@ def gap_of_weights(coef, intercept, X, y, *, loss, p=2.0, sigma, radius=None,
                    sample_weight=None, scale_dual=True):
     """Duality-gap certificate of any linear model given by its weights (one problem).
 
-    The objective is ``P(w) = sigma r(w) + (1/m) sum_i c_i l(<w, x_i> ; y_i)`` with
+    The objective is ``P(w) = sigma r(w) + (1/W) sum_i c_i l(<w, x_i> ; y_i)``, W the sum of
+    the weights c_i (m without weights), with
     ``r(w) = ||w||_p^2 / (2 (p - 1))`` over R^n or the l_p ball of radius ``radius``.
     With ``fit_intercept`` the intercept is a **regularized** constant feature of value
     ``intercept_scaling``, whose weight is ``intercept / intercept_scaling`` (LIBLINEAR's
     convention). A LIBLINEAR or scikit-learn solution of ``(1/2) ||w||^2 + C sum_i l_i``
-    is certified with ``p=2, sigma=1 / (C m)``; a model whose intercept is not
+    is certified with ``p=2, sigma=1 / (C W)``; a model whose intercept is not
     regularized solves another problem (use ``fit_intercept=False`` with a constant
     column only if that column is meant to be regularized).
 

@@ -23,7 +23,8 @@ from onlinepgs.pgs import (_COMMON_DOC, _STATE_PARAMS, _THREADS_DOC,  # noqa: F4
                            MAX_MODEL_BYTES, ModelTooLargeError, PGSClassifierLearner,
                            PGSDivergedError, PGSLearner, PGSRegressorLearner,
                            _finite_weights, _training, _unchanged_on_error)
-from onlinepgs.sdca import SDCAClassifierLearner, SDCARegressorLearner
+from onlinepgs.sdca import (_SDCACLASSIFIER_DOC, _SDCAREGRESSOR_DOC, SDCAClassifierLearner,
+                            SDCARegressorLearner)
 
 __all__ = ["PGSClassifier", "PGSRegressor", "SDCAClassifier", "SDCARegressor",
            "PGSDivergedError", "ModelTooLargeError"]
@@ -242,16 +243,11 @@ class PGSRegressor(RegressorMixin, _BasePGS, PGSRegressorLearner):
     _parameter_constraints = sklearn_constraints(PGSRegressorLearner._constraints)
 
 
-def _sklearn_doc(learner, name):
-    return learner.__doc__.replace(f"from onlinepgs.sdca import {name}Learner as {name}",
-                                   f"from onlinepgs import {name}")
-
-
 class SDCAClassifier(ClassifierMixin, SklearnLayer, BaseEstimator, SDCAClassifierLearner):
-    __doc__ = _sklearn_doc(SDCAClassifierLearner, "SDCAClassifier")
+    __doc__ = _SDCACLASSIFIER_DOC
     _parameter_constraints = sklearn_constraints(SDCAClassifierLearner._constraints)
 
 
 class SDCARegressor(RegressorMixin, SklearnLayer, BaseEstimator, SDCARegressorLearner):
-    __doc__ = _sklearn_doc(SDCARegressorLearner, "SDCARegressor")
+    __doc__ = _SDCAREGRESSOR_DOC
     _parameter_constraints = sklearn_constraints(SDCARegressorLearner._constraints)

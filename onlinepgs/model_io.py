@@ -1,11 +1,14 @@
 """Save and load fitted estimators: the ``.pgs`` model file format.
 
-`save_model` writes a fitted `~onlinepgs.PGSClassifier` or `~onlinepgs.PGSRegressor`
-to one file and `load_model` rebuilds it exactly: same parameters, same fitted
-attributes and the same solver state, so that training continued on the loaded
-model (`partial_fit`) gives bit for bit the coefficients and online statistics the
-never-saved model gives on the same data. `read_header` returns a file's header
-(what ``onlinepgs info`` shows) without building the model.
+`save_model` writes a fitted `~onlinepgs.PGSClassifier`, `~onlinepgs.PGSRegressor`,
+`~onlinepgs.SDCAClassifier` or `~onlinepgs.SDCARegressor` (or its sklearn-free learner,
+`onlinepgs.pgs` / `onlinepgs.sdca`) to one file and `load_model` rebuilds it exactly: same
+parameters, same fitted attributes and the same solver state, so that training continued
+on the loaded model (`partial_fit`) gives bit for bit the coefficients and online
+statistics the never-saved model gives on the same data. `load_learner` rebuilds the
+learner instead, without importing scikit-learn (the command line's loader).
+`read_header` returns a file's header (what ``onlinepgs info`` shows) without building
+the model.
 
 The format holds data only: no pickle, nothing executable, so loading a file runs
 no code from it. Every field is type- and shape-checked (array shapes against the
@@ -37,7 +40,8 @@ Notes
 ``"onlinepgs_version"``
     Version of the package that wrote the file (informational).
 ``"estimator"``
-    Class name: ``"PGSClassifier"`` or ``"PGSRegressor"``.
+    Class name: ``"PGSClassifier"``, ``"PGSRegressor"``, ``"SDCAClassifier"`` or
+    ``"SDCARegressor"`` (the scikit-learn estimator's, also when a learner was saved).
 ``"params"``
     Every ``get_params()`` value (each None, bool, int, float or str). A
     ``random_state`` holding a RandomState instance cannot be stored: pass an int.
@@ -57,9 +61,13 @@ Notes
     The solver state's scalars (`onlinepgs._core.PGSState.to_dict` without its
     arrays): ``version`` (the solver state's own version), ``config`` (the
     solver's configuration), ``dim``, ``t``, ``rng``, running sums, ... Its
-    arrays are the arrays named ``state/<key>``.
+    arrays are the arrays named ``state/<key>``. An SDCA model keeps no solver state:
+    ``{"solver": "sdca"}``, its weights the arrays ``state/coef`` (problems x
+    features) and ``state/intercept_weight``; its certificate (``duality_gap_``,
+    the objectives, ``gap_history_``, ...) and ``dual_coef_`` are fitted attributes
+    (per-problem lists of arrays as JSON lists).
 ``"online_stats"``
-    ``online_stats_`` at the time of saving (informational: the loaded model
+    ``online_stats_`` at the time of saving (``{}`` for SDCA; informational: the loaded model
     recomputes it from the state).
 ``"extra"``
     The caller's ``extra`` object (e.g. the command line's hashing options and
@@ -789,7 +797,7 @@ def save_model(estimator, path, *, extra=None):
 
     Parameters
     ----------
-    estimator : PGSClassifier or PGSRegressor
+    estimator : PGS or SDCA estimator, or its learner
         A fitted estimator. Its parameters must be None, bool, int, float or str
         (a ``random_state`` RandomState instance is refused: use an int).
     path : str or os.PathLike
@@ -807,7 +815,7 @@ def save_model(estimator, path, *, extra=None):
     Raises
     ------
     ModelFileError
-        The estimator is not a fitted PGSClassifier / PGSRegressor, holds a value
+        The estimator is not a fitted onlinepgs estimator or learner, holds a value
         the format cannot store, or ``extra`` exceeds the limits above. Nothing is
         written then.
     OSError
@@ -1313,7 +1321,7 @@ def load_model(path, *, return_header=False):
 
     Returns
     -------
-    estimator : PGSClassifier or PGSRegressor
+    estimator : PGSClassifier, PGSRegressor, SDCAClassifier or SDCARegressor
         Equal to the saved one: parameters, fitted attributes and solver state;
         `partial_fit` continues exactly where the saved model stopped.
     header : dict

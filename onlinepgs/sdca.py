@@ -142,6 +142,62 @@ _CONSTRAINTS = {
 }
 
 
+# the docstring of the scikit-learn estimator `onlinepgs.SDCAClassifier`
+_SDCACLASSIFIER_DOC = """Linear classifier trained by SDCA on the dual, stopped by the duality gap.
+
+    The objective is the PGS estimators' (plus an optional l_1 term); binary problems
+    use labels +-1 and K > 2 classes K one-vs-rest problems solved one after the other.
+
+    Parameters
+    ----------
+    loss : {"logistic", "hinge", "squared_hinge", "smooth_hinge"}, default="logistic"
+        Steps: hinge, squared_hinge and smooth_hinge in closed form; logistic by a
+        bracketed Newton iteration on the step's optimality condition.
+""" + _COMMON_DOC + """
+    Attributes
+    ----------
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+""" + _ATTRS_DOC + """    classes_ : ndarray of shape (n_classes,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onlinepgs import SDCAClassifier
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randn(200, 5); y = (X[:, 0] + 0.1 * rng.randn(200) > 0).astype(int)
+    >>> clf = SDCAClassifier(sigma=1e-3, random_state=0).fit(X, y)
+    >>> clf.score(X, y) > 0.9
+    True
+    >>> bool(clf.duality_gap_ <= 1e-6 * clf.primal_objective_)
+    True
+    """
+
+# the docstring of the scikit-learn estimator `onlinepgs.SDCARegressor`
+_SDCAREGRESSOR_DOC = """Linear regressor trained by SDCA on the dual, stopped by the duality gap.
+
+    Parameters
+    ----------
+    loss : {"squared", "absolute", "huber", "epsilon_insensitive"}, default="squared"
+        "squared" is ``(z - y)^2`` (no 1/2). Every step is in closed form.
+""" + _COMMON_DOC + """
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+""" + _ATTRS_DOC + """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onlinepgs import SDCARegressor
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randn(500, 3); y = X @ [1.0, -2.0, 0.5] + 0.01 * rng.randn(500)
+    >>> reg = SDCARegressor(sigma=1e-2, random_state=0).fit(X, y)
+    >>> reg.score(X, y) > 0.99
+    True
+    >>> reg.n_iter_ < 100
+    True
+    """
+
+
 class SDCALearner(LinearLearner):
     """SDCA training shared by the classifier and the regressor (see the module docstring).
 
@@ -314,34 +370,9 @@ class SDCALearner(LinearLearner):
 
 
 class SDCAClassifierLearner(ClassifierLearner, SDCALearner):
-    __doc__ = """Linear classifier trained by SDCA on the dual, stopped by the duality gap.
-
-    The objective is the PGS estimators' (plus an optional l_1 term); binary problems
-    use labels +-1 and K > 2 classes K one-vs-rest problems solved one after the other.
-
-    Parameters
-    ----------
-    loss : {"logistic", "hinge", "squared_hinge", "smooth_hinge"}, default="logistic"
-        Steps: hinge, squared_hinge and smooth_hinge in closed form; logistic by a
-        bracketed Newton iteration on the step's optimality condition.
-""" + _COMMON_DOC + """
-    Attributes
-    ----------
-    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
-""" + _ATTRS_DOC + """    classes_ : ndarray of shape (n_classes,)
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from onlinepgs.sdca import SDCAClassifierLearner as SDCAClassifier
-    >>> rng = np.random.RandomState(0)
-    >>> X = rng.randn(200, 5); y = (X[:, 0] + 0.1 * rng.randn(200) > 0).astype(int)
-    >>> clf = SDCAClassifier(sigma=1e-3, random_state=0).fit(X, y)
-    >>> clf.score(X, y) > 0.9
-    True
-    >>> bool(clf.duality_gap_ <= 1e-6 * clf.primal_objective_)
-    True
-    """
+    """SDCA classifier without scikit-learn (what `onlinepgs.SDCAClassifier` adds
+    scikit-learn's conventions to): parameters and attributes are that estimator's,
+    ``model_`` the fitted model as a value (`onlinepgs.model.LinearModel`)."""
     _public_name = "SDCAClassifier"
     _pgs_class = PGSClassifierLearner
     _constraints = {**_CONSTRAINTS, "loss": [("str", set(CLASSIFICATION_LOSSES))],
@@ -376,29 +407,9 @@ class SDCAClassifierLearner(ClassifierLearner, SDCALearner):
 
 
 class SDCARegressorLearner(RegressorLearner, SDCALearner):
-    __doc__ = """Linear regressor trained by SDCA on the dual, stopped by the duality gap.
-
-    Parameters
-    ----------
-    loss : {"squared", "absolute", "huber", "epsilon_insensitive"}, default="squared"
-        "squared" is ``(z - y)^2`` (no 1/2). Every step is in closed form.
-""" + _COMMON_DOC + """
-    Attributes
-    ----------
-    coef_ : ndarray of shape (n_features,)
-""" + _ATTRS_DOC + """
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from onlinepgs.sdca import SDCARegressorLearner as SDCARegressor
-    >>> rng = np.random.RandomState(0)
-    >>> X = rng.randn(500, 3); y = X @ [1.0, -2.0, 0.5] + 0.01 * rng.randn(500)
-    >>> reg = SDCARegressor(sigma=1e-2, random_state=0).fit(X, y)
-    >>> reg.score(X, y) > 0.99
-    True
-    >>> reg.n_iter_ < 100
-    True
-    """
+    """SDCA regressor without scikit-learn (what `onlinepgs.SDCARegressor` adds
+    scikit-learn's conventions to): parameters and attributes are that estimator's,
+    ``model_`` the fitted model as a value (`onlinepgs.model.LinearModel`)."""
     _public_name = "SDCARegressor"
     _pgs_class = PGSRegressorLearner
     _constraints = {**_CONSTRAINTS, "loss": [("str", set(REGRESSION_LOSSES))],
