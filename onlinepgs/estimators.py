@@ -99,7 +99,11 @@ def _in_stream(exc, first):
         return exc
 
 
-class _BasePGS(SklearnLayer, BaseEstimator, PGSLearner):
+# Every PGS model, learner or estimator (what `onlinepgs.dask` checks for).
+_BasePGS = PGSLearner
+
+
+class _PGSEstimator(SklearnLayer, BaseEstimator, PGSLearner):
     """The scikit-learn PGS estimators' shared part: scikit-learn's checks and
     `fit_stream` over the learner's training."""
 
@@ -170,7 +174,7 @@ class _BasePGS(SklearnLayer, BaseEstimator, PGSLearner):
             # the caller knows records of the stream, not rows of a chunk
             raise _in_stream(exc, first) from None
 
-class PGSClassifier(ClassifierMixin, _BasePGS, PGSClassifierLearner):
+class PGSClassifier(ClassifierMixin, _PGSEstimator, PGSClassifierLearner):
     __doc__ = """Linear classifier trained by the Primal Gradient Solver (streaming, l_p).
 
     Binary problems use one weight vector; K > 2 classes use K one-vs-rest problems
@@ -211,7 +215,7 @@ class PGSClassifier(ClassifierMixin, _BasePGS, PGSClassifierLearner):
     _parameter_constraints = sklearn_constraints(PGSClassifierLearner._constraints)
 
 
-class PGSRegressor(RegressorMixin, _BasePGS, PGSRegressorLearner):
+class PGSRegressor(RegressorMixin, _PGSEstimator, PGSRegressorLearner):
     __doc__ = """Linear regressor trained by the Primal Gradient Solver (streaming, l_p).
 
     Parameters
