@@ -172,12 +172,13 @@ class _Certificate:
     """
 
     def __init__(self, coef, w0, *, loss, p, sigma, radius, fit_intercept,
-                 intercept_scaling, epsilon, scale_dual):
+                 intercept_scaling, epsilon, scale_dual, l1=0.0):
         self.coef = np.array(coef, dtype=np.float64, order="C", copy=True)
         self.K = self.coef.shape[1]
         self.w0 = np.asarray(w0, dtype=np.float64).reshape(self.K)
         _check_finite_model(self.coef, self.w0, radius)
         self.loss, self.p, self.sigma, self.radius = loss, p, sigma, radius
+        self.l1 = l1  # > 0: p = 2 on R^n (SDCA's elastic net, or pure l_1 with sigma = 0)
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
         self.epsilon = epsilon
@@ -337,6 +338,10 @@ class _Certificate:
         K = self.K
         self._merge_far()
         primal, dual, scale = np.empty(K), np.empty(K), np.empty(K)
+        if self.l1 > 0:
+            for c in range(K):
+                primal[c], dual[c], scale[c] = self._with_l1(c)
+            return self._finish(primal, dual, scale)
         denom = self.sigma * self.w_sum
         for c in range(K):
             w = self.coef[:, c]
@@ -348,6 +353,9 @@ class _Certificate:
             t = norm(theta, q)
             scale[c] = self._best_scale(c, t) if self.scale_dual else 1.0
             dual[c] = self._dual(c, scale[c], t)
+        return self._finish(primal, dual, scale)
+
+    def _finish(self, primal, dual, scale):
         gap = primal - dual
         total_primal, total_dual = float(primal.sum()), float(dual.sum())
         total_gap = total_primal - total_dual
@@ -359,6 +367,78 @@ class _Certificate:
                           relative_gap=relative, n_rows=int(self.m),
                           primal_per_problem=primal, dual_per_problem=dual,
                           gap_per_problem=gap, dual_scale=scale)
+
+
+    # ---- with an l_1 term (p = 2, R^n) -------------------------------------------------------
+    # h(w) = sigma ||w||^2 / 2 + l1 ||w||_1 has h*(z) = sum_j (|z_j| - l1)_+^2 / (2 sigma),
+    # and for sigma = 0 (pure l_1) the indicator of ||z||_inf <= l1; D(s a) = -(1/W) sum_i
+    # c_i l*(s u_i) - h*(s z), z = X1^T a / W at s = 1 (Shalev-Shwartz and Zhang,
+    # "Proximal stochastic dual coordinate ascent", 2012, section 3.1).
+    def _hstar(self, z, s):
+        if self.sigma == 0:
+            return 0.0 if s * np.max(np.abs(z), initial=0.0) <= self.l1 else math.inf
+        excess = np.maximum(s * np.abs(z) - self.l1, 0.0)
+        return float(excess @ excess) / (2.0 * self.sigma)
+
+    def _dual_l1(self, c, z, s):
+        if s == 1.0:
+            conj = self.conj_sum[c]
+        else:
+            conj = s * self.lin_sum[c] + s * s * self.curv_sum[c]
+        return -conj / self.w_sum - self._hstar(z, s)
+
+    def _with_l1(self, c):
+        """(P, D, s) of problem c with the l_1 term: s the best scale of a(w) (the losses
+        whose conjugate is quadratic along rays), else 1 or, for pure l_1, the largest
+        feasible scale <= 1."""
+        w = self.coef[:, c]
+        z = np.concatenate([self.v[:, c], self.far_v[:, c]]) / -self.w_sum
+        if self.fit_intercept:
+            w = np.concatenate([[self.w0[c]], w])
+            z = np.concatenate([[self.intercept_scaling * self.v0[c] / -self.w_sum], z])
+        primal = (0.5 * self.sigma * float(w @ w) + self.l1 * float(np.abs(w).sum())
+                  + self.loss_sum[c] / self.w_sum)
+        z_inf = float(np.max(np.abs(z), initial=0.0))
+        top = self.s_max[c]
+        if self.sigma == 0 and z_inf > 0:
+            top = min(top, self.l1 / z_inf)  # the feasible scales of the pure l_1 dual
+        if not self.scale_dual:
+            s = 1.0 if top >= 1.0 else (top if self.kappa is not None else None)
+            if s is None:
+                raise ValueError(
+                    f"the {self.loss} loss with pure l_1 (sigma = 0): its dual point must be "
+                    "scaled into the feasible set, which needs every row's conjugate again; "
+                    "the estimator's duality_gap_ is its certificate")
+            return primal, self._dual_l1(c, z, s), s
+        # D(s a) is concave in s: its slope, decreasing, is found 0 by bisection
+        A, B = self.lin_sum[c] / self.w_sum, self.curv_sum[c] / self.w_sum
+        absz = np.abs(z)
+
+        def slope(s):
+            excess = np.maximum(s * absz - self.l1, 0.0)
+            reg = float(absz @ excess) / self.sigma if self.sigma > 0 else 0.0
+            return -A - 2.0 * B * s - reg
+
+        low, high = 0.0, top
+        if not math.isfinite(high):
+            high = 1.0
+            while slope(high) > 0 and high < 1e300:
+                high *= 2.0
+        if slope(high) >= 0:
+            s = high
+        elif slope(low) <= 0:
+            s = low
+        else:
+            for _ in range(200):
+                mid = 0.5 * (low + high)
+                if mid in (low, high):
+                    break
+                low, high = (mid, high) if slope(mid) > 0 else (low, mid)
+            s = low
+        best, value = s, self._dual_l1(c, z, s)
+        if top >= 1.0 and self._dual_l1(c, z, 1.0) >= value:  # the compiled conjugates
+            best, value = 1.0, self._dual_l1(c, z, 1.0)
+        return primal, value, best
 
 
 # ---- fitted onlinepgs models --------------------------------------------------------------
@@ -378,10 +458,15 @@ def _value_of(model):
         raise TypeError("duality_gap needs a fitted onlinepgs estimator (PGS or SDCA) or an "
                         f"onlinepgs.model.LinearModel, got {type(model).__name__}; certify "
                         "other linear models with onlinepgs.duality.gap_of_weights")
-    if value.l1 != 0:
-        raise ValueError(f"this model has l1={value.l1:g}: duality_gap certifies the "
-                         "objective without an l_1 term (its SDCA training's own certificate "
-                         "is the estimator's duality_gap_)")
+    if value.l1 != 0 and (value.p != 2.0 or value.radius is not None):
+        raise ValueError(f"a model with l1={value.l1:g} is certified for p = 2 on R^n only "
+                         f"(SDCA's elastic net and l_1), got p={value.p:g}, "
+                         f"radius={value.radius!r}")
+    if value.l1 != 0 and value.sigma == 0 and _CONJUGATE_SHAPE[value.loss][1] is None:
+        raise ValueError(f"the {value.loss} loss with pure l_1 (sigma = 0, l1={value.l1:g}) "
+                         "has no one-pass certificate here (its dual point must be scaled "
+                         "into the feasible set, which needs every row's conjugate again); "
+                         "the estimator's duality_gap_ is its certificate")
     return value
 
 
@@ -391,7 +476,7 @@ def _certificate_of_model(value, scale_dual):
             value.n_problems), loss=value.loss, p=value.p, sigma=value.sigma,
         radius=value.radius, fit_intercept=value.fit_intercept,
         intercept_scaling=value.intercept_scaling, epsilon=value.epsilon,
-        scale_dual=scale_dual)
+        scale_dual=scale_dual, l1=value.l1)
 
 
 def _model_rows(value, X, y, sample_weight):
@@ -418,8 +503,10 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
     ----------
     model : fitted PGS or SDCA estimator or learner, or onlinepgs.model.LinearModel
         Its reported weights (``coef_``, ``intercept_``; the value ``model_``) are
-        certified. Models with an l_1 term (SDCA's ``l1 > 0``) are refused: their own
-        certificate is the estimator's ``duality_gap_``.
+        certified. With an l_1 term (SDCA's ``l1 > 0``, p = 2) the objective has it too,
+        ``h(w) = sigma ||w||^2 / 2 + l1 ||w||_1`` with ``h*(z) = sum_j (|z_j| - l1)_+^2 /
+        (2 sigma)``; pure l_1 (``sigma = 0``) scales the dual point into the set
+        ``||X^T a / W||_inf <= l1`` (not for the logistic loss, refused with the reason).
     X : {array-like, sparse matrix} of shape (n_samples, n_features), or records
         Anything the model's `predict` accepts (hashed when the model hashes).
     y : array-like of shape (n_samples,)
@@ -474,6 +561,9 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
     result = cert.result()
     if refine_epochs == 0 or X.shape[0] == 0:
         return result
+    if value.l1 != 0:
+        raise ValueError(f"refine_epochs needs a model without an l_1 term (l1={value.l1:g}): "
+                         "the estimator's duality_gap_ is SDCA's own certificate")
     return _refined(value, result, X, Y, sw, int(refine_epochs))
 
 
