@@ -51,8 +51,13 @@ _COMMON_DOC = """
         them each time max |lambda_j| grows ``3.5^(512 (p - 1))``-fold (1.066 at
         p = 1.0001), so training is slower.
     sigma : float > 0, default=1e-4
-        Regularization weight (the paper's sigma): the objective is
-        ``sigma * r(w) + mean_i sample_weight_i * loss(<w, x_i>, y_i)``.
+        Regularization weight (the paper's sigma): PGS minimizes
+        ``sigma * r(w) + mean_i sample_weight_i * loss(<w, x_i>, y_i)`` (the mean over
+        rows). A row's weight c multiplies the gradient of its one step, whose size is
+        ``1 / (sigma t)``, t counting rows. The package's objective (SDCA's and the
+        certificates') averages by the sum of the weights instead, scikit-learn's
+        convention: the two agree when the mean weight is 1; otherwise PGS's iterates
+        target that objective with sigma times the mean weight's inverse.
     radius : "auto", float > 0 or None, default="auto"
         The domain S of w. None: S = R^n (the paper's plain PGS). A number B: the l_p
         ball of radius B. "auto": the ball of radius
