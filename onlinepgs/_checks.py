@@ -14,8 +14,8 @@ import scipy.sparse as sp
 
 from onlinepgs._core._hashing import records_to_csr
 
-__all__ = ["NotFittedError", "ConvergenceWarning", "InvalidParameterError", "check_params", "check_labels",
-           "encode_targets", "label_values", "is_records", "as_matrix", "check_csr",
+__all__ = ["NotFittedError", "ConvergenceWarning", "InvalidParameterError", "check_params",
+           "check_labels", "encode_targets", "label_values", "is_records", "as_matrix", "check_csr",
            "check_dense", "check_weights", "check_random_state", "available_if"]
 
 
@@ -166,12 +166,13 @@ def is_records(X):
     return True
 
 
-def as_matrix(X, n_bits, hash_seed, n_features=None, check_dense=None):
+def as_matrix(X, n_bits, hash_seed, n_features=None, dense=None):
     """Record input as CSR, and every input folded into 2**n_bits columns when hashing.
 
     ``n_features``: the model's width, the least width of records without hashing (a
-    fitted model; None while training starts). ``check_dense(X)`` makes a dense input a
-    float64 array before it is hashed (default `check_dense`).
+    fitted model; None while training starts). ``dense(X)`` makes a dense input a
+    float64 array before it is hashed (default `check_dense`; scikit-learn's layer passes
+    its check_array).
     """
     if is_records(X):
         try:
@@ -198,7 +199,7 @@ def as_matrix(X, n_bits, hash_seed, n_features=None, check_dense=None):
         return X
     width = 2**n_bits
     if not sp.issparse(X):
-        X = sp.csr_matrix((check_dense or _dense_for_hashing)(X))
+        X = sp.csr_matrix((dense or check_dense)(X))
     X = X.tocsr()
     if X.shape[1] > width:
         # new arrays throughout: sum_duplicates sorts in place, never the caller's data
@@ -210,15 +211,12 @@ def as_matrix(X, n_bits, hash_seed, n_features=None, check_dense=None):
     return X
 
 
-def _dense_for_hashing(X):
-    return check_dense(X)
-
-
 def _refuse_nonfinite(values):
     with np.errstate(invalid="ignore"):
         finite = np.isfinite(values).all() if values.size else True
     if not finite:
-        what = "NaN" if np.isnan(values).any() else "infinity or a value too large for dtype('float64')"
+        what = ("NaN" if np.isnan(values).any()
+                else "infinity or a value too large for dtype('float64')")
         raise ValueError(f"Input X contains {what}.")
 
 

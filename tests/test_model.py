@@ -219,7 +219,8 @@ def test_duality_gap_certifies_sdca_models(loss):
     X, y = _data(classes=3)
     cls = SDCAClassifier
     if loss in ("squared", "huber"):
-        y, cls = X @ [1.0, -1.0, 0.5, 0.0, 2.0] + np.random.RandomState(0).randn(len(X)), SDCARegressor
+        y = X @ [1.0, -1.0, 0.5, 0.0, 2.0] + np.random.RandomState(0).randn(len(X))
+        cls = SDCARegressor
     sw = np.random.RandomState(2).randint(1, 4, len(y)).astype(float)
     est = cls(loss=loss, sigma=1e-2, tol=1e-12, random_state=0).fit(X, y, sample_weight=sw)
     cert = duality_gap(est, X, y, sample_weight=sw)
