@@ -109,8 +109,8 @@ def build_parser():
     opts.add_argument("--solver", choices=["pgs", "sdca"], default="pgs",
                       help="pgs (default): streaming, one chunk in memory; sdca: the batch "
                       "solver to the duality-gap tolerance 1e-6 (at most 1000 epochs), which "
-                      "LOADS ALL DATA into memory (files that fit in memory; no -i, stdin "
-                      "chunks, passes, hold-out, checkpoints or --scheduler)")
+                      "LOADS ALL DATA into memory (files that fit in memory; no -i, --passes, "
+                      "hold-out, checkpoints or --scheduler)")
     opts.add_argument("--loss", default="logistic",
                       choices=sorted(CLASSIFICATION_LOSSES + REGRESSION_LOSSES))
     opts.add_argument("--p", type=float, default=2.0, help="norm of the regularizer, in (1, 2] and at least 1 + 1.2e-7 "
@@ -612,10 +612,11 @@ def _train_sdca(args):
         for X, y in reader:
             if base == "auto" and isinstance(reader.zero_based, bool):
                 base = reader.zero_based  # the first chunk decided, for every file
+            line_of = _lines_of(lines, reader.n_lines, X.shape[0])
             if classes is not None:
-                _check_labels(y, classes, source, _lines_of(lines, reader.n_lines, X.shape[0]),
-                              why=" (set by --classes)")
+                _check_labels(y, classes, source, line_of, why=" (set by --classes)")
             lines = reader.n_lines
+            _check_sdca_width(args, X, source, line_of, base)
             blocks.append(X)
             labels.append(y)
         if getattr(reader, "n_skipped", 0):
@@ -647,6 +648,24 @@ def _train_sdca(args):
                          f"seconds = {time.perf_counter() - start:.2f}",
                          f"model = {args.output}"]), file=sys.stderr)
     return 0
+
+
+def _check_sdca_width(args, X, source, line_of, base):
+    """Refuse, at its line, a row whose feature index would make SDCA's dense weights (two
+    arrays of doubles per problem and feature, and X^T alpha) exceed --max-model-bytes."""
+    budget = args.max_model_bytes
+    if budget is None or args.bits is not None or not X.nnz:
+        return
+    limit = budget // 24  # 24 bytes a feature for one problem (more for K > 2 classes)
+    if X.shape[1] <= limit:
+        return
+    at = int(np.argmax(X.indices))
+    row = int(np.searchsorted(X.indptr, at, side="right")) - 1
+    index = int(X.indices[at]) + (0 if base is True else 1)
+    raise UserError(f"{source}:{line_of(row)}: feature index {index} would make an SDCA model "
+                    f"over {X.shape[1]} features ({24 * X.shape[1] / 2**30:.1f}G a problem), "
+                    f"beyond --max-model-bytes (a stray index?); --bits BITS hashes the "
+                    "features into 2**BITS columns, or raise --max-model-bytes (none: no limit)")
 
 
 def _extra(base, finished, position=None):

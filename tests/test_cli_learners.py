@@ -116,3 +116,9 @@ def test_train_solver_sdca_regression_and_its_refusals(data, capsys):
     assert main(["train", str(bad), "-o", str(tmp / "x.pgs"), "--solver", "sdca"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bad.svm" in err and ":2" in err
+    # a stray feature index is refused at its line before SDCA allocates its weights
+    stray = tmp / "stray.svm"
+    stray.write_text("1 1:0.5\n-1 2:1\n1 400000000:1\n")
+    assert main(["train", str(stray), "-o", str(tmp / "x.pgs"), "--solver", "sdca"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "stray.svm:3: feature index 400000000" in err
