@@ -1149,3 +1149,43 @@ def test_fuzzed_model_files_load_the_same_model_or_a_one_line_error(tmp_path, mo
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     assert peak < 8 * model_file.stat().st_size + (1 << 20)
+
+
+# ---- SDCA model files ----------------------------------------------------------------------
+@pytest.fixture
+def sdca_file(tmp_path):
+    from onlinepgs import SDCAClassifier
+    X, y, classes = make_data("multiclass_dense")
+    path = tmp_path / "sdca.pgs"
+    save_model(SDCAClassifier(sigma=1e-2, random_state=0).fit(X, y), path)
+    return path
+
+
+def _replace_array(name, value):
+    def mutate(header, arrays):
+        arrays[name] = value
+        for entry in header["arrays"]:
+            if entry["name"] == name:
+                entry["shape"], entry["dtype"] = list(value.shape), value.dtype.str
+    return mutate
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda h, a: h["attributes"].pop("n_iter_"), r"fitted attribute\(s\) \['n_iter_'\] missing"),
+    (lambda h, a: h["attributes"].pop("gap_history_"), "gap_history_'] missing"),
+    (lambda h, a: h["state"].pop("solver"), "not marked solver 'sdca'"),
+    (lambda h, a: h["attributes"].update(gap_history_=[[1.0], "x"]), "not a list of number"),
+    (lambda h, a: [_replace_array("state/coef", np.zeros((2, 8)))(h, a),
+                   _replace_array("state/intercept_weight", np.zeros(2))(h, a)],
+     r"4 classes but the solver state has 2"),
+    (_replace_array("state/coef", np.zeros((4, 8), dtype=np.float32)), "expected float64"),
+    (_replace_array("state/coef", np.full((4, 8), np.inf)), "not finite"),
+    (_replace_array("state/intercept_weight", np.zeros(3)), "expected float64"),
+    (lambda h, a: [h["arrays"].append(dict(h["arrays"][0], name="state/extra")),
+                   a.update({"state/extra": a[h["arrays"][0]["name"]]})],
+     "unexpected array state/extra"),
+])
+def test_malformed_sdca_models_are_refused(tmp_path, sdca_file, mutate, message):
+    with pytest.raises(ModelFileError, match=message) as info:
+        load_model(crafted(tmp_path, sdca_file, mutate))
+    assert "\n" not in str(info.value) and str(tmp_path) in str(info.value)
