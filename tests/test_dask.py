@@ -20,7 +20,10 @@ import onlinepgs.dask as opd  # noqa: E402
 from onlinepgs import (ModelTooLargeError, PGSClassifier, PGSDivergedError,  # noqa: E402
                        PGSRegressor, SvmlightError, load_model, load_svmlight, save_model)
 from onlinepgs._core import PGSState  # noqa: E402
-from onlinepgs._rounds import average_factor, merge_round, run_lane  # noqa: E402
+from onlinepgs.distributed import backends, blocks, replicas, run, slices  # noqa: E402
+from onlinepgs.distributed.options import RunOptions  # noqa: E402
+from onlinepgs.distributed.rounds import average_factor, merge_round, run_lane  # noqa: E402
+from onlinepgs.distributed.sources import files as file_source  # noqa: E402
 
 from reference import (grad_rstar, loss_conjugate, loss_derivative,  # noqa: E402
                        loss_value, r_conjugate, r_value)
@@ -431,8 +434,10 @@ def test_zero_based_auto_decides_from_the_first_bag_rows():
 
 
 def test_partitions_of_files_and_lanes(text_data):
-    src = opd._FileSource([text_data["whole"]] + text_data["files"][2:3],
-                          PGSClassifier(), None, False, 1000, 100, 3, opd._LocalBackend())
+    src = file_source.FileSource([text_data["whole"]] + text_data["files"][2:3],
+                                 PGSClassifier(),
+                                 RunOptions(zero_based=False, blocksize=1000, block_rows=100),
+                                 3, backends.LocalBackend())
     # the plain file in byte ranges of at most 1000 bytes, the gzip file whole
     size = os.path.getsize(text_data["whole"])
     plain = [p for p in src.parts if not p[3]]
@@ -440,21 +445,22 @@ def test_partitions_of_files_and_lanes(text_data):
     assert plain[0][1] == 0 and plain[-1][2] == size
     assert all(a[2] == b[1] for a, b in zip(plain, plain[1:]))
     assert [p[3] for p in src.parts].count(True) == 1
-    src = opd._FileSource([text_data["whole"]], PGSClassifier(), None, False, None, 100, 3,
-                          opd._LocalBackend())
+    src = file_source.FileSource([text_data["whole"]], PGSClassifier(),
+                                 RunOptions(zero_based=False, block_rows=100), 3,
+                                 backends.LocalBackend())
     assert len(src.parts) == 3  # default: a range per lane
 
 
 def test_compressed_reader_reopens_when_its_cache_is_gone(text_data):
     gz = text_data["files"][2]
     task = (gz, 0, os.path.getsize(gz), True, False, 25, 40, 0, "test-token", None)
-    first, _, line0, cursor = opd._read_block_text(task, None)
+    first, _, line0, cursor = file_source.read_block_text(task, None)
     assert line0 == 1 and first.count(b"\n") == 40
-    second, _, line0, _ = opd._read_block_text(task, cursor)
-    opd._drop_readers("test-token")  # as if the next block ran on another worker
-    again, _, _, _ = opd._read_block_text(task, cursor)
+    second, _, line0, _ = file_source.read_block_text(task, cursor)
+    file_source.drop_readers("test-token")  # as if the next block ran on another worker
+    again, _, _, _ = file_source.read_block_text(task, cursor)
     assert line0 == 41 and again == second
-    opd._drop_readers("test-token")
+    file_source.drop_readers("test-token")
 
 
 def test_shuffle_is_seeded_and_changes_the_order(text_data):
@@ -960,7 +966,7 @@ def test_a_cluster_fetches_a_rounds_state_only_when_its_callback_reads_it(cluste
         b, seen_b, infos_b = run(client=cluster)
     assert sorted(seen_a) == sorted(seen_b) and len(seen_b) >= 4
     # a copy of the state is taken for the rounds read and each pass's end, no more
-    copies = sum(str(rec["key"]).startswith("_replica_state") for rec in stream.data)
+    copies = sum(str(rec["key"]).startswith("replica_state") for rec in stream.data)
     assert 2 <= copies <= len(seen_b) + 2 < len(infos_b)
     for r in seen_a:
         np.testing.assert_array_equal(seen_a[r][0], seen_b[r][0])
@@ -976,7 +982,7 @@ def test_a_worker_lost_mid_fit_is_an_error_not_a_hang(cluster, text_data, monkey
     """A cluster's lanes train from their workers' copies of the state: when a worker
     restarts mid-fit the fit stops with an error (never waits for ever), and the
     estimator is left as it was."""
-    monkeypatch.setattr(opd, "_WORKER_CHECK_SECONDS", 0.2)
+    monkeypatch.setattr(backends, "WORKER_CHECK_SECONDS", 0.2)
     args = dict(n_lanes=2, slice_rows=40, client=cluster)
     est = opd.fit(PGSClassifier(sigma=1e-2, random_state=0), text_data["dX"],
                   text_data["y"], **args)
@@ -1135,28 +1141,32 @@ def test_a_persisted_array_is_read_by_the_rounds_once_a_block(cluster, monkeypat
 
     # run on the workers (functions of the test, so that they travel by value)
     def kept_blocks():
-        import onlinepgs.dask as worker_opd
+        from onlinepgs.distributed import replicas as worker_replicas
 
-        return len(worker_opd._OPEN_BLOCKS)
+        return len(worker_replicas.OPEN_BLOCKS)
 
     def install():
-        import onlinepgs.dask as worker_opd
+        # the round tasks read blocks (replicas), and so would an unread block's meta
+        from onlinepgs.distributed import replicas as worker_replicas
+        from onlinepgs.distributed.sources import array as worker_array
 
-        worker_opd._count_log = []
-        read = worker_opd._array_block
+        log = worker_replicas.count_log = []
+        read = worker_array.array_block
 
         def counted(*args):
-            worker_opd._count_log.append(args[4])  # the partition
+            log.append(args[4])  # the partition
             return read(*args)
 
-        worker_opd._array_block_uncounted = read
-        worker_opd._array_block = counted
+        worker_replicas.array_block_uncounted = read
+        worker_replicas.array_block = worker_array.array_block = counted
 
     def uninstall():
-        import onlinepgs.dask as worker_opd
+        from onlinepgs.distributed import replicas as worker_replicas
+        from onlinepgs.distributed.sources import array as worker_array
 
-        worker_opd._array_block = worker_opd._array_block_uncounted
-        return worker_opd._count_log, kept_blocks()
+        read = worker_replicas.array_block_uncounted
+        worker_replicas.array_block = worker_array.array_block = read
+        return worker_replicas.count_log, kept_blocks()
 
     X, y = make_data(m=300, n=20)
     blocks = [X[i * 50:(i + 1) * 50] for i in range(6)]
@@ -1173,7 +1183,7 @@ def test_a_persisted_array_is_read_by_the_rounds_once_a_block(cluster, monkeypat
     ref = opd.fit(PGSClassifier(**kw), dask_rows(X, [50] * 6), y, **args)
     np.testing.assert_array_equal(got.coef_, ref.coef_)
     names = {str(task["key"]).split("-")[0].strip("('\"") for task in stream.data}
-    assert names == {"_replica_round", "_replica_state"}
+    assert names == {"replica_round", "replica_state"}
     # each block once a pass, on the worker holding it; none kept after
     addrs = sorted(cluster.scheduler_info()["workers"])
     assert sorted(reads[addrs[0]][0]) == [0, 0, 2, 2, 4, 4]
@@ -1200,7 +1210,7 @@ def test_a_persisted_array_is_read_by_the_rounds_once_a_block(cluster, monkeypat
     # slice_rows="auto" leaves the slices of rows trained where they lie unbounded in
     # bytes (locality, in order, one-row steps): the 2,000 rows are one round, where the
     # 50,000 bytes bound 176-byte rows (20 dense features, a label, a weight) to 284
-    monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 50_000)
+    monkeypatch.setattr(slices, "SLICE_BYTES_MAX", 50_000)
     rng = np.random.default_rng(5)
     Xd = rng.standard_normal((2000, 20))
     yd = np.where(Xd[:, 0] + 0.3 * rng.standard_normal(2000) > 0, 1.0, -1.0)
@@ -1234,27 +1244,27 @@ def test_locality_evens_out_the_lanes_rows():
     shortens the longest, among equals one the receiving worker holds too, and leaves
     even lanes alone."""
     h = [{"a"}] * 6
-    assert opd._balanced([[0, 1, 2, 3], [4, 5]], [50] * 6, h, ["a", "b"]) == [[0, 1, 2],
+    assert run.balanced([[0, 1, 2, 3], [4, 5]], [50] * 6, h, ["a", "b"]) == [[0, 1, 2],
                                                                            [3, 4, 5]]
-    assert opd._balanced([[0, 1, 2], [3, 4, 5]], [50] * 6, h, ["a", "b"]) == [[0, 1, 2],
+    assert run.balanced([[0, 1, 2], [3, 4, 5]], [50] * 6, h, ["a", "b"]) == [[0, 1, 2],
                                                                            [3, 4, 5]]
     both = [{"a"}, {"a", "b"}, {"a"}, {"a"}, {"b"}, {"b"}]
-    assert opd._balanced([[0, 1, 2, 3], [4, 5]], [50] * 6, both, ["a", "b"]) == [
+    assert run.balanced([[0, 1, 2, 3], [4, 5]], [50] * 6, both, ["a", "b"]) == [
         [0, 2, 3], [1, 4, 5]]
     # 52 and 48 blocks (the scheduler's placement once): one moves, 50 and 50
     rows = [100_000] * 100
-    groups = opd._balanced([list(range(52)), list(range(52, 100))], rows,
+    groups = run.balanced([list(range(52)), list(range(52, 100))], rows,
                            [{"a"}] * 100, ["a", "b"])
     assert [len(g) for g in groups] == [50, 50] and groups[1][:2] == [50, 51]
     # unequal blocks, 3 lanes: the longest lane's rows fall from 700 to 500 (the least
     # there can be: one partition has 500), by 3 moves
     rows = [500, 100, 100, 100, 100, 100, 100, 100]
-    groups = opd._balanced([[1, 2, 3, 4, 5, 6, 7], [0], []], rows, [{"a"}] * 8,
+    groups = run.balanced([[1, 2, 3, 4, 5, 6, 7], [0], []], rows, [{"a"}] * 8,
                            ["a", "b", "c"])
     assert sorted(sum(rows[i] for i in g) for g in groups) == [300, 400, 500]
     assert sorted(i for g in groups for i in g) == list(range(8))
     # a partition larger than the lead stays where it is
-    assert opd._balanced([[0], [1]], [500, 100], [{"a"}, {"b"}], ["a", "b"]) == [[0], [1]]
+    assert run.balanced([[0], [1]], [500, 100], [{"a"}, {"b"}], ["a", "b"]) == [[0], [1]]
 
 
 def test_locality_needs_a_cluster():
@@ -1313,7 +1323,7 @@ def test_cli_on_a_local_cluster(cluster, tmp_path, text_data):
 @pytest.mark.parametrize("p, iterate", [(2.0, "weighted2"), (1.5, "average"), (1.8, "last")])
 def test_a_kept_lane_synced_equals_a_fresh_fork(p, iterate):
     """The threads' lane states: synced over the merged coordinates, bit for bit a fork."""
-    from onlinepgs._rounds import LaneSlot
+    from onlinepgs.distributed.rounds import LaneSlot
     rng = np.random.RandomState(3)
     X = sp.random(120, 300, density=0.02, random_state=rng, format="csr")
     X.data = rng.randn(X.nnz)
@@ -1347,10 +1357,10 @@ def test_block_checks_without_temporaries_agree_with_numpy():
     from onlinepgs.estimators import _binary_targets
 
     # the sum test must not take overflowing finite values for infinities
-    assert opd._all_finite(np.array([1e308, 1e308, -3.0]))
+    assert blocks.all_finite(np.array([1e308, 1e308, -3.0]))
     for bad in (np.nan, np.inf, -np.inf):
-        assert not opd._all_finite(np.array([1.0, bad, 2.0]))
-        assert not opd._all_finite(np.array([[1e308, 1e308], [0.0, bad]]))
+        assert not blocks.all_finite(np.array([1.0, bad, 2.0]))
+        assert not blocks.all_finite(np.array([[1e308, 1e308], [0.0, bad]]))
     spec = PGSClassifier()
     for classes, y in [(np.array([-1, 1]), np.array([1, -1, -1, 1])),
                        (np.array([0.0, 3.0]), np.array([3.0, 0.0, 3.0])),
@@ -1418,7 +1428,7 @@ def test_auto_rounds_grow_through_each_pass():
 def test_auto_slices_hold_at_most_their_bytes(monkeypatch, scheduler, request):
     # dense rows of 20 float64 features, a label and a weight: 176 bytes a row as the
     # core takes them, so a 50,000-byte budget is 284 rows a slice (not the 65,536 floor)
-    monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 50_000)
+    monkeypatch.setattr(slices, "SLICE_BYTES_MAX", 50_000)
     rng = np.random.default_rng(5)
     X = rng.standard_normal((2000, 20))
     y = np.where(X[:, 0] + 0.3 * rng.standard_normal(2000) > 0, 1.0, -1.0)
@@ -1439,7 +1449,7 @@ def test_threads_bound_only_what_reading_adds_to_blocks_in_memory(monkeypatch):
     # persisted) are trained where they lie: a slice of them holds only the labels and
     # weights reading adds, 16 bytes a row, and the bound counts those. A 50,000-byte
     # budget is 284 rows of the 176 bytes of a whole row, but 3,125 of 16 bytes.
-    monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 50_000)
+    monkeypatch.setattr(slices, "SLICE_BYTES_MAX", 50_000)
     rng = np.random.default_rng(5)
     X = rng.standard_normal((8000, 20))
     y = np.where(X[:, 0] + 0.3 * rng.standard_normal(8000) > 0, 1.0, -1.0)
@@ -1463,9 +1473,9 @@ def test_threads_bound_only_what_reading_adds_to_blocks_in_memory(monkeypatch):
     given = opd.fit(PGSClassifier(sigma=1e-3), in_memory, y, n_lanes=2, slice_rows=3125)
     np.testing.assert_array_equal(auto.coef_, given.coef_)
     assert rounds_of(by_tasks.persist(scheduler="threads"))[0] == held
-    monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 16 * 1000)
+    monkeypatch.setattr(slices, "SLICE_BYTES_MAX", 16 * 1000)
     assert rounds_of(in_memory)[0] == [2000] * 4
-    monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 50_000)
+    monkeypatch.setattr(slices, "SLICE_BYTES_MAX", 50_000)
     # blocks that tasks make, or that reading copies (float32 rows converted, a shuffled
     # slice, mini-batches that may straddle blocks) hold their whole rows: 284 a slice
     for dX, kw in ((by_tasks, {}), (in_memory.astype(np.float32).persist(scheduler="threads"), {}),
@@ -1482,11 +1492,11 @@ def test_held_value_follows_aliases_to_arrays_the_graph_holds():
                      (made, False), (made.persist(scheduler="threads"), True),
                      (da.from_array(X, chunks=(3, 2)) * 2, False)):
         graph = dict(dX.__dask_graph__())
-        values = [opd._held_value(graph, key) for key in opd._row_block_keys(dX)]
+        values = [backends.held_value(graph, key) for key in backends.row_block_keys(dX)]
         assert all((v is not None) == held for v in values), dX
         if held:
             np.testing.assert_array_equal(np.vstack(values), dX.compute())
-    assert opd._held_value({"a": "b", "b": "a"}, "a") is None  # a cycle ends
+    assert backends.held_value({"a": "b", "b": "a"}, "a") is None  # a cycle ends
 
 
 def test_threads_start_the_lanes_before_the_blocks_read_ahead(monkeypatch):
@@ -1526,11 +1536,11 @@ def test_threads_start_the_lanes_before_the_blocks_read_ahead(monkeypatch):
     # done; the first round's lanes wait for their blocks, the others' were read in
     # the round before, beside its lanes
     for g in graphs:
-        assert [name for name in g if name] == ["_train_slice"] * 2 + ["_merge_task"], g
+        assert [name for name in g if name] == ["train_slice"] * 2 + ["merge_task"], g
     ahead = [g for g in graphs[1:] if not all(g)]
     assert len(ahead) == 6
     for started in ahead:
-        assert started[:2] == ["_train_slice"] * 2, started
+        assert started[:2] == ["train_slice"] * 2, started
     monkeypatch.undo()  # the order changes no result
     want = opd.fit(PGSClassifier(), dask_rows(X, [500] * 32), y, classes=[-1, 1],
                    n_lanes=2, slice_rows=1000)
