@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from onlinepgs.distributed import _estimator as estimator_api
 
-__all__ = ["Block", "all_finite", "block_meta", "finish_block", "row_arrays"]
+__all__ = ["Block", "all_finite", "block_meta", "finish_block"]
 
 
 class Block:
@@ -26,7 +26,7 @@ class Block:
 
     def nbytes(self):
         """Bytes of the rows as the core takes them (entries, indices, targets, weights)."""
-        return sum(a.nbytes for a in (*row_arrays(self.X), self.y, self.sw, self.rps)
+        return sum(a.nbytes for a in (*_row_arrays(self.X), self.y, self.sw, self.rps)
                    if a is not None)
 
     def own_bytes(self):
@@ -56,7 +56,7 @@ def all_finite(a):
     return bool(np.isfinite(total)) or bool(np.isfinite(a).all())
 
 
-def row_arrays(X):
+def _row_arrays(X):
     """The arrays that hold rows X: a CSR matrix's three, or the dense array."""
     return (X.data, X.indices, X.indptr) if sp.issparse(X) else (X,)
 
@@ -68,7 +68,7 @@ def _shared_bytes(X, given):
     if not ((sp.issparse(X) and getattr(given, "format", None) == "csr")
             or (isinstance(X, np.ndarray) and isinstance(given, np.ndarray))):
         return 0
-    return sum(a.nbytes for a, b in zip(row_arrays(X), row_arrays(given))
+    return sum(a.nbytes for a, b in zip(_row_arrays(X), _row_arrays(given))
                if np.may_share_memory(a, b))
 
 
@@ -102,7 +102,7 @@ def finish_block(spec, X, y, sw, part, row0, where):
             row = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
             raise ValueError(f"X contains NaN or infinity at {where(row)}")
         if not X.has_canonical_format or not all(a.flags.c_contiguous
-                                                 for a in row_arrays(X)):
+                                                 for a in _row_arrays(X)):
             # the core takes canonical rows in contiguous arrays (a block's arrays may be
             # strided views: the .real of complex ones, say)
             X = X.copy()

@@ -24,8 +24,10 @@ from onlinepgs.streaming import whole_batches
 
 __all__ = ["Driver", "RoundReport"]
 
+_ROUND_PRIORITY = 1  # a cluster's round tasks, over blocks (Dask's default 0)
 
-class Lane:
+
+class _Lane:
     """The driver's view of one lane: its partitions and the blocks requested so far.
 
     ``blocks`` holds entries ``[handle, n_rows, has_next, part]`` (n_rows and has_next
@@ -228,11 +230,11 @@ class Driver:
     def run_pass(self, pass_index):
         n_parts = self.source.n_partitions
         if self.groups is not None:
-            lanes = [Lane((self.rng.permutation(g) if self.shuffle else np.asarray(g)).tolist())
-                     for g in self.groups]
+            lanes = [_Lane((self.rng.permutation(g) if self.shuffle
+                            else np.asarray(g)).tolist()) for g in self.groups]
         else:
             order = self.rng.permutation(n_parts) if self.shuffle else np.arange(n_parts)
-            lanes = [Lane(order[p::self.n_lanes].tolist()) for p in range(self.n_lanes)]
+            lanes = [_Lane(order[p::self.n_lanes].tolist()) for p in range(self.n_lanes)]
         for lane, worker in zip(lanes, self.lane_workers or ()):
             lane.worker = worker
         self.lanes = lanes
@@ -273,7 +275,7 @@ class Driver:
             self.n_examples += rows  # every row is an example (a cluster's count)
             if self.callback is not None:
                 ref = (None if self.backend.shares_memory else
-                       RoundRef(self.last, self.rounds, self.n_examples))
+                       _RoundRef(self.last, self.rounds, self.n_examples))
                 self.reports.append(({"pass": pass_index, "round": self.rounds,
                                       "rows": rows}, ref))
                 # on a cluster a round is reported once the next is on its way, so that
@@ -377,7 +379,7 @@ class Driver:
                     plan.unread.append(None)
             future = self.backend.submit(
                 replica_round, key, lane, self.rounds, start, plan, len(results),
-                len(waits), *results, *waits, *inputs, priority=ROUND_PRIORITY,
+                len(waits), *results, *waits, *inputs, priority=_ROUND_PRIORITY,
                 worker=self.lane_workers[lane])
             self.last.append((lane, future))
         self.in_flight.append([f for _, f in self.last])
@@ -394,13 +396,13 @@ class Driver:
         lane = last[0][0]
         future = self.backend.submit(
             replica_state, (self.token, self.pass_index), lane, rounds,
-            *[f for _, f in last], priority=ROUND_PRIORITY,
+            *[f for _, f in last], priority=_ROUND_PRIORITY,
             worker=self.lane_workers[lane])
         self.waits[lane] = [future]
         return future
 
 
-class RoundRef:
+class _RoundRef:
     """A cluster's round, as its callback needs it."""
 
     __slots__ = ("last", "rounds", "n_examples", "future")
@@ -430,6 +432,3 @@ class RoundReport(dict):
 
     def get(self, key, default=None):
         return self[key] if key in self else default
-
-
-ROUND_PRIORITY = 1  # a cluster's round tasks, over blocks (Dask's default 0)

@@ -18,11 +18,11 @@ from onlinepgs.distributed.tasks import merge_task, train_slice
 __all__ = ["OPEN_BLOCKS", "drop_fit", "replica_round", "replica_state"]
 
 
-REPLICAS = {}  # (fit token, pass, lane) -> _Replica, in each worker's process
+_REPLICAS = {}  # (fit token, pass, lane) -> _Replica, in each worker's process
 # blocks read by a lane's round on a cluster that its next round continues:
 # (fit token, pass, partition) -> Block, in each worker's process
 OPEN_BLOCKS = {}
-LOCK = threading.Lock()  # guards both
+_LOCK = threading.Lock()  # guards both
 
 
 class _Replica:
@@ -49,15 +49,15 @@ class _Replica:
 
 
 def _replica(key, lane, rounds, start):
-    with LOCK:
-        replica = REPLICAS.get((*key, lane))
+    with _LOCK:
+        replica = _REPLICAS.get((*key, lane))
         if replica is None:
             if start is None:
                 raise _lost_worker(lane, f"is not on its worker (round {rounds + 1})")
-            for old in [k for k in REPLICAS if k[0] == key[0] and k[1] < key[1]]:
-                del REPLICAS[old]  # an earlier pass's, done with
+            for old in [k for k in _REPLICAS if k[0] == key[0] and k[1] < key[1]]:
+                del _REPLICAS[old]  # an earlier pass's, done with
             # a copy: `start` is also Dask's, which keeps its values unchanged
-            replica = REPLICAS[(*key, lane)] = _Replica(start.copy(), rounds, lane)
+            replica = _REPLICAS[(*key, lane)] = _Replica(start.copy(), rounds, lane)
         return replica
 
 
@@ -87,8 +87,8 @@ def replica_state(key, lane, rounds, *results):
 
 def drop_fit(token):
     """Task, on every worker: forget a fit's copies of the state and its open blocks."""
-    with LOCK:
-        for kept in (REPLICAS, OPEN_BLOCKS):
+    with _LOCK:
+        for kept in (_REPLICAS, OPEN_BLOCKS):
             for key in [k for k in kept if k[0] == token]:
                 del kept[key]
 
@@ -105,12 +105,12 @@ def _round_blocks(key, plan, args):
         recipe, ends = entry
         x, y, w = next(args), next(args), next(args)
         name = (*key, recipe[0])
-        with LOCK:
+        with _LOCK:
             block = OPEN_BLOCKS.pop(name, None)
         if block is None:
             block = array_block(plan.spec, x, y, w, *recipe)
         if not ends:
-            with LOCK:
+            with _LOCK:
                 OPEN_BLOCKS[name] = block
         blocks.append(block)
     return blocks

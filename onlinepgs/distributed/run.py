@@ -43,7 +43,7 @@ def _train_guarded(est, X, y, sample_weight, classes, options, backend):
     try:
         groups = workers = None
         if options.locality:
-            workers, groups = groups_by_worker(source, backend)
+            workers, groups = _groups_by_worker(source, backend)
             if n_lanes is not None and n_lanes != len(groups):
                 raise ValueError(f"locality=True makes one lane per worker holding X "
                                  f"({len(groups)}), but n_lanes={n_lanes}")
@@ -54,7 +54,7 @@ def _train_guarded(est, X, y, sample_weight, classes, options, backend):
         source.close()  # cached file readers, on every worker
 
 
-def groups_by_worker(source, backend):
+def _groups_by_worker(source, backend):
     """The workers holding partitions of a persisted dask array (in address order) and
     the partitions of each (one held by several goes to the first)."""
     if not isinstance(source, ArraySource):
@@ -103,50 +103,13 @@ def _run(est, source, classes, options, backend, lanes_wanted, first, groups=Non
     if source.n_partitions == 0:
         raise ValueError("the data has no partitions: there is nothing to fit")
     if source.n_rows == 0:
-        raise no_rows(source)
+        raise _no_rows(source)
     n_lanes = min(lanes_wanted, source.n_partitions)
-    k = estimator_api.batch_size(est)
-    slice_rows, shuffle = options.slice_rows, options.shuffle
-    # "auto" on a known length: the rounds of a pass grow (Driver._grown), and the
-    # driver bounds the slices' bytes once it has read a block, unless the lanes train
-    # the rows where they lie: a persisted array's blocks on the lanes' own workers
-    # (locality), read by the round itself (nothing read ahead or moved) as the core
-    # takes them (no converted copy), in order and in steps of one row (no copy of a
-    # slice); on threads, where an array's blocks are in memory already (values of its
-    # graph) and trained in place, a slice holds only what reading adds (labels,
-    # weights), and those are the bytes bounded
-    growing = slice_rows == "auto" and source.n_rows is not None
-    plain = estimator_api.hashing_bits(est) is None and not shuffle and k == 1
-    in_place = plain and source.read_in_place and groups is not None
-    held = plain and growing and source.rows_held  # asks only where it matters
-    sizing = (source.n_rows, k, held) if growing and not in_place else None
-    if slice_rows == "auto":
-        slice_rows = auto_slice_rows(source.n_rows, n_lanes)
-    slice_rows = whole_batches(slice_rows, k)
+    slice_rows, sizing, growing = _slices(est, source, options, n_lanes, groups)
+    classes, n_problems, multiclass = _classes(est, source, classes, first)
+    source.spec = estimator_api.spec(est, classes)
 
-    # classes, the encoding of the targets, and the state to start from
-    classifier = estimator_api.is_classifier(est)
-    if classifier:
-        if not first:
-            known = estimator_api.classes_of(est)
-            if classes is not None and not np.array_equal(np.unique(classes), known):
-                raise ValueError(f"classes={np.unique(classes).tolist()} differs from "
-                                 f"the classes of the fitted model {known.tolist()}")
-            classes = known
-        elif classes is None:
-            classes = source.find_classes()
-            if len(classes) == 0:  # every row has a label
-                raise no_rows(source)
-        classes = np.unique(np.asarray(classes))
-        if classes.shape[0] < 2:
-            raise ValueError(f"{estimator_api.name_of(est)} needs at least 2 classes, got "
-                             f"{classes.tolist()}")
-        n_problems = 1 if classes.shape[0] == 2 else classes.shape[0]
-        multiclass = classes.shape[0] > 2
-    else:  # a regressor (train refused classes for it)
-        n_problems, multiclass = 1, False
-    source.spec = estimator_api.spec(est, classes if classifier else None)
-
+    # the state to start from
     rng = estimator_api.random_state(est, options.random_state)
     width = source.width
     estimator_api.check_width(est, width, n_problems,  # a declared width
@@ -158,26 +121,74 @@ def _run(est, source, classes, options, backend, lanes_wanted, first, groups=Non
         state = estimator_api.state_copy(est)
         n_features_in = max(estimator_api.fitted_width(est), width)
         state.ensure_dim(n_features_in)
-    driver = Driver(state, source, backend, n_lanes, slice_rows, rng, shuffle,
-                    options.callback, classifier=classifier, groups=groups,
+    driver = Driver(state, source, backend, n_lanes, slice_rows, rng, options.shuffle,
+                    options.callback, classifier=classes is not None, groups=groups,
                     groups_workers=workers, sizing=sizing, grow=growing)
     try:
         for pass_index in range(options.passes):
             driver.run_pass(pass_index)
             if driver.rounds == 0:  # text partitions, all empty (every round has rows)
-                raise no_rows(source)
+                raise _no_rows(source)
     finally:
         driver.close()
     n_features_in = max(n_features_in, driver.width_seen)
     fitted = {"n_features_in_": n_features_in}
-    if first and classifier:
+    if first and classes is not None:
         fitted["classes_"] = classes
     estimator_api.install(est, driver.state,
                           estimator_api.epochs_after(est, options.passes, first), **fitted)
     return est
 
 
-def no_rows(source):
+def _slices(est, source, options, n_lanes, groups):
+    """The first round's rows a lane (whole mini-batches); what the driver needs to bound
+    the slices' bytes once it has read a block (None: no bound); whether the rounds of
+    a pass grow."""
+    k = estimator_api.batch_size(est)
+    slice_rows = options.slice_rows
+    # "auto" on a known length: the rounds of a pass grow (Driver._grown), and the
+    # driver bounds the slices' bytes once it has read a block, unless the lanes train
+    # the rows where they lie: a persisted array's blocks on the lanes' own workers
+    # (locality), read by the round itself (nothing read ahead or moved) as the core
+    # takes them (no converted copy), in order and in steps of one row (no copy of a
+    # slice); on threads, where an array's blocks are in memory already (values of its
+    # graph) and trained in place, a slice holds only what reading adds (labels,
+    # weights), and those are the bytes bounded
+    growing = slice_rows == "auto" and source.n_rows is not None
+    plain = estimator_api.hashing_bits(est) is None and not options.shuffle and k == 1
+    in_place = plain and source.read_in_place and groups is not None
+    held = plain and growing and source.rows_held  # asks only where it matters
+    sizing = (source.n_rows, k, held) if growing and not in_place else None
+    if slice_rows == "auto":
+        slice_rows = auto_slice_rows(source.n_rows, n_lanes)
+    return whole_batches(slice_rows, k), sizing, growing
+
+
+def _classes(est, source, classes, first):
+    """A classifier's classes (sorted; the fitted model's when it continues, else those
+    given, else those a first pass over the source finds), its problems (one, or one
+    per class beyond two) and whether it is multiclass; a regressor's None, 1, False."""
+    if not estimator_api.is_classifier(est):  # (train refused classes for it)
+        return None, 1, False
+    if not first:
+        known = estimator_api.classes_of(est)
+        if classes is not None and not np.array_equal(np.unique(classes), known):
+            raise ValueError(f"classes={np.unique(classes).tolist()} differs from "
+                             f"the classes of the fitted model {known.tolist()}")
+        classes = known
+    elif classes is None:
+        classes = source.find_classes()
+        if len(classes) == 0:  # every row has a label
+            raise _no_rows(source)
+    classes = np.unique(np.asarray(classes))
+    if classes.shape[0] < 2:
+        raise ValueError(f"{estimator_api.name_of(est)} needs at least 2 classes, got "
+                         f"{classes.tolist()}")
+    n_problems = 1 if classes.shape[0] == 2 else classes.shape[0]
+    return classes, n_problems, classes.shape[0] > 2
+
+
+def _no_rows(source):
     # as partial_fit refuses 0 rows: a model fitted on nothing would look trained
     n = source.n_partitions
     return ValueError(f"no training rows were read: X's {n} partition"

@@ -10,21 +10,18 @@ import math
 __all__ = ["auto_slice_rows", "rows_within_bytes"]
 
 
-# slice_rows="auto" (see fit): rounds a pass, the fewest rows a lane trains per round,
-# and the most bytes of rows a slice may hold (a lane holds about two: the one it trains
-# and the one read ahead)
+# slice_rows="auto" (see onlinepgs.dask.fit): rounds a pass, the fewest rows a lane
+# trains per round, and the most bytes of rows a slice may hold (a lane holds about two:
+# the one it trains and the one read ahead)
 ROUNDS_PER_PASS = 8
-
-
 SLICE_ROWS = 65536
-
-
 SLICE_BYTES_MAX = 256 * 2**20
 
 
 def auto_slice_rows(n_rows, n_lanes, row_bytes=None):
     """The rows a lane trains in a pass's first round with ``slice_rows="auto"``; later
-    rounds train as many as the lane trained in the pass before them (see `fit`).
+    rounds train as many as the lane trained in the pass before them (see
+    `onlinepgs.dask.fit`).
 
     Parameters
     ----------

@@ -2,7 +2,7 @@
 
 Each partition is read ``block_rows`` lines at a time, one task per block, chained by
 its position (`_Cursor`): a byte offset in a plain file, lines consumed in a compressed
-one, whose decompressor a worker keeps between blocks (`READERS`) and opens again, skipping
+one, whose decompressor a worker keeps between blocks (`_READERS`) and opens again, skipping
 ahead, where it has none. A bad line is named by its file and line, counted in the
 whole file even in a later byte range; a truncated or corrupt compressed file by the
 line being read where it broke.
@@ -24,7 +24,7 @@ from onlinepgs.svmlight import SvmlightError, corrupt_error, load_svmlight
 __all__ = ["FileSource", "drop_readers", "read_block_text"]
 
 
-READ_SIZE = 1 << 20
+_READ_SIZE = 1 << 20
 
 
 class FileSource:
@@ -77,15 +77,15 @@ class FileSource:
 
     def find_classes(self):
         labels = self.backend.compute_all([
-            dask.delayed(file_labels, pure=False)(self._task(i, None))
+            dask.delayed(_file_labels, pure=False)(self._task(i, None))
             for i in range(self.n_partitions)])
         return np.unique(np.concatenate(labels)) if labels else np.zeros(0)
 
     def first_block(self, backend, part):
-        return backend.submit(file_block, self.spec, self._task(part, None))
+        return backend.submit(_file_block, self.spec, self._task(part, None))
 
     def next_block(self, backend, handle):
-        return backend.submit(file_next_block, self.spec, handle)
+        return backend.submit(_file_next_block, self.spec, handle)
 
     def close(self):
         self.backend.run_everywhere(drop_readers, self.token)
@@ -105,16 +105,14 @@ class _Cursor:
         self.task, self.offset, self.lines, self.rows = task, offset, lines, rows
 
 
-READERS = {}  # (token, part) -> [decompressed file, lines consumed, bytes left over]
-
-
-READERS_LOCK = threading.Lock()
+_READERS = {}  # (token, part) -> [decompressed file, lines consumed, bytes left over]
+_READERS_LOCK = threading.Lock()
 
 
 def drop_readers(token):
-    with READERS_LOCK:
-        for key in [k for k in READERS if k[0] == token]:
-            READERS.pop(key)[0].close()
+    with _READERS_LOCK:
+        for key in [k for k in _READERS if k[0] == token]:
+            _READERS.pop(key)[0].close()
 
 
 def _first_line_at(f, start):
@@ -124,7 +122,7 @@ def _first_line_at(f, start):
     f.seek(start - 1)
     skipped = start - 1
     while True:
-        chunk = f.read(READ_SIZE)
+        chunk = f.read(_READ_SIZE)
         if not chunk:
             return skipped
         at = chunk.find(b"\n")
@@ -133,7 +131,7 @@ def _first_line_at(f, start):
         skipped += len(chunk)
 
 
-def take_lines(read, line_start, end, max_lines, leftover=b""):
+def _take_lines(read, line_start, end, max_lines, leftover=b""):
     """Read whole lines that start before `end`, at most `max_lines`.
 
     read(n) returns the bytes after those given so far (and `leftover` first), which
@@ -166,7 +164,7 @@ def take_lines(read, line_start, end, max_lines, leftover=b""):
         search_from = len(buf)
         if taken >= max_lines or line_start >= end:
             break
-        chunk = read(READ_SIZE)
+        chunk = read(_READ_SIZE)
         if not chunk:
             eof = True
             if scanned > line_start:  # a last line without a newline
@@ -182,7 +180,7 @@ def take_lines(read, line_start, end, max_lines, leftover=b""):
     return text, taken, stop, rest, eof and not rest
 
 
-class CompressedLines:
+class _CompressedLines:
     """A compressed file, read in decompressor steps as the single-process reader reads
     it (`onlinepgs.compressed.Steps`): a stream that ends early or fails its check is the
     same SvmlightError, naming the file and the line being read where it broke (the
@@ -224,39 +222,39 @@ def read_block_text(task, cursor):
         with open(path, "rb") as f:
             offset = _first_line_at(f, start) if cursor is None else cursor.offset
             f.seek(offset)
-            text, _, stop, _, eof = take_lines(f.read, offset, end, block_rows)
+            text, _, stop, _, eof = _take_lines(f.read, offset, end, block_rows)
             size = os.fstat(f.fileno()).st_size
         done = eof or stop >= end or stop >= size
         rows = 0 if cursor is None else cursor.rows
         return text, offset, None, None if done else _Cursor(task, stop, None, rows)
     key = (token, part)
     lines_done = 0 if cursor is None else cursor.lines
-    with READERS_LOCK:
-        entry = READERS.pop(key, None)
+    with _READERS_LOCK:
+        entry = _READERS.pop(key, None)
     if entry is not None and entry[1] != lines_done:
         entry[0].close()
         entry = None
-    f = entry[0] if entry is not None else CompressedLines(path)
+    f = entry[0] if entry is not None else _CompressedLines(path)
     try:
         if entry is None:
             # not this process's reader (or a retried task): open again and skip ahead
             skipped, rest, _, eof = 0, b"", 0, False
             while skipped < lines_done and not eof:
-                _, n, _, rest, eof = take_lines(f.read, 0, float("inf"),
+                _, n, _, rest, eof = _take_lines(f.read, 0, float("inf"),
                                                  lines_done - skipped, rest)
                 skipped += n
         else:
             rest = entry[2]
-        text, n, _, rest, eof = take_lines(f.read, 0, float("inf"), block_rows, rest)
+        text, n, _, rest, eof = _take_lines(f.read, 0, float("inf"), block_rows, rest)
     except BaseException:
-        f.close()  # out of READERS: nothing else would
+        f.close()  # out of _READERS: nothing else would
         raise
     rows = 0 if cursor is None else cursor.rows
     if eof:
         f.close()
         return text, None, lines_done + 1, None
-    with READERS_LOCK:
-        READERS[key] = [f, lines_done + n, rest]
+    with _READERS_LOCK:
+        _READERS[key] = [f, lines_done + n, rest]
     return text, None, lines_done + 1, _Cursor(task, None, lines_done + n, rows)
 
 
@@ -278,7 +276,7 @@ def _line_at(path, offset):
     with open(path, "rb") as f:
         done = 0
         while done < offset:
-            chunk = f.read(min(READ_SIZE, offset - done))
+            chunk = f.read(min(_READ_SIZE, offset - done))
             if not chunk:
                 break
             line += chunk.count(b"\n")
@@ -286,7 +284,7 @@ def _line_at(path, offset):
     return line
 
 
-def file_block(spec, task, cursor=None):
+def _file_block(spec, task, cursor=None):
     text, offset, line0, next_cursor = read_block_text(task, cursor)
     X, y = _parse_block_text(task, text, offset, line0)
     path, part = task[0], task[7]
@@ -304,12 +302,12 @@ def file_block(spec, task, cursor=None):
     return block
 
 
-def file_next_block(spec, previous):
+def _file_next_block(spec, previous):
     cursor = previous.next
-    return file_block(spec, cursor.task, cursor)
+    return _file_block(spec, cursor.task, cursor)
 
 
-def file_labels(task):
+def _file_labels(task):
     """Labels of a whole partition, block by block (the classes' first pass)."""
     found = []
     cursor = None

@@ -3,10 +3,10 @@ and error positions."""
 from onlinepgs.distributed import _estimator as estimator_api
 from onlinepgs.svmlight import SvmlightError, iter_svmlight
 
-__all__ = ["PEEK_ROWS", "decide_zero_based", "relocated", "row_line", "text_width"]
+__all__ = ["decide_zero_based", "relocated", "row_line", "text_width"]
 
 
-PEEK_ROWS = 10_000  # rows that decide zero_based="auto" (iter_svmlight's first chunk)
+_PEEK_ROWS = 10_000  # rows that decide zero_based="auto" (iter_svmlight's first chunk)
 
 
 def text_width(est, n_features):
@@ -19,7 +19,7 @@ def text_width(est, n_features):
 def decide_zero_based(source, undecided=False):
     """zero_based="auto" as `iter_svmlight` decides it: from the first chunk (`undecided`
     where it has no feature index)."""
-    reader = iter_svmlight(source, chunk_rows=PEEK_ROWS)
+    reader = iter_svmlight(source, chunk_rows=_PEEK_ROWS)
     with reader:
         for _ in reader:
             break
