@@ -16,7 +16,7 @@ method (see docs/design/dask.md):
 import numpy as np
 import scipy.sparse as sp
 
-from onlinepgs._core._pgs import ITERATES
+from onlinepgs._core import ITERATES
 
 _AVERAGED = {"average": 0, "weighted": 1, "weighted2": 2}
 
