@@ -25,34 +25,20 @@ Choices, shared by both functions:
   rows); fields are separated by any run of spaces or tabs; ``qid:N`` right after the
   label is accepted and ignored.
 """
-import bz2
 import io
-import lzma
 import os
 import sys
-import zlib
 
 import numpy as np
 import scipy.sparse as sp
 
 from onlinepgs._core._svmlight import _Parser
+from onlinepgs.compressed import (DECOMPRESSION_ERRORS, NON_BLOCKING, Steps, compression_of,
+                                  decompressing, read_bytes, show_bytes)
 
 __all__ = ["SvmlightError", "SvmlightReader", "iter_svmlight", "load_svmlight"]
 
-_MAGIC = (
-    (b"\x1f\x8b", "gzip"),
-    (b"BZh", "bz2"),
-    (b"\xfd7zXZ\x00", "xz"),
-)
-_DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
-_MAX_TEXT = 80  # characters of offending text shown in a message
-# bytes asked of one read1 of a decompressor (the most one step makes: zlib, bz2 and
-# lzma allocate all they are allowed to return)
-_DECOMPRESS_STEP = 1 << 16
-_COMPRESSED_STEP = 1 << 15  # compressed bytes given to a decompressor at a time
 _PAD = 64  # spare bytes after the data in the read buffer (the parser reads past lines)
-_NON_BLOCKING = ("the svmlight source is a non-blocking stream with no data available; "
-                 "give a blocking stream")
 
 
 class SvmlightError(ValueError):
@@ -110,13 +96,6 @@ def _non_finite(raw):
     return "" if np.isfinite(value) else " (not a finite number)"
 
 
-def _show(raw):
-    """Bytes of the input as text for a message (truncated, undecodable escaped)."""
-    text = bytes(raw[:4 * _MAX_TEXT]).decode("utf-8", errors="backslashreplace")
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT - 3] + "..."
-
 
 class _Prefixed:
     """A binary stream with some already-read bytes put back in front."""
@@ -137,7 +116,7 @@ class _Prefixed:
             self._head = self._head[n:]
             return n
         if self._raw_into is None:
-            data = _read(self._raw, len(b))
+            data = read_bytes(self._raw, len(b))
             if len(data) > len(b):  # more than asked: keep the rest for later
                 self._head = data[len(b):]
                 data = data[:len(b)]
@@ -145,195 +124,24 @@ class _Prefixed:
             return len(data)
         n = self._raw_into(b)
         if n is None:
-            raise BlockingIOError(_NON_BLOCKING)
+            raise BlockingIOError(NON_BLOCKING)
         return n
 
     def read(self, n=-1):
         if self._head:
             if n is None or n < 0:
-                out, self._head = self._head + _read(self._raw, -1), b""
+                out, self._head = self._head + read_bytes(self._raw, -1), b""
                 return out
             out, self._head = self._head[:n], self._head[n:]
             return out
-        return _read(self._raw, n)
+        return read_bytes(self._raw, n)
 
     def readable(self):
         return True
 
 
-def _read(f, n):
-    data = f.read(n)
-    if data is None:
-        raise BlockingIOError(_NON_BLOCKING)
-    if isinstance(data, memoryview):
-        data = data.tobytes()
-    elif not isinstance(data, (bytes, bytearray)):
-        raise TypeError(f"the svmlight source must be a binary stream; read() "
-                        f"returned {type(data).__name__}")
-    return data
 
-
-def _decompressing(kind, raw):
-    """A file object over `raw` whose read1 decompresses it (kind: as in _MAGIC)."""
-    return _Concatenated(kind, raw)
-
-
-class _Concatenated:
-    """Every stream of a gzip, bz2 or xz file, decompressed one after the other.
-
-    A file may hold several streams (``cat a.gz b.gz``, pbzip2's bz2, ``xz`` with
-    padding between streams). Python's GzipFile/BZ2File/LZMAFile take a failure at the
-    first step of a later stream for trailing junk and stop there without an error, and
-    LZMAFile stops at stream padding: rows silently lost. Here one decompressor reads
-    each stream, and the bytes after a stream's end must be another stream (or the
-    padding the format allows: zero bytes after gzip members, as gzip skips them;
-    xz's stream padding, zero bytes in multiples of four); anything else is reported
-    as damage, like an error inside a stream, with the stream's number and the byte
-    offset (in the compressed data) where it starts.
-
-    Parameters
-    ----------
-    kind : {"gzip", "bz2", "xz"}
-        The format (as in ``_MAGIC``).
-    raw : object with read(n)
-        The compressed bytes, from the start of the first stream.
-    """
-
-    def __init__(self, kind, raw):
-        self.kind = kind
-        self._magic = next(magic for magic, k in _MAGIC if k == kind)
-        self._raw = raw
-        self._taken = 0  # compressed bytes taken from raw so far
-        self._number, self._start = 1, 0  # the current stream: its number and offset
-        self._tail = b""  # compressed bytes taken and not yet given to the decompressor
-        self._hungry = True  # (zlib) the last step left no output pending
-        self._raw_done = False
-        self._failure = None  # the error met after the bytes last returned
-        self._d = self._decompressor()
-
-    def _decompressor(self):
-        if self.kind == "gzip":
-            return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # one gzip member
-        if self.kind == "bz2":
-            return bz2.BZ2Decompressor()
-        return lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
-
-    def _take(self):
-        """The next compressed bytes of raw (b"" at its end)."""
-        if self._raw_done:
-            return b""
-        data = _read(self._raw, _COMPRESSED_STEP)
-        self._raw_done = not data
-        self._taken += len(data)
-        return data
-
-    def _fail(self, exc, where=None):
-        """exc, of the same type, saying which stream broke and where it starts; every
-        later read raises it again (the data is not read on past damage)."""
-        where = where or (f"in {self.kind} stream {self._number}, which starts at "
-                          f"byte {self._start} of the compressed data")
-        try:
-            out = type(exc)(f"{exc} ({where})")
-            out.__cause__ = exc
-        except Exception:  # noqa: BLE001 - a type that takes other arguments: keep it
-            out = exc
-        self._failure = out
-        return out
-
-    def read1(self, n):
-        """Up to n decompressed bytes (at least one unless at the end), from one step of
-        the decompressor: an error is raised by the call that meets it, so the bytes
-        before it are returned first (see `_Steps`)."""
-        if self._failure is not None:
-            raise self._failure
-        n = max(1, n)
-        while self._d is not None:
-            d = self._d
-            if d.eof:
-                self._next_stream()
-                continue
-            data, self._tail = self._tail, b""
-            hungry = d.needs_input if self.kind != "gzip" else self._hungry
-            if not data and hungry:
-                data = self._take()
-                if not data:
-                    raise self._fail(EOFError("Compressed file ended before the "
-                                              "end-of-stream marker was reached"))
-            before = d.copy() if self.kind == "gzip" else None
-            try:
-                out = d.decompress(data, n)
-            except _DECOMPRESSION_ERRORS as exc:
-                if before is None:
-                    raise self._fail(exc) from exc
-                return self._before_damage(before, data, exc)
-            if self.kind == "gzip":
-                # zlib keeps the input its output limit left over in unconsumed_tail;
-                # a full output may leave more pending inside it (asked for next time)
-                self._tail = d.unconsumed_tail
-                self._hungry = len(out) < n and not self._tail
-            if out:
-                return out
-        return b""
-
-    def _before_damage(self, d, data, exc):
-        """What zlib's `d` makes of data before the failure exc, which the failing call
-        dropped: a gzip member's CRC is checked after its last bytes, in the same call.
-        Byte by byte, on this error path only; the failure is raised by the next read."""
-        out = bytearray()
-        try:
-            while True:
-                part = d.decompress(data, 1)
-                if not part:
-                    break
-                out += part
-                data = d.unconsumed_tail
-        except _DECOMPRESSION_ERRORS:
-            pass
-        failure = self._fail(exc)
-        if out:
-            return bytes(out)
-        raise failure
-
-    def _next_stream(self):
-        """After a stream's end: start the next one, or end (self._d = None)."""
-        # all input after the end (zlib's unconsumed_tail then repeats part of it)
-        rest = self._d.unused_data
-        end = self._taken - len(rest)  # where the stream ended (its first byte after)
-        padding = 0
-        while True:
-            if self.kind != "bz2":  # zero bytes between or after streams
-                kept = rest.lstrip(b"\0")
-                padding += len(rest) - len(kept)
-                rest = kept
-            if len(rest) >= len(self._magic):
-                break
-            more = self._take()
-            if not more:
-                break
-            rest += more
-        at = end + padding
-        if self.kind == "xz" and padding % 4:
-            raise self._fail(lzma.LZMAError(
-                f"{padding} zero bytes after xz stream {self._number} (at byte {end}) are "
-                "not stream padding (a multiple of 4 bytes)"), "damaged or not xz data")
-        if not rest:
-            self._d, self._tail = None, b""
-            return
-        if not rest.startswith(self._magic):
-            raise self._fail(OSError(
-                f"the bytes at byte {at}, after {self.kind} stream {self._number}, are "
-                f"not a {self.kind} stream: '{_show(rest[:16])}'"),
-                "a damaged stream, or other data appended to the file")
-        self._number += 1
-        self._start = at
-        self._d, self._tail, self._hungry = self._decompressor(), rest, True
-
-    def close(self):
-        """Drop the decompressor (raw is its owner's to close)."""
-        self._d, self._tail = None, b""
-
-
-def _corrupt_error(name, kind, line, exc):
+def corrupt_error(name, kind, line, exc):
     """The error of a compressed stream that broke (ended early or failed a check)."""
     error = SvmlightError(
         f"{name}:{line}: truncated or corrupt {kind} stream (line {line} is the last one "
@@ -341,36 +149,6 @@ def _corrupt_error(name, kind, line, exc):
     error.__cause__ = exc
     return error
 
-
-class _Steps:
-    """Reads of a decompressing file gathered from read1 calls, each one step of the
-    decompressor: one read(n) that meets a break in the stream raises and drops all it
-    had decompressed. The bytes before a break are returned, and the break's error is
-    raised by the next read, so that the lines before it are parsed and the error names
-    the line being read when the stream broke (this reader's and onlinepgs.dask's)."""
-
-    def __init__(self, stream):
-        self._read1 = stream.read1
-        self._broken = None
-
-    def readinto(self, view):
-        """Fill the writable memoryview `view` as far as the stream goes; how many bytes."""
-        if self._broken is not None:
-            raise self._broken
-        got, n = 0, len(view)
-        while got < n:
-            try:
-                part = self._read1(min(n - got, _DECOMPRESS_STEP))
-            except _DECOMPRESSION_ERRORS as exc:
-                if not got:
-                    raise
-                self._broken = exc
-                break
-            if not part:
-                break
-            view[got:got + len(part)] = part
-            got += len(part)
-        return got
 
 
 def _check_params(chunk_rows, n_features, zero_based, on_error, block_size):
@@ -461,17 +239,16 @@ class SvmlightReader:
         # sniff the compression from the first bytes (short reads from pipes)
         head = b""
         while len(head) < 6:
-            part = _read(raw, 6 - len(head))
+            part = read_bytes(raw, 6 - len(head))
             if not part:
                 break
             head += bytes(part)
         stream = _Prefixed(head, raw)
-        for magic, kind in _MAGIC:
-            if head.startswith(magic):
-                self._compression = kind
-                stream = _decompressing(kind, stream)
-                self._to_close.insert(0, stream)
-                break
+        kind = compression_of(head)
+        if kind is not None:
+            self._compression = kind
+            stream = decompressing(kind, stream)
+            self._to_close.insert(0, stream)
         return stream, name
 
     def close(self):
@@ -546,7 +323,7 @@ class SvmlightReader:
 
     def _make_error(self, kind, line, column, raw_bad, raw_token):
         """The SvmlightError of a bad line (raw_bad, raw_token: the input's bytes)."""
-        bad, token = _show(raw_bad), _show(raw_token)
+        bad, token = show_bytes(raw_bad), show_bytes(raw_token)
         where = f'in "{token}"'
         if kind == "label":
             what = f"bad label '{bad}'{_non_finite(raw_bad)}"
@@ -607,12 +384,12 @@ class SvmlightReader:
                     buf.extend(bytes(max(fill + block_size + _PAD, 2 * len(buf)) - len(buf)))
                 try:
                     n = readinto(buf, fill, block_size)
-                except _DECOMPRESSION_ERRORS as exc:
+                except DECOMPRESSION_ERRORS as exc:
                     if self._compression is None:
                         raise
                     line = max(1, parser.n_lines + (1 if fill > start else 0))
-                    raise _corrupt_error(self.source_name, self._compression, line,
-                                         exc) from exc
+                    raise corrupt_error(self.source_name, self._compression, line,
+                                        exc) from exc
                 final = not n
                 if final:
                     end = fill
@@ -656,7 +433,7 @@ class SvmlightReader:
             with memoryview(buf) as view, view[at:at + n] as part:
                 got = into(part)
             if got is None:
-                raise BlockingIOError(_NON_BLOCKING)
+                raise BlockingIOError(NON_BLOCKING)
             return got
         return readinto
 
@@ -672,15 +449,15 @@ class SvmlightReader:
             for _ in range(4):
                 if not self._readinto(probe, 0, len(probe)):
                     break
-        except _DECOMPRESSION_ERRORS as exc:
-            return _corrupt_error(self.source_name, self._compression, error.line, exc)
+        except DECOMPRESSION_ERRORS as exc:
+            return corrupt_error(self.source_name, self._compression, error.line, exc)
         except Exception:  # the stream cannot be read on: the bad line stands
             pass
         return error
 
     def _decompressed_into(self):
-        """Like `_reader_into`, for a (Gzip|BZ2|LZMA)File, in decompressor steps (`_Steps`)."""
-        into = _Steps(self._stream).readinto
+        """Like `_reader_into`, for a (Gzip|BZ2|LZMA)File, in decompressor steps (`Steps`)."""
+        into = Steps(self._stream).readinto
 
         def readinto(buf, at, n):
             with memoryview(buf) as view, view[at:at + n] as part:

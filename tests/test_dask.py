@@ -1,4 +1,8 @@
-"""onlinepgs.dask: distributed PGS in rounds on Dask collections."""
+"""onlinepgs.dask: fit and partial_fit on dask arrays, bags and files (on Dask's
+threads): sources, models, errors, the command line, blocks and slices.
+
+The round arithmetic is tested in test_dask_rounds.py, a real cluster in
+test_dask_cluster.py, the options in test_dask_options.py."""
 import gzip
 import io
 import os
@@ -19,292 +23,17 @@ db = pytest.importorskip("dask.bag")
 import onlinepgs.dask as opd  # noqa: E402
 from onlinepgs import (ModelTooLargeError, PGSClassifier, PGSDivergedError,  # noqa: E402
                        PGSRegressor, SvmlightError, load_model, load_svmlight, save_model)
-from onlinepgs._core import PGSState  # noqa: E402
-from onlinepgs._rounds import average_factor, merge_round, run_lane  # noqa: E402
+from onlinepgs.distributed import backends, blocks, slices  # noqa: E402
+from onlinepgs.distributed.options import RunOptions  # noqa: E402
+from onlinepgs.distributed.sources import files as file_source  # noqa: E402
 
-from reference import (grad_rstar, loss_conjugate, loss_derivative,  # noqa: E402
-                       loss_value, r_conjugate, r_value)
+from dask_helpers import (assert_close, dask_rows, lane_rows, make_data,  # noqa: E402
+                          run_cli, svm_lines, text_data)
 from fuzzing import MUTATIONS, mutate  # noqa: E402
 from shared_data import shared  # noqa: E402
 
-CLS = ("hinge", "logistic", "squared_hinge", "smooth_hinge")
 
-
-def make_data(m=60, n=12, seed=0, classes=2):
-    rng = np.random.RandomState(seed)
-    X = sp.random(m, n, density=0.35, random_state=rng, format="csr")
-    X.data = rng.randn(X.nnz)
-    score = X @ rng.randn(n) + 0.3 * rng.randn(m)
-    if classes == 2:
-        y = np.where(score > 0, 1.0, -1.0)
-    else:
-        y = np.digitize(score, np.quantile(score, [1 / 3, 2 / 3])).astype(float)
-    return X, y
-
-
-def dask_rows(X, sizes):
-    """A dask array whose row blocks (partitions) have the given sizes."""
-    cuts = np.concatenate([[0], np.cumsum(sizes)])
-    blocks = [da.from_array(X[a:b], chunks=X[a:b].shape, asarray=False)
-              for a, b in zip(cuts, cuts[1:])]
-    return da.concatenate(blocks, axis=0)
-
-
-def lane_rows(sizes, n_lanes):
-    """Rows of each lane: partitions dealt round-robin, each lane's in order."""
-    cuts = np.concatenate([[0], np.cumsum(sizes)])
-    parts = [np.arange(a, b) for a, b in zip(cuts, cuts[1:])]
-    return [np.concatenate(parts[p::n_lanes]) for p in range(n_lanes)]
-
-
-def reference_rounds(X, Y, lanes, *, k, p, sigma, loss, radius, iterate):
-    """Plain NumPy: rounds of one k-row step per lane, merged by the documented rules.
-
-    Every lane's step is taken at the global iterate w_r. Lane l counts its step for P
-    steps (P = lanes in the round): its own iterate is grad r*((lambda_r - P g_l) /
-    ((t_r + P + 1) sigma)) on its ball, weighted w(t_r + P) in its average. The driver:
-    lambda += -sum g_l, t += P, the ball's radius the largest, the averages added with
-    factor W / V (W = sum of w(t) over the round's steps, V = the lanes' weights).
-    """
-    X = np.asarray(X, dtype=float)
-    Y = np.asarray(Y, dtype=float).reshape(X.shape[0], -1)
-    n, K = X.shape[1], Y.shape[1]
-    q = p / (p - 1.0)
-    power = {"average": 0, "weighted": 1, "weighted2": 2}.get(iterate)
-    lam = np.zeros((n, K))
-    w = np.zeros((n, K))
-    total = np.zeros((n, K))
-    t = 0
-    loss0_max = 0.0
-    reg_radius = radius if radius != "auto" else None
-    stats = dict(n_examples=0, sum_loss=0.0, mistakes=0, regret=np.zeros(K),
-                 sum_reg=np.zeros(K), sum_step=np.zeros(K), sum_conj=np.zeros(K))
-    iterates = []
-    at = [0] * len(lanes)
-    while True:
-        active = [l for l in range(len(lanes)) if at[l] < len(lanes[l])]
-        if not active:
-            break
-        P = len(active)
-        step_lam = np.zeros((n, K))
-        contrib = np.zeros((n, K))
-        round_loss0 = loss0_max
-        for l in active:
-            rows = lanes[l][at[l]:at[l] + k]
-            at[l] += len(rows)
-            Z = X[rows] @ w
-            g = np.zeros((n, K))
-            for i, r in enumerate(rows):
-                stats["sum_loss"] += loss_value(loss, Z[i], Y[r]).sum()
-                if K > 1:
-                    stats["mistakes"] += int(np.argmax(Z[i]) != np.argmax(Y[r]))
-                else:
-                    stats["mistakes"] += int((Z[i, 0] > 0) != (Y[r, 0] > 0))
-                g += np.outer(X[r], loss_derivative(loss, Z[i], Y[r]))
-            g /= len(rows)
-            stats["n_examples"] += len(rows)
-            lane_loss0 = loss0_max
-            for r in rows:
-                lane_loss0 = max(lane_loss0, np.max(loss_value(loss, 0.0, Y[r])))
-            round_loss0 = max(round_loss0, lane_loss0)
-            lane_radius = (np.sqrt(2 * (p - 1) * lane_loss0 / sigma) if radius == "auto"
-                           else radius)
-            for c in range(K):
-                stats["sum_reg"][c] += r_value(w[:, c], p)
-                stats["sum_step"][c] += np.mean(loss_value(loss, Z[:, c], Y[rows, c]))
-                stats["sum_conj"][c] += np.mean(loss_conjugate(
-                    loss, loss_derivative(loss, Z[:, c], Y[rows, c]), Y[rows, c]))
-                stats["regret"][c] += 0.5 * np.sum(np.abs(g[:, c]) ** q) ** (2 / q) / (
-                    (t + P) * sigma)
-                own = grad_rstar((lam[:, c] - P * g[:, c]) / ((t + P + 1) * sigma), p,
-                                 lane_radius)
-                if power is not None:
-                    contrib[:, c] += float(t + P) ** power * own
-            step_lam -= g
-        if power is not None:
-            W = sum(float(s) ** power for s in range(t + 1, t + P + 1))
-            total += W / (P * float(t + P) ** power) * contrib
-        t += P
-        loss0_max = round_loss0
-        reg_radius = np.sqrt(2 * (p - 1) * loss0_max / sigma) if radius == "auto" else radius
-        lam += step_lam
-        for c in range(K):
-            w[:, c] = grad_rstar(lam[:, c] / ((t + 1) * sigma), p, reg_radius)
-        iterates.append(w.copy())
-    stats["dual"] = np.array([-stats["sum_conj"][c] / t - sigma * r_conjugate(
-        lam[:, c] / (sigma * t), p, reg_radius) for c in range(K)])
-    stats["primal"] = (sigma * stats["sum_reg"] + stats["sum_step"]) / t
-    if power is not None:
-        model = total / sum(float(s) ** power for s in range(1, t + 1))
-    else:
-        model = w
-    return model, iterates, t, stats
-
-
-def assert_close(actual, expected, rtol=1e-9):
-    scale = max(np.max(np.abs(expected)), 1e-300)
-    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale)
-
-
-# ---- the method -----------------------------------------------------------------------------
-@pytest.mark.parametrize("p, radius, loss, k, iterate, classes", [
-    (2.0, None, "logistic", 1, "weighted2", 2),
-    (2.0, "auto", "hinge", 3, "average", 2),
-    (1.5, "auto", "logistic", 1, "weighted", 2),
-    (1.8, 0.7, "smooth_hinge", 2, "last", 2),
-    (1.5, None, "logistic", 2, "weighted2", 3),
-])
-def test_one_step_slices_match_numpy_reference(p, radius, loss, k, iterate, classes):
-    X, y = make_data(m=34, classes=classes)
-    sizes = [7, 5, 9, 3, 6, 4]  # unequal: lanes run dry at different rounds
-    lanes = lane_rows(sizes, 3)
-    sigma = 0.05
-    est = PGSClassifier(loss=loss, p=p, sigma=sigma, radius=radius, batch_size=k,
-                        iterate=iterate, fit_intercept=False)
-    opd.fit(est, dask_rows(X, sizes), y, n_lanes=3, slice_rows=k)
-    if classes == 2:
-        Y = y
-    else:
-        Y = np.where(y[:, None] == np.arange(3)[None, :], 1.0, -1.0)
-    model, _, T, st = reference_rounds(X.toarray(), Y, lanes, k=k, p=p, sigma=sigma,
-                                       loss=loss, radius=radius, iterate=iterate)
-    W = est._state.weights()[1:]
-    assert est.t_ == T
-    assert_close(W, model)
-    got = est.online_stats_
-    assert got["n_examples"] == X.shape[0]
-    assert got["progressive_mistakes"] == st["mistakes"]
-    assert got["progressive_loss"] == pytest.approx(st["sum_loss"] / X.shape[0], rel=1e-9)
-    assert_close(np.atleast_1d(got["regret_bound"]), st["regret"])
-    if p == 2.0 and radius is None:  # no running norm kept: unknown, as single-process
-        assert np.isnan(got["dual_objective"])
-    else:
-        assert_close(np.atleast_1d(got["dual_objective"]), st["dual"])
-        assert_close(np.atleast_1d(got["online_objective"]), st["primal"])
-
-
-def test_random_iterate_is_a_round_iterate():
-    X, y = make_data(m=40)
-    sizes = [10, 10, 10, 10]
-    est = PGSClassifier(sigma=0.05, iterate="random", fit_intercept=False, radius=None,
-                        random_state=4)
-    opd.fit(est, dask_rows(X, sizes), y, n_lanes=2, slice_rows=1)
-    _, iterates, T, _ = reference_rounds(X.toarray(), y, lane_rows(sizes, 2), k=1, p=2.0,
-                                         sigma=0.05, loss="logistic", radius=None,
-                                         iterate="last")
-    W = est._state.weights()[1:]
-    # a round's global iterate (rounds end at t = 2, 4, ...), chosen at its end
-    chosen = est._state.rnd_t
-    assert chosen % 2 == 0 and 0 < chosen <= T
-    assert_close(W, iterates[chosen // 2 - 1])
-
-
-def test_one_lane_one_step_rounds_are_sequential_pgs_even_for_random():
-    X, y = make_data(m=50)
-    kw = dict(sigma=0.05, iterate="random", random_state=2)
-    ref = PGSClassifier(**kw).partial_fit(X, y, classes=[-1, 1])
-    got = opd.fit(PGSClassifier(**kw), dask_rows(X, [20, 30]), y, n_lanes=1, slice_rows=1)
-    assert got._state.rnd_t == ref._state.rnd_t  # the same reservoir draws
-    assert_close(got.coef_, ref.coef_, rtol=1e-12)
-
-
-@pytest.mark.parametrize("iterate", ["last", "average", "weighted", "weighted2"])
-@pytest.mark.parametrize("p, radius", [(2.0, "auto"), (2.0, None), (1.8, "auto"),
-                                       (1.3, None)])
-@pytest.mark.parametrize("classes", [2, 3])
-def test_one_lane_equals_partial_fit(iterate, p, radius, classes):
-    """One lane, any slices: single-process PGS, to 1e-12 (not always bit for bit: the
-    driver's scale M and running N may round differently from the lane's, which moves
-    the last iterate's scalar s_t by an ulp; the averaged sums and statistics are
-    exact with a single round)."""
-    X, y = make_data(m=300, n=20, classes=classes)
-    kw = dict(p=p, sigma=1e-2, radius=radius, iterate=iterate, random_state=3)
-    ref = PGSClassifier(**kw).partial_fit(X, y, classes=np.unique(y))
-    dX = dask_rows(X, [100, 120, 80])
-    for slice_rows in (10**6, 37):
-        got = opd.fit(PGSClassifier(**kw), dX, y, n_lanes=1, slice_rows=slice_rows)
-        assert_close(got.coef_, ref.coef_, rtol=1e-12)
-        assert_close(got.intercept_, ref.intercept_, rtol=1e-12)
-        for key, value in ref.online_stats_.items():
-            np.testing.assert_allclose(got.online_stats_[key], value, rtol=1e-12)
-        if slice_rows > X.shape[0] and iterate != "last":
-            np.testing.assert_array_equal(got.coef_, ref.coef_)
-
-
-def test_average_factor_gives_the_steps_weights():
-    # weights t^2 over steps 11..16 shared by lanes of 2, 2 and 2 steps, spaced by 3
-    W = sum(t * t for t in range(11, 17))
-    V = 3 * ((10 + 3) ** 2 + (10 + 6) ** 2)
-    assert average_factor("weighted2", 10, [2, 2, 2], 3) == pytest.approx(W / V, rel=1e-15)
-    assert average_factor("weighted", 7, [5], 1) == 1.0
-    assert average_factor("last", 7, [5, 1], 2) == 1.0
-    big = 10**9  # exact integers: no cancellation at large t
-    f = average_factor("weighted2", big, [4, 4], 2)
-    assert f == pytest.approx(1.0, abs=1e-8) and f != 1.0
-
-
-def test_merge_is_order_free_in_lambda_and_counts():
-    """The global lambda is the start's plus each lane's own change (its lambda's move /
-    its step weight), and t and the counters are sums."""
-    X, y = make_data(m=80)
-    g = PGSState(p=1.5, sigma=0.05, radius="auto", loss="logistic", iterate="weighted2",
-                 n_features=X.shape[1])
-    sw = np.ones(X.shape[0])
-    results = [run_lane(g, [(X, y, sw, np.arange(a, a + 20, dtype=np.int64), None)], True, 4)
-               for a in range(0, 80, 20)]
-    lam0 = np.asarray(g.lam_a).copy()
-    own = []
-    for a in range(0, 80, 20):
-        lane = g.fork()
-        lane.t_step = 4
-        lane.run(X.data, X.indices, X.indptr, X.shape[1], y, sw,
-                 np.arange(a, a + 20, dtype=np.int64), True)
-        assert lane.t == 4 * 20
-        own.append((np.asarray(lane.lam_a) - lam0) / 4)
-    merge_round(g, results)
-    assert g.t == 80 and g.n_examples == 80
-    assert_close(np.asarray(g.lam_a), lam0 + sum(own), rtol=1e-12)
-    # the iterate is grad r* of the merged lambda (the state's scalars are consistent)
-    theta = np.asarray(g.lam_a)[:, 0] / ((g.t + 1) * 0.05)
-    assert_close(g.weights("last")[:, 0], grad_rstar(theta, 1.5, g.radius), rtol=1e-10)
-
-
-# ---- the data sources -------------------------------------------------------------------
-def svm_lines(X, y):
-    out = []
-    for i in range(X.shape[0]):
-        row = X[i]
-        label = f"{y[i]:g}" if y[i] != 1 else "+1"
-        out.append(label + "".join(f" {j + 1}:{v:.6g}" for j, v in zip(row.indices, row.data)))
-    return out
-
-
-@pytest.fixture(scope="module")
-def text_data(tmp_path_factory):
-    """The same rows as a dask array, a bag and files, in partitions of equal sizes."""
-    X, y = make_data(m=400, n=25, seed=1)
-    lines = svm_lines(X, y)
-    Xp, yp = load_svmlight(io.BytesIO("\n".join(lines).encode()), n_features=25)
-    sizes = [90, 60, 110, 80, 60]
-    cuts = np.concatenate([[0], np.cumsum(sizes)])
-    d = tmp_path_factory.mktemp("svm")
-    files = []
-    for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
-        text = ("\n".join(lines[a:b]) + "\n").encode()
-        if i == 2:  # a compressed file: one partition, read in chained blocks
-            path = d / f"part{i}.svm.gz"
-            path.write_bytes(gzip.compress(text))
-        else:
-            path = d / f"part{i}.svm"
-            path.write_bytes(text)
-        files.append(str(path))
-    whole = d / "all.svm"
-    whole.write_bytes(("\n".join(lines) + "\n").encode())
-    bag = db.from_delayed([dask.delayed(list)(lines[a:b]) for a, b in zip(cuts, cuts[1:])])
-    return dict(X=Xp, y=yp, sizes=sizes, files=files, whole=str(whole), bag=bag,
-                lines=lines, dX=dask_rows(Xp, sizes))
-
-
+# ---- the data sources ----------------------------------------------------------------
 @pytest.mark.parametrize("slice_rows", [7, 64])
 def test_bag_and_files_equal_the_array_on_the_same_partitions(text_data, slice_rows):
     kw = dict(p=1.5, sigma=1e-2, iterate="weighted2", random_state=0)
@@ -431,8 +160,10 @@ def test_zero_based_auto_decides_from_the_first_bag_rows():
 
 
 def test_partitions_of_files_and_lanes(text_data):
-    src = opd._FileSource([text_data["whole"]] + text_data["files"][2:3],
-                          PGSClassifier(), None, False, 1000, 100, 3, opd._LocalBackend())
+    src = file_source.FileSource([text_data["whole"]] + text_data["files"][2:3],
+                                 PGSClassifier(),
+                                 RunOptions(zero_based=False, blocksize=1000, block_rows=100),
+                                 3, backends.LocalBackend())
     # the plain file in byte ranges of at most 1000 bytes, the gzip file whole
     size = os.path.getsize(text_data["whole"])
     plain = [p for p in src.parts if not p[3]]
@@ -440,21 +171,22 @@ def test_partitions_of_files_and_lanes(text_data):
     assert plain[0][1] == 0 and plain[-1][2] == size
     assert all(a[2] == b[1] for a, b in zip(plain, plain[1:]))
     assert [p[3] for p in src.parts].count(True) == 1
-    src = opd._FileSource([text_data["whole"]], PGSClassifier(), None, False, None, 100, 3,
-                          opd._LocalBackend())
+    src = file_source.FileSource([text_data["whole"]], PGSClassifier(),
+                                 RunOptions(zero_based=False, block_rows=100), 3,
+                                 backends.LocalBackend())
     assert len(src.parts) == 3  # default: a range per lane
 
 
 def test_compressed_reader_reopens_when_its_cache_is_gone(text_data):
     gz = text_data["files"][2]
     task = (gz, 0, os.path.getsize(gz), True, False, 25, 40, 0, "test-token", None)
-    first, _, line0, cursor = opd._read_block_text(task, None)
+    first, _, line0, cursor = file_source.read_block_text(task, None)
     assert line0 == 1 and first.count(b"\n") == 40
-    second, _, line0, _ = opd._read_block_text(task, cursor)
-    opd._drop_readers("test-token")  # as if the next block ran on another worker
-    again, _, _, _ = opd._read_block_text(task, cursor)
+    second, _, line0, _ = file_source.read_block_text(task, cursor)
+    file_source.drop_readers("test-token")  # as if the next block ran on another worker
+    again, _, _, _ = file_source.read_block_text(task, cursor)
     assert line0 == 41 and again == second
-    opd._drop_readers("test-token")
+    file_source.drop_readers("test-token")
 
 
 def test_shuffle_is_seeded_and_changes_the_order(text_data):
@@ -511,7 +243,7 @@ def test_partial_fit_continues_and_hashing():
     assert_close(est.coef_, ref.coef_, rtol=1e-12)
 
 
-# ---- models, files, quality -----------------------------------------------------------
+# ---- models, files, quality ----------------------------------------------------------
 def test_saved_model_is_like_any_other(tmp_path, text_data):
     est = opd.fit(PGSClassifier(sigma=1e-2, p=1.8), text_data["files"], n_lanes=2,
                   slice_rows=40, n_features=25)
@@ -554,7 +286,7 @@ def test_accuracy_close_to_single_process_on_imdb():
         assert abs(got.score(Xt, yt) - ref.score(Xt, yt)) <= 0.003
 
 
-# ---- errors -------------------------------------------------------------------------------
+# ---- errors --------------------------------------------------------------------------
 def test_bad_input_says_what_and_where(tmp_path, text_data):
     X, y = text_data["X"], text_data["y"]
     dX = text_data["dX"]
@@ -843,434 +575,7 @@ def test_divergence_is_reported_and_leaves_the_model():
     assert not hasattr(est, "_state")
 
 
-# ---- a real cluster ----------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def cluster():
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  memory_limit="512MiB", dashboard_address=None) as c:
-        with distributed.Client(c) as client:
-            yield client
-
-
-@pytest.mark.slow
-def test_threads_and_local_cluster_give_the_same_model(cluster, text_data):
-    for it in ("weighted2", "random"):
-        kw = dict(p=1.8, sigma=1e-2, iterate=it, random_state=5)
-        args = dict(n_lanes=2, slice_rows=48, shuffle=True, passes=2)
-        a = opd.fit(PGSClassifier(**kw), text_data["dX"], text_data["y"], **args)
-        b = opd.fit(PGSClassifier(**kw), text_data["dX"], text_data["y"], client=cluster,
-                    **args)
-        np.testing.assert_array_equal(a.coef_, b.coef_)
-        for key, value in a.online_stats_.items():
-            np.testing.assert_array_equal(b.online_stats_[key], value)
-    # more lanes than workers: a worker keeps a copy of the state for each of its lanes
-    kw = dict(p=1.5, sigma=1e-2, iterate="average", random_state=2)
-    args = dict(n_lanes=3, slice_rows=32, passes=2)
-    a = opd.fit(PGSClassifier(**kw), text_data["dX"], text_data["y"], **args)
-    b = opd.fit(PGSClassifier(**kw), text_data["dX"], text_data["y"], client=cluster,
-                **args)
-    np.testing.assert_array_equal(a.coef_, b.coef_)
-    kw = dict(sigma=1e-2, random_state=0)
-    c = opd.fit(PGSClassifier(**kw), text_data["files"], n_lanes=2, slice_rows=40,
-                n_features=25, client=cluster, block_rows=50)
-    d = opd.fit(PGSClassifier(**kw), text_data["files"], n_lanes=2, slice_rows=40,
-                n_features=25, block_rows=50)
-    np.testing.assert_array_equal(c.coef_, d.coef_)
-
-
-@pytest.mark.slow
-def test_a_cluster_block_request_sends_only_that_block(cluster):
-    """A block's request on a cluster sends its own tasks and its slice of NumPy labels
-    and weights. (It sent the whole array's graph, every in-memory row with it, and a
-    dask array made of all the labels and weights.)"""
-    import warnings
-
-    X, y = make_data(m=20000, n=5)
-    sw = np.random.RandomState(1).uniform(0.5, 2.0, 20000)
-    dX = dask_rows(X, [1000] * 20)
-    args = dict(sample_weight=sw, n_lanes=2, slice_rows=500)
-    # X's 20 blocks take about 500 kB, y and sw 160 kB each; one block under 40 kB
-    with dask.config.set({"distributed.admin.large-graph-warning-threshold": "100kB"}):
-        with warnings.catch_warnings():
-            warnings.filterwarnings("error", message="Sending large graph")
-            got = opd.fit(PGSClassifier(p=1.8, random_state=0), dX, y, client=cluster,
-                          **args)
-    ref = opd.fit(PGSClassifier(p=1.8, random_state=0), dX, y, **args)
-    np.testing.assert_array_equal(got.coef_, ref.coef_)
-    np.testing.assert_array_equal(got.classes_, [-1.0, 1.0])
-
-
-@pytest.mark.slow
-def test_cluster_rounds_report_and_fail_like_threads(cluster, text_data):
-    """The cluster merges on its workers; callbacks, errors and divergence are the
-    driver's as on threads."""
-    def run(**kw):
-        seen = []
-        est = opd.fit(PGSClassifier(sigma=1e-2, random_state=0), text_data["dX"],
-                      text_data["y"], n_lanes=2, slice_rows=40, passes=2,
-                      callback=lambda d: seen.append((d["pass"], d["round"], d["rows"],
-                                                      d["n_examples"],
-                                                      d["state"].lam_a.copy())), **kw)
-        return est, seen
-    (a, seen_a), (b, seen_b) = run(), run(client=cluster)
-    assert [s[:4] for s in seen_a] == [s[:4] for s in seen_b]
-    assert seen_b[-1][3] == 2 * text_data["X"].shape[0]
-    for sa, sb in zip(seen_a, seen_b):
-        np.testing.assert_array_equal(sa[4], sb[4])
-    np.testing.assert_array_equal(a.coef_, b.coef_)
-
-    bad_y = text_data["y"].copy()
-    bad_y[123] = 5.0
-    est = PGSClassifier()
-    with pytest.raises(ValueError, match=r"label 5.0 at partition 1, row 33 \(row 123 of "):
-        opd.fit(est, text_data["dX"], bad_y, classes=[-1, 1], client=cluster)
-    rng = np.random.RandomState(0)
-    X = rng.randn(200, 3) * 1e100
-    y = rng.randn(200) * 1e100
-    est = PGSRegressor(loss="squared", sigma=1e-12, radius=None)
-    with pytest.raises(PGSDivergedError, match="diverged in round 1 at partition"):
-        opd.fit(est, da.from_array(X, chunks=(50, 3)), y, n_lanes=2, slice_rows=50,
-                client=cluster)
-    assert not hasattr(est, "_state")
-
-
-@pytest.mark.slow
-def test_a_cluster_fetches_a_rounds_state_only_when_its_callback_reads_it(cluster,
-                                                                          text_data):
-    """A callback that reads the state of some rounds gets exactly those of threads;
-    the others are never fetched; after its callback a round's state is gone."""
-    def run(**kw):
-        seen, infos = {}, []
-
-        def callback(info):
-            infos.append(info)
-            assert "state" in info and info["n_examples"] > 0
-            if info["round"] % 3 == 1:
-                seen[info["round"]] = (info["state"].lam_a.copy(),
-                                       info.get("state").n_examples, info["n_examples"])
-        est = opd.fit(PGSClassifier(p=1.8, sigma=1e-2, random_state=0), text_data["dX"],
-                      text_data["y"], n_lanes=2, slice_rows=40, passes=2,
-                      callback=callback, **kw)
-        return est, seen, infos
-    from distributed import get_task_stream
-
-    a, seen_a, _ = run()
-    with get_task_stream(cluster) as stream:
-        b, seen_b, infos_b = run(client=cluster)
-    assert sorted(seen_a) == sorted(seen_b) and len(seen_b) >= 4
-    # a copy of the state is taken for the rounds read and each pass's end, no more
-    copies = sum(str(rec["key"]).startswith("_replica_state") for rec in stream.data)
-    assert 2 <= copies <= len(seen_b) + 2 < len(infos_b)
-    for r in seen_a:
-        np.testing.assert_array_equal(seen_a[r][0], seen_b[r][0])
-        assert seen_a[r][1:] == seen_b[r][1:] and seen_b[r][1] == seen_b[r][2]
-    np.testing.assert_array_equal(a.coef_, b.coef_)
-    with pytest.raises(KeyError, match="during its callback only"):
-        infos_b[1]["state"]
-    assert "state" not in infos_b[1] and infos_b[1].get("state") is None
-
-
-@pytest.mark.slow
-def test_a_worker_lost_mid_fit_is_an_error_not_a_hang(cluster, text_data, monkeypatch):
-    """A cluster's lanes train from their workers' copies of the state: when a worker
-    restarts mid-fit the fit stops with an error (never waits for ever), and the
-    estimator is left as it was."""
-    monkeypatch.setattr(opd, "_WORKER_CHECK_SECONDS", 0.2)
-    args = dict(n_lanes=2, slice_rows=40, client=cluster)
-    est = opd.fit(PGSClassifier(sigma=1e-2, random_state=0), text_data["dX"],
-                  text_data["y"], **args)
-    before, t_before = est.coef_.copy(), est.t_
-    victim = sorted(cluster.nthreads())[1]
-
-    def restart(info):
-        if info["round"] == 2:
-            cluster.restart_workers([victim], timeout=120)
-
-    # which error depends on the moment: the driver finds the worker gone, or a worker
-    # finds a copy missing or asked for a round again (Dask recomputing a lost result)
-    with pytest.raises(RuntimeError, match="left the cluster during the fit|restarted or "
-                                           "left during the fit"):
-        opd.partial_fit(est, text_data["dX"], text_data["y"], callback=restart, **args)
-    np.testing.assert_array_equal(est.coef_, before)
-    assert est.t_ == t_before
-    cluster.wait_for_workers(2, timeout=60)
-    assert victim not in cluster.nthreads()
-    # the cluster trains on
-    again = opd.fit(PGSClassifier(sigma=1e-2, random_state=0), text_data["dX"],
-                    text_data["y"], **args)
-    np.testing.assert_array_equal(again.coef_, before)
-
-
-def _placed_on_workers(client, blocks, where, dtype=float, wait=True, seconds=0.0):
-    """A dask array persisted with block i on worker where[i] (workers by address),
-    each block made in `seconds`; unless `wait`, returned as persist returns it (its
-    blocks still being made)."""
-    import time
-
-    import dask
-    import distributed
-
-    def made(x):
-        time.sleep(seconds)
-        return x
-
-    addrs = sorted(client.scheduler_info()["workers"])
-    parts = []
-    for i, Xb in enumerate(blocks):
-        with dask.annotate(workers=[addrs[where[i]]], allow_other_workers=False):
-            d = dask.delayed(made, pure=True, name=f"placed-{dask.base.tokenize(Xb)}-{i}-"
-                                                   f"{where[i]}-{seconds}")(Xb)
-        meta = (sp.csr_matrix((0, Xb.shape[1])) if sp.issparse(Xb)
-                else np.empty((0, Xb.shape[1])))
-        parts.append(da.from_delayed(d, shape=Xb.shape, dtype=dtype, meta=meta))
-    X = client.persist(da.concatenate(parts), optimize_graph=False)
-    if wait:
-        distributed.wait(X)
-    return X
-
-
-@pytest.mark.slow
-def test_locality_gives_each_worker_its_own_blocks(cluster, monkeypatch):
-    """locality=True: lane i trains the blocks worker i holds, so it is the round-robin
-    run of the blocks in the order that deals them so (checked bit for bit on threads);
-    where a worker holds more rows, its last block moves to the other lane. X is
-    persisted: its blocks are tasks on its partitions' futures, no graph computed."""
-    X, y = make_data(m=300, n=20)
-    blocks = [X[i * 50:(i + 1) * 50] for i in range(6)]
-    kw = dict(p=1.8, sigma=1e-2, random_state=0)
-    args = dict(slice_rows=40, passes=2)
-    computed, compute = [], cluster.compute
-    monkeypatch.setattr(cluster, "compute",
-                        lambda *a, **k: computed.append(a) or compute(*a, **k))
-    for where, order in (([0, 1, 0, 1, 0, 1], [0, 1, 2, 3, 4, 5]),
-                         ([0, 0, 0, 1, 1, 1], [0, 3, 1, 4, 2, 5]),
-                         ([0, 0, 0, 0, 1, 1], [0, 3, 1, 4, 2, 5])):
-        got = opd.fit(PGSClassifier(**kw), _placed_on_workers(cluster, blocks, where), y,
-                      client=cluster, locality=True, **args)
-        ref = opd.fit(PGSClassifier(**kw), dask_rows(sp.vstack([blocks[i] for i in order],
-                                                               format="csr"), [50] * 6),
-                      np.concatenate([y[i * 50:(i + 1) * 50] for i in order]), n_lanes=2,
-                      **args)
-        np.testing.assert_array_equal(got.coef_, ref.coef_)
-        assert got.online_stats_["n_examples"] == 600
-    assert computed == []
-    with pytest.raises(ValueError, match="one lane per worker holding X .2., but n_lanes=3"):
-        opd.fit(PGSClassifier(**kw), _placed_on_workers(cluster, blocks, [0] * 3 + [1] * 3),
-                y, client=cluster, locality=True, n_lanes=3)
-    with pytest.raises(ValueError, match="partition 0 of X is held by no worker"):
-        opd.fit(PGSClassifier(**kw), dask_rows(X, [50] * 6), y, client=cluster,
-                locality=True)
-
-
-@pytest.mark.slow
-def test_locality_waits_for_x_persisted_a_moment_ago(cluster):
-    """client.persist(X) returns before X's blocks are made: locality=True waits for
-    them before it asks where they are (it found them held by no worker). The model is
-    the round-robin run of the blocks worker by worker, as once they are made."""
-    X, y = make_data(m=200, n=20)
-    blocks = [X[i * 50:(i + 1) * 50] for i in range(4)]
-    kw = dict(p=1.8, sigma=1e-2, random_state=0)
-    placed = _placed_on_workers(cluster, blocks, [0, 0, 1, 1], wait=False, seconds=0.5)
-    assert not any(cluster.who_has(placed).values())  # none made yet
-    got = opd.fit(PGSClassifier(**kw), placed, y, client=cluster, locality=True,
-                  slice_rows=30)
-    order = (0, 2, 1, 3)  # dealt to 2 lanes: worker 0's blocks, worker 1's
-    ref = opd.fit(PGSClassifier(**kw), dask_rows(sp.vstack([blocks[i] for i in order],
-                                                           format="csr"), [50] * 4),
-                  np.concatenate([y[i * 50:(i + 1) * 50] for i in order]), n_lanes=2,
-                  slice_rows=30)
-    np.testing.assert_array_equal(got.coef_, ref.coef_)
-    assert got.online_stats_["n_examples"] == 200
-
-
-@pytest.mark.slow
-def test_a_failed_cluster_fit_holds_no_futures(cluster, text_data, tmp_path):
-    """A fit that fails on a cluster releases the futures of its rounds, blocks and
-    state: the exception's traceback keeps the driver's frames, and the failed task's
-    state in the client keeps that traceback, so they stayed for ever (5 to 9 a fit)."""
-    import gc
-    import time
-
-    def settled():  # the client releases keys on its event loop
-        gc.collect()
-        for _ in range(100):
-            count = len(cluster.futures)
-            time.sleep(0.05)
-            if len(cluster.futures) == count:
-                return count
-        return count
-
-    bad_y = text_data["y"].copy()
-    bad_y[300] = 5.0  # in the fourth partition: rounds ran before its block was read
-    placed = _placed_on_workers(cluster, [text_data["X"][:200], text_data["X"][200:]],
-                                [0, 1])
-    before = settled()
-    for X, kw in ((text_data["dX"], {}), (text_data["dX"], dict(callback=lambda info: 0)),
-                  (placed, dict(locality=True))):
-        with pytest.raises(ValueError, match="label 5.0 at partition"):
-            opd.fit(PGSClassifier(), X, bad_y, classes=[-1, 1], client=cluster,
-                    n_lanes=2, slice_rows=20, **kw)
-        assert settled() == before, kw
-    lines = list(text_data["lines"])
-    lines[300] = lines[300].replace(":", ";", 1)
-    path = tmp_path / "bad.svm"
-    path.write_text("\n".join(lines) + "\n")
-    bag = db.from_sequence(lines, npartitions=4)
-    # a file's blocks (chained tasks), a bag's labels (the classes' first pass)
-    for X, kw in (([str(path)], dict(classes=[-1, 1], block_rows=40)), (bag, {})):
-        with pytest.raises(SvmlightError, match="missing ':'"):
-            opd.fit(PGSClassifier(), X, client=cluster, n_lanes=2, slice_rows=20, **kw)
-        assert settled() == before, X
-
-
-@pytest.mark.slow
-def test_a_persisted_array_is_read_by_the_rounds_once_a_block(cluster, monkeypatch):
-    """A persisted array's blocks are read by the lanes' round tasks on their workers,
-    no task of their own; a block whose rows two rounds share is read once and kept for
-    the second (slices of 40 rows over blocks of 50), and nothing is kept after the fit.
-    The model is threads' bit for bit; a bad row is reported where it is; "auto" leaves
-    slices trained where they lie unbounded in bytes, and bounds the others."""
-    from distributed import get_task_stream
-
-    # run on the workers (functions of the test, so that they travel by value)
-    def kept_blocks():
-        import onlinepgs.dask as worker_opd
-
-        return len(worker_opd._OPEN_BLOCKS)
-
-    def install():
-        import onlinepgs.dask as worker_opd
-
-        worker_opd._count_log = []
-        read = worker_opd._array_block
-
-        def counted(*args):
-            worker_opd._count_log.append(args[4])  # the partition
-            return read(*args)
-
-        worker_opd._array_block_uncounted = read
-        worker_opd._array_block = counted
-
-    def uninstall():
-        import onlinepgs.dask as worker_opd
-
-        worker_opd._array_block = worker_opd._array_block_uncounted
-        return worker_opd._count_log, kept_blocks()
-
-    X, y = make_data(m=300, n=20)
-    blocks = [X[i * 50:(i + 1) * 50] for i in range(6)]
-    kw = dict(p=1.8, sigma=1e-2, random_state=0)
-    args = dict(slice_rows=40, passes=2, n_lanes=2)
-    placed = _placed_on_workers(cluster, blocks, [0, 1] * 3)
-    cluster.run(install)
-    try:
-        with get_task_stream(cluster) as stream:
-            got = opd.fit(PGSClassifier(**kw), placed, y, client=cluster, locality=True,
-                          **args)
-    finally:
-        reads = cluster.run(uninstall)
-    ref = opd.fit(PGSClassifier(**kw), dask_rows(X, [50] * 6), y, **args)
-    np.testing.assert_array_equal(got.coef_, ref.coef_)
-    names = {str(task["key"]).split("-")[0].strip("('\"") for task in stream.data}
-    assert names == {"_replica_round", "_replica_state"}
-    # each block once a pass, on the worker holding it; none kept after
-    addrs = sorted(cluster.scheduler_info()["workers"])
-    assert sorted(reads[addrs[0]][0]) == [0, 0, 2, 2, 4, 4]
-    assert sorted(reads[addrs[1]][0]) == [1, 1, 3, 3, 5, 5]
-    assert [kept for _, kept in reads.values()] == [0, 0]
-
-    # a NaN in a block read by a round: said where
-    bad = X.copy().tolil()
-    bad[163, 4] = np.nan
-    bad = bad.tocsr()
-    placed = _placed_on_workers(cluster, [bad[i * 50:(i + 1) * 50] for i in range(6)],
-                                [0, 1] * 3)
-    est = PGSClassifier(**kw)
-    with pytest.raises(ValueError, match=r"NaN or infinity at partition 3, row 13 "
-                                         r"\(row 163 of X\)"):
-        opd.fit(est, placed, y, client=cluster, locality=True, **args)
-    assert not hasattr(est, "coef_")
-    assert set(cluster.run(kept_blocks).values()) == {0}
-    # blocks persisted on the cluster, trained without its client: said, not a KeyError
-    with pytest.raises(ValueError, match=r"X is persisted on a dask.distributed cluster "
-                                         r".*pass that cluster's Client as client="):
-        opd.fit(PGSClassifier(**kw), placed, y, **args)
-
-    # slice_rows="auto" leaves the slices of rows trained where they lie unbounded in
-    # bytes (locality, in order, one-row steps): the 2,000 rows are one round, where the
-    # 50,000 bytes bound 176-byte rows (20 dense features, a label, a weight) to 284
-    monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 50_000)
-    rng = np.random.default_rng(5)
-    Xd = rng.standard_normal((2000, 20))
-    yd = np.where(Xd[:, 0] + 0.3 * rng.standard_normal(2000) > 0, 1.0, -1.0)
-    dX = _placed_on_workers(cluster, [Xd[i * 500:(i + 1) * 500] for i in range(4)],
-                            [0, 1] * 2)
-    rounds = []
-    auto = opd.fit(PGSClassifier(sigma=1e-3), dX, yd, n_lanes=2, client=cluster,
-                   locality=True, callback=lambda info: rounds.append(info["rows"]))
-    assert rounds == [2000]
-    given = opd.fit(PGSClassifier(sigma=1e-3), dX, yd, n_lanes=2, client=cluster,
-                    locality=True, slice_rows=1000)
-    np.testing.assert_array_equal(auto.coef_, given.coef_)
-    # ... but not those it moves (no locality) or copies: shuffled, in mini-batches
-    # (which may straddle blocks), converted (float32 rows, hashed ones)
-    dX32 = _placed_on_workers(cluster, [Xd[i * 500:(i + 1) * 500].astype(np.float32)
-                                        for i in range(4)], [0, 1] * 2, dtype=np.float32)
-    for kw in (dict(locality=False), dict(shuffle=True), dict(batch_size=4),
-               dict(X=dX32), dict(n_bits=16)):
-        rounds.clear()
-        opd.fit(PGSClassifier(sigma=1e-3, batch_size=kw.get("batch_size", 1),
-                              n_bits=kw.get("n_bits")), kw.get("X", dX), yd,
-                n_lanes=2, client=cluster, shuffle=kw.get("shuffle", False),
-                locality=kw.get("locality", True),
-                callback=lambda info: rounds.append(info["rows"]))
-        # bounded: 284 rows a lane (hashed ones are sparse, and so lighter: 192)
-        assert len(rounds) >= 4 and max(rounds) <= 2 * 284, (kw, rounds)
-
-
-def test_locality_evens_out_the_lanes_rows():
-    """_balanced moves partitions from the longest lane to the shortest while that
-    shortens the longest, among equals one the receiving worker holds too, and leaves
-    even lanes alone."""
-    h = [{"a"}] * 6
-    assert opd._balanced([[0, 1, 2, 3], [4, 5]], [50] * 6, h, ["a", "b"]) == [[0, 1, 2],
-                                                                           [3, 4, 5]]
-    assert opd._balanced([[0, 1, 2], [3, 4, 5]], [50] * 6, h, ["a", "b"]) == [[0, 1, 2],
-                                                                           [3, 4, 5]]
-    both = [{"a"}, {"a", "b"}, {"a"}, {"a"}, {"b"}, {"b"}]
-    assert opd._balanced([[0, 1, 2, 3], [4, 5]], [50] * 6, both, ["a", "b"]) == [
-        [0, 2, 3], [1, 4, 5]]
-    # 52 and 48 blocks (the scheduler's placement once): one moves, 50 and 50
-    rows = [100_000] * 100
-    groups = opd._balanced([list(range(52)), list(range(52, 100))], rows,
-                           [{"a"}] * 100, ["a", "b"])
-    assert [len(g) for g in groups] == [50, 50] and groups[1][:2] == [50, 51]
-    # unequal blocks, 3 lanes: the longest lane's rows fall from 700 to 500 (the least
-    # there can be: one partition has 500), by 3 moves
-    rows = [500, 100, 100, 100, 100, 100, 100, 100]
-    groups = opd._balanced([[1, 2, 3, 4, 5, 6, 7], [0], []], rows, [{"a"}] * 8,
-                           ["a", "b", "c"])
-    assert sorted(sum(rows[i] for i in g) for g in groups) == [300, 400, 500]
-    assert sorted(i for g in groups for i in g) == list(range(8))
-    # a partition larger than the lead stays where it is
-    assert opd._balanced([[0], [1]], [500, 100], [{"a"}, {"b"}], ["a", "b"]) == [[0], [1]]
-
-
-def test_locality_needs_a_cluster():
-    X, y = make_data(m=40)
-    with pytest.raises(ValueError, match="locality=True places lanes on the workers"):
-        opd.fit(PGSClassifier(), dask_rows(X, [20, 20]), y, locality=True)
-    with pytest.raises(ValueError, match="locality must be True or False"):
-        opd.fit(PGSClassifier(), dask_rows(X, [20, 20]), y, locality="yes")
-
-
-# ---- the command line -------------------------------------------------------------------
-def run_cli(*argv):
-    from onlinepgs.cli import main
-    return main([str(a) for a in argv])
-
-
+# ---- the command line ----------------------------------------------------------------
 def test_cli_scheduler_threads_equals_the_api(tmp_path, text_data, capsys):
     out = tmp_path / "m.pgs"
     files = text_data["files"]
@@ -1299,58 +604,15 @@ def test_cli_scheduler_errors(tmp_path, text_data, capsys):
     assert not out.exists()
 
 
-@pytest.mark.slow
-def test_cli_on_a_local_cluster(cluster, tmp_path, text_data):
-    out, out2 = tmp_path / "c.pgs", tmp_path / "t.pgs"
-    args = ["--lanes", 2, "--slice-rows", 40, "--quiet", "--loss", "hinge"]
-    assert run_cli("train", *text_data["files"], "-o", out, "--scheduler",
-                   cluster.scheduler.address, *args) == 0
-    assert run_cli("train", *text_data["files"], "-o", out2, "--scheduler", "threads",
-                   *args) == 0
-    np.testing.assert_array_equal(load_model(out).coef_, load_model(out2).coef_)
-
-
-@pytest.mark.parametrize("p, iterate", [(2.0, "weighted2"), (1.5, "average"), (1.8, "last")])
-def test_a_kept_lane_synced_equals_a_fresh_fork(p, iterate):
-    """The threads' lane states: synced over the merged coordinates, bit for bit a fork."""
-    from onlinepgs._rounds import LaneSlot
-    rng = np.random.RandomState(3)
-    X = sp.random(120, 300, density=0.02, random_state=rng, format="csr")
-    X.data = rng.randn(X.nnz)
-    y = np.where(X @ rng.randn(300) > 0, 1.0, -1.0)
-    sw = np.ones(120)
-    g = PGSState(p=p, sigma=0.05, radius="auto", loss="logistic", iterate=iterate,
-                 n_features=300)
-    slots = [LaneSlot(), LaneSlot()]
-    changed = None
-    synced = 0
-    for r in range(6):
-        res = [run_lane(g, [(X, y, sw, np.arange(20 * r + 10 * l, 20 * r + 10 * l + 10,
-                                                 dtype=np.int64), None)], True, 2,
-                        slots[l], changed, r) for l in range(2)]
-        changed = merge_round(g, res)
-        if changed is None or slots[0].state.n_rescales:
-            continue  # the merge or the lane moved M: every phi changed, lanes fork again
-        assert 0 < changed.size < 301
-        kept = slots[0].state
-        kept.sync_from(g, changed)
-        fresh = g.fork()
-        for name in ("block_a", "norm_a", "scale_a", "s_a", "cum_a", "regret_a"):
-            np.testing.assert_array_equal(getattr(kept, name), getattr(fresh, name))
-        assert (kept.t, kept.radius, kept.n_examples) == (fresh.t, fresh.radius, 0)
-        synced += 1
-        slots[0].state = None  # the next round forks it again
-    assert synced >= 2
-
-
+# ---- blocks, slices, scheduling on threads -------------------------------------------
 def test_block_checks_without_temporaries_agree_with_numpy():
     from onlinepgs.estimators import _binary_targets
 
     # the sum test must not take overflowing finite values for infinities
-    assert opd._all_finite(np.array([1e308, 1e308, -3.0]))
+    assert blocks.all_finite(np.array([1e308, 1e308, -3.0]))
     for bad in (np.nan, np.inf, -np.inf):
-        assert not opd._all_finite(np.array([1.0, bad, 2.0]))
-        assert not opd._all_finite(np.array([[1e308, 1e308], [0.0, bad]]))
+        assert not blocks.all_finite(np.array([1.0, bad, 2.0]))
+        assert not blocks.all_finite(np.array([[1e308, 1e308], [0.0, bad]]))
     spec = PGSClassifier()
     for classes, y in [(np.array([-1, 1]), np.array([1, -1, -1, 1])),
                        (np.array([0.0, 3.0]), np.array([3.0, 0.0, 3.0])),
@@ -1414,32 +676,12 @@ def test_auto_rounds_grow_through_each_pass():
     assert auto.t_ == chained.t_
 
 
-@pytest.mark.parametrize("scheduler", ["threads", pytest.param("cluster", marks=pytest.mark.slow)])
-def test_auto_slices_hold_at_most_their_bytes(monkeypatch, scheduler, request):
-    # dense rows of 20 float64 features, a label and a weight: 176 bytes a row as the
-    # core takes them, so a 50,000-byte budget is 284 rows a slice (not the 65,536 floor)
-    monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 50_000)
-    rng = np.random.default_rng(5)
-    X = rng.standard_normal((2000, 20))
-    y = np.where(X[:, 0] + 0.3 * rng.standard_normal(2000) > 0, 1.0, -1.0)
-    dX = da.from_array(X, chunks=(500, 20))
-    client = request.getfixturevalue("cluster") if scheduler == "cluster" else None
-    rounds = []
-    auto = opd.fit(PGSClassifier(sigma=1e-3, batch_size=4), dX, y, n_lanes=2, client=client,
-                   callback=lambda info: rounds.append(info["rows"]))
-    assert rounds[:3] == [2 * 284] * 3  # 50,000 // 176 = 284, whole mini-batches of 4
-    assert sum(rounds) == 2000
-    given = opd.fit(PGSClassifier(sigma=1e-3, batch_size=4), dX, y, n_lanes=2,
-                    slice_rows=284)
-    np.testing.assert_array_equal(auto.coef_, given.coef_)
-
-
 def test_threads_bound_only_what_reading_adds_to_blocks_in_memory(monkeypatch):
     # On threads, blocks that the array's graph holds (made of arrays in memory, or
     # persisted) are trained where they lie: a slice of them holds only the labels and
     # weights reading adds, 16 bytes a row, and the bound counts those. A 50,000-byte
     # budget is 284 rows of the 176 bytes of a whole row, but 3,125 of 16 bytes.
-    monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 50_000)
+    monkeypatch.setattr(slices, "SLICE_BYTES_MAX", 50_000)
     rng = np.random.default_rng(5)
     X = rng.standard_normal((8000, 20))
     y = np.where(X[:, 0] + 0.3 * rng.standard_normal(8000) > 0, 1.0, -1.0)
@@ -1463,9 +705,9 @@ def test_threads_bound_only_what_reading_adds_to_blocks_in_memory(monkeypatch):
     given = opd.fit(PGSClassifier(sigma=1e-3), in_memory, y, n_lanes=2, slice_rows=3125)
     np.testing.assert_array_equal(auto.coef_, given.coef_)
     assert rounds_of(by_tasks.persist(scheduler="threads"))[0] == held
-    monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 16 * 1000)
+    monkeypatch.setattr(slices, "SLICE_BYTES_MAX", 16 * 1000)
     assert rounds_of(in_memory)[0] == [2000] * 4
-    monkeypatch.setattr(opd, "_SLICE_BYTES_MAX", 50_000)
+    monkeypatch.setattr(slices, "SLICE_BYTES_MAX", 50_000)
     # blocks that tasks make, or that reading copies (float32 rows converted, a shuffled
     # slice, mini-batches that may straddle blocks) hold their whole rows: 284 a slice
     for dX, kw in ((by_tasks, {}), (in_memory.astype(np.float32).persist(scheduler="threads"), {}),
@@ -1482,11 +724,11 @@ def test_held_value_follows_aliases_to_arrays_the_graph_holds():
                      (made, False), (made.persist(scheduler="threads"), True),
                      (da.from_array(X, chunks=(3, 2)) * 2, False)):
         graph = dict(dX.__dask_graph__())
-        values = [opd._held_value(graph, key) for key in opd._row_block_keys(dX)]
+        values = [backends.held_value(graph, key) for key in backends.row_block_keys(dX)]
         assert all((v is not None) == held for v in values), dX
         if held:
             np.testing.assert_array_equal(np.vstack(values), dX.compute())
-    assert opd._held_value({"a": "b", "b": "a"}, "a") is None  # a cycle ends
+    assert backends.held_value({"a": "b", "b": "a"}, "a") is None  # a cycle ends
 
 
 def test_threads_start_the_lanes_before_the_blocks_read_ahead(monkeypatch):
@@ -1526,11 +768,11 @@ def test_threads_start_the_lanes_before_the_blocks_read_ahead(monkeypatch):
     # done; the first round's lanes wait for their blocks, the others' were read in
     # the round before, beside its lanes
     for g in graphs:
-        assert [name for name in g if name] == ["_train_slice"] * 2 + ["_merge_task"], g
+        assert [name for name in g if name] == ["train_slice"] * 2 + ["merge_task"], g
     ahead = [g for g in graphs[1:] if not all(g)]
     assert len(ahead) == 6
     for started in ahead:
-        assert started[:2] == ["_train_slice"] * 2, started
+        assert started[:2] == ["train_slice"] * 2, started
     monkeypatch.undo()  # the order changes no result
     want = opd.fit(PGSClassifier(), dask_rows(X, [500] * 32), y, classes=[-1, 1],
                    n_lanes=2, slice_rows=1000)

@@ -25,6 +25,7 @@ from sklearn.datasets import load_svmlight_file
 
 import onlinepgs.svmlight as svmlight_module
 from onlinepgs._core._svmlight import _fast_float, _parse_float, _Parser
+from onlinepgs.compressed import MAGIC
 from onlinepgs.svmlight import SvmlightError, SvmlightReader, iter_svmlight, load_svmlight
 
 from fuzzing import MUTATIONS, mutate
@@ -1006,7 +1007,7 @@ def test_fuzz_mutated_compressed_file(mutations, kind, n_streams, padded, block_
     if got is None:
         return
     decompress = {"gz": gzip.decompress, "bz2": bz2.decompress, "xz": lzma.decompress}[kind]
-    magic = next(m for m, k in svmlight_module._MAGIC if k == {"gz": "gzip"}.get(kind, kind))
+    magic = next(m for m, k in MAGIC if k == {"gz": "gzip"}.get(kind, kind))
     # raises if this reader let damage through; without its magic bytes (a mutation at
     # the start) the data is read as the plain text it then is
     text = decompress(data) if data.startswith(magic) else data

@@ -1,7 +1,8 @@
 """One round of distributed PGS: a lane's run over its slice and the driver's merge.
 
-No Dask here: `onlinepgs.dask` schedules these functions, and the tests call them
-directly. The method (see the README, "Training on Dask"):
+No Dask here: the driver (`onlinepgs.distributed.driver`) schedules these functions
+through its tasks (`onlinepgs.distributed.tasks`), and the tests call them directly. The
+method (see docs/design/dask.md):
 
 * a **lane** starts from the global state (`PGSState.fork`: lambda, phi, N, M, t, the
   radius; counters and averaged sums at zero) and runs plain PGS over its slice in the
@@ -15,7 +16,7 @@ directly. The method (see the README, "Training on Dask"):
 import numpy as np
 import scipy.sparse as sp
 
-from onlinepgs._core._pgs import ITERATES
+from onlinepgs._core import ITERATES
 
 _AVERAGED = {"average": 0, "weighted": 1, "weighted2": 2}
 

@@ -1,0 +1,158 @@
+"""Everything the distributed layer asks of an estimator, in one place.
+
+The rest of `onlinepgs.distributed` never touches an estimator's private attributes or
+methods, nor scikit-learn: it calls the functions here. Where the estimators change
+(a shared linear-model base, classes without scikit-learn), this module is the one to
+adapt. What it uses of a `PGSClassifier` / `PGSRegressor` `est`:
+
+* parameters: ``batch_size``, ``n_bits``, ``random_state``;
+* fitted attributes: ``classes_``, ``n_features_in_``, ``n_iter_``, ``_state`` (the
+  solver's `PGSState`), ``_classifier`` (class attribute);
+* methods: ``_validate_params``, ``_check_finite_params``, ``_check_state_params``,
+  ``_check_width``, ``_new_state``, ``_install``, and, on the workers (a clone of `est`
+  with ``classes_`` set, the "spec"), ``_as_matrix``, ``_encode_targets``,
+  ``_row_power_sums``;
+* from `onlinepgs.estimators`: ``_BasePGS`` (the type check), ``_training`` (one
+  training call at a time, undone on error), `PGSDivergedError`;
+* from scikit-learn: `clone`, `check_random_state`, `check_array`.
+"""
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_array
+
+from onlinepgs.estimators import PGSDivergedError, _BasePGS, _training
+
+__all__ = ["PGSDivergedError", "as_matrix", "batch_size", "check_block_width",
+           "check_params", "check_rows", "check_trainable", "check_width", "classes_of",
+           "encode_targets", "epochs_after", "fitted_width", "hashing_bits", "install",
+           "is_classifier", "is_fitted", "name_of", "new_state", "random_state",
+           "row_power_sums", "spec", "state_copy", "training"]
+
+
+# ---- the estimator the driver trains ----------------------------------------------------
+def check_trainable(est):
+    """TypeError unless `est` is an estimator `onlinepgs.dask` trains."""
+    if not isinstance(est, _BasePGS):
+        raise TypeError("onlinepgs.dask trains a PGSClassifier or PGSRegressor, got "
+                        f"{type(est).__name__}")
+
+
+def training(est):
+    """A context for one training call on `est`: after any other training call on it,
+    and the estimator left as it was if the call raises."""
+    return _training(est)
+
+
+def is_fitted(est):
+    """Whether `est` holds a solver state to continue."""
+    return hasattr(est, "_state")
+
+
+def check_params(est, first):
+    """Check the parameters: all of them for a first training, else that those the
+    solver state depends on did not change since it began."""
+    if first:
+        est._validate_params()
+        est._check_finite_params()
+    else:
+        est._check_state_params()
+
+
+def name_of(est):
+    return type(est).__name__
+
+
+def is_classifier(est):
+    """Whether `est` (or a spec) is a classifier (labels) or a regressor (targets)."""
+    return bool(est._classifier)
+
+
+def batch_size(est):
+    return int(est.batch_size)
+
+
+def hashing_bits(est):
+    """``n_bits`` of feature hashing, or None (columns are the data's)."""
+    return est.n_bits
+
+
+def random_state(est, seed):
+    """A RandomState from `seed`, or from the estimator's ``random_state`` when None."""
+    return check_random_state(est.random_state if seed is None else seed)
+
+
+def fitted_width(est):
+    """The features of a fitted estimator (``n_features_in_``)."""
+    return est.n_features_in_
+
+
+def classes_of(est):
+    """The classes of a classifier (fitted, or a spec); None for a regressor."""
+    return getattr(est, "classes_", None)
+
+
+def check_width(est, width, n_problems, have=0):
+    """Refuse a declared width beyond the estimator's ``max_model_bytes`` budget."""
+    est._check_width(sp.csr_matrix((0, width)), n_problems, have=have)
+
+
+def new_state(est, width, n_problems, multiclass, rng):
+    """A fresh solver state of the estimator's parameters."""
+    return est._new_state(width, n_problems, multiclass, rng)
+
+
+def state_copy(est):
+    """A copy of a fitted estimator's solver state (the estimator keeps its own)."""
+    return est._state.copy()
+
+
+def epochs_after(est, passes, first):
+    """``n_iter_`` once `passes` more passes are done."""
+    return passes if first else getattr(est, "n_iter_", 0) + passes
+
+
+def install(est, state, epochs, **fitted):
+    """Make `state` the estimator's model, with fitted attributes, all at once (threads
+    may be predicting meanwhile)."""
+    est._install(state, epochs, **fitted)
+
+
+def spec(est, classes):
+    """What the workers need of the estimator to read blocks: an unfitted copy of its
+    parameters, with the classes (a classifier) that encode the labels."""
+    copy = clone(est)
+    if classes is not None:
+        copy.classes_ = classes
+    return copy
+
+
+# ---- the spec, on the workers -----------------------------------------------------------
+def as_matrix(spec, X):
+    """Rows as the model takes them: CSR for sparse input, hashed into 2**n_bits
+    columns when hashing."""
+    return spec._as_matrix(X, fitted=True)
+
+
+def check_rows(X):
+    """Sparse rows as CSR float64 (no finiteness check; no rows or columns allowed)."""
+    return check_array(X, accept_sparse="csr", dtype=np.float64, accept_large_sparse=True,
+                       ensure_all_finite=False, ensure_min_samples=0,
+                       ensure_min_features=0, input_name="X")
+
+
+def check_block_width(spec, X, n_problems, where):
+    """The width budget, on a block's rows, naming the row beyond it with `where`."""
+    spec._check_width(X, n_problems, where)
+
+
+def encode_targets(spec, X, y):
+    """The core's targets of labels (classifier: raises ValueError for an unknown label)
+    or of regression targets."""
+    return spec._encode_targets(X, y, fit=False)[0]
+
+
+def row_power_sums(spec, X):
+    """The rows' power sums the core's regret statistic takes, or None."""
+    return spec._row_power_sums(X)
