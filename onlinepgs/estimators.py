@@ -99,10 +99,6 @@ def _in_stream(exc, first):
         return exc
 
 
-# Every PGS model, learner or estimator (what `onlinepgs.dask` checks for).
-_BasePGS = PGSLearner
-
-
 class _PGSEstimator(SklearnLayer, BaseEstimator, PGSLearner):
     """The scikit-learn PGS estimators' shared part: scikit-learn's checks and
     `fit_stream` over the learner's training."""

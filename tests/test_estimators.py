@@ -292,10 +292,10 @@ def test_tol_stops_early():
 
 
 def test_csr_float64_input_reaches_the_core_without_a_copy(monkeypatch):
-    from onlinepgs.estimators import _BasePGS
+    from onlinepgs.pgs import PGSLearner
 
     seen = []
-    original = _BasePGS._run
+    original = PGSLearner._run
 
     def spy(self, state, X, *args, **kwargs):
         seen.append(X.data)
@@ -303,7 +303,7 @@ def test_csr_float64_input_reaches_the_core_without_a_copy(monkeypatch):
 
     X, y = data()
     X.sort_indices()
-    monkeypatch.setattr(_BasePGS, "_run", spy)
+    monkeypatch.setattr(PGSLearner, "_run", spy)
     PGSClassifier(max_epochs=2).fit(X, y)
     PGSClassifier().partial_fit(X, y, classes=[0, 1])
     assert len(seen) == 3 and all(np.shares_memory(d, X.data) for d in seen)

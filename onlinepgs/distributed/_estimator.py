@@ -12,17 +12,18 @@ adapt. What it uses of a `PGSClassifier` / `PGSRegressor` `est`:
   ``_check_width``, ``_new_state``, ``_install``, and, on the workers (a clone of `est`
   with ``classes_`` set, the "spec"), ``_as_matrix``, ``_encode_targets``,
   ``_row_power_sums``;
-* from `onlinepgs.estimators`: ``_BasePGS`` (the type check), ``_training`` (one
-  training call at a time, undone on error), `PGSDivergedError`;
-* from scikit-learn: `clone`, `check_random_state`, `check_array`.
+* from `onlinepgs.pgs`: ``PGSLearner`` (the type check: the scikit-learn estimators and
+  the command line's learners are both), `PGSDivergedError`; from `onlinepgs._base`:
+  ``_training`` (one training call at a time, undone on error).
+
+Nothing here imports scikit-learn: ``onlinepgs train --scheduler`` runs without it.
 """
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import clone
-from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_array
 
-from onlinepgs.estimators import PGSDivergedError, _BasePGS, _training
+from onlinepgs._base import _training
+from onlinepgs._checks import check_random_state
+from onlinepgs.pgs import PGSDivergedError, PGSLearner
 
 __all__ = ["PGSDivergedError", "as_matrix", "batch_size", "check_block_width",
            "check_params", "check_rows", "check_trainable", "check_width", "classes_of",
@@ -34,7 +35,7 @@ __all__ = ["PGSDivergedError", "as_matrix", "batch_size", "check_block_width",
 # ---- the estimator the driver trains ----------------------------------------------------
 def check_trainable(est):
     """TypeError unless `est` is an estimator `onlinepgs.dask` trains."""
-    if not isinstance(est, _BasePGS):
+    if not isinstance(est, PGSLearner):
         raise TypeError("onlinepgs.dask trains a PGSClassifier or PGSRegressor, got "
                         f"{type(est).__name__}")
 
@@ -122,7 +123,8 @@ def install(est, state, epochs, **fitted):
 def spec(est, classes):
     """What the workers need of the estimator to read blocks: an unfitted copy of its
     parameters, with the classes (a classifier) that encode the labels."""
-    copy = clone(est)
+    # an unfitted copy of the parameters (scikit-learn's clone, without importing it)
+    copy = type(est)(**est.get_params(deep=False))
     if classes is not None:
         copy.classes_ = classes
     return copy
@@ -137,9 +139,8 @@ def as_matrix(spec, X):
 
 def check_rows(X):
     """Sparse rows as CSR float64 (no finiteness check; no rows or columns allowed)."""
-    return check_array(X, accept_sparse="csr", dtype=np.float64, accept_large_sparse=True,
-                       ensure_all_finite=False, ensure_min_samples=0,
-                       ensure_min_features=0, input_name="X")
+    X = X.tocsr() if sp.issparse(X) else sp.csr_matrix(X)
+    return X if X.dtype == np.float64 else X.astype(np.float64)
 
 
 def check_block_width(spec, X, n_problems, where):
