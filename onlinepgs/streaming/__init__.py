@@ -21,11 +21,12 @@ from onlinepgs.streaming.engine import (Progress, StreamResult, StreamTrainer,
 from onlinepgs.streaming.errors import (ClassesError, EmptyStreamError, LabelError,
                                         LearnerError, OutOfMemory, ReadOnceError,
                                         ResumeError, StreamError)
-from onlinepgs.streaming.checkpoints import (Checkpoint, checkpoint_extra,
+from onlinepgs.streaming.checkpoints import (Checkpoint, check_resume, checkpoint_extra,
                                              checkpoint_position, read_checkpoint)
 from onlinepgs.streaming.sources import read_ahead
 
 __all__ = ["whole_batches", "train_stream", "StreamTrainer", "StreamResult", "Progress",
-           "Checkpoint", "read_checkpoint", "checkpoint_position", "checkpoint_extra",
+           "Checkpoint", "read_checkpoint", "check_resume", "checkpoint_position",
+           "checkpoint_extra",
            "read_ahead", "StreamError", "LabelError", "ClassesError", "LearnerError",
            "OutOfMemory", "ReadOnceError", "ResumeError", "EmptyStreamError"]

@@ -140,12 +140,12 @@ def check_resume(checkpoint, names, passes, holdout_every):
                 f"{position[name]}, this one has {name}={given[name]}; resume with the "
                 "same value (it decides which rows are trained)")
     if position["pass"] >= passes:
-        raise ResumeError("passes", position["pass"] + 1, passes,
+        raise ResumeError("pass", position["pass"], passes,
                           f"the checkpoint {checkpoint.path} resumes in pass "
                           f"{position['pass'] + 1} (extra.stream.pass = {position['pass']}), "
                           f"this run has passes={passes}")
     if position["file"] >= len(names):
-        raise ResumeError("sources", position["file"] + 1, len(names),
+        raise ResumeError("file", position["file"], len(names),
                           f"the checkpoint {checkpoint.path} resumes in file "
                           f"{position['file'] + 1} (extra.stream.file = {position['file']}), "
                           f"this run reads {len(names)} file(s)")

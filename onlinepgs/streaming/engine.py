@@ -217,12 +217,15 @@ def _label_kind(values):
 
 
 def first_unknown_label(y, classes):
-    """THE label check of the engine: the index of the first label of `y` outside
-    `classes` (sorted), or None; None too where the labels are of no kind the check
-    judges (the learner's own check names those)."""
+    """THE label check of the engine (and of the command's eval): the index of the first
+    label of `y` outside `classes` (sorted), or None; None too where the labels are of
+    no kind the check judges (None, mixed types: the learner's own check names those).
+    """
     kind = _label_kind(y)
-    if kind is None or kind != _label_kind(classes):
+    if kind is None:
         return None
+    if kind != _label_kind(classes):  # numbers are none of the strings, and vice versa
+        return 0
     bad = ~np.isin(np.asarray(y), classes)
     return int(np.argmax(bad)) if bad.any() else None
 
