@@ -292,3 +292,48 @@ def test_the_engine_imports_no_scikit_learn():
                 names = [a.name for a in node.names] + [getattr(node, "module", "") or ""]
                 assert not any(n.startswith(("sklearn", "onlinepgs.estimators"))
                                for n in names), (path.name, names)
+
+
+def test_records_resume_too_and_wait_for_whole_batches(tmp_path):
+    """A sequence of records: hold-out rows between training rows and chunks of 10 do not
+    cut mini-batches of 3 (the model is partial_fit on the kept records in one call), and
+    a checkpoint written mid-run resumes to the same model."""
+    rng = np.random.RandomState(2)
+    records = [{int(j): float(v) for j, v in zip(rng.randint(0, 30, 4), rng.rand(4))}
+               for _ in range(400)]
+    labels = [int(sum(r.values()) > 2.0) for r in records]
+    stream = list(zip(records, labels))
+    kept = [i for i in range(400) if (i + 1) % 6]
+    reference = PGSClassifier(batch_size=3, random_state=0)
+    reference.partial_fit([records[i] for i in kept], [labels[i] for i in kept],
+                          classes=[0, 1])
+    model = str(tmp_path / "r.pgs")
+    options = dict(holdout_every=6, chunk_rows=10, checkpoint_path=model)
+    full = train_stream(PGSClassifier(batch_size=3, random_state=0), stream, **options)
+    assert_same_model(full.learner, reference)
+    assert full.holdout_rows == 66
+
+    def stop(event):
+        if event.kind == "chunk" and event.rows >= 250:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_stream(PGSClassifier(batch_size=3, random_state=0), stream, progress=stop,
+                     checkpoint_every=100, **options)
+    checkpoint = read_checkpoint(model)
+    assert checkpoint.position["data"] == ["the stream"]
+    resumed = train_stream(checkpoint.learner, stream, resume=checkpoint, **options)
+    assert_same_model(resumed.learner, reference)
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"passes": 0}, "passes must be a positive integer, got 0"),
+    ({"chunk_rows": 2.5}, "chunk_rows must be a positive integer, got 2.5"),
+    ({"holdout_every": 0}, "holdout_every must be a positive integer or None"),
+    ({"checkpoint_every": 10}, "checkpoint_every needs checkpoint_path"),
+])
+def test_bad_options_are_refused_before_any_work(options, match):
+    learner = PGSClassifier()
+    with pytest.raises(ValueError, match=match):
+        StreamTrainer(learner, **options)
+    assert not hasattr(learner, "coef_")
