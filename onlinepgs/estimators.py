@@ -801,7 +801,9 @@ class _BasePGS(BaseEstimator):
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
         try:
-            train_stream(self, [IterableSource(stream)], classes=classes,
+            # a regressor ignores classes, as partial_fit's signature has none
+            train_stream(self, [IterableSource(stream)],
+                         classes=classes if self._classifier else None,
                          chunk_rows=int(chunk_rows))
         except EmptyStreamError:  # an empty stream leaves the model as it is
             pass

@@ -337,3 +337,20 @@ def test_bad_options_are_refused_before_any_work(options, match):
     with pytest.raises(ValueError, match=match):
         StreamTrainer(learner, **options)
     assert not hasattr(learner, "coef_")
+
+
+def test_fit_stream_is_the_engine_over_one_iterable():
+    """fit_stream keeps its contract: a regressor ignores classes (partial_fit has none),
+    an empty stream leaves the model as it is, a classifier without classes takes the
+    first chunk's labels."""
+    records = [{0: float(i % 5), 1: 1.0} for i in range(60)]
+    y = [float(i % 5) for i in range(60)]
+    a = PGSRegressor(random_state=0).fit_stream(zip(records, y), classes=[0, 1])
+    b = PGSRegressor(random_state=0).partial_fit(records, y)
+    assert_same_model(a, b)
+    a.fit_stream(iter(()))
+    assert_same_model(a, b)
+    labels = [int(v > 2) for v in y]
+    c = PGSClassifier(random_state=0).fit_stream(zip(records, labels), chunk_rows=7)
+    d = PGSClassifier(random_state=0).partial_fit(records, labels, classes=[0, 1])
+    assert_same_model(c, d)
