@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES
+from onlinepgs.streaming.errors import label_text as _label_text
 
 PROG = "onlinepgs"
 
@@ -205,12 +206,13 @@ def build_parser():
 # ---- helpers -----------------------------------------------------------------------------
 def _check_input(source):
     """A readable input: a file, a named pipe or /dev/fd/N (process substitution), or -."""
-    if source == "-":
-        return
-    if os.path.isdir(source):
-        raise UserError(f"{source}: is a directory, not a data file")
-    if not os.path.exists(source):
-        raise UserError(f"{source}: no such file")
+    from onlinepgs.streaming import StreamError
+    from onlinepgs.streaming.sources import FileSource
+
+    try:
+        FileSource(source)
+    except StreamError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _reader(source, chunk_rows, zero_based):
@@ -395,45 +397,19 @@ class ByteProgress:
 def cmd_train(args):
     if args.solver == "sdca":
         return _train_sdca(args)
-    from onlinepgs.pgs import ModelTooLargeError
-    from onlinepgs.model_io import load_learner, save_model
+    """`train`: the options into the streaming engine (onlinepgs.streaming), its
+    progress onto stderr and its errors into one line."""
+    from onlinepgs import streaming
 
     if args.resume and not args.initial:
         raise UsageError("argument --resume: needs -i MODEL (the checkpoint to resume)")
     given_classes = _parse_classes(args.classes) if args.classes else None
-    for source in args.data:  # every input checked before any work
-        _check_input(source)
-    if args.passes > 1:
-        for source in args.data:
-            # a pipe gives its rows once: a second pass would find it empty, or block
-            if source == "-" or not os.path.isfile(source):
-                raise UsageError(f"argument --passes: {'stdin' if source == '-' else source} "
-                                 f"is not a regular file and can be read only once; "
-                                 f"--passes {args.passes} needs files")
+    sources = _train_sources(args)  # every input checked before any work
     _check_output(args.output, args.data)
-    resume_at = {"pass": 0, "file": 0, "rows": 0}
-    base = args.zero_based
     if args.initial:
-        # model and stream position from one read: a checkpoint may be replaced meanwhile
-        est, header = load_learner(args.initial, return_header=True)
-        extra = header.get("extra") or {}
-        base = _data_base(args, extra)
-        ignored = _ignored_options(args, est)
-        if ignored:
-            print(f"{PROG}: note: {', '.join(ignored)} ignored: with -i the model keeps "
-                  "its own options", file=sys.stderr)
-        if args.resume:
-            if "stream" not in extra:
-                raise UserError(f"{args.initial}: not a checkpoint (no stream position); "
-                                "drop --resume to continue training on new data")
-            resume_at = _checkpoint_position(args.initial, extra)
-            _check_run_options(args, resume_at)
-            _check_position_fits(args, resume_at)
-            if resume_at.get("data") != args.data:
-                print(f"{PROG}: note: resuming a run over {resume_at.get('data')} on "
-                      f"{args.data}", file=sys.stderr)
+        est, checkpoint, base = _continued(args)
     else:
-        est = _estimator_from_args(args)
+        est, checkpoint, base = _estimator_from_args(args), None, args.zero_based
     # a run option (-i included): the budget guards this run's data, not the model
     est.set_params(max_model_bytes=args.max_model_bytes)
     if given_classes is not None and not est._classifier:
@@ -443,131 +419,27 @@ def cmd_train(args):
         raise UsageError(f"argument --classes: applies to classification losses only ({why})")
     if args.scheduler is not None:
         return _train_on_dask(args, est, base)
-    k = int(est.batch_size)
-    chunk_rows = -(-args.chunk_rows // k) * k  # whole mini-batches: chunking never matters
-    is_classifier = est._classifier
-    classes = given_classes if given_classes is not None else getattr(est, "classes_", None)
-
     table = ProgressTable(sys.stderr, not args.quiet)
-    if hasattr(est, "_state"):  # a continued model: the next report follows its count
-        while table.next_report <= est.online_stats_["n_examples"]:
-            table.next_report *= 2
-    bar = ByteProgress(args.data, args.passes, sys.stderr.isatty() and not args.quiet)
-    table.bar = bar
-    # the held-out rows are every N-th row of a pass (its files in order), the same rows in
-    # every pass and after a resume; the loss reported is the last pass's
-    holdout = list(resume_at.get("holdout", (0.0, 0.0)))
-    rows_seen = 0
-    bytes_before = 0  # size of the files (and passes) already read, for the progress bar
-    last_checkpoint = None
-    chunk = None
+    table.bar = bar = ByteProgress(args.data, args.passes, sys.stderr.isatty() and not args.quiet)
+    trainer = streaming.StreamTrainer(
+        est, classes=given_classes, passes=args.passes, chunk_rows=args.chunk_rows,
+        zero_based=base, holdout_every=args.holdout_every, checkpoint_path=args.output,
+        checkpoint_every=args.checkpoint_every, resume=checkpoint,
+        progress=_show_progress(table, bar) if table.enabled else None)
     start = time.perf_counter()
-
     try:
-        for pass_index in range(resume_at["pass"], args.passes):
-            if pass_index > resume_at["pass"]:
-                holdout = [0.0, 0.0]
-            pass_rows = resume_at.get("pass_rows", 0) if pass_index == resume_at["pass"] else 0
-            for file_index, source in enumerate(args.data):
-                if (pass_index, file_index) < (resume_at["pass"], resume_at["file"]):
-                    continue
-                resuming_here = (pass_index, file_index) == (resume_at["pass"],
-                                                             resume_at["file"])
-                skip = resume_at["rows"] if resuming_here else 0
-                file_row0 = pass_rows
-                reader = _reader(source, chunk_rows, base)
-                trainer = _Trainer(est, table, source)
-                # held rows scored after the first row still waiting in `trainer`: a
-                # checkpoint resumes at that row, which scores them again
-                held_rows, held_losses = np.empty(0, np.int64), np.empty(0)
-                rows_in_file = 0
-                for X, y, line_of in _read_ahead(reader):
-                    if base == "auto" and isinstance(reader.zero_based, bool):
-                        base = reader.zero_based  # the first chunk decided, for every file
-                    n = X.shape[0]
-                    chunk = (source, X, line_of)  # for an out-of-memory message
-                    if rows_in_file + n <= skip:  # resuming: rows already consumed
-                        rows_in_file += n
-                        continue
-                    first = 0
-                    if rows_in_file < skip:  # the checkpoint fell inside this chunk
-                        first = skip - rows_in_file
-                        X, y = X[first:], y[first:]
-                        rows_in_file, n = skip, X.shape[0]
-
-                    def where(i, first=first, line_of=line_of):  # the line of X's row i
-                        return line_of(first + i)
-
-                    if is_classifier and classes is None:
-                        classes = np.unique(y)
-                        if classes.shape[0] < 2:
-                            raise UserError(f"{source}: the first chunk has one label "
-                                            f"({classes.tolist()}); pass --classes")
-                    if is_classifier:
-                        _check_labels(y, classes, source, where, why=(
-                            " (set by --classes, the model, or the first chunk's labels; "
-                            "pass --classes to give them all)"))
-                    if args.holdout_every:
-                        rows, losses = _train_with_holdout(
-                            trainer, X, y, file_row0 + rows_in_file, args.holdout_every,
-                            classes, where, rows_in_file)
-                        holdout[0] += float(np.sum(losses))
-                        holdout[1] += rows.shape[0]
-                        waiting = trainer.first_waiting()
-                        held_rows = np.concatenate([held_rows, rows])
-                        later = held_rows > (np.inf if waiting is None else waiting)
-                        held_rows = held_rows[later]
-                        held_losses = np.concatenate([held_losses, losses])[later]
-                    else:
-                        trainer.add(X, y, where, rows_in_file + np.arange(n), classes)
-                    rows_in_file += n
-                    rows_seen += n
-                    bar.update(bytes_before + reader.bytes_read)
-                    if args.checkpoint_every and (rows_seen - (last_checkpoint or 0)
-                                                  >= args.checkpoint_every):
-                        # the rows still waiting for a whole batch are not in the model yet
-                        waiting = trainer.first_waiting()
-                        position = {
-                            "data": args.data, "pass": pass_index, "file": file_index,
-                            "rows": rows_in_file if waiting is None else waiting,
-                            "pass_rows": file_row0,
-                            "holdout": [holdout[0] - float(np.sum(held_losses)),
-                                        holdout[1] - held_rows.shape[0]],
-                            **{name: getattr(args, name) for name, _ in _RUN_OPTIONS}}
-                        save_model(est, args.output, extra=_extra(base, False, position))
-                        last_checkpoint = rows_seen
-                if rows_in_file < skip:
-                    raise UserError(
-                        f"{source}: has {rows_in_file} rows, but the checkpoint "
-                        f"{args.initial} resumes after row {skip} of it "
-                        f"(extra.stream.rows = {skip}): not the data that run read")
-                trainer.finish(classes)
-                pass_rows = file_row0 + rows_in_file
-                if source != "-" and os.path.isfile(source):
-                    bytes_before += os.path.getsize(source)
-                if getattr(reader, "n_skipped", 0):
-                    print(f"{PROG}: {source}: skipped {reader.n_skipped} bad lines",
-                          file=sys.stderr)
+        run = trainer.run(sources)
+    except (ValueError, MemoryError, OSError) as exc:
+        raise _train_error(exc, trainer, args) from None
+    finally:
         bar.close()
-        if not hasattr(est, "_state"):
-            raise UserError(f"{', '.join(args.data)}: no training rows were read")
-        save_model(est, args.output, extra=_extra(base, True))
-    except (UserError, ValueError, MemoryError, OSError) as exc:
-        if isinstance(exc, MemoryError):
-            exc = _out_of_memory(chunk, base)
-        elif isinstance(exc, ModelTooLargeError):
-            exc = _too_wide(exc, chunk, base)
-        if last_checkpoint is not None:  # say what the output file now holds
-            raise UserError(f"{str(exc).splitlines()[0]} [{args.output} holds the last "
-                            f"checkpoint; resume with -i {args.output} --resume]") from None
-        raise exc from None
     if not args.quiet:
-        held = None
-        if holdout[1]:
+        held = []
+        if run.holdout_rows:
             which = f", pass {args.passes}" if args.passes > 1 else ""
-            held = (f"holdout average loss = {holdout[0] / holdout[1]:.6f} "
-                    f"({int(holdout[1])} rows{which})")
-        _print_summary(est, args, start, before=[held] if held else [])
+            held = [f"holdout average loss = {run.holdout_loss:.6f} "
+                    f"({run.holdout_rows} rows{which})"]
+        _print_summary(est, args, start, before=held)
     return 0
 
 
@@ -584,6 +456,9 @@ def _train_sdca(args):
     import scipy.sparse as sp
 
     from onlinepgs.model_io import save_model
+    from onlinepgs.streaming import checkpoint_extra
+    from onlinepgs.streaming.engine import widen
+    from onlinepgs.streaming.sources import lines_of
 
     for name, flag in _NOT_SDCA:
         if getattr(args, name):
@@ -612,7 +487,7 @@ def _train_sdca(args):
         for X, y in reader:
             if base == "auto" and isinstance(reader.zero_based, bool):
                 base = reader.zero_based  # the first chunk decided, for every file
-            line_of = _lines_of(lines, reader.n_lines, X.shape[0])
+            line_of = lines_of(lines, reader.n_lines, X.shape[0])
             if classes is not None:
                 _check_labels(y, classes, source, line_of, why=" (set by --classes)")
             lines = reader.n_lines
@@ -624,7 +499,7 @@ def _train_sdca(args):
     if not blocks:
         raise UserError(f"{', '.join(args.data)}: no training rows were read")
     width = max(X.shape[1] for X in blocks)
-    X = sp.vstack([_widen(X, width) for X in blocks], format="csr")
+    X = sp.vstack([widen(X, width) for X in blocks], format="csr")
     y = np.concatenate(labels)
     if est._classifier and np.unique(y).shape[0] < 2 and classes is None:
         raise UserError(f"{', '.join(args.data)}: every row has the label "
@@ -638,7 +513,7 @@ def _train_sdca(args):
             raise UserError(f"{', '.join(args.data)}: {str(exc).splitlines()[0]}") from None
     for warning in caught:  # e.g. the tolerance not reached: one line, not a traceback
         print(f"{PROG}: note: {str(warning.message).splitlines()[0]}", file=sys.stderr)
-    save_model(est, args.output, extra=_extra(base, True))
+    save_model(est, args.output, extra=checkpoint_extra(base, True))
     if not args.quiet:
         gap = np.sum(est.duality_gap_)
         primal = np.sum(est.primal_objective_)
@@ -668,124 +543,138 @@ def _check_sdca_width(args, X, source, line_of, base):
                     "features into 2**BITS columns, or raise --max-model-bytes (none: no limit)")
 
 
-def _extra(base, finished, position=None):
-    """The command's record in a model file: whether the run finished, a checkpoint's
-    stream position, and the base its files were read with (for predict, eval, -i)."""
-    out = {"finished": finished}
-    if position is not None:
-        out["stream"] = position
-    if isinstance(base, bool):
-        out["zero_based"] = base
-    return out
+def _train_sources(args):
+    """The engine's sources for DATA: each checked (exists, no directory), and refused
+    for several passes where it can be read only once (a usage error)."""
+    from onlinepgs import streaming
+    from onlinepgs.streaming.sources import check_passes, make_sources
+
+    try:
+        sources = make_sources(list(args.data))
+    except streaming.StreamError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        check_passes(sources, args.passes)
+    except streaming.ReadOnceError as exc:
+        # a pipe gives its rows once: a second pass would find it empty, or block
+        name = "stdin" if exc.source == "-" else exc.source
+        raise UsageError(f"argument --passes: {name} is not a regular file and can be read "
+                         f"only once; --passes {args.passes} needs files") from None
+    return sources
 
 
-# the run options that decide which rows are trained, recorded in a checkpoint's position
-_RUN_OPTIONS = (("holdout_every", "--holdout-every"), ("passes", "--passes"))
+def _continued(args):
+    """-i MODEL: the model, its checkpoint when --resume (refused unless this run can
+    resume it), and the feature base to read the data with."""
+    from onlinepgs import streaming
+    from onlinepgs.model_io import load_learner
+
+    # model and stream position from one read: a checkpoint may be replaced meanwhile
+    est, header = load_learner(args.initial, return_header=True)
+    extra = header.get("extra") or {}
+    base = _data_base(args, extra)
+    ignored = _ignored_options(args, est)
+    if ignored:
+        print(f"{PROG}: note: {', '.join(ignored)} ignored: with -i the model keeps "
+              "its own options", file=sys.stderr)
+    if not args.resume:
+        return est, None, base
+    if "stream" not in extra:
+        raise UserError(f"{args.initial}: not a checkpoint (no stream position); "
+                        "drop --resume to continue training on new data")
+    checkpoint = streaming.Checkpoint(
+        args.initial, est, streaming.checkpoint_position(args.initial, extra),
+        extra["zero_based"] if isinstance(extra.get("zero_based"), bool) else None)
+    try:
+        streaming.check_resume(checkpoint, args.data, args.passes, args.holdout_every)
+    except streaming.ResumeError as exc:
+        raise UsageError(_in_options(exc, args)) from None
+    if checkpoint.position.get("data") != args.data:
+        print(f"{PROG}: note: resuming a run over {checkpoint.position.get('data')} on "
+              f"{args.data}", file=sys.stderr)
+    return est, checkpoint, base
 
 
-def _check_run_options(args, position):
-    """Refuse a --resume whose run options differ from the checkpoint's run."""
-    for name, flag in _RUN_OPTIONS:
-        if name not in position:  # a checkpoint written before they were recorded
-            continue
-        saved, given = position[name], getattr(args, name)
-        if saved != given:
-            raise UsageError(
-                f"argument {flag}: the checkpoint {args.initial} was written by a run with "
-                f"{flag} {'none' if saved is None else saved}, this one has "
-                f"{'none' if given is None else given}; resume with the same {flag} (it "
+def _in_options(exc, args):
+    """A checkpoint that this run cannot resume (streaming.ResumeError), in the flags."""
+    if exc.option == "pass":
+        return (f"argument --passes: the checkpoint {args.initial} resumes in pass "
+                f"{exc.saved + 1} (extra.stream.pass = {exc.saved}), this run has "
+                f"--passes {exc.given}")
+    if exc.option in ("passes", "holdout_every"):
+        flag = _flag(exc.option)
+        saved, given = (("none" if v is None else v) for v in (exc.saved, exc.given))
+        return (f"argument {flag}: the checkpoint {args.initial} was written by a run with "
+                f"{flag} {saved}, this one has {given}; resume with the same {flag} (it "
                 "decides which rows are trained)")
+    return str(exc)
 
 
-def _checkpoint_position(path, extra):
-    """The stream position of a checkpoint's ``extra``, every field checked for its type
-    and range and against the others (a hand-edited file must not skip training or
-    crash); a ModelFileError names the field and its value."""
-    from onlinepgs.model_io import ModelFileError
-
-    position = extra["stream"]
-
-    def bad(field, why):
-        value = position if field is None else position[field]
-        name = "extra.stream" + ("" if field is None else f".{field}")
-        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-        return ModelFileError(path, f"checkpoint position {name} is {shown}: {why}")
-
-    def count(value, low):
-        return type(value) is int and value >= low
-
-    if not isinstance(position, dict):
-        raise bad(None, "not an object")
-    for field in ("pass", "file", "rows"):
-        if field not in position:
-            raise ModelFileError(path, f"checkpoint position extra.stream has no {field!r}")
-    for field in ("pass", "file", "rows", "pass_rows"):
-        if field in position and not count(position[field], 0):
-            raise bad(field, "not a non-negative integer")
-    if "passes" in position and not count(position["passes"], 1):
-        raise bad("passes", "not a positive integer")
-    if position.get("holdout_every") is not None and not count(position["holdout_every"], 1):
-        raise bad("holdout_every", "neither null nor a positive integer")
-    if "data" in position and not (isinstance(position["data"], list) and position["data"]
-                                   and all(isinstance(name, str) for name in position["data"])):
-        raise bad("data", "not a list of file names")
-    if "holdout" in position:
-        held = position["holdout"]
-        if not (isinstance(held, list) and len(held) == 2
-                and all(type(v) in (int, float) and v >= 0 for v in held)  # NaN: False
-                and float(held[1]).is_integer()
-                and held[1] <= position.get("pass_rows", 0) + position["rows"]):
-            raise bad("holdout", "not [loss sum >= 0, held-out rows <= the rows read in "
-                                 "the pass]")
-    if "passes" in position and position["pass"] >= position["passes"]:
-        raise bad("pass", f"beyond the run's {position['passes']} pass(es) "
-                          "(extra.stream.passes; counted from 0)")
-    if "data" in position and position["file"] >= len(position["data"]):
-        raise bad("file", f"beyond the run's {len(position['data'])} file(s) "
-                          "(extra.stream.data; counted from 0)")
-    return position
+def _show_progress(table, bar):
+    """The engine's progress events onto the table (a row at doubling counts) and the
+    byte bar (after each chunk)."""
+    def show(event):
+        if event.kind == "row":
+            table.row(event.stats, float(event.label), event.prediction, event.n_features)
+        elif event.kind == "chunk":
+            bar.update(event.bytes_read)
+        elif event.n_skipped:
+            print(f"{PROG}: {event.source}: skipped {event.n_skipped} bad lines",
+                  file=sys.stderr)
+    return show
 
 
-def _check_position_fits(args, position):
-    """Refuse a --resume whose files or passes do not reach the checkpoint's position."""
-    if position["pass"] >= args.passes:
-        raise UsageError(f"argument --passes: the checkpoint {args.initial} resumes in pass "
-                         f"{position['pass'] + 1} (extra.stream.pass = {position['pass']}), "
-                         f"this run has --passes {args.passes}")
-    if position["file"] >= len(args.data):
-        raise UsageError(f"the checkpoint {args.initial} resumes in file "
-                         f"{position['file'] + 1} (extra.stream.file = {position['file']}), "
-                         f"this run reads {len(args.data)} file(s)")
+_WHY_CLASSES = (" (set by --classes, the model, or the first chunk's labels; pass "
+                "--classes to give them all)")
 
 
-def _out_of_memory(chunk, base):
-    """Name the row whose largest feature index made the model too large to allocate."""
-    if chunk is None or chunk[1].nnz == 0:
-        return UserError("out of memory")
-    source, X, line_of = chunk
-    at = int(np.argmax(X.indices))
-    row = int(np.searchsorted(X.indptr, at, side="right")) - 1
-    index = int(X.indices[at]) + (0 if base is True else 1)
-    return UserError(f"{source}:{line_of(row)}: out of memory for a model over {X.shape[1]} "
-                     f"features (feature index {index}); --bits BITS hashes the features "
-                     "into 2**BITS columns")
+def _train_error(exc, trainer, args):
+    """An error of the engine as the command's one line, in its options' words, saying
+    what the output file holds when a checkpoint was written."""
+    from onlinepgs import streaming
+
+    base = trainer.zero_based
+    if isinstance(exc, streaming.OutOfMemory):
+        index = exc.column + (0 if base is True else 1)
+        exc = UserError(f"{exc.where}: out of memory for a model over {exc.n_features} "
+                        f"features (feature index {index}); --bits BITS hashes the "
+                        "features into 2**BITS columns")
+    elif isinstance(exc, MemoryError):
+        exc = UserError("out of memory")
+    elif isinstance(exc, streaming.LabelError):
+        exc = UserError(f"{exc.where}: {exc.reason}{_WHY_CLASSES}")
+    elif isinstance(exc, streaming.ClassesError):
+        exc = UserError(f"{exc.source}: the first chunk has one label ({exc.labels}); "
+                        "pass --classes")
+    elif isinstance(exc, streaming.LearnerError):
+        error = exc.error
+        if hasattr(error, "budget"):  # ModelTooLargeError: the file's terms
+            exc = _too_wide(error, exc, base)
+        elif isinstance(error, FloatingPointError):  # PGSDivergedError: in the flags
+            # (the state kept is not saved: the message's word on it does not apply)
+            exc = UserError(f"{exc.where}: training diverged: "
+                            f"{_in_flags(getattr(error, 'reason', None) or str(error))}")
+    if trainer.last_checkpoint is not None:  # say what the output file now holds
+        return UserError(f"{str(exc).splitlines()[0]} [{args.output} holds the last "
+                         f"checkpoint; resume with -i {args.output} --resume]")
+    return exc
 
 
-def _too_wide(exc, chunk, base):
-    """The budget's refusal (ModelTooLargeError, its row's line set by `_fit_rows`) in
-    the file's terms: its line and feature index, and the options to change."""
-    source = chunk[0] if chunk is not None else "the data"
+def _too_wide(exc, at, base):
+    """The budget's refusal (ModelTooLargeError `exc`, at the place of the engine's
+    LearnerError `at`) in the file's terms: its line and feature index, and the
+    options to change."""
     needed = f"{exc.needed / 2**30:.1f}G" if exc.needed else "more"
     budget = exc.budget
     for suffix, scale in reversed(_SIZE_SUFFIXES.items()):
         if budget % scale == 0:
             budget = f"{budget // scale}{suffix}"
             break
-    if getattr(exc, "line", None) is None:
-        where = f"{source}: the data has {exc.n_features} columns"
+    if at.line is None:
+        where = f"{at.source}: the data has {exc.n_features} columns"
     else:
         index = exc.column + (0 if base is True else 1)
-        where = f"{source}:{exc.line}: feature index {index}"
+        where = f"{at.source}:{at.line}: feature index {index}"
     return UserError(f"{where} would make a model over {exc.n_features} features, "
                      f"{needed} of state, beyond --max-model-bytes {budget} (a stray "
                      "index?); --bits BITS hashes the features into 2**BITS columns, or "
@@ -821,9 +710,10 @@ def _ignored_options(args, est):
 
 def _check_labels(y, classes, source, line_of, what="the classes", why=""):
     """Labels outside the classes, named by their line (partial_fit knows no lines)."""
-    bad = ~np.isin(y, classes)
-    if bad.any():
-        i = int(np.argmax(bad))
+    from onlinepgs.streaming.engine import first_unknown_label
+
+    i = first_unknown_label(y, classes)
+    if i is not None:
         raise UserError(f"{source}:{line_of(i)}: label {_label_text(y[i])} is not one of "
                         f"{what} [{', '.join(_label_text(c) for c in classes)}]{why}")
 
@@ -844,6 +734,7 @@ def _print_summary(est, args, start, before=(), after=()):
 def _train_on_dask(args, est, base):
     """`train --scheduler`: onlinepgs.dask over the files, one model file at the end."""
     from onlinepgs.model_io import save_model
+    from onlinepgs.streaming import checkpoint_extra
     from onlinepgs.svmlight import iter_svmlight
 
     for flag, used in (("-", "-" in args.data), ("--resume", args.resume),
@@ -913,232 +804,10 @@ def _train_on_dask(args, est, base):
     finally:
         if client is not None:
             client.close()
-    save_model(est, args.output, extra=_extra(base, True))
+    save_model(est, args.output, extra=checkpoint_extra(base, True))
     if not args.quiet:
         _print_summary(est, args, start, after=[f"rounds = {len(rounds)} on {args.scheduler}"])
     return 0
-
-
-def _lines_of(lines_before, lines_after, n_rows):
-    """Row i of a chunk -> its line in the file, as text: exact where the chunk's lines are
-    all rows (no blank or comment line among them), else the lines it lies between."""
-    if lines_after - lines_before == n_rows:
-        return lambda i: str(lines_before + 1 + i)
-    return lambda i: (f"{lines_before + 1}-{lines_after} (row {i + 1} of the {n_rows} rows "
-                      "there)")
-
-
-def _read_ahead(reader, depth=2):
-    """Iterate the reader's chunks as (X, y, line_of), parsing the next ones in a
-    background thread; ``line_of(i)`` names the line of the chunk's row i.
-
-    The parser and the solver both release the GIL, so on two cores parsing chunk i+1
-    overlaps training on chunk i (Vowpal Wabbit's driver overlaps them too). Errors are
-    re-raised in the caller, in order; memory holds at most ``depth`` extra chunks.
-    """
-    import queue
-    import threading
-
-    chunks = queue.Queue(maxsize=depth)
-    done = object()
-    stop = threading.Event()
-
-    def produce():
-        try:
-            lines = 0
-            for X, y in reader:
-                # the parser stops right after the row that fills a chunk
-                chunk = (X, y, _lines_of(lines, reader.n_lines, X.shape[0]))
-                lines = reader.n_lines
-                while not stop.is_set():
-                    try:
-                        chunks.put(chunk, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            chunks.put(done)
-        except BaseException as exc:  # handed to the consumer
-            chunks.put(exc)
-
-    worker = threading.Thread(target=produce, name="onlinepgs-reader", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item = chunks.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        worker.join(timeout=5)
-
-
-def _loss_rows(est, X, y):
-    """The model's loss on each row (the reported iterate), for the held-out estimate."""
-    from onlinepgs._core import loss_value
-
-    scores = est.decision_function(X) if est._classifier else est.predict(X)
-    if est._classifier:
-        classes = est.classes_
-        if scores.ndim == 1:
-            signs = np.where(y == classes[1], 1.0, -1.0)
-            return np.asarray(loss_value(est.loss, scores, signs), dtype=float)
-        signs = np.where(y[:, None] == classes[None, :], 1.0, -1.0)
-        return np.asarray(loss_value(est.loss, scores, signs), dtype=float).sum(axis=1)
-    return np.asarray(loss_value(est.loss, scores, y, est.epsilon), dtype=float)
-
-
-def _train_with_holdout(trainer, X, y, rows_before, every, classes, line_of, first_row):
-    """Score every `every`-th row with the model before its segment, train on the others.
-
-    Segments of max(1000, 8 * every) rows keep the estimate progressive without a Python
-    call per row. Before any training the model is PGS's w_0 = 0, whose loss is the loss at
-    margin 0. Returns the held rows (their rows in the file, from 0) and their losses.
-    """
-    from onlinepgs._core import loss_value
-
-    est = trainer.est
-    n = X.shape[0]
-    seg = max(1000, 8 * every)
-    rows, losses = [np.empty(0, np.int64)], [np.empty(0)]
-    for start in range(0, n, seg):
-        stop = min(n, start + seg)
-        held = (rows_before + np.arange(start, stop) + 1) % every == 0
-        if held.any():
-            Xh, yh = X[start:stop][held], y[start:stop][held]
-            if hasattr(est, "_state"):
-                losses.append(_loss_rows(est, Xh, yh))
-            elif est._classifier:
-                # every classification loss is symmetric at margin 0: l(0; +1) = l(0; -1)
-                n_problems = 1 if len(classes) == 2 else len(classes)
-                losses.append(np.full(yh.shape[0],
-                                      n_problems * float(loss_value(est.loss, 0.0, 1.0))))
-            else:
-                losses.append(np.asarray(loss_value(est.loss, np.zeros(yh.shape[0]), yh,
-                                                    est.epsilon), dtype=float))
-            rows.append(first_row + start + np.flatnonzero(held))
-        kept = start + np.flatnonzero(~held)
-        trainer.add(X[kept], y[kept], lambda i, kept=kept: line_of(kept[i]),
-                    first_row + kept, classes)
-    return np.concatenate(rows), np.concatenate(losses)
-
-
-class _Trainer:
-    """partial_fit on one file's training rows in whole mini-batches across calls.
-
-    Rows short of a whole batch wait for the file's next rows (and are trained at its
-    end), so neither the chunks nor the held-out rows between them change the model: it
-    is partial_fit on the file's training rows in one call.
-    """
-
-    def __init__(self, est, table, source):
-        self.est = est
-        self.table = table
-        self.source = source
-        self.k = int(est.batch_size)
-        self.waiting = None  # (X, y, lines, file_rows) of fewer than k rows
-
-    def first_waiting(self):
-        """The file row (from 0) of the first row not yet trained, or None."""
-        return None if self.waiting is None else int(self.waiting[3][0])
-
-    def add(self, X, y, line_of, file_rows, classes, final=False):
-        """Train on the waiting rows, then these, but for the rows short of a whole batch
-        unless `final`. ``line_of(i)`` names row i's line; `file_rows` are its rows in the
-        file, from 0."""
-        if self.waiting is not None:
-            import scipy.sparse as sp
-
-            Xw, yw, lines, rows_w = self.waiting
-            width = max(Xw.shape[1], X.shape[1])  # a later chunk may have more columns
-            X = sp.vstack([_widen(Xw, width), _widen(X, width)], format="csr")
-            y = np.concatenate([yw, y])
-            file_rows = np.concatenate([rows_w, file_rows])
-            line_of = (lambda i, inner=line_of, m=len(lines):
-                       lines[i] if i < m else inner(i - m))
-            self.waiting = None
-        n = X.shape[0]
-        n_train = n if final else n - n % self.k
-        if n_train < n:
-            self.waiting = (X[n_train:], y[n_train:],
-                            [line_of(i) for i in range(n_train, n)], file_rows[n_train:])
-        if n_train:
-            _train_rows(self.est, X[:n_train], y[:n_train], classes, self.table, self.k,
-                        self.source, line_of, file_rows)
-
-    def finish(self, classes):
-        """Train on the rows still waiting: the file's last, short batch."""
-        if self.waiting is not None:
-            Xw, yw, lines, rows_w = self.waiting
-            self.waiting = None
-            _train_rows(self.est, Xw, yw, classes, self.table, self.k, self.source,
-                        lines.__getitem__, rows_w)
-
-
-def _widen(X, width):
-    if X.shape[1] == width:
-        return X
-    import scipy.sparse as sp
-
-    return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], width))
-
-
-def _train_rows(est, X, y, classes, table, k, source, line_of, file_rows):
-    """partial_fit on rows, splitting them (at whole batches) where the table reports."""
-    n = X.shape[0]
-    if n == 0:
-        return
-    fitted = hasattr(est, "_state")
-    done = est.online_stats_["n_examples"] if fitted else 0
-    kwargs = {"classes": classes} if classes is not None else {}
-
-    def fit(a, b):
-        _fit_rows(est, X[a:b], y[a:b], kwargs, source, lambda i: line_of(a + i),
-                  int(file_rows[a]))
-
-    start = 0
-    while start < n:
-        report = table.next_report if table.enabled else None
-        if report is not None and done + n - start >= report:
-            # the batch holding example number `report` ends the segment
-            end = start + (-(-(report - done) // k)) * k
-            end = min(end, n)
-            stop_before = max(start, end - k)
-            if stop_before > start:
-                fit(start, stop_before)
-            last = end - 1
-            prediction = _online_prediction(est, X[last])
-            fit(stop_before, end)
-            done += end - start
-            table.row(est.online_stats_, float(y[last]), prediction, int(X[last].nnz))
-            while table.next_report <= done:
-                table.next_report *= 2
-            start = end
-        else:
-            fit(start, n)
-            done += n - start
-            start = n
-
-
-def _fit_rows(est, X, y, kwargs, source, line_of, first_row):
-    from onlinepgs.pgs import ModelTooLargeError, PGSDivergedError
-
-    try:
-        est.partial_fit(X, y, **kwargs)
-    except ModelTooLargeError as exc:
-        exc.line = None if exc.row is None else line_of(exc.row)  # for _too_wide
-        raise
-    except PGSDivergedError as exc:
-        # the row and the advice, at the file's line and in the command's flags (the
-        # state kept is not saved: the message's word on it does not apply)
-        raise UserError(f"{source}:{line_of(exc.row)}: training diverged: "
-                        f"{_in_flags(exc.reason)}") from None
-    except ValueError as exc:
-        raise UserError(f"{source} (rows from {first_row + 1}): {exc}") from None
 
 
 def _in_flags(text):
@@ -1150,24 +819,6 @@ def _in_flags(text):
                        ("max_model_bytes (None: no limit)", "--max-model-bytes (none: no limit)")):
         text = text.replace(name, flag)
     return text
-
-
-def _online_prediction(est, x):
-    """The solver's own prediction for a row before its update (last iterate).
-
-    A regressor's or binary classifier's raw score; a multiclass model's predicted class.
-    """
-    if not hasattr(est, "_state"):
-        return 0.0
-    W = est._state.weights("last")  # (1 + n_features, n_problems), intercept in row 0
-    x = est._as_matrix(x, fitted=True).tocsr()  # hashed as training sees it
-    seen = x.indices < W.shape[0] - 1
-    scores = x.data[seen] @ W[1 + x.indices[seen]]
-    if est.fit_intercept:
-        scores = scores + W[0] * est.intercept_scaling
-    if scores.shape[0] == 1:
-        return float(scores[0])
-    return float(est.classes_[int(np.argmax(scores))])
 
 
 # ---- predict / eval / info ---------------------------------------------------------------
@@ -1206,24 +857,16 @@ def _write_predictions(est, reader, kind, out):
             out.write(lines + "\n")
 
 
-def _label_text(value):
-    """A label as text: integral numbers without a decimal point, strings as they are."""
-    try:
-        value = float(value)
-    except (TypeError, ValueError):  # a model trained in Python on string labels
-        return str(value)
-    return str(int(value)) if value.is_integer() else f"{value:.9g}"
-
-
 def cmd_eval(args):
     from onlinepgs._metrics import StreamMetrics
+    from onlinepgs.streaming import read_ahead
 
     est, extra = _load(args.model, "eval")
     # one pass, each chunk folded into sums (and the AUC's sorted runs) as it comes:
     # memory does not grow with the rows (onlinepgs._metrics)
     metrics = StreamMetrics(est.classes_ if est._classifier else None)
     reader = _reader(args.data, args.chunk_rows, _data_base(args, extra))
-    for X, y, line_of in _read_ahead(reader):
+    for X, y, line_of in read_ahead(reader):
         if est._classifier:  # at its line, before the rest of the file is scored
             _check_labels(y, est.classes_, args.data, line_of, what="the model's classes")
             scores = est.decision_function(X)
@@ -1283,6 +926,7 @@ def _json_safe(value):
 
 def cmd_info(args):
     from onlinepgs.model_io import load_learner, read_header
+    from onlinepgs.streaming import checkpoint_position
 
     header = read_header(args.model)
     if args.json:
@@ -1295,7 +939,7 @@ def cmd_info(args):
         est, header = load_learner(args.model, return_header=True)
         classes = est.classes_
     extra = header.get("extra") or {}
-    position = _checkpoint_position(args.model, extra) if "stream" in extra else None
+    position = checkpoint_position(args.model, extra) if "stream" in extra else None
     params = header.get("params", {})
     print(f"model: {args.model}")
     for key in ("estimator", "format_version", "onlinepgs_version"):

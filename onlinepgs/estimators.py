@@ -110,17 +110,26 @@ class _PGSEstimator(SklearnLayer, BaseEstimator, PGSLearner):
         features being ints (column indices) or, with ``n_bits``, strings (hashed).
         Memory holds one chunk; the model is called once per chunk. Continues the
         current state like `partial_fit`; chunks are rounded up to whole mini-batches, so
-        the result does not depend on ``chunk_rows``.
+        the result does not depend on ``chunk_rows``. This is
+        `onlinepgs.streaming.train_stream` over one iterable, which also offers passes,
+        a hold-out, checkpoints and resume.
 
         Parameters
         ----------
         stream : iterable of (x, y)
-        classes : array-like, required for a classifier's first call
+        classes : array-like or None
+            Every label the stream may hold; None: the model's, else the labels of the
+            first chunk.
         chunk_rows : int, default=1000
 
         Returns
         -------
         self
+
+        Raises
+        ------
+        ValueError
+            Naming the record of the stream (counted from 1) where it can.
 
         Examples
         --------
@@ -131,44 +140,22 @@ class _PGSEstimator(SklearnLayer, BaseEstimator, PGSLearner):
         >>> clf.predict([{"word=good": 1.0}, {"word=bad": 1.0}])
         array([1, 0])
         """
+        from onlinepgs.streaming import EmptyStreamError, LearnerError, train_stream
+        from onlinepgs.streaming.sources import IterableSource
+
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
-        k = int(self.batch_size)
-        chunk_rows = -(-int(chunk_rows) // k) * k
-        xs, ys = [], []
-        for position, item in enumerate(stream):
-            try:
-                x, y = item
-            except (TypeError, ValueError):
-                raise ValueError(f"record {position + 1} of the stream is not an (x, y) "
-                                 f"pair: {item!r:.80}") from None
-            if not (isinstance(x, dict) or (isinstance(x, (list, tuple)) and (
-                    not x or isinstance(x[0], (list, tuple))))):
-                # else the chunk would not be records: a list of numbers would be taken
-                # for a dense row, anything else fail in the matrix checks, far from here
-                what = "is None" if x is None else f"is {x!r:.80}"
-                raise ValueError(f"record {position + 1} of the stream {what}: expected a "
-                                 "dict {feature: value} or a sequence of (feature, value) "
-                                 "pairs")
-            xs.append(x)
-            ys.append(y)
-            if len(xs) == chunk_rows:
-                self._stream_chunk(xs, ys, classes, position + 1 - chunk_rows)
-                xs, ys = [], []
-        if xs:
-            self._stream_chunk(xs, ys, classes, position + 1 - len(xs))
-        return self
-
-    def _stream_chunk(self, xs, ys, classes, first):
-        """partial_fit on one chunk, whose first record is record `first` (from 0)."""
         try:
-            if self._classifier:
-                self.partial_fit(xs, ys, classes=classes)
-            else:
-                self.partial_fit(xs, ys)
-        except (ValueError, PGSDivergedError) as exc:
+            # a regressor ignores classes, as partial_fit's signature has none
+            train_stream(self, [IterableSource(stream)],
+                         classes=classes if self._classifier else None,
+                         chunk_rows=int(chunk_rows))
+        except EmptyStreamError:  # an empty stream leaves the model as it is
+            pass
+        except LearnerError as exc:
             # the caller knows records of the stream, not rows of a chunk
-            raise _in_stream(exc, first) from None
+            raise _in_stream(exc.error, exc.first_record - 1) from None
+        return self
 
 class PGSClassifier(ClassifierMixin, _PGSEstimator, PGSClassifierLearner):
     __doc__ = """Linear classifier trained by the Primal Gradient Solver (streaming, l_p).

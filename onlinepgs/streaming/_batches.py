@@ -1,7 +1,4 @@
-"""Training over streams: the rounding of rows to whole mini-batches.
-
-The streaming engine (passes, hold-out, checkpoints, resume) is built here.
-"""
+"""THE rounding of rows to whole mini-batches (every chunked or sliced path uses it)."""
 
 
 def whole_batches(rows, batch_size):

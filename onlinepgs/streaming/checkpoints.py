@@ -1,0 +1,151 @@
+"""Checkpoints: a model file whose ``extra`` holds the stream position to resume from.
+
+The position (``extra["stream"]``) is a JSON object::
+
+    {"data": [names of the sources], "pass": p, "file": f, "rows": r,
+     "pass_rows": rows of pass p before source f, "holdout": [loss sum, rows],
+     "holdout_every": N or null, "passes": P}
+
+meaning: passes 0..p-1 and sources 0..f-1 of pass p are in the model, and the first
+``r`` rows of source f (its rows, held-out ones included, counted from 0). ``holdout``
+sums the held-out losses of pass p up to there. The run options that decide which rows
+are trained (``holdout_every``, ``passes``) are recorded so that a resume with other
+values is refused rather than silently training other rows.
+"""
+from typing import Any, NamedTuple
+
+from onlinepgs.streaming.errors import ResumeError
+
+# the run options that decide which rows are trained, recorded in a position
+RUN_OPTIONS = ("holdout_every", "passes")
+
+
+def checkpoint_extra(zero_based, finished, position=None):
+    """The engine's record in a model file: whether the run finished, a checkpoint's
+    stream position, and the feature base its files were read with (so that predict,
+    eval and a continued run read them alike)."""
+    out = {"finished": finished}
+    if position is not None:
+        out["stream"] = position
+    if isinstance(zero_based, bool):
+        out["zero_based"] = zero_based
+    return out
+
+
+def checkpoint_position(path, extra):
+    """The stream position of a checkpoint's ``extra``, every field checked for its type
+    and range and against the others (a hand-edited file must not skip training or
+    crash).
+
+    Raises
+    ------
+    onlinepgs.model_io.ModelFileError
+        Naming the file, the field and its value.
+    """
+    from onlinepgs.model_io import ModelFileError
+
+    position = extra["stream"]
+
+    def bad(field, why):
+        value = position if field is None else position[field]
+        name = "extra.stream" + ("" if field is None else f".{field}")
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        return ModelFileError(path, f"checkpoint position {name} is {shown}: {why}")
+
+    def count(value, low):
+        return type(value) is int and value >= low
+
+    if not isinstance(position, dict):
+        raise bad(None, "not an object")
+    for field in ("pass", "file", "rows"):
+        if field not in position:
+            raise ModelFileError(path, f"checkpoint position extra.stream has no {field!r}")
+    for field in ("pass", "file", "rows", "pass_rows"):
+        if field in position and not count(position[field], 0):
+            raise bad(field, "not a non-negative integer")
+    if "passes" in position and not count(position["passes"], 1):
+        raise bad("passes", "not a positive integer")
+    if position.get("holdout_every") is not None and not count(position["holdout_every"], 1):
+        raise bad("holdout_every", "neither null nor a positive integer")
+    if "data" in position and not (isinstance(position["data"], list) and position["data"]
+                                   and all(isinstance(name, str) for name in position["data"])):
+        raise bad("data", "not a list of file names")
+    if "holdout" in position:
+        held = position["holdout"]
+        if not (isinstance(held, list) and len(held) == 2
+                and all(type(v) in (int, float) and v >= 0 for v in held)  # NaN: False
+                and float(held[1]).is_integer()
+                and held[1] <= position.get("pass_rows", 0) + position["rows"]):
+            raise bad("holdout", "not [loss sum >= 0, held-out rows <= the rows read in "
+                                 "the pass]")
+    if "passes" in position and position["pass"] >= position["passes"]:
+        raise bad("pass", f"beyond the run's {position['passes']} pass(es) "
+                          "(extra.stream.passes; counted from 0)")
+    if "data" in position and position["file"] >= len(position["data"]):
+        raise bad("file", f"beyond the run's {len(position['data'])} file(s) "
+                          "(extra.stream.data; counted from 0)")
+    return position
+
+
+class Checkpoint(NamedTuple):
+    """What a run resumes from: the checkpoint's `path` (named in messages), its
+    `learner`, its validated stream `position` and the feature base it read its files
+    with (`zero_based`: True, False or None when not recorded)."""
+
+    path: str
+    learner: Any
+    position: dict
+    zero_based: Any = None
+
+
+def read_checkpoint(path):
+    """The learner and stream position of a checkpoint file, from one read (a running
+    job may replace the file meanwhile).
+
+    Raises
+    ------
+    onlinepgs.model_io.ModelFileError
+        When the file is no model, or a model without a stream position (a finished
+        run's: continue training it on new data instead), or a damaged position.
+
+    Examples
+    --------
+    See `train_stream`.
+    """
+    from onlinepgs.model_io import ModelFileError, load_model
+
+    learner, header = load_model(path, return_header=True)
+    extra = header.get("extra") or {}
+    if "stream" not in extra:
+        raise ModelFileError(path, "not a checkpoint (no stream position); train it on "
+                                   "new data without resuming")
+    base = extra.get("zero_based")
+    return Checkpoint(str(path), learner, checkpoint_position(path, extra),
+                      base if isinstance(base, bool) else None)
+
+
+def check_resume(checkpoint, names, passes, holdout_every):
+    """Refuse to resume `checkpoint` with run options other than its run's, or over
+    sources or passes that do not reach its position (`ResumeError`, before any work).
+
+    A position written before the run options were recorded is checked against what it
+    has. `names` are this run's sources' names.
+    """
+    position, given = checkpoint.position, {"passes": passes, "holdout_every": holdout_every}
+    for name in RUN_OPTIONS:
+        if name in position and position[name] != given[name]:
+            raise ResumeError(
+                name, position[name], given[name],
+                f"the checkpoint {checkpoint.path} was written by a run with {name}="
+                f"{position[name]}, this one has {name}={given[name]}; resume with the "
+                "same value (it decides which rows are trained)")
+    if position["pass"] >= passes:
+        raise ResumeError("pass", position["pass"], passes,
+                          f"the checkpoint {checkpoint.path} resumes in pass "
+                          f"{position['pass'] + 1} (extra.stream.pass = {position['pass']}), "
+                          f"this run has passes={passes}")
+    if position["file"] >= len(names):
+        raise ResumeError("file", position["file"], len(names),
+                          f"the checkpoint {checkpoint.path} resumes in file "
+                          f"{position['file'] + 1} (extra.stream.file = {position['file']}), "
+                          f"this run reads {len(names)} file(s)")

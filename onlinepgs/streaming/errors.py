@@ -1,0 +1,162 @@
+"""The engine's errors: each carries its place in the stream as data, not only as text.
+
+A file's place is its name and line (``train.svm:2502``); an iterable's is the number of
+its record, counted from 1 (``record 17 of the stream``). Callers that word errors their
+own way (the command line names its options) read the attributes; the messages are
+complete sentences for everyone else. Errors of the svmlight reader
+(`onlinepgs.svmlight.SvmlightError`: file, line, column) pass through as they are.
+"""
+import numpy as np
+
+
+def label_text(value):
+    """A label as text: integral numbers without a decimal point, strings as they are."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):  # a model trained in Python on string labels
+        return str(value)
+    return str(int(value)) if value.is_integer() else f"{value:.9g}"
+
+
+def place(source, in_file, line=None, record=None, first=None):
+    """Where something is: ``file:line``, ``record N of the stream``, or the rows from
+    one (`first`) when only the call that failed is known."""
+    if in_file:
+        if line is not None:
+            return f"{source}:{line}"
+        if first is not None:
+            return f"{source} (rows from {first})"
+        return source
+    if record is not None:
+        return f"record {record} of {source}"
+    if first is not None:
+        return f"records from {first} of {source}"
+    return source
+
+
+class StreamError(ValueError):
+    """A problem at a place in a stream (a ValueError: bad data, not a bug).
+
+    Attributes
+    ----------
+    source : str
+        The file as named by the caller (``"-"``: stdin), or for an iterable
+        ``"the stream"`` (``"stream 2"`` when there are several sources).
+    in_file : bool
+        Whether `source` is a file (then `line` names the place) or an iterable.
+    line : str or None
+        The line in the file: ``"2502"``, or ``"10-14 (row 2 of the 3 rows there)"`` where
+        blank or comment lines lie among a chunk's rows.
+    record : int or None
+        The row of the source, counted from 1 (a file's data rows; an iterable's records).
+    reason : str
+        What is wrong, without the place.
+    """
+
+    def __init__(self, reason, *, source=None, in_file=True, line=None, record=None,
+                 message=None):
+        self.reason, self.source, self.in_file = reason, source, in_file
+        self.line, self.record = line, record
+        if message is None:
+            where = self.where
+            message = reason if where is None else f"{where}: {reason}"
+        super().__init__(message)
+
+    @property
+    def where(self):
+        """The place as text (None when the error concerns no one source)."""
+        if self.source is None:
+            return None
+        return place(self.source, self.in_file, self.line, self.record)
+
+    def __reduce__(self):  # pickling (e.g. across processes) keeps the attributes
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls, args, state):
+    error = cls.__new__(cls)
+    ValueError.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
+
+class LabelError(StreamError):
+    """A label outside the classes (given, the model's, or the first chunk's).
+
+    ``label``: the label; ``classes``: the classes (an array); ``origin``: "given",
+    "model" or "first chunk".
+    """
+
+    def __init__(self, label, classes, origin, **where):
+        self.label, self.classes, self.origin = label, classes, origin
+        shown = f"[{', '.join(label_text(c) for c in classes)}]"
+        reason = f"label {label_text(label)} is not one of the classes {shown}"
+        message = None
+        if not where.get("in_file", True):  # the words of partial_fit's own check
+            value = label.item() if isinstance(label, np.generic) else label
+            message = (f"label {value!r} ({place(where['source'], False, None, where['record'])})"
+                       f" is not one of the classes {np.asarray(classes).tolist()}")
+        super().__init__(reason, message=message, **where)
+
+
+class ClassesError(StreamError):
+    """No classes given, none in the model, and a first chunk of one label:
+    ``labels`` holds the labels seen."""
+
+    def __init__(self, labels, **where):
+        self.labels = labels
+        super().__init__(f"the first chunk has one label ({list(labels)}); pass classes "
+                         "(every label the stream may hold)", **where)
+
+
+class LearnerError(StreamError):
+    """The learner refused a call (``error``: its exception, e.g. ``ModelTooLargeError``
+    or ``PGSDivergedError``). Where the error names its row (``error.row``) the place
+    is exact; else `first_record` is the first row of the refused call (counted from 1)
+    and `line` / `record` are None."""
+
+    def __init__(self, error, first_record, **where):
+        self.error, self.first_record = error, first_record
+        text = str(error).splitlines()[0] if str(error) else type(error).__name__
+        exact = where.get("line") is not None or where.get("record") is not None
+        message = None
+        if not exact:
+            message = f"{place(where['source'], where['in_file'], first=first_record)}: {text}"
+        super().__init__(text, message=message, **where)
+
+
+class OutOfMemory(StreamError):
+    """The learner's memory could not be allocated for the chunk whose widest feature is
+    at this place: ``column`` (from 0) and ``n_features`` (the chunk's width)."""
+
+    def __init__(self, column, n_features, **where):
+        self.column, self.n_features = column, n_features
+        super().__init__(f"out of memory for a model over {n_features} features (feature "
+                         f"column {column}, from 0); hashing the features bounds the width",
+                         **where)
+
+
+class ReadOnceError(StreamError):
+    """More than one pass over a source that can be read only once (stdin, a pipe, an
+    iterator): ``passes`` is the number asked for."""
+
+    def __init__(self, passes, **where):
+        self.passes = passes
+        super().__init__(f"can be read only once (not a regular file, or an iterator); "
+                         f"passes={passes} needs files or sequences", **where)
+
+
+class ResumeError(StreamError):
+    """A checkpoint that this run cannot resume. ``option`` says why: "passes" or
+    "holdout_every" (a run option other than the checkpoint's run's), "pass" or "file"
+    (a position beyond this run's passes or sources), "rows" (a source shorter than the
+    position); ``saved`` is the checkpoint's value (the position's for "pass", "file",
+    "rows") and ``given`` this run's."""
+
+    def __init__(self, option, saved, given, reason, **where):
+        self.option, self.saved, self.given = option, saved, given
+        super().__init__(reason, **where)
+
+
+class EmptyStreamError(StreamError):
+    """The sources held no training row (and the learner was not trained before)."""
