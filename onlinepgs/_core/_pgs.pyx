@@ -30,32 +30,17 @@ from libc.stdlib cimport malloc, free, qsort
 from libc.string cimport memcpy
 
 from onlinepgs._core._losses cimport loss_value, loss_derivative, loss_and_derivative
-from onlinepgs._core._regularizer cimport (reg_conjugate, phi_power, phi_power_many,
-                                             phi_quarters)
+from onlinepgs._core._regularizer cimport reg_conjugate, phi_power, phi_power_many, phi_quarters
+from onlinepgs._core._mirror cimport (Mirror, mirror_init, mirror_scale, mirror_refresh_due,
+                                      mirror_cancelled, mirror_drift_due, mirror_link,
+                                      mirror_touch, mirror_row, mirror_max, mirror_count,
+                                      MIRROR_CHUNK)
 from onlinepgs._core._random cimport uniform01
+from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_axpy,
+                                      prefetch_gather, OPGS_PREFETCH)
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
 
 cnp.import_array()
-
-cdef extern from *:
-    """
-    /* GCC 12's mod-ref analysis counts __builtin_prefetch as no effect and deletes the
-       calls of a function made only of prefetches; a volatile asm stays. */
-    #if defined(OPGS_NO_PREFETCH)
-    #define OPGS_PREFETCH(p) ((void)0)
-    #elif defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    #define OPGS_PREFETCH(p) __asm__ __volatile__("prefetcht0 %0" : : "m"(*(const char*)(p)))
-    #elif defined(__GNUC__) || defined(__clang__)
-    #define OPGS_PREFETCH(p) __builtin_prefetch((const void*)(p))
-    #else
-    #define OPGS_PREFETCH(p) ((void)0)
-    #endif
-    """
-    void OPGS_PREFETCH(const void* p) noexcept nogil
-
-ctypedef fused index_t:
-    int32_t
-    int64_t
 
 cdef enum:
     ITERATE_LAST = 0
@@ -79,21 +64,11 @@ cdef inline bint _averaged(int iterate) noexcept nogil:
 # range and s_t keeps one magnitude, which the lazy averages' running sums need for
 # precision. The refresh is O(dim) and happens O(log t) times.
 STATE_VERSION = 3
-# A refresh sets M to M_HEADROOM max |lambda_j| (below 2, so that N >= M_HEADROOM^-q stays
-# above the 2^-q that would refresh it again): lambda may then grow 2 M_HEADROOM-fold before
-# the next O(dim) refresh, not 2-fold. Fewer refreshes serve one process (log base 3.5
-# instead of 2) and Dask's lanes more, whose steps count n_lanes-fold: each lane refreshes
-# on its own and sends its sums whole when it does.
-cdef double M_HEADROOM = 1.75
-# Near p = 1 (q - 1 = 1 / (p - 1) in the thousands) the window [M/2, 2M] is too wide: 2^(q-1)
-# overflows and 1.75^-(q-1) underflows, so phi and N would leave the double range. Where
-# q - 1 > PHI_BITS the window narrows to [M / 2^g, 2^g M], g = PHI_BITS / (q - 1), and the
-# headroom to 1.75^g: every phi then stays within 2^-PHI_BITS .. 2^PHI_BITS of 1 (N too,
-# times dim), at the price of a refresh each time max |lambda_j| grows 3.5^g-fold.
-cdef double PHI_BITS = 512.0
+# The l_q map's window of M, its headroom, its narrowing near p = 1 and N's recount
+# rule: _mirror.pxd, shared with SDCA.
 # Past this q - 1 the weights are not worth computing: phi = (|lambda_j| / M)^(q-1) turns
 # each rounding of lambda (a relative 1.1e-16) into (q - 1) times that in the weights, over
-# 1e-9, and the window of M is so narrow that the O(dim) refreshes dominate the run.
+# 1e-9, and the window of M (_mirror.pxd) is so narrow that its refreshes dominate the run.
 cdef double MAX_Q_MINUS_1 = 8388608.0  # 2^23, p - 1 = 1.19e-7
 # The lazy averages for p < 2 take differences C - mark_j of the running sum C of weighted
 # scales: a term far below C is lost in it, and with it coordinate j's weight for that
@@ -105,9 +80,6 @@ cdef double MAX_Q_MINUS_1 = 8388608.0  # 2^23, p - 1 = 1.19e-7
 # with the projection's factor: a row of a large sample weight makes it fall many orders
 # at once, and C lambda_j - acc_j then cancelled to nothing.
 cdef double CUM_RANGE = 1048576.0  # 2^20
-
-cdef enum:
-    ROW_CHUNK = 256  # powers are taken this many at a time (stack buffers; packed roots)
 
 # The sweeps over every coordinate (a refresh of M, a settle of the lazy averages, N's
 # exact recount) need only the coordinates some update reached: the others hold zeros in
@@ -305,9 +277,7 @@ cdef struct Core:
     double* inv_scale
     double* rnd_s
     int64_t* rnd_ver
-    double q
-    double r_hi  # |lambda_j| / M above which M is refreshed (2, less near p = 1)
-    int quarters  # 4 (q - 1) when that is a small integer, else 0 (see _phi_power)
+    Mirror mm  # the l_q map's constants (_mirror.pxd)
     Py_ssize_t K
     Py_ssize_t S  # doubles per (coordinate, problem) in the block
     int iterate
@@ -374,7 +344,7 @@ cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
     """lambda_j -= delta for problem c, keeping phi, N and the lazy iterates exact."""
     cdef Py_ssize_t idx = j * core.K + c, at = idx * core.S
     cdef double lam_old = core.lam[at], lam_new, phi_old = core.phi[at]
-    cdef double inv_m, r_old, r_new, ph
+    cdef double inv_m, r_old, r_new, dn
     if not core.p_is_two and _averaged(core.iterate):
         core.acc[at] += phi_old * (core.cum[c] - core.mark[at])
         core.mark[at] = core.cum[c]
@@ -397,17 +367,9 @@ cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
         r_old = lam_old * inv_m
         core.norm_sum[c] += r_new * r_new - r_old * r_old
         return
-    if r_new > core.r_hi:
-        # M no longer tracks max |lambda_j|: park phi at 0 (finite), rescale after the step
-        ph = 0.0
-        need_rescale[0] = 1
-    else:
-        ph = copysign(phi_power(r_new, core.q, core.quarters), lam_new) if r_new > 0.0 else 0.0
-    core.phi[at] = ph
-    if need_rescale[0]:
-        return
-    r_old = fabs(lam_old) * inv_m
-    core.norm_sum[c] += r_new * fabs(ph) - r_old * fabs(phi_old)
+    dn = mirror_touch(core.mm, lam_old, lam_new, phi_old, inv_m, &core.phi[at], need_rescale)
+    if not need_rescale[0]:  # else M is refreshed and N recounted after the step
+        core.norm_sum[c] += dn
 
 
 @cython.final
@@ -424,7 +386,9 @@ cdef class PGSState:
     cdef readonly int loss_code, iterate, batch_size, n_problems
     cdef readonly bint fit_intercept, multiclass, p_is_two, bounded, need_norm, radius_auto
     cdef double norm_low
-    # M's window: refreshed where |lambda_j| / M passes r_hi, set to headroom max |lambda_j|
+    # the l_q map's constants (_mirror.pxd); r_hi, headroom and norm_low are copies:
+    # M is refreshed where |lambda_j| / M passes r_hi, set to headroom max |lambda_j|
+    cdef Mirror mm
     cdef readonly double r_hi, headroom
     cdef readonly str loss
     # coordinates (rows of the arrays) = 1 + number of features
@@ -507,7 +471,8 @@ cdef class PGSState:
             raise ValueError("n_problems must be >= 1")
         self.p = p
         self.q = p / (p - 1.0)
-        self.quarters = phi_quarters(self.q)
+        self.mm = mirror_init(p)
+        self.quarters = self.mm.quarters
         self.p_is_two = p == 2.0
         self.sigma = sigma
         self.bounded = radius is not None
@@ -516,15 +481,9 @@ cdef class PGSState:
         self.radius = 0.0 if self.radius_auto else (
             float(radius) if radius is not None else float("inf"))
         self.need_norm = (not self.p_is_two) or self.bounded
-        # p = 2 only needs N for the ball; its phi does not depend on M
-        self.norm_low = 2.0 ** -600 if self.p_is_two else 2.0 ** -self.q
-        self.r_hi = 2.0
-        self.headroom = M_HEADROOM
-        if not self.p_is_two and self.q - 1.0 > PHI_BITS:
-            g = PHI_BITS / (self.q - 1.0)
-            self.r_hi = 2.0 ** g
-            self.headroom = M_HEADROOM ** g
-            self.norm_low = self.r_hi ** -self.q  # all below M / r_hi: 2^-(g q), in range
+        self.norm_low = self.mm.norm_low
+        self.r_hi = self.mm.r_hi
+        self.headroom = self.mm.headroom
         self.loss = loss
         self.loss_code = LOSS_CODES[loss]
         self.epsilon = epsilon
@@ -773,9 +732,7 @@ cdef class PGSState:
         core.inv_scale = &self.inv_scale[0]
         core.rnd_s = &self.rnd_s[0]
         core.rnd_ver = &self.rnd_ver[0]
-        core.q = self.q
-        core.r_hi = self.r_hi
-        core.quarters = self.quarters
+        core.mm = self.mm
         core.K = self.n_problems
         core.iterate = self.iterate
         core.p_is_two = self.p_is_two
@@ -802,8 +759,7 @@ cdef class PGSState:
                 self.w_norm[c] = 0.0
             return 0.0
         # ||lambda||_q^(2-q) M^(q-1) / ((q-1)(t+1) sigma), with ||lambda||_q = M N^(1/q)
-        s = self.mscale[c] * exp(((2.0 - self.q) / self.q) * log(self.norm_sum[c])) / (
-            (self.q - 1.0) * denom)
+        s = mirror_link(self.mm, self.mscale[c], self.norm_sum[c]) / ((self.q - 1.0) * denom)
         if self.bounded:
             norm_q = self.mscale[c] * exp(log(self.norm_sum[c]) / self.q)
             wnorm = (self.p - 1.0) * norm_q / denom
@@ -884,27 +840,19 @@ cdef class PGSState:
             self.n_restarts += 1
 
     cdef void _exact_norm(self, Py_ssize_t c, bint rescale) noexcept nogil:
-        """Recompute N exactly from lambda; with rescale, first move M to max |lambda_j|.
-        Sweeps the coordinates updates reached (`_sweep`), in increasing order."""
-        cdef Py_ssize_t i, j, base, n, e, count
-        cdef double m = 0.0, r, total = 0.0
-        cdef double r_buf[ROW_CHUNK]
-        cdef double ph_buf[ROW_CHUNK]
+        """Recompute N exactly from lambda; with rescale, first move M to headroom times
+        max |lambda_j| (and phi with it). Sweeps the coordinates updates reached
+        (`_sweep`), in increasing order. The map's arithmetic: _mirror.pxd."""
+        cdef Py_ssize_t i, j, count, KS = self.n_problems * self.n_fields
+        cdef double m, total
         cdef const int64_t* coords
+        # problem c's lambda and phi: every KS doubles from these
+        cdef double* lam_c = &self.block[0, 0, 0] + c * self.n_fields
+        cdef double* phi_c = lam_c + self.off_phi
         if rescale:
             self.n_rescales += 1
             count = self._sweep(&coords)
-            if coords == NULL:
-                for j in range(count):
-                    if fabs(self.lam[j, c]) > m:
-                        m = fabs(self.lam[j, c])
-            else:
-                for i in range(count):
-                    if fabs(self.lam[coords[i], c]) > m:
-                        m = fabs(self.lam[coords[i], c])
-            if m == 0.0:
-                m = 1.0
-            m *= self.headroom
+            m = mirror_scale(self.mm, mirror_max(lam_c, KS, coords, count))
             if not self.p_is_two:
                 self._settle_all(c)
                 # w = rnd_s * phi for coordinates not yet snapped: snap them all now, in the
@@ -920,63 +868,33 @@ cdef class PGSState:
                             self.snapv[j, c] = self.rnd_ver[c]
             self.mscale[c] = m
             self.inv_scale[c] = 1.0 / m
-        m = self.mscale[c]
         count = self._sweep(&coords)
-        if self.p_is_two:
-            for i in range(count):
-                r = fabs(self.lam[coords[i] if coords != NULL else i, c]) / m
-                total += r * r
-            self.norm_sum[c] = total
-            self.norm_peak[c] = total
-            return
-        base = 0
-        while base < count:
-            n = count - base if count - base < ROW_CHUNK else ROW_CHUNK
-            # coordinates base .. base + n - 1, or the list's (a branch per chunk)
-            if coords == NULL:
-                for e in range(n):
-                    r_buf[e] = fabs(self.lam[base + e, c]) / m
-            else:
-                for e in range(n):
-                    r_buf[e] = fabs(self.lam[coords[base + e], c]) / m
-            phi_power_many(r_buf, ph_buf, n, self.q, self.quarters)
-            for e in range(n):
-                total += r_buf[e] * ph_buf[e]
-            if rescale and coords == NULL:
-                for e in range(n):
-                    self.phi[base + e, c] = copysign(ph_buf[e], self.lam[base + e, c])
-            elif rescale:
-                for e in range(n):
-                    j = coords[base + e]
-                    self.phi[j, c] = copysign(ph_buf[e], self.lam[j, c])
-            base += n
+        # p = 2: phi is lambda, which M does not change
+        total = mirror_count(self.mm, lam_c, phi_c, KS, coords, count, self.mscale[c],
+                             rescale and not self.p_is_two)
         self.norm_sum[c] = total
         self.norm_peak[c] = total
 
     cdef void _upkeep_norms(self, int* need_rescale, int* moved) noexcept nogil:
-        """After a step or a merged round: rescale M where lambda outgrew it (or every
-        coordinate fell below M/2), recompute N where it cancelled (fell CUM_RANGE-fold
-        below its peak, so that its rounding, relative to the peak, would show), clamp
-        N's rounding below 0, and recompute N exactly every 8 * dim coordinate updates
-        (amortized O(1), and drift-free).
-
-        Near p = 1 the terms of N span r^q: a coordinate 4% below the largest counts
-        1e-18 as much at q = 1000, so N may lose its largest term and keep only rounding
-        while every coordinate stays above M/2: the peak's test catches that."""
+        """After a step or a merged round, the l_q map's upkeep (_mirror.pxd): recount N
+        where it cancelled below its peak, refresh M where lambda outgrew it (or every
+        coordinate fell below M / r_hi), clamp N's rounding below 0, and recount N
+        exactly every MIRROR_RECOUNT * span coordinate updates."""
         cdef Py_ssize_t c
         if not self.need_norm:
             return
         for c in range(self.n_problems):
-            if moved[c] and not need_rescale[c] and (
-                    self.norm_sum[c] * CUM_RANGE < self.norm_peak[c]):
+            if moved[c] and not need_rescale[c] and mirror_cancelled(self.norm_sum[c],
+                                                                     self.norm_peak[c]):
                 self._exact_norm(c, False)  # then tested against norm_low as it is
-            if need_rescale[c] or (moved[c] and self.norm_sum[c] < self.norm_low):
+            if need_rescale[c] or (moved[c] and mirror_refresh_due(self.mm, self.norm_sum[c],
+                                                                   False)):
                 self._exact_norm(c, True)
             elif self.norm_sum[c] < 0.0:
                 self.norm_sum[c] = 0.0
             if self.norm_sum[c] > self.norm_peak[c]:
                 self.norm_peak[c] = self.norm_sum[c]
-        if self.touches_since_exact > 8 * self.span:
+        if mirror_drift_due(self.touches_since_exact, self.span):
             self.touches_since_exact = 0
             for c in range(self.n_problems):
                 self._exact_norm(c, False)
@@ -1417,12 +1335,12 @@ cdef class PGSState:
 cdef inline double row_power_sum(const double* vals, Py_ssize_t nnz, double q,
                                  int quarters) noexcept nogil:
     """sum_e |x_e|^q = sum_e |x_e| phi_power(|x_e|) over a row's values."""
-    cdef double a_buf[ROW_CHUNK]
-    cdef double ph_buf[ROW_CHUNK]
+    cdef double a_buf[MIRROR_CHUNK]
+    cdef double ph_buf[MIRROR_CHUNK]
     cdef double total = 0.0
     cdef Py_ssize_t base = 0, n, e
     while base < nnz:
-        n = nnz - base if nnz - base < ROW_CHUNK else ROW_CHUNK
+        n = nnz - base if nnz - base < MIRROR_CHUNK else MIRROR_CHUNK
         for e in range(n):
             a_buf[e] = fabs(vals[base + e])
         phi_power_many(a_buf, ph_buf, n, q, quarters)
@@ -1472,7 +1390,7 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
     For p = 2 the caller passes dot = <lambda, x> before the update and xx = ||x||^2 (the
     margin's loop takes both), so N moves by ||lambda - cf x||^2 - ||lambda||^2 =
     cf (cf xx - 2 dot) in units of M^2, without a per-coordinate chain of additions; the
-    exact recomputation every 8 dim updates bounds the rounding drift as before.
+    exact recount every MIRROR_RECOUNT * span updates bounds the rounding drift.
 
     The fast path of `_touch` for K = 1, k = 1 and canonical rows (unique indices): one
     tight loop per concern, so no loop carries a branch on the configuration.
@@ -1485,13 +1403,7 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
     cdef double* mark = core.mark + S
     cdef double* snap
     cdef int64_t* snapv
-    cdef double cum, rs, inv_m, old, new, r_new, ph, d, dn = 0.0, xq = 0.0, q = core.q
-    cdef double r_hi = core.r_hi
-    cdef double r_buf[ROW_CHUNK]
-    cdef double ph_buf[ROW_CHUNK]
-    cdef double old_buf[ROW_CHUNK]
-    cdef Py_ssize_t base, n
-    cdef int quarters = core.quarters
+    cdef double cum, rs, inv_m, d, xq = 0.0
     cdef int64_t ver
     cdef bint averaged = _averaged(core.iterate)
     cum = core.cum[0] if averaged else 0.0
@@ -1513,8 +1425,7 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
                 lam[j] -= d
                 acc[j] -= d * cum
         else:
-            for e in range(nnz):
-                lam[idx[e] * S] -= cf * vals[e]
+            sparse_axpy(lam, S, -cf, vals, idx, nnz)
         if core.need_norm:
             inv_m = core.inv_scale[0]
             d = cf * inv_m
@@ -1522,79 +1433,20 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
             if not (core.norm_sum[0] < 1e300):  # some |lambda_j| / M passed 1e150 (or overflowed)
                 need_rescale[0] = 1
         return xx
-    inv_m = core.inv_scale[0]
-    base = 0
-    while base < nnz:
-        n = nnz - base if nnz - base < ROW_CHUNK else ROW_CHUNK
-        # lambda's update, the lazy average's catch-up (it needs the old phi) and the
-        # old phi's share of N; the new |lambda_j| / M go to a buffer ...
-        if averaged:
-            for e in range(n):
-                j = idx[base + e] * S
-                ph = phi[j]
-                acc[j] += ph * (cum - mark[j])
-                mark[j] = cum
-                old = lam[j]
-                new = old - cf * vals[base + e]
-                lam[j] = new
-                r_buf[e] = fabs(new) * inv_m
-                old_buf[e] = fabs(old) * inv_m * fabs(ph)
-        else:
-            for e in range(n):
-                j = idx[base + e] * S
-                old = lam[j]
-                new = old - cf * vals[base + e]
-                lam[j] = new
-                r_buf[e] = fabs(new) * inv_m
-                old_buf[e] = fabs(old) * inv_m * fabs(phi[j])
-        # ... whose powers are taken together (packed square roots) ...
-        phi_power_many(r_buf, ph_buf, n, q, quarters)
-        # ... and go back into phi and N
-        for e in range(n):
-            j = idx[base + e] * S
-            r_new = r_buf[e]
-            ph = ph_buf[e]
-            if r_new > r_hi:
-                # M no longer tracks max |lambda_j|: park phi at 0 (finite), rescale after
-                ph = 0.0
-                need_rescale[0] = 1
-            dn += r_new * ph - old_buf[e]
-            phi[j] = copysign(ph, lam[j])
-        base += n
-    core.norm_sum[0] += dn
+    # p < 2: lambda, phi and N through the l_q map (_mirror.pxd), the lazy average's
+    # catch-up in the same pass over the row
+    core.norm_sum[0] += mirror_row(core.mm, lam, phi, S, vals, idx, nnz, cf, core.inv_scale[0],
+                                   acc, mark, cum, averaged, need_rescale)
     if want_xq:
-        xq = row_power_sum(vals, nnz, q, quarters)
+        xq = row_power_sum(vals, nnz, core.mm.q, core.mm.quarters)
     return xq
-
-
-cdef inline double _margin_sq(const double* phi, Py_ssize_t S, const double* vals,
-                              const index_t* idx, Py_ssize_t nnz, double* xx) noexcept nogil:
-    """`_margin` of a sparse row of a single problem, and ||x||^2 into xx (p = 2: the
-    update's N and the regret need it, and the values are in registers here). Two
-    independent sums each: the loop is bound by add latency, not by loads."""
-    cdef double t0 = 0.0, t1 = 0.0, s0 = 0.0, s1 = 0.0, v0, v1
-    cdef Py_ssize_t e, half = nnz - (nnz & 1)
-    cdef const double* base = phi + S
-    for e in range(0, half, 2):
-        v0 = vals[e]
-        v1 = vals[e + 1]
-        t0 += base[idx[e] * S] * v0
-        t1 += base[idx[e + 1] * S] * v1
-        s0 += v0 * v0
-        s1 += v1 * v1
-    if half < nnz:
-        v0 = vals[half]
-        t0 += base[idx[half] * S] * v0
-        s0 += v0 * v0
-    xx[0] = s0 + s1
-    return t0 + t1
 
 
 cdef inline double _margin(const double* phi, Py_ssize_t K, Py_ssize_t S, Py_ssize_t c,
                            const double* vals,
                            const index_t* idx, Py_ssize_t nnz, bint dense) noexcept nogil:
     """<phi_c, x> over a row's entries, coordinates offset by one for the intercept (one
-    problem of sparse rows: `_margin_sq`)."""
+    problem of sparse rows: `sparse_dot_sq`, which also takes ||x||^2)."""
     cdef double t0 = 0.0
     cdef Py_ssize_t e
     cdef const double* base = phi + (K + c) * S  # coordinate j + 1 of problem c
@@ -1621,7 +1473,6 @@ cdef inline void _prefetch_ahead(Core core, const double* data, const index_t* i
     cdef Py_ssize_t e, start, end, stride = core.K * core.S
     cdef Py_ssize_t per_line = 64 // sizeof(index_t)
     cdef int64_t row
-    cdef const index_t* idx
     if i + 3 < n_rows:
         OPGS_PREFETCH(&indptr[order[i + 3]])
     if i + 2 < n_rows:
@@ -1640,9 +1491,7 @@ cdef inline void _prefetch_ahead(Core core, const double* data, const index_t* i
     if i + 1 < n_rows:
         row = order[i + 1]
         start = indptr[row]
-        idx = indices + start
-        for e in range(indptr[row + 1] - start):
-            OPGS_PREFETCH(core.lam + (idx[e] + 1) * stride)
+        prefetch_gather(core.lam + stride, stride, indices + start, indptr[row + 1] - start)
 
 
 cdef void _run_pass(PGSState self, const double* data, const index_t* indices, int64_t* indptr,
@@ -1719,7 +1568,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
             best_c = 0
             for c in range(K):
                 if one_sparse:
-                    z = _margin_sq(core.phi, core.S, vals, idx, nnz, &row_xx)
+                    z = sparse_dot_sq(core.phi + core.S, core.S, vals, idx, nnz, &row_xx)
                     row_dot = z
                 else:
                     z = _margin(core.phi, K, core.S, c, vals, idx, nnz, dense)
