@@ -42,22 +42,10 @@ from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
 
 cnp.import_array()
 
-cdef enum:
-    ITERATE_LAST = 0
-    ITERATE_AVERAGE = 1
-    ITERATE_WEIGHTED = 2
-    ITERATE_WEIGHTED2 = 4
-    ITERATE_RANDOM = 3
-
 ITERATES = {"last": ITERATE_LAST, "average": ITERATE_AVERAGE,
             "weighted": ITERATE_WEIGHTED, "weighted2": ITERATE_WEIGHTED2,
             "random": ITERATE_RANDOM}
 
-
-cdef inline bint _averaged(int iterate) noexcept nogil:
-    """An average of the iterates (weights 1, t or t^2), kept lazily."""
-    return (iterate == ITERATE_AVERAGE or iterate == ITERATE_WEIGHTED
-            or iterate == ITERATE_WEIGHTED2)
 
 # For p < 2 the scale M is kept within a factor 2 of max_j |lambda_j| (refreshed when a
 # coordinate passes 2M, or when N < 2^-q, i.e. all fall below M/2): the powers stay in
@@ -80,34 +68,6 @@ cdef double MAX_Q_MINUS_1 = 8388608.0  # 2^23, p - 1 = 1.19e-7
 # with the projection's factor: a row of a large sample weight makes it fall many orders
 # at once, and C lambda_j - acc_j then cancelled to nothing.
 cdef double CUM_RANGE = 1048576.0  # 2^20
-
-# The sweeps over every coordinate (a refresh of M, a settle of the lazy averages, N's
-# exact recount) need only the coordinates some update reached: the others hold zeros in
-# every field and add nothing. While a state is young it keeps a list of those (before
-# a pass, each coordinate its rows may update whose lambda is 0 in every problem), sorted and
-# deduplicated before a sweep, which then visits them in increasing order: the same terms
-# in the same order as a sweep over all of dim, so N and the model are bit for bit the
-# same. Noting costs a few instructions per coordinate update, and a sweep over dim costs
-# about as much as one over a list of dim / SEEN_DENSE: the list is dropped (sweeps visit
-# every coordinate, updates stop noting) once it holds more than dim / SEEN_DENSE
-# coordinates or SEEN_WORK * dim updates have been checked, when the O(dim) of a sweep is
-# below SEEN_DENSE times the updates made. A sweep thus never visits more than
-# SEEN_DENSE times the coordinate updates so far: a state of 2^24 hashed features that
-# sees a few thousand updates sweeps a few thousand coordinates, not 2^24.
-cdef enum:
-    SEEN_DENSE = 4
-    SEEN_WORK = 2
-
-
-cdef struct Seen:
-    int64_t* lst  # coordinates reached (first n_sorted sorted and unique, then appended)
-    Py_ssize_t n
-    Py_ssize_t n_sorted
-    Py_ssize_t cap
-    Py_ssize_t dim
-    int64_t budget  # coordinate updates that may still be checked before the list is dropped
-    bint track  # False: no list, a sweep visits every coordinate
-
 
 cdef int _cmp_int64(const void* a, const void* b) noexcept nogil:
     cdef int64_t x = (<const int64_t*>a)[0], y = (<const int64_t*>b)[0]
@@ -156,11 +116,6 @@ cdef void _sort_coords(int64_t* a, Py_ssize_t n, Py_ssize_t dim) noexcept nogil:
     free(tmp)
 
 
-cdef inline void _seen_drop(Seen* sn) noexcept nogil:
-    sn.track = False
-    sn.n = sn.n_sorted = 0
-
-
 cdef void _seen_compact(Seen* sn) noexcept nogil:
     """Sort and deduplicate the list (the sorted prefix merged with the sorted tail);
     drop it when it has grown past dim / SEEN_DENSE. O(tail + n) (radix sort)."""
@@ -200,37 +155,6 @@ cdef void _seen_compact(Seen* sn) noexcept nogil:
         _seen_drop(sn)
 
 
-cdef inline bint _seen_spend(Seen* sn, Py_ssize_t updates) noexcept nogil:
-    """Account for `updates` coordinate updates about to be checked; False (and the list
-    dropped) once the budget is spent or the list is gone."""
-    if not sn.track:
-        return False
-    sn.budget -= updates
-    if sn.budget < 0:
-        _seen_drop(sn)
-        return False
-    return True
-
-
-cdef inline void _note_new(Seen* sn, const double* lam, Py_ssize_t K, Py_ssize_t S,
-                           int64_t j) noexcept nogil:
-    """Put coordinate j on the list if no update reached it yet: its lambda is 0 in every
-    problem (one that came back to 0 goes in twice; compaction removes duplicates)."""
-    cdef const double* at = lam + j * K * S
-    cdef Py_ssize_t c
-    if not sn.track:
-        return
-    for c in range(K):
-        if at[c * S] != 0.0:
-            return
-    if sn.n == sn.cap:
-        _seen_compact(sn)
-        if not sn.track:
-            return
-    sn.lst[sn.n] = j
-    sn.n += 1
-
-
 cdef void _note_pass(Seen* sn, const double* lam, Py_ssize_t K, Py_ssize_t S,
                      const index_t* indices, const int64_t* indptr, const int64_t[::1] order,
                      Py_ssize_t n_cols, bint dense, bint intercept) noexcept nogil:
@@ -260,29 +184,6 @@ cdef void _note_pass(Seen* sn, const double* lam, Py_ssize_t K, Py_ssize_t S,
         row = order[i]
         for e in range(indptr[row], indptr[row + 1]):
             _note_new(sn, lam, K, S, <int64_t>indices[e] + 1)
-
-
-# Raw views of a state for the hot loop. Passed by value into inline functions so the
-# compiler keeps the pointers in registers: Python builds with -fno-strict-aliasing, so
-# pointers read through the state object would be reloaded after every store.
-cdef struct Core:
-    double* lam
-    double* phi
-    double* acc
-    double* mark
-    double* snap
-    int64_t* snapv
-    double* cum
-    double* norm_sum
-    double* inv_scale
-    double* rnd_s
-    int64_t* rnd_ver
-    Mirror mm  # the l_q map's constants (_mirror.pxd)
-    Py_ssize_t K
-    Py_ssize_t S  # doubles per (coordinate, problem) in the block
-    int iterate
-    bint p_is_two
-    bint need_norm
 
 
 CACHE_LINE = 64
@@ -330,48 +231,6 @@ def power_is_cheap(double p):
     return p == 2.0 or phi_quarters(p / (p - 1.0)) > 0
 
 
-cdef inline (Py_ssize_t, Py_ssize_t) _entry(int64_t flat, Py_ssize_t K) noexcept nogil:
-    """(coordinate, problem) of a flat entry ``coordinate * K + problem``. A 64-bit
-    division costs tens of cycles, more than the rest of a merged entry's update: one
-    problem (binary, regression) needs none."""
-    if K == 1:
-        return flat, 0
-    return flat // K, flat % K
-
-
-cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
-                        int* need_rescale) noexcept nogil:
-    """lambda_j -= delta for problem c, keeping phi, N and the lazy iterates exact."""
-    cdef Py_ssize_t idx = j * core.K + c, at = idx * core.S
-    cdef double lam_old = core.lam[at], lam_new, phi_old = core.phi[at]
-    cdef double inv_m, r_old, r_new, dn
-    if not core.p_is_two and _averaged(core.iterate):
-        core.acc[at] += phi_old * (core.cum[c] - core.mark[at])
-        core.mark[at] = core.cum[c]
-    elif core.iterate == ITERATE_RANDOM:
-        if core.snapv[idx] != core.rnd_ver[c]:
-            core.snap[idx] = core.rnd_s[c] * phi_old
-            core.snapv[idx] = core.rnd_ver[c]
-    lam_new = lam_old - delta
-    core.lam[at] = lam_new
-    if core.p_is_two and _averaged(core.iterate):
-        core.acc[at] -= delta * core.cum[c]
-    if not core.need_norm:
-        return
-    inv_m = core.inv_scale[c]
-    r_new = fabs(lam_new) * inv_m
-    if core.p_is_two:
-        if r_new > 1e150:
-            need_rescale[0] = 1
-            return
-        r_old = lam_old * inv_m
-        core.norm_sum[c] += r_new * r_new - r_old * r_old
-        return
-    dn = mirror_touch(core.mm, lam_old, lam_new, phi_old, inv_m, &core.phi[at], need_rescale)
-    if not need_rescale[0]:  # else M is refreshed and N recounted after the step
-        core.norm_sum[c] += dn
-
-
 @cython.final
 cdef class PGSState:
     """Everything PGS carries between steps, for K problems sharing one pass.
@@ -379,74 +238,7 @@ cdef class PGSState:
     Built by the estimators; exposed for tests, model files and the Dask layer.
     `to_dict()` / `from_dict()` round-trip it exactly.
     """
-    # configuration
-    cdef readonly double p, q, sigma, epsilon, intercept_scaling
-    cdef readonly int quarters
-    cdef public double radius
-    cdef readonly int loss_code, iterate, batch_size, n_problems
-    cdef readonly bint fit_intercept, multiclass, p_is_two, bounded, need_norm, radius_auto
-    cdef double norm_low
-    # the l_q map's constants (_mirror.pxd); r_hi, headroom and norm_low are copies:
-    # M is refreshed where |lambda_j| / M passes r_hi, set to headroom max |lambda_j|
-    cdef Mirror mm
-    cdef readonly double r_hi, headroom
-    cdef readonly str loss
-    # coordinates (rows of the arrays) = 1 + number of features
-    cdef readonly Py_ssize_t dim
-    # Per (coordinate, problem), the fields this configuration needs sit side by side in
-    # block (dim, K, S): lambda; phi (p < 2; for p = 2 it is lambda); the lazy average's
-    # running sum (averaged iterates); its mark (p < 2 averaged). One coordinate's update
-    # then touches one cache line, not one per array (the block starts a line, see
-    # cache_aligned_zeros). lam_a, phi_a, acc_a, mark_a are (dim, K) views into it (None
-    # where absent).
-    cdef public cnp.ndarray block_a, snap_a, snapv_a
-    cdef public object lam_a, phi_a, acc_a, mark_a
-    cdef readonly Py_ssize_t n_fields, off_phi, off_acc, off_mark
-    cdef double[:, :, ::1] block
-    cdef double[:, :] lam, phi, acc, mark
-    cdef double[:, ::1] snap
-    cdef int64_t[:, ::1] snapv
-    # (K,) per-problem scalars
-    cdef public cnp.ndarray norm_a, scale_a, s_a, cum_a, rnd_s_a, regret_a, rnd_ver_a
-    # the online dual estimate (see stats_dict): per problem, sums over steps
-    cdef public cnp.ndarray sum_conj_a, sum_step_loss_a, sum_reg_a
-    cdef double[::1] sum_conj, sum_step_loss, sum_reg, w_norm, b_loss_c, b_conj_c
-    cdef double[::1] norm_sum, mscale, inv_scale, s, cum, rnd_s, regret
-    # the largest N since it was last recomputed: the running N's rounding is relative to
-    # it (not saved; a loaded state starts from its N)
-    cdef double[::1] norm_peak
-    cdef int64_t[::1] rnd_ver
-    # global counters
-    cdef public int64_t t, n_examples, n_mistakes, rnd_t, touches_since_exact
-    # 1 + the largest coordinate a row has reached (the intercept's 0 counts): N is
-    # recounted every 8 * span touches, a schedule set by the rows, which growing the state
-    # early for a wide chunk does not move (chunking must not change the model)
-    cdef public int64_t span
-    # steps each step counts for (not saved; 1 except in a lane of onlinepgs.dask, which
-    # counts its steps once per lane: t moves by t_step and the gradient is scaled by it)
-    cdef public int64_t t_step
-    # set when a step's loss derivative is not finite; that step is not applied
-    cdef public bint diverged
-    # how often the scale M was refreshed (O(touched) each; a diagnostic)
-    cdef public int64_t n_rescales
-    # how often a lazy average's running sum restarted (also counted in n_rescales): every
-    # coordinate's sums changed, which a lane must send whole (see onlinepgs._rounds)
-    cdef public int64_t n_restarts
-    # coordinates visited by the sweeps (refreshes of M, settles, recounts of N): a
-    # diagnostic, not saved; O(coordinates reached), not O(dim), per sweep
-    cdef public int64_t n_swept
-    # the coordinates updates reached (see SEEN_DENSE); seen_a owns seen.lst
-    cdef Seen seen
-    cdef cnp.ndarray seen_a
-    cdef public int64_t diverged_row
-    cdef public double sum_weight, sum_loss, sum_weighted_loss, loss0_max
-    cdef public uint64_t rng
-    # scratch for mini-batches (not part of the saved state)
-    cdef double[::1] grad_acc, coefs, margins_buf
-    cdef int64_t[::1] touched
-    cdef unsigned char[::1] is_touched
-    cdef int[::1] flag_rescale, flag_moved
-    cdef double[::1] step_gq
+    # the attributes are declared in _pgs.pxd (the merge, _merge.pyx, reads them)
 
     def __init__(self, *, double p=2.0, double sigma=1e-4, radius=None, str loss="logistic",
                  int batch_size=1, str iterate="last", int n_problems=1, bint multiclass=False,
@@ -740,7 +532,7 @@ cdef class PGSState:
         return core
 
     # ---- scalars -------------------------------------------------------------------
-    cdef inline double _scale_of(self, Py_ssize_t c, int64_t t) noexcept nogil:
+    cdef double _scale_of(self, Py_ssize_t c, int64_t t) noexcept nogil:
         """s such that w_t = s * phi, from N, M and t (Figure 2 in scalar form). On the
         ball it also leaves ||w_t||_p in w_norm[c] (the projection needs it anyway);
         on R^n `_w_norm` computes that."""
@@ -822,7 +614,7 @@ cdef class PGSState:
                 self.mark[j, c] = 0.0
         self.cum[c] = 0.0
 
-    cdef inline double _step_weight(self) noexcept nogil:
+    cdef double _step_weight(self) noexcept nogil:
         """w_t's weight in the averaged iterate: 1, t or t^2."""
         if self.iterate == ITERATE_WEIGHTED:
             return <double>self.t
@@ -830,7 +622,7 @@ cdef class PGSState:
             return <double>self.t * <double>self.t
         return 1.0
 
-    cdef inline void _restart_sum_if_needed(self, Py_ssize_t c, double term) noexcept nogil:
+    cdef void _restart_sum_if_needed(self, Py_ssize_t c, double term) noexcept nogil:
         """Settle problem c's lazy average and restart its running sum C if `term`, the
         next step's weighted scale, would be lost in C (see CUM_RANGE). Counted as a
         rescale: every coordinate's sums changed (what lanes and their merge check)."""
@@ -993,288 +785,23 @@ cdef class PGSState:
         return dict(online_objective=primal, dual_objective=dual,
                     online_duality_gap=primal - dual)
 
-    # ---- distributed rounds (onlinepgs.dask) ------------------------------------------------
+    # ---- distributed rounds (onlinepgs.dask): the merge of lanes lives in _merge.pyx ----
     def fork(self):
-        """A lane's starting state for one round of distributed training (`onlinepgs.dask`).
-
-        The same dynamics (lambda, phi, N, M, s, t, the ball's radius) with every counter,
-        statistic and averaged sum at zero: after `run`, the lane's counters are the round's
-        increments and its averaged sums hold only its own iterates, each weighted by its
-        local step count. A lane keeps no random iterate (the driver draws it per round, see
-        `absorb`), so a "random" state forks into a "last" one. O(dim): two array copies.
-        """
-        cfg = self.config()
-        if not _averaged(self.iterate):
-            cfg["iterate"] = "last"
-        lane = PGSState(**cfg, n_features=self.dim - 1)
-        lane.lam_a[...] = self.lam_a
-        if not self.p_is_two:
-            lane.phi_a[...] = self.phi_a
-        lane.norm_a[...] = self.norm_a
-        lane.scale_a[...] = self.scale_a
-        lane.s_a[...] = self.s_a
-        lane.t = self.t
-        lane.radius = self.radius
-        lane.loss0_max = self.loss0_max
-        lane.touches_since_exact = self.touches_since_exact
-        lane.span = self.span
-        lane._set_seen(None, self._seen_coords(), self.seen.budget)
-        lane._bind()  # 1/M and ||w_t||_p from N and t, as this state has them
-        return lane
+        """A lane's starting state for one round of distributed training (`_merge.fork`)."""
+        return _merge_module().fork(self)
 
     def delta_from(self, PGSState base, coords=None):
-        """A lane's own changes since it forked `base`, in one pass (`onlinepgs.dask`).
-
-        Returns ``(idx, dlam, avg_val)``: the flat entries ``coordinate * K + problem``
-        where lambda moved (or, averaged, where the lazy sum saw a touch), the move divided
-        by the lane's step weight ``t_step`` (its own share), and there the lane's averaged
-        sum minus ``cum * phi_base`` (None when not averaged). Coordinates beyond
-        ``base.dim`` count from zero. ``coords`` (sorted int64 coordinates), if given,
-        limits the search to them: the columns of the lane's rows and the intercept's 0,
-        which hold every coordinate a run can touch. Valid while M did not move in the
-        lane (for p < 2 a refresh settles every coordinate in new units: the caller then
-        sends the sums whole).
-        """
-        cdef Py_ssize_t K = self.n_problems, i, j, c, e, n = 0, count
-        cdef Py_ssize_t base_dim = base.dim, S = self.n_fields, SB = base.n_fields
-        cdef bint averaged = _averaged(self.iterate), p2 = self.p_is_two
-        cdef bint every = coords is None
-        cdef double inv_step = 1.0 / self.t_step, d, lam_b, phi_b, total, acc, cum
-        cdef const int64_t[::1] cview
-        cdef const double* lam
-        cdef const double* blam
-        cdef const double* cums
-        if base.n_problems != K or base.p != self.p:
-            raise ValueError("a lane's delta is taken against the state it forked")
-        if every:
-            count = self.dim
-        else:
-            cview = coords
-            count = cview.shape[0]
-            if count and (cview[0] < 0 or cview[count - 1] >= self.dim):
-                raise ValueError("coords must be sorted coordinates of this state")
-        cdef cnp.ndarray idx_a = np.empty(count * K, dtype=np.int64)
-        cdef cnp.ndarray dlam_a = np.empty(count * K)
-        cdef cnp.ndarray avg_a = np.empty(count * K if averaged else 0)
-        cdef int64_t[::1] idx = idx_a
-        cdef double[::1] dlam = dlam_a
-        cdef double[::1] avg = avg_a
-        # raw pointers into the blocks: entry (j, c) starts at (j K + c) S; lambda is
-        # field 0, phi field off_phi, the average's sum off_acc and its mark off_mark
-        lam = &self.block[0, 0, 0]
-        blam = &base.block[0, 0, 0]
-        cums = &self.cum[0]
-        with nogil:
-            for i in range(count):
-                j = i if every else cview[i]
-                for c in range(K):
-                    e = j * K + c
-                    lam_b = blam[e * SB] if j < base_dim else 0.0
-                    d = lam[e * S] - lam_b
-                    acc = lam[e * S + self.off_acc] if averaged else 0.0
-                    if d == 0.0 and acc == 0.0:
-                        continue
-                    idx[n] = e
-                    dlam[n] = d * inv_step
-                    if averaged:
-                        # the lane's sums started at zero: C phi - acc (p = 2) or
-                        # acc + phi (C - mark); C phi_base is sent as C
-                        cum = cums[c]
-                        if p2:
-                            total = lam[e * S] * cum - acc
-                            avg[n] = total - cum * lam_b
-                        else:
-                            phi_b = blam[e * SB + base.off_phi] if j < base_dim else 0.0
-                            total = acc + lam[e * S + self.off_phi] * (
-                                cum - lam[e * S + self.off_mark])
-                            avg[n] = total - cum * phi_b
-                    n += 1
-        # views, not copies: a fresh copy of each (MBs once a slice touches most
-        # coordinates) costs more than the unused tail it would free
-        return idx_a[:n], dlam_a[:n], (avg_a[:n] if averaged else None)
+        """A lane's own changes since it forked `base`, in one pass (`_merge.delta_from`)."""
+        return _merge_module().delta_from(self, base, coords)
 
     def sync_from(self, PGSState base, coords=None):
-        """Make this lane state, kept from a round, what ``base.fork()`` would return.
-
-        coords None: copy every coordinate into this state's arrays (a fork without
-        allocating: memory already written once does not fault again). Sorted int64
-        coordinates: copy only those, valid when since this state last equalled a fork of
-        `base`'s earlier self they are the only coordinates either side changed (the
-        merge's, which hold this lane's own) and neither side moved its scale M.
-        """
-        cdef Py_ssize_t K = self.n_problems, i, j, c, e, count, f
-        cdef Py_ssize_t S = self.n_fields, SB = base.n_fields
-        cdef const int64_t[::1] cview
-        cdef bint every = coords is None
-        cdef bint averaged = _averaged(self.iterate), p2 = self.p_is_two
-        cdef double* lam
-        cdef const double* blam
-        cdef bint track
-        if (base.dim != self.dim or base.n_problems != K or base.p != self.p
-                or (self.n_rescales and not every)):
-            raise ValueError("sync_from needs a lane of the same shape (that kept its "
-                             "scale, for chosen coordinates)")
-        if every:
-            count = self.dim
-        else:
-            cview = coords
-            count = cview.shape[0]
-            if count and (cview[0] < 0 or cview[count - 1] >= self.dim):
-                raise ValueError("coords must be sorted coordinates of this state")
-        lam = &self.block[0, 0, 0]
-        blam = &base.block[0, 0, 0]
-        # the merge's coordinates may be new to this lane: onto its list
-        track = not every and _seen_spend(&self.seen, count)
-        with nogil:
-            for i in range(count):
-                j = i if every else cview[i]
-                if track:
-                    _note_new(&self.seen, lam, K, S, j)
-                for c in range(K):
-                    e = j * K + c
-                    lam[e * S] = blam[e * SB]
-                    if not p2:
-                        lam[e * S + self.off_phi] = blam[e * SB + base.off_phi]
-                    if averaged:
-                        lam[e * S + self.off_acc] = 0.0
-                        if not p2:
-                            lam[e * S + self.off_mark] = 0.0
-        if every:
-            self._set_seen(None, base._seen_coords(), base.seen.budget)
-        self.norm_a[...] = base.norm_a
-        self.scale_a[...] = base.scale_a
-        self.s_a[...] = base.s_a
-        self.cum_a[...] = 0.0
-        for name in ("regret_a", "sum_conj_a", "sum_step_loss_a"):
-            getattr(self, name)[...] = 0.0
-        self.sum_reg_a[...] = 0.0 if self.need_norm else np.nan
-        self.t = base.t
-        self.radius = base.radius
-        self.loss0_max = base.loss0_max
-        self.touches_since_exact = base.touches_since_exact
-        self.span = base.span
-        self.n_examples = self.n_mistakes = 0
-        self.sum_weight = self.sum_loss = self.sum_weighted_loss = 0.0
-        self.diverged = False
-        self.diverged_row = 0
-        self.n_rescales = 0
-        self.n_restarts = 0
-        self.t_step = 1
-        self._bind()
+        """Make this lane state, kept from a round, what ``base.fork()`` would return
+        (`_merge.sync_from`)."""
+        _merge_module().sync_from(self, base, coords)
 
     def absorb(self, int64_t steps, double factor, list deltas, changed=None):
-        """Merge one round of lanes into this, the driver's global state (`onlinepgs.dask`).
-
-        deltas holds one tuple per lane, ``(idx, dlam, C, avg_idx, avg_val)``: flat entries
-        ``coordinate * K + problem`` (int64) whose lambda moved by dlam in the lane; C
-        (K,), the lane's running sum of weighted scales, which is the weight its averaged
-        iterates put on every coordinate it left alone (whose phi is this state's at the
-        round's start); and where the lane's averaged sums differ from ``C * phi``, the
-        difference avg_val at avg_idx (every coordinate if the lane moved its scale M).
-        The lanes' averaged sums are added scaled by ``factor`` (the caller makes the
-        round's weights those of the ``steps`` steps it stands for; see onlinepgs.dask).
-
-        In order: ``C * phi`` is added lazily through the running sum; each moved entry
-        goes through the same update as a step (`_touch`: lambda, phi, the running N, the
-        lazy averages settled first, the random iterate's copy-on-write); the rest of the
-        averaged sums is added; then ``t += steps`` and the scalars follow as after a step:
-        N kept exact on the same schedule, M refreshed if needed, new s_t, and the random
-        iterate's reservoir at round granularity (the new iterate is kept with probability
-        steps / t). The counters and statistics are plain attributes, merged by the caller;
-        the caller sets the radius first (a ball of radius "auto" grows to the largest).
-
-        changed, optional: a uint8 array with one entry per coordinate, set to 1 where a
-        lane moved lambda (the merge's coordinates, for `sync_from`).
-        """
-        cdef Py_ssize_t K = self.n_problems, c, e, j, n
-        cdef Py_ssize_t size = self.dim * K
-        cdef const int64_t[::1] idx
-        cdef const double[::1] vals
-        cdef const double[::1] lane_cum
-        cdef int* resc = &self.flag_rescale[0]
-        cdef int* mov = &self.flag_moved[0]
-        cdef bint averaged = _averaged(self.iterate)
-        cdef Core core
-        cdef unsigned char[::1] marks_view
-        cdef unsigned char* marks = NULL
-        cdef bint track
-        if steps < 0:
-            raise ValueError("steps must be >= 0")
-        if changed is not None:
-            marks_view = changed
-            if marks_view.shape[0] != self.dim:
-                raise ValueError(f"changed needs {self.dim} entries, one per coordinate")
-            marks = &marks_view[0]
-        for d in deltas:
-            # a lane's averaged entries are its moved ones unless it moved M: check once
-            for arr in ((d[0],) if d[3] is d[0] else (d[0], d[3])):
-                arr = np.asarray(arr)
-                if arr.size and (arr.min() < 0 or arr.max() >= size):
-                    raise ValueError(f"a lane's entries reach past this state's {self.dim} "
-                                     "coordinates: grow it first (ensure_dim)")
-        for c in range(K):
-            resc[c] = 0
-            mov[c] = 0
-        if averaged:
-            for d in deltas:
-                lane_cum = d[2]
-                for c in range(K):
-                    self.cum[c] += factor * lane_cum[c]
-        core = self._core()
-        for d in deltas:
-            idx = d[0]
-            vals = d[1]
-            n = idx.shape[0]
-            track = _seen_spend(&self.seen, n)
-            with nogil:
-                for e in range(n):
-                    j, c = _entry(idx[e], K)
-                    if track:
-                        _note_new(&self.seen, core.lam, K, core.S, j)
-                    _touch(core, j, c, -vals[e], &resc[c])
-                    mov[c] = 1
-                    if marks != NULL:
-                        marks[j] = 1
-            self.touches_since_exact += n
-        if averaged:
-            for d in deltas:
-                idx = d[3]
-                vals = d[4]
-                n = idx.shape[0]
-                with nogil:
-                    for e in range(n):
-                        j, c = _entry(idx[e], K)
-                        # the lazy sum is C phi - acc for p = 2, acc + phi (C - mark) else
-                        if self.p_is_two:
-                            self.acc[j, c] -= factor * vals[e]
-                        else:
-                            self.acc[j, c] += factor * vals[e]
-        if steps > 0:
-            self._end_round(resc, mov, steps)
-
-    cdef void _end_round(self, int* need_rescale, int* moved, int64_t steps) noexcept nogil:
-        """`_end_step` after a merged round of `steps` steps (the averaged sums are merged
-        already): t, the upkeep of N and M, the reservoir, the new scales."""
-        cdef Py_ssize_t c, K = self.n_problems
-        cdef bint select = False
-        cdef double wt
-        self.t += steps
-        self._upkeep_norms(need_rescale, moved)
-        if self.iterate == ITERATE_RANDOM:
-            # the round's iterate stands for its `steps` steps: a reservoir over steps
-            # that can only stop at the ends of rounds (for one step: `_end_step`'s draw)
-            select = uniform01(&self.rng) * self.t < <double>steps
-            if select:
-                self.rnd_t = self.t
-        wt = self._step_weight()
-        for c in range(K):
-            self.s[c] = self._scale_of(c, self.t)
-            self._restart_sum_if_needed(c, wt * self.s[c])
-            if self.need_norm and not self.bounded:  # the ball's: from _scale_of
-                self.w_norm[c] = self._w_norm(c, self.t)
-            if select:
-                self.rnd_ver[c] += 1
-                self.rnd_s[c] = self.s[c]
+        """Merge one round of lanes into this, the driver's global state (`_merge.absorb`)."""
+        _merge_module().absorb(self, steps, factor, deltas, changed)
 
     # ---- the pass -------------------------------------------------------------------------
     def run(self, data, indices, indptr, Py_ssize_t n_cols, const double[::1] y,
@@ -1708,6 +1235,12 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
             # ||g_t||_q^2 of the step's own gradient (coefs carry the lane's scale)
             self.regret[c] += 0.5 * gq / (self.t * sigma * step_sq)
         pos += bsize
+
+
+def _merge_module():
+    # imported on first use: _merge cimports this module, which must be loaded first
+    from onlinepgs._core import _merge
+    return _merge
 
 
 def _rebuild_state(d):
