@@ -16,9 +16,7 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 
-from onlinepgs._core._pgs cimport (PGSState, Core, _averaged, _touch, _note_new, _seen_spend,
-                                   ITERATE_RANDOM)
-from onlinepgs._core._random cimport uniform01
+from onlinepgs._core._pgs cimport PGSState, Core, _averaged, _touch, _note_new, _seen_spend
 
 cnp.import_array()
 
@@ -30,6 +28,15 @@ cdef inline (Py_ssize_t, Py_ssize_t) _entry(int64_t flat, Py_ssize_t K) noexcept
     if K == 1:
         return flat, 0
     return flat // K, flat % K
+
+
+cdef const int64_t[::1] _checked_coords(PGSState state, coords):
+    """coords as a view, checked to be sorted coordinates of the state (at both ends)."""
+    cdef const int64_t[::1] cview = coords
+    cdef Py_ssize_t count = cview.shape[0]
+    if count and (cview[0] < 0 or cview[count - 1] >= state.dim):
+        raise ValueError("coords must be sorted coordinates of this state")
+    return cview
 
 
 def fork(PGSState self):
@@ -88,10 +95,8 @@ def delta_from(PGSState self, PGSState base, coords=None):
     if every:
         count = self.dim
     else:
-        cview = coords
+        cview = _checked_coords(self, coords)
         count = cview.shape[0]
-        if count and (cview[0] < 0 or cview[count - 1] >= self.dim):
-            raise ValueError("coords must be sorted coordinates of this state")
     cdef cnp.ndarray idx_a = np.empty(count * K, dtype=np.int64)
     cdef cnp.ndarray dlam_a = np.empty(count * K)
     cdef cnp.ndarray avg_a = np.empty(count * K if averaged else 0)
@@ -157,10 +162,8 @@ def sync_from(PGSState self, PGSState base, coords=None):
     if every:
         count = self.dim
     else:
-        cview = coords
+        cview = _checked_coords(self, coords)
         count = cview.shape[0]
-        if count and (cview[0] < 0 or cview[count - 1] >= self.dim):
-            raise ValueError("coords must be sorted coordinates of this state")
     lam = &self.block[0, 0, 0]
     blam = &base.block[0, 0, 0]
     # the merge's coordinates may be new to this lane: onto its list
@@ -291,29 +294,4 @@ def absorb(PGSState self, int64_t steps, double factor, list deltas, changed=Non
                     else:
                         self.acc[j, c] += factor * vals[e]
     if steps > 0:
-        _end_round(self, resc, mov, steps)
-
-
-cdef void _end_round(PGSState self, int* need_rescale, int* moved, int64_t steps) noexcept nogil:
-    """`_end_step` after a merged round of `steps` steps (the averaged sums are merged
-    already): t, the upkeep of N and M, the reservoir, the new scales."""
-    cdef Py_ssize_t c, K = self.n_problems
-    cdef bint select = False
-    cdef double wt
-    self.t += steps
-    self._upkeep_norms(need_rescale, moved)
-    if self.iterate == ITERATE_RANDOM:
-        # the round's iterate stands for its `steps` steps: a reservoir over steps
-        # that can only stop at the ends of rounds (for one step: `_end_step`'s draw)
-        select = uniform01(&self.rng) * self.t < <double>steps
-        if select:
-            self.rnd_t = self.t
-    wt = self._step_weight()
-    for c in range(K):
-        self.s[c] = self._scale_of(c, self.t)
-        self._restart_sum_if_needed(c, wt * self.s[c])
-        if self.need_norm and not self.bounded:  # the ball's: from _scale_of
-            self.w_norm[c] = self._w_norm(c, self.t)
-        if select:
-            self.rnd_ver[c] += 1
-            self.rnd_s[c] = self.s[c]
+        self._end_steps(resc, mov, steps, <double>steps, False)

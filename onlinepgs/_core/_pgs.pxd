@@ -227,4 +227,5 @@ cdef class PGSState:
     cdef void _restart_sum_if_needed(self, Py_ssize_t c, double term) noexcept nogil
     cdef void _exact_norm(self, Py_ssize_t c, bint rescale) noexcept nogil
     cdef void _upkeep_norms(self, int* need_rescale, int* moved) noexcept nogil
-    cdef void _end_step(self, int* need_rescale, int* moved) noexcept nogil
+    cdef void _end_steps(self, int* need_rescale, int* moved, int64_t steps, double draw,
+                         bint add_to_sum) noexcept nogil

@@ -691,23 +691,29 @@ cdef class PGSState:
             for c in range(self.n_problems):
                 self._exact_norm(c, False)
 
-    cdef void _end_step(self, int* need_rescale, int* moved) noexcept nogil:
-        """After a step's updates: t += 1, new scales, lazy sums, reservoir, N upkeep."""
+    cdef void _end_steps(self, int* need_rescale, int* moved, int64_t steps, double draw,
+                         bint add_to_sum) noexcept nogil:
+        """After the updates of a step (steps = t_step, draw = 1, add_to_sum) or of a merged
+        round of `steps` steps (`_merge.absorb`: draw = steps, its averaged sums merged
+        already): t += steps, the upkeep of N and M, the random iterate's reservoir (the
+        new iterate kept with probability draw / t), the new scales and lazy sums."""
         cdef Py_ssize_t c, K = self.n_problems
         cdef bint select = False
         cdef double wt
-        self.t += self.t_step
+        self.t += steps
         self._upkeep_norms(need_rescale, moved)
         if self.iterate == ITERATE_RANDOM:
-            # reservoir: w_t replaces the kept iterate with probability 1/t
-            select = uniform01(&self.rng) * self.t < 1.0
+            # a reservoir over steps; a merged round's iterate stands for its steps, so
+            # the choice can only stop at the ends of rounds there
+            select = uniform01(&self.rng) * self.t < draw
             if select:
                 self.rnd_t = self.t
         wt = self._step_weight()
         for c in range(K):
             self.s[c] = self._scale_of(c, self.t)
             self._restart_sum_if_needed(c, wt * self.s[c])
-            self.cum[c] += wt * self.s[c]
+            if add_to_sum:
+                self.cum[c] += wt * self.s[c]
             if self.need_norm and not self.bounded:  # the ball's: from _scale_of
                 self.w_norm[c] = self._w_norm(c, self.t)
             if select:
@@ -1229,7 +1235,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                         _touch(core, j, c, g, &resc[c])
                         mov[c] = 1
             self.touches_since_exact += n_touched
-        self._end_step(resc, mov)
+        self._end_steps(resc, mov, self.t_step, 1.0, True)
         for c in range(K):
             gq = gqs[c] if p2 else (pow(gqs[c], 2.0 / q) if gqs[c] > 0.0 else 0.0)
             # ||g_t||_q^2 of the step's own gradient (coefs carry the lane's scale)
