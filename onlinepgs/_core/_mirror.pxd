@@ -196,12 +196,18 @@ cdef inline double mirror_count(Mirror mm, const double* lam, double* phi,
                                 Py_ssize_t stride, const int64_t* coords, Py_ssize_t count,
                                 double scale, bint write_phi) noexcept nogil:
     """N = sum_j (|lambda_j| / M)^q exactly over coordinates coords[:count] (sorted; NULL:
-    0 .. count - 1), in increasing order, the powers packed; with write_phi, phi afresh
-    too (after M moved). The coordinates left out must be zeros."""
+    0 .. count - 1), in increasing order, the powers packed; with write_phi (p < 2), phi
+    afresh too (after M moved). The coordinates left out must be zeros."""
     cdef Py_ssize_t base = 0, n, e, j
-    cdef double total = 0.0
+    cdef double total = 0.0, r
     cdef double r_buf[MIRROR_CHUNK]
     cdef double ph_buf[MIRROR_CHUNK]
+    if mm.q == 2.0:
+        # p = 2 (PGS's ball): the terms are r * r, no powers to pack (the same sums)
+        for e in range(count):
+            r = fabs(lam[(e if coords == NULL else coords[e]) * stride]) / scale
+            total += r * r
+        return total
     while base < count:
         n = count - base if count - base < MIRROR_CHUNK else MIRROR_CHUNK
         # coordinates base .. base + n - 1, or the list's (a branch per chunk)
