@@ -12,11 +12,16 @@ from setuptools import Extension, setup
 
 compile_args = ["-O3", "-fno-math-errno", "--param=large-function-growth=2000",
                 "--param=max-inline-insns-single=2000", "--param=inline-unit-growth=2000"]
+# C sources compiled into an extension beside its .pyx (declared there with
+# `cdef extern from "<name>.h"`); the headers are listed so a change rebuilds it
+C_SOURCES = {"_svmlight": ["onlinepgs/_core/svmlight_parser.c"]}
+C_HEADERS = {"_svmlight": ["onlinepgs/_core/svmlight_parser.h"]}
 extensions = [
     Extension(
         f"onlinepgs._core.{name}",
-        [f"onlinepgs/_core/{name}.pyx"],
-        include_dirs=[np.get_include()],
+        [f"onlinepgs/_core/{name}.pyx"] + C_SOURCES.get(name, []),
+        depends=C_HEADERS.get(name, []),
+        include_dirs=[np.get_include(), "onlinepgs/_core"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
         + ([("OPGS_NO_PREFETCH", "1")] if os.environ.get("ONLINEPGS_NO_PREFETCH") else []),
         extra_compile_args=compile_args,
@@ -36,6 +41,6 @@ setup(
             "initializedcheck": False,
         },
     ),
-    package_data={"onlinepgs._core": ["*.pxd", "*.pyx"],
+    package_data={"onlinepgs._core": ["*.pxd", "*.pyx", "*.h"],
                   "onlinepgs.datasets": ["*.svm.gz", "README.md"]},
 )

@@ -1,4 +1,4 @@
-"""Compiled core: losses, the PGS state and its pass over rows."""
+"""Compiled core: losses, the PGS state and its pass over rows (its files: docs/design/core.md)."""
 from onlinepgs._core._losses import (  # noqa: F401
     CLASSIFICATION_LOSSES,
     LOSS_CODES,

@@ -30,70 +30,33 @@ from libc.stdlib cimport malloc, free, qsort
 from libc.string cimport memcpy
 
 from onlinepgs._core._losses cimport loss_value, loss_derivative, loss_and_derivative
-from onlinepgs._core._regularizer cimport (reg_conjugate, phi_power, phi_power_many,
-                                             phi_quarters)
+from onlinepgs._core._regularizer cimport reg_conjugate, phi_power, phi_power_many, phi_quarters
+from onlinepgs._core._mirror cimport (Mirror, mirror_init, mirror_scale, mirror_refresh_due,
+                                      mirror_cancelled, mirror_drift_due, mirror_link,
+                                      mirror_touch, mirror_row, mirror_max, mirror_count,
+                                      MIRROR_CHUNK)
 from onlinepgs._core._random cimport uniform01
+from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_axpy,
+                                      prefetch_gather, OPGS_PREFETCH)
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
 
 cnp.import_array()
-
-cdef extern from *:
-    """
-    /* GCC 12's mod-ref analysis counts __builtin_prefetch as no effect and deletes the
-       calls of a function made only of prefetches; a volatile asm stays. */
-    #if defined(OPGS_NO_PREFETCH)
-    #define OPGS_PREFETCH(p) ((void)0)
-    #elif defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    #define OPGS_PREFETCH(p) __asm__ __volatile__("prefetcht0 %0" : : "m"(*(const char*)(p)))
-    #elif defined(__GNUC__) || defined(__clang__)
-    #define OPGS_PREFETCH(p) __builtin_prefetch((const void*)(p))
-    #else
-    #define OPGS_PREFETCH(p) ((void)0)
-    #endif
-    """
-    void OPGS_PREFETCH(const void* p) noexcept nogil
-
-ctypedef fused index_t:
-    int32_t
-    int64_t
-
-cdef enum:
-    ITERATE_LAST = 0
-    ITERATE_AVERAGE = 1
-    ITERATE_WEIGHTED = 2
-    ITERATE_WEIGHTED2 = 4
-    ITERATE_RANDOM = 3
 
 ITERATES = {"last": ITERATE_LAST, "average": ITERATE_AVERAGE,
             "weighted": ITERATE_WEIGHTED, "weighted2": ITERATE_WEIGHTED2,
             "random": ITERATE_RANDOM}
 
 
-cdef inline bint _averaged(int iterate) noexcept nogil:
-    """An average of the iterates (weights 1, t or t^2), kept lazily."""
-    return (iterate == ITERATE_AVERAGE or iterate == ITERATE_WEIGHTED
-            or iterate == ITERATE_WEIGHTED2)
-
 # For p < 2 the scale M is kept within a factor 2 of max_j |lambda_j| (refreshed when a
 # coordinate passes 2M, or when N < 2^-q, i.e. all fall below M/2): the powers stay in
 # range and s_t keeps one magnitude, which the lazy averages' running sums need for
 # precision. The refresh is O(dim) and happens O(log t) times.
 STATE_VERSION = 3
-# A refresh sets M to M_HEADROOM max |lambda_j| (below 2, so that N >= M_HEADROOM^-q stays
-# above the 2^-q that would refresh it again): lambda may then grow 2 M_HEADROOM-fold before
-# the next O(dim) refresh, not 2-fold. Fewer refreshes serve one process (log base 3.5
-# instead of 2) and Dask's lanes more, whose steps count n_lanes-fold: each lane refreshes
-# on its own and sends its sums whole when it does.
-cdef double M_HEADROOM = 1.75
-# Near p = 1 (q - 1 = 1 / (p - 1) in the thousands) the window [M/2, 2M] is too wide: 2^(q-1)
-# overflows and 1.75^-(q-1) underflows, so phi and N would leave the double range. Where
-# q - 1 > PHI_BITS the window narrows to [M / 2^g, 2^g M], g = PHI_BITS / (q - 1), and the
-# headroom to 1.75^g: every phi then stays within 2^-PHI_BITS .. 2^PHI_BITS of 1 (N too,
-# times dim), at the price of a refresh each time max |lambda_j| grows 3.5^g-fold.
-cdef double PHI_BITS = 512.0
+# The l_q map's window of M, its headroom, its narrowing near p = 1 and N's recount
+# rule: _mirror.pxd, shared with SDCA.
 # Past this q - 1 the weights are not worth computing: phi = (|lambda_j| / M)^(q-1) turns
 # each rounding of lambda (a relative 1.1e-16) into (q - 1) times that in the weights, over
-# 1e-9, and the window of M is so narrow that the O(dim) refreshes dominate the run.
+# 1e-9, and the window of M (_mirror.pxd) is so narrow that its refreshes dominate the run.
 cdef double MAX_Q_MINUS_1 = 8388608.0  # 2^23, p - 1 = 1.19e-7
 # The lazy averages for p < 2 take differences C - mark_j of the running sum C of weighted
 # scales: a term far below C is lost in it, and with it coordinate j's weight for that
@@ -105,37 +68,6 @@ cdef double MAX_Q_MINUS_1 = 8388608.0  # 2^23, p - 1 = 1.19e-7
 # with the projection's factor: a row of a large sample weight makes it fall many orders
 # at once, and C lambda_j - acc_j then cancelled to nothing.
 cdef double CUM_RANGE = 1048576.0  # 2^20
-
-cdef enum:
-    ROW_CHUNK = 256  # powers are taken this many at a time (stack buffers; packed roots)
-
-# The sweeps over every coordinate (a refresh of M, a settle of the lazy averages, N's
-# exact recount) need only the coordinates some update reached: the others hold zeros in
-# every field and add nothing. While a state is young it keeps a list of those (before
-# a pass, each coordinate its rows may update whose lambda is 0 in every problem), sorted and
-# deduplicated before a sweep, which then visits them in increasing order: the same terms
-# in the same order as a sweep over all of dim, so N and the model are bit for bit the
-# same. Noting costs a few instructions per coordinate update, and a sweep over dim costs
-# about as much as one over a list of dim / SEEN_DENSE: the list is dropped (sweeps visit
-# every coordinate, updates stop noting) once it holds more than dim / SEEN_DENSE
-# coordinates or SEEN_WORK * dim updates have been checked, when the O(dim) of a sweep is
-# below SEEN_DENSE times the updates made. A sweep thus never visits more than
-# SEEN_DENSE times the coordinate updates so far: a state of 2^24 hashed features that
-# sees a few thousand updates sweeps a few thousand coordinates, not 2^24.
-cdef enum:
-    SEEN_DENSE = 4
-    SEEN_WORK = 2
-
-
-cdef struct Seen:
-    int64_t* lst  # coordinates reached (first n_sorted sorted and unique, then appended)
-    Py_ssize_t n
-    Py_ssize_t n_sorted
-    Py_ssize_t cap
-    Py_ssize_t dim
-    int64_t budget  # coordinate updates that may still be checked before the list is dropped
-    bint track  # False: no list, a sweep visits every coordinate
-
 
 cdef int _cmp_int64(const void* a, const void* b) noexcept nogil:
     cdef int64_t x = (<const int64_t*>a)[0], y = (<const int64_t*>b)[0]
@@ -184,11 +116,6 @@ cdef void _sort_coords(int64_t* a, Py_ssize_t n, Py_ssize_t dim) noexcept nogil:
     free(tmp)
 
 
-cdef inline void _seen_drop(Seen* sn) noexcept nogil:
-    sn.track = False
-    sn.n = sn.n_sorted = 0
-
-
 cdef void _seen_compact(Seen* sn) noexcept nogil:
     """Sort and deduplicate the list (the sorted prefix merged with the sorted tail);
     drop it when it has grown past dim / SEEN_DENSE. O(tail + n) (radix sort)."""
@@ -228,37 +155,6 @@ cdef void _seen_compact(Seen* sn) noexcept nogil:
         _seen_drop(sn)
 
 
-cdef inline bint _seen_spend(Seen* sn, Py_ssize_t updates) noexcept nogil:
-    """Account for `updates` coordinate updates about to be checked; False (and the list
-    dropped) once the budget is spent or the list is gone."""
-    if not sn.track:
-        return False
-    sn.budget -= updates
-    if sn.budget < 0:
-        _seen_drop(sn)
-        return False
-    return True
-
-
-cdef inline void _note_new(Seen* sn, const double* lam, Py_ssize_t K, Py_ssize_t S,
-                           int64_t j) noexcept nogil:
-    """Put coordinate j on the list if no update reached it yet: its lambda is 0 in every
-    problem (one that came back to 0 goes in twice; compaction removes duplicates)."""
-    cdef const double* at = lam + j * K * S
-    cdef Py_ssize_t c
-    if not sn.track:
-        return
-    for c in range(K):
-        if at[c * S] != 0.0:
-            return
-    if sn.n == sn.cap:
-        _seen_compact(sn)
-        if not sn.track:
-            return
-    sn.lst[sn.n] = j
-    sn.n += 1
-
-
 cdef void _note_pass(Seen* sn, const double* lam, Py_ssize_t K, Py_ssize_t S,
                      const index_t* indices, const int64_t* indptr, const int64_t[::1] order,
                      Py_ssize_t n_cols, bint dense, bint intercept) noexcept nogil:
@@ -288,31 +184,6 @@ cdef void _note_pass(Seen* sn, const double* lam, Py_ssize_t K, Py_ssize_t S,
         row = order[i]
         for e in range(indptr[row], indptr[row + 1]):
             _note_new(sn, lam, K, S, <int64_t>indices[e] + 1)
-
-
-# Raw views of a state for the hot loop. Passed by value into inline functions so the
-# compiler keeps the pointers in registers: Python builds with -fno-strict-aliasing, so
-# pointers read through the state object would be reloaded after every store.
-cdef struct Core:
-    double* lam
-    double* phi
-    double* acc
-    double* mark
-    double* snap
-    int64_t* snapv
-    double* cum
-    double* norm_sum
-    double* inv_scale
-    double* rnd_s
-    int64_t* rnd_ver
-    double q
-    double r_hi  # |lambda_j| / M above which M is refreshed (2, less near p = 1)
-    int quarters  # 4 (q - 1) when that is a small integer, else 0 (see _phi_power)
-    Py_ssize_t K
-    Py_ssize_t S  # doubles per (coordinate, problem) in the block
-    int iterate
-    bint p_is_two
-    bint need_norm
 
 
 CACHE_LINE = 64
@@ -360,56 +231,6 @@ def power_is_cheap(double p):
     return p == 2.0 or phi_quarters(p / (p - 1.0)) > 0
 
 
-cdef inline (Py_ssize_t, Py_ssize_t) _entry(int64_t flat, Py_ssize_t K) noexcept nogil:
-    """(coordinate, problem) of a flat entry ``coordinate * K + problem``. A 64-bit
-    division costs tens of cycles, more than the rest of a merged entry's update: one
-    problem (binary, regression) needs none."""
-    if K == 1:
-        return flat, 0
-    return flat // K, flat % K
-
-
-cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
-                        int* need_rescale) noexcept nogil:
-    """lambda_j -= delta for problem c, keeping phi, N and the lazy iterates exact."""
-    cdef Py_ssize_t idx = j * core.K + c, at = idx * core.S
-    cdef double lam_old = core.lam[at], lam_new, phi_old = core.phi[at]
-    cdef double inv_m, r_old, r_new, ph
-    if not core.p_is_two and _averaged(core.iterate):
-        core.acc[at] += phi_old * (core.cum[c] - core.mark[at])
-        core.mark[at] = core.cum[c]
-    elif core.iterate == ITERATE_RANDOM:
-        if core.snapv[idx] != core.rnd_ver[c]:
-            core.snap[idx] = core.rnd_s[c] * phi_old
-            core.snapv[idx] = core.rnd_ver[c]
-    lam_new = lam_old - delta
-    core.lam[at] = lam_new
-    if core.p_is_two and _averaged(core.iterate):
-        core.acc[at] -= delta * core.cum[c]
-    if not core.need_norm:
-        return
-    inv_m = core.inv_scale[c]
-    r_new = fabs(lam_new) * inv_m
-    if core.p_is_two:
-        if r_new > 1e150:
-            need_rescale[0] = 1
-            return
-        r_old = lam_old * inv_m
-        core.norm_sum[c] += r_new * r_new - r_old * r_old
-        return
-    if r_new > core.r_hi:
-        # M no longer tracks max |lambda_j|: park phi at 0 (finite), rescale after the step
-        ph = 0.0
-        need_rescale[0] = 1
-    else:
-        ph = copysign(phi_power(r_new, core.q, core.quarters), lam_new) if r_new > 0.0 else 0.0
-    core.phi[at] = ph
-    if need_rescale[0]:
-        return
-    r_old = fabs(lam_old) * inv_m
-    core.norm_sum[c] += r_new * fabs(ph) - r_old * fabs(phi_old)
-
-
 @cython.final
 cdef class PGSState:
     """Everything PGS carries between steps, for K problems sharing one pass.
@@ -417,72 +238,7 @@ cdef class PGSState:
     Built by the estimators; exposed for tests, model files and the Dask layer.
     `to_dict()` / `from_dict()` round-trip it exactly.
     """
-    # configuration
-    cdef readonly double p, q, sigma, epsilon, intercept_scaling
-    cdef readonly int quarters
-    cdef public double radius
-    cdef readonly int loss_code, iterate, batch_size, n_problems
-    cdef readonly bint fit_intercept, multiclass, p_is_two, bounded, need_norm, radius_auto
-    cdef double norm_low
-    # M's window: refreshed where |lambda_j| / M passes r_hi, set to headroom max |lambda_j|
-    cdef readonly double r_hi, headroom
-    cdef readonly str loss
-    # coordinates (rows of the arrays) = 1 + number of features
-    cdef readonly Py_ssize_t dim
-    # Per (coordinate, problem), the fields this configuration needs sit side by side in
-    # block (dim, K, S): lambda; phi (p < 2; for p = 2 it is lambda); the lazy average's
-    # running sum (averaged iterates); its mark (p < 2 averaged). One coordinate's update
-    # then touches one cache line, not one per array (the block starts a line, see
-    # cache_aligned_zeros). lam_a, phi_a, acc_a, mark_a are (dim, K) views into it (None
-    # where absent).
-    cdef public cnp.ndarray block_a, snap_a, snapv_a
-    cdef public object lam_a, phi_a, acc_a, mark_a
-    cdef readonly Py_ssize_t n_fields, off_phi, off_acc, off_mark
-    cdef double[:, :, ::1] block
-    cdef double[:, :] lam, phi, acc, mark
-    cdef double[:, ::1] snap
-    cdef int64_t[:, ::1] snapv
-    # (K,) per-problem scalars
-    cdef public cnp.ndarray norm_a, scale_a, s_a, cum_a, rnd_s_a, regret_a, rnd_ver_a
-    # the online dual estimate (see stats_dict): per problem, sums over steps
-    cdef public cnp.ndarray sum_conj_a, sum_step_loss_a, sum_reg_a
-    cdef double[::1] sum_conj, sum_step_loss, sum_reg, w_norm, b_loss_c, b_conj_c
-    cdef double[::1] norm_sum, mscale, inv_scale, s, cum, rnd_s, regret
-    # the largest N since it was last recomputed: the running N's rounding is relative to
-    # it (not saved; a loaded state starts from its N)
-    cdef double[::1] norm_peak
-    cdef int64_t[::1] rnd_ver
-    # global counters
-    cdef public int64_t t, n_examples, n_mistakes, rnd_t, touches_since_exact
-    # 1 + the largest coordinate a row has reached (the intercept's 0 counts): N is
-    # recounted every 8 * span touches, a schedule set by the rows, which growing the state
-    # early for a wide chunk does not move (chunking must not change the model)
-    cdef public int64_t span
-    # steps each step counts for (not saved; 1 except in a lane of onlinepgs.dask, which
-    # counts its steps once per lane: t moves by t_step and the gradient is scaled by it)
-    cdef public int64_t t_step
-    # set when a step's loss derivative is not finite; that step is not applied
-    cdef public bint diverged
-    # how often the scale M was refreshed (O(touched) each; a diagnostic)
-    cdef public int64_t n_rescales
-    # how often a lazy average's running sum restarted (also counted in n_rescales): every
-    # coordinate's sums changed, which a lane must send whole (see onlinepgs._rounds)
-    cdef public int64_t n_restarts
-    # coordinates visited by the sweeps (refreshes of M, settles, recounts of N): a
-    # diagnostic, not saved; O(coordinates reached), not O(dim), per sweep
-    cdef public int64_t n_swept
-    # the coordinates updates reached (see SEEN_DENSE); seen_a owns seen.lst
-    cdef Seen seen
-    cdef cnp.ndarray seen_a
-    cdef public int64_t diverged_row
-    cdef public double sum_weight, sum_loss, sum_weighted_loss, loss0_max
-    cdef public uint64_t rng
-    # scratch for mini-batches (not part of the saved state)
-    cdef double[::1] grad_acc, coefs, margins_buf
-    cdef int64_t[::1] touched
-    cdef unsigned char[::1] is_touched
-    cdef int[::1] flag_rescale, flag_moved
-    cdef double[::1] step_gq
+    # the attributes are declared in _pgs.pxd (the merge, _merge.pyx, reads them)
 
     def __init__(self, *, double p=2.0, double sigma=1e-4, radius=None, str loss="logistic",
                  int batch_size=1, str iterate="last", int n_problems=1, bint multiclass=False,
@@ -507,7 +263,8 @@ cdef class PGSState:
             raise ValueError("n_problems must be >= 1")
         self.p = p
         self.q = p / (p - 1.0)
-        self.quarters = phi_quarters(self.q)
+        self.mm = mirror_init(p)
+        self.quarters = self.mm.quarters
         self.p_is_two = p == 2.0
         self.sigma = sigma
         self.bounded = radius is not None
@@ -516,15 +273,9 @@ cdef class PGSState:
         self.radius = 0.0 if self.radius_auto else (
             float(radius) if radius is not None else float("inf"))
         self.need_norm = (not self.p_is_two) or self.bounded
-        # p = 2 only needs N for the ball; its phi does not depend on M
-        self.norm_low = 2.0 ** -600 if self.p_is_two else 2.0 ** -self.q
-        self.r_hi = 2.0
-        self.headroom = M_HEADROOM
-        if not self.p_is_two and self.q - 1.0 > PHI_BITS:
-            g = PHI_BITS / (self.q - 1.0)
-            self.r_hi = 2.0 ** g
-            self.headroom = M_HEADROOM ** g
-            self.norm_low = self.r_hi ** -self.q  # all below M / r_hi: 2^-(g q), in range
+        self.norm_low = self.mm.norm_low
+        self.r_hi = self.mm.r_hi
+        self.headroom = self.mm.headroom
         self.loss = loss
         self.loss_code = LOSS_CODES[loss]
         self.epsilon = epsilon
@@ -773,9 +524,7 @@ cdef class PGSState:
         core.inv_scale = &self.inv_scale[0]
         core.rnd_s = &self.rnd_s[0]
         core.rnd_ver = &self.rnd_ver[0]
-        core.q = self.q
-        core.r_hi = self.r_hi
-        core.quarters = self.quarters
+        core.mm = self.mm
         core.K = self.n_problems
         core.iterate = self.iterate
         core.p_is_two = self.p_is_two
@@ -783,7 +532,7 @@ cdef class PGSState:
         return core
 
     # ---- scalars -------------------------------------------------------------------
-    cdef inline double _scale_of(self, Py_ssize_t c, int64_t t) noexcept nogil:
+    cdef double _scale_of(self, Py_ssize_t c, int64_t t) noexcept nogil:
         """s such that w_t = s * phi, from N, M and t (Figure 2 in scalar form). On the
         ball it also leaves ||w_t||_p in w_norm[c] (the projection needs it anyway);
         on R^n `_w_norm` computes that."""
@@ -802,8 +551,7 @@ cdef class PGSState:
                 self.w_norm[c] = 0.0
             return 0.0
         # ||lambda||_q^(2-q) M^(q-1) / ((q-1)(t+1) sigma), with ||lambda||_q = M N^(1/q)
-        s = self.mscale[c] * exp(((2.0 - self.q) / self.q) * log(self.norm_sum[c])) / (
-            (self.q - 1.0) * denom)
+        s = mirror_link(self.mm, self.mscale[c], self.norm_sum[c]) / ((self.q - 1.0) * denom)
         if self.bounded:
             norm_q = self.mscale[c] * exp(log(self.norm_sum[c]) / self.q)
             wnorm = (self.p - 1.0) * norm_q / denom
@@ -866,7 +614,7 @@ cdef class PGSState:
                 self.mark[j, c] = 0.0
         self.cum[c] = 0.0
 
-    cdef inline double _step_weight(self) noexcept nogil:
+    cdef double _step_weight(self) noexcept nogil:
         """w_t's weight in the averaged iterate: 1, t or t^2."""
         if self.iterate == ITERATE_WEIGHTED:
             return <double>self.t
@@ -874,7 +622,7 @@ cdef class PGSState:
             return <double>self.t * <double>self.t
         return 1.0
 
-    cdef inline void _restart_sum_if_needed(self, Py_ssize_t c, double term) noexcept nogil:
+    cdef void _restart_sum_if_needed(self, Py_ssize_t c, double term) noexcept nogil:
         """Settle problem c's lazy average and restart its running sum C if `term`, the
         next step's weighted scale, would be lost in C (see CUM_RANGE). Counted as a
         rescale: every coordinate's sums changed (what lanes and their merge check)."""
@@ -884,27 +632,19 @@ cdef class PGSState:
             self.n_restarts += 1
 
     cdef void _exact_norm(self, Py_ssize_t c, bint rescale) noexcept nogil:
-        """Recompute N exactly from lambda; with rescale, first move M to max |lambda_j|.
-        Sweeps the coordinates updates reached (`_sweep`), in increasing order."""
-        cdef Py_ssize_t i, j, base, n, e, count
-        cdef double m = 0.0, r, total = 0.0
-        cdef double r_buf[ROW_CHUNK]
-        cdef double ph_buf[ROW_CHUNK]
+        """Recompute N exactly from lambda; with rescale, first move M to headroom times
+        max |lambda_j| (and phi with it). Sweeps the coordinates updates reached
+        (`_sweep`), in increasing order. The map's arithmetic: _mirror.pxd."""
+        cdef Py_ssize_t i, j, count, KS = self.n_problems * self.n_fields
+        cdef double m, total
         cdef const int64_t* coords
+        # problem c's lambda and phi: every KS doubles from these
+        cdef double* lam_c = &self.block[0, 0, 0] + c * self.n_fields
+        cdef double* phi_c = lam_c + self.off_phi
         if rescale:
             self.n_rescales += 1
             count = self._sweep(&coords)
-            if coords == NULL:
-                for j in range(count):
-                    if fabs(self.lam[j, c]) > m:
-                        m = fabs(self.lam[j, c])
-            else:
-                for i in range(count):
-                    if fabs(self.lam[coords[i], c]) > m:
-                        m = fabs(self.lam[coords[i], c])
-            if m == 0.0:
-                m = 1.0
-            m *= self.headroom
+            m = mirror_scale(self.mm, mirror_max(lam_c, KS, coords, count))
             if not self.p_is_two:
                 self._settle_all(c)
                 # w = rnd_s * phi for coordinates not yet snapped: snap them all now, in the
@@ -920,84 +660,60 @@ cdef class PGSState:
                             self.snapv[j, c] = self.rnd_ver[c]
             self.mscale[c] = m
             self.inv_scale[c] = 1.0 / m
-        m = self.mscale[c]
         count = self._sweep(&coords)
-        if self.p_is_two:
-            for i in range(count):
-                r = fabs(self.lam[coords[i] if coords != NULL else i, c]) / m
-                total += r * r
-            self.norm_sum[c] = total
-            self.norm_peak[c] = total
-            return
-        base = 0
-        while base < count:
-            n = count - base if count - base < ROW_CHUNK else ROW_CHUNK
-            # coordinates base .. base + n - 1, or the list's (a branch per chunk)
-            if coords == NULL:
-                for e in range(n):
-                    r_buf[e] = fabs(self.lam[base + e, c]) / m
-            else:
-                for e in range(n):
-                    r_buf[e] = fabs(self.lam[coords[base + e], c]) / m
-            phi_power_many(r_buf, ph_buf, n, self.q, self.quarters)
-            for e in range(n):
-                total += r_buf[e] * ph_buf[e]
-            if rescale and coords == NULL:
-                for e in range(n):
-                    self.phi[base + e, c] = copysign(ph_buf[e], self.lam[base + e, c])
-            elif rescale:
-                for e in range(n):
-                    j = coords[base + e]
-                    self.phi[j, c] = copysign(ph_buf[e], self.lam[j, c])
-            base += n
+        # p = 2: phi is lambda, which M does not change
+        total = mirror_count(self.mm, lam_c, phi_c, KS, coords, count, self.mscale[c],
+                             rescale and not self.p_is_two)
         self.norm_sum[c] = total
         self.norm_peak[c] = total
 
     cdef void _upkeep_norms(self, int* need_rescale, int* moved) noexcept nogil:
-        """After a step or a merged round: rescale M where lambda outgrew it (or every
-        coordinate fell below M/2), recompute N where it cancelled (fell CUM_RANGE-fold
-        below its peak, so that its rounding, relative to the peak, would show), clamp
-        N's rounding below 0, and recompute N exactly every 8 * dim coordinate updates
-        (amortized O(1), and drift-free).
-
-        Near p = 1 the terms of N span r^q: a coordinate 4% below the largest counts
-        1e-18 as much at q = 1000, so N may lose its largest term and keep only rounding
-        while every coordinate stays above M/2: the peak's test catches that."""
+        """After a step or a merged round, the l_q map's upkeep (_mirror.pxd): recount N
+        where it cancelled below its peak, refresh M where lambda outgrew it (or every
+        coordinate fell below M / r_hi), clamp N's rounding below 0, and recount N
+        exactly every MIRROR_RECOUNT * span coordinate updates."""
         cdef Py_ssize_t c
         if not self.need_norm:
             return
         for c in range(self.n_problems):
-            if moved[c] and not need_rescale[c] and (
-                    self.norm_sum[c] * CUM_RANGE < self.norm_peak[c]):
+            if moved[c] and not need_rescale[c] and mirror_cancelled(self.norm_sum[c],
+                                                                     self.norm_peak[c]):
                 self._exact_norm(c, False)  # then tested against norm_low as it is
-            if need_rescale[c] or (moved[c] and self.norm_sum[c] < self.norm_low):
+            if need_rescale[c] or (moved[c] and mirror_refresh_due(self.mm, self.norm_sum[c],
+                                                                   False)):
                 self._exact_norm(c, True)
             elif self.norm_sum[c] < 0.0:
                 self.norm_sum[c] = 0.0
             if self.norm_sum[c] > self.norm_peak[c]:
                 self.norm_peak[c] = self.norm_sum[c]
-        if self.touches_since_exact > 8 * self.span:
+        if mirror_drift_due(self.touches_since_exact, self.span):
             self.touches_since_exact = 0
             for c in range(self.n_problems):
                 self._exact_norm(c, False)
 
-    cdef void _end_step(self, int* need_rescale, int* moved) noexcept nogil:
-        """After a step's updates: t += 1, new scales, lazy sums, reservoir, N upkeep."""
+    cdef void _end_steps(self, int* need_rescale, int* moved, int64_t steps, double draw,
+                         bint add_to_sum) noexcept nogil:
+        """After the updates of a step (steps = t_step, draw = 1, add_to_sum) or of a merged
+        round of `steps` steps (`_merge.absorb`: draw = steps, its averaged sums merged
+        already): t += steps, the upkeep of N and M, the random iterate's reservoir (the
+        new iterate kept with probability draw / t), the new scales and lazy sums."""
         cdef Py_ssize_t c, K = self.n_problems
         cdef bint select = False
         cdef double wt
-        self.t += self.t_step
+        self.t += steps
         self._upkeep_norms(need_rescale, moved)
         if self.iterate == ITERATE_RANDOM:
-            # reservoir: w_t replaces the kept iterate with probability 1/t
-            select = uniform01(&self.rng) * self.t < 1.0
+            # a reservoir over steps; a merged round's iterate stands for its steps, so
+            # the choice can only stop at the ends of rounds there
+            select = uniform01(&self.rng) * self.t < draw
             if select:
                 self.rnd_t = self.t
         wt = self._step_weight()
         for c in range(K):
             self.s[c] = self._scale_of(c, self.t)
             self._restart_sum_if_needed(c, wt * self.s[c])
-            self.cum[c] += wt * self.s[c]
+            if add_to_sum:
+                self.cum[c] += wt * self.s[c]
             if self.need_norm and not self.bounded:  # the ball's: from _scale_of
                 self.w_norm[c] = self._w_norm(c, self.t)
             if select:
@@ -1075,288 +791,23 @@ cdef class PGSState:
         return dict(online_objective=primal, dual_objective=dual,
                     online_duality_gap=primal - dual)
 
-    # ---- distributed rounds (onlinepgs.dask) ------------------------------------------------
+    # ---- distributed rounds (onlinepgs.dask): the merge of lanes lives in _merge.pyx ----
     def fork(self):
-        """A lane's starting state for one round of distributed training (`onlinepgs.dask`).
-
-        The same dynamics (lambda, phi, N, M, s, t, the ball's radius) with every counter,
-        statistic and averaged sum at zero: after `run`, the lane's counters are the round's
-        increments and its averaged sums hold only its own iterates, each weighted by its
-        local step count. A lane keeps no random iterate (the driver draws it per round, see
-        `absorb`), so a "random" state forks into a "last" one. O(dim): two array copies.
-        """
-        cfg = self.config()
-        if not _averaged(self.iterate):
-            cfg["iterate"] = "last"
-        lane = PGSState(**cfg, n_features=self.dim - 1)
-        lane.lam_a[...] = self.lam_a
-        if not self.p_is_two:
-            lane.phi_a[...] = self.phi_a
-        lane.norm_a[...] = self.norm_a
-        lane.scale_a[...] = self.scale_a
-        lane.s_a[...] = self.s_a
-        lane.t = self.t
-        lane.radius = self.radius
-        lane.loss0_max = self.loss0_max
-        lane.touches_since_exact = self.touches_since_exact
-        lane.span = self.span
-        lane._set_seen(None, self._seen_coords(), self.seen.budget)
-        lane._bind()  # 1/M and ||w_t||_p from N and t, as this state has them
-        return lane
+        """A lane's starting state for one round of distributed training (`_merge.fork`)."""
+        return _merge_module().fork(self)
 
     def delta_from(self, PGSState base, coords=None):
-        """A lane's own changes since it forked `base`, in one pass (`onlinepgs.dask`).
-
-        Returns ``(idx, dlam, avg_val)``: the flat entries ``coordinate * K + problem``
-        where lambda moved (or, averaged, where the lazy sum saw a touch), the move divided
-        by the lane's step weight ``t_step`` (its own share), and there the lane's averaged
-        sum minus ``cum * phi_base`` (None when not averaged). Coordinates beyond
-        ``base.dim`` count from zero. ``coords`` (sorted int64 coordinates), if given,
-        limits the search to them: the columns of the lane's rows and the intercept's 0,
-        which hold every coordinate a run can touch. Valid while M did not move in the
-        lane (for p < 2 a refresh settles every coordinate in new units: the caller then
-        sends the sums whole).
-        """
-        cdef Py_ssize_t K = self.n_problems, i, j, c, e, n = 0, count
-        cdef Py_ssize_t base_dim = base.dim, S = self.n_fields, SB = base.n_fields
-        cdef bint averaged = _averaged(self.iterate), p2 = self.p_is_two
-        cdef bint every = coords is None
-        cdef double inv_step = 1.0 / self.t_step, d, lam_b, phi_b, total, acc, cum
-        cdef const int64_t[::1] cview
-        cdef const double* lam
-        cdef const double* blam
-        cdef const double* cums
-        if base.n_problems != K or base.p != self.p:
-            raise ValueError("a lane's delta is taken against the state it forked")
-        if every:
-            count = self.dim
-        else:
-            cview = coords
-            count = cview.shape[0]
-            if count and (cview[0] < 0 or cview[count - 1] >= self.dim):
-                raise ValueError("coords must be sorted coordinates of this state")
-        cdef cnp.ndarray idx_a = np.empty(count * K, dtype=np.int64)
-        cdef cnp.ndarray dlam_a = np.empty(count * K)
-        cdef cnp.ndarray avg_a = np.empty(count * K if averaged else 0)
-        cdef int64_t[::1] idx = idx_a
-        cdef double[::1] dlam = dlam_a
-        cdef double[::1] avg = avg_a
-        # raw pointers into the blocks: entry (j, c) starts at (j K + c) S; lambda is
-        # field 0, phi field off_phi, the average's sum off_acc and its mark off_mark
-        lam = &self.block[0, 0, 0]
-        blam = &base.block[0, 0, 0]
-        cums = &self.cum[0]
-        with nogil:
-            for i in range(count):
-                j = i if every else cview[i]
-                for c in range(K):
-                    e = j * K + c
-                    lam_b = blam[e * SB] if j < base_dim else 0.0
-                    d = lam[e * S] - lam_b
-                    acc = lam[e * S + self.off_acc] if averaged else 0.0
-                    if d == 0.0 and acc == 0.0:
-                        continue
-                    idx[n] = e
-                    dlam[n] = d * inv_step
-                    if averaged:
-                        # the lane's sums started at zero: C phi - acc (p = 2) or
-                        # acc + phi (C - mark); C phi_base is sent as C
-                        cum = cums[c]
-                        if p2:
-                            total = lam[e * S] * cum - acc
-                            avg[n] = total - cum * lam_b
-                        else:
-                            phi_b = blam[e * SB + base.off_phi] if j < base_dim else 0.0
-                            total = acc + lam[e * S + self.off_phi] * (
-                                cum - lam[e * S + self.off_mark])
-                            avg[n] = total - cum * phi_b
-                    n += 1
-        # views, not copies: a fresh copy of each (MBs once a slice touches most
-        # coordinates) costs more than the unused tail it would free
-        return idx_a[:n], dlam_a[:n], (avg_a[:n] if averaged else None)
+        """A lane's own changes since it forked `base`, in one pass (`_merge.delta_from`)."""
+        return _merge_module().delta_from(self, base, coords)
 
     def sync_from(self, PGSState base, coords=None):
-        """Make this lane state, kept from a round, what ``base.fork()`` would return.
-
-        coords None: copy every coordinate into this state's arrays (a fork without
-        allocating: memory already written once does not fault again). Sorted int64
-        coordinates: copy only those, valid when since this state last equalled a fork of
-        `base`'s earlier self they are the only coordinates either side changed (the
-        merge's, which hold this lane's own) and neither side moved its scale M.
-        """
-        cdef Py_ssize_t K = self.n_problems, i, j, c, e, count, f
-        cdef Py_ssize_t S = self.n_fields, SB = base.n_fields
-        cdef const int64_t[::1] cview
-        cdef bint every = coords is None
-        cdef bint averaged = _averaged(self.iterate), p2 = self.p_is_two
-        cdef double* lam
-        cdef const double* blam
-        cdef bint track
-        if (base.dim != self.dim or base.n_problems != K or base.p != self.p
-                or (self.n_rescales and not every)):
-            raise ValueError("sync_from needs a lane of the same shape (that kept its "
-                             "scale, for chosen coordinates)")
-        if every:
-            count = self.dim
-        else:
-            cview = coords
-            count = cview.shape[0]
-            if count and (cview[0] < 0 or cview[count - 1] >= self.dim):
-                raise ValueError("coords must be sorted coordinates of this state")
-        lam = &self.block[0, 0, 0]
-        blam = &base.block[0, 0, 0]
-        # the merge's coordinates may be new to this lane: onto its list
-        track = not every and _seen_spend(&self.seen, count)
-        with nogil:
-            for i in range(count):
-                j = i if every else cview[i]
-                if track:
-                    _note_new(&self.seen, lam, K, S, j)
-                for c in range(K):
-                    e = j * K + c
-                    lam[e * S] = blam[e * SB]
-                    if not p2:
-                        lam[e * S + self.off_phi] = blam[e * SB + base.off_phi]
-                    if averaged:
-                        lam[e * S + self.off_acc] = 0.0
-                        if not p2:
-                            lam[e * S + self.off_mark] = 0.0
-        if every:
-            self._set_seen(None, base._seen_coords(), base.seen.budget)
-        self.norm_a[...] = base.norm_a
-        self.scale_a[...] = base.scale_a
-        self.s_a[...] = base.s_a
-        self.cum_a[...] = 0.0
-        for name in ("regret_a", "sum_conj_a", "sum_step_loss_a"):
-            getattr(self, name)[...] = 0.0
-        self.sum_reg_a[...] = 0.0 if self.need_norm else np.nan
-        self.t = base.t
-        self.radius = base.radius
-        self.loss0_max = base.loss0_max
-        self.touches_since_exact = base.touches_since_exact
-        self.span = base.span
-        self.n_examples = self.n_mistakes = 0
-        self.sum_weight = self.sum_loss = self.sum_weighted_loss = 0.0
-        self.diverged = False
-        self.diverged_row = 0
-        self.n_rescales = 0
-        self.n_restarts = 0
-        self.t_step = 1
-        self._bind()
+        """Make this lane state, kept from a round, what ``base.fork()`` would return
+        (`_merge.sync_from`)."""
+        _merge_module().sync_from(self, base, coords)
 
     def absorb(self, int64_t steps, double factor, list deltas, changed=None):
-        """Merge one round of lanes into this, the driver's global state (`onlinepgs.dask`).
-
-        deltas holds one tuple per lane, ``(idx, dlam, C, avg_idx, avg_val)``: flat entries
-        ``coordinate * K + problem`` (int64) whose lambda moved by dlam in the lane; C
-        (K,), the lane's running sum of weighted scales, which is the weight its averaged
-        iterates put on every coordinate it left alone (whose phi is this state's at the
-        round's start); and where the lane's averaged sums differ from ``C * phi``, the
-        difference avg_val at avg_idx (every coordinate if the lane moved its scale M).
-        The lanes' averaged sums are added scaled by ``factor`` (the caller makes the
-        round's weights those of the ``steps`` steps it stands for; see onlinepgs.dask).
-
-        In order: ``C * phi`` is added lazily through the running sum; each moved entry
-        goes through the same update as a step (`_touch`: lambda, phi, the running N, the
-        lazy averages settled first, the random iterate's copy-on-write); the rest of the
-        averaged sums is added; then ``t += steps`` and the scalars follow as after a step:
-        N kept exact on the same schedule, M refreshed if needed, new s_t, and the random
-        iterate's reservoir at round granularity (the new iterate is kept with probability
-        steps / t). The counters and statistics are plain attributes, merged by the caller;
-        the caller sets the radius first (a ball of radius "auto" grows to the largest).
-
-        changed, optional: a uint8 array with one entry per coordinate, set to 1 where a
-        lane moved lambda (the merge's coordinates, for `sync_from`).
-        """
-        cdef Py_ssize_t K = self.n_problems, c, e, j, n
-        cdef Py_ssize_t size = self.dim * K
-        cdef const int64_t[::1] idx
-        cdef const double[::1] vals
-        cdef const double[::1] lane_cum
-        cdef int* resc = &self.flag_rescale[0]
-        cdef int* mov = &self.flag_moved[0]
-        cdef bint averaged = _averaged(self.iterate)
-        cdef Core core
-        cdef unsigned char[::1] marks_view
-        cdef unsigned char* marks = NULL
-        cdef bint track
-        if steps < 0:
-            raise ValueError("steps must be >= 0")
-        if changed is not None:
-            marks_view = changed
-            if marks_view.shape[0] != self.dim:
-                raise ValueError(f"changed needs {self.dim} entries, one per coordinate")
-            marks = &marks_view[0]
-        for d in deltas:
-            # a lane's averaged entries are its moved ones unless it moved M: check once
-            for arr in ((d[0],) if d[3] is d[0] else (d[0], d[3])):
-                arr = np.asarray(arr)
-                if arr.size and (arr.min() < 0 or arr.max() >= size):
-                    raise ValueError(f"a lane's entries reach past this state's {self.dim} "
-                                     "coordinates: grow it first (ensure_dim)")
-        for c in range(K):
-            resc[c] = 0
-            mov[c] = 0
-        if averaged:
-            for d in deltas:
-                lane_cum = d[2]
-                for c in range(K):
-                    self.cum[c] += factor * lane_cum[c]
-        core = self._core()
-        for d in deltas:
-            idx = d[0]
-            vals = d[1]
-            n = idx.shape[0]
-            track = _seen_spend(&self.seen, n)
-            with nogil:
-                for e in range(n):
-                    j, c = _entry(idx[e], K)
-                    if track:
-                        _note_new(&self.seen, core.lam, K, core.S, j)
-                    _touch(core, j, c, -vals[e], &resc[c])
-                    mov[c] = 1
-                    if marks != NULL:
-                        marks[j] = 1
-            self.touches_since_exact += n
-        if averaged:
-            for d in deltas:
-                idx = d[3]
-                vals = d[4]
-                n = idx.shape[0]
-                with nogil:
-                    for e in range(n):
-                        j, c = _entry(idx[e], K)
-                        # the lazy sum is C phi - acc for p = 2, acc + phi (C - mark) else
-                        if self.p_is_two:
-                            self.acc[j, c] -= factor * vals[e]
-                        else:
-                            self.acc[j, c] += factor * vals[e]
-        if steps > 0:
-            self._end_round(resc, mov, steps)
-
-    cdef void _end_round(self, int* need_rescale, int* moved, int64_t steps) noexcept nogil:
-        """`_end_step` after a merged round of `steps` steps (the averaged sums are merged
-        already): t, the upkeep of N and M, the reservoir, the new scales."""
-        cdef Py_ssize_t c, K = self.n_problems
-        cdef bint select = False
-        cdef double wt
-        self.t += steps
-        self._upkeep_norms(need_rescale, moved)
-        if self.iterate == ITERATE_RANDOM:
-            # the round's iterate stands for its `steps` steps: a reservoir over steps
-            # that can only stop at the ends of rounds (for one step: `_end_step`'s draw)
-            select = uniform01(&self.rng) * self.t < <double>steps
-            if select:
-                self.rnd_t = self.t
-        wt = self._step_weight()
-        for c in range(K):
-            self.s[c] = self._scale_of(c, self.t)
-            self._restart_sum_if_needed(c, wt * self.s[c])
-            if self.need_norm and not self.bounded:  # the ball's: from _scale_of
-                self.w_norm[c] = self._w_norm(c, self.t)
-            if select:
-                self.rnd_ver[c] += 1
-                self.rnd_s[c] = self.s[c]
+        """Merge one round of lanes into this, the driver's global state (`_merge.absorb`)."""
+        _merge_module().absorb(self, steps, factor, deltas, changed)
 
     # ---- the pass -------------------------------------------------------------------------
     def run(self, data, indices, indptr, Py_ssize_t n_cols, const double[::1] y,
@@ -1417,12 +868,12 @@ cdef class PGSState:
 cdef inline double row_power_sum(const double* vals, Py_ssize_t nnz, double q,
                                  int quarters) noexcept nogil:
     """sum_e |x_e|^q = sum_e |x_e| phi_power(|x_e|) over a row's values."""
-    cdef double a_buf[ROW_CHUNK]
-    cdef double ph_buf[ROW_CHUNK]
+    cdef double a_buf[MIRROR_CHUNK]
+    cdef double ph_buf[MIRROR_CHUNK]
     cdef double total = 0.0
     cdef Py_ssize_t base = 0, n, e
     while base < nnz:
-        n = nnz - base if nnz - base < ROW_CHUNK else ROW_CHUNK
+        n = nnz - base if nnz - base < MIRROR_CHUNK else MIRROR_CHUNK
         for e in range(n):
             a_buf[e] = fabs(vals[base + e])
         phi_power_many(a_buf, ph_buf, n, q, quarters)
@@ -1472,7 +923,7 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
     For p = 2 the caller passes dot = <lambda, x> before the update and xx = ||x||^2 (the
     margin's loop takes both), so N moves by ||lambda - cf x||^2 - ||lambda||^2 =
     cf (cf xx - 2 dot) in units of M^2, without a per-coordinate chain of additions; the
-    exact recomputation every 8 dim updates bounds the rounding drift as before.
+    exact recount every MIRROR_RECOUNT * span updates bounds the rounding drift.
 
     The fast path of `_touch` for K = 1, k = 1 and canonical rows (unique indices): one
     tight loop per concern, so no loop carries a branch on the configuration.
@@ -1485,13 +936,7 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
     cdef double* mark = core.mark + S
     cdef double* snap
     cdef int64_t* snapv
-    cdef double cum, rs, inv_m, old, new, r_new, ph, d, dn = 0.0, xq = 0.0, q = core.q
-    cdef double r_hi = core.r_hi
-    cdef double r_buf[ROW_CHUNK]
-    cdef double ph_buf[ROW_CHUNK]
-    cdef double old_buf[ROW_CHUNK]
-    cdef Py_ssize_t base, n
-    cdef int quarters = core.quarters
+    cdef double cum, rs, inv_m, d, xq = 0.0
     cdef int64_t ver
     cdef bint averaged = _averaged(core.iterate)
     cum = core.cum[0] if averaged else 0.0
@@ -1513,8 +958,7 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
                 lam[j] -= d
                 acc[j] -= d * cum
         else:
-            for e in range(nnz):
-                lam[idx[e] * S] -= cf * vals[e]
+            sparse_axpy(lam, S, -cf, vals, idx, nnz)
         if core.need_norm:
             inv_m = core.inv_scale[0]
             d = cf * inv_m
@@ -1522,79 +966,20 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
             if not (core.norm_sum[0] < 1e300):  # some |lambda_j| / M passed 1e150 (or overflowed)
                 need_rescale[0] = 1
         return xx
-    inv_m = core.inv_scale[0]
-    base = 0
-    while base < nnz:
-        n = nnz - base if nnz - base < ROW_CHUNK else ROW_CHUNK
-        # lambda's update, the lazy average's catch-up (it needs the old phi) and the
-        # old phi's share of N; the new |lambda_j| / M go to a buffer ...
-        if averaged:
-            for e in range(n):
-                j = idx[base + e] * S
-                ph = phi[j]
-                acc[j] += ph * (cum - mark[j])
-                mark[j] = cum
-                old = lam[j]
-                new = old - cf * vals[base + e]
-                lam[j] = new
-                r_buf[e] = fabs(new) * inv_m
-                old_buf[e] = fabs(old) * inv_m * fabs(ph)
-        else:
-            for e in range(n):
-                j = idx[base + e] * S
-                old = lam[j]
-                new = old - cf * vals[base + e]
-                lam[j] = new
-                r_buf[e] = fabs(new) * inv_m
-                old_buf[e] = fabs(old) * inv_m * fabs(phi[j])
-        # ... whose powers are taken together (packed square roots) ...
-        phi_power_many(r_buf, ph_buf, n, q, quarters)
-        # ... and go back into phi and N
-        for e in range(n):
-            j = idx[base + e] * S
-            r_new = r_buf[e]
-            ph = ph_buf[e]
-            if r_new > r_hi:
-                # M no longer tracks max |lambda_j|: park phi at 0 (finite), rescale after
-                ph = 0.0
-                need_rescale[0] = 1
-            dn += r_new * ph - old_buf[e]
-            phi[j] = copysign(ph, lam[j])
-        base += n
-    core.norm_sum[0] += dn
+    # p < 2: lambda, phi and N through the l_q map (_mirror.pxd), the lazy average's
+    # catch-up in the same pass over the row
+    core.norm_sum[0] += mirror_row(core.mm, lam, phi, S, vals, idx, nnz, cf, core.inv_scale[0],
+                                   acc, mark, cum, averaged, need_rescale)
     if want_xq:
-        xq = row_power_sum(vals, nnz, q, quarters)
+        xq = row_power_sum(vals, nnz, core.mm.q, core.mm.quarters)
     return xq
-
-
-cdef inline double _margin_sq(const double* phi, Py_ssize_t S, const double* vals,
-                              const index_t* idx, Py_ssize_t nnz, double* xx) noexcept nogil:
-    """`_margin` of a sparse row of a single problem, and ||x||^2 into xx (p = 2: the
-    update's N and the regret need it, and the values are in registers here). Two
-    independent sums each: the loop is bound by add latency, not by loads."""
-    cdef double t0 = 0.0, t1 = 0.0, s0 = 0.0, s1 = 0.0, v0, v1
-    cdef Py_ssize_t e, half = nnz - (nnz & 1)
-    cdef const double* base = phi + S
-    for e in range(0, half, 2):
-        v0 = vals[e]
-        v1 = vals[e + 1]
-        t0 += base[idx[e] * S] * v0
-        t1 += base[idx[e + 1] * S] * v1
-        s0 += v0 * v0
-        s1 += v1 * v1
-    if half < nnz:
-        v0 = vals[half]
-        t0 += base[idx[half] * S] * v0
-        s0 += v0 * v0
-    xx[0] = s0 + s1
-    return t0 + t1
 
 
 cdef inline double _margin(const double* phi, Py_ssize_t K, Py_ssize_t S, Py_ssize_t c,
                            const double* vals,
                            const index_t* idx, Py_ssize_t nnz, bint dense) noexcept nogil:
     """<phi_c, x> over a row's entries, coordinates offset by one for the intercept (one
-    problem of sparse rows: `_margin_sq`)."""
+    problem of sparse rows: `sparse_dot_sq`, which also takes ||x||^2)."""
     cdef double t0 = 0.0
     cdef Py_ssize_t e
     cdef const double* base = phi + (K + c) * S  # coordinate j + 1 of problem c
@@ -1621,7 +1006,6 @@ cdef inline void _prefetch_ahead(Core core, const double* data, const index_t* i
     cdef Py_ssize_t e, start, end, stride = core.K * core.S
     cdef Py_ssize_t per_line = 64 // sizeof(index_t)
     cdef int64_t row
-    cdef const index_t* idx
     if i + 3 < n_rows:
         OPGS_PREFETCH(&indptr[order[i + 3]])
     if i + 2 < n_rows:
@@ -1640,9 +1024,7 @@ cdef inline void _prefetch_ahead(Core core, const double* data, const index_t* i
     if i + 1 < n_rows:
         row = order[i + 1]
         start = indptr[row]
-        idx = indices + start
-        for e in range(indptr[row + 1] - start):
-            OPGS_PREFETCH(core.lam + (idx[e] + 1) * stride)
+        prefetch_gather(core.lam + stride, stride, indices + start, indptr[row + 1] - start)
 
 
 cdef void _run_pass(PGSState self, const double* data, const index_t* indices, int64_t* indptr,
@@ -1719,7 +1101,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
             best_c = 0
             for c in range(K):
                 if one_sparse:
-                    z = _margin_sq(core.phi, core.S, vals, idx, nnz, &row_xx)
+                    z = sparse_dot_sq(core.phi + core.S, core.S, vals, idx, nnz, &row_xx)
                     row_dot = z
                 else:
                     z = _margin(core.phi, K, core.S, c, vals, idx, nnz, dense)
@@ -1853,12 +1235,18 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                         _touch(core, j, c, g, &resc[c])
                         mov[c] = 1
             self.touches_since_exact += n_touched
-        self._end_step(resc, mov)
+        self._end_steps(resc, mov, self.t_step, 1.0, True)
         for c in range(K):
             gq = gqs[c] if p2 else (pow(gqs[c], 2.0 / q) if gqs[c] > 0.0 else 0.0)
             # ||g_t||_q^2 of the step's own gradient (coefs carry the lane's scale)
             self.regret[c] += 0.5 * gq / (self.t * sigma * step_sq)
         pos += bsize
+
+
+def _merge_module():
+    # imported on first use: _merge cimports this module, which must be loaded first
+    from onlinepgs._core import _merge
+    return _merge
 
 
 def _rebuild_state(d):

@@ -42,11 +42,11 @@ converged row's step costs no log at all.
 
 Primal-dual bookkeeping: p = 2 keeps w = v in one dense array (dot product and axpy, no
 scale, no powers). The elastic net keeps v and w = soft(v, l1/sigma) side by side. p < 2
-keeps v, phi_j = sgn(v_j) (|v_j|/M)^(q-1) and the running N = sum_j (|v_j|/M)^q with a
-scale M kept within 2x of max |v_j| (as the PGS core does), so w = (p-1) M N^((2-q)/q) phi
-and each step costs O(nnz(x_i)) for every p; N is recomputed exactly every 8 dim
-coordinate updates and before every duality-gap check, so the gap is that of
-w = grad g*(v) exactly.
+keeps v, phi_j = sgn(v_j) (|v_j|/M)^(q-1) and the running N = sum_j (|v_j|/M)^q through
+the l_q mirror map PGS uses too (_mirror.pxd: the same window and headroom of the scale M,
+the same recount rule of N, the same packed roots), so w = (p-1) M N^((2-q)/q) phi and each
+step costs O(nnz(x_i)) for every p; M, phi and N are recomputed exactly before every
+duality-gap check, so the gap is that of w = grad g*(v) exactly.
 
 The duality gap P(w) - D(alpha) is computed in one O(nnz) pass over every row (margins at
 the current w) as the sum of the Fenchel-Young terms
@@ -84,16 +84,15 @@ from libc.stdint cimport uint64_t, int64_t, int32_t
 from onlinepgs._core._losses cimport (loss_value, loss_derivative, loss_conjugate, HINGE,
                                       LOGISTIC, SQUARED_HINGE, SMOOTH_HINGE, SQUARED, ABSOLUTE,
                                       HUBER, EPSILON_INSENSITIVE)
-from onlinepgs._core._regularizer cimport (lp_norm, reg_value, reg_conjugate, phi_power,
-                                          phi_quarters)
+from onlinepgs._core._regularizer cimport lp_norm, reg_value, reg_conjugate
+from onlinepgs._core._mirror cimport (Mirror, mirror_init, mirror_scale, mirror_refresh_due,
+                                      mirror_cancelled, mirror_drift_due, mirror_link,
+                                      mirror_touch, mirror_row, mirror_max, mirror_count)
 from onlinepgs._core._random cimport below
+from onlinepgs._core._sparse cimport index_t, sparse_dot, sparse_axpy
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
 
 cnp.import_array()
-
-ctypedef fused index_t:
-    int32_t
-    int64_t
 
 cdef enum:
     REG_L2 = 0      # g = ||w||^2 / 2, w = v
@@ -226,27 +225,6 @@ cdef inline double _gradient(int loss, double b0, double z, double y, double eps
         return y - z - copysign(eps, b0)
 
 
-# ---- sparse kernels ------------------------------------------------------------------------
-cdef inline double _dot(const double* w, const double* vals, const index_t* idx,
-                        Py_ssize_t nnz) noexcept nogil:
-    # two independent sums: the loop is bound by add latency, not by loads
-    cdef double t0 = 0.0, t1 = 0.0
-    cdef Py_ssize_t e, half = nnz - (nnz & 1)
-    for e in range(0, half, 2):
-        t0 += w[idx[e]] * vals[e]
-        t1 += w[idx[e + 1]] * vals[e + 1]
-    if half < nnz:
-        t0 += w[idx[half]] * vals[half]
-    return t0 + t1
-
-
-cdef inline void _axpy(double* w, double d, const double* vals, const index_t* idx,
-                       Py_ssize_t nnz) noexcept nogil:
-    cdef Py_ssize_t e
-    for e in range(nnz):
-        w[idx[e]] += d * vals[e]
-
-
 cdef inline double _soft(double v, double c) noexcept nogil:
     return copysign(fmax(fabs(v) - c, 0.0), v)
 
@@ -286,13 +264,13 @@ cdef inline void _epoch_l2(Core k, const index_t* indices, const int64_t* rows, 
         i = rows[t]
         start = k.indptr[i]
         nnz = k.indptr[i + 1] - start
-        z = _dot(v1, k.data + start, indices + start, nnz) + k.v[0] * icpt
+        z = sparse_dot(v1, 1, k.data + start, indices + start, nnz) + k.v[0] * icpt
         b0 = k.b[i]
         bn = _step(loss, b0, z, k.y[i], k.kappa[i], k.eps, k.lodds + i)
         if bn != b0:
             k.b[i] = bn
             d = (bn - b0) * k.coef[i]
-            _axpy(v1, d, k.data + start, indices + start, nnz)
+            sparse_axpy(v1, 1, d, k.data + start, indices + start, nnz)
             k.v[0] += d * icpt
 
 
@@ -336,7 +314,7 @@ cdef inline Py_ssize_t _epoch_l2_shrink(Core k, const index_t* indices, int64_t*
         i = rows[t]
         start = k.indptr[i]
         nnz = k.indptr[i + 1] - start
-        z = _dot(v1, k.data + start, indices + start, nnz) + k.v[0] * icpt
+        z = sparse_dot(v1, 1, k.data + start, indices + start, nnz) + k.v[0] * icpt
         b0 = k.b[i]
         g = _gradient(loss, b0, z, k.y[i], eps)
         if b0 <= lo:
@@ -364,7 +342,7 @@ cdef inline Py_ssize_t _epoch_l2_shrink(Core k, const index_t* indices, int64_t*
         if bn != b0:
             k.b[i] = bn
             d = (bn - b0) * k.coef[i]
-            _axpy(v1, d, k.data + start, indices + start, nnz)
+            sparse_axpy(v1, 1, d, k.data + start, indices + start, nnz)
             k.v[0] += d * icpt
         t += 1
     viol_hi[0] = new_hi if new_hi > 0.0 else INFINITY
@@ -405,7 +383,7 @@ cdef void _epoch_enet(Core k, const index_t* indices, const int64_t* rows,
         nnz = k.indptr[i + 1] - start
         vals = k.data + start
         idx = indices + start
-        z = _dot(w1, vals, idx, nnz) + k.w[0] * icpt
+        z = sparse_dot(w1, 1, vals, idx, nnz) + k.w[0] * icpt
         b0 = k.b[i]
         bn = _step(k.loss, b0, z, k.y[i], k.kappa[i], k.eps, k.lodds + i)
         if bn != b0:
@@ -519,7 +497,11 @@ cdef class SDCAProblem:
     cdef readonly Py_ssize_t n_visit, n_active
     cdef double viol_hi, viol_lo
     cdef readonly double scale_m, norm_n, s_eff  # p < 2: M, N and w = s_eff * phi
-    cdef int64_t touches
+    cdef Mirror mm            # p < 2: the l_q map's constants (_mirror.pxd)
+    cdef double norm_peak     # the largest N since its last exact count
+    # coordinate updates since N's last drift recount, and 1 + the largest coordinate the
+    # rows reach (the intercept's 0 counts): the recount comes every 8 span updates
+    cdef int64_t touches, span
     cdef public uint64_t rng
     cdef int64_t[::1] order_buf
     # results of the last check (pure l_1: of the l_1 objective and its certificate)
@@ -554,6 +536,7 @@ cdef class SDCAProblem:
         self.classification = loss in CLASSIFICATION_LOSSES
         self.p = p
         self.q = p / (p - 1.0) if p < 2.0 else 2.0
+        self.mm = mirror_init(p)
         self.l1 = l1
         self.pure_l1 = sigma == 0.0
         self.reg = REG_ENET if l1 > 0.0 else (REG_L2 if p == 2.0 else REG_LP)
@@ -614,6 +597,7 @@ cdef class SDCAProblem:
             raise ValueError(f"a column index lies outside [0, {n_cols})")
         if not np.all(np.isfinite(self.data_a)):
             raise ValueError("X contains NaN or infinity")
+        self.span = int(self.indices_a.max()) + 2 if nnz else 1
         self.y_a = np.ascontiguousarray(y, dtype=np.float64)
         self.sw_a = np.ascontiguousarray(sample_weight, dtype=np.float64)
         if self.y_a.shape != (m,) or self.sw_a.shape != (m,):
@@ -718,35 +702,27 @@ cdef class SDCAProblem:
     cdef void _refresh(self) noexcept nogil:
         """w = grad g*(v) recomputed from v exactly (p < 2: M, phi, N and s_eff afresh)."""
         cdef Py_ssize_t j, dim = self.dim
-        cdef double m = 0.0, r, ph, total = 0.0, c
-        cdef int quarters = phi_quarters(self.q)
+        cdef double m, c
         if self.reg == REG_ENET:
             c = self.l1 / self.sigma
             for j in range(dim):
                 self.w[j] = _soft(self.v[j], c)
         elif self.reg == REG_LP:
-            for j in range(dim):
-                if fabs(self.v[j]) > m:
-                    m = fabs(self.v[j])
-            if m == 0.0:
-                m = 1.0
+            m = mirror_scale(self.mm, mirror_max(&self.v[0], 1, NULL, dim))
             self.scale_m = m
-            for j in range(dim):
-                r = fabs(self.v[j]) / m
-                ph = phi_power(r, self.q, quarters) if r > 0.0 else 0.0
-                self.w[j] = copysign(ph, self.v[j])
-                total += r * ph
-            self.norm_n = total
+            self.norm_n = mirror_count(self.mm, &self.v[0], &self.w[0], 1, NULL, dim, m, True)
+            self.norm_peak = self.norm_n
             self._update_scale()
-            self.touches = 0
+
+    cdef void _recount(self) noexcept nogil:
+        """p < 2: N exactly from v at the current M (phi is exact already)."""
+        self.norm_n = mirror_count(self.mm, &self.v[0], &self.w[0], 1, NULL, self.dim,
+                                   self.scale_m, False)
+        self.norm_peak = self.norm_n
 
     cdef inline void _update_scale(self) noexcept nogil:
         # w = (p - 1) ||v||_q^(2-q) |v|^(q-1) sgn v = (p - 1) M N^((2-q)/q) phi
-        if self.norm_n > 0.0:
-            self.s_eff = (self.p - 1.0) * self.scale_m * exp(
-                ((2.0 - self.q) / self.q) * log(self.norm_n))
-        else:
-            self.s_eff = 0.0
+        self.s_eff = (self.p - 1.0) * mirror_link(self.mm, self.scale_m, self.norm_n)
 
     cdef Core _core(self) noexcept nogil:
         cdef Core k
@@ -820,25 +796,25 @@ cdef class SDCAProblem:
 
     cdef void _epoch_lp(self, Core k, const index_t* indices, const int64_t* rows,
                         Py_ssize_t n) noexcept nogil:
-        """p < 2: margins s_eff <phi, x>; each touched coordinate updates v_j, phi_j and N."""
-        cdef Py_ssize_t t, e, start, nnz, j
+        """p < 2: margins s_eff <phi, x>; each touched coordinate updates v_j, phi_j and N
+        through the l_q map (_mirror.pxd), whose upkeep follows every row that moved."""
+        cdef Py_ssize_t t, start, nnz
         cdef int64_t i
-        cdef double z, b0, bn, d, vo, vn, r_new, r_old, ph, dn, inv_m
-        cdef double icpt = k.icpt, n_low = exp2(-k.q)
-        cdef int quarters = phi_quarters(k.q)
+        cdef double z, b0, bn, d, vo, dn, inv_m
+        cdef double icpt = k.icpt
+        cdef Mirror mm = self.mm
         cdef double* v = k.v
         cdef double* phi = k.w
         cdef const double* vals
         cdef const index_t* idx
-        cdef bint rescale
-        cdef int64_t limit = 8 * self.dim
+        cdef int outgrown
         for t in range(n):
             i = rows[t]
             start = k.indptr[i]
             nnz = k.indptr[i + 1] - start
             vals = k.data + start
             idx = indices + start
-            z = self.s_eff * (_dot(phi + 1, vals, idx, nnz) + phi[0] * icpt)
+            z = self.s_eff * (sparse_dot(phi + 1, 1, vals, idx, nnz) + phi[0] * icpt)
             b0 = k.b[i]
             bn = _step(k.loss, b0, z, k.y[i], k.kappa[i], k.eps, k.lodds + i)
             if bn == b0:
@@ -846,37 +822,30 @@ cdef class SDCAProblem:
             k.b[i] = bn
             d = (bn - b0) * k.coef[i]
             inv_m = 1.0 / self.scale_m
-            rescale = False
+            outgrown = 0
             dn = 0.0
-            for e in range(-1, nnz):
-                if e < 0:
-                    if icpt == 0.0:
-                        continue
-                    j = 0
-                    vn = d * icpt
-                else:
-                    j = idx[e] + 1
-                    vn = d * vals[e]
-                vo = v[j]
-                vn = vo + vn
-                v[j] = vn
-                r_new = fabs(vn) * inv_m
-                if r_new > 2.0:
-                    # M no longer tracks max |v_j|: rescale after the row (O(dim), rare)
-                    rescale = True
-                    ph = 0.0
-                else:
-                    ph = phi_power(r_new, k.q, quarters) if r_new > 0.0 else 0.0
-                r_old = fabs(vo) * inv_m
-                dn += r_new * ph - r_old * fabs(phi[j])
-                phi[j] = copysign(ph, vn)
+            if icpt != 0.0:
+                vo = v[0]
+                v[0] = vo + d * icpt
+                dn = mirror_touch(mm, vo, v[0], phi[0], inv_m, &phi[0], &outgrown)
+            # v += d x_i is lambda -= (-d) x_i
+            dn += mirror_row(mm, v + 1, phi + 1, 1, vals, idx, nnz, -d, inv_m,
+                             NULL, NULL, 0.0, False, &outgrown)
             self.norm_n += dn
             self.touches += nnz + 1
-            # every |v_j| below M/2 (N < 2^-q) also calls for a new M, as does drift
-            if rescale or self.norm_n < n_low or self.touches > limit:
-                self._refresh()
-            else:
-                self._update_scale()
+            # the upkeep of the map, in PGS's order (its _upkeep_norms)
+            if not outgrown and mirror_cancelled(self.norm_n, self.norm_peak):
+                self._recount()
+            if mirror_refresh_due(mm, self.norm_n, outgrown):
+                self._refresh()  # M, phi and N afresh (O(dim), rare)
+            elif self.norm_n < 0.0:
+                self.norm_n = 0.0
+            if self.norm_n > self.norm_peak:
+                self.norm_peak = self.norm_n
+            if mirror_drift_due(self.touches, self.span):
+                self.touches = 0
+                self._recount()
+            self._update_scale()
 
     # ---- the duality gap -------------------------------------------------------------------
     cdef void _check(self) noexcept nogil:
@@ -910,9 +879,9 @@ cdef class SDCAProblem:
             start = self.indptr[i]
             nnz = self.indptr[i + 1] - start
             if i64 != NULL:
-                z = _dot(w + 1, data + start, i64 + start, nnz)
+                z = sparse_dot(w + 1, 1, data + start, i64 + start, nnz)
             elif i32 != NULL:
-                z = _dot(w + 1, data + start, i32 + start, nnz)
+                z = sparse_dot(w + 1, 1, data + start, i32 + start, nnz)
             else:
                 z = 0.0
             z += w[0] * icpt

@@ -1,0 +1,231 @@
+# The declarations of the PGS state that the merge of Dask's lanes (_merge.pyx) shares
+# with the pass (_pgs.pyx): the state's attributes and C methods, the raw views of its hot
+# loop (Core), the list of coordinates reached (Seen) and the one-coordinate update
+# (_touch), which a merged entry goes through exactly as a step's.
+cimport cython
+cimport numpy as cnp
+from libc.math cimport fabs
+from libc.stdint cimport uint64_t, int64_t
+
+from onlinepgs._core._mirror cimport Mirror, mirror_touch
+
+cdef enum:
+    ITERATE_LAST = 0
+    ITERATE_AVERAGE = 1
+    ITERATE_WEIGHTED = 2
+    ITERATE_WEIGHTED2 = 4
+    ITERATE_RANDOM = 3
+
+
+cdef inline bint _averaged(int iterate) noexcept nogil:
+    """An average of the iterates (weights 1, t or t^2), kept lazily."""
+    return (iterate == ITERATE_AVERAGE or iterate == ITERATE_WEIGHTED
+            or iterate == ITERATE_WEIGHTED2)
+
+
+# The sweeps over every coordinate (a refresh of M, a settle of the lazy averages, N's
+# exact recount) need only the coordinates some update reached: the others hold zeros in
+# every field and add nothing. While a state is young it keeps a list of those (before
+# a pass, each coordinate its rows may update whose lambda is 0 in every problem), sorted and
+# deduplicated before a sweep, which then visits them in increasing order: the same terms
+# in the same order as a sweep over all of dim, so N and the model are bit for bit the
+# same. Noting costs a few instructions per coordinate update, and a sweep over dim costs
+# about as much as one over a list of dim / SEEN_DENSE: the list is dropped (sweeps visit
+# every coordinate, updates stop noting) once it holds more than dim / SEEN_DENSE
+# coordinates or SEEN_WORK * dim updates have been checked, when the O(dim) of a sweep is
+# below SEEN_DENSE times the updates made. A sweep thus never visits more than
+# SEEN_DENSE times the coordinate updates so far: a state of 2^24 hashed features that
+# sees a few thousand updates sweeps a few thousand coordinates, not 2^24.
+cdef enum:
+    SEEN_DENSE = 4
+    SEEN_WORK = 2
+
+
+cdef struct Seen:
+    int64_t* lst  # coordinates reached (first n_sorted sorted and unique, then appended)
+    Py_ssize_t n
+    Py_ssize_t n_sorted
+    Py_ssize_t cap
+    Py_ssize_t dim
+    int64_t budget  # coordinate updates that may still be checked before the list is dropped
+    bint track  # False: no list, a sweep visits every coordinate
+
+
+cdef void _seen_compact(Seen* sn) noexcept nogil
+
+
+cdef inline void _seen_drop(Seen* sn) noexcept nogil:
+    sn.track = False
+    sn.n = sn.n_sorted = 0
+
+
+cdef inline bint _seen_spend(Seen* sn, Py_ssize_t updates) noexcept nogil:
+    """Account for `updates` coordinate updates about to be checked; False (and the list
+    dropped) once the budget is spent or the list is gone."""
+    if not sn.track:
+        return False
+    sn.budget -= updates
+    if sn.budget < 0:
+        _seen_drop(sn)
+        return False
+    return True
+
+
+cdef inline void _note_new(Seen* sn, const double* lam, Py_ssize_t K, Py_ssize_t S,
+                           int64_t j) noexcept nogil:
+    """Put coordinate j on the list if no update reached it yet: its lambda is 0 in every
+    problem (one that came back to 0 goes in twice; compaction removes duplicates)."""
+    cdef const double* at = lam + j * K * S
+    cdef Py_ssize_t c
+    if not sn.track:
+        return
+    for c in range(K):
+        if at[c * S] != 0.0:
+            return
+    if sn.n == sn.cap:
+        _seen_compact(sn)
+        if not sn.track:
+            return
+    sn.lst[sn.n] = j
+    sn.n += 1
+
+
+# Raw views of a state for the hot loop. Passed by value into inline functions so the
+# compiler keeps the pointers in registers: Python builds with -fno-strict-aliasing, so
+# pointers read through the state object would be reloaded after every store.
+cdef struct Core:
+    double* lam
+    double* phi
+    double* acc
+    double* mark
+    double* snap
+    int64_t* snapv
+    double* cum
+    double* norm_sum
+    double* inv_scale
+    double* rnd_s
+    int64_t* rnd_ver
+    Mirror mm  # the l_q map's constants (_mirror.pxd)
+    Py_ssize_t K
+    Py_ssize_t S  # doubles per (coordinate, problem) in the block
+    int iterate
+    bint p_is_two
+    bint need_norm
+
+
+cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
+                        int* need_rescale) noexcept nogil:
+    """lambda_j -= delta for problem c, keeping phi, N and the lazy iterates exact."""
+    cdef Py_ssize_t idx = j * core.K + c, at = idx * core.S
+    cdef double lam_old = core.lam[at], lam_new, phi_old = core.phi[at]
+    cdef double inv_m, r_old, r_new, dn
+    if not core.p_is_two and _averaged(core.iterate):
+        core.acc[at] += phi_old * (core.cum[c] - core.mark[at])
+        core.mark[at] = core.cum[c]
+    elif core.iterate == ITERATE_RANDOM:
+        if core.snapv[idx] != core.rnd_ver[c]:
+            core.snap[idx] = core.rnd_s[c] * phi_old
+            core.snapv[idx] = core.rnd_ver[c]
+    lam_new = lam_old - delta
+    core.lam[at] = lam_new
+    if core.p_is_two and _averaged(core.iterate):
+        core.acc[at] -= delta * core.cum[c]
+    if not core.need_norm:
+        return
+    inv_m = core.inv_scale[c]
+    r_new = fabs(lam_new) * inv_m
+    if core.p_is_two:
+        if r_new > 1e150:
+            need_rescale[0] = 1
+            return
+        r_old = lam_old * inv_m
+        core.norm_sum[c] += r_new * r_new - r_old * r_old
+        return
+    dn = mirror_touch(core.mm, lam_old, lam_new, phi_old, inv_m, &core.phi[at], need_rescale)
+    if not need_rescale[0]:  # else M is refreshed and N recounted after the step
+        core.norm_sum[c] += dn
+
+
+@cython.final
+cdef class PGSState:
+    # configuration
+    cdef readonly double p, q, sigma, epsilon, intercept_scaling
+    cdef readonly int quarters
+    cdef public double radius
+    cdef readonly int loss_code, iterate, batch_size, n_problems
+    cdef readonly bint fit_intercept, multiclass, p_is_two, bounded, need_norm, radius_auto
+    cdef double norm_low
+    # the l_q map's constants (_mirror.pxd); r_hi, headroom and norm_low are copies:
+    # M is refreshed where |lambda_j| / M passes r_hi, set to headroom max |lambda_j|
+    cdef Mirror mm
+    cdef readonly double r_hi, headroom
+    cdef readonly str loss
+    # coordinates (rows of the arrays) = 1 + number of features
+    cdef readonly Py_ssize_t dim
+    # Per (coordinate, problem), the fields this configuration needs sit side by side in
+    # block (dim, K, S): lambda; phi (p < 2; for p = 2 it is lambda); the lazy average's
+    # running sum (averaged iterates); its mark (p < 2 averaged). One coordinate's update
+    # then touches one cache line, not one per array (the block starts a line, see
+    # cache_aligned_zeros). lam_a, phi_a, acc_a, mark_a are (dim, K) views into it (None
+    # where absent).
+    cdef public cnp.ndarray block_a, snap_a, snapv_a
+    cdef public object lam_a, phi_a, acc_a, mark_a
+    cdef readonly Py_ssize_t n_fields, off_phi, off_acc, off_mark
+    cdef double[:, :, ::1] block
+    cdef double[:, :] lam, phi, acc, mark
+    cdef double[:, ::1] snap
+    cdef int64_t[:, ::1] snapv
+    # (K,) per-problem scalars
+    cdef public cnp.ndarray norm_a, scale_a, s_a, cum_a, rnd_s_a, regret_a, rnd_ver_a
+    # the online dual estimate (see stats_dict): per problem, sums over steps
+    cdef public cnp.ndarray sum_conj_a, sum_step_loss_a, sum_reg_a
+    cdef double[::1] sum_conj, sum_step_loss, sum_reg, w_norm, b_loss_c, b_conj_c
+    cdef double[::1] norm_sum, mscale, inv_scale, s, cum, rnd_s, regret
+    # the largest N since it was last recomputed: the running N's rounding is relative to
+    # it (not saved; a loaded state starts from its N)
+    cdef double[::1] norm_peak
+    cdef int64_t[::1] rnd_ver
+    # global counters
+    cdef public int64_t t, n_examples, n_mistakes, rnd_t, touches_since_exact
+    # 1 + the largest coordinate a row has reached (the intercept's 0 counts): N is
+    # recounted every 8 * span touches, a schedule set by the rows, which growing the state
+    # early for a wide chunk does not move (chunking must not change the model)
+    cdef public int64_t span
+    # steps each step counts for (not saved; 1 except in a lane of onlinepgs.dask, which
+    # counts its steps once per lane: t moves by t_step and the gradient is scaled by it)
+    cdef public int64_t t_step
+    # set when a step's loss derivative is not finite; that step is not applied
+    cdef public bint diverged
+    # how often the scale M was refreshed (O(touched) each; a diagnostic)
+    cdef public int64_t n_rescales
+    # how often a lazy average's running sum restarted (also counted in n_rescales): every
+    # coordinate's sums changed, which a lane must send whole (see onlinepgs._rounds)
+    cdef public int64_t n_restarts
+    # coordinates visited by the sweeps (refreshes of M, settles, recounts of N): a
+    # diagnostic, not saved; O(coordinates reached), not O(dim), per sweep
+    cdef public int64_t n_swept
+    # the coordinates updates reached (see SEEN_DENSE); seen_a owns seen.lst
+    cdef Seen seen
+    cdef cnp.ndarray seen_a
+    cdef public int64_t diverged_row
+    cdef public double sum_weight, sum_loss, sum_weighted_loss, loss0_max
+    cdef public uint64_t rng
+    # scratch for mini-batches (not part of the saved state)
+    cdef double[::1] grad_acc, coefs, margins_buf
+    cdef int64_t[::1] touched
+    cdef unsigned char[::1] is_touched
+    cdef int[::1] flag_rescale, flag_moved
+    cdef double[::1] step_gq
+
+    cdef Core _core(self) noexcept nogil
+    cdef double _scale_of(self, Py_ssize_t c, int64_t t) noexcept nogil
+    cdef double _norm_q(self, Py_ssize_t c) noexcept nogil
+    cdef double _w_norm(self, Py_ssize_t c, int64_t t) noexcept nogil
+    cdef Py_ssize_t _sweep(self, const int64_t** coords) noexcept nogil
+    cdef void _settle_all(self, Py_ssize_t c) noexcept nogil
+    cdef double _step_weight(self) noexcept nogil
+    cdef void _restart_sum_if_needed(self, Py_ssize_t c, double term) noexcept nogil
+    cdef void _exact_norm(self, Py_ssize_t c, bint rescale) noexcept nogil
+    cdef void _upkeep_norms(self, int* need_rescale, int* moved) noexcept nogil
+    cdef void _end_steps(self, int* need_rescale, int* moved, int64_t steps, double draw,
+                         bint add_to_sum) noexcept nogil
