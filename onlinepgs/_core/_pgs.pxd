@@ -199,7 +199,7 @@ cdef class PGSState:
     # how often the scale M was refreshed (O(touched) each; a diagnostic)
     cdef public int64_t n_rescales
     # how often a lazy average's running sum restarted (also counted in n_rescales): every
-    # coordinate's sums changed, which a lane must send whole (see onlinepgs._rounds)
+    # coordinate's sums changed, which a lane must send whole (see onlinepgs.distributed.rounds)
     cdef public int64_t n_restarts
     # coordinates visited by the sweeps (refreshes of M, settles, recounts of N): a
     # diagnostic, not saved; O(coordinates reached), not O(dim), per sweep
