@@ -224,7 +224,7 @@ def _reader(source, chunk_rows, zero_based):
 
 def _check_output(path, inputs):
     """Fail before any work if `path` cannot be written, or would overwrite an input."""
-    from onlinepgs.model_io import _write_target
+    from onlinepgs.model_io.atomic import write_target as _write_target
 
     if path.endswith(os.sep) or os.path.isdir(path):
         raise UserError(f"{path}: is a directory; give a file name")

@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from fuzzing import MUTATIONS, mutate
 from onlinepgs import PGSClassifier, PGSRegressor
 from onlinepgs import model_io
+from onlinepgs.model_io import container, jsonvalues
 from onlinepgs.model_io import (FORMAT_NAME, FORMAT_VERSION, ModelFileError, load_model,
                                 read_header, save_model)
 
@@ -114,7 +115,7 @@ def write_parts(path, header, arrays, *, checksum=True, skip=()):
     header = dict(header)
     if checksum:
         header["checksum"] = {"algorithm": "sha256",
-                              "digest": model_io._digest(header, arrays)}
+                              "digest": container._digest(header, arrays)}
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("header.json", json.dumps(header))
         for entry in header["arrays"]:
@@ -894,7 +895,7 @@ def _nested(depth):
 
 def test_deeply_nested_extra_is_refused_when_saving(tmp_path, fitted):
     """What save_model writes, load_model reads: extra nests at most 63 levels."""
-    limit = model_io._MAX_JSON_DEPTH - 1
+    limit = jsonvalues.MAX_JSON_DEPTH - 1
     path = tmp_path / "m.pgs"
     with pytest.raises(ModelFileError, match=r"extra\['a'\].*nested too deeply.*extra at most "
                                              f"{limit}") as info:
@@ -938,7 +939,7 @@ def test_deeply_nested_headers_are_refused_before_parsing(tmp_path, model_file, 
     assert main(["info", str(path)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nests 502 levels" in err
-    assert model_io._json_depth(b'{"a": "]]]}}", "b": [{"c": "\\"[["}]}') == 3
+    assert jsonvalues.json_depth(b'{"a": "]]]}}", "b": [{"c": "\\"[["}]}') == 3
 
 
 def test_huge_integers_and_headers_are_refused_when_saving(tmp_path, fitted, monkeypatch):
@@ -949,7 +950,7 @@ def test_huge_integers_and_headers_are_refused_when_saving(tmp_path, fitted, mon
     assert read_header(path)["extra"]["n"] == 2**4000
     # the header's size limit, lowered: the writer refuses what the reader would
     size = len(path.read_bytes())
-    monkeypatch.setattr(model_io, "_MAX_HEADER_BYTES", 20_000)
+    monkeypatch.setattr(container, "_MAX_HEADER_BYTES", 20_000)
     with pytest.raises(ModelFileError, match="header would have .* more than the 20000"):
         save_model(fitted, path, extra={"s": "x" * 20_000})
     assert len(path.read_bytes()) == size
@@ -988,14 +989,14 @@ def test_crash_at_rename_keeps_the_previous_file(previous, fitted, monkeypatch):
 def test_crash_while_writing_arrays_keeps_the_previous_file(previous, fitted, monkeypatch):
     path, before = previous
     calls = []
-    real = model_io._write_array
+    real = container._write_array
 
     def crash_on_third(fileobj, arr):
         calls.append(arr.shape)
         if len(calls) == 3:
             raise KeyboardInterrupt  # not only Exceptions: an interrupt too
         real(fileobj, arr)
-    monkeypatch.setattr(model_io, "_write_array", crash_on_third)
+    monkeypatch.setattr(container, "_write_array", crash_on_third)
     with pytest.raises(KeyboardInterrupt):
         save_model(fitted, path)
     assert len(calls) == 3
@@ -1046,7 +1047,7 @@ def test_a_full_disk_names_the_file_and_keeps_the_previous_one(previous, fitted,
     def no_space(*args):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     if where == "write":
-        monkeypatch.setattr(model_io, "_write_array", no_space)
+        monkeypatch.setattr(container, "_write_array", no_space)
     else:
         monkeypatch.setattr(os, "fsync", no_space)
     with pytest.raises(OSError, match=re.escape(f"cannot write {path}: No space left on "

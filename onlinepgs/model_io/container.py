@@ -1,0 +1,355 @@
+"""The model file's container: a zip of ``header.json`` and one ``.npy`` per array.
+
+Writing: `storable_array` turns an array into one the format holds (object arrays only
+as strings), `write` adds the checksum to the header and writes the archive atomically
+(through `onlinepgs.model_io.atomic.replace_atomically`). Reading: `read` opens an
+archive, checks its header's format, version and table of arrays, reads the arrays
+with bounded memory (`_Room`: whatever the archive's directory claims, the entries
+read add up to at most the file's size) and verifies the SHA-256 checksum. What the
+header's fields mean for a model is `onlinepgs.model_io.schema`'s business; the format
+itself is described in `onlinepgs.model_io`'s docstring.
+"""
+import hashlib
+import json
+import math
+import os
+import re
+import struct
+import zipfile
+import zlib
+
+import numpy as np
+from numpy.lib import format as _npy
+
+from onlinepgs.model_io.atomic import replace_atomically
+from onlinepgs.model_io.errors import ModelFileError, describe, short
+from onlinepgs.model_io.jsonvalues import MAX_JSON_DEPTH, from_json, is_float_tag, json_depth
+
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "storable_array", "write", "read"]
+
+FORMAT_NAME = "onlinepgs-model"
+FORMAT_VERSION = 1
+
+_HEADER_ENTRY = "header.json"
+_MAX_HEADER_BYTES = 64 * 2**20
+_ARRAY_NAME = re.compile(r"(state|attributes)/[A-Za-z_][A-Za-z0-9_]*\Z")
+_ARRAY_KINDS = "biufcUS"  # bool, ints, floats, complex, unicode, bytes
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+
+
+def _canonical(header):
+    body = {key: value for key, value in header.items() if key != "checksum"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      allow_nan=False).encode("ascii")
+
+
+def _digest(header, arrays):
+    """SHA-256 of the arrays' raw bytes (header order) and the canonical header."""
+    h = hashlib.sha256()
+    for entry in header["arrays"]:
+        arr = np.ascontiguousarray(arrays[entry["name"]])
+        h.update(arr.reshape(-1).view(np.uint8))
+    h.update(_canonical(header))
+    return h.hexdigest()
+
+
+def storable_array(name, arr, path):
+    """(array to write, table entry) for one array; object arrays only as strings."""
+    arr = np.asarray(arr)
+    as_object = False
+    if arr.dtype == object:
+        if not all(isinstance(item, str) for item in arr.flat):
+            kinds = sorted({type(item).__name__ for item in arr.flat})
+            raise ModelFileError(path, f"array {name} has dtype object with {kinds} elements: "
+                                       "object arrays cannot be stored (no pickle); only "
+                                       "object arrays of str are converted")
+        arr = arr.astype(str) if arr.size else arr.astype("<U1")
+        as_object = True
+    if arr.dtype.kind not in _ARRAY_KINDS or arr.dtype.fields is not None:
+        raise ModelFileError(path, f"array {name} has dtype {arr.dtype}, which a model file "
+                                   "cannot store (bool, int, float, complex or str only)")
+    arr = np.ascontiguousarray(arr)
+    entry = {"name": name, "dtype": arr.dtype.str, "shape": list(arr.shape)}
+    if as_object:
+        entry["as_object"] = True
+    return arr, entry
+
+
+def _zip_info(name, compress):
+    info = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
+    info.compress_type = compress
+    info.external_attr = 0o644 << 16
+    return info
+
+
+def _write_array(fileobj, arr):
+    _npy.write_array(fileobj, arr, allow_pickle=False)
+
+
+def _header_bytes(header, arrays, path):
+    """header.json's bytes: the header with its checksum added, refused if the reader
+    would refuse it for its size."""
+    header = dict(header)
+    header["checksum"] = {"algorithm": "sha256", "digest": _digest(header, arrays)}
+    data = json.dumps(header, indent=1, ensure_ascii=True, allow_nan=False).encode("ascii")
+    data += b"\n"
+    if len(data) > _MAX_HEADER_BYTES:
+        raise ModelFileError(path, f"the header would have {len(data)} bytes, more than the "
+                                   f"{_MAX_HEADER_BYTES} a model file's header may have "
+                                   "(a large extra?)")
+    return data
+
+
+def _write_zip(fileobj, header_bytes, table, arrays):
+    """Write the archive: header.json and one .npy per array of `table`, in its order."""
+    # stored, not deflated: saving stays a few ms on a hot path (checkpoints), and the
+    # arrays of a trained model compress little anyway; readers refuse compressed entries
+    compress = zipfile.ZIP_STORED
+    with zipfile.ZipFile(fileobj, "w", compression=compress, allowZip64=True) as zf:
+        zf.writestr(_zip_info(_HEADER_ENTRY, compress), header_bytes)
+        for entry in table:
+            arr = arrays[entry["name"]]
+            with zf.open(_zip_info(entry["name"] + ".npy", compress), "w",
+                         force_zip64=arr.nbytes > 2**30) as out:
+                _write_array(out, arr)
+
+
+def write(path, header, arrays):
+    """Write the archive of `header` (without checksum) and its `arrays` to `path`,
+    atomically; a header the reader would refuse for its size is refused first."""
+    header_bytes = _header_bytes(header, arrays, path)
+    replace_atomically(path, lambda f: _write_zip(f, header_bytes, header["arrays"], arrays))
+
+
+# ---- reading ---------------------------------------------------------------------------
+# What `zipfile` may raise on a damaged archive: its parsing of untrusted bytes is not
+# limited to BadZipFile (e.g. NotImplementedError for a garbled version field).
+_COMPRESSIONS = {zipfile.ZIP_DEFLATED: "deflate", zipfile.ZIP_BZIP2: "bzip2",
+                 zipfile.ZIP_LZMA: "lzma"}
+_DAMAGED = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, ValueError,
+            NotImplementedError, RuntimeError, OverflowError, IndexError, KeyError,
+            struct.error, UnicodeDecodeError)
+
+
+def _open_archive(path):
+    try:
+        return zipfile.ZipFile(path, "r")
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except (OSError,) + _DAMAGED as exc:
+        hint = ""
+        try:
+            with open(path, "rb") as f:
+                start = f.read(512)
+            if start.startswith(b"PK\x03\x04"):
+                raise ModelFileError(path, "corrupted file: damaged zip archive "
+                                           f"({describe(exc)})") from None
+            if not start:
+                hint = " (the file is empty)"
+            elif b"\0" not in start:
+                hint = " (it looks like a text file: a data file given in place of a model?)"
+        except OSError:
+            pass
+        raise ModelFileError(path, "not an onlinepgs model file: not a zip "
+                                   f"archive{hint}") from None
+
+
+class _Room:
+    """The bytes of the archive not yet claimed by the entries read: each entry read is
+    checked to be stored (not compressed) and to fit, so whatever an archive's directory
+    claims, the entries read, and the arrays allocated for them, add up to at most the
+    file's size (no zip bomb: a few KiB declaring gigabytes are refused at once)."""
+
+    def __init__(self, zf):
+        self.size = self.left = os.fstat(zf.fp.fileno()).st_size
+
+    def claim(self, info, path):
+        if info.compress_type != zipfile.ZIP_STORED:
+            method = _COMPRESSIONS.get(info.compress_type, f"method {info.compress_type}")
+            raise ModelFileError(path, f"entry {info.filename} is compressed ({method}): a "
+                                       "model file holds stored (uncompressed) entries only, "
+                                       "as save_model writes them")
+        if info.compress_size != info.file_size:
+            raise ModelFileError(path, f"corrupted file: the stored entry {info.filename} "
+                                       f"has {info.compress_size} bytes for "
+                                       f"{info.file_size} bytes of content")
+        if info.file_size > self.left or info.header_offset + info.file_size > self.size:
+            raise ModelFileError(path, f"corrupted file: entry {info.filename} claims "
+                                       f"{info.file_size} bytes, more than the "
+                                       f"{self.size}-byte file holds beside the other entries")
+        self.left -= info.file_size
+
+
+def _read_entry(zf, info, path, what):
+    try:
+        with zf.open(info) as f:
+            return f.read()
+    except (OSError,) + _DAMAGED as exc:
+        raise ModelFileError(path, f"corrupted file: {what} is damaged "
+                                   f"({describe(exc)})") from None
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _read_raw_header(zf, path, room):
+    """The header as parsed JSON (non-finite floats still tagged), format checked."""
+    try:
+        info = zf.getinfo(_HEADER_ENTRY)
+    except KeyError:
+        raise ModelFileError(path, "not an onlinepgs model file: the zip archive has no "
+                                   "header.json") from None
+    room.claim(info, path)
+    if info.file_size > _MAX_HEADER_BYTES:
+        raise ModelFileError(path, f"malformed header: header.json has {info.file_size} bytes "
+                                   f"(at most {_MAX_HEADER_BYTES})")
+    data = _read_entry(zf, info, path, "header.json")
+    depth = json_depth(data)
+    if depth > MAX_JSON_DEPTH:
+        raise ModelFileError(path, f"malformed header: header.json nests {depth} levels of "
+                                   f"lists and objects (at most {MAX_JSON_DEPTH})")
+    try:
+        header = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ModelFileError(path, "malformed header: header.json is not valid JSON "
+                                   f"({exc})") from None
+    if not isinstance(header, dict):
+        raise ModelFileError(path, "malformed header: header.json is not a JSON object")
+    if header.get("format") != FORMAT_NAME:
+        raise ModelFileError(path, f"not an onlinepgs model file: header format is "
+                                   f"{short(header.get('format'))}, expected {FORMAT_NAME!r}")
+    version = header.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ModelFileError(path, f"malformed header: format_version {short(version)} is not a "
+                                   "positive integer")
+    if version > FORMAT_VERSION:
+        raise ModelFileError(path, f"format_version {version} was written by a newer onlinepgs "
+                                   f"(this one reads format_version <= {FORMAT_VERSION}); "
+                                   "upgrade onlinepgs to read it")
+    for key, kind in (("estimator", str), ("params", dict), ("attributes", dict),
+                      ("state", dict), ("arrays", list), ("checksum", dict)):
+        if key not in header:
+            raise ModelFileError(path, f"malformed header: no {key!r} field")
+        if not isinstance(header[key], kind) or is_float_tag(header[key]):
+            raise ModelFileError(path, f"malformed header: {key!r} is a "
+                                       f"{type(from_json(header[key])).__name__}, expected "
+                                       f"a {kind.__name__}")
+    if not isinstance(header.get("extra", {}), dict) or is_float_tag(header.get("extra")):
+        raise ModelFileError(path, "malformed header: 'extra' is not a JSON object")
+    checksum = header["checksum"]
+    digest = checksum.get("digest")
+    if (checksum.get("algorithm") != "sha256" or not isinstance(digest, str)
+            or not re.fullmatch(r"[0-9a-f]{64}", digest)):
+        raise ModelFileError(path, f"malformed header: unsupported checksum {short(checksum)} "
+                                   "(expected sha256 with a 64-digit hex digest)")
+    _check_table(header["arrays"], path)
+    return header
+
+
+def _check_table(table, path):
+    seen = set()
+    for i, entry in enumerate(table):
+        if not isinstance(entry, dict):
+            raise ModelFileError(path, f"malformed header: arrays[{i}] is not a JSON object")
+        name, dtype, shape = entry.get("name"), entry.get("dtype"), entry.get("shape")
+        if not isinstance(name, str) or not _ARRAY_NAME.match(name):
+            raise ModelFileError(path, f"malformed header: arrays[{i}] has the invalid name "
+                                       f"{short(name)}")
+        if name in seen:
+            raise ModelFileError(path, f"malformed header: array {name} is listed twice")
+        seen.add(name)
+        try:
+            dt = np.dtype(dtype) if isinstance(dtype, str) else None
+        except (TypeError, ValueError, SyntaxError):
+            dt = None
+        if (dt is None or dt.kind not in _ARRAY_KINDS or dt.fields is not None
+                or dt.itemsize == 0 or dt.subdtype is not None):
+            raise ModelFileError(path, f"malformed header: array {name} has the unsupported "
+                                       f"dtype {short(dtype)}")
+        if (not isinstance(shape, list)
+                or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                           for n in shape)):
+            raise ModelFileError(path, f"malformed header: array {name} has the invalid shape "
+                                       f"{short(shape)}")
+        if not isinstance(entry.get("as_object", False), bool):
+            raise ModelFileError(path, f"malformed header: array {name} has a non-boolean "
+                                       "as_object")
+
+
+def _read_arrays(zf, header, path, room):
+    """Every listed array, checked against its listed dtype and shape; sizes are checked
+    against the file's before anything is allocated."""
+    arrays = {}
+    for entry in header["arrays"]:
+        name = entry["name"]
+        member = name + ".npy"
+        dtype, shape = np.dtype(entry["dtype"]), tuple(entry["shape"])
+        try:
+            info = zf.getinfo(member)
+        except KeyError:
+            raise ModelFileError(path, f"missing array {name}: the archive has no entry "
+                                       f"{member}") from None
+        room.claim(info, path)
+        nbytes = dtype.itemsize * math.prod(shape)  # itemsize >= 1 (`_check_table`)
+        if info.file_size < nbytes:
+            raise ModelFileError(path, f"array {name} is truncated: {info.file_size} bytes for "
+                                       f"{nbytes} bytes of data")
+        try:
+            with zf.open(info) as f:
+                arr = _read_npy(f, dtype, shape, name, path)
+        except ModelFileError:
+            raise
+        except (zipfile.BadZipFile, zlib.error) as exc:
+            raise ModelFileError(path, f"corrupted file: {member} is damaged "
+                                       f"({describe(exc)})") from None
+        except (OSError, TypeError, SyntaxError, MemoryError) + _DAMAGED as exc:
+            raise ModelFileError(path, f"array {name} is not a valid .npy entry "
+                                       f"({describe(exc)})") from None
+        arrays[name] = arr
+    return arrays
+
+
+def _read_npy(f, dtype, shape, name, path):
+    """One .npy entry, checked against the header before any data is allocated."""
+    version = _npy.read_magic(f)
+    if version == (1, 0):
+        found_shape, fortran, found_dtype = _npy.read_array_header_1_0(f)
+    elif version == (2, 0):
+        found_shape, fortran, found_dtype = _npy.read_array_header_2_0(f)
+    else:
+        raise ValueError(f"unsupported .npy format version {version}")
+    if found_dtype != dtype or found_shape != shape:
+        raise ModelFileError(path, f"array {name} has dtype {found_dtype.str} and shape "
+                                   f"{found_shape}, but the header lists dtype {dtype.str} "
+                                   f"and shape {shape}")
+    arr = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+    buffer = memoryview(arr.reshape(-1, order="A").view(np.uint8)) if arr.size else b""
+    filled = 0
+    while filled < len(buffer):
+        n = f.readinto(buffer[filled:])
+        if not n:
+            raise ValueError(f"the data ends after {filled} of {len(buffer)} bytes")
+        filled += n
+    if f.read(1):  # also makes zipfile check the entry's CRC-32
+        raise ValueError("data after the array's end")
+    return np.ascontiguousarray(arr)
+
+
+def _verify(header, arrays, path):
+    if _digest(header, arrays) != header["checksum"]["digest"]:
+        raise ModelFileError(path, "corrupted file: checksum mismatch (the header or the "
+                                   "arrays changed after the file was written)")
+
+
+def read(path, *, verify=True):
+    """(raw header, arrays or None) of a model file, checked as far as `verify` asks."""
+    with _open_archive(path) as zf:
+        room = _Room(zf)
+        raw = _read_raw_header(zf, path, room)
+        if not verify:
+            return raw, None
+        arrays = _read_arrays(zf, raw, path, room)
+    _verify(raw, arrays, path)
+    return raw, arrays
+
