@@ -1190,3 +1190,63 @@ def test_malformed_sdca_models_are_refused(tmp_path, sdca_file, mutate, message)
     with pytest.raises(ModelFileError, match=message) as info:
         load_model(crafted(tmp_path, sdca_file, mutate))
     assert "\n" not in str(info.value) and str(tmp_path) in str(info.value)
+
+
+# ---- the format is frozen: files written before model_io became a package ---------------
+# tests/model_files/ holds files written by onlinepgs/model_io.py (one module, before the
+# move to the package onlinepgs/model_io/): a PGSClassifier of 3 string classes with an
+# extra holding an infinity, and an SDCARegressor.
+MODEL_FILES = os.path.join(os.path.dirname(__file__), "model_files")
+
+
+@pytest.mark.parametrize("name", ["pgs_classifier_v1.pgs", "sdca_regressor_v1.pgs"])
+@pytest.mark.parametrize("loader", ["load_model", "load_learner"])
+def test_files_of_the_single_module_load_and_save_to_the_same_bytes(tmp_path, monkeypatch,
+                                                                    name, loader):
+    """A file of format_version 1 written before the move loads (as estimator or learner),
+    predicts what its weights say (a plain NumPy product), and saving it again writes the
+    very same bytes: the format did not change. The header records the package version,
+    which enters the bytes, so it is set to the file's while saving."""
+    import onlinepgs
+
+    path = os.path.join(MODEL_FILES, name)
+    model, header = getattr(model_io, loader)(path, return_header=True)
+    X = np.array([[0.5, -1.0, 2.0], [-0.3, 0.8, 0.1], [1.5, 0.2, -0.7]])
+    if header["estimator"] == "PGSClassifier":
+        assert header["extra"] == {"examples_consumed": 60, "note": [1, math.inf]}
+        assert model.classes_.tolist() == ["eggs", "ham", "spam"]
+        scores = X @ model.coef_.T + model.intercept_
+        np.testing.assert_allclose(model.decision_function(X), scores, rtol=1e-12)
+        assert model.predict(X).tolist() == model.classes_[scores.argmax(axis=1)].tolist()
+    else:
+        np.testing.assert_allclose(model.predict(X), X @ model.coef_ + model.intercept_,
+                                   rtol=1e-12)
+    monkeypatch.setattr(onlinepgs, "__version__", header["onlinepgs_version"])
+    save_model(model, tmp_path / name, extra=header["extra"])
+    with open(path, "rb") as f:
+        assert (tmp_path / name).read_bytes() == f.read()
+
+
+def test_the_package_imports_no_scikit_learn_and_keeps_its_modules_small(tmp_path):
+    """The command line reads and writes models through onlinepgs.model_io without
+    scikit-learn: every module of the package imported, both kinds of file loaded as
+    learners and saved again, and still no sklearn module. And the house rule for the
+    package: no module above 600 lines."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("import os, pkgutil, sys, importlib, onlinepgs.model_io as mio\n"
+            "for m in pkgutil.iter_modules(mio.__path__):\n"
+            "    importlib.import_module('onlinepgs.model_io.' + m.name)\n"
+            f"for name in {sorted(os.listdir(MODEL_FILES))!r}:\n"
+            f"    learner = mio.load_learner(os.path.join({MODEL_FILES!r}, name))\n"
+            f"    mio.save_model(learner, os.path.join({str(tmp_path)!r}, name))\n"
+            "assert not [m for m in sys.modules if m.startswith('sklearn')]\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root,
+                   env={**os.environ, "PYTHONPATH": root})
+    assert sorted(os.listdir(tmp_path)) == sorted(os.listdir(MODEL_FILES))
+    for module in os.listdir(model_io.__path__[0]):
+        if module.endswith(".py"):
+            with open(os.path.join(model_io.__path__[0], module)) as f:
+                assert sum(1 for _ in f) <= 600, module
