@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import onlinepgs.cli as cli
+import onlinepgs.cli.inspect
 from onlinepgs import PGSClassifier, PGSRegressor
 from onlinepgs.estimators import PGSDivergedError
 from onlinepgs.duality import duality_gap, duality_gap_stream, gap_of_weights
@@ -65,7 +66,7 @@ def test_command_line_gap_refuses_a_non_finite_model(tmp_path, monkeypatch, caps
                             + "\n" for row, label in zip(X, y)))
     # the model as a model file would give it (whether files can hold NaN weights is
     # model_io's business; gap must refuse such a model however it gets one)
-    monkeypatch.setattr(cli, "_load", lambda path, command: (est, {}))
+    monkeypatch.setattr(onlinepgs.cli.inspect, "load", lambda path, command: (est, {}))
     for extra in ([], ["--json"]):
         assert cli.main(["gap", "model.pgs", str(path), *extra]) == 1
         out, err = capsys.readouterr()

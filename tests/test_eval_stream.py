@@ -7,6 +7,7 @@ import pytest
 from sklearn import metrics
 
 import onlinepgs.cli as cli
+import onlinepgs.cli.predict
 from onlinepgs import PGSClassifier, PGSRegressor, load_model, load_svmlight, save_model
 from onlinepgs._metrics import ExactAUC
 
@@ -165,7 +166,7 @@ def test_eval_of_an_unusable_model_is_one_line(tmp_path, capsys, monkeypatch):
     X[36, 2] = 1.0  # only line 37 uses that feature
     data = tmp_path / "d.svm"
     _write(data, X, y)
-    monkeypatch.setattr(cli, "_load", lambda path, command: (est, {}))
+    monkeypatch.setattr(onlinepgs.cli.predict, "load", lambda path, command: (est, {}))
     assert cli.main(["eval", "m.pgs", str(data)]) == 1
     out, err = capsys.readouterr()
     assert out == ""

@@ -15,18 +15,36 @@ iterables of ``(X, y)`` chunks. The command line (``onlinepgs train``) and
 The learner is duck-typed (see docs/design/streaming.md): this package imports no
 scikit-learn.
 """
-from onlinepgs.streaming._batches import whole_batches
-from onlinepgs.streaming.engine import (Progress, StreamResult, StreamTrainer,
-                                        train_stream)
-from onlinepgs.streaming.errors import (ClassesError, EmptyStreamError, LabelError,
-                                        LearnerError, OutOfMemory, ReadOnceError,
-                                        ResumeError, StreamError)
-from onlinepgs.streaming.checkpoints import (Checkpoint, check_resume, checkpoint_extra,
-                                             checkpoint_position, read_checkpoint)
-from onlinepgs.streaming.sources import read_ahead
+import importlib
+
+# public name -> the module that defines it, imported on first use (PEP 562): the
+# errors (`onlinepgs.streaming.errors`) and `whole_batches` then come without the engine,
+# whose input checks import scipy
+_HOMES = {
+    "whole_batches": "_batches",
+    **dict.fromkeys(["Progress", "StreamResult", "StreamTrainer", "train_stream"], "engine"),
+    **dict.fromkeys(["ClassesError", "EmptyStreamError", "LabelError", "LearnerError",
+                     "OutOfMemory", "ReadOnceError", "ResumeError", "StreamError"], "errors"),
+    **dict.fromkeys(["Checkpoint", "check_resume", "checkpoint_extra", "checkpoint_position",
+                     "read_checkpoint"], "checkpoints"),
+    "read_ahead": "sources",
+}
 
 __all__ = ["whole_batches", "train_stream", "StreamTrainer", "StreamResult", "Progress",
            "Checkpoint", "read_checkpoint", "check_resume", "checkpoint_position",
            "checkpoint_extra",
            "read_ahead", "StreamError", "LabelError", "ClassesError", "LearnerError",
            "OutOfMemory", "ReadOnceError", "ResumeError", "EmptyStreamError"]
+
+
+def __getattr__(name):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'onlinepgs.streaming' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"onlinepgs.streaming.{home}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

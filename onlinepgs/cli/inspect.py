@@ -1,0 +1,77 @@
+"""``info`` (a model file's header, described or as JSON) and ``gap`` (the duality-gap
+certificate of a model's objective on data)."""
+import json
+import math
+
+from onlinepgs.cli.common import data_base, load, open_reader
+from onlinepgs.streaming.errors import label_text
+
+
+def cmd_gap(args):
+    from onlinepgs.duality import duality_gap_stream
+    est, extra = load(args.model, "gap")
+    cert = duality_gap_stream(est, open_reader(args.data, args.chunk_rows,
+                                           data_base(args, extra)))
+    if args.json:
+        result = cert.as_dict()
+        if est._classifier and cert.dual_scale.shape[0] > 1:
+            result["classes"] = est.classes_.tolist()
+        print(json.dumps(_json_safe(result), indent=2))
+        return 0
+    print(f"rows = {cert.n_rows}")
+    for key in ("primal", "dual", "gap", "relative_gap"):
+        print(f"{key} = {getattr(cert, key):.12g}")
+    if cert.gap_per_problem.shape[0] > 1:  # one-vs-rest problems, one per class
+        for label, value in zip(est.classes_, cert.gap_per_problem):
+            print(f"gap[{label_text(label)}] = {value:.12g}")
+    return 0
+
+
+def _json_safe(value):
+    """Standard JSON: non-finite floats as the strings "inf", "-inf", "nan" (float() reads them)."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def cmd_info(args):
+    from onlinepgs.model_io import load_learner, read_header
+    from onlinepgs.streaming import checkpoint_position
+
+    header = read_header(args.model)
+    if args.json:
+        print(json.dumps(_json_safe(header), indent=2, sort_keys=True))
+        return 0
+    # everything checked before anything is printed: an error, not half a report
+    classes = None
+    if any(entry.get("name") == "attributes/classes_" for entry in header.get("arrays", ())):
+        # classes_ is an array of the file: the model, and its header, from one read
+        est, header = load_learner(args.model, return_header=True)
+        classes = est.classes_
+    extra = header.get("extra") or {}
+    position = checkpoint_position(args.model, extra) if "stream" in extra else None
+    params = header.get("params", {})
+    print(f"model: {args.model}")
+    for key in ("estimator", "format_version", "onlinepgs_version"):
+        if key in header:
+            print(f"{key}: {header[key]}")
+    print("params: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items())))
+    if "n_features" in header:
+        print(f"n_features: {header['n_features']}")
+    if classes is not None:
+        print("classes: " + ", ".join(label_text(c) for c in classes))
+    stats = header.get("online_stats") or {}
+    for key in ("n_examples", "n_steps", "progressive_loss", "progressive_error_rate",
+                "regret_bound"):
+        if key in stats:
+            print(f"{key}: {stats[key]}")
+    if position is not None:
+        print(f"checkpoint: pass {position['pass'] + 1}, file {position['file'] + 1}, "
+              f"row {position['rows']}")
+    return 0
+
+

@@ -1,0 +1,209 @@
+"""The command's options: `build_parser`, the argument types, and the model options of
+``train`` (the learner parameter each sets).
+
+Imports neither numpy nor the compiled core: ``onlinepgs --help`` and a usage error
+only parse. The loss and iterate names are therefore written out here; a test checks them
+against the core's (tests/test_cli.py::test_parser_names_are_the_cores).
+"""
+import argparse
+import math
+
+from onlinepgs.cli.errors import PROG
+
+# the core's names (onlinepgs._core: CLASSIFICATION_LOSSES, REGRESSION_LOSSES, ITERATES),
+# not imported from it: the compiled core imports numpy
+CLASSIFICATION_LOSSES = ("hinge", "logistic", "squared_hinge", "smooth_hinge")
+REGRESSION_LOSSES = ("squared", "absolute", "huber", "epsilon_insensitive")
+ITERATES = ("last", "average", "weighted", "weighted2", "random")
+
+
+def _radius(text):
+    if text in ("auto", "none", "None"):
+        return None if text.lower() == "none" else "auto"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'auto', 'none' or a number, got {text!r}")
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"radius must be positive and finite, got {text!r}")
+    return value
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _zero_based(text):
+    choices = {"auto": "auto", "0": True, "1": False}
+    if text not in choices:
+        raise argparse.ArgumentTypeError("expected auto, 0 (zero-based) or 1 (one-based)")
+    return choices[text]
+
+
+def _model_bytes(text):
+    """--max-model-bytes: bytes, with an optional K/M/G/T suffix (powers of 1024), or none."""
+    if text.strip().lower() == "none":
+        return None
+    number, scale = text.strip(), 1
+    if number[-1:].upper() in SIZE_SUFFIXES:
+        number, scale = number[:-1], SIZE_SUFFIXES[number[-1].upper()]
+    try:
+        value = float(number) * scale
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 1):
+        raise argparse.ArgumentTypeError(
+            f"expected a size in bytes such as 4G, 512M or 1000000000, or none; got {text!r}")
+    return int(value)
+
+
+SIZE_SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Primal Gradient Solver: streaming l_p-regularized linear "
+        "learning on svmlight/libsvm data (plain, .gz, .bz2, .xz, or - for stdin).")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    train = sub.add_parser("train", help="train (or continue training) a model",
+                           description="Train on DATA files in order; '-' reads stdin.")
+    train.add_argument("data", nargs="+", metavar="DATA")
+    train.add_argument("-o", "--output", required=True, metavar="MODEL",
+                       help="model file to write (atomically)")
+    train.add_argument("-i", "--initial", metavar="MODEL",
+                       help="continue training this model (its options are kept)")
+    train.add_argument("--resume", action="store_true",
+                       help="with -i: skip the rows the model's checkpoint already consumed")
+    opts = train.add_argument_group("model (ignored with -i)")
+    opts.add_argument("--solver", choices=["pgs", "sdca"], default="pgs",
+                      help="pgs (default): streaming, one chunk in memory; sdca: the batch "
+                      "solver to the duality-gap tolerance 1e-6 (at most 1000 epochs), which "
+                      "LOADS ALL DATA into memory (files that fit in memory; no -i, --passes, "
+                      "hold-out, checkpoints or --scheduler)")
+    opts.add_argument("--loss", default="logistic",
+                      choices=sorted(CLASSIFICATION_LOSSES + REGRESSION_LOSSES))
+    opts.add_argument("--p", type=float, default=2.0, help="norm of the regularizer, in (1, 2] and at least 1 + 1.2e-7 "
+                      "(below 1.002 training is slower: see PGSClassifier's p)")
+    opts.add_argument("--sigma", type=float, default=1e-4, help="regularization weight")
+    opts.add_argument("--radius", type=_radius, default="auto",
+                      help="domain: auto (default), none (R^n) or a number (l_p ball)")
+    opts.add_argument("--batch-size", type=_positive_int, default=1, help="rows per step (k)")
+    opts.add_argument("--iterate", default="weighted2", choices=sorted(ITERATES))
+    opts.add_argument("--no-intercept", action="store_true")
+    opts.add_argument("--intercept-scaling", type=float, default=1.0)
+    opts.add_argument("--epsilon", type=float, default=0.1,
+                      help="width of the huber and epsilon_insensitive losses")
+    opts.add_argument("--bits", type=int, default=None,
+                      help="hash features into 2**BITS columns (indices modulo 2**BITS)")
+    opts.add_argument("--hash-seed", type=int, default=0)
+    opts.add_argument("--random-seed", type=int, default=0, help="seed of the random iterate")
+    opts.add_argument("--classes", default=None,
+                      help="comma-separated labels, e.g. --classes -1,1 (default: those "
+                      "of the first chunk)")
+    run = train.add_argument_group("run")
+    run.add_argument("--passes", type=_positive_int, default=1,
+                     help="passes over the data (regular files only: not stdin or pipes)")
+    run.add_argument("--chunk-rows", type=_positive_int, default=2_000,
+                     help="rows per chunk read and trained at once (memory: one chunk)")
+    run.add_argument("--zero-based", type=_zero_based, default="auto", metavar="{auto,0,1}")
+    run.add_argument("--holdout-every", type=_positive_int, default=None, metavar="N",
+                     help="hold out every N-th row from training and report its loss")
+    run.add_argument("--checkpoint-every", type=_positive_int, default=None, metavar="N",
+                     help="save the model to -o every N rows (resumable with -i --resume)")
+    run.add_argument("--quiet", action="store_true", help="no progress table")
+    # the estimators' MAX_MODEL_BYTES (not imported: `onlinepgs --help` stays quick)
+    run.add_argument("--max-model-bytes", type=_model_bytes, default="1G",
+                     metavar="SIZE",
+                     help="memory budget of the model's state when the data decides its "
+                     "width (no --bits): a feature index that would need more stops "
+                     "training with its line (a stray index of 4e8 needs 6.4G). Bytes, or "
+                     "with a suffix K, M, G, T (powers of 1024); 'none': no limit "
+                     "(default 1G: 2**26 features of a binary model)")
+    dist = train.add_argument_group(
+        "Dask (onlinepgs.dask: distributed PGS in rounds; needs onlinepgs[dask])")
+    dist.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                      help="train on the dask.distributed cluster whose scheduler is at "
+                      "ADDRESS (e.g. tcp://127.0.0.1:8786), or 'threads' for Dask's local "
+                      "threads; DATA must be files the workers can read")
+    dist.add_argument("--lanes", type=_positive_int, default=None,
+                      help="slices trained at once per round (default: the worker threads)")
+    dist.add_argument("--slice-rows", type=_positive_int, default=65536,
+                      help="rows each lane trains per round (default 65536)")
+    dist.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                      help="give up reaching the scheduler after this long (default 10)")
+
+    predict = sub.add_parser("predict", help="write one prediction per row")
+    _model_and_data(predict)
+    predict.add_argument("-o", "--output", default="-", metavar="PRED",
+                         help="output file (default: stdout)")
+    predict.add_argument("--kind", default="labels", choices=["labels", "scores", "probabilities"])
+    _reading(predict)
+
+    evaluate = sub.add_parser(
+        "eval", help="accuracy, log loss, AUC / RMSE, MAE on DATA",
+        description="Print the rows, then for a classifier the AUC (two classes, both in "
+        "DATA), accuracy and log loss (logistic loss), for a regressor RMSE and MAE. One "
+        "pass in memory that does not grow with the rows: the AUC is exact, its scores "
+        "sorted in runs of 2^20 spilled to temporary files (TMPDIR, at most 24 bytes a "
+        "row) and merged, which adds at most about 60 MB to predict's memory.")
+    _model_and_data(evaluate)
+    _reading(evaluate)
+
+    gap = sub.add_parser(
+        "gap", help="duality-gap certificate of MODEL's objective on DATA",
+        description="Print P(w) (the model's objective on DATA), a dual value D <= P(w*) "
+        "and gap = P(w) - D, an upper bound on P(w) - P(w*); one pass, bounded memory. "
+        "A model whose weights are not finite has no certificate: an error (exit 1).")
+    _model_and_data(gap)
+    gap.add_argument("--json", action="store_true",
+                     help="print the certificate as JSON (per-problem values included)")
+    _reading(gap)
+
+    info = sub.add_parser("info", help="describe a model file")
+    info.add_argument("model", metavar="MODEL")
+    info.add_argument("--json", action="store_true", help="print the whole header as JSON")
+    return parser
+
+
+def _model_and_data(command):
+    """The positional MODEL and DATA of predict, eval and gap."""
+    command.add_argument("model", metavar="MODEL")
+    command.add_argument("data", metavar="DATA")
+
+
+def _reading(command):
+    """How predict, eval and gap read DATA."""
+    command.add_argument("--chunk-rows", type=_positive_int, default=10_000)
+    command.add_argument("--zero-based", type=_zero_based, default="auto", metavar="{auto,0,1}")
+
+
+
+# the model options of `train` (argparse names; ignored with -i, where the model keeps
+# its own) and the estimator's parameter each sets
+MODEL_OPTIONS = {"loss": "loss", "p": "p", "sigma": "sigma", "radius": "radius",
+                  "batch_size": "batch_size", "iterate": "iterate",
+                  "no_intercept": "fit_intercept", "intercept_scaling": "intercept_scaling",
+                  "epsilon": "epsilon", "bits": "n_bits", "hash_seed": "hash_seed",
+                  "random_seed": "random_state"}
+
+
+def flag_of(option):
+    return "--" + option.replace("_", "-")
+
+
+def given_options(argv):
+    """The model options that `train`'s argv gives (not left at their defaults)."""
+    parser = build_parser()
+    train = parser._subparsers._group_actions[0].choices["train"]
+    for action in train._actions:
+        if action.dest in MODEL_OPTIONS:
+            action.default = argparse.SUPPRESS
+    return {name for name in MODEL_OPTIONS if name in vars(parser.parse_args(argv))}
+
+

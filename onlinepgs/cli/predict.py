@@ -1,0 +1,83 @@
+"""``predict`` (one prediction per row, to stdout or a file replaced atomically) and
+``eval`` (metrics in one pass, in memory that does not grow with the rows)."""
+import sys
+
+import numpy as np
+
+from onlinepgs.cli.common import (check_labels, check_output, data_base, load,
+                                  open_reader)
+from onlinepgs.cli.errors import UserError
+from onlinepgs.streaming.errors import label_text
+
+
+def cmd_predict(args):
+    est, extra = load(args.model, "predict")
+    if args.kind == "probabilities" and not hasattr(est, "predict_proba"):
+        raise UserError(f"{args.model}: probabilities need the logistic loss "
+                        f"(this model's loss is {est.loss!r})")
+    reader = open_reader(args.data, args.chunk_rows, data_base(args, extra))
+    if args.output == "-":
+        _write_predictions(est, reader, args.kind, sys.stdout)
+        return 0
+    # a new file replaces the old only once complete, as model files do
+    from onlinepgs.model_io import replace_atomically
+
+    check_output(args.output, [args.data, args.model])
+    replace_atomically(args.output, lambda out: _write_predictions(est, reader, args.kind, out),
+                       binary=False)
+    return 0
+
+
+def _write_predictions(est, reader, kind, out):
+    for X, _ in reader:
+        if kind == "labels":
+            values = est.predict(X)
+            lines = "\n".join(label_text(v) for v in values)
+        elif kind == "scores":
+            values = (est.decision_function(X) if hasattr(est, "decision_function")
+                      else est.predict(X))
+            lines = "\n".join(" ".join(f"{v:.9g}" for v in np.atleast_1d(row))
+                              for row in values)
+        else:
+            values = est.predict_proba(X)
+            lines = "\n".join(" ".join(f"{v:.9g}" for v in row) for row in values)
+        if lines:
+            out.write(lines + "\n")
+
+
+def cmd_eval(args):
+    from onlinepgs._metrics import StreamMetrics
+    from onlinepgs.streaming import read_ahead
+
+    est, extra = load(args.model, "eval")
+    # one pass, each chunk folded into sums (and the AUC's sorted runs) as it comes:
+    # memory does not grow with the rows (onlinepgs._metrics)
+    metrics = StreamMetrics(est.classes_ if est._classifier else None)
+    reader = open_reader(args.data, args.chunk_rows, data_base(args, extra))
+    for X, y, line_of in read_ahead(reader):
+        if est._classifier:  # at its line, before the rest of the file is scored
+            check_labels(y, est.classes_, args.data, line_of, what="the model's classes")
+            scores = est.decision_function(X)
+            _check_scores(scores, args.data, line_of)
+            proba = est.predict_proba(X) if hasattr(est, "predict_proba") else None
+            metrics.add_classified(y, scores, proba)
+        else:
+            predicted = est.predict(X)
+            _check_scores(predicted, args.data, line_of)
+            metrics.add_regressed(y, predicted)
+    if not metrics.rows:
+        raise UserError(f"{args.data}: no rows")
+    for key, value in metrics.result().items():
+        print(f"{key} = {value:.6f}" if isinstance(value, float) else f"{key} = {value}")
+    return 0
+
+
+def _check_scores(scores, source, line_of):
+    """A NaN score (a model with non-finite weights) has no rank, class or error."""
+    nan = np.isnan(scores)
+    if nan.any():
+        i = int(np.argmax(nan.reshape(nan.shape[0], -1).any(axis=1)))
+        raise UserError(f"{source}:{line_of(i)}: the model's score is NaN (its weights are "
+                        "not finite): it cannot be evaluated")
+
+

@@ -1,0 +1,86 @@
+"""The progress ``train`` prints on stderr: Vowpal Wabbit's table at doubling row
+counts, a byte bar on terminals, and the engine's events onto both."""
+import os
+import sys
+
+from onlinepgs.cli.errors import PROG
+
+
+class ProgressTable:
+    """Vowpal Wabbit's progressive-validation table on stderr, at doubling row counts."""
+
+    HEADER = ("average  since         example        example  current  current  current\n"
+              "loss     last          counter         weight    label  predict features")
+
+    def __init__(self, stream, enabled):
+        self.stream = stream
+        self.enabled = enabled
+        self.next_report = 1
+        self.last_loss = 0.0
+        self.last_weight = 0.0
+        self.started = False
+        self.bar = None  # a ByteProgress sharing the terminal, if any
+
+    def row(self, stats, label, prediction, n_features):
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.clear()  # a table row must not land on the bar's line
+        if not self.started:  # lazily: an early error must be the only line printed
+            print(self.HEADER, file=self.stream, flush=True)
+            self.started = True
+        total, weight = stats["progressive_loss"] * stats["sum_weight"], stats["sum_weight"]
+        since = ((total - self.last_loss) / (weight - self.last_weight)
+                 if weight > self.last_weight else float("nan"))
+        average = total / weight if weight else float("nan")
+        if label is None:  # Dask rounds: no single current row
+            current = f"{'-':>8} {'-':>8} {'-':>8}"
+        else:
+            current = f"{label:>8.4f} {prediction:>8.4f} {n_features:>8d}"
+        print(f"{average:<8.6f} {since:<8.6f} {stats['n_examples']:>12d} {weight:>14.1f} "
+              f"{current}", file=self.stream, flush=True)
+        self.last_loss, self.last_weight = total, weight
+        if self.bar is not None:
+            self.bar.redraw()
+
+
+class ByteProgress:
+    """A one-line progress bar for terminals when the input's size is known."""
+
+    def __init__(self, paths, passes, enabled):
+        sizes = [os.path.getsize(p) for p in paths if p != "-" and os.path.isfile(p)]
+        self.total = sum(sizes) * passes if len(sizes) == len(paths) else None
+        self.enabled = enabled and self.total
+        self.done = 0
+
+    def update(self, done):
+        self.done = done
+        self.redraw()
+
+    def redraw(self):
+        if self.enabled:
+            frac = min(1.0, self.done / self.total)
+            bar = "#" * int(30 * frac)
+            print(f"\r[{bar:<30}] {100 * frac:5.1f}%", end="", file=sys.stderr, flush=True)
+
+    def clear(self):
+        if self.enabled:
+            print("\r" + " " * 40 + "\r", end="", file=sys.stderr, flush=True)
+
+    close = clear
+
+
+def show_progress(table, bar):
+    """The engine's progress events onto the table (a row at doubling counts) and the
+    byte bar (after each chunk)."""
+    def show(event):
+        if event.kind == "row":
+            table.row(event.stats, float(event.label), event.prediction, event.n_features)
+        elif event.kind == "chunk":
+            bar.update(event.bytes_read)
+        elif event.n_skipped:
+            print(f"{PROG}: {event.source}: skipped {event.n_skipped} bad lines",
+                  file=sys.stderr)
+    return show
+
+

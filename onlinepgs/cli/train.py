@@ -1,0 +1,249 @@
+"""``train`` on the streaming engine (onlinepgs.streaming): the options into a learner
+and a `StreamTrainer`, ``-i``/``--resume``, and the engine's errors in the options' words.
+
+``--solver sdca`` and ``--scheduler`` are dispatched to `onlinepgs.cli.train_sdca` and
+`onlinepgs.cli.train_dask`.
+"""
+import sys
+import time
+
+from onlinepgs.cli.common import (check_output, data_base, in_flags, parse_classes,
+                                  print_summary)
+from onlinepgs.cli.errors import PROG, UsageError, UserError
+from onlinepgs.cli.parser import (CLASSIFICATION_LOSSES, MODEL_OPTIONS, SIZE_SUFFIXES,
+                                  flag_of)
+from onlinepgs.cli.progress import ByteProgress, ProgressTable, show_progress
+
+
+def cmd_train(args):
+    """`train`: the options into the streaming engine (onlinepgs.streaming), its
+    progress onto stderr and its errors into one line."""
+    if args.solver == "sdca":
+        from onlinepgs.cli.train_sdca import train_sdca
+
+        return train_sdca(args)
+    from onlinepgs import streaming
+
+    if args.resume and not args.initial:
+        raise UsageError("argument --resume: needs -i MODEL (the checkpoint to resume)")
+    given_classes = parse_classes(args.classes) if args.classes else None
+    sources = _train_sources(args)  # every input checked before any work
+    check_output(args.output, args.data)
+    if args.initial:
+        est, checkpoint, base = _continued(args)
+    else:
+        est, checkpoint, base = estimator_from_args(args), None, args.zero_based
+    # a run option (-i included): the budget guards this run's data, not the model
+    est.set_params(max_model_bytes=args.max_model_bytes)
+    if given_classes is not None and not est._classifier:
+        # partial_fit of a regressor takes no classes
+        why = (f"the model {args.initial} has the {est.loss!r} loss" if args.initial
+               else f"--loss {args.loss} is a regression loss")
+        raise UsageError(f"argument --classes: applies to classification losses only ({why})")
+    if args.scheduler is not None:
+        from onlinepgs.cli.train_dask import train_on_dask
+
+        return train_on_dask(args, est, base)
+    table = ProgressTable(sys.stderr, not args.quiet)
+    table.bar = bar = ByteProgress(args.data, args.passes, sys.stderr.isatty() and not args.quiet)
+    trainer = streaming.StreamTrainer(
+        est, classes=given_classes, passes=args.passes, chunk_rows=args.chunk_rows,
+        zero_based=base, holdout_every=args.holdout_every, checkpoint_path=args.output,
+        checkpoint_every=args.checkpoint_every, resume=checkpoint,
+        progress=show_progress(table, bar) if table.enabled else None)
+    start = time.perf_counter()
+    try:
+        run = trainer.run(sources)
+    except (ValueError, MemoryError, OSError) as exc:
+        raise _train_error(exc, trainer, args) from None
+    finally:
+        bar.close()
+    if not args.quiet:
+        held = []
+        if run.holdout_rows:
+            which = f", pass {args.passes}" if args.passes > 1 else ""
+            held = [f"holdout average loss = {run.holdout_loss:.6f} "
+                    f"({run.holdout_rows} rows{which})"]
+        print_summary(est, args, start, before=held)
+    return 0
+
+
+# options of the streaming PGS run that `train --solver sdca` does not take
+def estimator_from_args(args):
+    """The learner the options describe (`onlinepgs.pgs`, or `onlinepgs.sdca` with
+    ``--solver sdca``): sklearn-free, so that the command never imports scikit-learn."""
+    from onlinepgs._checks import InvalidParameterError
+    from onlinepgs._core._pgs import check_p
+
+    common = dict(loss=args.loss, p=args.p, sigma=args.sigma,
+                  fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
+                  epsilon=args.epsilon, n_bits=args.bits, hash_seed=args.hash_seed,
+                  random_state=args.random_seed)
+    classifier = args.loss in CLASSIFICATION_LOSSES
+    if getattr(args, "solver", "pgs") == "sdca":
+        from onlinepgs.sdca import SDCAClassifierLearner, SDCARegressorLearner
+
+        cls = SDCAClassifierLearner if classifier else SDCARegressorLearner
+        est = cls(**common)
+    else:
+        from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
+
+        cls = PGSClassifierLearner if classifier else PGSRegressorLearner
+        est = cls(radius=args.radius, batch_size=args.batch_size, iterate=args.iterate,
+                  **common)
+    try:  # before any data is read, and in the options' own names
+        est._validate_params()
+    except InvalidParameterError as exc:
+        message = str(exc)
+        for option, param in MODEL_OPTIONS.items():
+            prefix = f"The '{param}' parameter of {est._owner}"
+            if message.startswith(prefix):
+                message = f"argument {flag_of(option)}" + message[len(prefix):]
+        raise UsageError(message) from None
+    try:
+        check_p(args.p)
+    except ValueError as exc:
+        raise UsageError(f"argument {flag_of('p')}: {exc}") from None
+    return est
+
+def _train_sources(args):
+    """The engine's sources for DATA: each checked (exists, no directory), and refused
+    for several passes where it can be read only once (a usage error)."""
+    from onlinepgs import streaming
+    from onlinepgs.streaming.sources import check_passes, make_sources
+
+    try:
+        sources = make_sources(list(args.data))
+    except streaming.StreamError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        check_passes(sources, args.passes)
+    except streaming.ReadOnceError as exc:
+        # a pipe gives its rows once: a second pass would find it empty, or block
+        name = "stdin" if exc.source == "-" else exc.source
+        raise UsageError(f"argument --passes: {name} is not a regular file and can be read "
+                         f"only once; --passes {args.passes} needs files") from None
+    return sources
+
+
+def _continued(args):
+    """-i MODEL: the model, its checkpoint when --resume (refused unless this run can
+    resume it), and the feature base to read the data with."""
+    from onlinepgs import streaming
+    from onlinepgs.model_io import load_learner
+
+    # model and stream position from one read: a checkpoint may be replaced meanwhile
+    est, header = load_learner(args.initial, return_header=True)
+    extra = header.get("extra") or {}
+    base = data_base(args, extra)
+    ignored = _ignored_options(args, est)
+    if ignored:
+        print(f"{PROG}: note: {', '.join(ignored)} ignored: with -i the model keeps "
+              "its own options", file=sys.stderr)
+    if not args.resume:
+        return est, None, base
+    if "stream" not in extra:
+        raise UserError(f"{args.initial}: not a checkpoint (no stream position); "
+                        "drop --resume to continue training on new data")
+    checkpoint = streaming.Checkpoint(
+        args.initial, est, streaming.checkpoint_position(args.initial, extra),
+        extra["zero_based"] if isinstance(extra.get("zero_based"), bool) else None)
+    try:
+        streaming.check_resume(checkpoint, args.data, args.passes, args.holdout_every)
+    except streaming.ResumeError as exc:
+        raise UsageError(_in_options(exc, args)) from None
+    if checkpoint.position.get("data") != args.data:
+        print(f"{PROG}: note: resuming a run over {checkpoint.position.get('data')} on "
+              f"{args.data}", file=sys.stderr)
+    return est, checkpoint, base
+
+
+def _in_options(exc, args):
+    """A checkpoint that this run cannot resume (streaming.ResumeError), in the flags."""
+    if exc.option == "pass":
+        return (f"argument --passes: the checkpoint {args.initial} resumes in pass "
+                f"{exc.saved + 1} (extra.stream.pass = {exc.saved}), this run has "
+                f"--passes {exc.given}")
+    if exc.option in ("passes", "holdout_every"):
+        flag = flag_of(exc.option)
+        saved, given = (("none" if v is None else v) for v in (exc.saved, exc.given))
+        return (f"argument {flag}: the checkpoint {args.initial} was written by a run with "
+                f"{flag} {saved}, this one has {given}; resume with the same {flag} (it "
+                "decides which rows are trained)")
+    return str(exc)
+
+
+_WHY_CLASSES = (" (set by --classes, the model, or the first chunk's labels; pass "
+                "--classes to give them all)")
+
+
+def _train_error(exc, trainer, args):
+    """An error of the engine as the command's one line, in its options' words, saying
+    what the output file holds when a checkpoint was written."""
+    from onlinepgs import streaming
+
+    base = trainer.zero_based
+    if isinstance(exc, streaming.OutOfMemory):
+        index = exc.column + (0 if base is True else 1)
+        exc = UserError(f"{exc.where}: out of memory for a model over {exc.n_features} "
+                        f"features (feature index {index}); --bits BITS hashes the "
+                        "features into 2**BITS columns")
+    elif isinstance(exc, MemoryError):
+        exc = UserError("out of memory")
+    elif isinstance(exc, streaming.LabelError):
+        exc = UserError(f"{exc.where}: {exc.reason}{_WHY_CLASSES}")
+    elif isinstance(exc, streaming.ClassesError):
+        exc = UserError(f"{exc.source}: the first chunk has one label ({exc.labels}); "
+                        "pass --classes")
+    elif isinstance(exc, streaming.LearnerError):
+        error = exc.error
+        if hasattr(error, "budget"):  # ModelTooLargeError: the file's terms
+            exc = _too_wide(error, exc, base)
+        elif isinstance(error, FloatingPointError):  # PGSDivergedError: in the flags
+            # (the state kept is not saved: the message's word on it does not apply)
+            exc = UserError(f"{exc.where}: training diverged: "
+                            f"{in_flags(getattr(error, 'reason', None) or str(error))}")
+    if trainer.last_checkpoint is not None:  # say what the output file now holds
+        return UserError(f"{str(exc).splitlines()[0]} [{args.output} holds the last "
+                         f"checkpoint; resume with -i {args.output} --resume]")
+    return exc
+
+
+def _too_wide(exc, at, base):
+    """The budget's refusal (ModelTooLargeError `exc`, at the place of the engine's
+    LearnerError `at`) in the file's terms: its line and feature index, and the
+    options to change."""
+    needed = f"{exc.needed / 2**30:.1f}G" if exc.needed else "more"
+    budget = exc.budget
+    for suffix, scale in reversed(SIZE_SUFFIXES.items()):
+        if budget % scale == 0:
+            budget = f"{budget // scale}{suffix}"
+            break
+    if at.line is None:
+        where = f"{at.source}: the data has {exc.n_features} columns"
+    else:
+        index = exc.column + (0 if base is True else 1)
+        where = f"{at.source}:{at.line}: feature index {index}"
+    return UserError(f"{where} would make a model over {exc.n_features} features, "
+                     f"{needed} of state, beyond --max-model-bytes {budget} (a stray "
+                     "index?); --bits BITS hashes the features into 2**BITS columns, or "
+                     "raise --max-model-bytes (none: no limit)")
+
+
+def _ignored_options(args, est):
+    """The model options given with -i whose values differ from the model's (which it
+    keeps), as "--flag VALUE (the model's: VALUE)"."""
+    params = est.get_params()
+    notes = []
+    for option, param in MODEL_OPTIONS.items():
+        if option not in getattr(args, "given", ()):
+            continue
+        given, model = getattr(args, option), params[param]
+        if option == "no_intercept":  # a flag: the parameter's negation
+            model = not model
+        if given != model:
+            notes.append(flag_of(option) if isinstance(given, bool) else
+                         f"{flag_of(option)} {given} (the model's: {model})")
+    return notes
+
+

@@ -1,0 +1,91 @@
+"""``train --scheduler``: distributed PGS in rounds (onlinepgs.dask) on a Dask cluster or
+Dask's local threads, one model file at the end."""
+import sys
+import time
+
+import numpy as np
+
+from onlinepgs.cli.common import in_flags, parse_classes, print_summary
+from onlinepgs.cli.errors import UserError
+from onlinepgs.cli.progress import ProgressTable
+
+
+def train_on_dask(args, est, base):
+    """`train --scheduler`: onlinepgs.dask over the files, one model file at the end."""
+    from onlinepgs.model_io import save_model
+    from onlinepgs.streaming import checkpoint_extra
+    from onlinepgs.svmlight import iter_svmlight
+
+    for flag, used in (("-", "-" in args.data), ("--resume", args.resume),
+                       ("--checkpoint-every", args.checkpoint_every),
+                       ("--holdout-every", args.holdout_every)):
+        if used:
+            raise UserError(f"{flag} is not available with --scheduler (rounds read the "
+                            "files on the workers)")
+    try:
+        import onlinepgs.dask as opd
+    except ImportError as exc:
+        raise UserError(str(exc)) from None
+    client = None
+    if args.scheduler != "threads":
+        try:
+            from distributed import Client
+        except ImportError:
+            raise UserError("--scheduler ADDRESS needs dask.distributed: pip install "
+                            "'onlinepgs[dask]'") from None
+        try:
+            client = Client(args.scheduler, timeout=args.connect_timeout)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"cannot reach the Dask scheduler at {args.scheduler}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                            ) from None
+    classes = parse_classes(args.classes) if args.classes else getattr(est, "classes_", None)
+    if est._classifier and classes is None:
+        # as without --scheduler: the labels of the first chunk
+        with iter_svmlight(args.data[0], chunk_rows=args.chunk_rows,
+                           zero_based=base) as reader:
+            first = next(iter(reader), None)
+        if first is None:
+            raise UserError("no training rows were read")
+        classes = np.unique(first[1])
+        if classes.shape[0] < 2:
+            raise UserError(f"{args.data[0]}: the first chunk has one label "
+                            f"({classes.tolist()}); pass --classes")
+    table = ProgressTable(sys.stderr, not args.quiet)
+    if hasattr(est, "_state"):
+        while table.next_report <= est.online_stats_["n_examples"]:
+            table.next_report *= 2
+    rounds = []
+
+    def progress(info):
+        rounds.append(info["round"])
+        # the state only for a row of the table: on a cluster reading it fetches it
+        if table.enabled and info["n_examples"] >= table.next_report:
+            stats = info["state"].stats_dict()
+            table.row(stats, None, None, None)
+            while table.next_report <= stats["n_examples"]:
+                table.next_report *= 2
+
+    start = time.perf_counter()
+    from onlinepgs.pgs import ModelTooLargeError, PGSDivergedError
+
+    try:
+        opd.partial_fit(est, list(args.data), classes=classes if est._classifier else None,
+                        passes=args.passes, client=client, n_lanes=args.lanes,
+                        slice_rows=args.slice_rows, zero_based=base,
+                        callback=progress)
+    except PGSDivergedError as exc:
+        # the error names the round and the file's line; the model is not written
+        raise UserError(f"{', '.join(args.data)}: {in_flags(str(exc).splitlines()[0])}"
+                        ) from None
+    except ModelTooLargeError as exc:  # names the file's line; says it in the flags
+        raise UserError(in_flags(str(exc))) from None
+    finally:
+        if client is not None:
+            client.close()
+    save_model(est, args.output, extra=checkpoint_extra(base, True))
+    if not args.quiet:
+        print_summary(est, args, start, after=[f"rounds = {len(rounds)} on {args.scheduler}"])
+    return 0
+
+

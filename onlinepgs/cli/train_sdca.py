@@ -1,0 +1,113 @@
+"""``train --solver sdca``: the batch solver on every row of DATA, read into memory."""
+import sys
+import time
+
+import numpy as np
+
+from onlinepgs.cli.common import (check_input, check_labels, check_output, open_reader,
+                                  parse_classes)
+from onlinepgs.cli.errors import PROG, UsageError, UserError
+from onlinepgs.cli.parser import flag_of
+from onlinepgs.cli.train import estimator_from_args
+from onlinepgs.streaming.errors import label_text
+
+
+_NOT_SDCA = (("initial", "-i"), ("resume", "--resume"), ("holdout_every", "--holdout-every"),
+             ("checkpoint_every", "--checkpoint-every"), ("scheduler", "--scheduler"))
+
+
+def train_sdca(args):
+    """`train --solver sdca`: SDCA on every row of DATA at once (read into memory), to the
+    relative duality gap 1e-6; one model file at the end."""
+    import warnings
+
+    import scipy.sparse as sp
+
+    from onlinepgs.model_io import save_model
+    from onlinepgs.streaming import checkpoint_extra
+    from onlinepgs.streaming.engine import widen
+    from onlinepgs.streaming.sources import lines_of
+
+    for name, flag in _NOT_SDCA:
+        if getattr(args, name):
+            raise UsageError(f"argument {flag}: not available with --solver sdca (it trains "
+                             "once on all of DATA, loaded into memory)")
+    for option in ("radius", "batch_size", "iterate"):
+        if option in getattr(args, "given", ()):
+            raise UsageError(f"argument {flag_of(option)}: a PGS option; --solver sdca solves "
+                             "over R^n on all rows")
+    if args.passes > 1:
+        raise UsageError("argument --passes: --solver sdca runs its own epochs (until the "
+                         "duality gap reaches its tolerance)")
+    for source in args.data:
+        check_input(source)
+    check_output(args.output, args.data)
+    est = estimator_from_args(args)
+    classes = parse_classes(args.classes) if args.classes else None
+    if classes is not None and not est._classifier:
+        raise UsageError(f"argument --classes: applies to classification losses only "
+                         f"(--loss {args.loss} is a regression loss)")
+    base = args.zero_based
+    blocks, labels = [], []
+    for source in args.data:
+        reader = open_reader(source, args.chunk_rows, base)
+        lines = 0
+        for X, y in reader:
+            if base == "auto" and isinstance(reader.zero_based, bool):
+                base = reader.zero_based  # the first chunk decided, for every file
+            line_of = lines_of(lines, reader.n_lines, X.shape[0])
+            if classes is not None:
+                check_labels(y, classes, source, line_of, why=" (set by --classes)")
+            lines = reader.n_lines
+            _check_sdca_width(args, X, source, line_of, base)
+            blocks.append(X)
+            labels.append(y)
+        if getattr(reader, "n_skipped", 0):
+            print(f"{PROG}: {source}: skipped {reader.n_skipped} bad lines", file=sys.stderr)
+    if not blocks:
+        raise UserError(f"{', '.join(args.data)}: no training rows were read")
+    width = max(X.shape[1] for X in blocks)
+    X = sp.vstack([widen(X, width) for X in blocks], format="csr")
+    y = np.concatenate(labels)
+    if est._classifier and np.unique(y).shape[0] < 2 and classes is None:
+        raise UserError(f"{', '.join(args.data)}: every row has the label "
+                        f"{label_text(y[0])}; a classifier needs two classes")
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            est.fit(X, y)
+        except ValueError as exc:
+            raise UserError(f"{', '.join(args.data)}: {str(exc).splitlines()[0]}") from None
+    for warning in caught:  # e.g. the tolerance not reached: one line, not a traceback
+        print(f"{PROG}: note: {str(warning.message).splitlines()[0]}", file=sys.stderr)
+    save_model(est, args.output, extra=checkpoint_extra(base, True))
+    if not args.quiet:
+        gap = np.sum(est.duality_gap_)
+        primal = np.sum(est.primal_objective_)
+        print("\n".join(["", "finished run (sdca)", f"number of examples = {X.shape[0]}",
+                         f"epochs = {est.n_iter_}", f"primal objective = {primal:.9g}",
+                         f"duality gap = {gap:.6g} (relative {gap / abs(primal):.3g})",
+                         f"seconds = {time.perf_counter() - start:.2f}",
+                         f"model = {args.output}"]), file=sys.stderr)
+    return 0
+
+
+def _check_sdca_width(args, X, source, line_of, base):
+    """Refuse, at its line, a row whose feature index would make SDCA's dense weights (two
+    arrays of doubles per problem and feature, and X^T alpha) exceed --max-model-bytes."""
+    budget = args.max_model_bytes
+    if budget is None or args.bits is not None or not X.nnz:
+        return
+    limit = budget // 24  # 24 bytes a feature for one problem (more for K > 2 classes)
+    if X.shape[1] <= limit:
+        return
+    at = int(np.argmax(X.indices))
+    row = int(np.searchsorted(X.indptr, at, side="right")) - 1
+    index = int(X.indices[at]) + (0 if base is True else 1)
+    raise UserError(f"{source}:{line_of(row)}: feature index {index} would make an SDCA model "
+                    f"over {X.shape[1]} features ({24 * X.shape[1] / 2**30:.1f}G a problem), "
+                    f"beyond --max-model-bytes (a stray index?); --bits BITS hashes the "
+                    "features into 2**BITS columns, or raise --max-model-bytes (none: no limit)")
+
+

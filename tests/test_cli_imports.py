@@ -1,0 +1,105 @@
+"""The command line as a package: parsing imports only what parsing needs (issue 33's
+follow-up; issue 35 wants `onlinepgs --help` cold in <= 0.15 s), and the lazy names of
+`onlinepgs.streaming` that make it possible."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+# A child process runs main(argv) and reports, as JSON on stdout, the exit code and the
+# modules it imported (the command's own output goes to stderr, out of the way).
+_WRAPPER = """
+import contextlib, json, sys
+from onlinepgs.cli import main
+with contextlib.redirect_stdout(sys.stderr):
+    try:
+        code = main(json.loads(sys.argv[1]))
+    except SystemExit as exc:
+        code = exc.code
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+# what parsing must not import: the libraries, and the parts of onlinepgs that import them
+HEAVY = ("numpy", "scipy", "sklearn", "onlinepgs._core", "onlinepgs.streaming",
+         "onlinepgs.model_io", "onlinepgs.svmlight")
+
+
+def _run(argv):
+    done = subprocess.run([sys.executable, "-c", _WRAPPER, json.dumps(argv)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+@pytest.mark.parametrize("argv, code", [
+    (["--help"], 0),
+    (["train", "--help"], 0),
+    (["predict", "--help"], 0),
+    ([], 2),                                             # no command
+    (["train", "x.svm", "-o", "m.pgs", "--p", "two"], 2),  # a bad option value
+    (["frobnicate"], 2),                                 # an unknown command
+])
+def test_parsing_imports_no_numpy_scipy_or_sklearn(argv, code):
+    report, err = _run(argv)
+    assert report["code"] == code, err
+    heavy = [m for m in report["modules"] if any(m == h or m.startswith(h + ".")
+                                                 for h in HEAVY)]
+    assert heavy == [], heavy
+    if code == 0:
+        assert err.startswith("usage: onlinepgs"), err
+    else:
+        assert "onlinepgs" in err and "error:" in err and "Traceback" not in err, err
+
+
+def test_a_command_imports_its_own_module_only():
+    """`info` of a missing file: parsing, then the info/gap module, not train's."""
+    report, err = _run(["info", "/nonexistent/model.pgs"])
+    assert report["code"] == 1 and err.count("\n") == 1, err
+    modules = set(report["modules"])
+    assert "onlinepgs.cli.inspect" in modules
+    assert not modules & {"onlinepgs.cli.train", "onlinepgs.cli.train_sdca",
+                          "onlinepgs.cli.train_dask", "onlinepgs.cli.predict",
+                          "onlinepgs.cli.progress", "onlinepgs.streaming.engine"}
+    assert not any(m.split(".")[0] == "sklearn" for m in modules)
+
+
+def test_parser_names_are_the_cores():
+    """The parser writes out the loss and iterate names (the core imports numpy): they
+    must be exactly the compiled core's."""
+    from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES
+    from onlinepgs.cli import parser
+
+    assert parser.CLASSIFICATION_LOSSES == CLASSIFICATION_LOSSES
+    assert parser.REGRESSION_LOSSES == REGRESSION_LOSSES
+    assert sorted(parser.ITERATES) == sorted(ITERATES)
+    train = parser.build_parser()._subparsers._group_actions[0].choices["train"]
+    choices = {a.dest: a.choices for a in train._actions if a.choices}
+    assert sorted(choices["loss"]) == sorted(CLASSIFICATION_LOSSES + REGRESSION_LOSSES)
+    assert sorted(choices["iterate"]) == sorted(ITERATES)
+
+
+def test_streaming_names_are_lazy_and_the_same_objects():
+    """Each public name of onlinepgs.streaming is its defining module's object, and the
+    errors module comes without the engine (whose checks import scipy)."""
+    code = """
+import importlib, json, sys
+import onlinepgs.streaming.errors
+light = sorted(m for m in sys.modules if m.split(".")[0] in ("scipy", "sklearn")
+               or m == "onlinepgs.streaming.engine")
+import onlinepgs.streaming as s
+same = all(getattr(s, n) is getattr(importlib.import_module(
+    "onlinepgs.streaming." + s._HOMES[n]), n) for n in s.__all__)
+print(json.dumps({"light": light, "same": same, "all": sorted(s.__all__),
+                  "dir": set(s.__all__) <= set(dir(s))}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["light"] == [] and report["same"] and report["dir"]
+    assert "train_stream" in report["all"] and "whole_batches" in report["all"]
+    import onlinepgs.streaming as s
+
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        s.nope
