@@ -497,13 +497,18 @@ class PGSLearner(LinearLearner):
         with _training(self, keep=(PGSDivergedError,)):
             return self._partial_fit_unguarded(X, y, sample_weight, classes)
 
-    def _partial_fit_unguarded(self, X, y, sample_weight, classes):
-        first = not hasattr(self, "_state")
+    def _check_call_params(self, first):
+        """The parameter checks of a partial_fit call starting (`first`) or continuing
+        the state."""
         if first:
             self._validate_params()
             self._check_finite_params()
         else:
             self._check_state_params()
+
+    def _partial_fit_unguarded(self, X, y, sample_weight, classes):
+        first = not hasattr(self, "_state")
+        self._check_call_params(first)
         X = self._validate_X(X, reset=first)
         y_core, n_problems, multiclass, extra = self._encode_targets(
             X, y, fit=first, classes=classes)
@@ -643,6 +648,8 @@ class PGSLearner(LinearLearner):
 
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
+        # partial_fit's first check, made before any record: it concerns none
+        self._check_call_params(not hasattr(self, "_state"))
         try:
             train_stream(self, [IterableSource(stream)],
                          classes=classes if self._classifier else None,

@@ -113,6 +113,17 @@ def test_an_error_without_a_row_names_the_records_of_its_chunk(chunk_rows):
         PGSRegressorLearner().fit_stream(iter(pairs), chunk_rows=chunk_rows)
 
 
+@pytest.mark.parametrize("cls", [PGSClassifierLearner, PGSClassifier])
+def test_a_bad_parameter_names_no_record(cls):
+    """A parameter concerns no record: fit_stream refuses it as partial_fit does,
+    before reading the stream."""
+    read = []
+    pairs = (read.append(pair) or pair for pair in stream())
+    with pytest.raises(ValueError, match="^The 'sigma' parameter of PGSClassifier must be"):
+        cls(sigma=-1.0).fit_stream(pairs, classes=[0, 1])
+    assert read == []
+
+
 def test_the_scikit_learn_estimators_have_the_learners_fit_stream():
     assert PGSClassifier.fit_stream is PGSClassifierLearner.fit_stream
     with pytest.raises(RowError, match=f"^record {AT + 1} of the stream: string feature"):
