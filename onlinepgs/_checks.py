@@ -14,7 +14,8 @@ import scipy.sparse as sp
 
 from onlinepgs._core._hashing import records_to_csr
 
-__all__ = ["NotFittedError", "ConvergenceWarning", "InvalidParameterError", "check_params",
+__all__ = ["NotFittedError", "ConvergenceWarning", "InvalidParameterError", "RowError",
+           "AtRows", "row_of_entry", "check_params",
            "check_labels", "encode_targets", "label_values", "is_records", "as_matrix", "check_csr",
            "check_dense", "check_weights", "check_random_state", "available_if"]
 
@@ -29,6 +30,51 @@ class ConvergenceWarning(UserWarning):
 
 class InvalidParameterError(ValueError, TypeError):
     """A parameter outside its constraints (as scikit-learn's, by its bases and message)."""
+
+
+class AtRows:
+    """What an error that concerns rows of the call has: its rows as data.
+
+    ``pieces`` is the message as text (str) and rows of the call (ints, from 0) in turn;
+    ``rows`` the rows it names and ``row`` the one to blame (by default the first).
+    ``str(error)`` names each row in the call's words (``_in_call``: "row 3");
+    `worded` names them in a caller's (`fit_stream`: "record 17 of the stream"), so a
+    caller that counts rows its own way rewords the same sentence without parsing it.
+    """
+
+    pieces = ()
+    rows = ()
+    row = None
+
+    @staticmethod
+    def _in_call(row):
+        return f"row {row}"
+
+    def _message(self, pieces, row=None):
+        """Record `pieces` (or a plain message) and return the message in the call's words."""
+        self.pieces = (pieces,) if isinstance(pieces, str) else tuple(pieces)
+        self.rows = tuple(int(p) for p in self.pieces if not isinstance(p, str))
+        self.row = row if row is not None else (self.rows[0] if self.rows else None)
+        return self.worded(self._in_call)
+
+    def worded(self, name):
+        """The message with row i of the call named ``name(i)``."""
+        return "".join(p if isinstance(p, str) else name(int(p)) for p in self.pieces)
+
+
+class RowError(AtRows, ValueError):
+    """Bad input at a row of the call: ``RowError(3, ": string feature 'w' needs
+    hashing")`` says "row 3: string feature 'w' needs hashing" and has ``row == 3``
+    (see `AtRows`; ``row=`` blames another row than the first named)."""
+
+    def __init__(self, *pieces, row=None):
+        super().__init__(self._message(pieces, row))
+
+
+def row_of_entry(X, entry):
+    """The row of CSR matrix X that holds its stored entry number `entry` (an index
+    into ``X.data`` / ``X.indices``)."""
+    return int(np.searchsorted(X.indptr, entry, side="right")) - 1
 
 
 def py(value):
@@ -180,8 +226,8 @@ def as_matrix(X, n_bits, hash_seed, n_features=None, dense=None):
         except ValueError:
             missing = None
         if missing is not None:
-            raise ValueError(f"row {missing} is None: expected a dict {{feature: "
-                             "value} or a sequence of (feature, value) pairs")
+            raise RowError(missing, " is None: expected a dict {feature: value} or a "
+                           "sequence of (feature, value) pairs")
         # Without hashing an integer feature is a column index, and a record may name
         # one the model has not seen: training grows the model, as a wider CSR chunk
         # does (so fit_stream does not depend on chunk_rows), and prediction gives it
@@ -270,15 +316,18 @@ def check_weights(sample_weight, n_rows):
         raise ValueError(f"sample_weight has shape {sw.shape}, expected ({n_rows},)")
     bad = np.flatnonzero(~np.isfinite(sw) | (sw < 0))
     if bad.size:
-        raise ValueError(f"sample_weight must be finite and >= 0; row {bad[0]} "
-                         f"has {py(sw[bad[0]])!r}")
+        raise RowError("sample_weight must be finite and >= 0; ", bad[0],
+                       f" has {py(sw[bad[0]])!r}")
     return np.ascontiguousarray(sw)
 
 
 # ---- labels and targets -----------------------------------------------------------------------
-def label_values(values, name, unit="row"):
+def label_values(values, name, unit="row", like=None):
     """Labels (y or classes) as given, refusing None and a mix of strings and numbers;
-    the message names the first offending `unit` (row of y, entry of classes).
+    the message names the first offending `unit` (row of y, entry of classes). Of a
+    mix it names the first label of each type and blames (``RowError.row``) the first
+    one unlike `like` (labels of the right type, e.g. the classes), else the first
+    unlike the first label.
 
     NumPy would turn ``[1, "a"]`` into the strings ``["1", "a"]`` (so label 1 came back
     from predict as "1") and sorting an object array of both raises TypeError; None
@@ -295,16 +344,23 @@ def label_values(values, name, unit="row"):
     is_none = np.fromiter((item is None for item in items), bool, items.shape[0])
     if is_none.any():
         i = int(np.argmax(is_none))
-        raise ValueError(f"{name} contains None ({unit} {i}): every label must be a "
-                         "number or a string")
+        text = (f"{name} contains None (", "): every label must be a number or a string")
+        if unit == "row":
+            raise RowError(text[0], i, text[1])
+        raise ValueError(f"{text[0]}{unit} {i}{text[1]}")
     is_text = np.fromiter((isinstance(item, (str, bytes)) for item in items), bool,
                           items.shape[0])
     if is_text.any() and not is_text.all():
         i, j = int(np.argmax(is_text)), int(np.argmin(is_text))
         first, second = sorted((i, j))
-        raise ValueError(f"{name} mixes strings and numbers ({unit} {first}: "
-                         f"{py(items[first])!r}, {unit} {second}: "
-                         f"{py(items[second])!r}); give every label the same type")
+        blame = second
+        if like is not None and np.size(like):
+            blame = j if isinstance(py(np.asarray(like).ravel()[0]), (str, bytes)) else i
+        pieces = (f"{name} mixes strings and numbers (", first, f": {py(items[first])!r}, ",
+                  second, f": {py(items[second])!r}); give every label the same type")
+        if unit == "row":
+            raise RowError(*pieces, row=blame)
+        raise ValueError("".join(p if isinstance(p, str) else f"{unit} {p}" for p in pieces))
     return values
 
 
@@ -375,7 +431,8 @@ def encode_labels(y, n_rows, owner, *, fitted_classes=None, classes=None,
     classes are `classes` or those of y). ``check_targets(y)`` refuses label types a
     classifier cannot take (scikit-learn's layer passes its own check).
     """
-    y = as_1d(label_values(y, "y"), owner, column)
+    known = fitted_classes if fitted_classes is not None else classes
+    y = as_1d(label_values(y, "y", like=known), owner, column)
     if classes is not None:
         classes = label_values(classes, "classes", unit="entry")
     if y.shape[0] != n_rows:
@@ -387,7 +444,7 @@ def encode_labels(y, n_rows, owner, *, fitted_classes=None, classes=None,
     check_targets(y)
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         bad = np.flatnonzero(~np.isfinite(y))[0]
-        raise ValueError(f"y contains NaN or infinity (row {bad}: {py(y[bad])!r})")
+        raise RowError("y contains NaN or infinity (", bad, f": {py(y[bad])!r})")
     if fitted_classes is None:
         cls = np.unique(y) if classes is None else np.unique(np.asarray(classes))
         if cls.shape[0] < 2:
@@ -400,8 +457,8 @@ def encode_labels(y, n_rows, owner, *, fitted_classes=None, classes=None,
                              f"the classes of the first call {cls.tolist()}")
     unknown = check_labels(y, cls)
     if unknown is not None:
-        raise ValueError(f"label {unknown[1]!r} (row {unknown[0]}) is not one of "
-                         f"the classes {cls.tolist()}")
+        raise RowError(f"label {unknown[1]!r} (", unknown[0], ") is not one of the "
+                       f"classes {cls.tolist()}")
     idx = np.searchsorted(cls, y)
     if cls.shape[0] == 2:
         return np.where(idx == 1, 1.0, -1.0), 1, False, cls
@@ -419,7 +476,7 @@ def encode_values(y, n_rows, owner, column=None):
         raise ValueError(f"X has {n_rows} rows but y has {y.shape[0]} targets")
     if not np.all(np.isfinite(y)):
         bad = np.flatnonzero(~np.isfinite(y))[0]
-        raise ValueError(f"y contains NaN or infinity (row {bad}: {py(y[bad])!r})")
+        raise RowError("y contains NaN or infinity (", bad, f": {py(y[bad])!r})")
     return np.ascontiguousarray(y)
 
 

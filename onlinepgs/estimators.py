@@ -7,7 +7,6 @@ and their messages (`SklearnLayer`); `SDCAClassifier` and `SDCARegressor` are th
 learners of `onlinepgs.sdca` with the same layer.
 """
 import numbers
-import re
 
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
@@ -82,80 +81,10 @@ class SklearnLayer:
         return column_or_1d(y, warn=True)
 
 
-_ROW = re.compile(r"\brow (\d+)(?: of this call)?")
-
-
-def _in_stream(exc, first):
-    """exc (raised by one chunk of `fit_stream`) naming the record of the stream, counted
-    from 1, where its message names a row of the chunk (counted from 0); else exc."""
-    message = str(exc)
-    if not _ROW.search(message):
-        return exc
-    message = _ROW.sub(lambda m: f"record {first + int(m.group(1)) + 1} of the stream",
-                       message)
-    try:
-        return type(exc)(message)
-    except Exception:  # an exception type that takes other arguments: keep it as is
-        return exc
-
-
 class _PGSEstimator(SklearnLayer, BaseEstimator, PGSLearner):
-    """The scikit-learn PGS estimators' shared part: scikit-learn's checks and
-    `fit_stream` over the learner's training."""
+    """The scikit-learn PGS estimators' shared part: scikit-learn's checks over the
+    learner's training (`fit_stream` included)."""
 
-    def fit_stream(self, stream, *, classes=None, chunk_rows=1000):
-        """One pass over an iterable of ``(x, y)`` pairs, ``chunk_rows`` at a time.
-
-        ``x`` is a dict ``{feature: value}`` or a sequence of ``(feature, value)`` pairs,
-        features being ints (column indices) or, with ``n_bits``, strings (hashed).
-        Memory holds one chunk; the model is called once per chunk. Continues the
-        current state like `partial_fit`; chunks are rounded up to whole mini-batches, so
-        the result does not depend on ``chunk_rows``. This is
-        `onlinepgs.streaming.train_stream` over one iterable, which also offers passes,
-        a hold-out, checkpoints and resume.
-
-        Parameters
-        ----------
-        stream : iterable of (x, y)
-        classes : array-like or None
-            Every label the stream may hold; None: the model's, else the labels of the
-            first chunk.
-        chunk_rows : int, default=1000
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        ValueError
-            Naming the record of the stream (counted from 1) where it can.
-
-        Examples
-        --------
-        >>> from onlinepgs import PGSClassifier
-        >>> stream = ({"word=" + w: 1.0} for w in ["good", "bad"] * 50)
-        >>> pairs = zip(stream, [1, 0] * 50)
-        >>> clf = PGSClassifier(n_bits=10, sigma=1e-2).fit_stream(pairs, classes=[0, 1])
-        >>> clf.predict([{"word=good": 1.0}, {"word=bad": 1.0}])
-        array([1, 0])
-        """
-        from onlinepgs.streaming import EmptyStreamError, LearnerError, train_stream
-        from onlinepgs.streaming.sources import IterableSource
-
-        if chunk_rows < 1:
-            raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
-        try:
-            # a regressor ignores classes, as partial_fit's signature has none
-            train_stream(self, [IterableSource(stream)],
-                         classes=classes if self._classifier else None,
-                         chunk_rows=int(chunk_rows))
-        except EmptyStreamError:  # an empty stream leaves the model as it is
-            pass
-        except LearnerError as exc:
-            # the caller knows records of the stream, not rows of a chunk
-            raise _in_stream(exc.error, exc.first_record - 1) from None
-        return self
 
 class PGSClassifier(ClassifierMixin, _PGSEstimator, PGSClassifierLearner):
     __doc__ = """Linear classifier trained by the Primal Gradient Solver (streaming, l_p).

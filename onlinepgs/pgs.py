@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,  # noqa: F401
                              _training, _unchanged_on_error)
-from onlinepgs._checks import check_random_state
+from onlinepgs._checks import AtRows, check_random_state, row_of_entry
 from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES, PGSState
 from onlinepgs._core._pgs import check_p, power_is_cheap, row_power_sums
 from onlinepgs.model import LinearModel
@@ -218,32 +218,41 @@ def _py(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-class PGSDivergedError(FloatingPointError):
+class _InThisCall(AtRows):
+    """PGS's errors name a row as "row 3 of this call" (`AtRows`)."""
+
+    @staticmethod
+    def _in_call(row):
+        return f"row {row} of this call"
+
+
+class PGSDivergedError(_InThisCall, FloatingPointError):
     """A step's loss derivative overflowed (an unbounded loss on R^n with a small sigma).
 
     ``row``: the row of the call where it happened, and ``reason``: what overflowed and
     what to change, where known (the command line restates them at the file's line).
+    ``message`` may be `AtRows` pieces (text and the row) instead of text.
     """
 
     def __init__(self, message, row=None, reason=None):
-        super().__init__(message)
-        self.row, self.reason = row, reason
+        super().__init__(self._message(message, row))
+        self.reason = reason
 
 
-class ModelTooLargeError(ValueError):
+class ModelTooLargeError(_InThisCall, ValueError):
     """Training data whose feature indices would make the model wider than the memory
     budget ``max_model_bytes`` allows (refused before allocating).
 
     Attributes: ``row`` (the first row of the call needing too much, or None when the
     width is X's declared number of columns), ``column`` (that row's widest column,
     from 0), ``n_features`` (the width asked for), ``needed`` (its bytes of solver
-    state) and ``budget`` (max_model_bytes).
+    state) and ``budget`` (max_model_bytes). ``message`` may be `AtRows` pieces.
     """
 
     def __init__(self, message, row=None, column=None, n_features=None, needed=None,
                  budget=None):
-        super().__init__(message)
-        self.row, self.column, self.n_features = row, column, n_features
+        super().__init__(self._message(message, row))
+        self.column, self.n_features = column, n_features
         self.needed, self.budget = needed, budget
 
 
@@ -353,20 +362,21 @@ class PGSLearner(LinearLearner):
             # first row that needs too much; name that row's widest column
             beyond = np.flatnonzero(X.indices >= limit)
             if beyond.size:
-                row = int(np.searchsorted(X.indptr, beyond[0], side="right")) - 1
+                row = row_of_entry(X, beyond[0])
                 column = int(X.indices[X.indptr[row]:X.indptr[row + 1]].max())
                 width = column + 1
         needed = width * per
         if row is None:
-            at = f"X has {X.shape[1]} columns"
+            at = (f"X has {X.shape[1]} columns",)
         else:
-            at = (f"row {row} of this call" if where is None else where(row)) + (
-                f" has a feature at column {column} (from 0)")
+            # the row as a piece (AtRows) unless the caller names it its own way
+            at = (row if where is None else where(row),
+                  f" has a feature at column {column} (from 0)")
         raise ModelTooLargeError(
-            f"{at}: a model over {width} features needs {_size(needed)} of solver "
-            f"state ({per} bytes a feature), beyond max_model_bytes={budget} "
-            f"({limit} features); a stray feature index? Hash the features with n_bits "
-            "(2**n_bits columns), or raise max_model_bytes (None: no limit)",
+            (*at, f": a model over {width} features needs {_size(needed)} of solver "
+             f"state ({per} bytes a feature), beyond max_model_bytes={budget} "
+             f"({limit} features); a stray feature index? Hash the features with n_bits "
+             "(2**n_bits columns), or raise max_model_bytes (None: no limit)"),
             row=row, column=column, n_features=width, needed=needed, budget=budget)
 
     def _check_state_params(self):
@@ -424,8 +434,8 @@ class PGSLearner(LinearLearner):
                         if _finite_weights(state) else
                         "The model is not usable; fit again with other parameters.")
                 raise PGSDivergedError(
-                    f"PGS diverged at row {row} of this call (step {state.t + 1}): "
-                    f"{reason} {kept}", row=row, reason=reason)
+                    ("PGS diverged at ", row, f" (step {state.t + 1}): {reason} {kept}"),
+                    reason=reason)
             if self.radius is None:
                 advice = (f"Its gradient is unbounded, so on R^n (radius=None) a small "
                           f"sigma={self.sigma:g} lets the first steps of size 1/(t sigma) "
@@ -440,8 +450,8 @@ class PGSLearner(LinearLearner):
                     "not usable; fit again with other parameters.")
             reason = f"the {self.loss!r} loss's derivative overflowed. {advice}"
             raise PGSDivergedError(
-                f"PGS diverged at row {row} of this call (step {state.t + 1}): {reason} "
-                f"{kept}", row=row, reason=reason)
+                ("PGS diverged at ", row, f" (step {state.t + 1}): {reason} {kept}"),
+                reason=reason)
         if not _finite_after(state, X):
             # the last guard: no path may hand out a non-finite model
             reason = _overflow_reason(state, X, sw)
@@ -487,13 +497,18 @@ class PGSLearner(LinearLearner):
         with _training(self, keep=(PGSDivergedError,)):
             return self._partial_fit_unguarded(X, y, sample_weight, classes)
 
-    def _partial_fit_unguarded(self, X, y, sample_weight, classes):
-        first = not hasattr(self, "_state")
+    def _check_call_params(self, first):
+        """The parameter checks of a partial_fit call starting (`first`) or continuing
+        the state."""
         if first:
             self._validate_params()
             self._check_finite_params()
         else:
             self._check_state_params()
+
+    def _partial_fit_unguarded(self, X, y, sample_weight, classes):
+        first = not hasattr(self, "_state")
+        self._check_call_params(first)
         X = self._validate_X(X, reset=first)
         y_core, n_problems, multiclass, extra = self._encode_targets(
             X, y, fit=first, classes=classes)
@@ -586,6 +601,65 @@ class PGSLearner(LinearLearner):
                         "dual_objective", "online_duality_gap"):
                 stats[key] = float(stats[key][0])
         return stats
+
+    def fit_stream(self, stream, *, classes=None, chunk_rows=1000):
+        """One pass over an iterable of ``(x, y)`` pairs, ``chunk_rows`` at a time.
+
+        ``x`` is a dict ``{feature: value}`` or a sequence of ``(feature, value)`` pairs,
+        features being ints (column indices) or, with ``n_bits``, strings (hashed).
+        Memory holds one chunk; the model is called once per chunk. Continues the
+        current state like `partial_fit`; chunks are rounded up to whole mini-batches, so
+        the result does not depend on ``chunk_rows``. This is
+        `onlinepgs.streaming.train_stream` over one iterable, which also offers passes,
+        a hold-out, checkpoints and resume.
+
+        Parameters
+        ----------
+        stream : iterable of (x, y)
+        classes : array-like or None
+            Every label the stream may hold; None: the model's, else the labels of the
+            first chunk. A regressor ignores it.
+        chunk_rows : int, default=1000
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError, PGSDivergedError
+            `partial_fit`'s error, naming the record of the stream (counted from 1)
+            instead of the row of its call (``record 17 of the stream``); one that names
+            no row says the records of the chunk it came from (``records from 1001 of
+            the stream: ...``). Errors of the stream itself (an item that is no pair, a
+            label outside the classes) are `onlinepgs.streaming.StreamError`.
+
+        Examples
+        --------
+        >>> from onlinepgs.pgs import PGSClassifierLearner
+        >>> stream = ({"word=" + w: 1.0} for w in ["good", "bad"] * 50)
+        >>> pairs = zip(stream, [1, 0] * 50)
+        >>> clf = PGSClassifierLearner(n_bits=10, sigma=1e-2).fit_stream(pairs, classes=[0, 1])
+        >>> clf.predict([{"word=good": 1.0}, {"word=bad": 1.0}])
+        array([1, 0])
+        """
+        from onlinepgs.streaming import EmptyStreamError, LearnerError, train_stream
+        from onlinepgs.streaming.sources import IterableSource
+
+        if chunk_rows < 1:
+            raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
+        # partial_fit's first check, made before any record: it concerns none
+        self._check_call_params(not hasattr(self, "_state"))
+        try:
+            train_stream(self, [IterableSource(stream)],
+                         classes=classes if self._classifier else None,
+                         chunk_rows=int(chunk_rows))
+        except EmptyStreamError:  # an empty stream leaves the model as it is
+            pass
+        except LearnerError as exc:
+            # the caller knows records of the stream, not rows of a chunk
+            raise exc.in_source_words() from None
+        return self
 
 
 

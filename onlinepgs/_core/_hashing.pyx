@@ -85,6 +85,14 @@ def murmurhash3(key, uint32_t seed=0):
     return murmurhash3_x86_32(<const uint8_t*>buf, n, seed)
 
 
+def _at_row(row, text):
+    """The error at record `row` as `onlinepgs._checks.RowError` (the row as data, for
+    callers that count rows their own way, e.g. a stream's records); imported when
+    needed, as `onlinepgs._checks` imports this module."""
+    from onlinepgs._checks import RowError
+    return RowError(row, text)
+
+
 def records_to_csr(records, int n_bits, uint32_t seed, Py_ssize_t n_features):
     """Rows of {feature: value} (or sequences of (feature, value)) as CSR arrays.
 
@@ -105,33 +113,33 @@ def records_to_csr(records, int n_bits, uint32_t seed, Py_ssize_t n_features):
         try:
             iterator = iter(items)
         except TypeError:
-            raise ValueError(f"row {row}: expected a dict {{feature: value}} or a sequence of "
+            raise _at_row(row, f": expected a dict {{feature: value}} or a sequence of "
                              f"(feature, value) pairs, got {type(record).__name__}") from None
         for pair in iterator:
             try:
                 key, raw = pair
             except (TypeError, ValueError):
-                raise ValueError(f"row {row}: expected (feature, value) pairs, got "
+                raise _at_row(row, f": expected (feature, value) pairs, got "
                                  f"{pair!r}") from None
             try:
                 value = raw
             except TypeError:
-                raise ValueError(f"row {row}, feature {key!r}: value {raw!r:.40} is not a "
+                raise _at_row(row, f", feature {key!r}: value {raw!r:.40} is not a "
                                  "number") from None
             except OverflowError:  # an int beyond the doubles
-                raise ValueError(f"row {row}, feature {key!r:.40}: value {raw!r:.40} is not "
+                raise _at_row(row, f", feature {key!r:.40}: value {raw!r:.40} is not "
                                  "finite as a double") from None
             if not isfinite(value):
-                raise ValueError(f"row {row}, feature {key!r}: value {raw!r} is not finite")
+                raise _at_row(row, f", feature {key!r}: value {raw!r} is not finite")
             sign = 1.0
             if isinstance(key, str):
                 if n_bits < 0:
-                    raise ValueError(f"row {row}: string feature {key!r} needs hashing "
+                    raise _at_row(row, f": string feature {key!r} needs hashing "
                                      "(set n_bits)")
                 try:
                     buf = PyUnicode_AsUTF8AndSize(key, &n)
                 except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 to hash
-                    raise ValueError(f"row {row}: string feature {key!r} is not valid "
+                    raise _at_row(row, f": string feature {key!r} is not valid "
                                      f"Unicode ({exc.reason})") from None
                 h = murmurhash3_x86_32(<const uint8_t*>buf, n, seed)
                 col = <Py_ssize_t>(h & <uint32_t>mask)
@@ -141,15 +149,15 @@ def records_to_csr(records, int n_bits, uint32_t seed, Py_ssize_t n_features):
                 try:
                     col = key.__index__()
                 except (AttributeError, TypeError, OverflowError):
-                    raise ValueError(f"row {row}: feature {key!r} is neither a str nor an "
+                    raise _at_row(row, f": feature {key!r} is neither a str nor an "
                                      "int") from None
                 if col < 0:
-                    raise ValueError(f"row {row}: negative feature index {key!r}")
+                    raise _at_row(row, f": negative feature index {key!r}")
                 if n_bits >= 0:
                     col &= mask
                 elif n_features >= 0 and col >= n_features:
-                    raise ValueError(
-                        f"row {row}: feature index {col} is beyond the model's {n_features} "
+                    raise _at_row(
+                        row, f": feature index {col} is beyond the model's {n_features} "
                         "features (set n_bits to hash into a fixed space)")
             if col + 1 > width:
                 width = col + 1

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from onlinepgs._checks import check_labels
+from onlinepgs._checks import check_labels, row_of_entry
 from onlinepgs.streaming._batches import whole_batches
 from onlinepgs.streaming.checkpoints import (RUN_OPTIONS, checkpoint_extra,
                                              check_resume)
@@ -148,6 +148,14 @@ def train_stream(learner, sources, **options):
     True
     """
     return StreamTrainer(learner, **options).run(sources)
+
+
+def _record(rows, i):
+    """The source's row, counted from 1 (a record's number), of row `i` (from 0) of a
+    call: `rows` are the call's rows in the source (from 0), or the first one's."""
+    if isinstance(rows, (int, np.integer)):
+        return int(rows) + int(i) + 1
+    return int(rows[i]) + 1
 
 
 def _n_rows(X):
@@ -455,7 +463,7 @@ class StreamTrainer:
             label = y[i]
             raise LabelError(label, self._sorted_classes, self._origin, source=source.name,
                              in_file=source.in_file, line=where(i),
-                             record=first_row + i + 1)
+                             record=_record(first_row, i))
 
     # ---- training ----------------------------------------------------------------------
     def _fit(self, X, y, where, rows):
@@ -470,9 +478,10 @@ class StreamTrainer:
             row = getattr(exc, "row", None)
             exact = {}
             if isinstance(row, (int, np.integer)) and 0 <= row < len(rows):
-                exact = {"line": where(int(row)), "record": int(rows[row]) + 1}
-            raise LearnerError(exc, int(rows[0]) + 1, source=self._source.name,
-                               in_file=self._source.in_file, **exact) from exc
+                exact = {"line": where(int(row)), "record": _record(rows, row)}
+            raise LearnerError(exc, _record(rows, 0), np.asarray(rows) + 1,
+                               source=self._source.name, in_file=self._source.in_file,
+                               **exact) from exc
         self._fitted = True
 
     def _out_of_memory(self, X, where, rows):
@@ -480,10 +489,10 @@ class StreamTrainer:
         if not hasattr(X, "indices") or X.nnz == 0:
             return MemoryError("out of memory")
         at = int(np.argmax(X.indices))
-        row = int(np.searchsorted(X.indptr, at, side="right")) - 1
+        row = row_of_entry(X, at)
         return OutOfMemory(int(X.indices[at]), X.shape[1], source=self._source.name,
                            in_file=self._source.in_file, line=where(row),
-                           record=int(rows[row]) + 1)
+                           record=_record(rows, row))
 
     def _train_rows(self, X, y, where, rows):
         """partial_fit on rows, split (at whole batches) where progress reports a row."""

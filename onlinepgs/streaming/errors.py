@@ -6,6 +6,8 @@ own way (the command line names its options) read the attributes; the messages a
 complete sentences for everyone else. Errors of the svmlight reader
 (`onlinepgs.svmlight.SvmlightError`: file, line, column) pass through as they are.
 """
+import copy
+
 import numpy as np
 
 
@@ -113,16 +115,60 @@ class LearnerError(StreamError):
     """The learner refused a call (``error``: its exception, e.g. ``ModelTooLargeError``
     or ``PGSDivergedError``). Where the error names its row (``error.row``) the place
     is exact; else `first_record` is the first row of the refused call (counted from 1)
-    and `line` / `record` are None."""
+    and `line` / `record` are None. ``records``: the call's rows as rows of the source
+    (counted from 1; by default consecutive from `first_record`)."""
 
-    def __init__(self, error, first_record, **where):
+    def __init__(self, error, first_record, records=None, **where):
         self.error, self.first_record = error, first_record
+        self.records = records
         text = str(error).splitlines()[0] if str(error) else type(error).__name__
         exact = where.get("line") is not None or where.get("record") is not None
         message = None
         if not exact:
             message = f"{place(where['source'], where['in_file'], first=first_record)}: {text}"
         super().__init__(text, message=message, **where)
+
+    def record_of(self, row):
+        """The source's row (counted from 1) of the refused call's `row` (from 0)."""
+        if self.records is None:
+            return self.first_record + int(row)
+        return int(self.records[int(row)])
+
+    def in_source_words(self):
+        """The learner's error in the source's words: a copy of `error` (its class and
+        attributes) naming each row of the call that its message names (``error.rows``,
+        `onlinepgs._checks.AtRows`) by its place in the source (``record 17 of the
+        stream``; a file's line for the row of `line`), its ``row`` / ``rows`` then the
+        source's rows (from 0); an error naming no row, after the records of the call
+        (``records from 1001 of the stream: ...``)."""
+        error = self.error
+        if not getattr(error, "rows", ()):
+            message = f"{place(self.source, self.in_file, first=self.first_record)}: {error}"
+            return with_message(error, message)
+        new = with_message(error, error.worded(self._place_of_row))
+        if new is not error:  # its rows are now the source's (from 0), as its words say
+            new.rows = tuple(self.record_of(row) - 1 for row in error.rows)
+            new.row = self.record_of(error.row) - 1
+        return new
+
+    def _place_of_row(self, row):
+        record = self.record_of(row)
+        if self.in_file and self.line is not None and record == self.record:
+            return place(self.source, True, self.line)
+        if self.in_file:
+            return f"{self.source} (data row {record})"
+        return place(self.source, False, record=record)
+
+
+def with_message(error, message):
+    """A copy of the exception `error` (its class and attributes) with another message;
+    `error` itself when its class cannot be copied."""
+    try:
+        new = copy.copy(error)
+        new.args = (message,)
+    except Exception:  # a class whose constructor wants other arguments: keep the words
+        return error
+    return new
 
 
 class OutOfMemory(StreamError):
