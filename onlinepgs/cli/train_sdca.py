@@ -6,6 +6,7 @@ import numpy as np
 
 from onlinepgs.cli.common import (check_input, check_labels, check_output, open_reader,
                                   parse_classes)
+from onlinepgs._checks import row_of_entry
 from onlinepgs.cli.errors import PROG, UsageError, UserError
 from onlinepgs.cli.parser import flag_of
 from onlinepgs.cli.train import estimator_from_args
@@ -103,7 +104,7 @@ def _check_sdca_width(args, X, source, line_of, base):
     if X.shape[1] <= limit:
         return
     at = int(np.argmax(X.indices))
-    row = int(np.searchsorted(X.indptr, at, side="right")) - 1
+    row = row_of_entry(X, at)
     index = int(X.indices[at]) + (0 if base is True else 1)
     raise UserError(f"{source}:{line_of(row)}: feature index {index} would make an SDCA model "
                     f"over {X.shape[1]} features ({24 * X.shape[1] / 2**30:.1f}G a problem), "

@@ -8,6 +8,7 @@ row is named by the source's ``where(row)``.
 import numpy as np
 import scipy.sparse as sp
 
+from onlinepgs._checks import row_of_entry
 from onlinepgs.distributed import _estimator as estimator_api
 
 __all__ = ["Block", "all_finite", "block_meta", "finish_block"]
@@ -99,7 +100,7 @@ def finish_block(spec, X, y, sw, part, row0, where):
         X = estimator_api.check_rows(X)
         if not all_finite(X.data):
             bad = np.flatnonzero(~np.isfinite(X.data))
-            row = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
+            row = row_of_entry(X, bad[0])
             raise ValueError(f"X contains NaN or infinity at {where(row)}")
         if not X.has_canonical_format or not all(a.flags.c_contiguous
                                                  for a in _row_arrays(X)):
