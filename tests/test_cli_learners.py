@@ -122,3 +122,17 @@ def test_train_solver_sdca_regression_and_its_refusals(data, capsys):
     assert main(["train", str(stray), "-o", str(tmp / "x.pgs"), "--solver", "sdca"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "stray.svm:3: feature index 400000000" in err
+
+
+def test_train_continuing_an_sdca_model_is_refused_and_keeps_the_output(data, capsys):
+    # an SDCA model has no stream to continue: one line, exit 1, no output file written
+    tmp, path = data
+    model = str(tmp / "s.pgs")
+    assert main(["train", path, "-o", model, "--solver", "sdca", "--quiet"]) == 0
+    before = open(model, "rb").read()
+    capsys.readouterr()
+    out = tmp / "s2.pgs"
+    assert main(["train", path, "-i", model, "-o", str(out), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "SDCAClassifier" in err and "--solver sdca" in err
+    assert not out.exists() and open(model, "rb").read() == before

@@ -131,9 +131,15 @@ def _continued(args):
     resume it), and the feature base to read the data with."""
     from onlinepgs import streaming
     from onlinepgs.model_io import load_learner
+    from onlinepgs.pgs import PGSLearner
 
     # model and stream position from one read: a checkpoint may be replaced meanwhile
     est, header = load_learner(args.initial, return_header=True)
+    if not isinstance(est, PGSLearner):
+        # SDCA solves once on all its rows: there is no stream to continue
+        raise UserError(f"{args.initial}: an {header.get('estimator', type(est).__name__)} "
+                        "model (SDCA); -i continues PGS models only: train it again with "
+                        "--solver sdca on all the data")
     extra = header.get("extra") or {}
     base = data_base(args, extra)
     ignored = _ignored_options(args, est)
