@@ -8,6 +8,7 @@ against the core's (tests/test_cli.py::test_parser_names_are_the_cores).
 import argparse
 import math
 
+from onlinepgs import __version__
 from onlinepgs.cli.errors import PROG
 
 # the core's names (onlinepgs._core: CLASSIFICATION_LOSSES, REGRESSION_LOSSES, ITERATES),
@@ -69,6 +70,7 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog=PROG, description="Primal Gradient Solver: streaming l_p-regularized linear "
         "learning on svmlight/libsvm data (plain, .gz, .bz2, .xz, or - for stdin).")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     train = sub.add_parser("train", help="train (or continue training) a model",
@@ -101,7 +103,7 @@ def build_parser():
                       help="width of the huber and epsilon_insensitive losses")
     opts.add_argument("--bits", type=int, default=None,
                       help="hash features into 2**BITS columns (indices modulo 2**BITS)")
-    opts.add_argument("--hash-seed", type=int, default=0)
+    opts.add_argument("--hash-seed", type=int, default=0, help="seed of the --bits hash")
     opts.add_argument("--random-seed", type=int, default=0, help="seed of the random iterate")
     opts.add_argument("--classes", default=None,
                       help="comma-separated labels, e.g. --classes -1,1 (default: those "
@@ -168,7 +170,23 @@ def build_parser():
     info = sub.add_parser("info", help="describe a model file")
     info.add_argument("model", metavar="MODEL")
     info.add_argument("--json", action="store_true", help="print the whole header as JSON")
+    for command in sub.choices.values():
+        _show_defaults(command)
     return parser
+
+
+def _show_defaults(command):
+    """Append "(default: VALUE)" to the help of each option of `command` that has a
+    default (not None, not a flag's False) and whose help does not already say it."""
+    for action in command._actions:
+        default = action.default
+        # identity, not ==: a default of 0 (--hash-seed) is shown, a flag's False is not
+        if (not action.option_strings or any(default is v for v in (None, False, argparse.SUPPRESS))
+                or "default" in (action.help or "")):
+            continue
+        # %(default)s: argparse fills it in, and a '%' in the value stays literal
+        action.help = f"{action.help} (default: %(default)s)" if action.help \
+            else "default: %(default)s"
 
 
 def _model_and_data(command):
