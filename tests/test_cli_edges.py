@@ -1,5 +1,6 @@
 """Issue 35, item 6: the command's rough edges a newcomer hit (--version, defaults in
 --help, a missing model file, compressed predictions, ...)."""
+import argparse
 import re
 import subprocess
 import sys
@@ -65,5 +66,5 @@ def test_help_shows_every_options_default(command):
     sub = parser._subparsers._group_actions[0].choices[command]
     for action in sub._actions:
         if action.option_strings and not any(action.default is v for v in
-                                             (None, False, "==SUPPRESS==")):
+                                             (None, False, argparse.SUPPRESS)):
             assert "default" in action.help, action.option_strings
