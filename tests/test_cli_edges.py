@@ -68,3 +68,78 @@ def test_help_shows_every_options_default(command):
         if action.option_strings and not any(action.default is v for v in
                                              (None, False, argparse.SUPPRESS)):
             assert "default" in action.help, action.option_strings
+
+
+@pytest.fixture
+def model(tmp_path):
+    """A small binary model trained by the command on generated data, and its data."""
+    from tests.test_cli import write_svmlight
+
+    data, path = tmp_path / "train.svm", tmp_path / "m.pgs"
+    write_svmlight(data, n=400, n_features=20)
+    assert main(["train", str(data), "-o", str(path), "--quiet"]) == 0
+    return path, data
+
+
+MODEL_COMMANDS = [["predict", "{m}", "{d}"], ["eval", "{m}", "{d}"], ["gap", "{m}", "{d}"],
+                  ["info", "{m}"], ["train", "{d}", "-i", "{m}", "-o", "{out}", "--quiet"]]
+
+
+@pytest.mark.parametrize("argv", MODEL_COMMANDS, ids=lambda a: a[0])
+@pytest.mark.parametrize("kind, reason", [("missing", "no such model file"),
+                                          ("directory", "is a directory, not a model file")])
+def test_a_missing_model_file_is_one_line_naming_it(model, tmp_path, argv, kind, reason):
+    bad = tmp_path / "nope.pgs"
+    if kind == "directory":
+        bad.mkdir()
+    out = tmp_path / "out.pgs"
+    args = [a.format(m=bad, d=model[1], out=out) for a in argv]
+    done = subprocess.run(EXE + args, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr == f"onlinepgs: error: {bad}: {reason}\n"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("argv", MODEL_COMMANDS, ids=lambda a: a[0])
+def test_an_unreadable_model_file_says_permission_denied(model, tmp_path, capsys,
+                                                         monkeypatch, argv):
+    """Run as root a chmod 000 file stays readable, so the refusal is simulated where
+    the file is opened."""
+    import builtins
+
+    locked = tmp_path / "locked.pgs"
+    locked.write_bytes(model[0].read_bytes())
+    real_open = builtins.open
+
+    def refusing_open(file, *a, **k):
+        if str(file) == str(locked):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", refusing_open)
+    args = [a.format(m=locked, d=model[1], out=tmp_path / "out.pgs") for a in argv]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err == f"onlinepgs: error: {locked}: cannot read the model file: permission denied\n"
+
+
+@pytest.mark.parametrize("suffix, module", [(".gz", "gzip"), (".bz2", "bz2"), (".xz", "lzma")])
+def test_predict_writes_the_compression_its_output_name_says(model, tmp_path, suffix, module):
+    """Read back with the standard library, the file holds exactly the plain output."""
+    import importlib
+
+    plain, packed = tmp_path / "pred.txt", tmp_path / f"pred.txt{suffix}"
+    packed.write_bytes(b"an older file, replaced whole\n")
+    for out in (plain, packed):
+        assert main(["predict", str(model[0]), str(model[1]), "-o", str(out),
+                     "--kind", "scores"]) == 0
+    with importlib.import_module(module).open(packed, "rt") as f:
+        text = f.read()
+    assert text == plain.read_text() and text.count("\n") == 400
+    if suffix == ".gz":  # the header names the output, not the temporary file
+        import gzip
+
+        raw = packed.read_bytes()
+        assert raw[10:raw.index(b"\0", 10)] == b"pred.txt"
+        assert gzip.decompress(raw).decode() == text
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

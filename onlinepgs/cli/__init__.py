@@ -80,6 +80,8 @@ def main(argv=None):
     except (UserError, SvmlightError, ModelFileError, ValueError, OSError,
             FloatingPointError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if isinstance(exc, OSError) and exc.strerror:  # "file: reason", not "[Errno 2] ..."
+            message = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
         print(f"{PROG}: error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -49,12 +49,35 @@ def check_output(path, inputs):
             raise UserError(f"{path}: is also an input ({source}); write the output elsewhere")
 
 
+def check_model(path):
+    """A model file that exists and can be read, else one line naming it and why (not
+    Python's "[Errno 2] ..."). A FIFO or device is left to the loader: opening it here
+    would block or consume it."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise UserError(f"{path}: is a directory, not a model file")
+        if stat.S_ISREG(mode):
+            with open(path, "rb"):
+                pass
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such model file") from None
+    except PermissionError:
+        raise UserError(f"{path}: cannot read the model file: permission denied") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the model file: "
+                        f"{(exc.strerror or str(exc)).lower()}") from None
+
+
 def load(path, command):
     """The model of a file as its sklearn-free learner (`onlinepgs.model_io.load_learner`:
     the command never imports scikit-learn), with a note on stderr when the file is an
     unfinished run's checkpoint."""
     from onlinepgs.model_io import load_learner
 
+    check_model(path)
     est, header = load_learner(path, return_header=True)
     extra = header.get("extra") or {}
     if extra.get("finished") is False:

@@ -3,7 +3,7 @@ certificate of a model's objective on data)."""
 import json
 import math
 
-from onlinepgs.cli.common import data_base, load, open_reader
+from onlinepgs.cli.common import check_model, data_base, load, open_reader
 from onlinepgs.streaming.errors import label_text
 
 
@@ -42,6 +42,7 @@ def cmd_info(args):
     from onlinepgs.model_io import load_learner, read_header
     from onlinepgs.streaming import checkpoint_position
 
+    check_model(args.model)
     header = read_header(args.model)
     if args.json:
         print(json.dumps(_json_safe(header), indent=2, sort_keys=True))

@@ -143,7 +143,8 @@ def build_parser():
     predict = sub.add_parser("predict", help="write one prediction per row")
     _model_and_data(predict)
     predict.add_argument("-o", "--output", default="-", metavar="PRED",
-                         help="output file (default: stdout)")
+                         help="output file, replaced atomically (default: stdout); a name "
+                         "ending .gz, .bz2 or .xz is written compressed")
     predict.add_argument("--kind", default="labels", choices=["labels", "scores", "probabilities"])
     _reading(predict)
 

@@ -1,5 +1,8 @@
 """``predict`` (one prediction per row, to stdout or a file replaced atomically) and
 ``eval`` (metrics in one pass, in memory that does not grow with the rows)."""
+import contextlib
+import io
+import os
 import sys
 
 import numpy as np
@@ -23,9 +26,40 @@ def cmd_predict(args):
     from onlinepgs.model_io import replace_atomically
 
     check_output(args.output, [args.data, args.model])
-    replace_atomically(args.output, lambda out: _write_predictions(est, reader, args.kind, out),
-                       binary=False)
+
+    def write(out):
+        with _compressing(out, args.output) as text:
+            _write_predictions(est, reader, args.kind, text)
+
+    replace_atomically(args.output, write)
     return 0
+
+
+@contextlib.contextmanager
+def _compressing(out, path):
+    """A text stream onto the binary file `out` that compresses as `path`'s suffix says
+    (.gz, .bz2, .xz; otherwise plain text). On leaving, the compressed stream is
+    finished and `out` is left open for `replace_atomically` to sync and rename."""
+    raw = None
+    if path.endswith(".gz"):
+        import gzip
+
+        # the name in gzip's header: the output's, not the temporary file's beside it
+        raw = gzip.GzipFile(filename=os.path.basename(path)[:-3], mode="wb", fileobj=out)
+    elif path.endswith(".bz2"):
+        import bz2
+
+        raw = bz2.BZ2File(out, "wb")
+    elif path.endswith(".xz"):
+        import lzma
+
+        raw = lzma.LZMAFile(out, "wb")
+    text = io.TextIOWrapper(out if raw is None else raw, encoding="utf-8", newline="\n")
+    yield text
+    text.flush()
+    text.detach()  # closing the wrapper would close `out`
+    if raw is not None:
+        raw.close()  # the compressed stream's end; `out` itself stays open
 
 
 def _write_predictions(est, reader, kind, out):

@@ -7,8 +7,8 @@ and a `StreamTrainer`, ``-i``/``--resume``, and the engine's errors in the optio
 import sys
 import time
 
-from onlinepgs.cli.common import (check_output, data_base, in_flags, parse_classes,
-                                  print_summary)
+from onlinepgs.cli.common import (check_model, check_output, data_base, in_flags,
+                                  parse_classes, print_summary)
 from onlinepgs.cli.errors import PROG, UsageError, UserError
 from onlinepgs.cli.parser import (CLASSIFICATION_LOSSES, MODEL_OPTIONS, SIZE_SUFFIXES,
                                   flag_of)
@@ -133,6 +133,7 @@ def _continued(args):
     from onlinepgs.model_io import load_learner
     from onlinepgs.pgs import PGSLearner
 
+    check_model(args.initial)
     # model and stream position from one read: a checkpoint may be replaced meanwhile
     est, header = load_learner(args.initial, return_header=True)
     if not isinstance(est, PGSLearner):
