@@ -143,3 +143,34 @@ def test_predict_writes_the_compression_its_output_name_says(model, tmp_path, su
         assert raw[10:raw.index(b"\0", 10)] == b"pred.txt"
         assert gzip.decompress(raw).decode() == text
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_probabilities_name_their_columns_in_a_comment_line(tmp_path, capsys):
+    """Three string-free classes given out of order: the header names the columns, and
+    each column is that class's probability (yardstick: load_model's predict_proba, and
+    the label printed by --kind labels is the header's name of the row's largest)."""
+    import numpy as np
+
+    from onlinepgs import load_model, load_svmlight
+
+    rng = np.random.RandomState(0)
+    X = rng.rand(300, 6)
+    y = np.array([7, 2, 5])[np.argmax(X[:, :3], axis=1)]
+    data, model = tmp_path / "three.svm", tmp_path / "m.pgs"
+    data.write_text("".join(f"{label} " + " ".join(f"{j + 1}:{v:.5f}" for j, v in
+                                                   enumerate(row)) + "\n"
+                            for label, row in zip(y, X)))
+    assert main(["train", str(data), "-o", str(model), "--quiet", "--classes", "7,2,5",
+                 "--sigma", "1e-3"]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(model), str(data), "--kind", "probabilities"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "# classes: 2 5 7"
+    columns = [float(c) for c in lines[0].split(":")[1].split()]
+    proba = np.loadtxt(lines)  # the '#' line skipped by NumPy's default
+    Xs, _ = load_svmlight(data)
+    np.testing.assert_allclose(proba, load_model(model).predict_proba(Xs), rtol=1e-8)
+    assert main(["predict", str(model), str(data)]) == 0
+    labels = np.loadtxt(capsys.readouterr().out.splitlines())
+    np.testing.assert_array_equal(labels, np.array(columns)[np.argmax(proba, axis=1)])
+    assert 0.5 < np.mean(labels == y)

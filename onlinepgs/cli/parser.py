@@ -145,7 +145,11 @@ def build_parser():
     predict.add_argument("-o", "--output", default="-", metavar="PRED",
                          help="output file, replaced atomically (default: stdout); a name "
                          "ending .gz, .bz2 or .xz is written compressed")
-    predict.add_argument("--kind", default="labels", choices=["labels", "scores", "probabilities"])
+    predict.add_argument("--kind", default="labels", choices=["labels", "scores", "probabilities"],
+                         help="a line a row: its predicted label; its score (a classifier "
+                         "of K > 2 classes: K scores, in the order of `info`'s classes); or "
+                         "(logistic loss) the probability of each class, space-separated, "
+                         "after a first line '# classes: C1 C2 ...' naming the columns")
     _reading(predict)
 
     evaluate = sub.add_parser(

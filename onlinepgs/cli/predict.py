@@ -63,6 +63,10 @@ def _compressing(out, path):
 
 
 def _write_predictions(est, reader, kind, out):
+    if kind == "probabilities":
+        # the columns' classes, once, before any row: a '#' line that no row can be, and
+        # that np.loadtxt, pandas (comment="#") and `grep -v '^#'` skip
+        out.write("# classes: " + " ".join(label_text(c) for c in est.classes_) + "\n")
     for X, _ in reader:
         if kind == "labels":
             values = est.predict(X)
