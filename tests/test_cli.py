@@ -140,7 +140,7 @@ def test_predict_eval_info(data, tmp_path, capsys):
     assert float(report["accuracy"]) == pytest.approx(expected, abs=1e-6)
     assert main(["info", str(model)]) == 0
     out = capsys.readouterr().out
-    assert "PGSClassifier" in out and "n_examples: 3000" in out
+    assert "PGSClassifier" in out and "n_examples=3000" in out
 
 
 @pytest.mark.parametrize("n_classes, bits", [(2, None), (2, 5), (3, None), (3, 5)])
@@ -159,7 +159,10 @@ def test_the_table_shows_the_prediction_before_each_update(tmp_path, capsys, n_c
     bits_args = [] if bits is None else ["--bits", str(bits)]
     assert main(["train", str(path), "-o", str(tmp_path / "m.pgs"), "--iterate", "last",
                  "--sigma", "1e-3", "--chunk-rows", "100", "--zero-based", "1", *bits_args]) == 0
-    rows = [line.split() for line in capsys.readouterr().err.splitlines()[2:]]
+    lines = capsys.readouterr().err.splitlines()
+    # the table follows the notes (which classes) and its two header lines
+    lines = lines[next(i for i, line in enumerate(lines) if line.startswith("loss")) + 1:]
+    rows = [line.split() for line in lines]
     rows = rows[: rows.index([])]  # the summary follows an empty line
     assert [int(r[2]) for r in rows] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
     classes = np.arange(1, n_classes + 1)
@@ -211,7 +214,7 @@ def test_regression_metrics(tmp_path, capsys):
 
 def test_console_script_exit_codes(data, tmp_path):
     model = tmp_path / "m.pgs"
-    usage = run("train", data)  # no -o
+    usage = run("train", data, "--checkpoint-every", "100")  # checkpoints without -o
     assert usage.returncode == 2 and b"-o" in usage.stderr
     missing = run("train", tmp_path / "nope.svm", "-o", model)
     assert missing.returncode == 1 and missing.stderr.count(b"\n") == 1

@@ -13,6 +13,20 @@ from onlinepgs.cli.parser import build_parser
 EXE = [sys.executable, "-m", "onlinepgs.cli"]
 
 
+def _in(directory):
+    """subprocess.run's arguments to run in `directory` with this onlinepgs (a relative
+    PYTHONPATH would find another one there)."""
+    import os
+
+    import onlinepgs
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(onlinepgs.__file__)))
+    paths = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+             if p]
+    return {"cwd": directory, "env": dict(os.environ,
+                                          PYTHONPATH=os.pathsep.join([root] + paths))}
+
+
 def test_version_prints_the_packages_version_from_pyproject():
     """The yardstick is pyproject.toml's version, read as text."""
     import pathlib
@@ -174,3 +188,157 @@ def test_probabilities_name_their_columns_in_a_comment_line(tmp_path, capsys):
     labels = np.loadtxt(capsys.readouterr().out.splitlines())
     np.testing.assert_array_equal(labels, np.array(columns)[np.argmax(proba, axis=1)])
     assert 0.5 < np.mean(labels == y)
+
+
+@pytest.mark.parametrize("solver", ["pgs", "sdca"])
+def test_train_without_output_trains_and_summarises_but_saves_nothing(model, tmp_path,
+                                                                      solver):
+    """The yardstick: the same run with -o, whose saved model's statistics the summary
+    without -o must repeat."""
+    import os
+
+    from onlinepgs import load_model
+
+    data = model[1]
+    saved = tmp_path / f"saved-{solver}.pgs"
+    assert main(["train", str(data), "-o", str(saved), "--quiet", "--solver", solver]) == 0
+    before = sorted(os.listdir(tmp_path))
+    done = subprocess.run(EXE + ["train", str(data), "--solver", solver], **_in(tmp_path),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(tmp_path)) == before  # nothing written, not even a temp file
+    err = done.stderr.splitlines()
+    assert err[0] == ("onlinepgs: note: no -o MODEL: the model is trained and summarised "
+                      "but not saved")
+    assert err[-1] == "model = not saved (no -o)"
+    assert "number of examples = 400" in err
+    if solver == "pgs":
+        loss = load_model(saved).online_stats_["progressive_loss"]
+        assert f"average loss = {loss:.6f}" in err
+    else:
+        primal = float(load_model(saved).primal_objective_)
+        assert f"primal objective = {primal:.9g}" in err
+
+
+def test_checkpoints_without_output_are_a_usage_error(model, tmp_path):
+    done = subprocess.run(EXE + ["train", str(model[1]), "--checkpoint-every", "100"],
+                          **_in(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr == ("onlinepgs train: error: argument --checkpoint-every: needs -o "
+                           "MODEL (the file the checkpoints are written to)\n")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("1..20", list(range(1, 21))), ("0,2..5", [0, 2, 3, 4, 5]),
+    ("-3..-1,7", [-3, -2, -1, 7]), ("5,1..3,2", [1, 2, 3, 5]), ("-1,1", [-1, 1])])
+def test_classes_take_ranges_mixed_with_lists(text, expected):
+    from onlinepgs.cli.common import parse_classes
+
+    assert parse_classes(text).tolist() == expected
+
+
+@pytest.mark.parametrize("text, why", [
+    ("1..x", "range '1..x' needs integer ends"), ("3..1", "range '3..1' is empty"),
+    ("1..1000000", "gives 1000000 labels, more than 100000"),
+    ("1.5..3", "needs integer ends"), ("a", "'a' is not a number or a range")])
+def test_bad_class_ranges_are_one_line_usage_errors(model, tmp_path, capsys, text, why):
+    assert main(["train", str(model[1]), f"--classes={text}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("onlinepgs train: error: argument "
+                                                   "--classes: ") and why in err, err
+
+
+def test_a_range_of_classes_trains_labels_the_first_chunk_lacks(tmp_path, capsys):
+    """news20's failure: class 3 first appears after the first chunk. With --classes
+    1..3 the run trains as partial_fit with classes=[1, 2, 3] does (the yardstick), and
+    says at the start which classes it uses."""
+    import numpy as np
+
+    from onlinepgs import PGSClassifier, load_model, load_svmlight
+
+    rng = np.random.RandomState(1)
+    X = rng.rand(600, 5)
+    y = np.where(np.arange(600) < 300, 1 + (X[:, 0] > 0.5), 3)  # 3 only after row 300
+    data, model = tmp_path / "late.svm", tmp_path / "m.pgs"
+    data.write_text("".join(f"{label} " + " ".join(f"{j + 1}:{v:.5f}" for j, v in
+                                                   enumerate(row)) + "\n"
+                            for label, row in zip(y, X)))
+    assert main(["train", str(data), "-o", str(model), "--chunk-rows", "200"]) == 1
+    assert "late.svm:301: label 3 is not one of the classes [1, 2]" in \
+        capsys.readouterr().err
+    assert main(["train", str(data), "-o", str(model), "--chunk-rows", "200",
+                 "--classes", "1..3"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "onlinepgs: classes 1, 2, 3 (given by --classes)"
+    Xs, ys = load_svmlight(data)
+    reference = PGSClassifier(random_state=0)
+    for start in range(0, 600, 200):
+        reference.partial_fit(Xs[start:start + 200], ys[start:start + 200], classes=[1, 2, 3])
+    trained = load_model(model)
+    np.testing.assert_array_equal(trained.classes_, [1, 2, 3])
+    np.testing.assert_array_equal(trained.coef_, reference.coef_)
+
+
+def test_train_says_where_its_classes_came_from(model, tmp_path, capsys):
+    path, data = model
+    assert main(["train", str(data), "-o", str(tmp_path / "a.pgs")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (f"onlinepgs: classes -1, 1 (the labels of the first chunk of {data}; "
+                      "--classes gives them all)")
+    assert main(["train", str(data), "-i", str(path), "-o", str(tmp_path / "b.pgs")]) == 0
+    assert capsys.readouterr().err.splitlines()[0] == \
+        f"onlinepgs: classes -1, 1 (those of the model {path})"
+    assert main(["train", str(data), "-o", str(tmp_path / "c.pgs"), "--quiet"]) == 0
+    assert "classes" not in capsys.readouterr().err  # --quiet: nothing on stderr
+    many = tmp_path / "many.svm"
+    many.write_text("".join(f"{k % 30} 1:{k % 7}\n" for k in range(300)))
+    assert main(["train", str(many), "-o", str(tmp_path / "d.pgs"), "--sigma", "1e-2"]) == 0
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"onlinepgs: classes 0, 1, 2, 3, 4, ..., 28, 29 (30 classes, the labels of the first "
+        f"chunk of {many}; --classes gives them all)")
+
+
+def test_info_summarises_the_online_statistics_and_json_keeps_them_all(tmp_path, capsys):
+    """Five classes: one line of the run's statistics and the regret bound once (the sum
+    of the model's five, as numpy adds them), where info printed the list of five;
+    --json still has every per-problem value."""
+    import json
+
+    import numpy as np
+
+    from onlinepgs import load_model
+
+    data, model = tmp_path / "five.svm", tmp_path / "m.pgs"
+    data.write_text("".join(f"{k % 5} 1:{k % 7} 2:{k % 3}\n" for k in range(500)))
+    assert main(["train", str(data), "-o", str(model), "--quiet"]) == 0
+    assert main(["info", str(model)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    stats = load_model(model).online_stats_
+    online = next(line for line in out if line.startswith("online: "))
+    fields = dict(item.split("=") for item in online[len("online: "):].split(", "))
+    assert int(fields["n_examples"]) == stats["n_examples"] == 500
+    assert float(fields["progressive_loss"]) == pytest.approx(stats["progressive_loss"],
+                                                              rel=1e-5)
+    assert float(fields["progressive_error_rate"]) == pytest.approx(
+        stats["progressive_error_rate"], rel=1e-5)
+    bound = next(line for line in out if line.startswith("regret_bound: "))
+    assert float(bound.split()[1]) == pytest.approx(np.sum(stats["regret_bound"]), rel=1e-5)
+    assert float(bound.split()[3].rstrip("),")) == pytest.approx(
+        np.sum(stats["optimization_error_bound"]), rel=1e-5)
+    assert bound.endswith("summed over 5 one-vs-rest problems")
+    assert not any("[" in line for line in out)  # no raw per-problem lists
+    assert main(["info", str(model), "--json"]) == 0
+    header = json.loads(capsys.readouterr().out)
+    np.testing.assert_allclose(header["online_stats"]["regret_bound"], stats["regret_bound"])
+    assert len(header["online_stats"]["dual_objective"]) == 5
+
+
+def test_notes_wait_for_the_table_so_an_early_error_is_the_only_line(tmp_path, capsys):
+    """Without -o and with --classes, a label outside them on line 1: one line."""
+    bad = tmp_path / "bad.svm"
+    bad.write_text("7 1:1\n1 1:2\n")
+    assert main(["train", str(bad), "--classes", "1..3"]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"onlinepgs: error: {bad}:1: label 7 is not one of the classes [1, 2, 3]"
+                   " (set by --classes, the model, or the first chunk's labels; pass "
+                   "--classes to give them all)\n")

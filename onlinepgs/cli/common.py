@@ -31,7 +31,10 @@ def open_reader(source, chunk_rows, zero_based):
 
 
 def check_output(path, inputs):
-    """Fail before any work if `path` cannot be written, or would overwrite an input."""
+    """Fail before any work if `path` cannot be written, or would overwrite an input
+    (`path` None: nothing is written)."""
+    if path is None:
+        return
     from onlinepgs.model_io.atomic import write_target
 
     if path.endswith(os.sep) or os.path.isdir(path):
@@ -94,19 +97,57 @@ def data_base(args, extra):
     return args.zero_based
 
 
+# the most labels a range of --classes may give: a slip such as 1..1e9 is refused, not
+# allocated (a model has a weight vector per class)
+MAX_RANGE = 100_000
+
+
 def parse_classes(text):
+    """--classes: comma-separated labels and integer ranges A..B (both ends included),
+    e.g. "-1,1", "1..20" or "0,2..5"; sorted and distinct, at least two."""
     labels = []
     for item in text.split(","):
+        if ".." in item:
+            labels.extend(_class_range(item))
+            continue
         try:
             labels.append(float(item))
         except ValueError:
-            raise UsageError(f"argument --classes: {item!r} is not a number") from None
+            raise UsageError(f"argument --classes: {item!r} is not a number or a range "
+                             "such as 1..20") from None
         if not math.isfinite(labels[-1]):
             raise UsageError(f"argument --classes: {item!r} is not a finite number")
     labels = np.unique(labels)
     if labels.shape[0] < 2:
         raise UsageError(f"argument --classes: needs at least 2 distinct labels, got {text!r}")
     return labels
+
+
+def _class_range(item):
+    """The labels of one range A..B of --classes (integers, A <= B)."""
+    first, _, last = item.partition("..")
+    try:
+        first, last = int(first), int(last)
+    except ValueError:
+        raise UsageError(f"argument --classes: range {item!r} needs integer ends, "
+                         "e.g. 1..20") from None
+    if first > last:
+        raise UsageError(f"argument --classes: range {item!r} is empty (its start is "
+                         "after its end)")
+    if last - first + 1 > MAX_RANGE:
+        raise UsageError(f"argument --classes: range {item!r} gives {last - first + 1} "
+                         f"labels, more than {MAX_RANGE}")
+    return range(first, last + 1)
+
+
+def class_note(classes, origin):
+    """The note that says which classes a run uses and where they came from (a long
+    list shortened to its ends and its count)."""
+    names = [label_text(c) for c in classes]
+    if len(names) > 12:
+        names = names[:5] + ["...", *names[-2:]]
+        origin = f"{len(classes)} classes, {origin}"
+    return f"{PROG}: classes {', '.join(names)} ({origin})"
 
 
 def check_labels(y, classes, source, line_of, what="the classes", why=""):
@@ -128,8 +169,30 @@ def print_summary(est, args, start, before=(), after=()):
     if "progressive_error_rate" in stats:
         lines.append(f"progressive error rate = {stats['progressive_error_rate']:.6f}")
     lines += [*before, f"regret bound = {np.sum(stats['regret_bound']):.6g}", *after,
-              f"seconds = {time.perf_counter() - start:.2f}", f"model = {args.output}"]
+              f"seconds = {time.perf_counter() - start:.2f}", f"model = {saved(args.output)}"]
     print("\n".join(lines), file=sys.stderr)
+
+
+def unsaved(args):
+    """The note of a run without -o (VW's habit: watch the table, keep nothing), or None.
+    It goes above the progress table (`ProgressTable.notes`), or with --quiet after a
+    successful run: an error before any trained row stays the only line printed."""
+    if args.output is None:
+        return f"{PROG}: note: no -o MODEL: the model is trained and summarised but not saved"
+    return None
+
+
+def saved(output):
+    """The summary's ``model =`` value: the file written, or that none was."""
+    return "not saved (no -o)" if output is None else output
+
+
+def save(est, output, extra):
+    """`save_model` to the file of -o, if one was given."""
+    from onlinepgs.model_io import save_model
+
+    if output is not None:
+        save_model(est, output, extra=extra)
 
 
 def in_flags(text):

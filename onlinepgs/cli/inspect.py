@@ -38,6 +38,42 @@ def _json_safe(value):
     return value
 
 
+def _online_lines(stats):
+    """The online statistics a reader wants, in two lines (`info --json` has them all):
+    the run (rows, steps, weight, progressive loss and error rate), then the regret
+    bound once: summed over the one-vs-rest problems of K > 2 classes, as the end of
+    `train` prints it, with the optimization error bound it gives."""
+    run = [f"{key}={_number(stats[key])}" for key in
+           ("n_examples", "n_steps", "sum_weight", "progressive_loss", "progressive_error_rate")
+           if key in stats]
+    lines = ["online: " + ", ".join(run)] if run else []
+    if "regret_bound" in stats:
+        regret = stats["regret_bound"]
+        problems = len(regret) if isinstance(regret, list) else 1
+        line = f"regret_bound: {_number(_sum(regret))}"
+        if "optimization_error_bound" in stats:
+            line += (f" (optimization_error_bound "
+                     f"{_number(_sum(stats['optimization_error_bound']))})")
+        if problems > 1:
+            line += f", summed over {problems} one-vs-rest problems"
+        lines.append(line)
+    return lines
+
+
+def _sum(value):
+    """A statistic of the header: a number, or a list of one a problem (summed)."""
+    return math.fsum(float(v) for v in value) if isinstance(value, list) else float(value)
+
+
+def _number(value):
+    """An integer as it is, a float to 6 significant digits (strings such as "inf" as
+    they are)."""
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()
+                                  and abs(value) < 1e15):
+        return str(int(value))
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
 def cmd_info(args):
     from onlinepgs.model_io import load_learner, read_header
     from onlinepgs.streaming import checkpoint_position
@@ -65,11 +101,8 @@ def cmd_info(args):
         print(f"n_features: {header['n_features']}")
     if classes is not None:
         print("classes: " + ", ".join(label_text(c) for c in classes))
-    stats = header.get("online_stats") or {}
-    for key in ("n_examples", "n_steps", "progressive_loss", "progressive_error_rate",
-                "regret_bound"):
-        if key in stats:
-            print(f"{key}: {stats[key]}")
+    for line in _online_lines(header.get("online_stats") or {}):
+        print(line)
     if position is not None:
         print(f"checkpoint: pass {position['pass'] + 1}, file {position['file'] + 1}, "
               f"row {position['rows']}")

@@ -76,8 +76,9 @@ def build_parser():
     train = sub.add_parser("train", help="train (or continue training) a model",
                            description="Train on DATA files in order; '-' reads stdin.")
     train.add_argument("data", nargs="+", metavar="DATA")
-    train.add_argument("-o", "--output", required=True, metavar="MODEL",
-                       help="model file to write (atomically)")
+    train.add_argument("-o", "--output", metavar="MODEL",
+                       help="model file to write (atomically); without it the model is "
+                       "trained and summarised but not saved")
     train.add_argument("-i", "--initial", metavar="MODEL",
                        help="continue training this model (its options are kept)")
     train.add_argument("--resume", action="store_true",
@@ -106,8 +107,9 @@ def build_parser():
     opts.add_argument("--hash-seed", type=int, default=0, help="seed of the --bits hash")
     opts.add_argument("--random-seed", type=int, default=0, help="seed of the random iterate")
     opts.add_argument("--classes", default=None,
-                      help="comma-separated labels, e.g. --classes -1,1 (default: those "
-                      "of the first chunk)")
+                      help="comma-separated labels and integer ranges A..B, e.g. "
+                      "--classes -1,1, 1..20 or 0,2..5 (default: those of the model with -i, "
+                      "else of the first chunk; train names them at the start)")
     run = train.add_argument_group("run")
     run.add_argument("--passes", type=_positive_int, default=1,
                      help="passes over the data (regular files only: not stdin or pipes)")

@@ -3,6 +3,7 @@ counts, a byte bar on terminals, and the engine's events onto both."""
 import os
 import sys
 
+from onlinepgs.cli.common import class_note
 from onlinepgs.cli.errors import PROG
 
 
@@ -20,6 +21,9 @@ class ProgressTable:
         self.last_weight = 0.0
         self.started = False
         self.bar = None  # a ByteProgress sharing the terminal, if any
+        # lines printed above the header (which classes, no -o): with the table, so that
+        # an error before the first trained row stays the only line printed
+        self.notes = []
 
     def row(self, stats, label, prediction, n_features):
         if not self.enabled:
@@ -27,7 +31,7 @@ class ProgressTable:
         if self.bar is not None:
             self.bar.clear()  # a table row must not land on the bar's line
         if not self.started:  # lazily: an early error must be the only line printed
-            print(self.HEADER, file=self.stream, flush=True)
+            print("\n".join([*self.notes, self.HEADER]), file=self.stream, flush=True)
             self.started = True
         total, weight = stats["progressive_loss"] * stats["sum_weight"], stats["sum_weight"]
         since = ((total - self.last_loss) / (weight - self.last_weight)
@@ -78,6 +82,9 @@ def show_progress(table, bar):
             table.row(event.stats, float(event.label), event.prediction, event.n_features)
         elif event.kind == "chunk":
             bar.update(event.bytes_read)
+        elif event.kind == "classes":  # the first chunk decided them: say so, and where
+            table.notes.append(class_note(event.classes, f"the labels of the first chunk "
+                                          f"of {event.source}; --classes gives them all"))
         elif event.n_skipped:
             print(f"{PROG}: {event.source}: skipped {event.n_skipped} bad lines",
                   file=sys.stderr)

@@ -7,8 +7,8 @@ and a `StreamTrainer`, ``-i``/``--resume``, and the engine's errors in the optio
 import sys
 import time
 
-from onlinepgs.cli.common import (check_model, check_output, data_base, in_flags,
-                                  parse_classes, print_summary)
+from onlinepgs.cli.common import (check_model, check_output, class_note, data_base,
+                                  in_flags, parse_classes, print_summary, unsaved)
 from onlinepgs.cli.errors import PROG, UsageError, UserError
 from onlinepgs.cli.parser import (CLASSIFICATION_LOSSES, MODEL_OPTIONS, SIZE_SUFFIXES,
                                   flag_of)
@@ -18,6 +18,9 @@ from onlinepgs.cli.progress import ByteProgress, ProgressTable, show_progress
 def cmd_train(args):
     """`train`: the options into the streaming engine (onlinepgs.streaming), its
     progress onto stderr and its errors into one line."""
+    if args.output is None and args.checkpoint_every is not None:
+        raise UsageError("argument --checkpoint-every: needs -o MODEL (the file the "
+                         "checkpoints are written to)")
     if args.solver == "sdca":
         from onlinepgs.cli.train_sdca import train_sdca
 
@@ -45,6 +48,12 @@ def cmd_train(args):
 
         return train_on_dask(args, est, base)
     table = ProgressTable(sys.stderr, not args.quiet)
+    table.notes = [unsaved(args)] if args.output is None else []
+    if est._classifier:  # given or the model's now; the first chunk's from the engine
+        if given_classes is not None:
+            table.notes.append(class_note(given_classes, "given by --classes"))
+        elif args.initial:
+            table.notes.append(class_note(est.classes_, f"those of the model {args.initial}"))
     table.bar = bar = ByteProgress(args.data, args.passes, sys.stderr.isatty() and not args.quiet)
     trainer = streaming.StreamTrainer(
         est, classes=given_classes, passes=args.passes, chunk_rows=args.chunk_rows,
@@ -65,6 +74,8 @@ def cmd_train(args):
             held = [f"holdout average loss = {run.holdout_loss:.6f} "
                     f"({run.holdout_rows} rows{which})"]
         print_summary(est, args, start, before=held)
+    elif args.output is None:
+        print(unsaved(args), file=sys.stderr)
     return 0
 
 

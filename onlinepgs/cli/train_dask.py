@@ -5,14 +5,14 @@ import time
 
 import numpy as np
 
-from onlinepgs.cli.common import in_flags, parse_classes, print_summary
+from onlinepgs.cli.common import (class_note, in_flags, parse_classes, print_summary,
+                                  save, unsaved)
 from onlinepgs.cli.errors import UserError
 from onlinepgs.cli.progress import ProgressTable
 
 
 def train_on_dask(args, est, base):
     """`train --scheduler`: onlinepgs.dask over the files, one model file at the end."""
-    from onlinepgs.model_io import save_model
     from onlinepgs.streaming import checkpoint_extra
     from onlinepgs.svmlight import iter_svmlight
 
@@ -40,6 +40,8 @@ def train_on_dask(args, est, base):
                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
                             ) from None
     classes = parse_classes(args.classes) if args.classes else getattr(est, "classes_", None)
+    origin = ("given by --classes" if args.classes else
+              f"those of the model {args.initial}")
     if est._classifier and classes is None:
         # as without --scheduler: the labels of the first chunk
         with iter_svmlight(args.data[0], chunk_rows=args.chunk_rows,
@@ -51,7 +53,11 @@ def train_on_dask(args, est, base):
         if classes.shape[0] < 2:
             raise UserError(f"{args.data[0]}: the first chunk has one label "
                             f"({classes.tolist()}); pass --classes")
+        origin = f"the labels of the first chunk of {args.data[0]}; --classes gives them all"
     table = ProgressTable(sys.stderr, not args.quiet)
+    table.notes = [unsaved(args)] if args.output is None else []
+    if est._classifier:
+        table.notes.append(class_note(classes, origin))
     if hasattr(est, "_state"):
         while table.next_report <= est.online_stats_["n_examples"]:
             table.next_report *= 2
@@ -83,9 +89,11 @@ def train_on_dask(args, est, base):
     finally:
         if client is not None:
             client.close()
-    save_model(est, args.output, extra=checkpoint_extra(base, True))
+    save(est, args.output, checkpoint_extra(base, True))
     if not args.quiet:
         print_summary(est, args, start, after=[f"rounds = {len(rounds)} on {args.scheduler}"])
+    elif args.output is None:
+        print(unsaved(args), file=sys.stderr)
     return 0
 
 

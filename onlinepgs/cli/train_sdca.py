@@ -5,7 +5,8 @@ import time
 import numpy as np
 
 from onlinepgs.cli.common import (check_input, check_labels, check_output, open_reader,
-                                  parse_classes)
+                                  class_note, parse_classes, save, saved,
+                                  unsaved)
 from onlinepgs._checks import row_of_entry
 from onlinepgs.cli.errors import PROG, UsageError, UserError
 from onlinepgs.cli.parser import flag_of
@@ -24,7 +25,6 @@ def train_sdca(args):
 
     import scipy.sparse as sp
 
-    from onlinepgs.model_io import save_model
     from onlinepgs.streaming import checkpoint_extra
     from onlinepgs.streaming.engine import widen
     from onlinepgs.streaming.sources import lines_of
@@ -82,7 +82,13 @@ def train_sdca(args):
             raise UserError(f"{', '.join(args.data)}: {str(exc).splitlines()[0]}") from None
     for warning in caught:  # e.g. the tolerance not reached: one line, not a traceback
         print(f"{PROG}: note: {str(warning.message).splitlines()[0]}", file=sys.stderr)
-    save_model(est, args.output, extra=checkpoint_extra(base, True))
+    save(est, args.output, checkpoint_extra(base, True))
+    # after a successful fit (no table here): an error stays the only line printed
+    notes = [unsaved(args)] if args.output is None else []
+    if est._classifier and not args.quiet:  # fit took all rows' labels (--classes checks)
+        notes.append(class_note(est.classes_, "the labels of all rows"))
+    if notes:
+        print("\n".join(notes), file=sys.stderr)
     if not args.quiet:
         gap = np.sum(est.duality_gap_)
         primal = np.sum(est.primal_objective_)
@@ -90,7 +96,7 @@ def train_sdca(args):
                          f"epochs = {est.n_iter_}", f"primal objective = {primal:.9g}",
                          f"duality gap = {gap:.6g} (relative {gap / abs(primal):.3g})",
                          f"seconds = {time.perf_counter() - start:.2f}",
-                         f"model = {args.output}"]), file=sys.stderr)
+                         f"model = {saved(args.output)}"]), file=sys.stderr)
     return 0
 
 

@@ -33,8 +33,10 @@ class Progress(NamedTuple):
     ``kind`` is "row" (an example reported at the counts of `next_report`: ``stats`` is
     the learner's ``online_stats_`` after its mini-batch, ``label``, ``prediction`` (the
     solver's score of the row before its update) and ``n_features`` (the row's non-zero
-    entries) describe it), "chunk" (after each chunk read) or "source" (a source read
-    to its end; ``n_skipped`` lines the reader skipped). Every event has ``rows`` (rows
+    entries) describe it), "chunk" (after each chunk read), "source" (a source read
+    to its end; ``n_skipped`` lines the reader skipped) or "classes" (a classifier's
+    classes taken from the first chunk's labels, none being given or in the model:
+    ``classes``, before that chunk is trained). Every event has ``rows`` (rows
     read by this run), ``bytes_read`` and ``bytes_total`` (None unless every source is
     a regular file) over all passes, the 0-based ``pass_index`` and the ``source``'s name.
     """
@@ -50,6 +52,7 @@ class Progress(NamedTuple):
     prediction: Any = None
     n_features: Any = None
     n_skipped: int = 0
+    classes: Any = None
 
 
 class StreamResult(NamedTuple):
@@ -456,6 +459,7 @@ class StreamTrainer:
                                    in_file=source.in_file)
             self._classes, self._origin = labels, "first chunk"
             self._sorted_classes = _sorted(labels)
+            self._event("classes", self._pass, source, classes=labels)
         if self._sorted_classes is None:
             return
         i = first_unknown_label(y, self._sorted_classes)
