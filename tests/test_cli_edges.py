@@ -36,6 +36,14 @@ def test_version_prints_the_packages_version_from_pyproject():
     done = subprocess.run(EXE + ["--version"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"onlinepgs {version}\n"
+    # and without numpy: the version is the package's string, not found by importing
+    probe = ("import sys\nfrom onlinepgs.cli import main\ntry:\n    main(['--version'])\n"
+             "except SystemExit as exc:\n    assert exc.code == 0\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('numpy', 'scipy', 'sklearn')))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "[]", done
 
 
 # option -> the default its --help must show (from the options' documented values)

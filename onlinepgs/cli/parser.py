@@ -147,7 +147,8 @@ def build_parser():
     predict.add_argument("-o", "--output", default="-", metavar="PRED",
                          help="output file, replaced atomically (default: stdout); a name "
                          "ending .gz, .bz2 or .xz is written compressed")
-    predict.add_argument("--kind", default="labels", choices=["labels", "scores", "probabilities"],
+    predict.add_argument("--kind", default="labels",
+                         choices=["labels", "scores", "probabilities"],
                          help="a line a row: its predicted label; its score (a classifier "
                          "of K > 2 classes: K scores, in the order of `info`'s classes); or "
                          "(logistic loss) the probability of each class, space-separated, "
@@ -188,7 +189,8 @@ def _show_defaults(command):
     for action in command._actions:
         default = action.default
         # identity, not ==: a default of 0 (--hash-seed) is shown, a flag's False is not
-        if (not action.option_strings or any(default is v for v in (None, False, argparse.SUPPRESS))
+        if (not action.option_strings
+                or any(default is v for v in (None, False, argparse.SUPPRESS))
                 or "default" in (action.help or "")):
             continue
         # %(default)s: argparse fills it in, and a '%' in the value stays literal
