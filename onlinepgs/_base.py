@@ -127,6 +127,37 @@ class LinearLearner:
     def _validate_params(self):
         check_params(self.get_params(deep=False), self._constraints, self._owner)
 
+    # the numeric parameters that must be finite (None and strings are other choices)
+    _finite_params = ()
+
+    def _check_finite_params(self):
+        """Refuse non-finite numeric parameters, then the solver's own rules."""
+        for name in self._finite_params:
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str) and not np.isfinite(value):
+                raise ValueError(f"The '{name}' parameter of {self._owner} must be finite, "
+                                 f"got {value!r}.")
+        self._check_solver_params()
+
+    def _check_solver_params(self):
+        """The solver's rules on its parameters beyond their types (a subclass's)."""
+
+    def _fit(self, X, y, sample_weight):
+        with _training(self):
+            return self._fit_unguarded(X, y, sample_weight)
+
+    def _fit_inputs(self, X, y, sample_weight):
+        """A fit's checked parameters and inputs: ``(X, y_core, n_problems, multiclass,
+        fitted attributes, sample weights)``."""
+        self._validate_params()
+        self._check_finite_params()
+        X = self._validate_X(X, reset=True)
+        y_core, n_problems, multiclass, extra = self._encode_targets(X, y, fit=True)
+        sw = self._validate_weights(sample_weight, X.shape[0])
+        if X.shape[0] and not sw.any():
+            raise ValueError("sample_weight is zero for every row: there is nothing to fit")
+        return X, y_core, n_problems, multiclass, extra, sw
+
     # ---- threads ----------------------------------------------------------------------
     # "_train_lock" serializes the training calls (fit, partial_fit, fit_stream's
     # chunks, onlinepgs.dask): partial_fit runs the core on the state's arrays with the

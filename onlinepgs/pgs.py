@@ -309,12 +309,9 @@ class PGSLearner(LinearLearner):
         self.hash_seed = hash_seed
         self.max_model_bytes = max_model_bytes
 
-    def _check_finite_params(self):
-        for name in ("p", "sigma", "radius", "intercept_scaling", "epsilon", "tol"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, str) and not np.isfinite(value):
-                raise ValueError(f"The '{name}' parameter of {type(self).__name__} "
-                                 f"must be finite, got {value!r}.")
+    _finite_params = ("p", "sigma", "radius", "intercept_scaling", "epsilon", "tol")
+
+    def _check_solver_params(self):
         check_p(float(self.p))  # before the data: p too near 1 is refused with its reason
 
     def _new_state(self, n_features, n_problems, multiclass, rng):
@@ -460,18 +457,8 @@ class PGSLearner(LinearLearner):
                 f"PGS overflowed in this call (after step {state.t}): {reason} The model is "
                 "not usable; fit again with other parameters.", row=row, reason=reason)
 
-    def _fit(self, X, y, sample_weight):
-        with _training(self):
-            return self._fit_unguarded(X, y, sample_weight)
-
     def _fit_unguarded(self, X, y, sample_weight):
-        self._validate_params()
-        self._check_finite_params()
-        X = self._validate_X(X, reset=True)
-        y_core, n_problems, multiclass, extra = self._encode_targets(X, y, fit=True)
-        sw = self._validate_weights(sample_weight, X.shape[0])
-        if X.shape[0] and not sw.any():
-            raise ValueError("sample_weight is zero for every row: there is nothing to fit")
+        X, y_core, n_problems, multiclass, extra, sw = self._fit_inputs(X, y, sample_weight)
         self._check_width(X, n_problems)  # a new state, whatever a former fit had
         rng = check_random_state(self.random_state)
         state = self._new_state(X.shape[1], n_problems, multiclass, rng)

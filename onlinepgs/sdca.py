@@ -31,7 +31,7 @@ from onlinepgs._core import CLASSIFICATION_LOSSES, REGRESSION_LOSSES
 from onlinepgs._core import loss_derivative as _loss_derivative
 from onlinepgs._core._sdca import ORDERS, SDCAProblem
 from onlinepgs.model import LinearModel
-from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner, _training
+from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
 
 __all__ = ["SDCAClassifierLearner", "SDCARegressorLearner"]
 
@@ -233,12 +233,10 @@ class SDCALearner(LinearLearner):
     def fit(self, X, y, sample_weight=None):
         return self._fit(X, y, sample_weight)
 
-    def _check_params(self):
+    _finite_params = ("p", "sigma", "l1", "intercept_scaling", "epsilon", "tol")
+
+    def _check_solver_params(self):
         name = self._owner
-        for param in ("p", "sigma", "l1", "intercept_scaling", "epsilon", "tol"):
-            if not np.isfinite(getattr(self, param)):
-                raise ValueError(f"The '{param}' parameter of {name} must be finite, "
-                                 f"got {getattr(self, param)!r}.")
         if self.sigma == 0 and self.l1 == 0:
             raise ValueError(f"{name}: sigma=0 needs l1 > 0 (pure l_1); with neither "
                              "term the problem has no regularizer")
@@ -283,18 +281,8 @@ class SDCALearner(LinearLearner):
         coef, intercept = pgs._weights()
         return np.asarray(X @ coef.T) + intercept
 
-    def _fit(self, X, y, sample_weight):
-        with _training(self):
-            return self._fit_unguarded(X, y, sample_weight)
-
     def _fit_unguarded(self, X, y, sample_weight):
-        self._validate_params()
-        self._check_params()
-        X = self._validate_X(X, reset=True)
-        y_core, n_problems, multiclass, extra = self._encode_targets(X, y, fit=True)
-        sw = self._validate_weights(sample_weight, X.shape[0])
-        if X.shape[0] and not sw.any():
-            raise ValueError("sample_weight is zero for every row: there is nothing to fit")
+        X, y_core, n_problems, multiclass, extra, sw = self._fit_inputs(X, y, sample_weight)
         Xc = X if sp.issparse(X) else sp.csr_matrix(X)
         rng = check_random_state(self.random_state)
         # the objective averages by the sum of the weights W, the core's by the rows m:
