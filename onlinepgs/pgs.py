@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,  # noqa: F401
                              _training, _unchanged_on_error)
-from onlinepgs._checks import AtRows, check_random_state, row_of_entry
+from onlinepgs._checks import AtRows, check_random_state, py, row_of_entry
 from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES, PGSState
 from onlinepgs._core._pgs import check_p, power_is_cheap, row_power_sums
 from onlinepgs.model import LinearModel
@@ -184,7 +184,7 @@ def _heaviest_row(X, sw):
         else:
             size = np.abs(X).max(axis=1) if X.shape[1] else np.zeros(X.shape[0])
         row = int(np.argmax(sw * np.maximum(size, 1.0)))
-    return row, _py(sw[row])
+    return row, py(sw[row])
 
 
 def _overflow_reason(state, X, sw, at=None):
@@ -212,10 +212,6 @@ def _overflow_reason(state, X, sw, at=None):
     return (f"the model's weights exceed the double range (1.8e308){heaviest}: with "
             f"these sample weights and sigma={state.sigma:g} the model cannot be finite; "
             f"use smaller sample weights, a larger sigma or a finite radius.")
-
-
-def _py(value):
-    return value.item() if isinstance(value, np.generic) else value
 
 
 class _InThisCall(AtRows):
