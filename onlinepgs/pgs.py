@@ -574,11 +574,15 @@ class PGSLearner(LinearLearner):
         self._check_fitted()
         with self._lock("_state_lock"):  # not halfway through a partial_fit pass
             stats = self._state.stats_dict()
+        # progressive_*: the reported model's (the iterate coef_ is), *_last: the last
+        # iterate's (see PGSState.progressive_sums)
         if self._classifier:
             n = stats["n_examples"]
-            stats["progressive_error_rate"] = stats["progressive_mistakes"] / n if n else float("nan")
+            for suffix in ("", "_last"):
+                stats["progressive_error_rate" + suffix] = (
+                    stats["progressive_mistakes" + suffix] / n if n else float("nan"))
         else:
-            del stats["progressive_mistakes"]
+            del stats["progressive_mistakes"], stats["progressive_mistakes_last"]
         if stats["regret_bound"].shape == (1,):
             for key in ("regret_bound", "optimization_error_bound", "online_objective",
                         "dual_objective", "online_duality_gap"):

@@ -27,6 +27,9 @@ def reference_rounds(X, Y, lanes, *, k, p, sigma, loss, radius, iterate):
     ((t_r + P + 1) sigma)) on its ball, weighted w(t_r + P) in its average. The driver:
     lambda += -sum g_l, t += P, the ball's radius the largest, the averages added with
     factor W / V (W = sum of w(t) over the round's steps, V = the lanes' weights).
+    Each lane scores its step's rows with the reported iterate of the round's start (the
+    average so far, w_0 = 0 first; w_r for "last"): its own sums are empty before its
+    first step (stats "sum_loss_reported", "mistakes_reported").
     """
     X = np.asarray(X, dtype=float)
     Y = np.asarray(Y, dtype=float).reshape(X.shape[0], -1)
@@ -39,7 +42,8 @@ def reference_rounds(X, Y, lanes, *, k, p, sigma, loss, radius, iterate):
     t = 0
     loss0_max = 0.0
     reg_radius = radius if radius != "auto" else None
-    stats = dict(n_examples=0, sum_loss=0.0, mistakes=0, regret=np.zeros(K),
+    stats = dict(n_examples=0, sum_loss=0.0, mistakes=0, sum_loss_reported=0.0,
+                 mistakes_reported=0, regret=np.zeros(K),
                  sum_reg=np.zeros(K), sum_step=np.zeros(K), sum_conj=np.zeros(K))
     iterates = []
     at = [0] * len(lanes)
@@ -55,6 +59,17 @@ def reference_rounds(X, Y, lanes, *, k, p, sigma, loss, radius, iterate):
             rows = lanes[l][at[l]:at[l] + k]
             at[l] += len(rows)
             Z = X[rows] @ w
+            if power is None:
+                Z_rep = Z
+            else:
+                weight = sum(float(s) ** power for s in range(1, t + 1))
+                Z_rep = X[rows] @ (total / weight if t else total)
+            for i, r in enumerate(rows):
+                stats["sum_loss_reported"] += loss_value(loss, Z_rep[i], Y[r]).sum()
+                if K > 1:
+                    stats["mistakes_reported"] += int(np.argmax(Z_rep[i]) != np.argmax(Y[r]))
+                else:
+                    stats["mistakes_reported"] += int((Z_rep[i, 0] > 0) != (Y[r, 0] > 0))
             g = np.zeros((n, K))
             for i, r in enumerate(rows):
                 stats["sum_loss"] += loss_value(loss, Z[i], Y[r]).sum()
@@ -129,8 +144,12 @@ def test_one_step_slices_match_numpy_reference(p, radius, loss, k, iterate, clas
     assert_close(W, model)
     got = est.online_stats_
     assert got["n_examples"] == X.shape[0]
-    assert got["progressive_mistakes"] == st["mistakes"]
-    assert got["progressive_loss"] == pytest.approx(st["sum_loss"] / X.shape[0], rel=1e-9)
+    assert got["progressive_mistakes_last"] == st["mistakes"]
+    assert got["progressive_loss_last"] == pytest.approx(st["sum_loss"] / X.shape[0],
+                                                         rel=1e-9)
+    assert got["progressive_mistakes"] == st["mistakes_reported"]
+    assert got["progressive_loss"] == pytest.approx(st["sum_loss_reported"] / X.shape[0],
+                                                    rel=1e-9)
     assert_close(np.atleast_1d(got["regret_bound"]), st["regret"])
     if p == 2.0 and radius is None:  # no running norm kept: unknown, as single-process
         assert np.isnan(got["dual_objective"])

@@ -47,6 +47,14 @@ def fork(PGSState self):
     increments and its averaged sums hold only its own iterates, each weighted by its
     local step count. A lane keeps no random iterate (the driver draws it per round, see
     `absorb`), so a "random" state forks into a "last" one. O(dim): two array copies.
+
+    The lane scores its rows with this state's reported iterate combined with its own
+    (`PGSState.reference`): the average of this state's iterates and the lane's so far,
+    each weighted as its own sums weigh it (t^2 at the lane's step counts for
+    "weighted2"), or this state's random iterate (drawn again only at the round's end).
+    With one lane that is exactly the single process's reported iterate; with several,
+    each lane's own steps stand in for the round's (the merge rescales them, see
+    `onlinepgs.distributed.rounds.average_factor`).
     """
     cfg = self.config()
     if not _averaged(self.iterate):
@@ -63,6 +71,7 @@ def fork(PGSState self):
     lane.loss0_max = self.loss0_max
     lane.touches_since_exact = self.touches_since_exact
     lane.span = self.span
+    lane.reference = self  # read-only while the lane runs (`_run_pass`)
     lane._set_seen(None, self._seen_coords(), self.seen.budget)
     lane._bind()  # 1/M and ||w_t||_p from N and t, as this state has them
     return lane
@@ -196,8 +205,10 @@ def sync_from(PGSState self, PGSState base, coords=None):
     self.loss0_max = base.loss0_max
     self.touches_since_exact = base.touches_since_exact
     self.span = base.span
-    self.n_examples = self.n_mistakes = 0
+    self.n_examples = self.n_mistakes = self.n_mistakes_reported = 0
     self.sum_weight = self.sum_loss = self.sum_weighted_loss = 0.0
+    self.sum_weighted_loss_reported = self.own_weight = 0.0
+    self.reference = base
     self.diverged = False
     self.diverged_row = 0
     self.n_rescales = 0

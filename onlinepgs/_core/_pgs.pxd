@@ -113,6 +113,57 @@ cdef struct Core:
     bint need_norm
 
 
+# How the pass reads the REPORTED iterate's margin of a row before the row trains (the
+# progressive loss of the model a user gets, see `_run_pass`): one part per set of lazy
+# sums, read-only at the row's coordinates, no settling (the formulas of `weights()`).
+cdef enum:
+    PART_NONE = 0
+    PART_AVG2 = 1  # averaged, p = 2: the sum of weighted iterates is lambda_j C - acc_j
+    PART_AVGQ = 2  # averaged, p < 2: acc_j + phi_j (C - mark_j)
+    PART_RANDOM = 3  # the random iterate's weight: snap_j if snapped, else rnd_s phi_j
+
+
+cdef struct Part:
+    int kind
+    const double* blk  # the state's block (coordinate j, problem c at (j K + c) S)
+    Py_ssize_t K, S, off_phi, off_acc, off_mark
+    Py_ssize_t dim  # coordinates at or past dim are zero in this part
+    const double* cum
+    const double* snap
+    const int64_t* snapv
+    const int64_t* rnd_ver
+    const double* rnd_s
+
+
+cdef struct Rep:
+    bint last  # the reported iterate is the last one, whose margin the pass has already
+    # the reported margin is (own's dot + ref's dot) * inv_w; ref is a lane's round start
+    # (its global state's sums, see `_merge.fork`), PART_NONE elsewhere
+    Part own
+    Part ref
+    double ref_weight  # the weight total of ref's iterates (0 without ref)
+
+
+cdef inline double _part_value(Part pt, Py_ssize_t j, Py_ssize_t c) noexcept nogil:
+    """Coordinate j's entry of the part for problem c: the (unnormalised) weighted sum of
+    its iterates, or the random iterate's weight."""
+    cdef const double* at
+    cdef Py_ssize_t flat
+    if j >= pt.dim:
+        return 0.0
+    flat = j * pt.K + c
+    at = pt.blk + flat * pt.S
+    if pt.kind == PART_AVG2:
+        return at[0] * pt.cum[c] - at[pt.off_acc]
+    if pt.kind == PART_AVGQ:
+        return at[pt.off_acc] + at[pt.off_phi] * (pt.cum[c] - at[pt.off_mark])
+    if pt.kind == PART_RANDOM:
+        if pt.snapv[flat] == pt.rnd_ver[c]:
+            return pt.snap[flat]
+        return pt.rnd_s[c] * at[pt.off_phi]
+    return 0.0
+
+
 cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
                         int* need_rescale) noexcept nogil:
     """lambda_j -= delta for problem c, keeping phi, N and the lazy iterates exact."""
@@ -209,6 +260,15 @@ cdef class PGSState:
     cdef cnp.ndarray seen_a
     cdef public int64_t diverged_row
     cdef public double sum_weight, sum_loss, sum_weighted_loss, loss0_max
+    # the reported iterate's progressive sums (`progressive_sums`); NaN loss: unknown (a
+    # state written before they existed), its mistakes then unknown too
+    cdef public double sum_weighted_loss_reported
+    cdef public int64_t n_mistakes_reported
+    # a lane's (`_merge.fork`): the global state it forked, read-only during its round, whose
+    # reported iterate its rows are scored with together with the lane's own iterates;
+    # own_weight is the weight total of the lane's own averaged iterates (not saved)
+    cdef public object reference
+    cdef public double own_weight
     cdef public uint64_t rng
     # scratch for mini-batches (not part of the saved state)
     cdef double[::1] grad_acc, coefs, margins_buf
@@ -218,6 +278,9 @@ cdef class PGSState:
     cdef double[::1] step_gq
 
     cdef Core _core(self) noexcept nogil
+    cdef Part _part(self)
+    cdef Rep _rep(self)
+    cdef double _weight_total(self, int64_t t) noexcept nogil
     cdef double _scale_of(self, Py_ssize_t c, int64_t t) noexcept nogil
     cdef double _norm_q(self, Py_ssize_t c) noexcept nogil
     cdef double _w_norm(self, Py_ssize_t c, int64_t t) noexcept nogil

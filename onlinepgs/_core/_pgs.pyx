@@ -36,7 +36,8 @@ from onlinepgs._core._mirror cimport (Mirror, mirror_init, mirror_scale, mirror_
                                       mirror_touch, mirror_row, mirror_max, mirror_count,
                                       MIRROR_CHUNK)
 from onlinepgs._core._random cimport uniform01
-from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_axpy,
+from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_dot_sq_avg2,
+                                      sparse_dot_sq_avgq, sparse_axpy,
                                       prefetch_gather, OPGS_PREFETCH)
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
 
@@ -51,7 +52,7 @@ ITERATES = {"last": ITERATE_LAST, "average": ITERATE_AVERAGE,
 # coordinate passes 2M, or when N < 2^-q, i.e. all fall below M/2): the powers stay in
 # range and s_t keeps one magnitude, which the lazy averages' running sums need for
 # precision. The refresh is O(dim) and happens O(log t) times.
-STATE_VERSION = 3
+STATE_VERSION = 4  # 4: the reported iterate's progressive sums
 # The l_q map's window of M, its headroom, its narrowing near p = 1 and N's recount
 # rule: _mirror.pxd, shared with SDCA.
 # Past this q - 1 the weights are not worth computing: phi = (|lambda_j| / M)^(q-1) turns
@@ -465,6 +466,8 @@ cdef class PGSState:
                  span=self.span,
                  sum_weight=self.sum_weight, sum_loss=self.sum_loss,
                  sum_weighted_loss=self.sum_weighted_loss, loss0_max=self.loss0_max,
+                 sum_weighted_loss_reported=self.sum_weighted_loss_reported,
+                 n_mistakes_reported=self.n_mistakes_reported,
                  radius_now=self.radius, rng=int(self.rng))
         for name in ("block_a", "snap_a", "snapv_a", "norm_a", "scale_a",
                      "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a",
@@ -475,8 +478,9 @@ cdef class PGSState:
     @classmethod
     def from_dict(cls, d):
         """The state of `to_dict`; version 2 (before the online dual estimate) is read with
-        that estimate unknown (NaN) from then on."""
-        if d.get("version") not in (2, STATE_VERSION):
+        that estimate unknown (NaN) from then on, versions 2 and 3 (before the reported
+        iterate's progressive sums) with those unknown (NaN) from then on."""
+        if d.get("version") not in (2, 3, STATE_VERSION):
             raise ValueError(f"unsupported solver state version {d.get('version')!r}")
         cfg = d["config"]
         self = cls(**cfg, n_features=int(d["dim"]) - 1)
@@ -498,6 +502,14 @@ cdef class PGSState:
         self.span = max(1, min(int(d.get("span", self.dim)), self.dim))
         for name in ("sum_weight", "sum_loss", "sum_weighted_loss", "loss0_max"):
             setattr(self, name, float(d[name]))
+        if d["version"] >= 4:
+            self.sum_weighted_loss_reported = float(d["sum_weighted_loss_reported"])
+            self.n_mistakes_reported = int(d["n_mistakes_reported"])
+        else:
+            # which rows the reported iterate would have mispredicted is not known: NaN,
+            # never the last iterate's figures under the reported model's name
+            self.sum_weighted_loss_reported = float("nan")
+            self.n_mistakes_reported = 0
         self.radius = float(d["radius_now"])
         self.rng = int(d["rng"])
         if self.need_norm:
@@ -530,6 +542,56 @@ cdef class PGSState:
         core.p_is_two = self.p_is_two
         core.need_norm = self.need_norm
         return core
+
+    cdef Part _part(self):
+        """The lazy sums of the iterate this state reports, for the pass to read (see
+        Rep; a lane reads its global state's, `_merge.fork`'s reference, the same way)."""
+        cdef Part pt
+        pt.kind = PART_NONE
+        pt.blk = &self.block[0, 0, 0]
+        pt.K = self.n_problems
+        pt.S = self.n_fields
+        pt.off_phi = self.off_phi
+        pt.off_acc = self.off_acc
+        pt.off_mark = self.off_mark
+        pt.dim = self.dim
+        pt.cum = &self.cum[0]
+        pt.snap = &self.snap[0, 0]
+        pt.snapv = &self.snapv[0, 0]
+        pt.rnd_ver = &self.rnd_ver[0]
+        pt.rnd_s = &self.rnd_s[0]
+        if _averaged(self.iterate):
+            pt.kind = PART_AVG2 if self.p_is_two else PART_AVGQ
+        elif self.iterate == ITERATE_RANDOM:
+            pt.kind = PART_RANDOM
+        return pt
+
+    cdef Rep _rep(self):
+        """How this pass reads the reported iterate's margins (see Rep and `_run_pass`)."""
+        cdef Rep rep
+        cdef PGSState ref = self.reference
+        rep.own = self._part()
+        rep.ref.kind = PART_NONE
+        rep.ref_weight = 0.0
+        rep.last = self.iterate == ITERATE_LAST and ref is None
+        if ref is not None:
+            # a lane: its round starts from ref's iterates, which its own sums lack
+            rep.ref = ref._part()
+            if ref.iterate == ITERATE_LAST:
+                rep.last = True
+            elif rep.ref.kind != PART_RANDOM:
+                rep.ref_weight = ref._weight_total(ref.t)
+        return rep
+
+    cdef double _weight_total(self, int64_t t) noexcept nogil:
+        """The total weight of the averaged iterates w_1 .. w_t (the divisor of
+        `weights`): t, t (t + 1) / 2 or t (t + 1) (2 t + 1) / 6."""
+        cdef double T = <double>t
+        if self.iterate == ITERATE_WEIGHTED:
+            return 0.5 * T * (T + 1.0)
+        if self.iterate == ITERATE_WEIGHTED2:
+            return T * (T + 1.0) * (2.0 * T + 1.0) / 6.0
+        return T
 
     # ---- scalars -------------------------------------------------------------------
     cdef double _scale_of(self, Py_ssize_t c, int64_t t) noexcept nogil:
@@ -738,26 +800,59 @@ cdef class PGSState:
                 total = phi * self.cum_a - self.acc_a
             else:
                 total = self.acc_a + phi * (self.cum_a - self.mark_a)
-            T = <double>self.t
-            if it == ITERATE_AVERAGE:
-                return total / T
-            if it == ITERATE_WEIGHTED:
-                return total / (0.5 * T * (T + 1.0))
-            return total / (T * (T + 1.0) * (2.0 * T + 1.0) / 6.0)
+            return total / self._weight_total(self.t)
         snapped = self.snapv_a == self.rnd_ver_a
         return np.where(snapped, self.snap_a, phi * self.rnd_s_a)
 
+    def progressive_sums(self):
+        """The progressive sums since the state was created: each row scored before it
+        trains (before its step, for a mini-batch) by the reported iterate (the state's
+        `iterate`, what `weights()` returns) and by the last iterate.
+
+        Returns
+        -------
+        dict
+            ``n_examples``, ``sum_weight``; ``sum_weighted_loss`` and ``n_mistakes``, the
+            reported iterate's sum of w_i times the row's loss (summed over the problems)
+            and its mispredicted rows (classifiers; 0 otherwise); and the last iterate's,
+            ``sum_weighted_loss_last`` and ``n_mistakes_last``. The reported ones are NaN
+            where unknown: a state saved before they were kept (version < 4).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from onlinepgs._core import PGSState
+        >>> st = PGSState(iterate="average", n_features=1)
+        >>> x, y = np.ones(3), np.ones(3)
+        >>> st.run(x, None, None, 1, y, np.ones(3), np.arange(3), True)
+        >>> sums = st.progressive_sums()
+        >>> sums["n_examples"], sums["n_mistakes"], sums["n_mistakes_last"]  # w_0 = 0 errs
+        (3, 1, 1)
+        """
+        unknown = self.sum_weighted_loss_reported != self.sum_weighted_loss_reported
+        return {"n_examples": int(self.n_examples), "sum_weight": float(self.sum_weight),
+                "sum_weighted_loss": float(self.sum_weighted_loss_reported),
+                "n_mistakes": float("nan") if unknown else int(self.n_mistakes_reported),
+                "sum_weighted_loss_last": float(self.sum_weighted_loss),
+                "n_mistakes_last": int(self.n_mistakes)}
+
     def stats_dict(self):
-        """Online statistics (paper Section VI)."""
+        """Online statistics (paper Section VI). ``progressive_loss`` and
+        ``progressive_mistakes`` are the reported iterate's (see `progressive_sums`),
+        ``progressive_loss_last`` and ``progressive_mistakes_last`` the last iterate's."""
         T = self.t
         regret = np.asarray(self.regret_a).copy()
+        sums = self.progressive_sums()
         return dict(
             n_examples=int(self.n_examples),
             n_steps=int(T),
             sum_weight=float(self.sum_weight),
-            progressive_loss=(self.sum_weighted_loss / self.sum_weight
+            progressive_loss=(sums["sum_weighted_loss"] / self.sum_weight
                               if self.sum_weight > 0 else float("nan")),
-            progressive_mistakes=int(self.n_mistakes),
+            progressive_mistakes=sums["n_mistakes"],
+            progressive_loss_last=(self.sum_weighted_loss / self.sum_weight
+                                   if self.sum_weight > 0 else float("nan")),
+            progressive_mistakes_last=int(self.n_mistakes),
             regret_bound=regret,
             optimization_error_bound=regret / T if T else np.full_like(regret, np.inf),
             **self._online_duality(),
@@ -832,15 +927,17 @@ cdef class PGSState:
         cdef const int64_t[::1] ind64
         cdef int64_t[::1] ptr64
         cdef Core core
+        cdef Rep rep
         if n_cols + 1 > self.dim:
             raise ValueError("state dimension too small for the data")
         core = self._core()
+        rep = self._rep()
         if indices is None:
             with nogil:
                 _note_pass(&self.seen, core.lam, core.K, core.S, <const int32_t*>NULL,
                            <int64_t*>NULL, order, n_cols, True, self.fit_intercept)
                 _run_pass(self, &d[0] if d.shape[0] else NULL, <const int32_t*>NULL, <int64_t*>NULL,
-                          n_cols, y, sample_weight, order, classifier, True, rps_ptr)
+                          n_cols, y, sample_weight, order, classifier, True, rps_ptr, rep)
             return
         ptr64 = np.array(indptr, dtype=np.int64)  # writable copy of n_rows + 1 offsets
         if indices.dtype == np.int32:
@@ -851,7 +948,7 @@ cdef class PGSState:
                            False, self.fit_intercept)
                 _run_pass(self, &d[0] if d.shape[0] else NULL,
                           &ind32[0] if ind32.shape[0] else NULL, &ptr64[0], 0,
-                          y, sample_weight, order, classifier, False, rps_ptr)
+                          y, sample_weight, order, classifier, False, rps_ptr, rep)
         else:
             ind64 = indices
             with nogil:
@@ -860,7 +957,7 @@ cdef class PGSState:
                            False, self.fit_intercept)
                 _run_pass(self, &d[0] if d.shape[0] else NULL,
                           &ind64[0] if ind64.shape[0] else NULL, &ptr64[0], 0,
-                          y, sample_weight, order, classifier, False, rps_ptr)
+                          y, sample_weight, order, classifier, False, rps_ptr, rep)
 
 
 
@@ -993,6 +1090,19 @@ cdef inline double _margin(const double* phi, Py_ssize_t K, Py_ssize_t S, Py_ssi
     return t0
 
 
+cdef inline double _part_dot(Part pt, Py_ssize_t c, const double* vals, const index_t* idx,
+                             Py_ssize_t nnz, bint dense) noexcept nogil:
+    """sum_e x_e (the part's entry of coordinate j_e + 1) over a row's entries (the
+    reported margin's general path: several problems, dense rows, lanes, "random")."""
+    cdef double t0 = 0.0
+    cdef Py_ssize_t e
+    if pt.kind == PART_NONE:
+        return 0.0
+    for e in range(nnz):
+        t0 += vals[e] * _part_value(pt, (e if dense else <Py_ssize_t>idx[e]) + 1, c)
+    return t0
+
+
 cdef inline void _prefetch_ahead(Core core, const double* data, const index_t* indices,
                                  const int64_t* indptr, const double* y, const double* sw,
                                  const int64_t[::1] order,
@@ -1030,7 +1140,7 @@ cdef inline void _prefetch_ahead(Core core, const double* data, const index_t* i
 cdef void _run_pass(PGSState self, const double* data, const index_t* indices, int64_t* indptr,
                     Py_ssize_t n_cols, const double[::1] y, const double[::1] sw,
                     const int64_t[::1] order, bint classifier, bint dense,
-                    const double* row_xq) noexcept nogil:
+                    const double* row_xq, Rep rep) noexcept nogil:
     cdef Core core = self._core()
     cdef Py_ssize_t n_rows = order.shape[0], K = self.n_problems
     cdef Py_ssize_t k = self.batch_size, pos = 0, b, bsize, e, c, j, nnz, start, label
@@ -1063,6 +1173,25 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     cdef const double* vals
     cdef const index_t* idx
     cdef int best_c
+    # the reported iterate's progressive sums: each row's margin at the iterate the state
+    # reports (the model a user gets), as it was before the row's step, read from the lazy
+    # sums at the row's coordinates (`_part_value`: the formulas of `weights`, divided by
+    # the weight total of the iterates so far); the last iterate's is z itself
+    cdef bint rep_last = rep.last, lane = rep.ref.kind != PART_NONE
+    cdef bint rep_random = rep.own.kind == PART_RANDOM or rep.ref.kind == PART_RANDOM
+    # one problem, sparse rows, averaged: the margin's loop reads the sums (same lines)
+    cdef bint rep_fused = one_sparse and not lane and (rep.own.kind == PART_AVG2
+                                                        or rep.own.kind == PART_AVGQ)
+    cdef double inv_w = 1.0, w_total, zr, lvr, ex_loss_r, best_r, zr0, rep_dot = 0.0
+    cdef double b_wloss_r
+    cdef int64_t b_mistakes_r
+    cdef int best_rc
+    cdef Py_ssize_t acc_rel = core.S, mark_rel = core.S
+    if rep.own.kind == PART_AVGQ:  # the sum's and mark's offsets from phi
+        acc_rel = self.off_acc - self.off_phi
+        mark_rel = self.off_mark - self.off_phi
+    elif rep.own.kind == PART_AVG2:
+        acc_rel = self.off_acc
     while pos < n_rows:
         bsize = k if n_rows - pos >= k else n_rows - pos
         inv_b = 1.0 / bsize
@@ -1077,6 +1206,11 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
         for c in range(K):
             b_loss_c[c] = 0.0
             b_conj_c[c] = 0.0
+        b_wloss_r = 0.0
+        b_mistakes_r = 0
+        if not rep_last and not rep_random:
+            w_total = (rep.ref_weight + self.own_weight) if lane else self._weight_total(self.t)
+            inv_w = 1.0 / w_total if w_total > 0.0 else 0.0  # t = 0: the zero model
         # phase 1: every row of the step at w_{t-1}
         for b in range(bsize):
             row = order[pos + b]
@@ -1099,8 +1233,21 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
             label = <Py_ssize_t>y[row] if (classifier and multiclass) else 0
             best = 0.0
             best_c = 0
+            ex_loss_r = 0.0
+            best_r = 0.0
+            best_rc = 0
+            zr0 = 0.0
             for c in range(K):
-                if one_sparse:
+                if rep_fused:
+                    # coordinate j + 1 of the block: phi (lambda for p = 2) and the sums
+                    if rep.own.kind == PART_AVG2:
+                        z = sparse_dot_sq_avg2(core.phi + core.S, acc_rel, core.S, core.cum[0],
+                                               vals, idx, nnz, &row_xx, &rep_dot)
+                    else:
+                        z = sparse_dot_sq_avgq(core.phi + core.S, acc_rel, mark_rel, core.S,
+                                               core.cum[0], vals, idx, nnz, &row_xx, &rep_dot)
+                    row_dot = z
+                elif one_sparse:
                     z = sparse_dot_sq(core.phi + core.S, core.S, vals, idx, nnz, &row_xx)
                     row_dot = z
                 else:
@@ -1118,6 +1265,24 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                     yc = y[row]
                 lv = loss_and_derivative(loss_code, z, yc, epsilon, &dl)
                 ex_loss += lv
+                if rep_last:
+                    zr = z
+                    lvr = lv
+                else:
+                    if not rep_fused:
+                        rep_dot = (_part_dot(rep.own, c, vals, idx, nnz, dense)
+                                   + _part_dot(rep.ref, c, vals, idx, nnz, dense))
+                    zr = rep_dot
+                    if fit_icpt:
+                        zr += icpt * (_part_value(rep.own, 0, c) + _part_value(rep.ref, 0, c))
+                    zr *= inv_w
+                    lvr = loss_value(loss_code, zr, yc, epsilon)
+                ex_loss_r += lvr
+                if c == 0:
+                    zr0 = zr
+                if c == 0 or zr > best_r:  # the multiclass prediction: the first argmax
+                    best_r = zr
+                    best_rc = <int>c
                 if not isfinite(dl):
                     # a run diverging on R^n (unbounded gradient): stop before this step
                     self.diverged = True
@@ -1138,17 +1303,25 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                 if multiclass:
                     if best_c != label:
                         b_mistakes += 1
-                elif (margins[0] > 0.0) != (y[row] > 0.0):
-                    b_mistakes += 1
+                    if best_rc != label:
+                        b_mistakes_r += 1
+                else:
+                    if (margins[0] > 0.0) != (y[row] > 0.0):
+                        b_mistakes += 1
+                    if (zr0 > 0.0) != (y[row] > 0.0):
+                        b_mistakes_r += 1
             b_weight += w_i
             b_loss += ex_loss
             b_wloss += w_i * ex_loss
+            b_wloss_r += w_i * ex_loss_r
         # the step will be applied: commit its rows to the statistics
         self.n_examples += bsize
         self.n_mistakes += b_mistakes
         self.sum_weight += b_weight
         self.sum_loss += b_loss
         self.sum_weighted_loss += b_wloss
+        self.sum_weighted_loss_reported += b_wloss_r
+        self.n_mistakes_reported += b_mistakes_r
         for c in range(K):
             # r(w_{t-1}) from ||w_{t-1}||_p (NaN without N: p = 2 on R^n)
             self.sum_reg[c] += self.w_norm[c] * self.w_norm[c] / (2.0 * (self.p - 1.0))
@@ -1236,6 +1409,9 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                         mov[c] = 1
             self.touches_since_exact += n_touched
         self._end_steps(resc, mov, self.t_step, 1.0, True)
+        if lane:
+            # the weight the step's iterate got in the lane's own sums (`_end_steps`)
+            self.own_weight += self._step_weight()
         for c in range(K):
             gq = gqs[c] if p2 else (pow(gqs[c], 2.0 / q) if gqs[c] > 0.0 else 0.0)
             # ||g_t||_q^2 of the step's own gradient (coefs carry the lane's scale)

@@ -69,6 +69,71 @@ cdef inline double sparse_dot_sq(const double* w, Py_ssize_t stride, const doubl
     return t0 + t1
 
 
+cdef inline double sparse_dot_sq_avg2(const double* w, Py_ssize_t acc, Py_ssize_t stride,
+                                      double cum, const double* vals, const index_t* idx,
+                                      Py_ssize_t nnz, double* xx, double* rep) noexcept nogil:
+    """`sparse_dot_sq` (bit for bit), and into rep sum_e vals[e] (w_j cum - w_j[acc]) over
+    the same cache lines: the margin of a p = 2 lazy average's sum of iterates (w holds
+    lambda, acc the offset of its running sum; see PGSState.weights)."""
+    cdef double t0 = 0.0, t1 = 0.0, s0 = 0.0, s1 = 0.0, r0 = 0.0, r1 = 0.0, v0, v1
+    cdef const double* a
+    cdef const double* b
+    cdef Py_ssize_t e, half = nnz - (nnz & 1)
+    for e in range(0, half, 2):
+        v0 = vals[e]
+        v1 = vals[e + 1]
+        a = w + idx[e] * stride
+        b = w + idx[e + 1] * stride
+        t0 += a[0] * v0
+        t1 += b[0] * v1
+        s0 += v0 * v0
+        s1 += v1 * v1
+        r0 += v0 * (a[0] * cum - a[acc])
+        r1 += v1 * (b[0] * cum - b[acc])
+    if half < nnz:
+        v0 = vals[half]
+        a = w + idx[half] * stride
+        t0 += a[0] * v0
+        s0 += v0 * v0
+        r0 += v0 * (a[0] * cum - a[acc])
+    xx[0] = s0 + s1
+    rep[0] = r0 + r1
+    return t0 + t1
+
+
+cdef inline double sparse_dot_sq_avgq(const double* w, Py_ssize_t acc, Py_ssize_t mark,
+                                      Py_ssize_t stride, double cum, const double* vals,
+                                      const index_t* idx, Py_ssize_t nnz, double* xx,
+                                      double* rep) noexcept nogil:
+    """`sparse_dot_sq` (bit for bit), and into rep sum_e vals[e] (w_j[acc] + w_j (cum -
+    w_j[mark])): the margin of a p < 2 lazy average's sum of iterates (w holds phi, acc
+    and mark the offsets of its sum and mark from phi; see PGSState.weights)."""
+    cdef double t0 = 0.0, t1 = 0.0, s0 = 0.0, s1 = 0.0, r0 = 0.0, r1 = 0.0, v0, v1
+    cdef const double* a
+    cdef const double* b
+    cdef Py_ssize_t e, half = nnz - (nnz & 1)
+    for e in range(0, half, 2):
+        v0 = vals[e]
+        v1 = vals[e + 1]
+        a = w + idx[e] * stride
+        b = w + idx[e + 1] * stride
+        t0 += a[0] * v0
+        t1 += b[0] * v1
+        s0 += v0 * v0
+        s1 += v1 * v1
+        r0 += v0 * (a[acc] + a[0] * (cum - a[mark]))
+        r1 += v1 * (b[acc] + b[0] * (cum - b[mark]))
+    if half < nnz:
+        v0 = vals[half]
+        a = w + idx[half] * stride
+        t0 += a[0] * v0
+        s0 += v0 * v0
+        r0 += v0 * (a[acc] + a[0] * (cum - a[mark]))
+    xx[0] = s0 + s1
+    rep[0] = r0 + r1
+    return t0 + t1
+
+
 cdef inline void sparse_axpy(double* w, Py_ssize_t stride, double a, const double* vals,
                              const index_t* idx, Py_ssize_t nnz) noexcept nogil:
     """w[idx[e] * stride] += a * vals[e] for every entry (canonical rows: no index twice)."""

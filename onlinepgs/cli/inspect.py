@@ -44,7 +44,8 @@ def _online_lines(stats):
     bound once: summed over the one-vs-rest problems of K > 2 classes, as the end of
     `train` prints it, with the optimization error bound it gives."""
     run = [f"{key}={_number(stats[key])}" for key in
-           ("n_examples", "n_steps", "sum_weight", "progressive_loss", "progressive_error_rate")
+           ("n_examples", "n_steps", "sum_weight", "progressive_loss", "progressive_error_rate",
+            "progressive_loss_last", "progressive_error_rate_last")
            if key in stats]
     lines = ["online: " + ", ".join(run)] if run else []
     if "regret_bound" in stats:

@@ -7,15 +7,33 @@ from onlinepgs.cli.common import class_note
 from onlinepgs.cli.errors import PROG
 
 
+# what the table's loss and prediction are of: the model the run reports (and saves)
+_REPORTED = {"weighted2": "the t^2-weighted average of the iterates",
+             "weighted": "the t-weighted average of the iterates",
+             "average": "the average of the iterates",
+             "random": "the random iterate", "last": "the last iterate"}
+
+
+def reported_note(iterate):
+    """The note above the table: whose progressive loss and prediction it shows."""
+    return (f"{PROG}: average loss and predict: the model saved ({_REPORTED[iterate]}), "
+            "each row scored before it trains")
+
+
 class ProgressTable:
-    """Vowpal Wabbit's progressive-validation table on stderr, at doubling row counts."""
+    """Vowpal Wabbit's progressive-validation table on stderr, at doubling row counts.
+
+    Its loss columns are the reported model's progressive loss (``online_stats_``'s
+    ``progressive_loss``: each row scored by the model the run reports, before the row
+    trains), labelled by a note line above the header when ``iterate`` is given."""
 
     HEADER = ("average  since         example        example  current  current  current\n"
               "loss     last          counter         weight    label  predict features")
 
-    def __init__(self, stream, enabled):
+    def __init__(self, stream, enabled, iterate=None):
         self.stream = stream
         self.enabled = enabled
+        self.iterate = iterate
         self.next_report = 1
         self.last_loss = 0.0
         self.last_weight = 0.0
@@ -31,7 +49,8 @@ class ProgressTable:
         if self.bar is not None:
             self.bar.clear()  # a table row must not land on the bar's line
         if not self.started:  # lazily: an early error must be the only line printed
-            print("\n".join([*self.notes, self.HEADER]), file=self.stream, flush=True)
+            whose = [] if self.iterate is None else [reported_note(self.iterate)]
+            print("\n".join([*self.notes, *whose, self.HEADER]), file=self.stream, flush=True)
             self.started = True
         total, weight = stats["progressive_loss"] * stats["sum_weight"], stats["sum_weight"]
         since = ((total - self.last_loss) / (weight - self.last_weight)

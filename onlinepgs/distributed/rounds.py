@@ -166,6 +166,8 @@ def run_lane(base, pieces, classifier, n_lanes=1, slot=None, changed=None, round
         n_examples=int(lane.n_examples), n_mistakes=int(lane.n_mistakes),
         sum_weight=float(lane.sum_weight), sum_loss=float(lane.sum_loss),
         sum_weighted_loss=float(lane.sum_weighted_loss), loss0_max=float(lane.loss0_max),
+        sum_weighted_loss_reported=float(lane.sum_weighted_loss_reported),
+        n_mistakes_reported=int(lane.n_mistakes_reported),
         regret=np.array(lane.regret_a), sum_conj=np.array(lane.sum_conj_a),
         sum_step_loss=np.array(lane.sum_step_loss_a), sum_reg=np.array(lane.sum_reg_a))
     return out
@@ -269,6 +271,8 @@ def merge_round(state, results):
         state.sum_weight += s["sum_weight"]
         state.sum_loss += s["sum_loss"]
         state.sum_weighted_loss += s["sum_weighted_loss"]
+        state.sum_weighted_loss_reported += s["sum_weighted_loss_reported"]
+        state.n_mistakes_reported += s["n_mistakes_reported"]
         state.regret_a += s["regret"]
         state.sum_conj_a += s["sum_conj"]
         state.sum_step_loss_a += s["sum_step_loss"]

@@ -396,8 +396,10 @@ class _SDCAWeights:
 
 
 # state version 2 files load; the arrays version 3 added are then unknown (NaN)
-_READABLE_STATE_VERSIONS = (2, STATE_VERSION)
+_READABLE_STATE_VERSIONS = (2, 3, STATE_VERSION)
 _ADDED_IN_STATE_3 = ("sum_conj_a", "sum_step_loss_a", "sum_reg_a")
+# the reported iterate's progressive sums (PGSState.progressive_sums)
+_ADDED_IN_STATE_4 = ("sum_weighted_loss_reported", "n_mistakes_reported")
 
 
 def _build_state(header, arrays, path):
@@ -464,6 +466,8 @@ def _build_state(header, arrays, path):
             if key not in state_json and key == "span":
                 state_dict[key] = dim  # written before it existed: N's old schedule
                 continue
+            if key in _ADDED_IN_STATE_4 and version < 4:
+                continue  # written before they existed: from_dict makes them unknown (NaN)
             if key not in state_json:
                 raise ModelFileError(path, f"malformed header: the solver state has no {key!r}")
             value = state_json[key]

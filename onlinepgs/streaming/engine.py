@@ -600,10 +600,10 @@ def _loss_rows(learner, X, y):
 
 
 def _online_prediction(learner, x, fitted):
-    """The solver's own prediction for a row before its update (its last iterate, as
-    Vowpal Wabbit's table shows): a regressor's or binary classifier's raw score, a
-    multiclass model's predicted class. A learner without PGS's state shows its
-    reported model's score instead."""
+    """The reported model's prediction for a row before its update (the iterate the
+    learner reports, whose progressive loss the table shows beside it): a regressor's or
+    binary classifier's raw score, a multiclass model's predicted class. A learner
+    without PGS's state shows its model's score."""
     if not fitted:
         return 0.0
     state = getattr(learner, "_state", None)
@@ -614,7 +614,7 @@ def _online_prediction(learner, x, fitted):
         if score.shape[0] == 1:
             return float(score[0])
         return float(learner.classes_[int(np.argmax(score))])
-    W = state.weights("last")  # (1 + n_features, n_problems), intercept in row 0
+    W = state.weights()  # (1 + n_features, n_problems), intercept in row 0
     x = learner._as_matrix(x, fitted=True).tocsr()  # hashed as training sees it
     seen = x.indices < W.shape[0] - 1
     scores = x.data[seen] @ W[1 + x.indices[seen]]
