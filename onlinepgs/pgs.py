@@ -463,6 +463,10 @@ class PGSLearner(LinearLearner):
         best, stall, epochs = np.inf, 0, 0
         for _ in range(self.max_epochs):
             order = rng.permutation(n).astype(np.int64) if self.shuffle else np.arange(n, dtype=np.int64)
+            # tol compares the epochs' LAST-iterate progressive loss, as it always did:
+            # the reported model's would move where fit stops, and so the model of a
+            # fixed sigma (issue 34 keeps those); a later epoch's last iterate is also
+            # the better-resolved signal of progress (the average lags by design)
             before = (state.sum_weighted_loss, state.sum_weight)
             self._run(state, X, y_core, sw, order, self._classifier, power_sums)
             epochs += 1

@@ -1182,7 +1182,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     # one problem, sparse rows, averaged: the margin's loop reads the sums (same lines)
     cdef bint rep_fused = one_sparse and not lane and (rep.own.kind == PART_AVG2
                                                         or rep.own.kind == PART_AVGQ)
-    cdef double inv_w = 1.0, w_total, zr, lvr, ex_loss_r, best_r, zr0, rep_dot = 0.0
+    cdef double inv_w = 1.0, w_total, zr, ex_loss_r, best_r, zr0, rep_dot = 0.0
     cdef double b_wloss_r
     cdef int64_t b_mistakes_r
     cdef int best_rc
@@ -1241,8 +1241,9 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                 if rep_fused:
                     # coordinate j + 1 of the block: phi (lambda for p = 2) and the sums
                     if rep.own.kind == PART_AVG2:
-                        z = sparse_dot_sq_avg2(core.phi + core.S, acc_rel, core.S, core.cum[0],
-                                               vals, idx, nnz, &row_xx, &rep_dot)
+                        z = sparse_dot_sq_avg2(core.phi + core.S, acc_rel, core.S, vals, idx,
+                                               nnz, &row_xx, &rep_dot)
+                        rep_dot = core.cum[0] * z - rep_dot
                     else:
                         z = sparse_dot_sq_avgq(core.phi + core.S, acc_rel, mark_rel, core.S,
                                                core.cum[0], vals, idx, nnz, &row_xx, &rep_dot)
@@ -1265,10 +1266,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                     yc = y[row]
                 lv = loss_and_derivative(loss_code, z, yc, epsilon, &dl)
                 ex_loss += lv
-                if rep_last:
-                    zr = z
-                    lvr = lv
-                else:
+                if not rep_last:  # the last iterate's: the step's own sums, below
                     if not rep_fused:
                         rep_dot = (_part_dot(rep.own, c, vals, idx, nnz, dense)
                                    + _part_dot(rep.ref, c, vals, idx, nnz, dense))
@@ -1276,13 +1274,12 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                     if fit_icpt:
                         zr += icpt * (_part_value(rep.own, 0, c) + _part_value(rep.ref, 0, c))
                     zr *= inv_w
-                    lvr = loss_value(loss_code, zr, yc, epsilon)
-                ex_loss_r += lvr
-                if c == 0:
-                    zr0 = zr
-                if c == 0 or zr > best_r:  # the multiclass prediction: the first argmax
-                    best_r = zr
-                    best_rc = <int>c
+                    ex_loss_r += loss_value(loss_code, zr, yc, epsilon)
+                    if c == 0:
+                        zr0 = zr
+                    if c == 0 or zr > best_r:  # the multiclass prediction: the first argmax
+                        best_r = zr
+                        best_rc = <int>c
                 if not isfinite(dl):
                     # a run diverging on R^n (unbounded gradient): stop before this step
                     self.diverged = True
@@ -1303,12 +1300,12 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                 if multiclass:
                     if best_c != label:
                         b_mistakes += 1
-                    if best_rc != label:
+                    if best_rc != label and not rep_last:
                         b_mistakes_r += 1
                 else:
                     if (margins[0] > 0.0) != (y[row] > 0.0):
                         b_mistakes += 1
-                    if (zr0 > 0.0) != (y[row] > 0.0):
+                    if (zr0 > 0.0) != (y[row] > 0.0) and not rep_last:
                         b_mistakes_r += 1
             b_weight += w_i
             b_loss += ex_loss
@@ -1320,6 +1317,9 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
         self.sum_weight += b_weight
         self.sum_loss += b_loss
         self.sum_weighted_loss += b_wloss
+        if rep_last:  # the reported iterate is the last one: the same sums
+            b_wloss_r = b_wloss
+            b_mistakes_r = b_mistakes
         self.sum_weighted_loss_reported += b_wloss_r
         self.n_mistakes_reported += b_mistakes_r
         for c in range(K):

@@ -70,11 +70,14 @@ cdef inline double sparse_dot_sq(const double* w, Py_ssize_t stride, const doubl
 
 
 cdef inline double sparse_dot_sq_avg2(const double* w, Py_ssize_t acc, Py_ssize_t stride,
-                                      double cum, const double* vals, const index_t* idx,
-                                      Py_ssize_t nnz, double* xx, double* rep) noexcept nogil:
-    """`sparse_dot_sq` (bit for bit), and into rep sum_e vals[e] (w_j cum - w_j[acc]) over
-    the same cache lines: the margin of a p = 2 lazy average's sum of iterates (w holds
-    lambda, acc the offset of its running sum; see PGSState.weights)."""
+                                      const double* vals, const index_t* idx, Py_ssize_t nnz,
+                                      double* xx, double* dot_acc) noexcept nogil:
+    """`sparse_dot_sq` (bit for bit), and into dot_acc sum_e vals[e] w_j[acc] over the
+    same cache lines: with w holding lambda and acc the offset of a p = 2 lazy average's
+    running sum, C <lambda, x> - dot_acc is the margin of its sum of iterates (see
+    PGSState.weights). One load and one multiply-add per entry: that difference of two
+    dot products rounds no worse than the sum of the coordinates' differences, whose
+    every term C lambda_j is already as large."""
     cdef double t0 = 0.0, t1 = 0.0, s0 = 0.0, s1 = 0.0, r0 = 0.0, r1 = 0.0, v0, v1
     cdef const double* a
     cdef const double* b
@@ -88,16 +91,16 @@ cdef inline double sparse_dot_sq_avg2(const double* w, Py_ssize_t acc, Py_ssize_
         t1 += b[0] * v1
         s0 += v0 * v0
         s1 += v1 * v1
-        r0 += v0 * (a[0] * cum - a[acc])
-        r1 += v1 * (b[0] * cum - b[acc])
+        r0 += a[acc] * v0
+        r1 += b[acc] * v1
     if half < nnz:
         v0 = vals[half]
         a = w + idx[half] * stride
         t0 += a[0] * v0
         s0 += v0 * v0
-        r0 += v0 * (a[0] * cum - a[acc])
+        r0 += a[acc] * v0
     xx[0] = s0 + s1
-    rep[0] = r0 + r1
+    dot_acc[0] = r0 + r1
     return t0 + t1
 
 
