@@ -144,6 +144,17 @@ cdef struct Rep:
     double ref_weight  # the weight total of ref's iterates (0 without ref)
 
 
+cdef inline double weight_total(int iterate, int64_t t) noexcept nogil:
+    """The total weight of the averaged iterates w_1 .. w_t (the divisor of
+    `PGSState.weights`): t, t (t + 1) / 2 or t (t + 1) (2 t + 1) / 6."""
+    cdef double T = <double>t
+    if iterate == ITERATE_WEIGHTED:
+        return 0.5 * T * (T + 1.0)
+    if iterate == ITERATE_WEIGHTED2:
+        return T * (T + 1.0) * (2.0 * T + 1.0) / 6.0
+    return T
+
+
 cdef inline double _part_value(Part pt, Py_ssize_t j, Py_ssize_t c) noexcept nogil:
     """Coordinate j's entry of the part for problem c: the (unnormalised) weighted sum of
     its iterates, or the random iterate's weight."""
@@ -280,7 +291,6 @@ cdef class PGSState:
     cdef Core _core(self) noexcept nogil
     cdef Part _part(self)
     cdef Rep _rep(self)
-    cdef double _weight_total(self, int64_t t) noexcept nogil
     cdef double _scale_of(self, Py_ssize_t c, int64_t t) noexcept nogil
     cdef double _norm_q(self, Py_ssize_t c) noexcept nogil
     cdef double _w_norm(self, Py_ssize_t c, int64_t t) noexcept nogil

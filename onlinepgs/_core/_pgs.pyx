@@ -580,18 +580,8 @@ cdef class PGSState:
             if ref.iterate == ITERATE_LAST:
                 rep.last = True
             elif rep.ref.kind != PART_RANDOM:
-                rep.ref_weight = ref._weight_total(ref.t)
+                rep.ref_weight = weight_total(ref.iterate, ref.t)
         return rep
-
-    cdef double _weight_total(self, int64_t t) noexcept nogil:
-        """The total weight of the averaged iterates w_1 .. w_t (the divisor of
-        `weights`): t, t (t + 1) / 2 or t (t + 1) (2 t + 1) / 6."""
-        cdef double T = <double>t
-        if self.iterate == ITERATE_WEIGHTED:
-            return 0.5 * T * (T + 1.0)
-        if self.iterate == ITERATE_WEIGHTED2:
-            return T * (T + 1.0) * (2.0 * T + 1.0) / 6.0
-        return T
 
     # ---- scalars -------------------------------------------------------------------
     cdef double _scale_of(self, Py_ssize_t c, int64_t t) noexcept nogil:
@@ -800,7 +790,7 @@ cdef class PGSState:
                 total = phi * self.cum_a - self.acc_a
             else:
                 total = self.acc_a + phi * (self.cum_a - self.mark_a)
-            return total / self._weight_total(self.t)
+            return total / weight_total(self.iterate, self.t)
         snapped = self.snapv_a == self.rnd_ver_a
         return np.where(snapped, self.snap_a, phi * self.rnd_s_a)
 
@@ -1178,6 +1168,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     # sums at the row's coordinates (`_part_value`: the formulas of `weights`, divided by
     # the weight total of the iterates so far); the last iterate's is z itself
     cdef bint rep_last = rep.last, lane = rep.ref.kind != PART_NONE
+    cdef int iterate = self.iterate
     cdef bint rep_random = rep.own.kind == PART_RANDOM or rep.ref.kind == PART_RANDOM
     # one problem, sparse rows, averaged: the margin's loop reads the sums (same lines)
     cdef bint rep_fused = one_sparse and not lane and (rep.own.kind == PART_AVG2
@@ -1209,7 +1200,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
         b_wloss_r = 0.0
         b_mistakes_r = 0
         if not rep_last and not rep_random:
-            w_total = (rep.ref_weight + self.own_weight) if lane else self._weight_total(self.t)
+            w_total = (rep.ref_weight + self.own_weight) if lane else weight_total(iterate,
+                                                                                     self.t)
             inv_w = 1.0 / w_total if w_total > 0.0 else 0.0  # t = 0: the zero model
         # phase 1: every row of the step at w_{t-1}
         for b in range(bsize):
