@@ -48,6 +48,11 @@ def fork(PGSState self):
     local step count. A lane keeps no random iterate (the driver draws it per round, see
     `absorb`), so a "random" state forks into a "last" one. O(dim): two array copies.
     """
+    if self.forgetting:
+        # a round's lanes each decay the shared past on their own; merging them is not
+        # the forgetting of the same rows in one pass (docs/design/forgetting.md)
+        raise ValueError(f"forget={self.forget!r} is not supported by distributed "
+                         "training (onlinepgs.dask); use forget=1.0 there")
     cfg = self.config()
     if not _averaged(self.iterate):
         cfg["iterate"] = "last"

