@@ -86,6 +86,7 @@ CASES = [  # (kind, p, iterate, batch_size, radius)
     ("binary", 2.0, "last", 1, None),
     ("binary", 2.0, "weighted2", 1, None),
     ("binary", 1.5, "average", 1, None),
+    ("binary", 1.1, "weighted2", 1, None),
     ("binary", 1.5, "weighted2", 3, None),
     ("binary", 2.0, "weighted", 3, "auto"),
     ("multiclass", 2.0, "average", 1, None),

@@ -271,6 +271,8 @@ cdef class PGSState:
         self.p = p
         self.q = p / (p - 1.0)
         self.mm = mirror_init(p)
+        if forget < 1.0 and p < 2.0:
+            self._widen_window()
         self.quarters = self.mm.quarters
         self.p_is_two = p == 2.0
         self.sigma = sigma
@@ -327,6 +329,21 @@ cdef class PGSState:
         self.span = 1
         self._allocate(1 + n_features)
         self._bind()
+
+    def _widen_window(self):
+        """Forgetting, p < 2: widen M's window from [M / 2, 2 M] to [M / 2^g, 2^g M],
+        g = 256 / q, and its headroom to 1.75^g (the rule near p = 1, _mirror.pxd).
+        lambda~ grows by 1 / gamma a step on the coordinates the rows keep touching, so
+        the 3.5-fold window would be refreshed every ln 3.5 / ln(1 / gamma) steps (1,252
+        at 0.999), a sweep over the coordinates reached each time; 3.5^g-fold lasts g
+        times longer. Every phi stays within 2^-256 .. 2^256 (g (q - 1) < 256) and N
+        below dim 2^256 (g q = 256). Where g <= 1 (q >= 256) the window stays."""
+        cdef double g = 256.0 / self.mm.q
+        if g <= 1.0 or self.mm.r_hi > 2.0:
+            return
+        self.mm.r_hi = pow(2.0, g)
+        self.mm.headroom = pow(1.75, g)
+        self.mm.norm_low = pow(self.mm.r_hi, -self.mm.q)
 
     # ---- storage ---------------------------------------------------------------
     def _allocate(self, Py_ssize_t new_dim):
