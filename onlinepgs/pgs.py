@@ -39,7 +39,8 @@ MAX_MODEL_BYTES = 2**30
 
 # Parameters fixed by the solver's state: changing one needs a fresh fit.
 _STATE_PARAMS = ("loss", "p", "sigma", "radius", "batch_size", "iterate",
-                 "fit_intercept", "intercept_scaling", "epsilon", "n_bits", "hash_seed")
+                 "fit_intercept", "intercept_scaling", "epsilon", "n_bits", "hash_seed",
+                 "forget")
 
 _COMMON_DOC = """
     p : float in (1, 2], default=2.0
@@ -116,6 +117,14 @@ _COMMON_DOC = """
         ``batch_size > 1``: the default 1 GiB holds 2**26 features of a binary model with
         the default options. None: no limit. With ``n_bits`` the width is 2**n_bits,
         chosen by you, and not limited.
+    forget : float in (0, 1], default=1.0
+        Forgetting for drifting streams: each step multiplies the past's sum of gradients
+        and the step count by ``forget`` (gamma), so the model minimizes the regularized
+        loss with row u of T weighted ``gamma^(T-u)``: it keeps adapting, over a memory
+        of about ``1 / (1 - gamma)`` steps (1000 for 0.999), instead of settling; the
+        averaged iterates forget alike. 1.0: no forgetting, the plain PGS. With
+        forgetting the regret bound and online duality gap of ``online_stats_`` are NaN
+        (they concern the unweighted objective); not on Dask (docs/design/forgetting.md).
 """
 
 _THREADS_DOC = """
@@ -280,13 +289,14 @@ class PGSLearner(LinearLearner):
         "n_bits": [None, ("int", 1, 30, "both")],
         "hash_seed": [("int", 0, 2**32 - 1, "both")],
         "max_model_bytes": [None, ("int", 1, None, "left")],
+        "forget": [("real", 0, 1, "right")],
     }
 
     def __init__(self, loss, *, p=2.0, sigma=1e-4, radius="auto", batch_size=1,
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
-                 max_model_bytes=MAX_MODEL_BYTES):
+                 max_model_bytes=MAX_MODEL_BYTES, forget=1.0):
         self.loss = loss
         self.p = p
         self.sigma = sigma
@@ -304,8 +314,9 @@ class PGSLearner(LinearLearner):
         self.n_bits = n_bits
         self.hash_seed = hash_seed
         self.max_model_bytes = max_model_bytes
+        self.forget = forget
 
-    _finite_params = ("p", "sigma", "radius", "intercept_scaling", "epsilon", "tol")
+    _finite_params = ("p", "sigma", "radius", "intercept_scaling", "epsilon", "tol", "forget")
 
     def _check_solver_params(self):
         check_p(float(self.p))  # before the data: p too near 1 is refused with its reason
@@ -319,7 +330,8 @@ class PGSLearner(LinearLearner):
                         iterate=self.iterate, n_problems=n_problems, multiclass=multiclass,
                         fit_intercept=bool(self.fit_intercept),
                         intercept_scaling=float(self.intercept_scaling),
-                        epsilon=float(self.epsilon), n_features=n_features, seed=seed)
+                        epsilon=float(self.epsilon), n_features=n_features, seed=seed,
+                        forget=float(self.forget))
 
     def _bytes_per_feature(self, n_problems):
         """Bytes of solver state per feature (PGSState's arrays, see max_model_bytes)."""
@@ -673,13 +685,14 @@ class PGSClassifierLearner(ClassifierLearner, PGSLearner):
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
-                 max_model_bytes=MAX_MODEL_BYTES):
+                 max_model_bytes=MAX_MODEL_BYTES, forget=1.0):
         super().__init__(loss, p=p, sigma=sigma, radius=radius, batch_size=batch_size,
                          iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
                          n_iter_no_change=n_iter_no_change, shuffle=shuffle,
                          random_state=random_state, epsilon=epsilon, n_bits=n_bits,
-                         hash_seed=hash_seed, max_model_bytes=max_model_bytes)
+                         hash_seed=hash_seed, max_model_bytes=max_model_bytes,
+                         forget=forget)
 
     def fit(self, X, y, sample_weight=None):
         """Run `max_epochs` passes of PGS over (X, y) from a fresh state.
@@ -731,13 +744,14 @@ class PGSRegressorLearner(RegressorLearner, PGSLearner):
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
-                 max_model_bytes=MAX_MODEL_BYTES):
+                 max_model_bytes=MAX_MODEL_BYTES, forget=1.0):
         super().__init__(loss, p=p, sigma=sigma, radius=radius, batch_size=batch_size,
                          iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
                          n_iter_no_change=n_iter_no_change, shuffle=shuffle,
                          random_state=random_state, epsilon=epsilon, n_bits=n_bits,
-                         hash_seed=hash_seed, max_model_bytes=max_model_bytes)
+                         hash_seed=hash_seed, max_model_bytes=max_model_bytes,
+                         forget=forget)
 
     def fit(self, X, y, sample_weight=None):
         """Run `max_epochs` passes of PGS over (X, y) from a fresh state.

@@ -56,6 +56,11 @@ def fork(PGSState self):
     each lane's own steps stand in for the round's (the merge rescales them, see
     `onlinepgs.distributed.rounds.average_factor`).
     """
+    if self.forgetting:
+        # a round's lanes each decay the shared past on their own; merging them is not
+        # the forgetting of the same rows in one pass (docs/design/forgetting.md)
+        raise ValueError(f"forget={self.forget!r} is not supported by distributed "
+                         "training (onlinepgs.dask); use forget=1.0 there")
     cfg = self.config()
     if not _averaged(self.iterate):
         cfg["iterate"] = "last"

@@ -212,6 +212,16 @@ cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
 cdef class PGSState:
     # configuration
     cdef readonly double p, q, sigma, epsilon, intercept_scaling
+    # forgetting (docs/design/forgetting.md): the factor gamma in (0, 1] and whether it is
+    # below 1. The core keeps lambda~ = lambda / G (G = gamma^t, `decay`), so a step
+    # decays the past in O(1); tau = gamma tau + 1 is the step count in w_t's scale and
+    # weight_sum = sum_u a_u / G_u the averaged iterate's divisor (in lambda~ units).
+    # Not kept (1, t, unused) when gamma = 1, whose arithmetic is unchanged.
+    cdef readonly double forget
+    cdef readonly bint forgetting
+    cdef public double tau, decay, weight_sum
+    # how often lambda~ was brought back to G = 1 (a diagnostic, not saved)
+    cdef public int64_t n_renorms
     cdef readonly int quarters
     cdef public double radius
     cdef readonly int loss_code, iterate, batch_size, n_problems
@@ -292,6 +302,9 @@ cdef class PGSState:
     cdef Part _part(self)
     cdef Rep _rep(self)
     cdef double _scale_of(self, Py_ssize_t c, int64_t t) noexcept nogil
+    cdef double _denom(self, int64_t t) noexcept nogil
+    cdef double _average_norm(self) noexcept nogil
+    cdef void _renormalize(self) noexcept nogil
     cdef double _norm_q(self, Py_ssize_t c) noexcept nogil
     cdef double _w_norm(self, Py_ssize_t c, int64_t t) noexcept nogil
     cdef Py_ssize_t _sweep(self, const int64_t** coords) noexcept nogil

@@ -69,6 +69,11 @@ cdef double MAX_Q_MINUS_1 = 8388608.0  # 2^23, p - 1 = 1.19e-7
 # with the projection's factor: a row of a large sample weight makes it fall many orders
 # at once, and C lambda_j - acc_j then cancelled to nothing.
 cdef double CUM_RANGE = 1048576.0  # 2^20
+# Forgetting keeps lambda~ = lambda / G with G = gamma^t falling every step, so lambda~ and
+# the lazy sums grow like 1 / G: once G falls below RENORM_BELOW they are multiplied by G
+# and G set to 1 (one sweep over the coordinates reached, every 138.6 / ln(1/gamma)
+# steps), far from the double range (lambda~ at most 2^200 times lambda).
+cdef double RENORM_BELOW = 6.223015277861142e-61  # 2^-200
 
 cdef int _cmp_int64(const void* a, const void* b) noexcept nogil:
     cdef int64_t x = (<const int64_t*>a)[0], y = (<const int64_t*>b)[0]
@@ -244,8 +249,10 @@ cdef class PGSState:
     def __init__(self, *, double p=2.0, double sigma=1e-4, radius=None, str loss="logistic",
                  int batch_size=1, str iterate="last", int n_problems=1, bint multiclass=False,
                  bint fit_intercept=True, double intercept_scaling=1.0, double epsilon=0.1,
-                 Py_ssize_t n_features=0, uint64_t seed=0):
+                 Py_ssize_t n_features=0, uint64_t seed=0, double forget=1.0):
         check_p(p)
+        if not (0.0 < forget <= 1.0):
+            raise ValueError(f"forget must be in (0, 1] (1: no forgetting), got {forget!r}")
         if not (sigma > 0.0 and isfinite(sigma)):
             raise ValueError(f"sigma must be a positive finite number, got {sigma!r}")
         if isinstance(radius, str):
@@ -265,6 +272,8 @@ cdef class PGSState:
         self.p = p
         self.q = p / (p - 1.0)
         self.mm = mirror_init(p)
+        if forget < 1.0 and p < 2.0:
+            self._widen_window()
         self.quarters = self.mm.quarters
         self.p_is_two = p == 2.0
         self.sigma = sigma
@@ -288,6 +297,11 @@ cdef class PGSState:
         self.intercept_scaling = intercept_scaling
         self.rng = seed
         self.t_step = 1
+        self.forget = forget
+        self.forgetting = forget < 1.0
+        self.tau = 0.0
+        self.decay = 1.0
+        self.weight_sum = 0.0
         K = n_problems
         averaged = _averaged(self.iterate)
         fields = ["lam"]
@@ -316,6 +330,21 @@ cdef class PGSState:
         self.span = 1
         self._allocate(1 + n_features)
         self._bind()
+
+    def _widen_window(self):
+        """Forgetting, p < 2: widen M's window from [M / 2, 2 M] to [M / 2^g, 2^g M],
+        g = 256 / q, and its headroom to 1.75^g (the rule near p = 1, _mirror.pxd).
+        lambda~ grows by 1 / gamma a step on the coordinates the rows keep touching, so
+        the 3.5-fold window would be refreshed every ln 3.5 / ln(1 / gamma) steps (1,252
+        at 0.999), a sweep over the coordinates reached each time; 3.5^g-fold lasts g
+        times longer. Every phi stays within 2^-256 .. 2^256 (g (q - 1) < 256) and N
+        below dim 2^256 (g q = 256). Where g <= 1 (q >= 256) the window stays."""
+        cdef double g = 256.0 / self.mm.q
+        if g <= 1.0 or self.mm.r_hi > 2.0:
+            return
+        self.mm.r_hi = pow(2.0, g)
+        self.mm.headroom = pow(1.75, g)
+        self.mm.norm_low = pow(self.mm.r_hi, -self.mm.q)
 
     # ---- storage ---------------------------------------------------------------
     def _allocate(self, Py_ssize_t new_dim):
@@ -443,13 +472,18 @@ cdef class PGSState:
 
     # ---- serialisation -----------------------------------------------------------
     def config(self):
+        """The constructor's arguments; ``forget`` only when below 1 (a state without
+        it, e.g. one written before forgetting existed, does not forget)."""
         radius = "auto" if self.radius_auto else (self.radius if self.bounded else None)
-        return dict(p=self.p, sigma=self.sigma, radius=radius,
-                    loss=self.loss, batch_size=self.batch_size,
-                    iterate={v: k for k, v in ITERATES.items()}[self.iterate],
-                    n_problems=self.n_problems, multiclass=bool(self.multiclass),
-                    fit_intercept=bool(self.fit_intercept),
-                    intercept_scaling=self.intercept_scaling, epsilon=self.epsilon)
+        cfg = dict(p=self.p, sigma=self.sigma, radius=radius,
+                   loss=self.loss, batch_size=self.batch_size,
+                   iterate={v: k for k, v in ITERATES.items()}[self.iterate],
+                   n_problems=self.n_problems, multiclass=bool(self.multiclass),
+                   fit_intercept=bool(self.fit_intercept),
+                   intercept_scaling=self.intercept_scaling, epsilon=self.epsilon)
+        if self.forgetting:
+            cfg["forget"] = self.forget
+        return cfg
 
     def to_dict(self):
         """The whole state as plain numbers and arrays (copies)."""
@@ -469,6 +503,8 @@ cdef class PGSState:
                  sum_weighted_loss_reported=self.sum_weighted_loss_reported,
                  n_mistakes_reported=self.n_mistakes_reported,
                  radius_now=self.radius, rng=int(self.rng))
+        if self.forgetting:
+            d.update(tau=self.tau, decay=self.decay, weight_sum=self.weight_sum)
         for name in ("block_a", "snap_a", "snapv_a", "norm_a", "scale_a",
                      "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a",
                      "sum_conj_a", "sum_step_loss_a", "sum_reg_a"):
@@ -510,6 +546,9 @@ cdef class PGSState:
             # never the last iterate's figures under the reported model's name
             self.sum_weighted_loss_reported = float("nan")
             self.n_mistakes_reported = 0
+        if self.forgetting:
+            for name in ("tau", "decay", "weight_sum"):
+                setattr(self, name, float(d[name]))
         self.radius = float(d["radius_now"])
         self.rng = int(d["rng"])
         if self.need_norm:
@@ -580,7 +619,7 @@ cdef class PGSState:
             if ref.iterate == ITERATE_LAST:
                 rep.last = True
             elif rep.ref.kind != PART_RANDOM:
-                rep.ref_weight = weight_total(ref.iterate, ref.t)
+                rep.ref_weight = ref._average_norm()
         return rep
 
     # ---- scalars -------------------------------------------------------------------
@@ -588,7 +627,7 @@ cdef class PGSState:
         """s such that w_t = s * phi, from N, M and t (Figure 2 in scalar form). On the
         ball it also leaves ||w_t||_p in w_norm[c] (the projection needs it anyway);
         on R^n `_w_norm` computes that."""
-        cdef double denom = (t + 1.0) * self.sigma
+        cdef double denom = self._denom(t)
         cdef double s, norm_q, wnorm
         if self.p_is_two:
             s = 1.0 / denom
@@ -611,6 +650,53 @@ cdef class PGSState:
                 s *= self.radius / wnorm
             self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
         return s
+
+    cdef double _denom(self, int64_t t) noexcept nogil:
+        """(t + 1) sigma: w_t = grad r*(lambda_t / ((t + 1) sigma)). Forgetting puts tau for
+        t and lambda = G lambda~: (tau + 1) sigma / G maps lambda~ (the state's tau, the
+        caller's t being the state's)."""
+        if self.forgetting:
+            return (self.tau + 1.0) * self.sigma / self.decay
+        return (t + 1.0) * self.sigma
+
+    cdef double _average_norm(self) noexcept nogil:
+        """The averaged iterate's divisor, the sum of its weights over the t steps: t,
+        t (t + 1) / 2, t (t + 1) (2t + 1) / 6; with forgetting weight_sum, in the running
+        sums' lambda~ units (see `weights`)."""
+        if self.forgetting:
+            return self.weight_sum
+        return weight_total(self.iterate, self.t)
+
+    cdef void _renormalize(self) noexcept nogil:
+        """Forgetting: bring lambda~ back to G = 1 (lambda~, M, the lazy sums and their
+        divisor times G), which leaves every iterate as it is. One sweep over the
+        coordinates reached, every 138.6 / ln(1/gamma) steps (see RENORM_BELOW)."""
+        cdef Py_ssize_t c, i, j, n, K = self.n_problems
+        cdef const int64_t* coords
+        cdef double g = self.decay
+        cdef bint averaged = _averaged(self.iterate)
+        for c in range(K):
+            self._settle_all(c)  # the running sums C restart at 0: the rest is in acc
+        n = self._sweep(&coords)
+        for i in range(n):
+            j = coords[i] if coords != NULL else i
+            for c in range(K):
+                self.lam[j, c] *= g
+                if averaged:
+                    self.acc[j, c] *= g
+        for c in range(K):
+            # phi = (|lambda~| / M)^(q-1) is unchanged with M; for p = 2 phi is lambda~,
+            # so the random iterate's scale takes 1 / G (its snapshots are weights)
+            self.mscale[c] *= g
+            self.inv_scale[c] = 1.0 / self.mscale[c]
+            if self.p_is_two:
+                self.rnd_s[c] /= g
+        self.weight_sum *= g
+        self.decay = 1.0
+        self.n_renorms += 1
+        self.n_rescales += 1
+        self.n_restarts += 1
+
     cdef double _norm_q(self, Py_ssize_t c) noexcept nogil:
         """||lambda||_q = M N^(1/q) of problem c (needs N: need_norm)."""
         if self.norm_sum[c] <= 0.0:
@@ -621,7 +707,7 @@ cdef class PGSState:
 
     cdef double _w_norm(self, Py_ssize_t c, int64_t t) noexcept nogil:
         """||w_t||_p = min(B, (p - 1) ||lambda_t||_q / ((t + 1) sigma)) (grad r*'s norm)."""
-        cdef double wnorm = (self.p - 1.0) * self._norm_q(c) / ((t + 1.0) * self.sigma)
+        cdef double wnorm = (self.p - 1.0) * self._norm_q(c) / self._denom(t)
         if self.bounded and wnorm > self.radius:
             return self.radius
         return wnorm
@@ -667,7 +753,13 @@ cdef class PGSState:
         self.cum[c] = 0.0
 
     cdef double _step_weight(self) noexcept nogil:
-        """w_t's weight in the averaged iterate: 1, t or t^2."""
+        """w_t's weight in the averaged iterate: 1, t or t^2 (tau, tau^2 forgetting)."""
+        if self.forgetting:
+            if self.iterate == ITERATE_WEIGHTED:
+                return self.tau
+            if self.iterate == ITERATE_WEIGHTED2:
+                return self.tau * self.tau
+            return 1.0
         if self.iterate == ITERATE_WEIGHTED:
             return <double>self.t
         if self.iterate == ITERATE_WEIGHTED2:
@@ -751,9 +843,16 @@ cdef class PGSState:
         new iterate kept with probability draw / t), the new scales and lazy sums."""
         cdef Py_ssize_t c, K = self.n_problems
         cdef bint select = False
-        cdef double wt
+        cdef double wt, to_sum
         self.t += steps
+        if self.forgetting:
+            # steps is 1 here (forgetting is refused on Dask, whose rounds merge many)
+            self.decay *= self.forget
+            self.tau = self.forget * self.tau + 1.0
+            self.weight_sum += self._step_weight() / self.decay
         self._upkeep_norms(need_rescale, moved)
+        if self.forgetting and self.decay < RENORM_BELOW:
+            self._renormalize()
         if self.iterate == ITERATE_RANDOM:
             # a reservoir over steps; a merged round's iterate stands for its steps, so
             # the choice can only stop at the ends of rounds there
@@ -763,9 +862,12 @@ cdef class PGSState:
         wt = self._step_weight()
         for c in range(K):
             self.s[c] = self._scale_of(c, self.t)
-            self._restart_sum_if_needed(c, wt * self.s[c])
+            # the lazy sums weigh w_u by gamma^(T-u) = G_T / G_u: they add s_u / G_u (the
+            # scale of lambda~), G_T cancelling in `weights`
+            to_sum = wt * self.s[c] / self.decay if self.forgetting else wt * self.s[c]
+            self._restart_sum_if_needed(c, to_sum)
             if add_to_sum:
-                self.cum[c] += wt * self.s[c]
+                self.cum[c] += to_sum
             if self.need_norm and not self.bounded:  # the ball's: from _scale_of
                 self.w_norm[c] = self._w_norm(c, self.t)
             if select:
@@ -790,7 +892,7 @@ cdef class PGSState:
                 total = phi * self.cum_a - self.acc_a
             else:
                 total = self.acc_a + phi * (self.cum_a - self.mark_a)
-            return total / weight_total(self.iterate, self.t)
+            return total / self._average_norm()
         snapped = self.snapv_a == self.rnd_ver_a
         return np.where(snapped, self.snap_a, phi * self.rnd_s_a)
 
@@ -829,9 +931,15 @@ cdef class PGSState:
     def stats_dict(self):
         """Online statistics (paper Section VI). ``progressive_loss`` and
         ``progressive_mistakes`` are the reported iterate's (see `progressive_sums`),
-        ``progressive_loss_last`` and ``progressive_mistakes_last`` the last iterate's."""
+        ``progressive_loss_last`` and ``progressive_mistakes_last`` the last iterate's.
+        With forgetting the regret bound, the optimization error bound and the online
+        duality gap are NaN: they bound the uniformly weighted objective over all steps,
+        which the iterates then do not minimize (docs/design/forgetting.md); the
+        progressive statistics stay."""
         T = self.t
         regret = np.asarray(self.regret_a).copy()
+        if self.forgetting:
+            regret[...] = np.nan
         sums = self.progressive_sums()
         return dict(
             n_examples=int(self.n_examples),
@@ -860,7 +968,7 @@ cdef class PGSState:
         """
         K = self.n_problems
         T = <double>self.t
-        if self.t == 0:
+        if self.t == 0 or self.forgetting:
             nan = np.full(K, np.nan)
             return dict(online_objective=nan, dual_objective=nan.copy(),
                         online_duality_gap=nan.copy())
@@ -1187,6 +1295,9 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
         bsize = k if n_rows - pos >= k else n_rows - pos
         inv_b = 1.0 / bsize
         inv_k = step_w / bsize  # the gradient's scale (1 / bsize but in a lane)
+        if self.forgetting:
+            # lambda_t = gamma lambda_{t-1} + g_t is lambda~ += g_t / G_t, G_t = gamma G_{t-1}
+            inv_k /= self.decay * self.forget
         for c in range(K):
             resc[c] = 0
             mov[c] = 0
@@ -1200,8 +1311,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
         b_wloss_r = 0.0
         b_mistakes_r = 0
         if not rep_last and not rep_random:
-            w_total = (rep.ref_weight + self.own_weight) if lane else weight_total(iterate,
-                                                                                     self.t)
+            w_total = (rep.ref_weight + self.own_weight) if lane else self._average_norm()
             inv_w = 1.0 / w_total if w_total > 0.0 else 0.0  # t = 0: the zero model
         # phase 1: every row of the step at w_{t-1}
         for b in range(bsize):

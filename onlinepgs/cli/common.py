@@ -173,7 +173,9 @@ def print_summary(est, args, start, before=(), after=()):
         rate = stats.get("progressive_error_rate_last")
         lines.append(f"last iterate: average loss = {stats['progressive_loss_last']:.6f}"
                      + ("" if rate is None else f", progressive error rate = {rate:.6f}"))
-    lines += [*before, f"regret bound = {np.sum(stats['regret_bound']):.6g}", *after,
+    regret = (f"{np.sum(stats['regret_bound']):.6g}" if getattr(est, "forget", 1.0) == 1.0
+              else "none with --forget (the bound is the unweighted objective's)")
+    lines += [*before, f"regret bound = {regret}", *after,
               f"seconds = {time.perf_counter() - start:.2f}", f"model = {saved(args.output)}"]
     print("\n".join(lines), file=sys.stderr)
 

@@ -30,6 +30,17 @@ def _radius(text):
     return value
 
 
+def _forget(text):
+    """--forget: a factor in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return value
+
+
 def _positive_int(text):
     try:
         value = int(text)
@@ -106,6 +117,9 @@ def build_parser():
                       help="hash features into 2**BITS columns (indices modulo 2**BITS)")
     opts.add_argument("--hash-seed", type=int, default=0, help="seed of the --bits hash")
     opts.add_argument("--random-seed", type=int, default=0, help="seed of the random iterate")
+    opts.add_argument("--forget", type=_forget, default=1.0, metavar="GAMMA",
+                      help="forgetting for drifting data: each step weighs the past by "
+                      "GAMMA, a memory of about 1/(1-GAMMA) steps (e.g. 0.999); 1: none")
     opts.add_argument("--classes", default=None,
                       help="comma-separated labels and integer ranges A..B, e.g. "
                       "--classes -1,1, 1..20 or 0,2..5 (default: those of the model with -i, "
@@ -217,7 +231,7 @@ MODEL_OPTIONS = {"loss": "loss", "p": "p", "sigma": "sigma", "radius": "radius",
                   "batch_size": "batch_size", "iterate": "iterate",
                   "no_intercept": "fit_intercept", "intercept_scaling": "intercept_scaling",
                   "epsilon": "epsilon", "bits": "n_bits", "hash_seed": "hash_seed",
-                  "random_seed": "random_state"}
+                  "random_seed": "random_state", "forget": "forget"}
 
 
 def flag_of(option):

@@ -101,7 +101,7 @@ def estimator_from_args(args):
 
         cls = PGSClassifierLearner if classifier else PGSRegressorLearner
         est = cls(radius=args.radius, batch_size=args.batch_size, iterate=args.iterate,
-                  **common)
+                  forget=args.forget, **common)
     try:  # before any data is read, and in the options' own names
         est._validate_params()
     except InvalidParameterError as exc:

@@ -22,6 +22,9 @@ def train_on_dask(args, est, base):
         if used:
             raise UserError(f"{flag} is not available with --scheduler (rounds read the "
                             "files on the workers)")
+    if est.forget < 1.0:  # also a model's of -i
+        raise UserError(f"--forget {est.forget} is not available with --scheduler (the lanes "
+                        "of a round would each decay the shared past); train without it")
     try:
         import onlinepgs.dask as opd
     except ImportError as exc:

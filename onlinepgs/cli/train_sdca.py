@@ -33,7 +33,7 @@ def train_sdca(args):
         if getattr(args, name):
             raise UsageError(f"argument {flag}: not available with --solver sdca (it trains "
                              "once on all of DATA, loaded into memory)")
-    for option in ("radius", "batch_size", "iterate"):
+    for option in ("radius", "batch_size", "iterate", "forget"):
         if option in getattr(args, "given", ()):
             raise UsageError(f"argument {flag_of(option)}: a PGS option; --solver sdca solves "
                              "over R^n on all rows")
