@@ -291,3 +291,43 @@ def test_progressive_sums_reads_the_state():
     assert sums["n_examples"] == est.online_stats_["n_examples"]
     assert sums["sum_weighted_loss"] / sums["sum_weight"] == pytest.approx(
         est.online_stats_["progressive_loss"])
+
+
+# ---- the command line and scikit-learn's checks ---------------------------------------------
+
+def test_train_sigma_auto_prints_and_saves_the_choice(tmp_path):
+    import subprocess
+    import sys
+
+    from sklearn.datasets import dump_svmlight_file
+
+    from onlinepgs import load_model, load_svmlight
+
+    X, y = _rows(n=2600)
+    data, model, more = tmp_path / "d.svm", tmp_path / "m.pgs", tmp_path / "m2.pgs"
+    dump_svmlight_file(X, y, str(data), zero_based=False)
+    exe = [sys.executable, "-m", "onlinepgs.cli", "train"]
+    done = subprocess.run(exe + [str(data), "-o", str(model), "--sigma", "auto",
+                                 "--chunk-rows", "700"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    note = [line for line in done.stderr.splitlines() if line.startswith("sigma = ")]
+    saved = load_model(model)
+    # the same rows (as the file gives them) through partial_fit in other chunks
+    X, y = load_svmlight(str(data))
+    learner = PGSClassifierLearner(sigma="auto", random_state=0)
+    learner.partial_fit(X[:1300], y[:1300], classes=[-1, 1]).partial_fit(X[1300:], y[1300:])
+    assert saved.sigma_ == learner.sigma_ and saved.sigma_path_ == learner.sigma_path_
+    np.testing.assert_array_equal(saved.coef_, learner.model_.coef)
+    assert len(note) == 1 and note[0].startswith(f"sigma = {learner.sigma_:.0e} (auto: ")
+    # -i continues the race
+    done = subprocess.run(exe + [str(data), "-i", str(model), "-o", str(more), "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    learner.partial_fit(X, y)
+    np.testing.assert_array_equal(load_model(more).coef_, learner.model_.coef)
+    assert load_model(more).sigma_path_ == learner.sigma_path_
+    refused = subprocess.run(exe + [str(data), "--sigma", "auto", "--solver", "sdca"],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and refused.stderr.strip().endswith(
+        "argument --sigma: auto races PGS runs over a stream; --solver sdca needs a number")
