@@ -351,3 +351,20 @@ def test_train_sigma_auto_prints_and_saves_the_choice(tmp_path):
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and refused.stderr.strip().endswith(
         "argument --sigma: auto races PGS runs over a stream; --solver sdca needs a number")
+
+
+@pytest.mark.parametrize("options", [dict(batch_size=7), dict(p=1.5), dict(n_bits=4),
+                                     dict(iterate="random"), dict(loss="hinge")])
+def test_the_race_is_chunking_invariant_for_every_option(options):
+    """Checks fall on whole mini-batches; p < 2, hashing, the random iterate and other
+    losses fork and race like the default."""
+    X, y = _rows(n=3001)
+    fitted = PGSClassifierLearner(sigma="auto", max_epochs=1, shuffle=False, random_state=1,
+                                  **options).fit(X, y)
+    chunked = PGSClassifierLearner(sigma="auto", random_state=1, **options)
+    for lo in range(0, 3001, 700):
+        chunked.partial_fit(X[lo:lo + 700], y[lo:lo + 700], classes=[-1, 1])
+    assert chunked.sigma_ == fitted.sigma_
+    np.testing.assert_array_equal(chunked.model_.coef, fitted.model_.coef)
+    checks = [r["rows"] for r in chunked.sigma_path_]
+    assert len(checks) >= 3 and all(r % options.get("batch_size", 1) == 0 for r in checks)
