@@ -1,0 +1,442 @@
+"""sigma="auto": a race of PGS runs over a log grid of sigma, judged by progressive loss.
+
+Two layers (docs/design/auto-sigma.md):
+
+* `SigmaSchedule`, a pure decision object: which runs to start, when to look at them
+  (`next_check`) and, from their progressive sums alone, which to drop, which to fork at
+  another sigma, which leads. No training happens in it, so the local race below and the
+  Dask driver (`onlinepgs.distributed`) share it, and a race's result depends only on the
+  rows, never on how they were split into calls.
+* `SigmaRace`, the local race: one `PGSState` per live run, every run trained on the
+  same rows, the rows of a call split at the schedule's checks.
+
+`progressive_sums(state)` is the one place that knows how a state's progressive sums are
+read (DESIGN-34, section 1).
+"""
+import math
+from dataclasses import asdict, dataclass, field
+
+__all__ = ["SigmaSchedule", "SigmaRace", "Run", "Decision", "progressive_sums",
+           "DEFAULT_GRID", "RaceDivergedError"]
+
+# Half-decade steps from 1 down to 1e-8: the optimum of one averaged pass moves by about a
+# decade per decade of rows (sigma* ~ mean ||x||^2 / n), and a half-decade step costs at
+# most a few tenths of a percent of log loss near the optimum.
+DEFAULT_GRID = tuple(10.0 ** (-k / 2.0) for k in range(17))
+
+# The runs started from row 0: wide enough that the first check finds the region of the
+# optimum for features of norm 1 (text) to norm ~4 (one-hot tables), high enough that the
+# unbounded losses (squared) start on sane steps; the race then walks down.
+START_SIGMAS = (1e-1, 1e-2, 1e-3, 1e-4)
+
+FIRST_CHECK = 1000  # rows before the first decision
+GROWTH = 2.0  # each check's row count is this times the previous one's
+DUEL = 0.5  # the part of each interval between fork points that a challenger runs
+BURN = 0.5  # the first part of a duel, not judged: the fork's average is its parent's
+CHASE = False  # True: a challenger that wins is challenged at once (not at the fork point)
+PATIENCE = None  # duels lost in a row after which the schedule settles (None: never)
+
+
+def progressive_sums(state):
+    """The progressive sums of a `PGSState` (DESIGN-34, section 1), as a dict.
+
+    ``sum_weighted_loss`` / ``n_mistakes`` are the REPORTED iterate's where the core keeps
+    them (``state.progressive_sums()``); a core without that method gives the last
+    iterate's sums in their place.
+    """
+    method = getattr(state, "progressive_sums", None)
+    if method is not None:
+        return dict(method())
+    return dict(n_examples=int(state.n_examples), sum_weight=float(state.sum_weight),
+                sum_weighted_loss=float(state.sum_weighted_loss),
+                n_mistakes=int(state.n_mistakes),
+                sum_weighted_loss_last=float(state.sum_weighted_loss),
+                n_mistakes_last=int(state.n_mistakes))
+
+
+@dataclass
+class Run:
+    """One PGS run of the race: its sigma, the row count it started at, and the run it
+    was forked from (None: trained from row 0)."""
+    run_id: int
+    sigma: float
+    started_at: int = 0
+    parent: "int | None" = None
+
+
+@dataclass
+class Decision:
+    """What a check decided: the runs to drop, the forks to make as (parent run_id, new
+    sigma) (the new runs' ids are `SigmaSchedule.runs`' next ones, in this order), the
+    leader, and whether the race is over (only the leader lives on)."""
+    drop: list = field(default_factory=list)
+    fork: list = field(default_factory=list)
+    leader: int = 0
+    settled: bool = False
+
+
+def _loss_between(now, then):
+    """Mean weighted progressive loss over the rows between two sums (inf: none)."""
+    w = now["sum_weight"] - (then["sum_weight"] if then else 0.0)
+    if not w > 0:
+        return math.inf
+    loss = (now["sum_weighted_loss"] - (then["sum_weighted_loss"] if then else 0.0)) / w
+    return loss if math.isfinite(loss) else math.inf
+
+
+class SigmaSchedule:
+    """Which sigma runs to train, from their progressive sums.
+
+    The race: `START_SIGMAS` run from row 0 until the first check (`FIRST_CHECK` rows).
+    There the best one leads and a challenger is forked from it one grid step below (the
+    optimum of one averaged pass moves down as rows accumulate): a copy of the leader's
+    dual state at the smaller sigma (`PGSState.with_sigma`). Forks happen at the fork
+    points F_0 = FIRST_CHECK, F_(k+1) = GROWTH * F_k; the duel of leader and challenger
+    lasts the fraction `duel` of the interval (judged at F_k + duel (F_(k+1) - F_k)), then
+    the winner runs alone to the next fork point: about 1 + duel runs live on average.
+    A judgement compares the mean progressive loss of each run's reported model over the
+    rows since the fork (all live runs trained on exactly those rows; the whole history
+    would favour large sigma, which early rows do). Ties go to the larger sigma. After
+    `patience` duels lost by the challenger in a row, or with the leader at the bottom of
+    the grid, the schedule settles: the leader alone goes on, no more checks.
+
+    Parameters
+    ----------
+    loss : str
+        The runs' loss (kept for the record; the decisions read only progressive sums).
+    n_problems : int, default=1
+    grid : sequence of float or None
+        The sigmas the race may use, any order (None: `DEFAULT_GRID`, 1 to 1e-8 in
+        half-decades). The start runs are the grid's points nearest `START_SIGMAS`.
+    batch_size : int, default=1
+        Checks fall on whole mini-batches (a multiple of it), so that splitting a call
+        at a check does not change the steps.
+    first_check, growth, duel, patience : see the module's constants.
+    """
+
+    def __init__(self, loss, *, n_problems=1, grid=None, batch_size=1, start=START_SIGMAS,
+                 first_check=FIRST_CHECK, growth=GROWTH, duel=DUEL, burn=BURN,
+                 chase=CHASE, patience=PATIENCE):
+        grid = DEFAULT_GRID if grid is None else grid
+        self.grid = sorted({float(s) for s in grid}, reverse=True)
+        if not self.grid or not all(s > 0 and math.isfinite(s) for s in self.grid):
+            raise ValueError(f"a sigma grid holds positive finite numbers, got {grid!r}")
+        if not (growth > 1 and 0 < duel <= 1 and first_check >= 1):
+            raise ValueError("a sigma schedule needs first_check >= 1, growth > 1 and "
+                             f"0 < duel <= 1, got {first_check!r}, {growth!r}, {duel!r}")
+        self.loss, self.n_problems = loss, int(n_problems)
+        self.batch_size = int(batch_size)
+        self.first_check, self.growth, self.duel = int(first_check), float(growth), float(duel)
+        self.burn, self.chase = float(burn), bool(chase)
+        self.start_sigmas = sorted({self._nearest(float(x)) for x in start}, reverse=True)
+        self.patience = patience
+        self.runs = {}  # live runs: run_id -> Run
+        self.next_id = 0
+        self.fork_at = self.check_at = self._round(self.first_check)
+        self.judge_at = self.mark_at = -1  # the current duel's judgement, end of burn-in
+        self.since = 0  # where the live runs' comparison window began (a start or fork)
+        self.leader_id = None
+        self.lost = 0  # duels lost by the challenger in a row
+        self.settled = False
+        self.marks = {}  # run_id -> its sums where the window began (None: from row 0)
+        self.path = []  # sigma_path_: one record per check, drop or settle
+
+    def _round(self, rows):
+        """rows rounded up to a whole number of mini-batches."""
+        b = self.batch_size
+        return -(-int(rows) // b) * b
+
+    def _nearest(self, sigma):
+        return min(self.grid, key=lambda s: abs(math.log(s / sigma)))
+
+    def _new_run(self, sigma, started_at, parent):
+        run = Run(self.next_id, float(sigma), int(started_at), parent)
+        self.runs[run.run_id] = run
+        self.next_id += 1
+        return run
+
+    def start(self):
+        """The runs to start from row 0 (once, before any row)."""
+        if self.runs or self.next_id:
+            raise RuntimeError("the schedule has started already")
+        started = [self._new_run(s, 0, None) for s in self.start_sigmas]
+        self.leader_id = started[0].run_id
+        return started
+
+    def next_check(self, n_rows):
+        """The row count of the next decision (None once settled): a caller splits its
+        rows there and calls `decide` when exactly that many rows have been seen."""
+        return None if self.settled else self.check_at
+
+    def _losses(self, sums):
+        """Each live run's mean progressive loss since the window began."""
+        return {rid: _loss_between(sums[rid], self.marks.get(rid)) for rid in self.runs
+                if rid in sums}
+
+    def _best(self, losses):
+        return min(losses, key=lambda r: (losses[r], -self.runs[r].sigma))
+
+    def _leader_sigma(self):
+        run = self.runs.get(self.leader_id)
+        return None if run is None else run.sigma
+
+    def _record(self, n_rows, sums, kind, **extra):
+        runs = []
+        for rid, run in sorted(self.runs.items()):
+            s = sums.get(rid)
+            runs.append(dict(run_id=rid, sigma=run.sigma, started_at=run.started_at,
+                             parent=run.parent,
+                             progressive_loss=(None if s is None else
+                                               _finite_or_none(_loss_between(s, None))),
+                             window_loss=(None if s is None else _finite_or_none(
+                                 _loss_between(s, self.marks.get(rid))))))
+        self.path.append(dict(rows=int(n_rows), event=kind, window=[self.since, int(n_rows)],
+                              runs=runs, **extra))
+
+    def discard(self, run_id, n_rows, reason="diverged"):
+        """Remove a run the driver could not train on (its PGS diverged); recorded in the
+        path. A discarded leader passes to the live run of the largest sigma until the
+        next judgement."""
+        run = self.runs.pop(run_id)
+        self.marks.pop(run_id, None)
+        if self.leader_id == run_id:
+            self.leader_id = max(self.runs, key=lambda r: self.runs[r].sigma, default=None)
+        self.path.append(dict(rows=int(n_rows), event="drop", reason=reason,
+                              run_id=run_id, sigma=run.sigma, leader=self.leader_id,
+                              leader_sigma=self._leader_sigma()))
+
+    def decide(self, n_rows, sums):
+        """The decision at a check: `n_rows` must be `next_check`'s count; `sums` maps
+        each live run_id to its `progressive_sums` (a run missing from it is dropped).
+
+        With several runs live it judges them (the best over the window leads, the
+        others are dropped); at a fork point it forks the challenger one grid step below
+        the leader."""
+        if self.settled or n_rows != self.check_at:
+            raise ValueError(f"no decision is due at row {n_rows} (next: "
+                             f"{self.next_check(n_rows)})")
+        if n_rows == self.mark_at < self.judge_at and len(self.runs) > 1:
+            # the duel's burn-in is over: judge it on the rows from here on (just after
+            # the fork the challenger's average is still mostly its parent's)
+            for r in [r for r in self.runs if r not in sums]:
+                del self.runs[r]
+            self.marks = {r: dict(sums[r]) for r in self.runs}
+            self.since, self.check_at = int(n_rows), self.judge_at
+            return Decision(drop=[], fork=[], leader=self.leader_id, settled=False)
+        losses = self._losses(sums)
+        if not losses:
+            raise ValueError("no live run to decide on")
+        leader = self._best(losses)
+        won = False
+        if len(self.runs) == 2 and self.since > 0:  # a duel: did the challenger win?
+            won = self.runs[leader].sigma < max(r.sigma for r in self.runs.values())
+            self.lost = 0 if won else self.lost + 1
+        if won and self.chase:
+            # the optimum is further down than one step: the next duel starts now
+            self.fork_at = int(n_rows)
+        self.leader_id = leader
+        drop = sorted(r for r in self.runs if r != leader)
+        fork = []
+        settled = self.patience is not None and self.lost >= self.patience
+        if n_rows == self.fork_at and not settled:
+            i = self.grid.index(self.runs[leader].sigma)
+            if i + 1 < len(self.grid):
+                fork.append((leader, self.grid[i + 1]))
+            else:
+                settled = True  # the bottom of the grid: nothing left to try below
+        self._record(n_rows, sums, "check", leader=leader,
+                     leader_sigma=self.runs[leader].sigma,
+                     dropped=[dict(run_id=r, sigma=self.runs[r].sigma) for r in drop],
+                     forked=[dict(parent=p, sigma=s, run_id=self.next_id + k)
+                             for k, (p, s) in enumerate(fork)], settled=settled)
+        for r in drop:
+            del self.runs[r]
+        self.marks = {leader: dict(sums[leader])}
+        self.since = int(n_rows)
+        for parent, sigma in fork:
+            new = self._new_run(sigma, n_rows, parent)
+            self.marks[new.run_id] = dict(sums[parent])
+        self.settled = settled
+        if fork:  # the end of the duel's burn-in, its judgement, the next fork point
+            following = self._round(max(n_rows + 1, math.ceil(n_rows * self.growth)))
+            self.judge_at = self._round(n_rows + max(1, math.ceil(
+                self.duel * (following - n_rows))))
+            self.mark_at = self._round(n_rows + math.floor(self.burn * (self.judge_at - n_rows)))
+            if not n_rows < self.mark_at < self.judge_at:
+                self.mark_at = self.judge_at
+            self.check_at = self.mark_at
+            self.fork_at = following
+        else:
+            self.check_at = self.fork_at
+        return Decision(drop=drop, fork=fork, leader=leader, settled=settled)
+
+    def leader(self, n_rows, sums):
+        """The run to report now, from the live runs' sums: before the first check, the
+        lowest progressive loss; in a duel, the lower over the rows since the fork once
+        they are at least half the duel, else the last judged leader."""
+        live = [r for r in self.runs if r in sums]
+        if not live:
+            return self.leader_id
+        if self.since and self.leader_id in live and (
+                (n_rows - self.since) * 2 < self.check_at - self.since):
+            return self.leader_id
+        return self._best({r: _loss_between(sums[r], self.marks.get(r)) for r in live})
+
+    def settle(self, n_rows, sums, reason="fit"):
+        """End the race now (fit after its first pass): the `leader` alone goes on.
+        Returns the Decision (the runs to drop)."""
+        leader = self.leader(n_rows, sums)
+        drop = sorted(r for r in self.runs if r != leader)
+        self.leader_id = leader
+        if not self.settled:
+            self._record(n_rows, sums, "settle", reason=reason, leader=leader,
+                         leader_sigma=self.runs[leader].sigma,
+                         dropped=[dict(run_id=r, sigma=self.runs[r].sigma) for r in drop])
+        for r in drop:
+            del self.runs[r]
+            self.marks.pop(r, None)
+        self.settled = True
+        return Decision(drop=drop, fork=[], leader=leader, settled=True)
+
+    # ---- model files --------------------------------------------------------------
+    _SCALARS = ("next_id", "fork_at", "check_at", "judge_at", "mark_at", "since", "lost")
+
+    def to_dict(self):
+        """The schedule as JSON-able values (model files)."""
+        return dict(version=1, loss=self.loss, n_problems=self.n_problems, grid=self.grid,
+                    start=self.start_sigmas,
+                    batch_size=self.batch_size, first_check=self.first_check,
+                    growth=self.growth, duel=self.duel, burn=self.burn, chase=self.chase,
+                    patience=self.patience,
+                    runs=[asdict(r) for r in self.runs.values()],
+                    leader_id=self.leader_id, settled=self.settled,
+                    marks=[[r, m] for r, m in self.marks.items()], path=self.path,
+                    **{k: getattr(self, k) for k in self._SCALARS})
+
+    @classmethod
+    def from_dict(cls, d):
+        """The schedule of `to_dict`."""
+        if d.get("version") != 1:
+            raise ValueError(f"unsupported sigma schedule version {d.get('version')!r}")
+        self = cls(d["loss"], n_problems=d["n_problems"], grid=d["grid"], start=d["start"],
+                   batch_size=d["batch_size"], first_check=d["first_check"],
+                   growth=d["growth"], duel=d["duel"], burn=d["burn"], chase=d["chase"],
+                   patience=d["patience"])
+        self.runs = {int(r["run_id"]): Run(int(r["run_id"]), float(r["sigma"]),
+                                           int(r["started_at"]),
+                                           None if r["parent"] is None else int(r["parent"]))
+                     for r in d["runs"]}
+        for key in self._SCALARS:
+            setattr(self, key, int(d[key]))
+        self.leader_id = None if d["leader_id"] is None else int(d["leader_id"])
+        self.settled = bool(d["settled"])
+        self.marks = {int(r): (None if m is None else dict(m)) for r, m in d["marks"]}
+        self.path = list(d["path"])
+        return self
+
+
+def _finite_or_none(x):
+    return x if math.isfinite(x) else None
+
+
+class RaceDivergedError(Exception):
+    """Every run of the race diverged; ``errors`` holds each run's error (last: the
+    last run's), which the learner re-raises."""
+
+    def __init__(self, errors):
+        super().__init__(str(errors[-1]))
+        self.errors = errors
+
+
+class SigmaRace:
+    """The local race: a `SigmaSchedule` and one `PGSState` per live run.
+
+    Parameters
+    ----------
+    schedule : SigmaSchedule
+    states : dict run_id -> PGSState
+        The live runs' states (from `start`: `SigmaRace.begin`).
+    n_rows : int
+        Rows every live run has seen (their common count).
+    """
+
+    def __init__(self, schedule, states, n_rows=0):
+        self.schedule, self.states, self.n_rows = schedule, dict(states), int(n_rows)
+
+    @classmethod
+    def begin(cls, schedule, make_state):
+        """A race at row 0: ``make_state(sigma)`` builds each start run's fresh state."""
+        return cls(schedule, {run.run_id: make_state(run.sigma) for run in schedule.start()})
+
+    def sums(self):
+        return {rid: progressive_sums(st) for rid, st in self.states.items()}
+
+    @property
+    def leader_id(self):
+        return self.schedule.leader(self.n_rows, self.sums())
+
+    @property
+    def leader(self):
+        """The state to report now (`SigmaSchedule.leader`)."""
+        return self.states[self.leader_id]
+
+    def advance(self, n, train, diverged=(FloatingPointError,)):
+        """Train every live run on the next n rows, deciding at the schedule's checks.
+
+        ``train(state, start, stop)`` trains a state on rows [start, stop) of the caller's
+        n rows. A run whose training raises one of `diverged` is discarded (recorded in the
+        path); if every run has, RaceDivergedError carries their errors.
+        """
+        done, errors = 0, []
+        while done < n:
+            check = self.schedule.next_check(self.n_rows)
+            if check is not None and check <= self.n_rows:
+                raise RuntimeError(f"the schedule's next check ({check}) is not after row "
+                                   f"{self.n_rows}")
+            stop = n if check is None else min(n, done + check - self.n_rows)
+            for rid in sorted(self.states):
+                try:
+                    train(self.states[rid], done, stop)
+                except diverged as exc:
+                    errors.append(exc)
+                    del self.states[rid]
+                    self.schedule.discard(rid, self.n_rows + stop - done)
+            if not self.states:
+                raise RaceDivergedError(errors)
+            self.n_rows += stop - done
+            done = stop
+            if check is not None and self.n_rows == check:
+                self._apply(self.schedule.decide(self.n_rows, self.sums()))
+
+    def check(self, check, diverged=(FloatingPointError,)):
+        """``check(state)`` on every live run after a call: a run for which it raises one
+        of `diverged` is discarded like one that diverged in training (RaceDivergedError
+        if none is left)."""
+        errors = []
+        for rid in sorted(self.states):
+            try:
+                check(self.states[rid])
+            except diverged as exc:
+                errors.append(exc)
+                del self.states[rid]
+                self.schedule.discard(rid, self.n_rows)
+        if not self.states:
+            raise RaceDivergedError(errors)
+
+    def _apply(self, decision):
+        forked = {}
+        for parent, sigma in decision.fork:
+            forked[parent, sigma] = self.states[parent].with_sigma(sigma)
+        for rid in decision.drop:
+            self.states.pop(rid, None)
+        # the forks' ids are the schedule's newest runs, in the decision's order
+        new_ids = sorted(self.schedule.runs)[len(self.schedule.runs) - len(decision.fork):]
+        for rid, key in zip(new_ids, decision.fork):
+            self.states[rid] = forked[key]
+
+    def settle(self, reason="fit"):
+        """End the race: only the leader's state remains. Returns it."""
+        decision = self.schedule.settle(self.n_rows, self.sums(), reason)
+        for rid in decision.drop:
+            self.states.pop(rid, None)
+        return self.states[decision.leader]
