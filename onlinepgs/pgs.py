@@ -52,7 +52,7 @@ _COMMON_DOC = """
         Below p = 1.002 the weights stay in the double range by a rescaling pass over
         them each time max |lambda_j| grows ``3.5^(512 (p - 1))``-fold (1.066 at
         p = 1.0001), so training is slower.
-    sigma : "auto" or float > 0, default=1e-4
+    sigma : "auto" or float > 0, default="auto"
         Regularization weight (the paper's sigma): PGS minimizes
         ``sigma * r(w) + mean_i sample_weight_i * loss(<w, x_i>, y_i)`` (the mean over
         rows). A row's weight c multiplies the gradient of its one step, whose size is
@@ -298,7 +298,7 @@ class PGSLearner(LinearLearner):
         "forget": [("real", 0, 1, "right")],
     }
 
-    def __init__(self, loss, *, p=2.0, sigma=1e-4, radius="auto", batch_size=1,
+    def __init__(self, loss, *, p=2.0, sigma="auto", radius="auto", batch_size=1,
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
@@ -772,7 +772,7 @@ class PGSClassifierLearner(ClassifierLearner, PGSLearner):
     _constraints = {**PGSLearner._constraints,
                     "loss": [("str", set(CLASSIFICATION_LOSSES))]}
 
-    def __init__(self, loss="logistic", *, p=2.0, sigma=1e-4, radius="auto", batch_size=1,
+    def __init__(self, loss="logistic", *, p=2.0, sigma="auto", radius="auto", batch_size=1,
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
@@ -831,7 +831,7 @@ class PGSRegressorLearner(RegressorLearner, PGSLearner):
     _public_name = "PGSRegressor"
     _constraints = {**PGSLearner._constraints, "loss": [("str", set(REGRESSION_LOSSES))]}
 
-    def __init__(self, loss="squared", *, p=2.0, sigma=1e-4, radius="auto", batch_size=1,
+    def __init__(self, loss="squared", *, p=2.0, sigma="auto", radius="auto", batch_size=1,
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,

@@ -101,12 +101,15 @@ def estimator_from_args(args):
     from onlinepgs._checks import InvalidParameterError
     from onlinepgs._core._pgs import check_p
 
+    sdca = getattr(args, "solver", "pgs") == "sdca"
+    if args.sigma is None:  # PGS races sigma; SDCA solves for one
+        args.sigma = 1e-4 if sdca else "auto"
     common = dict(loss=args.loss, p=args.p, sigma=args.sigma,
                   fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
                   epsilon=args.epsilon, n_bits=args.bits, hash_seed=args.hash_seed,
                   random_state=args.random_seed)
     classifier = args.loss in CLASSIFICATION_LOSSES
-    if getattr(args, "solver", "pgs") == "sdca":
+    if sdca:
         from onlinepgs.sdca import SDCAClassifierLearner, SDCARegressorLearner
 
         if args.sigma == "auto":
