@@ -23,13 +23,14 @@ import scipy.sparse as sp
 
 from onlinepgs._base import _training
 from onlinepgs._checks import check_random_state
+from onlinepgs.distributed.runs import Race, Runs
 from onlinepgs.pgs import PGSDivergedError, PGSLearner
 
 __all__ = ["PGSDivergedError", "as_matrix", "batch_size", "check_block_width",
            "check_params", "check_rows", "check_trainable", "check_width", "classes_of",
            "encode_targets", "epochs_after", "fitted_width", "hashing_bits", "install",
-           "is_classifier", "is_fitted", "name_of", "new_state", "random_state",
-           "row_power_sums", "spec", "state_copy", "training"]
+           "is_classifier", "is_fitted", "name_of", "new_runs", "random_state",
+           "row_power_sums", "runs_copy", "spec", "training"]
 
 
 # ---- the estimator the driver trains ----------------------------------------------------
@@ -99,14 +100,34 @@ def check_width(est, width, n_problems, have=0):
     est._check_width(sp.csr_matrix((0, width)), n_problems, have=have)
 
 
-def new_state(est, width, n_problems, multiclass, rng):
-    """A fresh solver state of the estimator's parameters."""
-    return est._new_state(width, n_problems, multiclass, rng)
+def new_runs(est, width, n_problems, multiclass, rng):
+    """The runs of a first training: one fresh solver state of the estimator's
+    parameters, or with ``sigma="auto"`` those the race's schedule starts (and the
+    `Race`; None for a fixed sigma)."""
+    if not _auto(est):
+        return Runs({0: est._new_state(width, n_problems, multiclass, rng)}, 0), None
+    from onlinepgs._race import SigmaRace
+
+    race = SigmaRace.begin(est._new_schedule(n_problems), lambda sigma: est._new_state(
+        width, n_problems, multiclass, rng, sigma=sigma))
+    return Runs(race.states, race.leader_id, racing=True), Race(race.schedule, 0)
 
 
-def state_copy(est):
-    """A copy of a fitted estimator's solver state (the estimator keeps its own)."""
-    return est._state.copy()
+def runs_copy(est):
+    """A copy of a fitted estimator's runs (it keeps its own) and its race, if it is
+    still racing (a copy of the schedule: a failed call leaves it as it was)."""
+    race = getattr(est, "_race", None)
+    if race is None:
+        return Runs({0: est._state.copy()}, 0), None
+    from onlinepgs._race import SigmaSchedule
+
+    schedule = SigmaSchedule.from_dict(race.schedule.to_dict())
+    runs = Runs({k: s.copy() for k, s in race.states.items()}, race.leader_id, racing=True)
+    return runs, Race(schedule, race.n_rows)
+
+
+def _auto(est):
+    return isinstance(est.sigma, str) and est.sigma == "auto"
 
 
 def epochs_after(est, passes, first):
@@ -114,10 +135,18 @@ def epochs_after(est, passes, first):
     return passes if first else getattr(est, "n_iter_", 0) + passes
 
 
-def install(est, state, epochs, **fitted):
-    """Make `state` the estimator's model, with fitted attributes, all at once (threads
-    may be predicting meanwhile)."""
-    est._install(state, epochs, **fitted)
+def install(est, runs, race, epochs, **fitted):
+    """Make the leader of `runs` the estimator's model, with fitted attributes, all at
+    once (threads may be predicting meanwhile); with ``sigma="auto"``, the race too
+    (`sigma_`, `sigma_path_`; the live runs and the schedule, if it goes on)."""
+    if race is None:
+        est._install(runs.state, epochs, **fitted)
+        return
+    from onlinepgs._race import SigmaRace
+
+    going_on = race.next_check is not None
+    kept = SigmaRace(race.schedule, runs.states, race.n_rows) if going_on else None
+    est._install(runs.state, epochs, race=kept, schedule=race.schedule, **fitted)
 
 
 def spec(est, classes):
