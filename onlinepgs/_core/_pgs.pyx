@@ -791,6 +791,35 @@ cdef class PGSState:
         return dict(online_objective=primal, dual_objective=dual,
                     online_duality_gap=primal - dual)
 
+    # ---- sigma="auto" (onlinepgs._race): a run forked at another sigma ----------------
+    def with_sigma(self, double sigma):
+        """A copy of this state with regularization weight `sigma`, continuing from the
+        same dual state: lambda, t, the statistics and the averaged iterate so far are
+        kept, and the next steps take the iterates ``grad r*(lambda / ((t + 1) sigma))``.
+
+        The lazy average's running sum holds scales of the old sigma, so it is settled
+        first (its sums moved into acc: the average itself does not change); the scale
+        s and the iterate's norm are recomputed for the new sigma, and an "auto" radius
+        is that of the new sigma over the same rows. The random iterate's chosen
+        iterate keeps its own scale.
+        """
+        cdef PGSState new
+        cdef Py_ssize_t c
+        if not (sigma > 0.0 and isfinite(sigma)):
+            raise ValueError(f"sigma must be a positive finite number, got {sigma!r}")
+        new = self.copy()
+        for c in range(new.n_problems):
+            new._settle_all(c)
+        new.sigma = sigma
+        if new.radius_auto and new.loss0_max > 0.0:
+            new.radius = sqrt(new.loss0_max) * sqrt(2.0 * (new.p - 1.0) / sigma)
+        if new.t > 0:
+            for c in range(new.n_problems):
+                new.s[c] = new._scale_of(c, new.t)
+                if new.need_norm and not new.bounded:
+                    new.w_norm[c] = new._w_norm(c, new.t)
+        return new
+
     # ---- distributed rounds (onlinepgs.dask): the merge of lanes lives in _merge.pyx ----
     def fork(self):
         """A lane's starting state for one round of distributed training (`_merge.fork`)."""
