@@ -21,6 +21,7 @@ array([1])
 import numpy as np
 import scipy.sparse as sp
 
+from onlinepgs import _race
 from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,  # noqa: F401
                              _training, _unchanged_on_error)
 from onlinepgs._checks import AtRows, check_random_state, py, row_of_entry
@@ -50,7 +51,7 @@ _COMMON_DOC = """
         Below p = 1.002 the weights stay in the double range by a rescaling pass over
         them each time max |lambda_j| grows ``3.5^(512 (p - 1))``-fold (1.066 at
         p = 1.0001), so training is slower.
-    sigma : float > 0, default=1e-4
+    sigma : "auto" or float > 0, default=1e-4
         Regularization weight (the paper's sigma): PGS minimizes
         ``sigma * r(w) + mean_i sample_weight_i * loss(<w, x_i>, y_i)`` (the mean over
         rows). A row's weight c multiplies the gradient of its one step, whose size is
@@ -58,6 +59,11 @@ _COMMON_DOC = """
         certificates') averages by the sum of the weights instead, scikit-learn's
         convention: the two agree when the mean weight is 1; otherwise PGS's iterates
         target that objective with sigma times the mean weight's inverse.
+        "auto": a race of PGS runs over a half-decade grid of sigma on the same rows,
+        judged by the progressive loss of the reported model over recent rows
+        (`onlinepgs._race`, docs/design/auto-sigma.md): `fit` races in its first pass
+        and continues the winner, `partial_fit` races across calls until the race
+        settles. ``sigma_`` is the choice and ``sigma_path_`` the race's record.
     radius : "auto", float > 0 or None, default="auto"
         The domain S of w. None: S = R^n (the paper's plain PGS). A number B: the l_p
         ball of radius B. "auto": the ball of radius
@@ -265,7 +271,7 @@ class PGSLearner(LinearLearner):
 
     _constraints = {
         "p": [("real", 1, 2, "right")],
-        "sigma": [("real", 0, None, "neither")],
+        "sigma": [("str", {"auto"}), ("real", 0, None, "neither")],
         "radius": [None, ("str", {"auto"}), ("real", 0, None, "neither")],
         "batch_size": [("int", 1, None, "left")],
         "iterate": [("str", set(ITERATES))],
@@ -311,15 +317,46 @@ class PGSLearner(LinearLearner):
         check_p(float(self.p))  # before the data: p too near 1 is refused with its reason
 
     def _new_state(self, n_features, n_problems, multiclass, rng):
-        """A fresh solver state; its own RNG (the random iterate) is seeded from rng."""
+        """A fresh solver state at the sigma parameter (a number); its own RNG (the random
+        iterate) is seeded from rng."""
+        return self._state_factory(n_features, n_problems, multiclass, rng)(float(self.sigma))
+
+    def _state_factory(self, n_features, n_problems, multiclass, rng):
+        """sigma -> a fresh solver state; the seed is drawn from rng once, so every run of
+        a race shares it and a run equals its sigma trained alone."""
         seed = int(rng.randint(0, 2**31 - 1)) * 2**32 + int(rng.randint(0, 2**31 - 1))
-        return PGSState(p=float(self.p), sigma=float(self.sigma),
-                        radius=self.radius if self.radius in (None, "auto") else float(self.radius),
-                        loss=self.loss, batch_size=int(self.batch_size),
-                        iterate=self.iterate, n_problems=n_problems, multiclass=multiclass,
-                        fit_intercept=bool(self.fit_intercept),
-                        intercept_scaling=float(self.intercept_scaling),
-                        epsilon=float(self.epsilon), n_features=n_features, seed=seed)
+
+        def make(sigma):
+            return PGSState(p=float(self.p), sigma=float(sigma),
+                            radius=self.radius if self.radius in (None, "auto") else float(self.radius),
+                            loss=self.loss, batch_size=int(self.batch_size),
+                            iterate=self.iterate, n_problems=n_problems, multiclass=multiclass,
+                            fit_intercept=bool(self.fit_intercept),
+                            intercept_scaling=float(self.intercept_scaling),
+                            epsilon=float(self.epsilon), n_features=n_features, seed=seed)
+        return make
+
+    def _auto(self):
+        """Whether sigma is chosen by a race (sigma="auto")."""
+        return isinstance(self.sigma, str)
+
+    def _new_race(self, n_features, n_problems, multiclass, rng):
+        """A race at row 0 (sigma="auto"): the schedule and its start runs' states."""
+        schedule = _race.SigmaSchedule(self.loss, n_problems=n_problems,
+                                       batch_size=int(self.batch_size))
+        return _race.SigmaRace.begin(
+            schedule, self._state_factory(n_features, n_problems, multiclass, rng))
+
+    def _race_pass(self, race, X, y, sw, order, power_sums):
+        """Train every live run of the race on the rows of `order`; a run that diverges
+        is dropped (the race's path says so), unless every run has: then the last
+        run's error is raised."""
+        def train(state, start, stop):
+            self._run(state, X, y, sw, order[start:stop], self._classifier, power_sums)
+        try:
+            race.advance(len(order), train, diverged=(PGSDivergedError,))
+        except _race.RaceDivergedError as exc:
+            raise exc.errors[-1] from None
 
     def _bytes_per_feature(self, n_problems):
         """Bytes of solver state per feature (PGSState's arrays, see max_model_bytes)."""
@@ -431,11 +468,11 @@ class PGSLearner(LinearLearner):
                     reason=reason)
             if self.radius is None:
                 advice = (f"Its gradient is unbounded, so on R^n (radius=None) a small "
-                          f"sigma={self.sigma:g} lets the first steps of size 1/(t sigma) "
+                          f"sigma={state.sigma:g} lets the first steps of size 1/(t sigma) "
                           "blow up; use radius='auto' (or a finite radius) or a larger "
                           "sigma.")
             else:
-                advice = (f"Even on the ball (radius={self.radius!r}) sigma={self.sigma:g} "
+                advice = (f"Even on the ball (radius={self.radius!r}) sigma={state.sigma:g} "
                           "makes the steps of size 1/(t sigma) overflow; use a larger sigma.")
             kept = ("The model keeps the state before that step."
                     if _finite_weights(state) else
@@ -457,14 +494,24 @@ class PGSLearner(LinearLearner):
         X, y_core, n_problems, multiclass, extra, sw = self._fit_inputs(X, y, sample_weight)
         self._check_width(X, n_problems)  # a new state, whatever a former fit had
         rng = check_random_state(self.random_state)
-        state = self._new_state(X.shape[1], n_problems, multiclass, rng)
+        race = state = None
+        if self._auto():
+            race = self._new_race(X.shape[1], n_problems, multiclass, rng)
+        else:
+            state = self._new_state(X.shape[1], n_problems, multiclass, rng)
         n = X.shape[0]
         power_sums = self._row_power_sums(X, passes=self.max_epochs)
         best, stall, epochs = np.inf, 0, 0
         for _ in range(self.max_epochs):
             order = rng.permutation(n).astype(np.int64) if self.shuffle else np.arange(n, dtype=np.int64)
-            before = (state.sum_weighted_loss, state.sum_weight)
-            self._run(state, X, y_core, sw, order, self._classifier, power_sums)
+            if race is not None and state is None:
+                # the first pass races; the later ones continue the winner
+                self._race_pass(race, X, y_core, sw, order, power_sums)
+                state = race.settle("fit")
+                before = (0.0, 0.0)
+            else:
+                before = (state.sum_weighted_loss, state.sum_weight)
+                self._run(state, X, y_core, sw, order, self._classifier, power_sums)
             epochs += 1
             if self.tol is not None:
                 w = state.sum_weight - before[1]
@@ -473,7 +520,9 @@ class PGSLearner(LinearLearner):
                 best = min(best, epoch_loss)
                 if stall >= self.n_iter_no_change:
                     break
-        self._install(state, epochs, **extra)
+        if race is not None and state is None:  # no pass (max_epochs is at least 1)
+            state = race.settle("fit")
+        self._install(state, epochs, race=race, **extra)
         return self
 
     def _partial_fit(self, X, y, sample_weight, classes=None):
@@ -503,27 +552,39 @@ class PGSLearner(LinearLearner):
         # the installed state changes in place (and may be reallocated to widen it):
         # readers of the weights wait for this pass
         with self._lock("_state_lock"):
-            if first:
+            race = None if first else getattr(self, "_race", None)
+            if first and self._auto():
+                race = self._new_race(X.shape[1], n_problems, multiclass,
+                                      check_random_state(self.random_state))
+            elif first:
                 state = self._new_state(X.shape[1], n_problems, multiclass,
                                         check_random_state(self.random_state))
             else:
                 state = self._state
                 if X.shape[1] > self.n_features_in_:
-                    state.ensure_dim(X.shape[1])
+                    for grown in (race.states.values() if race is not None else (state,)):
+                        grown.ensure_dim(X.shape[1])
                     extra["n_features_in_"] = X.shape[1]
             try:
-                self._run(state, X, y_core, sw, order, self._classifier, power_sums)
+                if race is not None:
+                    self._race_pass(race, X, y_core, sw, order, power_sums)
+                else:
+                    self._run(state, X, y_core, sw, order, self._classifier, power_sums)
             finally:
+                if race is not None:
+                    state = race.leader
                 self._install(state, getattr(self, "n_iter_", 0) + 1 if not first else 1,
-                              **extra)
+                              race=race, **extra)
         return self
 
-    def _install(self, state, epochs, **attributes):
-        """Make `state` the model, with fitted `attributes` (classes_, n_features_in_)."""
+    def _install(self, state, epochs, race=None, **attributes):
+        """Make `state` the model, with fitted `attributes` (classes_, n_features_in_);
+        `race`: the sigma race it leads (sigma="auto"), else None."""
         with self._lock("_state_lock"):
             for name, value in attributes.items():
                 setattr(self, name, value)
             self._state = state
+            self._race = race
             self._state_params = {n: getattr(self, n) for n in _STATE_PARAMS}
             self._cache = {}
             self.n_iter_ = epochs
@@ -567,6 +628,25 @@ class PGSLearner(LinearLearner):
             if finite:
                 cache["model"] = model
             return model
+
+    @property
+    def sigma_(self):
+        """The sigma of the model (float): the race's choice with sigma="auto", else the
+        sigma parameter."""
+        self._check_fitted()
+        return float(self._state.sigma)
+
+    @property
+    def sigma_path_(self):
+        """The sigma race's record (sigma="auto"; [] for a fixed sigma): one dict per
+        event, at ``rows`` rows: a ``"check"`` (each live run's ``sigma``, ``started_at``,
+        ``parent``, cumulative ``progressive_loss`` and ``window_loss`` over the rows since
+        the previous check, the ``leader`` run and its ``leader_sigma``, the runs
+        ``dropped`` and ``forked``), a ``"drop"`` of a run that diverged, or the
+        ``"settle"`` that ended the race (fit's first pass)."""
+        self._check_fitted()
+        race = getattr(self, "_race", None)
+        return [] if race is None else list(race.schedule.path)
 
     @property
     def online_stats_(self):
