@@ -7,11 +7,13 @@ adapt. What it uses of a `PGSClassifier` / `PGSRegressor` `est`:
 
 * parameters: ``batch_size``, ``n_bits``, ``random_state``;
 * fitted attributes: ``classes_``, ``n_features_in_``, ``n_iter_``, ``_state`` (the
-  solver's `PGSState`), ``_classifier`` (class attribute);
+  solver's `PGSState`), ``_race`` (sigma="auto": the `SigmaRace` of its live runs, or
+  None), ``_classifier`` (class attribute);
 * methods: ``_validate_params``, ``_check_finite_params``, ``_check_state_params``,
-  ``_check_width``, ``_new_state``, ``_install``, and, on the workers (a clone of `est`
-  with ``classes_`` set, the "spec"), ``_as_matrix``, ``_encode_targets``,
-  ``_row_power_sums``;
+  ``_check_width``, ``_auto``, ``_new_state``, ``_new_race``, ``_install``, and, on the
+  workers (a clone of `est` with ``classes_`` set, the "spec"), ``_as_matrix``,
+  ``_encode_targets``, ``_row_power_sums``;
+* from `onlinepgs._race`: `SigmaRace`, `SigmaSchedule` (a race's copy);
 * from `onlinepgs.pgs`: ``PGSLearner`` (the type check: the scikit-learn estimators and
   the command line's learners are both), `PGSDivergedError`; from `onlinepgs._base`:
   ``_training`` (one training call at a time, undone on error).
@@ -22,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from onlinepgs._base import _training
+from onlinepgs._race import SigmaRace, SigmaSchedule
 from onlinepgs._checks import check_random_state
 from onlinepgs.distributed.runs import Race, Runs
 from onlinepgs.pgs import PGSDivergedError, PGSLearner
@@ -101,33 +104,25 @@ def check_width(est, width, n_problems, have=0):
 
 
 def new_runs(est, width, n_problems, multiclass, rng):
-    """The runs of a first training: one fresh solver state of the estimator's
-    parameters, or with ``sigma="auto"`` those the race's schedule starts (and the
-    `Race`; None for a fixed sigma)."""
-    if not _auto(est):
+    """The runs of a first training and the race (None for a fixed sigma): one fresh
+    solver state of the estimator's parameters, or with ``sigma="auto"`` the runs the
+    race's schedule starts (`_new_race`)."""
+    if not est._auto():
         return Runs({0: est._new_state(width, n_problems, multiclass, rng)}, 0), None
-    from onlinepgs._race import SigmaRace
-
-    race = SigmaRace.begin(est._new_schedule(n_problems), lambda sigma: est._new_state(
-        width, n_problems, multiclass, rng, sigma=sigma))
-    return Runs(race.states, race.leader_id, racing=True), Race(race.schedule, 0)
+    race = est._new_race(width, n_problems, multiclass, rng)
+    return Runs(race.states, race.leader_id, racing=True), Race(race.schedule, race.n_rows)
 
 
 def runs_copy(est):
-    """A copy of a fitted estimator's runs (it keeps its own) and its race, if it is
-    still racing (a copy of the schedule: a failed call leaves it as it was)."""
+    """A copy of a fitted estimator's runs and race (the estimator keeps its own, so a
+    failed call leaves it as it was): its state, or with ``sigma="auto"`` every live run
+    of its race and the schedule (settled, or going on across calls)."""
     race = getattr(est, "_race", None)
     if race is None:
         return Runs({0: est._state.copy()}, 0), None
-    from onlinepgs._race import SigmaSchedule
-
     schedule = SigmaSchedule.from_dict(race.schedule.to_dict())
     runs = Runs({k: s.copy() for k, s in race.states.items()}, race.leader_id, racing=True)
     return runs, Race(schedule, race.n_rows)
-
-
-def _auto(est):
-    return isinstance(est.sigma, str) and est.sigma == "auto"
 
 
 def epochs_after(est, passes, first):
@@ -137,16 +132,14 @@ def epochs_after(est, passes, first):
 
 def install(est, runs, race, epochs, **fitted):
     """Make the leader of `runs` the estimator's model, with fitted attributes, all at
-    once (threads may be predicting meanwhile); with ``sigma="auto"``, the race too
-    (`sigma_`, `sigma_path_`; the live runs and the schedule, if it goes on)."""
+    once (threads may be predicting meanwhile); with ``sigma="auto"`` its race too (the
+    live runs and the schedule: `sigma_`, `sigma_path_`, and the race partial_fit goes on
+    with)."""
     if race is None:
         est._install(runs.state, epochs, **fitted)
         return
-    from onlinepgs._race import SigmaRace
-
-    going_on = race.next_check is not None
-    kept = SigmaRace(race.schedule, runs.states, race.n_rows) if going_on else None
-    est._install(runs.state, epochs, race=kept, schedule=race.schedule, **fitted)
+    kept = SigmaRace(race.schedule, runs.states, race.n_rows)
+    est._install(runs.state, epochs, race=kept, **fitted)
 
 
 def spec(est, classes):

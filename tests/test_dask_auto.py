@@ -1,0 +1,188 @@
+"""sigma="auto" on Dask: the driver trains every live run of the race each round and
+asks the race's schedule between rounds (onlinepgs/distributed/runs.py).
+
+Yardsticks: the local race (`PGSClassifier(sigma="auto")`, one process), which one lane
+must reproduce; the fixed-sigma Dask training of each sigma, which every run of the race
+from row 0 must reproduce bit for bit (a plain loop of fixed-sigma runs); the states the
+lanes and the driver hold, which must be the live runs' only."""
+import gc
+import io
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+dask = pytest.importorskip("dask", reason="onlinepgs.dask needs Dask (pip install "
+                           "'onlinepgs[dask]')")
+db = pytest.importorskip("dask.bag")
+
+import onlinepgs.dask as opd  # noqa: E402
+from onlinepgs import (PGSClassifier, PGSRegressor, load_model, load_svmlight,  # noqa: E402
+                       save_model)
+from onlinepgs._core import PGSState  # noqa: E402
+from onlinepgs._race import progressive_sums  # noqa: E402
+from onlinepgs.distributed.runs import Race  # noqa: E402
+
+from dask_helpers import assert_close, dask_rows, make_data, svm_lines  # noqa: E402
+
+# the schedule's first decision is at 1000 rows, then 2000, 4000, ...
+ROWS = 3000
+
+
+def _local(est, X, y, chunks, **kw):
+    """The local race over the rows in `chunks` (one partial_fit call each)."""
+    cuts = np.concatenate([[0], np.cumsum(chunks)])
+    for a, b in zip(cuts, cuts[1:]):
+        est.partial_fit(X[a:b], y[a:b], **kw)
+    return est
+
+
+def _path(est):
+    """The race's record without its floats (compared exactly elsewhere)."""
+    return [(r["rows"], r["event"], r.get("leader"),
+             [(run["run_id"], run["sigma"]) for run in r.get("runs", [])])
+            for r in est.sigma_path_]
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass", "regression"])
+def test_one_lane_races_as_the_local_race(kind):
+    """One lane, slices that end nowhere near the decisions (the driver cuts a round
+    there): the race's decisions, sigma_ and model are the local race's; fit settles
+    after its first pass as the local fit does."""
+    X, y = make_data(m=ROWS, n=30, seed=3, classes=3 if kind == "multiclass" else 2)
+    if kind == "regression":
+        y = X @ np.linspace(-1, 1, 30) + 0.1 * np.random.RandomState(0).randn(ROWS)
+        make = lambda: PGSRegressor(sigma="auto", random_state=0)  # noqa: E731
+    else:
+        make = lambda: PGSClassifier(sigma="auto", random_state=0)  # noqa: E731
+    dX = dask_rows(X, [700] * 4 + [200])
+    got = opd.fit(make(), dX, y, n_lanes=1, slice_rows=300)
+    want = make().set_params(max_epochs=1, shuffle=False).fit(X, y)
+    assert _path(got) == _path(want)
+    assert got.sigma_path_[-1]["event"] == "settle"
+    assert got.sigma_ == want.sigma_
+    assert_close(got.coef_, want.coef_, rtol=1e-12)
+    assert_close(got.intercept_, want.intercept_, rtol=1e-12)
+
+
+def test_partial_fit_keeps_racing_across_calls_as_the_local_race():
+    """partial_fit goes on with the race (every live run) from call to call; a model
+    file in between changes nothing."""
+    X, y = make_data(m=ROWS, n=30, seed=4)
+    cuts = [1300, 1700]
+    got = PGSClassifier(sigma="auto", random_state=0)
+    opd.partial_fit(got, dask_rows(X[:1300], [650, 650]), y[:1300], classes=[-1, 1],
+                    n_lanes=1, slice_rows=256)
+    assert len(got._race.states) == 2 and got.sigma_path_[-1]["event"] == "check"
+    want = _local(PGSClassifier(sigma="auto", random_state=0), X, y, cuts,
+                  classes=[-1, 1])
+    opd.partial_fit(got, dask_rows(X[1300:], [850, 850]), y[1300:], n_lanes=1,
+                    slice_rows=256)
+    assert _path(got) == _path(want)
+    assert got.sigma_ == want.sigma_
+    for run, state in want._race.states.items():
+        assert_close(got._race.states[run].weights(), state.weights(), rtol=1e-12)
+
+
+def _fixed(sigma, dX, y, state=None, **kw):
+    """Fixed-sigma Dask training over dX, from scratch or from `state` (a fork)."""
+    est = PGSClassifier(sigma=sigma, random_state=0)
+    if state is not None:
+        est._install(state, 1, classes_=np.array([-1.0, 1.0]), n_features_in_=dX.shape[1])
+    return opd.partial_fit(est, dX, y, classes=[-1, 1], **kw)
+
+
+def test_each_run_is_its_fixed_sigma_training_on_two_lanes():
+    """Two lanes whose rounds end on the decisions' rows (so the race's rounds are those
+    of a fixed-sigma training): each run of the race is bit for bit the plain loop's
+    fixed-sigma Dask training of its sigma, from row 0 or, for a run the race forked,
+    from its parent's state there (`with_sigma`)."""
+    X, y = make_data(m=ROWS, n=30, seed=5)
+    kw = dict(n_lanes=2, slice_rows=250)
+    early = PGSClassifier(sigma="auto", random_state=0)
+    opd.partial_fit(early, dask_rows(X[:750], [250] * 3), y[:750], classes=[-1, 1], **kw)
+    assert [s.sigma for s in early._race.states.values()] == [0.1, 0.01, 1e-3, 1e-4]
+    for state in early._race.states.values():
+        fixed = _fixed(state.sigma, dask_rows(X[:750], [250] * 3), y[:750], **kw)
+        np.testing.assert_array_equal(state.weights(), fixed._state.weights())
+        assert progressive_sums(state) == progressive_sums(fixed._state)
+    # past the first decision (1000 rows): the leader from row 0, a challenger forked
+    n = 1750
+    race = PGSClassifier(sigma="auto", random_state=0)
+    opd.partial_fit(race, dask_rows(X[:n], [250] * 7), y[:n], classes=[-1, 1], **kw)
+    runs = race._race.schedule.runs
+    assert sorted(run.parent is None for run in runs.values()) == [False, True]
+    for run_id, run in runs.items():
+        if run.parent is None:
+            fixed = _fixed(run.sigma, dask_rows(X[:n], [250] * 7), y[:n], **kw)
+        else:
+            assert run.started_at == 1000 and runs[run.parent].sigma > run.sigma
+            parent = _fixed(runs[run.parent].sigma, dask_rows(X[:1000], [250] * 4),
+                            y[:1000], **kw)
+            fixed = _fixed(run.sigma, dask_rows(X[1000:n], [250] * 3), y[1000:n],
+                           state=parent._state.with_sigma(run.sigma), **kw)
+        np.testing.assert_array_equal(race._race.states[run_id].weights(),
+                                      fixed._state.weights())
+
+
+def test_dropped_runs_free_their_states():
+    """Between decisions the driver and the lanes hold one state per live run each
+    (the driver's global state and each lane's kept copy): the dropped runs' are freed."""
+    X, y = make_data(m=ROWS, n=30, seed=6)
+    held = []
+
+    def count(info):
+        gc.collect()
+        held.append((info["n_examples"],
+                     sum(isinstance(o, PGSState) for o in gc.get_objects())))
+
+    est = opd.fit(PGSClassifier(sigma="auto", random_state=0), dask_rows(X, [250] * 12),
+                  y, classes=[-1, 1], n_lanes=2, slice_rows=250, callback=count)
+    checks = [r for r in est.sigma_path_ if r["event"] == "check"]
+    live = {0: 4}  # live runs from a row count on (after its decision)
+    for r in checks:
+        live[r["rows"]] = len(r["runs"]) - len(r["dropped"]) + len(r["forked"])
+    assert [live[r] for r in sorted(live)] == [4, 2, 2]
+    for rows, n in held:
+        if rows in live or rows == ROWS:
+            continue  # a decision's round: the lanes still hold the runs it dropped
+        runs = live[max(r for r in live if r < rows)]
+        assert n == 3 * runs, (rows, n, runs)
+
+
+def test_text_sources_race_as_the_array(tmp_path):
+    """A bag of svmlight lines and files give the race of the dask array of their rows
+    (the same partitions, slices crossing blocks)."""
+    X, y = make_data(m=ROWS, n=30, seed=7)
+    lines = svm_lines(X, y)
+    Xp, yp = load_svmlight(io.BytesIO("\n".join(lines).encode()), n_features=30)
+    kw = dict(n_lanes=2, slice_rows=300, n_features=30)
+    want = opd.fit(PGSClassifier(sigma="auto", random_state=0), dask_rows(Xp, [1000] * 3),
+                   yp, classes=[-1, 1], n_lanes=2, slice_rows=300)
+    assert len(want.sigma_path_) >= 3
+    bag = db.from_sequence(lines, npartitions=3)
+    files = []
+    for i in range(3):
+        files.append(tmp_path / f"part{i}.svm")
+        files[-1].write_text("\n".join(lines[1000 * i:1000 * (i + 1)]) + "\n")
+    for source, extra in ((bag, {}), ([str(f) for f in files],
+                                      dict(blocksize=10**9, block_rows=170))):
+        got = opd.fit(PGSClassifier(sigma="auto", random_state=0), source, **kw, **extra)
+        assert _path(got) == _path(want)
+        np.testing.assert_array_equal(got.coef_, want.coef_)
+
+
+def test_race_quotas_end_a_round_on_the_decision():
+    """The rows each lane trains in the round that reaches a decision: they add up to
+    the rows left before it, evenly and in whole mini-batches where the lanes allow."""
+    class Schedule:  # a stand-in: the next decision at 1000 rows
+        def next_check(self, n_rows):
+            return 1000
+
+    race = Race(Schedule(), n_rows=400)
+    assert race.quotas([300, 300], 1) is None  # the round ends at 1000 or before
+    assert race.quotas([500, 500], 4) == [300, 300]
+    assert race.quotas([500, 100, 500], 4) == [300, 100, 200]
+    assert race.quotas([500, 500, 500], 8) == [200, 200, 200]
+    race.n_rows = 403  # after a short mini-batch: one lane's slice ends mid-batch
+    assert race.quotas([500, 500], 4) == [301, 296]
