@@ -23,7 +23,7 @@ from onlinepgs._core import PGSState  # noqa: E402
 from onlinepgs._race import progressive_sums  # noqa: E402
 from onlinepgs.distributed.runs import Race  # noqa: E402
 
-from dask_helpers import assert_close, dask_rows, make_data, svm_lines  # noqa: E402
+from dask_helpers import assert_close, cluster, dask_rows, make_data, svm_lines  # noqa: E402,F401
 
 # the schedule's first decision is at 1000 rows, then 2000, 4000, ...
 ROWS = 3000
@@ -186,3 +186,66 @@ def test_race_quotas_end_a_round_on_the_decision():
     assert race.quotas([500, 500, 500], 8) == [200, 200, 200]
     race.n_rows = 403  # after a short mini-batch: one lane's slice ends mid-batch
     assert race.quotas([500, 500], 4) == [301, 296]
+
+
+def _held_runs():
+    """On a worker: the run ids each of this fit's copies of the runs holds, by lane (its
+    global states, its lanes' kept states)."""
+    from onlinepgs.distributed import replicas
+
+    for _ in range(100):  # a round's task may change a dict while it is read
+        try:
+            return {key[2]: (sorted(r.state.states), sorted(r.slot))
+                    for key, r in list(replicas._REPLICAS.items())}
+        except RuntimeError:
+            pass
+
+
+@pytest.mark.slow
+def test_a_cluster_races_as_threads_and_frees_dropped_runs(cluster):
+    """On a LocalCluster (two worker processes, each lane's copy of the runs on its
+    worker) the race is that of threads bit for bit: fit over two passes (settled
+    after the first), partial_fit in two calls (the race going on, shuffled); the copies
+    hold the live runs only."""
+    X, y = make_data(m=ROWS, n=30, seed=8)
+    dX = dask_rows(X, [300] * 10)
+    args = dict(n_lanes=2, slice_rows=200, passes=2)
+    a = opd.fit(PGSClassifier(sigma="auto", random_state=1), dX, y, **args)
+    held = []
+
+    def inspect(info):
+        info["state"]  # waits for the round's merge on the first lane's copy
+        held.append((info["n_examples"], cluster.run(_held_runs)))
+
+    b = opd.fit(PGSClassifier(sigma="auto", random_state=1), dX, y, client=cluster,
+                callback=inspect, **args)
+    assert _path(b) == _path(a)
+    np.testing.assert_array_equal(b.coef_, a.coef_)
+    assert b.sigma_ == a.sigma_ and b.t_ == a.t_ == 2 * ROWS
+    # once the round after a decision ran, no copy holds a run the decision dropped
+    dropped = {}
+    for r in a.sigma_path_:
+        for run in r.get("dropped", ()):
+            dropped[run["run_id"]] = r["rows"]
+    # (a report comes once the next round is on its way; reading its state waits for
+    # the first lane's copy to merge the round, so the rounds before ran everywhere)
+    seen = 0
+    for rows, by_worker in held:
+        gone = {run for run, at in dropped.items() if at < rows - 400}
+        for copies in by_worker.values():
+            for states, slots in copies.values():
+                assert not gone & (set(states) | set(slots)), (rows, states, slots, gone)
+                seen += bool(gone)
+    assert seen >= 4 and any(len(states) == 4 for _, w in held for c in w.values()
+                             for states, _ in c.values())
+    # partial_fit: the race goes on across calls; shuffled slices
+    args = dict(n_lanes=2, slice_rows=128, shuffle=True, random_state=3)
+    c, d = (PGSClassifier(sigma="auto", random_state=1) for _ in range(2))
+    for est, client in ((c, None), (d, cluster)):
+        opd.partial_fit(est, dask_rows(X[:1800], [600] * 3), y[:1800], classes=[-1, 1],
+                        client=client, **args)
+        opd.partial_fit(est, dask_rows(X[1800:], [600] * 2), y[1800:], client=client,
+                        **args)
+    assert _path(d) == _path(c) and d._race.states.keys() == c._race.states.keys()
+    for run, state in c._race.states.items():
+        np.testing.assert_array_equal(d._race.states[run].weights(), state.weights())

@@ -285,10 +285,13 @@ class Driver:
             if self.racing:
                 self.race.n_rows += rows
                 if self.race.due():
+                    # a cluster: the round before is reported first, its state taken
+                    # from a copy that the decision's merge (_sums) would move past
+                    self._report(0)
                     self.take_step(self.race.decide(*self._sums()))
             if self.callback is not None:
                 ref = (None if self.backend.shares_memory else
-                       _RoundRef(self.last, self.rounds, self.n_examples))
+                       _RoundRef(self.last, self.rounds, self.n_examples, list(self.steps)))
                 self.reports.append(({"pass": pass_index, "round": self.rounds,
                                       "rows": rows}, ref))
                 # on a cluster a round is reported once the next is on its way, so that
@@ -296,8 +299,8 @@ class Driver:
                 self._report(0 if self.backend.shares_memory else 1)
         if self.last is not None and not self.backend.shares_memory:
             final = self._snapshot(self.last, self.rounds)
-            if self.reports:  # the last round's: its state is this one
-                self.reports[-1][1].future = final
+            if self.reports and not self.reports[-1][1].steps:
+                self.reports[-1][1].future = final  # the last round's: its state is this
             self._report(0)
             self.state_ref = final  # the next pass's copies start from it
             self.state = self.backend.result(final, self.lane_workers)
@@ -411,7 +414,7 @@ class Driver:
 
     def _fetch_state(self, ref):
         if ref.future is None:
-            ref.future = self._snapshot(ref.last, ref.rounds)
+            ref.future = self._snapshot(ref.last, ref.rounds, ref.steps)
         return self.backend.result(ref.future, self.lane_workers).state  # the leader's
 
     def _submit_round(self, jobs):
@@ -462,14 +465,15 @@ class Driver:
             self.in_flight.popleft()
         return None
 
-    def _snapshot(self, last, rounds):
+    def _snapshot(self, last, rounds, steps=()):
         """A future of the global state after `rounds` rounds, whose last round's lanes
         and results are `last`: from the copy of its first lane, which must not move on
         (merge a later round) before it is taken. Called before that lane's round after
-        next is submitted."""
+        next is submitted. `steps`: the race's steps decided after that round, which the
+        state includes (as on threads, where they apply at once)."""
         lane = last[0][0]
         future = self.backend.submit(
-            replica_state, (self.token, self.pass_index), lane, rounds,
+            replica_state, (self.token, self.pass_index), lane, rounds, list(steps),
             *[f for _, f in last], priority=_ROUND_PRIORITY,
             worker=self.lane_workers[lane])
         self.waits[lane] = [future]
@@ -479,10 +483,11 @@ class Driver:
 class _RoundRef:
     """A cluster's round, as its callback needs it."""
 
-    __slots__ = ("last", "rounds", "n_examples", "future")
+    __slots__ = ("last", "rounds", "n_examples", "steps", "future")
 
-    def __init__(self, last, rounds, n_examples):
+    def __init__(self, last, rounds, n_examples, steps):
         self.last, self.rounds, self.n_examples, self.future = last, rounds, n_examples, None
+        self.steps = steps  # the race's steps decided after it
 
 
 class RoundReport(dict):

@@ -90,11 +90,18 @@ def replica_round(key, lane, rounds, start, plan, n_results, n_waits, *args):
     return train_slice(replica.state, plan, *blocks)
 
 
-def replica_state(key, lane, rounds, *results):
-    """Task: the global state after `rounds` rounds, from a lane's copy."""
+def replica_state(key, lane, rounds, steps, *results):
+    """Task: the global state after `rounds` rounds and the race's `steps` decided then
+    (the copy may have applied them already, with the lane's next round), from a lane's
+    copy."""
     replica = _replica(key, lane, rounds - 1, None)
     replica.advance(rounds, results)
-    return replica.state.copy()
+    with replica.lock:
+        state = replica.state.copy()
+        if replica.stepped != rounds:
+            for step in steps:
+                state.apply(step)
+    return state
 
 
 def replica_sums(key, lane, rounds, *results):
