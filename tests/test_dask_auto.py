@@ -17,8 +17,8 @@ dask = pytest.importorskip("dask", reason="onlinepgs.dask needs Dask (pip instal
 db = pytest.importorskip("dask.bag")
 
 import onlinepgs.dask as opd  # noqa: E402
-from onlinepgs import (PGSClassifier, PGSRegressor, load_model, load_svmlight,  # noqa: E402
-                       save_model)
+from onlinepgs import (PGSClassifier, PGSDivergedError, PGSRegressor,  # noqa: E402
+                       load_model, load_svmlight, save_model)
 from onlinepgs._core import PGSState  # noqa: E402
 from onlinepgs._race import progressive_sums  # noqa: E402
 from onlinepgs.distributed.runs import Race  # noqa: E402
@@ -44,25 +44,61 @@ def _path(est):
             for r in est.sigma_path_]
 
 
-@pytest.mark.parametrize("kind", ["binary", "multiclass", "regression"])
+@pytest.mark.parametrize("kind", ["binary", "multiclass", "regression", "p1.5-batch4"])
 def test_one_lane_races_as_the_local_race(kind):
     """One lane, slices that end nowhere near the decisions (the driver cuts a round
     there): the race's decisions, sigma_ and model are the local race's; fit settles
     after its first pass as the local fit does."""
     X, y = make_data(m=ROWS, n=30, seed=3, classes=3 if kind == "multiclass" else 2)
+    kw = dict(p=1.5, batch_size=4, iterate="average") if kind == "p1.5-batch4" else {}
     if kind == "regression":
         y = X @ np.linspace(-1, 1, 30) + 0.1 * np.random.RandomState(0).randn(ROWS)
         make = lambda: PGSRegressor(sigma="auto", random_state=0)  # noqa: E731
     else:
-        make = lambda: PGSClassifier(sigma="auto", random_state=0)  # noqa: E731
-    dX = dask_rows(X, [700] * 4 + [200])
-    got = opd.fit(make(), dX, y, n_lanes=1, slice_rows=300)
+        make = lambda: PGSClassifier(sigma="auto", random_state=0, **kw)  # noqa: E731
+    dX = dask_rows(X, [701] * 4 + [196])  # mini-batches across partitions
+    got = opd.fit(make(), dX, y, n_lanes=1, slice_rows=302)
     want = make().set_params(max_epochs=1, shuffle=False).fit(X, y)
     assert _path(got) == _path(want)
     assert got.sigma_path_[-1]["event"] == "settle"
     assert got.sigma_ == want.sigma_
     assert_close(got.coef_, want.coef_, rtol=1e-12)
     assert_close(got.intercept_, want.intercept_, rtol=1e-12)
+    if kind == "binary":  # a second pass continues the winner alone
+        got = opd.fit(make(), dX, y, n_lanes=1, slice_rows=302, passes=2)
+        want = make().set_params(max_epochs=2, shuffle=False).fit(X, y)
+        assert got.sigma_ == want.sigma_ and got.t_ == want.t_ == 2 * ROWS
+        assert_close(got.coef_, want.coef_, rtol=1e-12)
+
+
+def test_a_run_that_diverges_is_dropped_unless_every_run_does():
+    """Squared loss on R^n (radius=None): the runs at the small sigmas diverge; the race
+    drops them (recorded in sigma_path_, as the local race records them) and goes on
+    with the others; if every run diverges, the fit fails and the estimator is left as
+    it was."""
+    X, y = make_data(m=ROWS, n=30, seed=3)
+    X = X * 0.3
+    y = X @ np.linspace(-1, 1, 30) + np.random.RandomState(0).randn(ROWS)
+    make = lambda: PGSRegressor(sigma="auto", radius=None, random_state=0)  # noqa: E731
+    want = make().set_params(max_epochs=1, shuffle=False).fit(X, y)
+    dX = dask_rows(X, [700] * 4 + [200])
+    got = opd.fit(make(), dX, y, n_lanes=1, slice_rows=300)
+    drops = [(r["rows"], r["sigma"]) for r in got.sigma_path_ if r["event"] == "drop"]
+    assert drops == [(1000, 1e-3), (1000, 1e-4)]
+    assert _path(got) == _path(want) and got.sigma_ == want.sigma_
+    assert_close(got.coef_, want.coef_, rtol=1e-12)
+    two = opd.fit(make(), dX, y, n_lanes=2, slice_rows=300)
+    assert [(r["rows"], r["sigma"]) for r in two.sigma_path_ if r["event"] == "drop"] \
+        == drops
+    wild = dask_rows(X * 100, [1500] * 2)
+    fresh = make()
+    with pytest.raises(PGSDivergedError, match="diverged in round 1"):
+        opd.partial_fit(fresh, wild, y, n_lanes=2)
+    assert not hasattr(fresh, "coef_")
+    before = two.coef_.copy()  # settled: one run left
+    with pytest.raises(PGSDivergedError, match="diverged in round 1"):
+        opd.partial_fit(two, wild, y, n_lanes=2)
+    np.testing.assert_array_equal(two.coef_, before)
 
 
 def test_partial_fit_keeps_racing_across_calls_as_the_local_race():
