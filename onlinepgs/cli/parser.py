@@ -30,6 +30,16 @@ def _radius(text):
     return value
 
 
+def _sigma(text):
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a number, got {text!r}")
+    return value  # its range is the estimator's check, in the flag's words
+
+
 def _positive_int(text):
     try:
         value = int(text)
@@ -93,7 +103,10 @@ def build_parser():
                       choices=sorted(CLASSIFICATION_LOSSES + REGRESSION_LOSSES))
     opts.add_argument("--p", type=float, default=2.0, help="norm of the regularizer, in (1, 2] and at least 1 + 1.2e-7 "
                       "(below 1.002 training is slower: see PGSClassifier's p)")
-    opts.add_argument("--sigma", type=float, default=1e-4, help="regularization weight")
+    opts.add_argument("--sigma", type=_sigma, default=1e-4,
+                      help="regularization weight, or auto: a race of runs over a grid of "
+                      "sigma, judged by their progressive loss (PGS; the choice is printed "
+                      "and saved)")
     opts.add_argument("--radius", type=_radius, default="auto",
                       help="domain: auto (default), none (R^n) or a number (l_p ball)")
     opts.add_argument("--batch-size", type=_positive_int, default=1, help="rows per step (k)")

@@ -73,10 +73,25 @@ def cmd_train(args):
             which = f", pass {args.passes}" if args.passes > 1 else ""
             held = [f"holdout average loss = {run.holdout_loss:.6f} "
                     f"({run.holdout_rows} rows{which})"]
-        print_summary(est, args, start, before=held)
+        print_summary(est, args, start, before=held, after=sigma_note(est))
     elif args.output is None:
         print(unsaved(args), file=sys.stderr)
     return 0
+
+
+def sigma_note(est):
+    """The summary's line on sigma's choice (``sigma = 1e-03 (auto: ...)``) when the
+    model races it (sigma="auto"), else none."""
+    if est.get_params().get("sigma") != "auto":
+        return []
+    path = est.sigma_path_
+    tried = sorted({run["sigma"] for record in path for run in record.get("runs", ())}
+                   | {est.sigma_}, reverse=True)
+    live = getattr(est, "_race", None)
+    state = ("settled" if live is None or live.schedule.settled else
+             f"racing on: {len(live.states)} runs live")
+    return [f"sigma = {est.sigma_:.0e} (auto: the best progressive loss of "
+            f"{len(tried)} sigmas tried, {tried[0]:.0e}..{tried[-1]:.0e}; {state})"]
 
 
 # options of the streaming PGS run that `train --solver sdca` does not take
@@ -93,6 +108,10 @@ def estimator_from_args(args):
     classifier = args.loss in CLASSIFICATION_LOSSES
     if getattr(args, "solver", "pgs") == "sdca":
         from onlinepgs.sdca import SDCAClassifierLearner, SDCARegressorLearner
+
+        if args.sigma == "auto":
+            raise UsageError("argument --sigma: auto races PGS runs over a stream; "
+                             "--solver sdca needs a number")
 
         cls = SDCAClassifierLearner if classifier else SDCARegressorLearner
         est = cls(**common)

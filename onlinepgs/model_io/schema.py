@@ -122,6 +122,7 @@ def encode(estimator, path, extra):
             else:
                 state_json[key] = to_json(value, f"solver state {key}", path, depth=3)
         n_features, stats = int(state_dict["dim"]) - 1, estimator.online_stats_
+    race = None if sdca else _encode_race(estimator, add_array, path)
 
     import onlinepgs  # late: the package may import this module while initialising
 
@@ -139,7 +140,69 @@ def encode(estimator, path, extra):
         "extra": to_json(extra if extra is not None else {}, "extra", path, depth=2),
         "arrays": table,
     }
+    if race is not None:
+        header["race"] = race
     return header, arrays
+
+
+def _encode_race(estimator, add_array, path):
+    """A racing model's (sigma="auto") header entry "race": its schedule, the rows seen,
+    the leader's run id (its state is the file's state/) and each other live run's
+    state scalars, their arrays as ``race/run<id>_<key>``; None without a race."""
+    race = getattr(estimator, "_race", None)
+    if race is None:
+        return None
+    leader = next(rid for rid, st in race.states.items() if st is estimator._state)
+    runs = {}
+    for rid, st in sorted(race.states.items()):
+        if rid == leader:
+            continue
+        scalars = {}
+        for key, value in st.to_dict().items():
+            if isinstance(value, np.ndarray):
+                add_array(f"race/run{rid}_{key}", value)
+            else:
+                scalars[key] = to_json(value, f"race run {rid} state {key}", path, depth=5)
+        runs[str(rid)] = scalars
+    return {"schedule": to_json(race.schedule.to_dict(), "sigma race schedule", path, depth=3),
+            "n_rows": race.n_rows, "leader": leader, "runs": runs}
+
+
+def _build_race(header, arrays, path, leader_state):
+    """The `SigmaRace` of a racing model's header entry "race" (see `_encode_race`)."""
+    from onlinepgs._race import SigmaRace, SigmaSchedule
+
+    entry = header["race"]
+    if not isinstance(entry, dict) or not isinstance(entry.get("runs"), dict):
+        raise ModelFileError(path, "malformed header: 'race' is not an object with runs")
+    try:
+        schedule = SigmaSchedule.from_dict(entry["schedule"])
+        leader, n_rows = entry["leader"], entry["n_rows"]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ModelFileError(path, f"malformed header: the sigma race's schedule is not "
+                                   f"readable ({describe(exc)})") from None
+    states = {}
+    names = {e["name"] for e in header["arrays"] if e["name"].startswith("race/")}
+    for rid, scalars in entry["runs"].items():
+        prefix = f"race/run{rid}_"
+        mine = [e for e in header["arrays"] if e["name"].startswith(prefix)]
+        names -= {e["name"] for e in mine}
+        sub_header = {"state": scalars,
+                      "arrays": [dict(e, name="state/" + e["name"][len(prefix):]) for e in mine]}
+        sub_arrays = {"state/" + e["name"][len(prefix):]: arrays[e["name"]] for e in mine}
+        states[int(rid)] = _build_state(sub_header, sub_arrays, path)
+    if names:
+        raise ModelFileError(path, f"unexpected array {sorted(names)[0]} (no run of the "
+                                   "sigma race)")
+    if not isinstance(leader, int) or leader in states:
+        raise ModelFileError(path, f"malformed header: the sigma race's leader "
+                                   f"{short(leader)} is not the file's state")
+    states[leader] = leader_state
+    if set(states) != set(schedule.runs) or not isinstance(n_rows, int) or n_rows < 0:
+        raise ModelFileError(path, f"malformed header: the sigma race's runs "
+                                   f"{sorted(states)} are not its schedule's "
+                                   f"{sorted(schedule.runs)}")
+    return SigmaRace(schedule, states, n_rows)
 
 
 # solver state arrays that hold the weights and their scales: finite in any usable state
@@ -171,6 +234,8 @@ def _inconsistency(estimator):
             return (f"parameter {key}={short(params[key])} but the solver state was trained "
                     f"with {key}={short(trained[key])} (_state_params); set it back, or fit "
                     "again")
+        if key == "sigma" and trained.get(key) == "auto":
+            continue  # the race's choice: any sigma of the state's own
         if key in config and key in trained and not _same(trained[key], config[key]):
             return (f"_state_params has {key}={short(trained[key])} but the solver state's "
                     f"configuration has {key}={short(config[key])}")
@@ -360,6 +425,7 @@ def build(header, arrays, path, sklearn=True):
                             n_features_in=attributes["n_features_in_"], solver="sdca")
     estimator._state = state
     estimator._cache = {}
+    estimator._race = _build_race(header, arrays, path, state) if "race" in header else None
     reason = (_sdca_inconsistency if sdca else _inconsistency)(estimator)
     if reason is not None:
         raise ModelFileError(path, f"inconsistent model: {reason}")
