@@ -23,7 +23,8 @@ from onlinepgs._core import PGSState  # noqa: E402
 from onlinepgs._race import progressive_sums  # noqa: E402
 from onlinepgs.distributed.runs import Race  # noqa: E402
 
-from dask_helpers import assert_close, cluster, dask_rows, make_data, svm_lines  # noqa: E402,F401
+from dask_helpers import (assert_close, cluster, dask_rows, make_data,  # noqa: E402,F401
+                          run_cli, svm_lines)
 
 # the schedule's first decision is at 1000 rows, then 2000, 4000, ...
 ROWS = 3000
@@ -285,3 +286,38 @@ def test_a_cluster_races_as_threads_and_frees_dropped_runs(cluster):
     assert _path(d) == _path(c) and d._race.states.keys() == c._race.states.keys()
     for run, state in c._race.states.items():
         np.testing.assert_array_equal(d._race.states[run].weights(), state.weights())
+
+
+def test_a_saved_race_goes_on_where_it_stopped(tmp_path):
+    """A model file keeps the live race (every run, the schedule): loaded, partial_fit
+    on Dask continues it exactly as the uninterrupted estimator does."""
+    X, y = make_data(m=ROWS, n=30, seed=9)
+    kw = dict(n_lanes=2, slice_rows=200)
+    first, rest = dask_rows(X[:1600], [400] * 4), dask_rows(X[1600:], [700] * 2)
+    straight = opd.partial_fit(PGSClassifier(sigma="auto", random_state=0), first, y[:1600],
+                               classes=[-1, 1], **kw)
+    assert straight._race.schedule.next_check(1600) is not None  # racing on
+    save_model(straight, tmp_path / "m.pgs")
+    resumed = opd.partial_fit(load_model(tmp_path / "m.pgs"), rest, y[1600:], **kw)
+    opd.partial_fit(straight, rest, y[1600:], **kw)
+    assert _path(resumed) == _path(straight) and resumed.sigma_ == straight.sigma_
+    assert resumed._race.states.keys() == straight._race.states.keys()
+    for run, state in straight._race.states.items():
+        np.testing.assert_array_equal(resumed._race.states[run].weights(), state.weights())
+
+
+def test_cli_scheduler_races_sigma_as_the_local_command(tmp_path, capsys):
+    """train --scheduler threads --sigma auto prints the choice, and with one lane its
+    model is the local command's (the race decides on the same rows)."""
+    X, y = make_data(m=ROWS, n=30, seed=10)
+    path = tmp_path / "d.svm"
+    path.write_text("\n".join(svm_lines(X, y)) + "\n")
+    out, ref = tmp_path / "dask.pgs", tmp_path / "local.pgs"
+    assert run_cli("train", path, "-o", out, "--scheduler", "threads", "--lanes", 1,
+                   "--slice-rows", 333, "--sigma", "auto") == 0
+    err = capsys.readouterr().err
+    assert "rounds = " in err and "sigma = " in err and "(auto: " in err, err
+    assert run_cli("train", path, "-o", ref, "--sigma", "auto", "--quiet") == 0
+    got, want = load_model(out), load_model(ref)
+    assert got.sigma_ == want.sigma_ and _path(got) == _path(want)
+    assert_close(got.coef_, want.coef_, rtol=1e-12)
