@@ -345,8 +345,9 @@ class Driver:
         driver's state); on a cluster, during a pass, with the next round by every
         lane's copy, and between passes on the driver's, whence the next pass starts."""
         if self.backend.shares_memory:
+            # (a fork copies its parent, which keeps its lanes' states and what the
+            # merge changed; a new run's lanes fork it whole)
             self.state.apply(step)
-            self.changed = None  # a fork may settle its parent: sync every coordinate
         else:
             self.steps.append(step)
             if self.idle:

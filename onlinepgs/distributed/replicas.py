@@ -41,9 +41,8 @@ class _Replica:
             if self.stepped == rounds:
                 return
             for step in steps:
-                self.state.apply(step)
-            # a fork may settle its parent's sums: the lanes copy every coordinate once
-            self.changed, self.stepped = None, rounds
+                self.state.apply(step)  # a fork copies its parent, which stays as it was
+            self.stepped = rounds
 
     def advance(self, rounds, results):
         """Merge the results of round `rounds` (counted from 1) unless that is done."""
