@@ -192,11 +192,12 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
     callback : callable, optional
         Called after every round with a dict: ``pass``, ``round``, ``rows`` (this
         round), ``n_examples`` (so far), ``seconds`` (since the start) and ``state`` (the
-        global `PGSState` after that round, for `stats_dict`; do not modify it). On a
-        cluster, where the state is on the workers, a round is reported once the next
-        one is submitted, and ``state`` is fetched when the callback reads it, during the
-        callback only: a callback that does not read it costs the rounds nothing, one
-        that does a copy of the state over the network.
+        global `PGSState` after that round, for `stats_dict`; with ``sigma="auto"`` the
+        leading run's; do not modify it). On a cluster, where the state is on the
+        workers, a round is reported once the next one is submitted, and ``state`` is
+        fetched when the callback reads it, during the callback only: a callback that
+        does not read it costs the rounds nothing, one that does a copy of the state
+        over the network.
     locality : bool, default=False
         With a ``client`` and a dask array X persisted on the cluster
         (``client.persist(X)``, whose blocks the fit waits for: persist returns before
