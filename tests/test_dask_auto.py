@@ -88,6 +88,7 @@ def test_one_lane_races_as_the_local_race(kind):
         got = opd.fit(make(), dX, y, n_lanes=1, slice_rows=302, passes=2)
         want = make().set_params(max_epochs=2, shuffle=False).fit(X, y)
         assert got.sigma_ == want.sigma_ and got.t_ == want.t_ == 2 * ROWS
+        assert got._race.n_rows == want._race.n_rows  # the race's rows: the first pass
         assert_close(got.coef_, want.coef_, rtol=1e-12)
 
 
@@ -135,7 +136,7 @@ def test_partial_fit_keeps_racing_across_calls_as_the_local_race():
     opd.partial_fit(got, dask_rows(X[1300:], [850, 850]), y[1300:], n_lanes=1,
                     slice_rows=256)
     assert _path(got) == _path(want)
-    assert got.sigma_ == want.sigma_
+    assert got.sigma_ == want.sigma_ and got._race.n_rows == want._race.n_rows == ROWS
     for run, state in want._race.states.items():
         assert_close(got._race.states[run].weights(), state.weights(), rtol=1e-12)
 

@@ -71,6 +71,9 @@ class Driver:
         # first pass of a fit); None for a fixed sigma
         self.race = race
         self.racing = race is not None
+        # whether the race counts the pass's rows (the rows its runs have seen; the
+        # local fit's later passes do not count them)
+        self.counting = race is not None
         self.steps = []  # a cluster's race steps decided, for the next round's copies
         self.idle = True  # between passes (a cluster: the state is the driver's)
         # slice_rows="auto" on a stream of known length: (rows a pass, batch_size) until
@@ -282,13 +285,13 @@ class Driver:
                 self.changed = self.backend.results([merged])[0]
             self.rounds += 1
             self.n_examples += rows  # every row is an example (a cluster's count)
-            if self.racing:
+            if self.counting:
                 self.race.n_rows += rows
-                if self.race.due():
-                    # a cluster: the round before is reported first, its state taken
-                    # from a copy that the decision's merge (_sums) would move past
-                    self._report(0)
-                    self.take_step(self.race.decide(*self._sums()))
+            if self.racing and self.race.due():
+                # a cluster: the round before is reported first, its state taken from a
+                # copy that the decision's merge (_sums) would move past
+                self._report(0)
+                self.take_step(self.race.decide(*self._sums()))
             if self.callback is not None:
                 ref = (None if self.backend.shares_memory else
                        _RoundRef(self.last, self.rounds, self.n_examples, list(self.steps)))

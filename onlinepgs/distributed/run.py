@@ -128,6 +128,7 @@ def _run(est, source, classes, options, backend, lanes_wanted, first, groups=Non
     try:
         for pass_index in range(options.passes):
             driver.racing = race is not None and race.next_check is not None
+            driver.counting = race is not None and (not options.fresh or pass_index == 0)
             driver.run_pass(pass_index)
             if driver.rounds == 0:  # text partitions, all empty (every round has rows)
                 raise _no_rows(source)
