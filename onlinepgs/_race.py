@@ -31,7 +31,9 @@ START_SIGMAS = (1e-1, 1e-2, 1e-3, 1e-4)
 
 FIRST_CHECK = 1000  # rows before the first decision
 GROWTH = 2.0  # each check's row count is this times the previous one's
-PATIENCE = 3  # consecutive lost challenges after which the schedule settles
+DUEL = 0.5  # the part of each interval between fork points that a challenger runs
+BURN = 0.5  # the first part of a duel, not judged: the fork's average is its parent's
+PATIENCE = None  # duels lost in a row after which the schedule settles (None: never)
 
 
 def progressive_sums(state):
@@ -84,15 +86,18 @@ def _loss_between(now, then):
 class SigmaSchedule:
     """Which sigma runs to train, from their progressive sums.
 
-    The race: `START_SIGMAS` run from row 0 until the first check (`FIRST_CHECK` rows,
-    then GROWTH times more at each check). At a check every live run is judged by the
-    mean progressive loss of its reported model over the rows since the previous check
-    (all live runs trained on exactly those rows; early rows favour large sigma, so the
-    whole history would lag). The best becomes the leader; the runs kept are the leader
-    and a challenger one grid step below it (the optimum moves down as rows accumulate),
-    forked from the leader (its dual state, at the smaller sigma) unless it is live
-    already. A leader at the bottom of the grid has no challenger. After `patience`
-    challenges lost in a row the schedule settles: the leader alone goes on.
+    The race: `START_SIGMAS` run from row 0 until the first check (`FIRST_CHECK` rows).
+    There the best one leads and a challenger is forked from it one grid step below (the
+    optimum of one averaged pass moves down as rows accumulate): a copy of the leader's
+    dual state at the smaller sigma (`PGSState.with_sigma`). Forks happen at the fork
+    points F_0 = FIRST_CHECK, F_(k+1) = GROWTH * F_k; the duel of leader and challenger
+    lasts the fraction `duel` of the interval (judged at F_k + duel (F_(k+1) - F_k)), then
+    the winner runs alone to the next fork point: about 1 + duel runs live on average.
+    A judgement compares the mean progressive loss of each run's reported model over the
+    rows since the fork (all live runs trained on exactly those rows; the whole history
+    would favour large sigma, which early rows do). Ties go to the larger sigma. After
+    `patience` duels lost by the challenger in a row, or with the leader at the bottom of
+    the grid, the schedule settles: the leader alone goes on, no more checks.
 
     Parameters
     ----------
@@ -105,27 +110,34 @@ class SigmaSchedule:
     batch_size : int, default=1
         Checks fall on whole mini-batches (a multiple of it), so that splitting a call
         at a check does not change the steps.
-    first_check, growth, patience : see the module's constants.
+    first_check, growth, duel, patience : see the module's constants.
     """
 
     def __init__(self, loss, *, n_problems=1, grid=None, batch_size=1,
-                 first_check=FIRST_CHECK, growth=GROWTH, patience=PATIENCE):
+                 first_check=FIRST_CHECK, growth=GROWTH, duel=DUEL, burn=BURN,
+                 patience=PATIENCE):
         grid = DEFAULT_GRID if grid is None else grid
         self.grid = sorted({float(s) for s in grid}, reverse=True)
         if not self.grid or not all(s > 0 and math.isfinite(s) for s in self.grid):
             raise ValueError(f"a sigma grid holds positive finite numbers, got {grid!r}")
+        if not (growth > 1 and 0 < duel <= 1 and first_check >= 1):
+            raise ValueError("a sigma schedule needs first_check >= 1, growth > 1 and "
+                             f"0 < duel <= 1, got {first_check!r}, {growth!r}, {duel!r}")
         self.loss, self.n_problems = loss, int(n_problems)
         self.batch_size = int(batch_size)
-        self.first_check, self.growth, self.patience = int(first_check), float(growth), patience
+        self.first_check, self.growth, self.duel = int(first_check), float(growth), float(duel)
+        self.burn = float(burn)
+        self.patience = patience
         self.runs = {}  # live runs: run_id -> Run
         self.next_id = 0
-        self.check_at = self._round(self.first_check)
-        self.last_check = 0
+        self.fork_at = self.check_at = self._round(self.first_check)
+        self.judge_at = self.mark_at = -1  # the current duel's judgement, end of burn-in
+        self.since = 0  # where the live runs' comparison window began (a start or fork)
         self.leader_id = None
-        self.lost = 0  # challenges lost in a row
+        self.lost = 0  # duels lost by the challenger in a row
         self.settled = False
-        self.marks = {}  # run_id -> its sums at the last check (None: from row 0)
-        self.path = []  # sigma_path_: one record per check, fork or drop
+        self.marks = {}  # run_id -> its sums where the window began (None: from row 0)
+        self.path = []  # sigma_path_: one record per check, drop or settle
 
     def _round(self, rows):
         """rows rounded up to a whole number of mini-batches."""
@@ -153,13 +165,19 @@ class SigmaSchedule:
     def next_check(self, n_rows):
         """The row count of the next decision (None once settled): a caller splits its
         rows there and calls `decide` when exactly that many rows have been seen."""
-        if self.settled:
-            return None
-        return self.check_at
+        return None if self.settled else self.check_at
 
-    def _window_losses(self, sums):
+    def _losses(self, sums):
+        """Each live run's mean progressive loss since the window began."""
         return {rid: _loss_between(sums[rid], self.marks.get(rid)) for rid in self.runs
                 if rid in sums}
+
+    def _best(self, losses):
+        return min(losses, key=lambda r: (losses[r], -self.runs[r].sigma))
+
+    def _leader_sigma(self):
+        run = self.runs.get(self.leader_id)
+        return None if run is None else run.sigma
 
     def _record(self, n_rows, sums, kind, **extra):
         runs = []
@@ -171,93 +189,93 @@ class SigmaSchedule:
                                                _finite_or_none(_loss_between(s, None))),
                              window_loss=(None if s is None else _finite_or_none(
                                  _loss_between(s, self.marks.get(rid))))))
-        self.path.append(dict(rows=int(n_rows), event=kind, runs=runs,
-                              leader=self.leader_id,
-                              leader_sigma=(self.runs[self.leader_id].sigma
-                                            if self.leader_id in self.runs else None),
-                              **extra))
+        self.path.append(dict(rows=int(n_rows), event=kind, window=[self.since, int(n_rows)],
+                              runs=runs, **extra))
 
     def discard(self, run_id, n_rows, reason="diverged"):
         """Remove a run the driver could not train on (its PGS diverged); recorded in the
-        path. The leader passes to the best live run at the next check or `leader`."""
+        path. A discarded leader passes to the live run of the largest sigma until the
+        next judgement."""
         run = self.runs.pop(run_id)
         self.marks.pop(run_id, None)
         if self.leader_id == run_id:
             self.leader_id = max(self.runs, key=lambda r: self.runs[r].sigma, default=None)
         self.path.append(dict(rows=int(n_rows), event="drop", reason=reason,
                               run_id=run_id, sigma=run.sigma, leader=self.leader_id,
-                              leader_sigma=(self.runs[self.leader_id].sigma
-                                            if self.leader_id in self.runs else None)))
+                              leader_sigma=self._leader_sigma()))
 
     def decide(self, n_rows, sums):
         """The decision at a check: `n_rows` must be `next_check`'s count; `sums` maps
-        each live run_id to its `progressive_sums` (a run missing from it is dropped)."""
+        each live run_id to its `progressive_sums` (a run missing from it is dropped).
+
+        With several runs live it judges them (the best over the window leads, the
+        others are dropped); at a fork point it forks the challenger one grid step below
+        the leader."""
         if self.settled or n_rows != self.check_at:
             raise ValueError(f"no decision is due at row {n_rows} (next: "
                              f"{self.next_check(n_rows)})")
-        losses = self._window_losses(sums)
-        missing = [rid for rid in self.runs if rid not in sums]
+        if n_rows == self.mark_at < self.judge_at and len(self.runs) > 1:
+            # the duel's burn-in is over: judge it on the rows from here on (just after
+            # the fork the challenger's average is still mostly its parent's)
+            for r in [r for r in self.runs if r not in sums]:
+                del self.runs[r]
+            self.marks = {r: dict(sums[r]) for r in self.runs}
+            self.since, self.check_at = int(n_rows), self.judge_at
+            return Decision(drop=[], fork=[], leader=self.leader_id, settled=False)
+        losses = self._losses(sums)
         if not losses:
             raise ValueError("no live run to decide on")
-        # the smallest window loss; ties go to the larger sigma (the safer steps)
-        leader = min(losses, key=lambda r: (losses[r], -self.runs[r].sigma))
-        old_leader = self.leader_id
-        challenger_won = old_leader is not None and leader != old_leader and (
-            self.runs[leader].sigma < self.runs.get(old_leader, self.runs[leader]).sigma)
-        leader_sigma = self.runs[leader].sigma
-        i = self.grid.index(leader_sigma) if leader_sigma in self.grid else None
-        below = self.grid[i + 1] if i is not None and i + 1 < len(self.grid) else None
-        if self.last_check > 0 and not challenger_won and len(losses) > 1:
-            self.lost += 1
-        elif challenger_won:
-            self.lost = 0
-        settled = below is None or (self.patience is not None and self.lost >= self.patience)
-        keep = {leader}
-        fork = []
-        if not settled:
-            live_below = [r for r in losses if self.runs[r].sigma == below]
-            if live_below:
-                keep.add(live_below[0])
-            else:
-                fork.append((leader, below))
-        drop = sorted(r for r in self.runs if r not in keep)
+        leader = self._best(losses)
+        if len(self.runs) == 2 and self.since > 0:  # a duel: did the challenger win?
+            won = self.runs[leader].sigma < max(r.sigma for r in self.runs.values())
+            self.lost = 0 if won else self.lost + 1
         self.leader_id = leader
-        self._record(n_rows, sums, "check", window=[self.last_check, int(n_rows)],
+        drop = sorted(r for r in self.runs if r != leader)
+        fork = []
+        settled = self.patience is not None and self.lost >= self.patience
+        if n_rows == self.fork_at and not settled:
+            i = self.grid.index(self.runs[leader].sigma)
+            if i + 1 < len(self.grid):
+                fork.append((leader, self.grid[i + 1]))
+            else:
+                settled = True  # the bottom of the grid: nothing left to try below
+        self._record(n_rows, sums, "check", leader=leader,
+                     leader_sigma=self.runs[leader].sigma,
                      dropped=[dict(run_id=r, sigma=self.runs[r].sigma) for r in drop],
                      forked=[dict(parent=p, sigma=s, run_id=self.next_id + k)
-                             for k, (p, s) in enumerate(fork)],
-                     settled=settled, missing=missing)
+                             for k, (p, s) in enumerate(fork)], settled=settled)
         for r in drop:
             del self.runs[r]
-        self.marks = {r: dict(sums[r]) for r in keep}
+        self.marks = {leader: dict(sums[leader])}
+        self.since = int(n_rows)
         for parent, sigma in fork:
             new = self._new_run(sigma, n_rows, parent)
             self.marks[new.run_id] = dict(sums[parent])
-        self.last_check = int(n_rows)
         self.settled = settled
-        self.check_at = self._round(max(n_rows + 1, math.ceil(n_rows * self.growth)))
+        if fork:  # the end of the duel's burn-in, its judgement, the next fork point
+            following = self._round(max(n_rows + 1, math.ceil(n_rows * self.growth)))
+            self.judge_at = self._round(n_rows + max(1, math.ceil(
+                self.duel * (following - n_rows))))
+            self.mark_at = self._round(n_rows + math.floor(self.burn * (self.judge_at - n_rows)))
+            if not n_rows < self.mark_at < self.judge_at:
+                self.mark_at = self.judge_at
+            self.check_at = self.mark_at
+            self.fork_at = following
+        else:
+            self.check_at = self.fork_at
         return Decision(drop=drop, fork=fork, leader=leader, settled=settled)
 
     def leader(self, n_rows, sums):
         """The run to report now, from the live runs' sums: before the first check, the
-        lowest progressive loss; after it, the lowest over the rows since the last check
-        once they are at least half the previous window, else the last check's leader."""
-        live = {r: s for r, s in sums.items() if r in self.runs}
+        lowest progressive loss; in a duel, the lower over the rows since the fork once
+        they are at least half the duel, else the last judged leader."""
+        live = [r for r in self.runs if r in sums]
         if not live:
             return self.leader_id
-        if self.last_check and self.leader_id in live:
-            previous = self.last_check - (self.path_window_start())
-            if (n_rows - self.last_check) * 2 < previous:
-                return self.leader_id
-        losses = {r: _loss_between(s, self.marks.get(r)) for r, s in live.items()}
-        return min(losses, key=lambda r: (losses[r], -self.runs[r].sigma))
-
-    def path_window_start(self):
-        """The row count where the last check's window began."""
-        for record in reversed(self.path):
-            if record.get("event") == "check":
-                return record["window"][0]
-        return 0
+        if self.since and self.leader_id in live and (
+                (n_rows - self.since) * 2 < self.check_at - self.since):
+            return self.leader_id
+        return self._best({r: _loss_between(sums[r], self.marks.get(r)) for r in live})
 
     def settle(self, n_rows, sums, reason="fit"):
         """End the race now (fit after its first pass): the `leader` alone goes on.
@@ -266,7 +284,8 @@ class SigmaSchedule:
         drop = sorted(r for r in self.runs if r != leader)
         self.leader_id = leader
         if not self.settled:
-            self._record(n_rows, sums, "settle", reason=reason,
+            self._record(n_rows, sums, "settle", reason=reason, leader=leader,
+                         leader_sigma=self.runs[leader].sigma,
                          dropped=[dict(run_id=r, sigma=self.runs[r].sigma) for r in drop])
         for r in drop:
             del self.runs[r]
@@ -275,15 +294,18 @@ class SigmaSchedule:
         return Decision(drop=drop, fork=[], leader=leader, settled=True)
 
     # ---- model files --------------------------------------------------------------
+    _SCALARS = ("next_id", "fork_at", "check_at", "judge_at", "mark_at", "since", "lost")
+
     def to_dict(self):
         """The schedule as JSON-able values (model files)."""
         return dict(version=1, loss=self.loss, n_problems=self.n_problems, grid=self.grid,
                     batch_size=self.batch_size, first_check=self.first_check,
-                    growth=self.growth, patience=self.patience,
-                    runs=[asdict(r) for r in self.runs.values()], next_id=self.next_id,
-                    check_at=self.check_at, last_check=self.last_check,
-                    leader_id=self.leader_id, lost=self.lost, settled=self.settled,
-                    marks=[[r, m] for r, m in self.marks.items()], path=self.path)
+                    growth=self.growth, duel=self.duel, burn=self.burn,
+                    patience=self.patience,
+                    runs=[asdict(r) for r in self.runs.values()],
+                    leader_id=self.leader_id, settled=self.settled,
+                    marks=[[r, m] for r, m in self.marks.items()], path=self.path,
+                    **{k: getattr(self, k) for k in self._SCALARS})
 
     @classmethod
     def from_dict(cls, d):
@@ -292,13 +314,14 @@ class SigmaSchedule:
             raise ValueError(f"unsupported sigma schedule version {d.get('version')!r}")
         self = cls(d["loss"], n_problems=d["n_problems"], grid=d["grid"],
                    batch_size=d["batch_size"], first_check=d["first_check"],
-                   growth=d["growth"], patience=d["patience"])
+                   growth=d["growth"], duel=d["duel"], burn=d["burn"],
+                   patience=d["patience"])
         self.runs = {int(r["run_id"]): Run(int(r["run_id"]), float(r["sigma"]),
                                            int(r["started_at"]),
                                            None if r["parent"] is None else int(r["parent"]))
                      for r in d["runs"]}
-        self.next_id, self.check_at = int(d["next_id"]), int(d["check_at"])
-        self.last_check, self.lost = int(d["last_check"]), int(d["lost"])
+        for key in self._SCALARS:
+            setattr(self, key, int(d[key]))
         self.leader_id = None if d["leader_id"] is None else int(d["leader_id"])
         self.settled = bool(d["settled"])
         self.marks = {int(r): (None if m is None else dict(m)) for r, m in d["marks"]}
@@ -361,6 +384,9 @@ class SigmaRace:
         done, errors = 0, []
         while done < n:
             check = self.schedule.next_check(self.n_rows)
+            if check is not None and check <= self.n_rows:
+                raise RuntimeError(f"the schedule's next check ({check}) is not after row "
+                                   f"{self.n_rows}")
             stop = n if check is None else min(n, done + check - self.n_rows)
             for rid in sorted(self.states):
                 try:

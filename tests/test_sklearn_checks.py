@@ -27,6 +27,8 @@ def _expected(estimator):
 
 @parametrize_with_checks(
     [PGSClassifier(random_state=0), PGSRegressor(sigma=0.1, random_state=0),
+     # sigma="auto" passes check_regressors_train, which the default 1e-4 fails
+     PGSRegressor(sigma="auto", random_state=0),
      SDCAClassifier(tol=0.0, max_epochs=300, random_state=0),
      SDCARegressor(sigma=0.1, tol=0.0, max_epochs=300, random_state=0)],
     expected_failed_checks=_expected,

@@ -1,0 +1,333 @@
+"""sigma="auto": the race of PGS runs (onlinepgs._race) against plain fixed-sigma runs.
+
+Yardsticks: a NumPy replay of PGS whose sigma switches at a row (`with_sigma`), fixed-sigma
+learners trained alone on the same rows (a race run from row 0 equals its sigma alone,
+bit for bit; a forked run equals a manual fork), the same rows in other chunkings, a model
+file resumed mid-race, and a loop over the fixed grid for regression quality.
+"""
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from onlinepgs import PGSClassifier, PGSRegressor, duality_gap
+from onlinepgs.duality import gap_of_weights
+from onlinepgs._core import PGSState
+from onlinepgs._race import (DEFAULT_GRID, RaceDivergedError, SigmaRace, SigmaSchedule,
+                             progressive_sums)
+from onlinepgs.model_io import load_learner, save_model
+from onlinepgs.pgs import PGSClassifierLearner, PGSDivergedError, PGSRegressorLearner
+
+
+def _rows(n=3000, d=20, seed=0, classes=2, regression=False):
+    """Sparse rows with a linear signal: labels -1/+1, class indices, or real targets."""
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, d) * (rng.rand(n, d) < 0.3)
+    X[:, 0] += 1.0  # every row has column 0: every chunk shows the full width early
+    W = rng.randn(d, classes)
+    Z = X @ W + 0.5 * rng.randn(n, classes)
+    if regression:
+        y = Z[:, 0]
+    elif classes == 2:
+        y = np.where(Z[:, 0] > Z[:, 1], 1, -1)
+    else:
+        y = Z.argmax(axis=1)
+    return sp.csr_matrix(X), y
+
+
+# ---- PGSState.with_sigma against a NumPy replay ------------------------------------------
+
+def _numpy_pgs_switch(X, y, sigma1, sigma2, k):
+    """Logistic PGS, p = 2 on R^n, the t^2-weighted average; sigma1 for the iterates after
+    steps 1..k, sigma2 from the iterate that scores row k + 1 on (a transcription of the
+    paper's Figure 1 with w_t = lambda_t / ((t + 1) sigma))."""
+    X = np.hstack([np.ones((X.shape[0], 1)), X])  # the intercept as feature 0
+    lam = np.zeros(X.shape[1])
+    w = np.zeros(X.shape[1])
+    total, weight = np.zeros_like(w), 0.0
+    for t in range(1, X.shape[0] + 1):
+        x, label = X[t - 1], y[t - 1]
+        if t == k + 1:  # the fork: the same lambda at the new sigma
+            w = lam / (t * sigma2)
+        z = x @ w
+        lam += label / (1.0 + np.exp(label * z)) * x  # lambda -= l'(z) x
+        w = lam / ((t + 1) * (sigma1 if t <= k else sigma2))
+        total += t * t * w
+        weight += t * t
+    return total / weight
+
+
+@pytest.mark.parametrize("k", [1, 37, 150])
+def test_with_sigma_continues_as_a_numpy_replay_of_the_switch(k):
+    X, y = _rows(n=300, d=6, seed=k)
+    Xd = X.toarray()
+    state = PGSState(sigma=1e-2, iterate="weighted2", n_features=6)
+    yf, sw = y.astype(float), np.ones(300)
+    state.run(np.ascontiguousarray(Xd).ravel(), None, None, 6, yf, sw,
+              np.arange(k, dtype=np.int64), True)
+    before = state.weights()
+    forked = state.with_sigma(1e-3)
+    # the average so far is kept; the parent is untouched
+    np.testing.assert_allclose(forked.weights(), before, rtol=1e-13, atol=1e-16)
+    assert state.sigma == 1e-2 and forked.sigma == 1e-3
+    forked.run(np.ascontiguousarray(Xd).ravel(), None, None, 6, yf, sw,
+               np.arange(k, 300, dtype=np.int64), True)
+    expected = _numpy_pgs_switch(Xd, yf, 1e-2, 1e-3, k)
+    np.testing.assert_allclose(forked.weights()[:, 0], expected, rtol=1e-9, atol=1e-12)
+
+
+def test_with_sigma_scales_the_last_iterate_and_rejects_a_bad_sigma():
+    X, y = _rows(n=200, d=5)
+    state = PGSState(sigma=1e-2, iterate="last", n_features=5)
+    state.run(X.data, X.indices, X.indptr, 5, y.astype(float), np.ones(200),
+              np.arange(200, dtype=np.int64), True)
+    # w = lambda / ((t + 1) sigma): a tenth of sigma, ten times the weights
+    np.testing.assert_allclose(state.with_sigma(1e-3).weights(), 10 * state.weights(),
+                               rtol=1e-13)
+    for bad in (0.0, -1.0, np.inf, np.nan):
+        with pytest.raises(ValueError, match="sigma must be a positive finite number"):
+            state.with_sigma(bad)
+
+
+# ---- the schedule's decisions --------------------------------------------------------------
+
+def _sums(loss, rows):
+    return dict(n_examples=rows, sum_weight=float(rows), sum_weighted_loss=loss * rows,
+                n_mistakes=0, sum_weighted_loss_last=loss * rows, n_mistakes_last=0)
+
+
+def test_schedule_judges_by_the_window_and_forks_below_the_leader():
+    schedule = SigmaSchedule("logistic")
+    runs = schedule.start()
+    assert [r.sigma for r in runs] == [1e-1, 1e-2, 1e-3, 1e-4]
+    assert all(r.started_at == 0 and r.parent is None for r in runs)
+    assert schedule.next_check(0) == 1000
+    # 1e-2 is best over rows 0..1000: it leads, the others go, 10^-2.5 is forked from it
+    d = schedule.decide(1000, {0: _sums(0.5, 1000), 1: _sums(0.4, 1000),
+                               2: _sums(0.45, 1000), 3: _sums(0.9, 1000)})
+    assert (d.leader, d.drop, d.fork, d.settled) == (1, [0, 2, 3], [(1, 10 ** -2.5)], False)
+    assert schedule.runs[4].parent == 1 and schedule.runs[4].started_at == 1000
+    # the duel: burn-in to row 1250, judged at 1500 on rows 1250..1500 only
+    assert schedule.next_check(1000) == 1250
+    d = schedule.decide(1250, {1: _sums(0.4, 1250), 4: _sums(0.48, 1250)})
+    assert d.drop == [] and d.fork == [] and schedule.next_check(1250) == 1500
+    # over 1250..1500 the challenger's mean loss is (0.48*1250 + 0.1*250... ) below
+    s1 = _sums(0.4, 1250)
+    s4 = _sums(0.48, 1250)
+    s1 = dict(s1, sum_weight=1500.0, sum_weighted_loss=s1["sum_weighted_loss"] + 0.30 * 250)
+    s4 = dict(s4, sum_weight=1500.0, sum_weighted_loss=s4["sum_weighted_loss"] + 0.29 * 250)
+    d = schedule.decide(1500, {1: s1, 4: s4})
+    assert (d.leader, d.drop, d.fork) == (4, [1], [])
+    assert schedule.next_check(1500) == 2000  # the next fork point, the winner alone
+    record = schedule.path[-1]
+    assert record["leader_sigma"] == 10 ** -2.5 and record["window"] == [1250, 1500]
+    assert {r["run_id"]: round(r["window_loss"], 12) for r in record["runs"]} == {
+        1: 0.3, 4: 0.29}
+
+
+def test_schedule_round_trips_through_json_and_decides_the_same():
+    schedule = SigmaSchedule("squared", batch_size=7)
+    schedule.start()
+    sums = {r: _sums(0.1 * (r + 1), 1001) for r in range(4)}
+    assert schedule.next_check(0) == 1001  # whole mini-batches
+    schedule.decide(1001, sums)
+    copy = SigmaSchedule.from_dict(json.loads(json.dumps(schedule.to_dict())))
+    assert copy.to_dict() == schedule.to_dict()
+    later = {0: _sums(0.3, 1253), 4: _sums(0.2, 1253)}
+    assert copy.next_check(1001) == schedule.next_check(1001) == 1253
+    assert copy.decide(1253, later) == schedule.decide(1253, later)
+
+
+def test_schedule_settles_at_the_bottom_of_its_grid():
+    schedule = SigmaSchedule("logistic", grid=[1e-1, 1e-2])
+    assert [r.sigma for r in schedule.start()] == [1e-1, 1e-2]
+    d = schedule.decide(1000, {0: _sums(0.5, 1000), 1: _sums(0.4, 1000)})
+    assert d.settled and d.leader == 1 and d.fork == [] and schedule.next_check(1000) is None
+
+
+# ---- the race against fixed-sigma runs --------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass", "regression"])
+def test_race_runs_equal_fixed_sigma_runs_and_manual_forks(kind):
+    """Just after the first fork (row 1000): the leader, from row 0, equals its sigma trained
+    alone bit for bit; the challenger equals the leader's sigma trained to row 1000, forked
+    by hand with with_sigma and trained on the rest."""
+    regression = kind == "regression"
+    X, y = _rows(n=1300, classes=3 if kind == "multiclass" else 2, regression=regression)
+    Learner = PGSRegressorLearner if regression else PGSClassifierLearner
+    fit_kw = {} if regression else {"classes": np.unique(y)}
+    race_est = Learner(sigma="auto", random_state=0).partial_fit(X[:600], y[:600], **fit_kw)
+    race_est.partial_fit(X[600:], y[600:])
+    race = race_est._race
+    live = race.schedule.runs
+    assert len(live) == 2 and race.n_rows == 1300
+    leader = next(r for r in live.values() if r.parent is None)
+    challenger = next(r for r in live.values() if r.parent is not None)
+    assert challenger.parent == leader.run_id and challenger.started_at == 1000
+    assert challenger.sigma < leader.sigma
+    alone = Learner(sigma=leader.sigma, random_state=0).partial_fit(X, y, **fit_kw)
+    np.testing.assert_array_equal(race.states[leader.run_id].weights(), alone._state.weights())
+    manual = Learner(sigma=leader.sigma, random_state=0).partial_fit(X[:1000], y[:1000],
+                                                                       **fit_kw)
+    manual._state = manual._state.with_sigma(challenger.sigma)
+    manual.partial_fit(X[1000:], y[1000:])
+    np.testing.assert_array_equal(race.states[challenger.run_id].weights(),
+                                  manual._state.weights())
+    # the path says which run was added when, from which
+    fork = race_est.sigma_path_[0]
+    assert fork["rows"] == 1000 and fork["forked"] == [
+        dict(parent=leader.run_id, sigma=challenger.sigma, run_id=challenger.run_id)]
+    assert race_est.sigma_ == race_est.model_.sigma == race_est._state.sigma
+    assert race_est.sigma_ in DEFAULT_GRID
+
+
+def _stream(X, y):
+    for i in range(X.shape[0]):
+        row = X[i]
+        yield dict(zip(row.indices.tolist(), row.data.tolist())), y[i]
+
+
+def test_the_race_does_not_depend_on_the_chunking():
+    X, y = _rows(n=4100)
+    fitted = PGSClassifierLearner(sigma="auto", max_epochs=1, shuffle=False,
+                                  random_state=3).fit(X, y)
+    chunked = PGSClassifierLearner(sigma="auto", random_state=3)
+    for lo in range(0, 4100, 777):
+        chunked.partial_fit(X[lo:lo + 777], y[lo:lo + 777], classes=[-1, 1])
+    streamed = PGSClassifierLearner(sigma="auto", random_state=3).fit_stream(
+        _stream(X, y), classes=[-1, 1], chunk_rows=450)
+    assert len(fitted.sigma_path_) >= 5  # several checks: forks, burn-ins, judgements
+    for other in (chunked, streamed):
+        assert other.sigma_ == fitted.sigma_
+        np.testing.assert_array_equal(other.model_.coef, fitted.model_.coef)
+        np.testing.assert_array_equal(other.model_.intercept, fitted.model_.intercept)
+        # the same checks; fit then settles the race at the end of its pass
+        assert other.sigma_path_ == fitted.sigma_path_[:-1]
+    assert fitted.sigma_path_[-1]["event"] == "settle"
+    assert len(fitted._race.states) == 1 and len(chunked._race.states) == 2
+
+
+def test_fit_continues_the_winner_after_its_first_pass():
+    X, y = _rows(n=2600)
+    est = PGSClassifierLearner(sigma="auto", max_epochs=3, random_state=0).fit(X, y)
+    first = PGSClassifierLearner(sigma="auto", max_epochs=1, random_state=0).fit(X, y)
+    assert est.sigma_ == first.sigma_ and est.n_iter_ == 3 and est.t_ == 3 * 2600
+    assert est.sigma_path_ == first.sigma_path_
+
+
+def test_a_saved_race_resumes_exactly(tmp_path):
+    X, y = _rows(n=4000)
+    whole = PGSClassifierLearner(sigma="auto", random_state=0)
+    whole.partial_fit(X[:2700], y[:2700], classes=[-1, 1]).partial_fit(X[2700:], y[2700:])
+    half = PGSClassifierLearner(sigma="auto", random_state=0)
+    half.partial_fit(X[:2700], y[:2700], classes=[-1, 1])  # mid-duel (2000..3000)
+    assert len(half._race.states) == 2
+    save_model(half, tmp_path / "m.pgs")
+    loaded = load_learner(tmp_path / "m.pgs")
+    assert loaded.sigma_path_ == half.sigma_path_ and loaded._race.n_rows == 2700
+    loaded.partial_fit(X[2700:], y[2700:])
+    assert loaded.sigma_ == whole.sigma_ and loaded.sigma_path_ == whole.sigma_path_
+    for rid, state in whole._race.states.items():
+        np.testing.assert_array_equal(loaded._race.states[rid].weights(), state.weights())
+    np.testing.assert_array_equal(loaded.model_.coef, whole.model_.coef)
+
+
+# ---- divergence, regression, duality --------------------------------------------------------
+
+def test_a_diverging_run_is_dropped_and_the_fit_goes_on():
+    """Squared loss on R^n: the steps 1/(sigma t) of the small-sigma runs overflow on
+    large targets; those runs leave the race, recorded, and the fit succeeds."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(1500, 5) * 3.0
+    y = X @ rng.randn(5) * 10.0
+    est = PGSRegressorLearner(sigma="auto", radius=None, random_state=0).fit(X, y)
+    drops = [r for r in est.sigma_path_ if r["event"] == "drop"]
+    assert drops and all(r["reason"] == "diverged" for r in drops)
+    assert all(r["sigma"] < est.sigma_ for r in drops)
+    assert np.isfinite(est.model_.coef).all()
+    with pytest.raises(PGSDivergedError):  # alone, such a sigma fails the fit
+        PGSRegressorLearner(sigma=drops[0]["sigma"], radius=None, random_state=0).fit(X, y)
+
+
+def test_every_run_diverging_fails_the_fit():
+    schedule = SigmaSchedule("squared")
+    race = SigmaRace.begin(schedule, lambda s: PGSState(sigma=s, loss="squared"))
+
+    def train(state, start, stop):
+        raise FloatingPointError(f"diverged at sigma {state.sigma}")
+    with pytest.raises(RaceDivergedError) as info:
+        race.advance(10, train)
+    assert len(info.value.errors) == 4
+    assert [r["sigma"] for r in schedule.path] == [1e-1, 1e-2, 1e-3, 1e-4]
+
+
+def test_regression_auto_is_near_the_best_fixed_sigma():
+    X, y = _rows(n=6000, d=30, seed=5, regression=True)
+    Xt, yt = X[4000:], y[4000:]
+    X, y = X[:4000], y[:4000]
+    grid = [10.0 ** -k for k in range(1, 8)]
+    fixed = {s: PGSRegressor(sigma=s, max_epochs=1, random_state=0).fit(X, y).score(Xt, yt)
+             for s in grid}
+    auto = PGSRegressor(sigma="auto", max_epochs=1, random_state=0).fit(X, y)
+    assert auto.score(Xt, yt) >= max(fixed.values()) - 0.01
+    assert auto.score(Xt, yt) > 0.0  # better than the constant prediction
+
+
+def test_duality_certifies_the_chosen_sigma():
+    X, y = _rows(n=1500)
+    est = PGSClassifier(sigma="auto", random_state=0).fit(X, y)
+    gap = duality_gap(est, X, y)
+    by_hand = gap_of_weights(est.coef_[0], est.intercept_[0], X, np.where(y > 0, 1, -1),
+                             loss="logistic", sigma=est.sigma_, radius=est.model_.radius)
+    assert gap.primal == pytest.approx(by_hand.primal, rel=1e-12)
+    assert est.online_stats_["n_examples"] == 5 * 1500
+
+
+def test_progressive_sums_reads_the_state():
+    X, y = _rows(n=500)
+    est = PGSClassifierLearner(sigma=1e-2, random_state=0).fit(X, y)
+    sums = progressive_sums(est._state)
+    assert sums["n_examples"] == est.online_stats_["n_examples"]
+    assert sums["sum_weighted_loss"] / sums["sum_weight"] == pytest.approx(
+        est.online_stats_["progressive_loss"])
+
+
+# ---- the command line and scikit-learn's checks ---------------------------------------------
+
+def test_train_sigma_auto_prints_and_saves_the_choice(tmp_path):
+    import subprocess
+    import sys
+
+    from sklearn.datasets import dump_svmlight_file
+
+    from onlinepgs import load_model, load_svmlight
+
+    X, y = _rows(n=2600)
+    data, model, more = tmp_path / "d.svm", tmp_path / "m.pgs", tmp_path / "m2.pgs"
+    dump_svmlight_file(X, y, str(data), zero_based=False)
+    exe = [sys.executable, "-m", "onlinepgs.cli", "train"]
+    done = subprocess.run(exe + [str(data), "-o", str(model), "--sigma", "auto",
+                                 "--chunk-rows", "700"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    note = [line for line in done.stderr.splitlines() if line.startswith("sigma = ")]
+    saved = load_model(model)
+    # the same rows (as the file gives them) through partial_fit in other chunks
+    X, y = load_svmlight(str(data))
+    learner = PGSClassifierLearner(sigma="auto", random_state=0)
+    learner.partial_fit(X[:1300], y[:1300], classes=[-1, 1]).partial_fit(X[1300:], y[1300:])
+    assert saved.sigma_ == learner.sigma_ and saved.sigma_path_ == learner.sigma_path_
+    np.testing.assert_array_equal(saved.coef_, learner.model_.coef)
+    assert len(note) == 1 and note[0].startswith(f"sigma = {learner.sigma_:.0e} (auto: ")
+    # -i continues the race
+    done = subprocess.run(exe + [str(data), "-i", str(model), "-o", str(more), "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    learner.partial_fit(X, y)
+    np.testing.assert_array_equal(load_model(more).coef_, learner.model_.coef)
+    assert load_model(more).sigma_path_ == learner.sigma_path_
+    refused = subprocess.run(exe + [str(data), "--sigma", "auto", "--solver", "sdca"],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and refused.stderr.strip().endswith(
+        "argument --sigma: auto races PGS runs over a stream; --solver sdca needs a number")
