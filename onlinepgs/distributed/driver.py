@@ -15,7 +15,8 @@ from collections import deque
 
 import numpy as np
 
-from onlinepgs.distributed.replicas import drop_fit, replica_round, replica_state, replica_sums
+from onlinepgs.distributed.replicas import (drop_fit, replica_merge, replica_round,
+                                            replica_state, replica_sums)
 from onlinepgs.distributed.slices import auto_slice_rows, rows_within_bytes
 from onlinepgs.distributed.sources.array import Unread
 from onlinepgs.distributed.tasks import SlicePlan, merge_task, train_slice
@@ -351,6 +352,9 @@ class Driver:
             # (a fork copies its parent, which keeps its lanes' states and what the
             # merge changed; a new run's lanes fork it whole)
             self.state.apply(step)
+            for slots in self.slots:  # also where a lane has no more rows to train
+                for run in step.drop:
+                    slots.pop(run, None)
         else:
             self.steps.append(step)
             if self.idle:
@@ -462,6 +466,19 @@ class Driver:
                 replica_round, key, lane, self.rounds, start, plan, len(results),
                 len(waits), *results, *waits, *inputs, priority=_ROUND_PRIORITY,
                 worker=self.lane_workers[lane])
+            self.last.append((lane, future))
+        busy = {lane for _, _, lane in jobs}
+        for lane, idle in enumerate(self.lanes):
+            if lane in busy or not (idle.known_rows() or idle.waiting()
+                                    or idle.can_request()):
+                continue
+            # a lane with rows left but none this round (the race's rounds may give a
+            # lane none): its copy merges the round all the same, so that it can train
+            # from the next
+            waits = self.waits.pop(lane, [])
+            future = self.backend.submit(
+                replica_merge, key, lane, self.rounds, start, steps or None, len(results),
+                *results, *waits, priority=_ROUND_PRIORITY, worker=self.lane_workers[lane])
             self.last.append((lane, future))
         self.in_flight.append([f for _, f in self.last])
         while len(self.in_flight) > 2:  # raises the round's error

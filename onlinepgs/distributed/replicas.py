@@ -14,7 +14,8 @@ import threading
 from onlinepgs.distributed.sources.array import array_block
 from onlinepgs.distributed.tasks import merge_task, train_slice
 
-__all__ = ["OPEN_BLOCKS", "drop_fit", "replica_round", "replica_state", "replica_sums"]
+__all__ = ["OPEN_BLOCKS", "drop_fit", "replica_merge", "replica_round", "replica_state",
+           "replica_sums"]
 
 
 _REPLICAS = {}  # (fit token, pass, lane) -> _Replica, in each worker's process
@@ -42,6 +43,8 @@ class _Replica:
                 return
             for step in steps:
                 self.state.apply(step)  # a fork copies its parent, which stays as it was
+                for run in step.drop:
+                    self.slot.pop(run, None)
             self.stepped = rounds
 
     def advance(self, rounds, results):
@@ -87,6 +90,16 @@ def replica_round(key, lane, rounds, start, plan, n_results, n_waits, *args):
     blocks = _round_blocks(key, plan, args[n_results + n_waits:])
     plan.slot, plan.changed, plan.round_no = replica.slot, replica.changed, rounds
     return train_slice(replica.state, plan, *blocks)
+
+
+def replica_merge(key, lane, rounds, start, steps, n_results, *args):
+    """Task: a round in which a lane trains no rows (on the lane's worker): its copy
+    merges the last round and applies the race's steps as `replica_round` does, so that
+    it can train from the next. Sends back nothing (None: no result to merge)."""
+    replica = _replica(key, lane, rounds, start)
+    replica.advance(rounds, args[:n_results])
+    if steps is not None:
+        replica.step(rounds, steps)
 
 
 def replica_state(key, lane, rounds, steps, *results):

@@ -24,6 +24,7 @@ def merge_task(runs, round_no, *results):
     round's graph, so that while one thread merges the other reads the blocks read ahead
     that the faster lane's wait did not hold; on a cluster each lane's replica calls it."""
     changed = {}
+    results = [result for result in results if result is not None]  # lanes with no rows
     for run in list(runs.states):
         lanes = [result[run] for result in results if run in result]
         try:
