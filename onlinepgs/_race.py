@@ -33,6 +33,7 @@ FIRST_CHECK = 1000  # rows before the first decision
 GROWTH = 2.0  # each check's row count is this times the previous one's
 DUEL = 0.5  # the part of each interval between fork points that a challenger runs
 BURN = 0.5  # the first part of a duel, not judged: the fork's average is its parent's
+CHASE = False  # True: a challenger that wins is challenged at once (not at the fork point)
 PATIENCE = None  # duels lost in a row after which the schedule settles (None: never)
 
 
@@ -113,9 +114,9 @@ class SigmaSchedule:
     first_check, growth, duel, patience : see the module's constants.
     """
 
-    def __init__(self, loss, *, n_problems=1, grid=None, batch_size=1,
+    def __init__(self, loss, *, n_problems=1, grid=None, batch_size=1, start=START_SIGMAS,
                  first_check=FIRST_CHECK, growth=GROWTH, duel=DUEL, burn=BURN,
-                 patience=PATIENCE):
+                 chase=CHASE, patience=PATIENCE):
         grid = DEFAULT_GRID if grid is None else grid
         self.grid = sorted({float(s) for s in grid}, reverse=True)
         if not self.grid or not all(s > 0 and math.isfinite(s) for s in self.grid):
@@ -126,7 +127,8 @@ class SigmaSchedule:
         self.loss, self.n_problems = loss, int(n_problems)
         self.batch_size = int(batch_size)
         self.first_check, self.growth, self.duel = int(first_check), float(growth), float(duel)
-        self.burn = float(burn)
+        self.burn, self.chase = float(burn), bool(chase)
+        self.start_sigmas = sorted({self._nearest(float(x)) for x in start}, reverse=True)
         self.patience = patience
         self.runs = {}  # live runs: run_id -> Run
         self.next_id = 0
@@ -157,8 +159,7 @@ class SigmaSchedule:
         """The runs to start from row 0 (once, before any row)."""
         if self.runs or self.next_id:
             raise RuntimeError("the schedule has started already")
-        sigmas = sorted({self._nearest(s) for s in START_SIGMAS}, reverse=True)
-        started = [self._new_run(s, 0, None) for s in sigmas]
+        started = [self._new_run(s, 0, None) for s in self.start_sigmas]
         self.leader_id = started[0].run_id
         return started
 
@@ -226,9 +227,13 @@ class SigmaSchedule:
         if not losses:
             raise ValueError("no live run to decide on")
         leader = self._best(losses)
+        won = False
         if len(self.runs) == 2 and self.since > 0:  # a duel: did the challenger win?
             won = self.runs[leader].sigma < max(r.sigma for r in self.runs.values())
             self.lost = 0 if won else self.lost + 1
+        if won and self.chase:
+            # the optimum is further down than one step: the next duel starts now
+            self.fork_at = int(n_rows)
         self.leader_id = leader
         drop = sorted(r for r in self.runs if r != leader)
         fork = []
@@ -299,8 +304,9 @@ class SigmaSchedule:
     def to_dict(self):
         """The schedule as JSON-able values (model files)."""
         return dict(version=1, loss=self.loss, n_problems=self.n_problems, grid=self.grid,
+                    start=self.start_sigmas,
                     batch_size=self.batch_size, first_check=self.first_check,
-                    growth=self.growth, duel=self.duel, burn=self.burn,
+                    growth=self.growth, duel=self.duel, burn=self.burn, chase=self.chase,
                     patience=self.patience,
                     runs=[asdict(r) for r in self.runs.values()],
                     leader_id=self.leader_id, settled=self.settled,
@@ -312,9 +318,9 @@ class SigmaSchedule:
         """The schedule of `to_dict`."""
         if d.get("version") != 1:
             raise ValueError(f"unsupported sigma schedule version {d.get('version')!r}")
-        self = cls(d["loss"], n_problems=d["n_problems"], grid=d["grid"],
+        self = cls(d["loss"], n_problems=d["n_problems"], grid=d["grid"], start=d["start"],
                    batch_size=d["batch_size"], first_check=d["first_check"],
-                   growth=d["growth"], duel=d["duel"], burn=d["burn"],
+                   growth=d["growth"], duel=d["duel"], burn=d["burn"], chase=d["chase"],
                    patience=d["patience"])
         self.runs = {int(r["run_id"]): Run(int(r["run_id"]), float(r["sigma"]),
                                            int(r["started_at"]),
@@ -401,6 +407,21 @@ class SigmaRace:
             done = stop
             if check is not None and self.n_rows == check:
                 self._apply(self.schedule.decide(self.n_rows, self.sums()))
+
+    def check(self, check, diverged=(FloatingPointError,)):
+        """``check(state)`` on every live run after a call: a run for which it raises one
+        of `diverged` is discarded like one that diverged in training (RaceDivergedError
+        if none is left)."""
+        errors = []
+        for rid in sorted(self.states):
+            try:
+                check(self.states[rid])
+            except diverged as exc:
+                errors.append(exc)
+                del self.states[rid]
+                self.schedule.discard(rid, self.n_rows)
+        if not self.states:
+            raise RaceDivergedError(errors)
 
     def _apply(self, decision):
         forked = {}

@@ -352,9 +352,13 @@ class PGSLearner(LinearLearner):
         is dropped (the race's path says so), unless every run has: then the last
         run's error is raised."""
         def train(state, start, stop):
-            self._run(state, X, y, sw, order[start:stop], self._classifier, power_sums)
+            # the finiteness guard once a call (below), not once a piece: it is O(width)
+            self._run(state, X, y, sw, order[start:stop], self._classifier, power_sums,
+                      guard=False)
         try:
             race.advance(len(order), train, diverged=(PGSDivergedError,))
+            race.check(lambda state: self._check_finite(state, X, sw),
+                       diverged=(PGSDivergedError,))
         except _race.RaceDivergedError as exc:
             raise exc.errors[-1] from None
 
@@ -446,7 +450,9 @@ class PGSLearner(LinearLearner):
             sums[filled] = np.add.reduceat(powers, X.indptr[:-1][filled])
         return sums
 
-    def _run(self, state, X, y, sw, order, classifier, row_power_sums=None):
+    def _run(self, state, X, y, sw, order, classifier, row_power_sums=None, guard=True):
+        """One core pass over the rows of `order`; PGSDivergedError where a step diverged
+        or (with `guard`, the O(nnz) `_check_finite`) where the state is not finite."""
         if sp.issparse(X):
             state.run(X.data, X.indices, X.indptr, X.shape[1], y, sw, order, classifier,
                       row_power_sums)
@@ -482,6 +488,11 @@ class PGSLearner(LinearLearner):
             raise PGSDivergedError(
                 ("PGS diverged at ", row, f" (step {state.t + 1}): {reason} {kept}"),
                 reason=reason)
+        if guard:
+            self._check_finite(state, X, sw)
+
+    def _check_finite(self, state, X, sw):
+        """PGSDivergedError unless the state is finite after a call on X (`_finite_after`)."""
         if not _finite_after(state, X):
             # the last guard: no path may hand out a non-finite model
             reason = _overflow_reason(state, X, sw)

@@ -147,7 +147,8 @@ def test_learners_train_the_estimators_models_bit_for_bit(pair):
 
 def test_learner_parameters_are_checked_in_scikit_learns_words():
     with pytest.raises(ValueError, match=r"The 'sigma' parameter of PGSClassifier must be a "
-                                         r"float in the range \(0, inf\)\. Got -1\.0 instead"):
+                                         r"str among \{'auto'\} or a float in the range "
+                                         r"\(0, inf\)\. Got -1\.0 instead"):
         PGSClassifierLearner(sigma=-1.0).fit(*_data())
     with pytest.raises(ValueError, match="Invalid parameter 'sigmaa'"):
         PGSClassifierLearner().set_params(sigmaa=1.0)

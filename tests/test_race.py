@@ -97,8 +97,9 @@ def _sums(loss, rows):
                 n_mistakes=0, sum_weighted_loss_last=loss * rows, n_mistakes_last=0)
 
 
-def test_schedule_judges_by_the_window_and_forks_below_the_leader():
-    schedule = SigmaSchedule("logistic")
+@pytest.mark.parametrize("chase", [False, True])
+def test_schedule_judges_by_the_window_and_forks_below_the_leader(chase):
+    schedule = SigmaSchedule("logistic", chase=chase)
     runs = schedule.start()
     assert [r.sigma for r in runs] == [1e-1, 1e-2, 1e-3, 1e-4]
     assert all(r.started_at == 0 and r.parent is None for r in runs)
@@ -112,18 +113,34 @@ def test_schedule_judges_by_the_window_and_forks_below_the_leader():
     assert schedule.next_check(1000) == 1250
     d = schedule.decide(1250, {1: _sums(0.4, 1250), 4: _sums(0.48, 1250)})
     assert d.drop == [] and d.fork == [] and schedule.next_check(1250) == 1500
-    # over 1250..1500 the challenger's mean loss is (0.48*1250 + 0.1*250... ) below
+    # over rows 1250..1500 the challenger's mean loss is the lower (0.29 against 0.30)
     s1 = _sums(0.4, 1250)
     s4 = _sums(0.48, 1250)
     s1 = dict(s1, sum_weight=1500.0, sum_weighted_loss=s1["sum_weighted_loss"] + 0.30 * 250)
     s4 = dict(s4, sum_weight=1500.0, sum_weighted_loss=s4["sum_weighted_loss"] + 0.29 * 250)
     d = schedule.decide(1500, {1: s1, 4: s4})
-    assert (d.leader, d.drop, d.fork) == (4, [1], [])
-    assert schedule.next_check(1500) == 2000  # the next fork point, the winner alone
     record = schedule.path[-1]
     assert record["leader_sigma"] == 10 ** -2.5 and record["window"] == [1250, 1500]
     assert {r["run_id"]: round(r["window_loss"], 12) for r in record["runs"]} == {
         1: 0.3, 4: 0.29}
+    if not chase:
+        # the challenger won: it leads alone until the next fork point, 2000
+        assert (d.leader, d.drop, d.fork) == (4, [1], [])
+        assert schedule.next_check(1500) == 2000
+        d = schedule.decide(2000, {4: _sums(0.3, 2000)})
+        assert (d.leader, d.drop, d.fork) == (4, [], [(4, 1e-3)])
+        assert schedule.next_check(2000) == 2500  # burn-in to 2500, judged at 3000
+        return
+    # chase: the winner is challenged at once from one step below; the new duel's
+    # burn-in ends at 1875, its judgement at 2250 (half way to 2 x 1500)
+    assert (d.leader, d.drop, d.fork) == (4, [1], [(4, 1e-3)])
+    assert schedule.next_check(1500) == 1875
+    assert record["forked"] == [dict(parent=4, sigma=1e-3, run_id=5)]
+    schedule.decide(1875, {4: _sums(0.3, 1875), 5: _sums(0.3, 1875)})
+    # a lost duel: the winner alone until the fork point 3000
+    d = schedule.decide(2250, {4: _sums(0.3, 2250), 5: _sums(0.31, 2250)})
+    assert (d.leader, d.drop, d.fork) == (4, [5], [])
+    assert schedule.next_check(2250) == 3000
 
 
 def test_schedule_round_trips_through_json_and_decides_the_same():
@@ -219,15 +236,18 @@ def test_fit_continues_the_winner_after_its_first_pass():
 def test_a_saved_race_resumes_exactly(tmp_path):
     X, y = _rows(n=4000)
     whole = PGSClassifierLearner(sigma="auto", random_state=0)
-    whole.partial_fit(X[:2700], y[:2700], classes=[-1, 1]).partial_fit(X[2700:], y[2700:])
+    whole.partial_fit(X, y, classes=[-1, 1])
+    # stop in a duel's burn-in, two runs live, after the first one
+    cut = [r["rows"] for r in whole.sigma_path_ if r.get("forked")][1] + 10
     half = PGSClassifierLearner(sigma="auto", random_state=0)
-    half.partial_fit(X[:2700], y[:2700], classes=[-1, 1])  # mid-duel (2000..3000)
+    half.partial_fit(X[:cut], y[:cut], classes=[-1, 1])
     assert len(half._race.states) == 2
     save_model(half, tmp_path / "m.pgs")
     loaded = load_learner(tmp_path / "m.pgs")
-    assert loaded.sigma_path_ == half.sigma_path_ and loaded._race.n_rows == 2700
-    loaded.partial_fit(X[2700:], y[2700:])
+    assert loaded.sigma_path_ == half.sigma_path_ and loaded._race.n_rows == cut
+    loaded.partial_fit(X[cut:], y[cut:])
     assert loaded.sigma_ == whole.sigma_ and loaded.sigma_path_ == whole.sigma_path_
+    assert sorted(loaded._race.states) == sorted(whole._race.states)
     for rid, state in whole._race.states.items():
         np.testing.assert_array_equal(loaded._race.states[rid].weights(), state.weights())
     np.testing.assert_array_equal(loaded.model_.coef, whole.model_.coef)
@@ -331,3 +351,20 @@ def test_train_sigma_auto_prints_and_saves_the_choice(tmp_path):
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and refused.stderr.strip().endswith(
         "argument --sigma: auto races PGS runs over a stream; --solver sdca needs a number")
+
+
+@pytest.mark.parametrize("options", [dict(batch_size=7), dict(p=1.5), dict(n_bits=4),
+                                     dict(iterate="random"), dict(loss="hinge")])
+def test_the_race_is_chunking_invariant_for_every_option(options):
+    """Checks fall on whole mini-batches; p < 2, hashing, the random iterate and other
+    losses fork and race like the default."""
+    X, y = _rows(n=3001)
+    fitted = PGSClassifierLearner(sigma="auto", max_epochs=1, shuffle=False, random_state=1,
+                                  **options).fit(X, y)
+    chunked = PGSClassifierLearner(sigma="auto", random_state=1, **options)
+    for lo in range(0, 3001, 700):
+        chunked.partial_fit(X[lo:lo + 700], y[lo:lo + 700], classes=[-1, 1])
+    assert chunked.sigma_ == fitted.sigma_
+    np.testing.assert_array_equal(chunked.model_.coef, fitted.model_.coef)
+    checks = [r["rows"] for r in chunked.sigma_path_]
+    assert len(checks) >= 3 and all(r % options.get("batch_size", 1) == 0 for r in checks)
