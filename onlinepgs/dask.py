@@ -63,6 +63,11 @@ statistics (`online_stats_`) add up over lanes: every row's loss is taken before
 update, by the iterate that updated with it; the radius of ``radius="auto"`` is the
 largest any lane reached.
 
+With ``sigma="auto"`` the global state holds one run per sigma of the race
+(`onlinepgs._race`): every lane trains each live run on its slice, each run's lanes
+merge as above, and between rounds the race's schedule drops and forks runs from their
+progressive sums (summed over the lanes); a round ends at each of its decisions.
+
 Examples
 --------
 >>> import numpy as np, dask.array as da
@@ -105,7 +110,11 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         solver; it is trained in place and returned, with the same attributes as after
         `fit` (``coef_``, ``classes_``, ``t_``, ``online_stats_``, ...). ``max_epochs``,
         ``tol`` and ``shuffle`` of the estimator are not used (see ``passes``,
-        ``shuffle`` here).
+        ``shuffle`` here). With ``sigma="auto"`` each lane trains every live run of the
+        race on its slice and the race decides between rounds, on the rows the local race
+        would (a round ends at each decision): ``sigma_``, ``sigma_path_`` as after
+        `fit`; the race ends after the first pass of `fit`, and `partial_fit` keeps it
+        (docs/design/dask.md).
     X : dask.array.Array, dask.bag.Bag or list of paths
         A 2-d dask array of rows (NumPy or scipy.sparse blocks; column chunks are
         merged); a bag of svmlight text lines (str or bytes); or a list of svmlight
@@ -183,11 +192,12 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
     callback : callable, optional
         Called after every round with a dict: ``pass``, ``round``, ``rows`` (this
         round), ``n_examples`` (so far), ``seconds`` (since the start) and ``state`` (the
-        global `PGSState` after that round, for `stats_dict`; do not modify it). On a
-        cluster, where the state is on the workers, a round is reported once the next
-        one is submitted, and ``state`` is fetched when the callback reads it, during the
-        callback only: a callback that does not read it costs the rounds nothing, one
-        that does a copy of the state over the network.
+        global `PGSState` after that round, for `stats_dict`; with ``sigma="auto"`` the
+        leading run's; do not modify it). On a cluster, where the state is on the
+        workers, a round is reported once the next one is submitted, and ``state`` is
+        fetched when the callback reads it, during the callback only: a callback that
+        does not read it costs the rounds nothing, one that does a copy of the state
+        over the network.
     locality : bool, default=False
         With a ``client`` and a dask array X persisted on the cluster
         (``client.persist(X)``, whose blocks the fit waits for: persist returns before

@@ -94,7 +94,10 @@ def train_on_dask(args, est, base):
             client.close()
     save(est, args.output, checkpoint_extra(base, True))
     if not args.quiet:
-        print_summary(est, args, start, after=[f"rounds = {len(rounds)} on {args.scheduler}"])
+        from onlinepgs.cli.train import sigma_note
+
+        print_summary(est, args, start, after=[f"rounds = {len(rounds)} on {args.scheduler}",
+                                               *sigma_note(est)])
     elif args.output is None:
         print(unsaved(args), file=sys.stderr)
     return 0

@@ -8,6 +8,8 @@ modules, from the top of a run down (the method: docs/design/dask.md):
   (scheduler, source, classes, starting state, lanes by worker);
 * `driver`: `Driver`, the rounds of each pass: lanes, slices, reading ahead,
   submitting, merging, the callback's reports;
+* `runs`: `Runs`, the global state (one run per sigma; a ``sigma="auto"`` race's
+  several) and `Race`, when the race's schedule decides and what every copy then does;
 * `slices`: how many rows a lane trains per round (``slice_rows="auto"``);
 * `tasks`: what runs on the workers each round: a lane's slice, the merge;
 * `rounds`: the round's arithmetic, no Dask: a lane's run (`run_lane`) and the merge

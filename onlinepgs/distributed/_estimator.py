@@ -7,11 +7,13 @@ adapt. What it uses of a `PGSClassifier` / `PGSRegressor` `est`:
 
 * parameters: ``batch_size``, ``n_bits``, ``random_state``;
 * fitted attributes: ``classes_``, ``n_features_in_``, ``n_iter_``, ``_state`` (the
-  solver's `PGSState`), ``_classifier`` (class attribute);
+  solver's `PGSState`), ``_race`` (sigma="auto": the `SigmaRace` of its live runs, or
+  None), ``_classifier`` (class attribute);
 * methods: ``_validate_params``, ``_check_finite_params``, ``_check_state_params``,
-  ``_check_width``, ``_new_state``, ``_install``, and, on the workers (a clone of `est`
-  with ``classes_`` set, the "spec"), ``_as_matrix``, ``_encode_targets``,
-  ``_row_power_sums``;
+  ``_check_width``, ``_auto``, ``_new_state``, ``_new_race``, ``_install``, and, on the
+  workers (a clone of `est` with ``classes_`` set, the "spec"), ``_as_matrix``,
+  ``_encode_targets``, ``_row_power_sums``;
+* from `onlinepgs._race`: `SigmaRace`, `SigmaSchedule` (a race's copy);
 * from `onlinepgs.pgs`: ``PGSLearner`` (the type check: the scikit-learn estimators and
   the command line's learners are both), `PGSDivergedError`; from `onlinepgs._base`:
   ``_training`` (one training call at a time, undone on error).
@@ -22,14 +24,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from onlinepgs._base import _training
+from onlinepgs._race import SigmaRace, SigmaSchedule
 from onlinepgs._checks import check_random_state
+from onlinepgs.distributed.runs import Race, Runs
 from onlinepgs.pgs import PGSDivergedError, PGSLearner
 
 __all__ = ["PGSDivergedError", "as_matrix", "batch_size", "check_block_width",
            "check_params", "check_rows", "check_trainable", "check_width", "classes_of",
            "encode_targets", "epochs_after", "fitted_width", "hashing_bits", "install",
-           "is_classifier", "is_fitted", "name_of", "new_state", "random_state",
-           "row_power_sums", "spec", "state_copy", "training"]
+           "is_classifier", "is_fitted", "name_of", "new_runs", "random_state",
+           "row_power_sums", "runs_copy", "spec", "training"]
 
 
 # ---- the estimator the driver trains ----------------------------------------------------
@@ -99,14 +103,26 @@ def check_width(est, width, n_problems, have=0):
     est._check_width(sp.csr_matrix((0, width)), n_problems, have=have)
 
 
-def new_state(est, width, n_problems, multiclass, rng):
-    """A fresh solver state of the estimator's parameters."""
-    return est._new_state(width, n_problems, multiclass, rng)
+def new_runs(est, width, n_problems, multiclass, rng):
+    """The runs of a first training and the race (None for a fixed sigma): one fresh
+    solver state of the estimator's parameters, or with ``sigma="auto"`` the runs the
+    race's schedule starts (`_new_race`)."""
+    if not est._auto():
+        return Runs({0: est._new_state(width, n_problems, multiclass, rng)}, 0), None
+    race = est._new_race(width, n_problems, multiclass, rng)
+    return Runs(race.states, race.leader_id, racing=True), Race(race.schedule, race.n_rows)
 
 
-def state_copy(est):
-    """A copy of a fitted estimator's solver state (the estimator keeps its own)."""
-    return est._state.copy()
+def runs_copy(est):
+    """A copy of a fitted estimator's runs and race (the estimator keeps its own, so a
+    failed call leaves it as it was): its state, or with ``sigma="auto"`` every live run
+    of its race and the schedule (settled, or going on across calls)."""
+    race = getattr(est, "_race", None)
+    if race is None:
+        return Runs({0: est._state.copy()}, 0), None
+    schedule = SigmaSchedule.from_dict(race.schedule.to_dict())
+    runs = Runs({k: s.copy() for k, s in race.states.items()}, race.leader_id, racing=True)
+    return runs, Race(schedule, race.n_rows)
 
 
 def epochs_after(est, passes, first):
@@ -114,10 +130,16 @@ def epochs_after(est, passes, first):
     return passes if first else getattr(est, "n_iter_", 0) + passes
 
 
-def install(est, state, epochs, **fitted):
-    """Make `state` the estimator's model, with fitted attributes, all at once (threads
-    may be predicting meanwhile)."""
-    est._install(state, epochs, **fitted)
+def install(est, runs, race, epochs, **fitted):
+    """Make the leader of `runs` the estimator's model, with fitted attributes, all at
+    once (threads may be predicting meanwhile); with ``sigma="auto"`` its race too (the
+    live runs and the schedule: `sigma_`, `sigma_path_`, and the race partial_fit goes on
+    with)."""
+    if race is None:
+        est._install(runs.state, epochs, **fitted)
+        return
+    kept = SigmaRace(race.schedule, runs.states, race.n_rows)
+    est._install(runs.state, epochs, race=kept, **fitted)
 
 
 def spec(est, classes):

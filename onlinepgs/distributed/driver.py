@@ -15,8 +15,8 @@ from collections import deque
 
 import numpy as np
 
-from onlinepgs.distributed.replicas import drop_fit, replica_round, replica_state
-from onlinepgs.distributed.rounds import LaneSlot
+from onlinepgs.distributed.replicas import (drop_fit, replica_merge, replica_round,
+                                            replica_state, replica_sums)
 from onlinepgs.distributed.slices import auto_slice_rows, rows_within_bytes
 from onlinepgs.distributed.sources.array import Unread
 from onlinepgs.distributed.tasks import SlicePlan, merge_task, train_slice
@@ -65,8 +65,18 @@ class Driver:
     """Runs the rounds: reads ahead, plans slices, trains the lanes, merges."""
 
     def __init__(self, state, source, backend, n_lanes, slice_rows, rng, shuffle, callback,
-                 classifier, groups=None, groups_workers=None, sizing=None, grow=False):
-        self.state = state
+                 classifier, groups=None, groups_workers=None, sizing=None, grow=False,
+                 race=None):
+        self.state = state  # the global `Runs`
+        # sigma="auto": the race (`runs.Race`), asked between rounds while `racing` (the
+        # first pass of a fit); None for a fixed sigma
+        self.race = race
+        self.racing = race is not None
+        # whether the race counts the pass's rows (the rows its runs have seen; the
+        # local fit's later passes do not count them)
+        self.counting = race is not None
+        self.steps = []  # a cluster's race steps decided, for the next round's copies
+        self.idle = True  # between passes (a cluster: the state is the driver's)
         # slice_rows="auto" on a stream of known length: (rows a pass, batch_size) until
         # the first block read bounds the slices' bytes (_size_slices)
         self.sizing = sizing
@@ -85,10 +95,10 @@ class Driver:
         self.rounds = 0
         self.width_seen = 0
         self.start = time.perf_counter()
-        # threads: each lane keeps its state between rounds (see LaneSlot)
-        self.slots = ([LaneSlot() for _ in range(n_lanes)] if backend.shares_memory
-                      else None)
-        self.changed = None  # coordinates the last merge changed
+        # threads: each lane keeps its state of each run between rounds (run id ->
+        # LaneSlot)
+        self.slots = [{} for _ in range(n_lanes)] if backend.shares_memory else None
+        self.changed = None  # coordinates the last merge changed, by run
         self.rows_read = self.blocks_read = 0  # the mean block size, for reading ahead
         self.groups = groups  # locality: each lane's partitions, by worker
         # a cluster keeps the global state on the workers (see replica_round): the
@@ -104,7 +114,7 @@ class Driver:
         self.reports = deque()  # rounds whose callback is still to be called
         self.reporting = None  # the round whose callback runs
         self.lanes = []  # the pass's
-        self.n_examples = int(state.n_examples)
+        self.n_examples = int(state.state.n_examples)
 
     def _request(self, lane):
         """Ask for the lane's next block: the next of its open partition, or a new one."""
@@ -151,7 +161,7 @@ class Driver:
         if self.first_slice is None:
             self.first_slice = self.slice_rows
         rows = max(self.first_slice,
-                   whole_batches(done // self.n_lanes, int(self.state.batch_size)))
+                   whole_batches(done // self.n_lanes, int(self.state.state.batch_size)))
         return rows if self.most_rows is None else min(rows, self.most_rows)
 
     def _learn_meta(self, lanes):
@@ -200,9 +210,10 @@ class Driver:
                     and lane.can_request()):
                 self._request(lane)
 
-    def _take(self, lane):
-        """The lane's next slice: pieces (entry, first row, end row) of its blocks."""
-        need = self.slice_rows
+    def _take(self, lane, rows):
+        """The lane's next slice, `rows` rows or all it knows: pieces (entry, first row,
+        end row) of its blocks."""
+        need = rows
         pieces = []
         offset = lane.pos
         for entry in lane.blocks:
@@ -216,7 +227,7 @@ class Driver:
             pieces.append((entry, offset, offset + take))
             need -= take
             offset = 0
-        lane.pos += self.slice_rows - need
+        lane.pos += rows - need
         return pieces
 
     def _drop_used(self, lane):
@@ -239,6 +250,7 @@ class Driver:
             lane.worker = worker
         self.lanes = lanes
         self.pass_index, self.last, self.waits = pass_index, None, {}
+        self.idle = False
         if self.sizing is not None:
             self._size_slices(lanes)
         done = 0  # rows the pass's rounds trained
@@ -246,9 +258,10 @@ class Driver:
             if self.grow:
                 self.slice_rows = self._grown(done)
             self._fill(lanes)
+            quotas = self._quotas(lanes)
             jobs = []
             for index, lane in enumerate(lanes):
-                pieces = self._take(lane)
+                pieces = self._take(lane, self.slice_rows if quotas is None else quotas[index])
                 if not pieces:
                     continue
                 seed = int(self.rng.randint(0, 2**31 - 1)) if self.shuffle else None
@@ -273,9 +286,16 @@ class Driver:
                 self.changed = self.backend.results([merged])[0]
             self.rounds += 1
             self.n_examples += rows  # every row is an example (a cluster's count)
+            if self.counting:
+                self.race.n_rows += rows
+            if self.racing and self.race.due():
+                # a cluster: the round before is reported first, its state taken from a
+                # copy that the decision's merge (_sums) would move past
+                self._report(0)
+                self.take_step(self.race.decide(*self._sums()))
             if self.callback is not None:
                 ref = (None if self.backend.shares_memory else
-                       _RoundRef(self.last, self.rounds, self.n_examples))
+                       _RoundRef(self.last, self.rounds, self.n_examples, list(self.steps)))
                 self.reports.append(({"pass": pass_index, "round": self.rounds,
                                       "rows": rows}, ref))
                 # on a cluster a round is reported once the next is on its way, so that
@@ -283,18 +303,80 @@ class Driver:
                 self._report(0 if self.backend.shares_memory else 1)
         if self.last is not None and not self.backend.shares_memory:
             final = self._snapshot(self.last, self.rounds)
-            if self.reports:  # the last round's: its state is this one
-                self.reports[-1][1].future = final
+            if self.reports and not self.reports[-1][1].steps:
+                self.reports[-1][1].future = final  # the last round's: its state is this
             self._report(0)
             self.state_ref = final  # the next pass's copies start from it
             self.state = self.backend.result(final, self.lane_workers)
             self.in_flight.clear()
+            self.idle = True
+            self._flush_steps()
         self._report(0)
+        self.idle = True
         for lane in lanes:
             for entry in lane.blocks:
                 self.backend.release(entry[0])
             if lane.open is not None and not any(e is lane.open for e in lane.blocks):
                 self.backend.release(lane.open[0])
+
+    def _quotas(self, lanes):
+        """Racing: each lane's rows this round where the round must end at the race's
+        next decision (`Race.quotas`), else None (every lane a slice)."""
+        if not self.racing:
+            return None
+        takes = [min(self.slice_rows, lane.known_rows()) for lane in lanes]
+        return self.race.quotas(takes, int(self.state.state.batch_size))
+
+    def _sums(self):
+        """The runs' progressive sums after the round just submitted, once it is merged,
+        and the runs its merges dropped as diverged: on threads the driver's (the round's
+        merge is done); on a cluster a lane's copy merges it and sends back only these
+        (the driver waits for the round here, at the race's decisions only)."""
+        if self.backend.shares_memory:
+            return self.race_sums()
+        lane = self.last[0][0]
+        future = self.backend.submit(
+            replica_sums, (self.token, self.pass_index), lane, self.rounds,
+            *[f for _, f in self.last], priority=_ROUND_PRIORITY,
+            worker=self.lane_workers[lane])
+        try:
+            return self.backend.result(future, self.lane_workers)
+        finally:
+            self.backend.release(future)
+
+    def take_step(self, step):
+        """Apply a `RaceStep`: at once on threads (the lanes copy the runs from the
+        driver's state); on a cluster, during a pass, with the next round by every
+        lane's copy, and between passes on the driver's, whence the next pass starts."""
+        if self.backend.shares_memory:
+            # (a fork copies its parent, which keeps its lanes' states and what the
+            # merge changed; a new run's lanes fork it whole)
+            self.state.apply(step)
+            for slots in self.slots:  # also where a lane has no more rows to train
+                for run in step.drop:
+                    slots.pop(run, None)
+        else:
+            self.steps.append(step)
+            if self.idle:
+                self._flush_steps()
+
+    def _flush_steps(self):
+        """A cluster, between passes: the race's steps since the last round on the
+        driver's copy of the runs, from which the next pass's copies start (sent anew)."""
+        if not self.steps:
+            return
+        for step in self.steps:
+            self.state.apply(step)
+        self.steps = []
+        if self.state_ref is not None:
+            self.backend.release(self.state_ref)
+            self.state_ref = None
+
+    def race_sums(self):
+        """Between passes: the runs' progressive sums and the runs dropped as diverged
+        (the driver's state is the pass's end on either backend)."""
+        diverged, self.state.diverged = self.state.diverged, []
+        return self.state.sums(), diverged
 
     def close(self):
         """Release the blocks and rounds still held, and free the workers' copies of the
@@ -326,7 +408,8 @@ class Driver:
             info, ref = self.reports.popleft()
             report = RoundReport(info, seconds=time.perf_counter() - self.start)
             if ref is None:
-                report.update(n_examples=int(self.state.n_examples), state=self.state)
+                report.update(n_examples=int(self.state.state.n_examples),
+                              state=self.state.state)
             else:
                 report["n_examples"] = ref.n_examples
                 report._fetch = functools.partial(self._fetch_state, ref)
@@ -339,8 +422,8 @@ class Driver:
 
     def _fetch_state(self, ref):
         if ref.future is None:
-            ref.future = self._snapshot(ref.last, ref.rounds)
-        return self.backend.result(ref.future, self.lane_workers)
+            ref.future = self._snapshot(ref.last, ref.rounds, ref.steps)
+        return self.backend.result(ref.future, self.lane_workers).state  # the leader's
 
     def _submit_round(self, jobs):
         """Submit a round's lanes. Threads read the driver's state (each lane forks it)
@@ -366,7 +449,9 @@ class Driver:
             start, results = None, [f for _, f in self.last]
         key = (self.token, self.pass_index)
         self.last = []
+        steps, self.steps = self.steps, []
         for plan, blocks, lane in jobs:
+            plan.step = steps or None
             waits = self.waits.pop(lane, [])
             inputs, plan.unread = [], []
             for block, (_, end) in zip(blocks, plan.ranges):
@@ -382,20 +467,34 @@ class Driver:
                 len(waits), *results, *waits, *inputs, priority=_ROUND_PRIORITY,
                 worker=self.lane_workers[lane])
             self.last.append((lane, future))
+        busy = {lane for _, _, lane in jobs}
+        for lane, idle in enumerate(self.lanes):
+            if lane in busy or not (idle.known_rows() or idle.waiting()
+                                    or idle.can_request()):
+                continue
+            # a lane with rows left but none this round (the race's rounds may give a
+            # lane none): its copy merges the round all the same, so that it can train
+            # from the next
+            waits = self.waits.pop(lane, [])
+            future = self.backend.submit(
+                replica_merge, key, lane, self.rounds, start, steps or None, len(results),
+                *results, *waits, priority=_ROUND_PRIORITY, worker=self.lane_workers[lane])
+            self.last.append((lane, future))
         self.in_flight.append([f for _, f in self.last])
         while len(self.in_flight) > 2:  # raises the round's error
             self.backend.settle(self.in_flight[0], self.lane_workers)
             self.in_flight.popleft()
         return None
 
-    def _snapshot(self, last, rounds):
+    def _snapshot(self, last, rounds, steps=()):
         """A future of the global state after `rounds` rounds, whose last round's lanes
         and results are `last`: from the copy of its first lane, which must not move on
         (merge a later round) before it is taken. Called before that lane's round after
-        next is submitted."""
+        next is submitted. `steps`: the race's steps decided after that round, which the
+        state includes (as on threads, where they apply at once)."""
         lane = last[0][0]
         future = self.backend.submit(
-            replica_state, (self.token, self.pass_index), lane, rounds,
+            replica_state, (self.token, self.pass_index), lane, rounds, list(steps),
             *[f for _, f in last], priority=_ROUND_PRIORITY,
             worker=self.lane_workers[lane])
         self.waits[lane] = [future]
@@ -405,10 +504,11 @@ class Driver:
 class _RoundRef:
     """A cluster's round, as its callback needs it."""
 
-    __slots__ = ("last", "rounds", "n_examples", "future")
+    __slots__ = ("last", "rounds", "n_examples", "steps", "future")
 
-    def __init__(self, last, rounds, n_examples):
+    def __init__(self, last, rounds, n_examples, steps):
         self.last, self.rounds, self.n_examples, self.future = last, rounds, n_examples, None
+        self.steps = steps  # the race's steps decided after it
 
 
 class RoundReport(dict):

@@ -11,11 +11,11 @@ at the end of the fit (`drop_fit`).
 """
 import threading
 
-from onlinepgs.distributed.rounds import LaneSlot
 from onlinepgs.distributed.sources.array import array_block
 from onlinepgs.distributed.tasks import merge_task, train_slice
 
-__all__ = ["OPEN_BLOCKS", "drop_fit", "replica_round", "replica_state"]
+__all__ = ["OPEN_BLOCKS", "drop_fit", "replica_merge", "replica_round", "replica_state",
+           "replica_sums"]
 
 
 _REPLICAS = {}  # (fit token, pass, lane) -> _Replica, in each worker's process
@@ -26,14 +26,26 @@ _LOCK = threading.Lock()  # guards both
 
 
 class _Replica:
-    """A lane's copy of the global state on its worker, the rounds merged into it, and
-    the lane's own state kept between rounds (as on threads)."""
+    """A lane's copy of the global state (`Runs`) on its worker, the rounds merged into
+    it, and the lane's own state of each run kept between rounds (as on threads)."""
 
     def __init__(self, state, rounds, lane):
         self.state, self.rounds, self.changed = state, rounds, None
-        self.slot = LaneSlot()
+        self.slot = {}  # run id -> LaneSlot
         self.lock = threading.Lock()
         self.lane = lane
+        self.stepped = None  # the round after which the race's last step was applied
+
+    def step(self, rounds, steps):
+        """Apply the race's `RaceStep`s decided after round `rounds`, once."""
+        with self.lock:
+            if self.stepped == rounds:
+                return
+            for step in steps:
+                self.state.apply(step)  # a fork copies its parent, which stays as it was
+                for run in step.drop:
+                    self.slot.pop(run, None)
+            self.stepped = rounds
 
     def advance(self, rounds, results):
         """Merge the results of round `rounds` (counted from 1) unless that is done."""
@@ -73,16 +85,46 @@ def replica_round(key, lane, rounds, start, plan, n_results, n_waits, *args):
     results into its copy of the global state, then train its slice from it."""
     replica = _replica(key, lane, rounds, start)
     replica.advance(rounds, args[:n_results])
+    if plan.step is not None:
+        replica.step(rounds, plan.step)
     blocks = _round_blocks(key, plan, args[n_results + n_waits:])
     plan.slot, plan.changed, plan.round_no = replica.slot, replica.changed, rounds
     return train_slice(replica.state, plan, *blocks)
 
 
-def replica_state(key, lane, rounds, *results):
-    """Task: the global state after `rounds` rounds, from a lane's copy."""
+def replica_merge(key, lane, rounds, start, steps, n_results, *args):
+    """Task: a round in which a lane trains no rows (on the lane's worker): its copy
+    merges the last round and applies the race's steps as `replica_round` does, so that
+    it can train from the next. Sends back nothing (None: no result to merge)."""
+    replica = _replica(key, lane, rounds, start)
+    replica.advance(rounds, args[:n_results])
+    if steps is not None:
+        replica.step(rounds, steps)
+
+
+def replica_state(key, lane, rounds, steps, *results):
+    """Task: the global state after `rounds` rounds and the race's `steps` decided then
+    (the copy may have applied them already, with the lane's next round), from a lane's
+    copy."""
     replica = _replica(key, lane, rounds - 1, None)
     replica.advance(rounds, results)
-    return replica.state.copy()
+    with replica.lock:
+        state = replica.state.copy()
+        if replica.stepped != rounds:
+            for step in steps:
+                state.apply(step)
+    return state
+
+
+def replica_sums(key, lane, rounds, *results):
+    """Task: the runs' progressive sums after `rounds` rounds, from a lane's copy, and
+    the runs its merges dropped as diverged since it was last asked (the race's
+    decisions need only these, never the states)."""
+    replica = _replica(key, lane, rounds - 1, None)
+    replica.advance(rounds, results)
+    with replica.lock:
+        diverged, replica.state.diverged = replica.state.diverged, []
+        return replica.state.sums(), diverged
 
 
 def drop_fit(token):

@@ -115,27 +115,40 @@ def _run(est, source, classes, options, backend, lanes_wanted, first, groups=Non
     estimator_api.check_width(est, width, n_problems,  # a declared width
                               have=0 if first else estimator_api.fitted_width(est))
     if first:
-        state = estimator_api.new_state(est, width, n_problems, multiclass, rng)
+        runs, race = estimator_api.new_runs(est, width, n_problems, multiclass, rng)
         n_features_in = width
     else:
-        state = estimator_api.state_copy(est)
+        runs, race = estimator_api.runs_copy(est)
         n_features_in = max(estimator_api.fitted_width(est), width)
-        state.ensure_dim(n_features_in)
-    driver = Driver(state, source, backend, n_lanes, slice_rows, rng, options.shuffle,
+        for state in runs.states.values():
+            state.ensure_dim(n_features_in)
+    driver = Driver(runs, source, backend, n_lanes, slice_rows, rng, options.shuffle,
                     options.callback, classifier=classes is not None, groups=groups,
-                    groups_workers=workers, sizing=sizing, grow=growing)
+                    groups_workers=workers, sizing=sizing, grow=growing, race=race)
     try:
         for pass_index in range(options.passes):
+            driver.racing = race is not None and race.next_check is not None
+            driver.counting = race is not None and (not options.fresh or pass_index == 0)
             driver.run_pass(pass_index)
             if driver.rounds == 0:  # text partitions, all empty (every round has rows)
                 raise _no_rows(source)
+            if (driver.racing and race.next_check is not None
+                    and (options.fresh or pass_index + 1 < options.passes)):
+                # sigma="auto": the race is the first pass's (later passes read the rows
+                # again, whose progressive losses are no longer those of unseen rows);
+                # `fit` ends it there, as the local fit does; the winner goes on
+                driver.take_step(race.settle(*driver.race_sums()))
     finally:
         driver.close()
+    runs = driver.state
+    if race is not None and race.next_check is not None:
+        # a race partial_fit goes on with: the model reported is the leader now
+        runs.leader = race.leader(*driver.race_sums())
     n_features_in = max(n_features_in, driver.width_seen)
     fitted = {"n_features_in_": n_features_in}
     if first and classes is not None:
         fitted["classes_"] = classes
-    estimator_api.install(est, driver.state,
+    estimator_api.install(est, runs, race,
                           estimator_api.epochs_after(est, options.passes, first), **fitted)
     return est
 
