@@ -1,0 +1,86 @@
+"""bench/bench_auto.py's own measurements against plain computations: the averaged model's
+progressive loss (a replay through the solver state) against a loop of public calls, the
+VW text it writes, and a regression record against scikit-learn's metrics."""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import bench_auto  # noqa: E402
+from onlinepgs import PGSClassifier  # noqa: E402
+
+
+def _data(n_classes, n=150, d=6, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, d) * (rng.rand(n, d) < 0.6)
+    W = rng.randn(d, n_classes)
+    y = np.argmax(X @ W + 0.5 * rng.randn(n, n_classes), axis=1) if n_classes > 2 else \
+        np.where(X @ W[:, 0] + 0.3 * rng.randn(n) > 0, 1.0, -1.0)
+    return sp.csr_matrix(X), y
+
+
+def _loop_of_public_calls(X, y, classes, sigma):
+    """Each row scored by the fitted model's decision_function, then partial_fit on it."""
+    clf = PGSClassifier(sigma=sigma)
+    loss = mistakes = 0.0
+    for i in range(X.shape[0]):
+        if i == 0:
+            z = np.zeros(len(classes) if len(classes) > 2 else 1)
+        else:
+            z = np.atleast_1d(clf.decision_function(X[i:i + 1])[0])
+        if len(classes) > 2:
+            signs = np.where(classes == y[i], 1.0, -1.0)
+            mistakes += classes[np.argmax(z)] != y[i]
+        else:
+            signs = np.array([y[i]])
+            mistakes += (z[0] > 0) != (y[i] > 0)
+        loss += np.sum(np.log1p(np.exp(-signs * z)))
+        clf.partial_fit(X[i:i + 1], y[i:i + 1], classes=classes)
+    return loss / X.shape[0], mistakes / X.shape[0]
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_replay_is_the_loop_of_public_calls(n_classes):
+    X, y = _data(n_classes)
+    classes = np.unique(y)
+    got = bench_auto.replay_progressive(PGSClassifier(sigma=1e-2), X, y, classes)
+    loss, error = _loop_of_public_calls(X, y, classes, 1e-2)
+    assert got["progressive_loss_avg"] == pytest.approx(loss, rel=1e-10)
+    assert got["progressive_error_avg"] == error
+
+
+def test_replay_averaged_differs_from_last_iterate():
+    # the point of the replay: the reported (averaged) model's figure is not the core's
+    X, y = _data(2, n=300)
+    classes = np.unique(y)
+    clf = PGSClassifier(sigma=1e-3).partial_fit(X, y, classes=classes)
+    got = bench_auto.replay_progressive(PGSClassifier(sigma=1e-3), X, y, classes)
+    assert abs(got["progressive_loss_avg"] - clf.online_stats_["progressive_loss"]) > 1e-3
+
+
+def test_write_vw(tmp_path):
+    X = sp.csr_matrix(np.array([[0.5, 0.0, 2.0], [0.0, 0.0, 0.0], [1e-20, 3.0, 0.0]]))
+    bench_auto.write_vw(tmp_path / "d.vw", X, np.array([1.0, -1.0, 3.0]))
+    assert (tmp_path / "d.vw").read_text().splitlines() == [
+        "1 |f 1:0.5 3:2", "-1 |f ", "3 |f 1:9.9999999999999995e-21 2:3"]
+
+
+def test_regression_record(tmp_path):
+    from sklearn.datasets import load_diabetes
+    from sklearn.metrics import r2_score
+    record = tmp_path / "r.json"
+    bench_auto.main(["--data-dir", str(tmp_path), "--parts", "regression", "--sets",
+                     "diabetes", "--sigmas", "1e-1", "--json", str(record)])
+    got = json.loads(record.read_text())
+    X, y = load_diabetes(return_X_y=True)
+    perm = np.random.RandomState(0).permutation(len(y))
+    train, test = perm[:len(y) - 133], perm[len(y) - 133:]
+    const = r2_score(y[test], np.full(len(test), y[train].mean()))
+    assert got["regression_peers"][0]["constant_r2"] == pytest.approx(const)
+    reg = bench_auto.PGSRegressor(sigma=1e-1).partial_fit(X[train], y[train])
+    squared = [r for r in got["regression"] if r["loss"] == "squared"][0]
+    assert squared["test_r2"] == pytest.approx(r2_score(y[test], reg.predict(X[test])))
