@@ -26,7 +26,7 @@ def _data(n_classes, n=150, d=6, seed=0):
 def _loop_of_public_calls(X, y, classes, sigma):
     """Each row scored by the fitted model's decision_function, then partial_fit on it."""
     clf = PGSClassifier(sigma=sigma)
-    loss = mistakes = 0.0
+    losses, mistakes = [], 0.0
     for i in range(X.shape[0]):
         if i == 0:
             z = np.zeros(len(classes) if len(classes) > 2 else 1)
@@ -38,9 +38,9 @@ def _loop_of_public_calls(X, y, classes, sigma):
         else:
             signs = np.array([y[i]])
             mistakes += (z[0] > 0) != (y[i] > 0)
-        loss += np.sum(np.log1p(np.exp(-signs * z)))
+        losses.append(np.sum(np.log1p(np.exp(-signs * z))))
         clf.partial_fit(X[i:i + 1], y[i:i + 1], classes=classes)
-    return loss / X.shape[0], mistakes / X.shape[0]
+    return np.array(losses), mistakes / X.shape[0]
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])
@@ -48,9 +48,17 @@ def test_replay_is_the_loop_of_public_calls(n_classes):
     X, y = _data(n_classes)
     classes = np.unique(y)
     got = bench_auto.replay_progressive(PGSClassifier(sigma=1e-2), X, y, classes)
-    loss, error = _loop_of_public_calls(X, y, classes, 1e-2)
-    assert got["progressive_loss_avg"] == pytest.approx(loss, rel=1e-10)
+    losses, error = _loop_of_public_calls(X, y, classes, 1e-2)
+    half = len(y) // 2
+    assert got["progressive_loss_avg"] == pytest.approx(losses.mean(), rel=1e-10)
+    assert got["progressive_loss_avg_2nd_half"] == pytest.approx(losses[half:].mean(), rel=1e-10)
     assert got["progressive_error_avg"] == error
+    # the last iterate's second half: the core's own statistic over a second call
+    clf = PGSClassifier(sigma=1e-2).partial_fit(X[:half], y[:half], classes=classes)
+    first = clf.online_stats_["progressive_loss"]
+    whole = clf.partial_fit(X[half:], y[half:]).online_stats_["progressive_loss"]
+    second = (whole * len(y) - first * half) / (len(y) - half)
+    assert got["progressive_loss_last_2nd_half"] == pytest.approx(second, rel=1e-10)
 
 
 def test_replay_averaged_differs_from_last_iterate():
