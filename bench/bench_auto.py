@@ -34,7 +34,9 @@ scikit-learn's bundled diabetes data (seeded 70/30).
 
 The data directory is ``--data-dir`` (else $ONLINEPGS_DATA) holding the files
 ``a9a.svm.gz a9a.t.svm.gz w8a.svm.gz imdb_train.svm.gz imdb_test.svm.gz
-news20_multiclass.svm.gz flight_delays_100k.csv.gz``. Run from the repository root::
+news20_multiclass.svm.gz flight_delays_100k.csv.gz``. It measures the onlinepgs that Python
+imports (and the command ``python -m onlinepgs.cli`` in subprocesses): run from the
+repository root with ``PYTHONPATH=.`` for the checkout's::
 
     python bench/bench_auto.py --data-dir DATA --parts grid,vw,sgd,regression
     python bench/bench_auto.py --data-dir DATA --sigmas auto,1e-1,1e-2,1e-3,1e-4,1e-5,1e-6,1e-7
@@ -62,8 +64,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+# the onlinepgs measured is the one Python imports: PYTHONPATH=. for a checkout's
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 from onlinepgs import PGSClassifier, PGSRegressor, load_svmlight  # noqa: E402
 
 DECADES = [10.0 ** -k for k in range(1, 8)]
@@ -217,10 +219,11 @@ def pgs_one_pass(X, y, X_test, y_test, classes, sigma, replay=True):
     try:
         clf.partial_fit(X, y, classes=classes)
     except Exception as exc:  # a diverged run is a figure too
-        return {"sigma": sigma, "error": f"{type(exc).__name__}: {exc}"}
+        return {"sigma": sigma, "requested": sigma, "error": f"{type(exc).__name__}: {exc}"}
     seconds = time.perf_counter() - start
     stats = clf.online_stats_
-    out = {"sigma": getattr(clf, "sigma_", sigma), "fit_seconds": seconds,
+    out = {"sigma": float(getattr(clf, "sigma_", sigma)), "requested": sigma,
+           "fit_seconds": seconds,
            "test_log_loss": float(log_loss(y_test, clf.predict_proba(X_test), labels=classes)),
            "test_accuracy": float(clf.score(X_test, y_test)),
            "progressive_loss_last": float(stats.get("progressive_loss_last",
@@ -340,11 +343,9 @@ def part_grid(args, record, out):
             r["set"] = name
             rows.append(r)
             if "error" in r:
-                out.append(f"| {name} | {sigma:g} | {r['error'][:60]} | | | | | | |")
+                out.append(f"| {name} | {sigma} | {r['error'][:60]} | | | | | | |")
                 continue
-            s = r["sigma"] if isinstance(r["sigma"], str) else f"{r['sigma']:g}"
-            if sigma == "auto":
-                s = f"auto ({s})"
+            s = f"auto ({r['sigma']:g})" if sigma == "auto" else f"{sigma:g}"
             out.append(
                 f"| {name} | {s} | {r['test_log_loss']:.4f} | {r['test_accuracy']:.4f} | "
                 f"{r['progressive_loss_last']:.4f} | "
@@ -353,8 +354,7 @@ def part_grid(args, record, out):
                 f"{fmt(r.get('progressive_loss_last_2nd_half'))} / "
                 f"{fmt(r.get('progressive_loss_avg_2nd_half'))} | {r['fit_seconds']:.3f} |")
             print(out[-1], file=sys.stderr, flush=True)
-        fixed = [r for r in rows if "error" not in r and not isinstance(r["sigma"], str)
-                 and r.get("sigma") in args.sigmas]
+        fixed = [r for r in rows if "error" not in r and r["requested"] != "auto"]
         if fixed:
             best = min(fixed, key=lambda r: r["test_log_loss"])
             out.append(f"| {name} | best fixed: {best['sigma']:g} | **{best['test_log_loss']:.4f}**"
@@ -543,8 +543,55 @@ def part_commands(args, record, out):
     out.append("")
 
 
+def part_goals(args, record, out):
+    """Issue 34's goals from the parts run in this call (those absent are left out)."""
+    grid, vw = record.get("grid", []), {r["set"]: r for r in record.get("vw", [])}
+    sgd = {}
+    for r in record.get("sgd", []):
+        if r["setting"] == "defaults":
+            sgd[r["set"]] = max(sgd.get(r["set"], 0.0), r["test_accuracy"])
+    out += ["## Goals of issue 34 (from the parts above)", "",
+            "| set | auto test log loss (sigma_) | best fixed | auto / best - 1 (goal <= 1%) | "
+            "VW (goal: auto <=) | auto accuracy - better SGD default (goal >= -0.005) |",
+            "|---|---|---|---|---|---|"]
+    for name in args.sets:
+        rows = [r for r in grid if r["set"] == name and "error" not in r]
+        auto = [r for r in rows if r["requested"] == "auto"]
+        fixed = [r for r in rows if r["requested"] != "auto"]
+        if not auto or not fixed:
+            continue
+        a, best = auto[0], min(fixed, key=lambda r: r["test_log_loss"])
+        gap = a["test_log_loss"] / best["test_log_loss"] - 1
+        v = vw.get(name, {}).get("test_log_loss")
+        s = sgd.get(name)
+        out.append(f"| {name} | {a['test_log_loss']:.4f} ({a['sigma']:g}) | "
+                   f"{best['test_log_loss']:.4f} ({best['sigma']:g}) | {100 * gap:+.2f}% | "
+                   f"{fmt(v)} | {fmt(None if s is None else a['test_accuracy'] - s, '+.4f')} |")
+    reg = record.get("regression", [])
+    peers = {r["set"]: r for r in record.get("regression_peers", [])}
+    lines = []
+    for name in args.sets:
+        for loss in ("squared", "huber"):
+            rows = [r for r in reg if r["set"] == name and r["loss"] == loss
+                    and r["test_r2"] is not None]
+            auto = [r for r in rows if r["requested"] == "auto"]
+            fixed = [r for r in rows if r["requested"] != "auto"]
+            if not auto or not fixed:
+                continue
+            best = max(fixed, key=lambda r: r["test_r2"])
+            const = peers.get(name, {}).get("constant_r2")
+            lines.append(f"| {name} | {loss} | {auto[0]['test_r2']:.4f} ({auto[0]['sigma']:g}) | "
+                         f"{best['test_r2']:.4f} ({best['sigma']:g}) | "
+                         f"{auto[0]['test_r2'] - best['test_r2']:+.4f} | {fmt(const)} |")
+    if lines:
+        out += ["", "| set | loss | auto R^2 (sigma_) | best fixed R^2 | auto - best "
+                "(goal >= -0.01) | constant (goal: auto above) |", "|---|---|---|---|---|---|"]
+        out += lines
+    out.append("")
+
+
 PARTS = {"grid": part_grid, "vw": part_vw, "sgd": part_sgd, "regression": part_regression,
-         "cost": part_cost, "commands": part_commands}
+         "cost": part_cost, "commands": part_commands, "goals": part_goals}
 
 
 def parse_sigmas(text):
