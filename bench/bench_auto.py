@@ -239,7 +239,7 @@ def pgs_one_pass(X, y, X_test, y_test, classes, sigma, replay=True):
 def has_auto():
     """Whether this onlinepgs takes sigma="auto" (issue 34)."""
     try:
-        PGSClassifier(sigma="auto").partial_fit(np.eye(2), [0, 1])
+        PGSClassifier(sigma="auto").partial_fit(np.eye(2), [0, 1], classes=[0, 1])
         return True
     except Exception:
         return False
