@@ -473,9 +473,17 @@ def plain_text(workdir, data_dir, name, part):
     return path
 
 
-def cli(*argv, **kw):
-    return subprocess.run([sys.executable, "-m", "onlinepgs.cli", *map(str, argv)],
-                          capture_output=True, text=True, check=True, **kw)
+def cli(*argv):
+    """``python -m onlinepgs.cli ARGV`` of the onlinepgs this process imported (-m puts the
+    working folder first on the path: the package's parent folder, then)."""
+    import onlinepgs
+    run = subprocess.run([sys.executable, "-m", "onlinepgs.cli", *map(str, argv)],
+                         capture_output=True, text=True,
+                         cwd=Path(onlinepgs.__file__).resolve().parents[1])
+    if run.returncode:
+        raise RuntimeError(f"onlinepgs {' '.join(map(str, argv))} exited with "
+                           f"{run.returncode}: {run.stderr.strip()}")
+    return run
 
 
 def part_cost(args, record, out):
@@ -513,33 +521,37 @@ def part_cost(args, record, out):
 
 
 def part_commands(args, record, out):
-    out += ["## Whole processes with defaults: `onlinepgs train` + `onlinepgs eval` against "
-            "VW's one pass (`--loss_function logistic`)", "",
-            "| set | onlinepgs test log loss | onlinepgs table's final average loss | "
-            "VW test log loss | VW table's final average loss | table difference |",
-            "|---|---|---|---|---|---|"]
+    settings = [("defaults", [])] + ([("--sigma auto", ["--sigma", "auto"])] if has_auto() else [])
+    out += ["## Whole processes: `onlinepgs train` + `onlinepgs eval` against VW's one pass "
+            "(`--loss_function logistic`)", "",
+            "| set | train options | onlinepgs test log loss | onlinepgs table's final average "
+            "loss | VW test log loss | VW table's final average loss | table difference |",
+            "|---|---|---|---|---|---|---|"]
     for name in ("a9a", "imdb"):
         if name not in args.sets:
             continue
         with tempfile.TemporaryDirectory() as workdir:
             train = plain_text(workdir, args.data_dir, name, "train")
             test = plain_text(workdir, args.data_dir, name, "test")
-            model = Path(workdir) / "m.pgs"
-            table = cli("train", train, "-o", model)
-            text = table.stdout + table.stderr
-            ours_avg = float(re.findall(r"average loss = ([-\d.e+]+)", text)[-1])
-            ev = cli("eval", model, test).stdout
-            ours_ll = float(re.search(r"log_loss = ([-\d.e+]+)", ev).group(1))
             X, y = load_svmlight(train, n_features=CLASSIFICATION[name][2])
             X_test, y_test = load_svmlight(test, n_features=CLASSIFICATION[name][2])
             vw = vw_pass(workdir, X, y, X_test, y_test, np.array([-1.0, 1.0]))
-        r = {"set": name, "onlinepgs_test_log_loss": ours_ll,
-             "onlinepgs_progress_average_loss": ours_avg, "vw_test_log_loss": vw["test_log_loss"],
-             "vw_progress_average_loss": vw["progress_average_loss"]}
-        record.setdefault("commands", []).append(r)
-        vw_avg = vw["progress_average_loss"]
-        out.append(f"| {name} | {ours_ll:.4f} | {ours_avg:.4f} | {vw['test_log_loss']:.4f} | "
-                   f"{vw_avg:.4f} | {ours_avg - vw_avg:+.4f} |")
+            vw_avg = vw["progress_average_loss"]
+            for label, options in settings:
+                model = Path(workdir) / "m.pgs"
+                table = cli("train", train, "-o", model, *options)
+                text = table.stdout + table.stderr
+                # the summary's line (a line of its own: not "last iterate: average loss")
+                ours_avg = float(re.findall(r"^average loss = ([-\d.e+]+)", text, re.M)[-1])
+                ev = cli("eval", model, test).stdout
+                ours_ll = float(re.search(r"log_loss = ([-\d.e+]+)", ev).group(1))
+                record.setdefault("commands", []).append(
+                    {"set": name, "train_options": label, "onlinepgs_test_log_loss": ours_ll,
+                     "onlinepgs_progress_average_loss": ours_avg,
+                     "vw_test_log_loss": vw["test_log_loss"], "vw_progress_average_loss": vw_avg,
+                     "onlinepgs_table_tail": text.strip().splitlines()[-12:]})
+                out.append(f"| {name} | {label} | {ours_ll:.4f} | {ours_avg:.4f} | "
+                           f"{vw['test_log_loss']:.4f} | {vw_avg:.4f} | {ours_avg - vw_avg:+.4f} |")
     out.append("")
 
 
