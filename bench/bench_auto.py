@@ -231,9 +231,16 @@ def pgs_one_pass(X, y, X_test, y_test, classes, sigma, replay=True):
            "progressive_error_last": stats["progressive_mistakes"] / stats["n_examples"]}
     if "progressive_loss_last" in stats:  # the package keeps the reported model's too
         out["progressive_loss_core"] = float(stats["progressive_loss"])
+    if sigma == "auto":
+        out["sigma_path"] = json.loads(json.dumps(clf.sigma_path_, default=_plain))
     if replay and sigma != "auto":
         out.update(replay_progressive(PGSClassifier(sigma=sigma), X, y, classes))
     return out
+
+
+def _plain(value):
+    """A NumPy value as JSON's (for the race's record)."""
+    return value.tolist() if hasattr(value, "tolist") else str(value)
 
 
 def has_auto():
@@ -644,7 +651,7 @@ def main(argv=None):
     print("\n".join(out))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=1, default=float) + "\n")
+        Path(args.json).write_text(json.dumps(record, indent=1, default=_plain) + "\n")
 
 
 def git_head():

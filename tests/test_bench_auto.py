@@ -92,3 +92,31 @@ def test_regression_record(tmp_path):
     reg = bench_auto.PGSRegressor(sigma=1e-1).partial_fit(X[train], y[train])
     squared = [r for r in got["regression"] if r["loss"] == "squared"][0]
     assert squared["test_r2"] == pytest.approx(r2_score(y[test], reg.predict(X[test])))
+
+
+def test_goals_from_a_record():
+    # a hand-made record: the goals table's figures are its arithmetic
+    record = {
+        "grid": [{"set": "a9a", "requested": "auto", "sigma": 1e-3, "test_log_loss": 0.33,
+                  "test_accuracy": 0.851},
+                 {"set": "a9a", "requested": 1e-3, "sigma": 1e-3, "test_log_loss": 0.36,
+                  "test_accuracy": 0.85},
+                 {"set": "a9a", "requested": 1e-4, "sigma": 1e-4, "test_log_loss": 0.30,
+                  "test_accuracy": 0.84}],
+        "vw": [{"set": "a9a", "test_log_loss": 0.325}],
+        "sgd": [{"set": "a9a", "setting": "defaults", "test_accuracy": 0.848},
+                {"set": "a9a", "setting": "defaults", "test_accuracy": 0.853},
+                {"set": "a9a", "setting": "one pass", "test_accuracy": 0.9}],
+        "regression": [{"set": "d", "loss": "squared", "requested": "auto", "sigma": 0.1,
+                        "test_r2": 0.40},
+                       {"set": "d", "loss": "squared", "requested": 0.1, "sigma": 0.1,
+                        "test_r2": 0.45},
+                       {"set": "d", "loss": "squared", "requested": 0.01, "sigma": 0.01,
+                        "test_r2": None}],
+        "regression_peers": [{"set": "d", "constant_r2": -0.01}],
+    }
+    args = type("Args", (), {"sets": ["a9a", "d"]})()
+    out = []
+    bench_auto.part_goals(args, record, out)
+    assert "| a9a | 0.3300 (0.001) | 0.3000 (0.0001) | +10.00% | 0.3250 | -0.0020 |" in out
+    assert "| d | squared | 0.4000 (0.1) | 0.4500 (0.1) | -0.0500 | -0.0100 |" in out
