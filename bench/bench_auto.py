@@ -9,7 +9,9 @@ Parts (``--parts``, comma-separated; all by default):
   and accuracy, fit time (in memory), and the progressive loss at the end of the pass of
   the last iterate (the core's ``online_stats_``) and of the averaged model (the reported
   one: every row scored by the average before the row trains, replayed here row by row
-  through the solver state, exact; ``--no-replay`` skips it);
+  through the solver state, exact; ``--no-replay`` skips it), both also over the second
+  half of the rows (n//2..), where the average has settled; an auto run's ``sigma_`` and
+  ``sigma_path_``;
 * ``vw``: Vowpal Wabbit's one pass with its defaults and the logistic loss
   (``--oaa K --probabilities`` for multiclass) over the same rows in the same order in its
   text format: test log loss, accuracy and the final ``average loss`` of its progress table;
@@ -17,15 +19,20 @@ Parts (``--parts``, comma-separated; all by default):
   with their defaults (several epochs: ``max_iter=1000, tol=1e-3``, shuffled) and one pass
   (``max_iter=1, tol=None``), ``random_state=0``;
 * ``regression``: ``PGSRegressor(sigma=s)`` one pass, squared and huber loss, test R^2
-  over the grid, a constant prediction's R^2 (the training mean) and ``SGDRegressor()``
-  with its defaults and one pass, on two real regression sets (see ``regression_sets``);
+  over the grid, a constant prediction's R^2 (the training mean), least squares
+  (``Ridge(alpha=1e-3)``, for scale) and ``SGDRegressor()`` with its defaults and one pass,
+  on two real regression sets (see `flights_distance` and `regression_set`);
 * ``cost`` (needs ``sigma="auto"``): the cost ratio auto / fixed sigma = 1e-4, medians of
   ``--repeats`` interleaved runs, in memory (one pass: `partial_fit`; and ``fit`` with its
   defaults) on IMDB and a9a, and whole processes ``onlinepgs train FILE -o m.pgs --quiet``
   with and without ``--sigma auto`` from plain text;
-* ``commands``: whole processes, defaults: ``onlinepgs train`` (its progress table's final
-  average loss) then ``onlinepgs eval`` (test log loss) against VW's command (``python
-  bench/vw_run.py``'s one pass, here without ``--quiet`` for its table) on a9a and IMDB text.
+* ``commands``: whole processes, defaults (and ``--sigma auto`` where the package has it):
+  ``onlinepgs train`` (its progress table's final average loss) then ``onlinepgs eval``
+  (test log loss) against VW's command (``python bench/vw_run.py``'s one pass, here without
+  ``--quiet`` for its table) on a9a and IMDB text;
+* ``goals``: issue 34's goals tabulated from the parts run in the same call (auto against
+  the best fixed sigma, VW, the better SGD default; regression: against the best fixed
+  sigma and a constant).
 
 Classification sets: a9a (train/test), w8a (shuffled with seed 0, 30% held out), IMDB
 (train/test), news20 multiclass (shuffled with seed 0, 30% held out). Regression: the
@@ -39,7 +46,8 @@ imports (and the command ``python -m onlinepgs.cli`` in subprocesses): run from 
 repository root with ``PYTHONPATH=.`` for the checkout's::
 
     python bench/bench_auto.py --data-dir DATA --parts grid,vw,sgd,regression
-    python bench/bench_auto.py --data-dir DATA --sigmas auto,1e-1,1e-2,1e-3,1e-4,1e-5,1e-6,1e-7
+    python bench/bench_auto.py --data-dir DATA --no-replay --parts grid,vw,sgd,regression,goals \\
+        --sigmas auto,1e-1,3e-2,1e-2,3e-3,1e-3,3e-4,1e-4,3e-5,1e-5,3e-6,1e-6,3e-7,1e-7
     python bench/bench_auto.py --data-dir DATA --parts cost,commands --sets a9a,imdb
 
 Prints a markdown table per part and writes the record as JSON (``--json``, default
@@ -614,7 +622,16 @@ PARTS = {"grid": part_grid, "vw": part_vw, "sgd": part_sgd, "regression": part_r
 
 
 def parse_sigmas(text):
-    return [s if s == "auto" else float(s) for s in text.split(",")]
+    """--sigmas: positive numbers or "auto", comma-separated."""
+    sigmas = []
+    for item in text.split(","):
+        try:
+            sigmas.append(item if item == "auto" else float(item))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r} is neither a number nor 'auto'")
+        if sigmas[-1] != "auto" and not sigmas[-1] > 0:
+            raise argparse.ArgumentTypeError(f"sigma must be positive, got {item!r}")
+    return sigmas
 
 
 def main(argv=None):
@@ -636,6 +653,17 @@ def main(argv=None):
     if not args.data_dir:
         parser.error("give --data-dir (or set ONLINEPGS_DATA)")
     args.sets = args.sets.split(",")
+    unknown = [n for n in args.sets if n not in CLASSIFICATION and n not in REGRESSION]
+    unknown += [p for p in args.parts.split(",") if p not in PARTS]
+    if unknown:
+        parser.error(f"unknown set or part {unknown[0]!r}: sets are "
+                     f"{','.join([*CLASSIFICATION, *REGRESSION])}; parts are {','.join(PARTS)}")
+    files = {"flights_distance": ["flight_delays_100k.csv.gz"], "diabetes": []}
+    files.update({n: [f for f in CLASSIFICATION[n][:2] if f] for n in CLASSIFICATION})
+    for name in args.sets:
+        for f in files[name]:
+            if not (Path(args.data_dir) / f).is_file():
+                parser.error(f"set {name!r} needs {Path(args.data_dir) / f}, which is absent")
     if "auto" in args.sigmas and not has_auto():
         print("this onlinepgs has no sigma='auto': left out", file=sys.stderr)
         args.sigmas = [s for s in args.sigmas if s != "auto"]

@@ -120,3 +120,16 @@ def test_goals_from_a_record():
     bench_auto.part_goals(args, record, out)
     assert "| a9a | 0.3300 (0.001) | 0.3000 (0.0001) | +10.00% | 0.3250 | -0.0020 |" in out
     assert "| d | squared | 0.4000 (0.1) | 0.4500 (0.1) | -0.0500 | -0.0100 |" in out
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--sets", "a9b"], "unknown set or part 'a9b'"),
+    (["--parts", "grids"], "unknown set or part 'grids'"),
+    (["--sigmas", "1e-3,x"], "'x' is neither a number nor 'auto'"),
+    (["--sigmas", "0"], "sigma must be positive, got '0'"),
+    (["--sets", "a9a"], "a9a.svm.gz, which is absent"),
+])
+def test_bad_arguments_say_why(tmp_path, capsys, argv, says):
+    with pytest.raises(SystemExit):
+        bench_auto.main(["--data-dir", str(tmp_path), *argv])
+    assert says in capsys.readouterr().err
