@@ -1,0 +1,694 @@
+"""One pass, no tuning: PGS over a grid of fixed sigma (and ``sigma="auto"`` where the
+package has it) against Vowpal Wabbit and scikit-learn's SGD, the figures of issue 34.
+
+Parts (``--parts``, comma-separated; all by default):
+
+* ``grid``: for each classification set, one pass (file order, `partial_fit` once) of
+  ``PGSClassifier(sigma=s)`` with its other defaults (logistic loss, p = 2, the
+  t^2-weighted average ``iterate="weighted2"``) for every s of ``--sigmas``: test log loss
+  and accuracy, fit time (in memory), and the progressive loss at the end of the pass of
+  the last iterate (the core's ``online_stats_``) and of the averaged model (the reported
+  one: every row scored by the average before the row trains, replayed here row by row
+  through the solver state, exact; ``--no-replay`` skips it), both also over the second
+  half of the rows (n//2..), where the average has settled; an auto run's ``sigma_`` and
+  ``sigma_path_``;
+* ``vw``: Vowpal Wabbit's one pass with its defaults and the logistic loss
+  (``--oaa K --probabilities`` for multiclass) over the same rows in the same order in its
+  text format: test log loss, accuracy and the final ``average loss`` of its progress table;
+* ``sgd``: scikit-learn's ``SGDClassifier()`` (hinge) and ``SGDClassifier(loss="log_loss")``
+  with their defaults (several epochs: ``max_iter=1000, tol=1e-3``, shuffled) and one pass
+  (``max_iter=1, tol=None``), ``random_state=0``;
+* ``regression``: ``PGSRegressor(sigma=s)`` one pass, squared and huber loss, test R^2
+  over the grid, a constant prediction's R^2 (the training mean), least squares
+  (``Ridge(alpha=1e-3)``, for scale) and ``SGDRegressor()`` with its defaults and one pass,
+  on two real regression sets (see `flights_distance` and `regression_set`);
+* ``cost`` (needs ``sigma="auto"``): the cost ratio auto / fixed sigma = 1e-4, medians of
+  ``--repeats`` interleaved runs, in memory (one pass: `partial_fit`; and ``fit`` with its
+  defaults) on IMDB and a9a, and whole processes ``onlinepgs train FILE -o m.pgs --quiet``
+  with and without ``--sigma auto`` from plain text;
+* ``commands``: whole processes, defaults (and ``--sigma auto`` where the package has it):
+  ``onlinepgs train`` (its progress table's final average loss) then ``onlinepgs eval``
+  (test log loss) against VW's command (``python bench/vw_run.py``'s one pass, here without
+  ``--quiet`` for its table) on a9a and IMDB text;
+* ``goals``: issue 34's goals tabulated from the parts run in the same call (auto against
+  the best fixed sigma, VW, the better SGD default; regression: against the best fixed
+  sigma and a constant).
+
+Classification sets: a9a (train/test), w8a (shuffled with seed 0, 30% held out), IMDB
+(train/test), news20 multiclass (shuffled with seed 0, 30% held out). Regression: the
+flight-delay log's ``Distance`` from its other columns one-hot (seeded 70/30) and
+scikit-learn's bundled diabetes data (seeded 70/30).
+
+The data directory is ``--data-dir`` (else $ONLINEPGS_DATA) holding the files
+``a9a.svm.gz a9a.t.svm.gz w8a.svm.gz imdb_train.svm.gz imdb_test.svm.gz
+news20_multiclass.svm.gz flight_delays_100k.csv.gz``. It measures the onlinepgs that Python
+imports (and the command ``python -m onlinepgs.cli`` in subprocesses): run from the
+repository root with ``PYTHONPATH=.`` for the checkout's::
+
+    python bench/bench_auto.py --data-dir DATA --parts grid,vw,sgd,regression
+    python bench/bench_auto.py --data-dir DATA --no-replay --parts grid,vw,sgd,regression,goals \\
+        --sigmas auto,1e-1,3e-2,1e-2,3e-3,1e-3,3e-4,1e-4,3e-5,1e-5,3e-6,1e-6,3e-7,1e-7
+    python bench/bench_auto.py --data-dir DATA --parts cost,commands --sets a9a,imdb
+
+Prints a markdown table per part and writes the record as JSON (``--json``, default
+docs/bench/auto.json).
+"""
+import argparse
+import csv
+import gzip
+import io
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+# the onlinepgs measured is the one Python imports: PYTHONPATH=. for a checkout's
+REPO = Path(__file__).resolve().parents[1]
+from onlinepgs import PGSClassifier, PGSRegressor, load_svmlight  # noqa: E402
+
+DECADES = [10.0 ** -k for k in range(1, 8)]
+HALVES = [3 * 10.0 ** -k for k in range(2, 8)]
+CLASSIFICATION = {
+    # name: (train file, test file or None (seeded split), n_features)
+    "a9a": ("a9a.svm.gz", "a9a.t.svm.gz", 123),
+    "w8a": ("w8a.svm.gz", None, 300),
+    "imdb": ("imdb_train.svm.gz", "imdb_test.svm.gz", 89527),
+    "news20": ("news20_multiclass.svm.gz", None, 62061),
+}
+REGRESSION = ("flights_distance", "diabetes")
+SPLIT_SEED, TEST_FRACTION = 0, 0.3
+
+
+# ---- data --------------------------------------------------------------------------------
+def split(n, seed=SPLIT_SEED, test_fraction=TEST_FRACTION):
+    """(train rows, test rows) of a seeded shuffle: the training rows in shuffled order."""
+    perm = np.random.RandomState(seed).permutation(n)
+    n_train = n - int(round(test_fraction * n))
+    return perm[:n_train], perm[n_train:]
+
+
+def classification_set(data_dir, name):
+    """(X, y, X_test, y_test, classes) of a classification set, training rows in pass order."""
+    train, test, n_features = CLASSIFICATION[name]
+    X, y = load_svmlight(Path(data_dir) / train, n_features=n_features)
+    if test is not None:
+        X_test, y_test = load_svmlight(Path(data_dir) / test, n_features=n_features)
+    else:
+        tr, te = split(X.shape[0])
+        X, y, X_test, y_test = X[tr], y[tr], X[te], y[te]
+    X.sort_indices()
+    X_test.sort_indices()
+    return X, y, X_test, y_test, np.unique(np.concatenate([y, y_test]))
+
+
+def flights_distance(data_dir):
+    """The flight log's Distance (miles) from its other columns, one-hot.
+
+    A real quantity, not a label made up: the great-circle distance of a route is set by
+    its two airports, which a linear model of one-hot Origin and Dest can approximate
+    only additively (a + b per airport), so the fit is good but not perfect; the carrier,
+    date and departure hour add weak signal. 100,000 rows, ~650 sparse features: the
+    streaming, categorical setting PGS is for. The delay label is left out.
+    """
+    with gzip.open(Path(data_dir) / "flight_delays_100k.csv.gz", "rt") as f:
+        rows = list(csv.DictReader(f))
+    columns = ("Month", "DayofMonth", "DayOfWeek", "UniqueCarrier", "Origin", "Dest", "hour")
+    vocab, indices, target = {}, [], []
+    for r in rows:
+        r["hour"] = str(int(r["DepTime"]) // 100)
+        indices.append(sorted(vocab.setdefault(f"{c}={r[c]}", len(vocab)) for c in columns))
+        target.append(float(r["Distance"]))
+    indptr = np.arange(0, len(columns) * (len(rows) + 1), len(columns))
+    X = sp.csr_matrix((np.ones(indptr[-1]), np.concatenate(indices), indptr),
+                      shape=(len(rows), len(vocab)))
+    return X, np.asarray(target)
+
+
+def regression_set(data_dir, name):
+    """(X, y, X_test, y_test) of a regression set (seeded 70/30 split, training rows in
+    shuffled order)."""
+    if name == "flights_distance":
+        X, y = flights_distance(data_dir)
+    else:
+        from sklearn.datasets import load_diabetes
+        X, y = load_diabetes(return_X_y=True)
+    tr, te = split(X.shape[0])
+    return X[tr], y[tr], X[te], y[te]
+
+
+# ---- PGS ---------------------------------------------------------------------------------
+def logistic_losses(z, y_pm):
+    """log(1 + exp(-y z)), summed over the problems (the core's progressive loss)."""
+    return np.logaddexp(0.0, -y_pm * z).sum(axis=-1)
+
+
+def replay_progressive(est, X, y, classes):
+    """(averaged model's, last iterate's) progressive loss and mistakes of one pass of
+    ``est`` (a fresh classifier) over X in order, every row scored by each iterate before
+    it trains: one row at a time through the solver state, so exact.
+
+    The last iterate's figures are the core's own statistic, recomputed here: the replay
+    checks itself against ``online_stats_``.
+    """
+    est.partial_fit(X[:1], y[:1], classes=classes)
+    state = est._state
+    y_core, n_problems, multiclass, _ = est._encode_targets(X, y, fit=False)
+    y_core = np.ascontiguousarray(y_core, dtype=np.float64)
+    sw = np.ones(X.shape[0])
+    icpt = est.intercept_scaling if est.fit_intercept else 0.0
+    K = n_problems
+
+    def y_pm(i):
+        if multiclass:
+            v = -np.ones(K)
+            v[int(y_core[i])] = 1.0
+            return v
+        return np.array([y_core[i]])
+
+    def score(W, i, yi):
+        lo, hi = X.indptr[i], X.indptr[i + 1]
+        z = X.data[lo:hi] @ W[1 + X.indices[lo:hi]] + W[0] * icpt
+        wrong = (np.argmax(z) != int(y_core[i])) if multiclass else ((z[0] > 0) != (yi[0] > 0))
+        return logistic_losses(z, yi), int(wrong)
+
+    # the last iterate is the core's own statistic: recomputed (as a check of the replay)
+    # where reading the weights is cheap
+    check_last = X.shape[1] * K <= 10_000
+    zero = np.zeros(K)
+    # row 0 meets the zero model: margins 0, the core's argmax the first class
+    first_wrong = int(y_core[0]) != 0 if multiclass else y_core[0] > 0
+    sums = {"avg": [float(logistic_losses(zero, y_pm(0))), int(first_wrong)]}
+    sums["last"] = list(sums["avg"])
+    half = X.shape[0] // 2
+    for i in range(1, X.shape[0]):
+        if i == half:  # the second half's figures: the sums so far set aside
+            at_half = {key: list(v) for key, v in sums.items()}
+            at_half["core"] = state.stats_dict()
+        yi = y_pm(i)
+        for key, which in (("avg", None), ("last", "last"))[:2 if check_last else 1]:
+            loss, wrong = score(state.weights(which), i, yi)
+            sums[key][0] += loss
+            sums[key][1] += wrong
+        state.run(X.data, X.indices, X.indptr, X.shape[1], y_core, sw,
+                  np.array([i], dtype=np.int64), True, None)
+    n = X.shape[0]
+    core = state.stats_dict()
+    # the margins are summed in another order than the core's: equal to rounding, which
+    # flips the signs of margins within rounding of 0 (at tiny sigma the saturated steps
+    # are exact multiples of 1/(sigma t): margins cancel to about 0 on some rows)
+    check = abs(sums["last"][0] / n - core["progressive_loss"]) / core["progressive_loss"]
+    flips = abs(sums["last"][1] - core["progressive_mistakes"])
+    if check_last and (check > 1e-7 or flips > max(2, n // 100)):
+        raise RuntimeError(f"replay disagrees with the core: {sums['last']} vs {core}")
+    before = at_half["core"]
+    last_half = core["progressive_loss"] * n - before["progressive_loss"] * half
+    return {"progressive_loss_avg": sums["avg"][0] / n,
+            "progressive_error_avg": sums["avg"][1] / n,
+            # rows n//2.. only: the later rows, where the average has settled
+            "progressive_loss_avg_2nd_half": (sums["avg"][0] - at_half["avg"][0]) / (n - half),
+            "progressive_loss_last_2nd_half": last_half / (n - half)}
+
+
+def pgs_one_pass(X, y, X_test, y_test, classes, sigma, replay=True):
+    """One pass of PGSClassifier(sigma=sigma), defaults otherwise: its figures."""
+    from sklearn.metrics import log_loss
+    clf = PGSClassifier(sigma=sigma)
+    start = time.perf_counter()
+    try:
+        clf.partial_fit(X, y, classes=classes)
+    except Exception as exc:  # a diverged run is a figure too
+        return {"sigma": sigma, "requested": sigma, "error": f"{type(exc).__name__}: {exc}"}
+    seconds = time.perf_counter() - start
+    stats = clf.online_stats_
+    out = {"sigma": float(getattr(clf, "sigma_", sigma)), "requested": sigma,
+           "fit_seconds": seconds,
+           "test_log_loss": float(log_loss(y_test, clf.predict_proba(X_test), labels=classes)),
+           "test_accuracy": float(clf.score(X_test, y_test)),
+           "progressive_loss_last": float(stats.get("progressive_loss_last",
+                                                    stats["progressive_loss"])),
+           "progressive_error_last": stats["progressive_mistakes"] / stats["n_examples"]}
+    if "progressive_loss_last" in stats:  # the package keeps the reported model's too
+        out["progressive_loss_core"] = float(stats["progressive_loss"])
+    if sigma == "auto":
+        out["sigma_path"] = json.loads(json.dumps(clf.sigma_path_, default=_plain))
+    if replay and sigma != "auto":
+        out.update(replay_progressive(PGSClassifier(sigma=sigma), X, y, classes))
+    return out
+
+
+def _plain(value):
+    """A NumPy value as JSON's (for the race's record)."""
+    return value.tolist() if hasattr(value, "tolist") else str(value)
+
+
+def has_auto():
+    """Whether this onlinepgs takes sigma="auto" (issue 34)."""
+    try:
+        PGSClassifier(sigma="auto").partial_fit(np.eye(2), [0, 1], classes=[0, 1])
+        return True
+    except Exception:
+        return False
+
+
+# ---- peers -------------------------------------------------------------------------------
+def write_vw(path, X, y):
+    """X, y in VW's text format (``label |f idx:val``, 1-based indices as in svmlight)."""
+    with open(path, "w") as f:
+        for i in range(X.shape[0]):
+            lo, hi = X.indptr[i], X.indptr[i + 1]
+            feats = " ".join(f"{j + 1}:{v:.17g}" for j, v in zip(X.indices[lo:hi], X.data[lo:hi]))
+            label = int(y[i]) if y[i] == int(y[i]) else y[i]
+            f.write(f"{label} |f {feats}\n")
+
+
+VW_TRAIN = ("import sys, vowpalwabbit; ws = vowpalwabbit.Workspace(sys.argv[1]); "
+            "ws.run_parser(); ws.finish()")
+
+
+def vw_pass(workdir, X, y, X_test, y_test, classes):
+    """VW one pass, defaults, logistic loss: test log loss, accuracy, its table's final
+    average loss and the seconds of the training process."""
+    train, test = Path(workdir) / "train.vw", Path(workdir) / "test.vw"
+    model, pred = Path(workdir) / "model.vw", Path(workdir) / "pred.txt"
+    write_vw(train, X, y)
+    write_vw(test, X_test, y_test)
+    multi = len(classes) > 2
+    opts = f"--oaa {len(classes)} --probabilities " if multi else ""
+    start = time.perf_counter()
+    run = subprocess.run([sys.executable, "-c", VW_TRAIN,
+                          f"-d {train} {opts}--loss_function logistic -f {model}"],
+                         capture_output=True, text=True, check=True)
+    seconds = time.perf_counter() - start
+    subprocess.run([sys.executable, "-c", VW_TRAIN,
+                    f"-d {test} -i {model} -t --quiet -p {pred}" + (" --probabilities" * multi)],
+                   check=True)
+    average = float(re.findall(r"average loss = ([-\d.e+]+)", run.stderr)[-1])
+    if multi:
+        # "class:probability" pairs per line (probabilities normalised over the classes)
+        proba = np.array([[float(p.split(":")[1]) for p in line.split()]
+                          for line in open(pred)])
+        labels = np.arange(1, len(classes) + 1)
+    else:
+        proba = 1.0 / (1.0 + np.exp(-np.loadtxt(pred)))
+        proba = np.column_stack([1 - proba, proba])
+        labels = np.array([-1.0, 1.0])
+    return {"test_log_loss": log_loss_clipped(y_test, proba, labels),
+            "test_accuracy": float(np.mean(labels[np.argmax(proba, axis=1)] == y_test)),
+            "progress_average_loss": average, "train_seconds": seconds}
+
+
+def log_loss_clipped(y, proba, labels):
+    from sklearn.metrics import log_loss
+    proba = np.clip(proba, 1e-15, 1.0)
+    return float(log_loss(y, proba / proba.sum(axis=1, keepdims=True), labels=labels))
+
+
+def sgd_runs(X, y, X_test, y_test, classes):
+    """SGDClassifier hinge and log_loss, defaults (several epochs) and one pass."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import SGDClassifier
+    out = []
+    for loss in ("hinge", "log_loss"):
+        for label, kw in (("defaults", {}), ("one pass", {"max_iter": 1, "tol": None})):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                start = time.perf_counter()
+                clf = SGDClassifier(loss=loss, random_state=0, **kw).fit(X, y)
+                seconds = time.perf_counter() - start
+            row = {"loss": loss, "setting": label, "epochs": int(clf.n_iter_),
+                   "fit_seconds": seconds, "test_accuracy": float(clf.score(X_test, y_test))}
+            if loss == "log_loss":
+                row["test_log_loss"] = log_loss_clipped(y_test, clf.predict_proba(X_test),
+                                                        clf.classes_)
+            out.append(row)
+    return out
+
+
+# ---- parts -------------------------------------------------------------------------------
+def fmt(v, spec=".4f"):
+    return "-" if v is None else (format(v, spec) if isinstance(v, float) else str(v))
+
+
+def part_grid(args, record, out):
+    out += ["## One pass of PGSClassifier(sigma=s), defaults otherwise", "",
+            "file order, `partial_fit` once; progressive figures at the end of the pass "
+            "(news20: summed over the 20 one-vs-rest problems, as the core keeps them)", "",
+            "| set | sigma | test log loss | test accuracy | prog. loss, last iterate | "
+            "prog. loss, averaged (reported) | prog. error last / avg | "
+            "2nd half prog. loss last / avg | fit s |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for name in args.sets:
+        if name not in CLASSIFICATION:
+            continue
+        X, y, X_test, y_test, classes = classification_set(args.data_dir, name)
+        rows = []
+        for sigma in args.sigmas:
+            r = pgs_one_pass(X, y, X_test, y_test, classes, sigma,
+                             replay=args.replay and (name != "news20" or sigma in DECADES))
+            r["set"] = name
+            rows.append(r)
+            if "error" in r:
+                out.append(f"| {name} | {sigma} | {r['error'][:60]} | | | | | | |")
+                continue
+            s = f"auto ({r['sigma']:g})" if sigma == "auto" else f"{sigma:g}"
+            out.append(
+                f"| {name} | {s} | {r['test_log_loss']:.4f} | {r['test_accuracy']:.4f} | "
+                f"{r['progressive_loss_last']:.4f} | "
+                f"{fmt(r.get('progressive_loss_avg', r.get('progressive_loss_core')))} | "
+                f"{r['progressive_error_last']:.4f} / {fmt(r.get('progressive_error_avg'))} | "
+                f"{fmt(r.get('progressive_loss_last_2nd_half'))} / "
+                f"{fmt(r.get('progressive_loss_avg_2nd_half'))} | {r['fit_seconds']:.3f} |")
+            print(out[-1], file=sys.stderr, flush=True)
+        fixed = [r for r in rows if "error" not in r and r["requested"] != "auto"]
+        if fixed:
+            best = min(fixed, key=lambda r: r["test_log_loss"])
+            out.append(f"| {name} | best fixed: {best['sigma']:g} | **{best['test_log_loss']:.4f}**"
+                       f" | {best['test_accuracy']:.4f} | | | | | |")
+        record.setdefault("grid", []).extend(rows)
+    out.append("")
+
+
+def part_vw(args, record, out):
+    out += ["## Vowpal Wabbit, one pass, defaults, logistic loss (same rows, same order)", "",
+            "| set | test log loss | test accuracy | table's final average loss | train s |",
+            "|---|---|---|---|---|"]
+    for name in args.sets:
+        if name not in CLASSIFICATION:
+            continue
+        X, y, X_test, y_test, classes = classification_set(args.data_dir, name)
+        with tempfile.TemporaryDirectory() as workdir:
+            r = vw_pass(workdir, X, y, X_test, y_test, classes)
+        r["set"] = name
+        record.setdefault("vw", []).append(r)
+        out.append(f"| {name} | {r['test_log_loss']:.4f} | {r['test_accuracy']:.4f} | "
+                   f"{r['progress_average_loss']:.4f} | {r['train_seconds']:.2f} |")
+        print(out[-1], file=sys.stderr, flush=True)
+    out.append("")
+
+
+def part_sgd(args, record, out):
+    out += ["## scikit-learn SGDClassifier (random_state=0)", "",
+            "defaults = `max_iter=1000, tol=1e-3`, shuffled epochs until the loss stalls "
+            "(the epochs column); one pass = `max_iter=1, tol=None`", "",
+            "| set | loss | setting | epochs | test accuracy | test log loss | fit s |",
+            "|---|---|---|---|---|---|---|"]
+    for name in args.sets:
+        if name not in CLASSIFICATION:
+            continue
+        X, y, X_test, y_test, classes = classification_set(args.data_dir, name)
+        for r in sgd_runs(X, y, X_test, y_test, classes):
+            r["set"] = name
+            record.setdefault("sgd", []).append(r)
+            out.append(f"| {name} | {r['loss']} | {r['setting']} | {r['epochs']} | "
+                       f"{r['test_accuracy']:.4f} | {fmt(r.get('test_log_loss'))} | "
+                       f"{r['fit_seconds']:.2f} |")
+    out.append("")
+
+
+def part_regression(args, record, out):
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import Ridge, SGDRegressor
+    from sklearn.metrics import r2_score
+    out += ["## Regression: test R^2 of one pass of PGSRegressor(sigma=s, loss=...)", "",
+            "seeded 70/30 split, training rows in shuffled order, `partial_fit` once", "",
+            "| set | loss | " + " | ".join(f"{s:g}" if s != "auto" else "auto"
+                                           for s in args.sigmas) + " |",
+            "|---|---|" + "---|" * len(args.sigmas)]
+    for name in args.sets:
+        if name not in REGRESSION:
+            continue
+        X, y, X_test, y_test = regression_set(args.data_dir, name)
+        for loss in ("squared", "huber"):
+            cells = []
+            for sigma in args.sigmas:
+                reg = PGSRegressor(sigma=sigma, loss=loss)
+                start = time.perf_counter()
+                try:
+                    reg.partial_fit(X, y)
+                    r2 = float(r2_score(y_test, reg.predict(X_test)))
+                except Exception as exc:
+                    r2 = None
+                    err = f"{type(exc).__name__}"
+                seconds = time.perf_counter() - start
+                record.setdefault("regression", []).append(
+                    {"set": name, "loss": loss, "sigma": getattr(reg, "sigma_", sigma),
+                     "requested": sigma, "test_r2": r2, "fit_seconds": seconds})
+                cells.append(f"{r2:.4f}" if r2 is not None else err)
+            out.append(f"| {name} | {loss} | " + " | ".join(cells) + " |")
+        const = float(r2_score(y_test, np.full(len(y_test), y.mean())))
+        # the linear model's reach, for scale: least squares (barely regularised), all epochs
+        ridge = float(r2_score(y_test, Ridge(alpha=1e-3).fit(X, y).predict(X_test)))
+        sgd = {}
+        for label, kw in (("defaults", {}), ("one pass", {"max_iter": 1, "tol": None})):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                m = SGDRegressor(random_state=0, **kw).fit(X, y)
+            pred = m.predict(X_test)
+            sgd[label] = float(r2_score(y_test, pred)) if np.all(np.isfinite(pred)) else None
+        record.setdefault("regression_peers", []).append(
+            {"set": name, "n_train": X.shape[0], "n_test": X_test.shape[0],
+             "n_features": X.shape[1], "constant_r2": const, "ridge_r2": ridge,
+             "sgd_regressor_defaults_r2": sgd["defaults"],
+             "sgd_regressor_one_pass_r2": sgd["one pass"]})
+        out.append(f"| {name} | constant (training mean): {const:.4f}; Ridge(alpha=1e-3): "
+                   f"{ridge:.4f}; SGDRegressor() defaults: "
+                   f"{fmt(sgd['defaults'])}, one pass: {fmt(sgd['one pass'])} |" +
+                   " |" * (len(args.sigmas) - 1))
+    out.append("")
+
+
+def median_runs(fns, repeats):
+    """Median seconds of each callable, interleaved over the repeats."""
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def plain_text(workdir, data_dir, name, part):
+    """A decompressed svmlight copy of a set's train or test part (a9a, imdb)."""
+    train, test, _ = CLASSIFICATION[name]
+    path = Path(workdir) / f"{name}_{part}.svm"
+    if not path.exists():
+        with gzip.open(Path(data_dir) / (train if part == "train" else test), "rb") as f:
+            path.write_bytes(f.read())
+    return path
+
+
+def cli(*argv):
+    """``python -m onlinepgs.cli ARGV`` of the onlinepgs this process imported (-m puts the
+    working folder first on the path: the package's parent folder, then)."""
+    import onlinepgs
+    run = subprocess.run([sys.executable, "-m", "onlinepgs.cli", *map(str, argv)],
+                         capture_output=True, text=True,
+                         cwd=Path(onlinepgs.__file__).resolve().parents[1])
+    if run.returncode:
+        raise RuntimeError(f"onlinepgs {' '.join(map(str, argv))} exited with "
+                           f"{run.returncode}: {run.stderr.strip()}")
+    return run
+
+
+def part_cost(args, record, out):
+    if not has_auto():
+        out += ["## Cost of sigma=\"auto\": skipped (this onlinepgs has no sigma=\"auto\")", ""]
+        return
+    out += ["## Cost of sigma=\"auto\" against sigma=1e-4 (medians of "
+            f"{args.repeats}, interleaved)", "",
+            "| set | what | fixed 1e-4 s | auto s | auto / fixed |", "|---|---|---|---|---|"]
+    for name in ("a9a", "imdb"):
+        if name not in args.sets:
+            continue
+        X, y, _, _, classes = classification_set(args.data_dir, name)
+        cases = {
+            "one pass in memory (partial_fit)":
+                lambda s: PGSClassifier(sigma=s).partial_fit(X, y, classes=classes),
+            "fit, defaults (max_epochs=5)": lambda s: PGSClassifier(sigma=s).fit(X, y),
+        }
+        with tempfile.TemporaryDirectory() as workdir:
+            text = plain_text(workdir, args.data_dir, name, "train")
+            model = Path(workdir) / "m.pgs"
+            cases["whole process `onlinepgs train FILE -o m.pgs --quiet` from text"] = (
+                lambda s: cli("train", text, "-o", model, "--quiet", "--sigma", s))
+            for what, fn in cases.items():
+                t = median_runs({"fixed": lambda: fn(1e-4), "auto": lambda: fn("auto")},
+                                args.repeats)
+                ratio = t["auto"] / t["fixed"]
+                record.setdefault("cost", []).append(
+                    {"set": name, "what": what, "fixed_seconds": t["fixed"],
+                     "auto_seconds": t["auto"], "ratio": ratio})
+                out.append(f"| {name} | {what} | {t['fixed']:.3f} | {t['auto']:.3f} | "
+                           f"{ratio:.2f} |")
+                print(out[-1], file=sys.stderr, flush=True)
+    out.append("")
+
+
+def part_commands(args, record, out):
+    settings = [("defaults", [])] + ([("--sigma auto", ["--sigma", "auto"])] if has_auto() else [])
+    out += ["## Whole processes: `onlinepgs train` + `onlinepgs eval` against VW's one pass "
+            "(`--loss_function logistic`)", "",
+            "| set | train options | onlinepgs test log loss | onlinepgs table's final average "
+            "loss | VW test log loss | VW table's final average loss | table difference |",
+            "|---|---|---|---|---|---|---|"]
+    for name in ("a9a", "imdb"):
+        if name not in args.sets:
+            continue
+        with tempfile.TemporaryDirectory() as workdir:
+            train = plain_text(workdir, args.data_dir, name, "train")
+            test = plain_text(workdir, args.data_dir, name, "test")
+            X, y = load_svmlight(train, n_features=CLASSIFICATION[name][2])
+            X_test, y_test = load_svmlight(test, n_features=CLASSIFICATION[name][2])
+            vw = vw_pass(workdir, X, y, X_test, y_test, np.array([-1.0, 1.0]))
+            vw_avg = vw["progress_average_loss"]
+            for label, options in settings:
+                model = Path(workdir) / "m.pgs"
+                table = cli("train", train, "-o", model, *options)
+                text = table.stdout + table.stderr
+                # the summary's line (a line of its own: not "last iterate: average loss")
+                ours_avg = float(re.findall(r"^average loss = ([-\d.e+]+)", text, re.M)[-1])
+                ev = cli("eval", model, test).stdout
+                ours_ll = float(re.search(r"log_loss = ([-\d.e+]+)", ev).group(1))
+                record.setdefault("commands", []).append(
+                    {"set": name, "train_options": label, "onlinepgs_test_log_loss": ours_ll,
+                     "onlinepgs_progress_average_loss": ours_avg,
+                     "vw_test_log_loss": vw["test_log_loss"], "vw_progress_average_loss": vw_avg,
+                     "onlinepgs_table_tail": text.strip().splitlines()[-12:]})
+                out.append(f"| {name} | {label} | {ours_ll:.4f} | {ours_avg:.4f} | "
+                           f"{vw['test_log_loss']:.4f} | {vw_avg:.4f} | {ours_avg - vw_avg:+.4f} |")
+    out.append("")
+
+
+def part_goals(args, record, out):
+    """Issue 34's goals from the parts run in this call (those absent are left out)."""
+    grid, vw = record.get("grid", []), {r["set"]: r for r in record.get("vw", [])}
+    sgd = {}
+    for r in record.get("sgd", []):
+        if r["setting"] == "defaults":
+            sgd[r["set"]] = max(sgd.get(r["set"], 0.0), r["test_accuracy"])
+    out += ["## Goals of issue 34 (from the parts above)", "",
+            "| set | auto test log loss (sigma_) | best fixed | auto / best - 1 (goal <= 1%) | "
+            "VW (goal: auto <=) | auto accuracy - better SGD default (goal >= -0.005) |",
+            "|---|---|---|---|---|---|"]
+    for name in args.sets:
+        rows = [r for r in grid if r["set"] == name and "error" not in r]
+        auto = [r for r in rows if r["requested"] == "auto"]
+        fixed = [r for r in rows if r["requested"] != "auto"]
+        if not auto or not fixed:
+            continue
+        a, best = auto[0], min(fixed, key=lambda r: r["test_log_loss"])
+        gap = a["test_log_loss"] / best["test_log_loss"] - 1
+        v = vw.get(name, {}).get("test_log_loss")
+        s = sgd.get(name)
+        out.append(f"| {name} | {a['test_log_loss']:.4f} ({a['sigma']:g}) | "
+                   f"{best['test_log_loss']:.4f} ({best['sigma']:g}) | {100 * gap:+.2f}% | "
+                   f"{fmt(v)} | {fmt(None if s is None else a['test_accuracy'] - s, '+.4f')} |")
+    reg = record.get("regression", [])
+    peers = {r["set"]: r for r in record.get("regression_peers", [])}
+    lines = []
+    for name in args.sets:
+        for loss in ("squared", "huber"):
+            rows = [r for r in reg if r["set"] == name and r["loss"] == loss
+                    and r["test_r2"] is not None]
+            auto = [r for r in rows if r["requested"] == "auto"]
+            fixed = [r for r in rows if r["requested"] != "auto"]
+            if not auto or not fixed:
+                continue
+            best = max(fixed, key=lambda r: r["test_r2"])
+            const = peers.get(name, {}).get("constant_r2")
+            lines.append(f"| {name} | {loss} | {auto[0]['test_r2']:.4f} ({auto[0]['sigma']:g}) | "
+                         f"{best['test_r2']:.4f} ({best['sigma']:g}) | "
+                         f"{auto[0]['test_r2'] - best['test_r2']:+.4f} | {fmt(const)} |")
+    if lines:
+        out += ["", "| set | loss | auto R^2 (sigma_) | best fixed R^2 | auto - best "
+                "(goal >= -0.01) | constant (goal: auto above) |", "|---|---|---|---|---|---|"]
+        out += lines
+    out.append("")
+
+
+PARTS = {"grid": part_grid, "vw": part_vw, "sgd": part_sgd, "regression": part_regression,
+         "cost": part_cost, "commands": part_commands, "goals": part_goals}
+
+
+def parse_sigmas(text):
+    """--sigmas: positive numbers or "auto", comma-separated."""
+    sigmas = []
+    for item in text.split(","):
+        try:
+            sigmas.append(item if item == "auto" else float(item))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r} is neither a number nor 'auto'")
+        if sigmas[-1] != "auto" and not sigmas[-1] > 0:
+            raise argparse.ArgumentTypeError(f"sigma must be positive, got {item!r}")
+    return sigmas
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=os.environ.get("ONLINEPGS_DATA"),
+                        help="the folder of the data files (default: $ONLINEPGS_DATA)")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help=f"comma-separated, of {','.join(PARTS)}")
+    parser.add_argument("--sets", default=",".join([*CLASSIFICATION, *REGRESSION]))
+    parser.add_argument("--sigmas", type=parse_sigmas,
+                        default=sorted(DECADES + HALVES, reverse=True),
+                        help="comma-separated sigmas, 'auto' allowed (default: 1e-1..1e-7 "
+                             "and 3e-2..3e-7)")
+    parser.add_argument("--no-replay", dest="replay", action="store_false",
+                        help="skip the averaged model's progressive loss (a row-by-row replay)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", default=str(REPO / "docs" / "bench" / "auto.json"))
+    args = parser.parse_args(argv)
+    if not args.data_dir:
+        parser.error("give --data-dir (or set ONLINEPGS_DATA)")
+    args.sets = args.sets.split(",")
+    unknown = [n for n in args.sets if n not in CLASSIFICATION and n not in REGRESSION]
+    unknown += [p for p in args.parts.split(",") if p not in PARTS]
+    if unknown:
+        parser.error(f"unknown set or part {unknown[0]!r}: sets are "
+                     f"{','.join([*CLASSIFICATION, *REGRESSION])}; parts are {','.join(PARTS)}")
+    files = {"flights_distance": ["flight_delays_100k.csv.gz"], "diabetes": []}
+    files.update({n: [f for f in CLASSIFICATION[n][:2] if f] for n in CLASSIFICATION})
+    for name in args.sets:
+        for f in files[name]:
+            if not (Path(args.data_dir) / f).is_file():
+                parser.error(f"set {name!r} needs {Path(args.data_dir) / f}, which is absent")
+    if "auto" in args.sigmas and not has_auto():
+        print("this onlinepgs has no sigma='auto': left out", file=sys.stderr)
+        args.sigmas = [s for s in args.sigmas if s != "auto"]
+    command = shlex.join(["python", "bench/bench_auto.py",
+                          *[a.replace(str(args.data_dir), "DATA") for a in sys.argv[1:]]])
+    record = {"command": command, "machine": f"{platform.platform()}, {os.cpu_count()} CPUs",
+              "load_average": os.getloadavg()[0], "git": git_head(),
+              "sigmas": args.sigmas, "has_auto": has_auto()}
+    out = [f"Command: `{command}`", "", f"Machine: {record['machine']}, load average "
+           f"{record['load_average']:.2f}; onlinepgs at {record['git']}", ""]
+    for part in args.parts.split(","):
+        PARTS[part](args, record, out)
+    print("\n".join(out))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(record, indent=1, default=_plain) + "\n")
+
+
+def git_head():
+    try:
+        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "unknown"
+
+
+if __name__ == "__main__":
+    main()
