@@ -29,7 +29,7 @@ DEFAULT_GRID = tuple(10.0 ** (-k / 2.0) for k in range(17))
 # unbounded losses (squared) start on sane steps; the race then walks down.
 START_SIGMAS = (1e-1, 1e-2, 1e-3, 1e-4)
 
-FIRST_CHECK = 1000  # rows before the first decision
+FIRST_CHECK = 250  # rows before the first decision
 GROWTH = 2.0  # each check's row count is this times the previous one's
 DUEL = 0.5  # the part of each interval between fork points that a challenger runs
 BURN = 0.5  # the first part of a duel, not judged: the fork's average is its parent's
