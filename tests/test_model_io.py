@@ -63,20 +63,9 @@ def assert_same_stats(a, b):
         assert type(a[key]) is type(b[key]), key
 
 
-def assert_same_model(a, b):
-    """Same class, parameters, fitted attributes, solver state and read-out."""
-    assert type(a) is type(b)
-    assert a.get_params() == b.get_params()
-    fitted_a = {k: v for k, v in vars(a).items() if k not in ("_state", "_cache")}
-    fitted_b = {k: v for k, v in vars(b).items() if k not in ("_state", "_cache")}
-    assert fitted_a.keys() == fitted_b.keys()
-    for key, value in fitted_a.items():
-        if isinstance(value, np.ndarray):
-            assert value.dtype == fitted_b[key].dtype, key
-            np.testing.assert_array_equal(value, fitted_b[key], err_msg=key)
-        else:
-            assert value == fitted_b[key] and type(value) is type(fitted_b[key]), key
-    state_a, state_b = a._state.to_dict(), b._state.to_dict()
+def assert_same_state(a, b):
+    """Two solver states with equal arrays and scalars (NaN equal to NaN)."""
+    state_a, state_b = a.to_dict(), b.to_dict()
     assert state_a.keys() == state_b.keys()
     for key, value in state_a.items():
         if isinstance(value, np.ndarray):
@@ -84,6 +73,37 @@ def assert_same_model(a, b):
             np.testing.assert_array_equal(value, state_b[key], err_msg=key)
         else:
             assert value == state_b[key] or (value != value and state_b[key] != state_b[key]), key
+
+
+def assert_same_race(a, b):
+    """Two sigma races (sigma="auto"; None for a fixed sigma) with the same schedule, row
+    count and live runs' states."""
+    assert (a is None) == (b is None)
+    if a is None:
+        return
+    assert type(a) is type(b)
+    assert a.schedule.to_dict() == b.schedule.to_dict()
+    assert a.n_rows == b.n_rows
+    assert sorted(a.states) == sorted(b.states)
+    for rid in a.states:
+        assert_same_state(a.states[rid], b.states[rid])
+
+
+def assert_same_model(a, b):
+    """Same class, parameters, fitted attributes, solver state and read-out."""
+    assert type(a) is type(b)
+    assert a.get_params() == b.get_params()
+    fitted_a = {k: v for k, v in vars(a).items() if k not in ("_state", "_cache", "_race")}
+    fitted_b = {k: v for k, v in vars(b).items() if k not in ("_state", "_cache", "_race")}
+    assert fitted_a.keys() == fitted_b.keys()
+    assert_same_race(getattr(a, "_race", None), getattr(b, "_race", None))
+    for key, value in fitted_a.items():
+        if isinstance(value, np.ndarray):
+            assert value.dtype == fitted_b[key].dtype, key
+            np.testing.assert_array_equal(value, fitted_b[key], err_msg=key)
+        else:
+            assert value == fitted_b[key] and type(value) is type(fitted_b[key]), key
+    assert_same_state(a._state, b._state)
     np.testing.assert_array_equal(a.coef_, b.coef_)
     np.testing.assert_array_equal(a.intercept_, b.intercept_)
     assert_same_stats(a.online_stats_, b.online_stats_)
