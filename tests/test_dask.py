@@ -762,8 +762,8 @@ def test_threads_start_the_lanes_before_the_blocks_read_ahead(monkeypatch):
             task, "args", task[1:] if isinstance(task, tuple) else None)[0].__name__)
 
     with Callback(start_state=start_state, pretask=pretask):
-        got = opd.fit(PGSClassifier(), dask_rows(X, [500] * 32), y, classes=[-1, 1],
-                      n_lanes=2, slice_rows=1000)
+        got = opd.fit(PGSClassifier(sigma=1e-4), dask_rows(X, [500] * 32), y,
+                      classes=[-1, 1], n_lanes=2, slice_rows=1000)
     # 8 rounds of 2 lanes, two blocks each, and the merge of each once both lanes are
     # done; the first round's lanes wait for their blocks, the others' were read in
     # the round before, beside its lanes
@@ -774,8 +774,8 @@ def test_threads_start_the_lanes_before_the_blocks_read_ahead(monkeypatch):
     for started in ahead:
         assert started[:2] == ["train_slice"] * 2, started
     monkeypatch.undo()  # the order changes no result
-    want = opd.fit(PGSClassifier(), dask_rows(X, [500] * 32), y, classes=[-1, 1],
-                   n_lanes=2, slice_rows=1000)
+    want = opd.fit(PGSClassifier(sigma=1e-4), dask_rows(X, [500] * 32), y,
+                   classes=[-1, 1], n_lanes=2, slice_rows=1000)
     np.testing.assert_array_equal(got.coef_, want.coef_)
 
 

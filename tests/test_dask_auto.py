@@ -20,13 +20,14 @@ import onlinepgs.dask as opd  # noqa: E402
 from onlinepgs import (PGSClassifier, PGSDivergedError, PGSRegressor,  # noqa: E402
                        load_model, load_svmlight, save_model)
 from onlinepgs._core import PGSState  # noqa: E402
-from onlinepgs._race import SigmaSchedule, progressive_sums  # noqa: E402
+from onlinepgs import _race  # noqa: E402
+from onlinepgs._race import FIRST_CHECK, SigmaSchedule, progressive_sums  # noqa: E402
 from onlinepgs.distributed.runs import Race  # noqa: E402
 
 from dask_helpers import (assert_close, cluster, dask_rows, make_data,  # noqa: E402,F401
                           run_cli, svm_lines)
 
-# rows enough for several of the schedule's decisions (its first is at 1000 rows); the
+# rows enough for several of the schedule's decisions (its first is at FIRST_CHECK rows); the
 # tests read what the race did from its records, not from the schedule's tuning
 ROWS = 3000
 START = [run.sigma for run in SigmaSchedule("logistic").start()]
@@ -154,14 +155,15 @@ def test_before_the_first_decision_one_lane_trains_at_a_time():
     run is the one-lane fixed-sigma training over the lanes' rows one lane after the
     other (to rounding: the rounds' boundaries)."""
     X, y = make_data(m=ROWS, n=30, seed=5)
+    p = (FIRST_CHECK - 1) // 6  # six partitions, fewer rows than the first decision's
     early, rounds = PGSClassifier(sigma="auto", random_state=0), []
-    opd.partial_fit(early, dask_rows(X[:750], [125] * 6), y[:750], classes=[-1, 1],
-                    n_lanes=2, slice_rows=125, callback=lambda i: rounds.append(i["rows"]))
-    assert rounds == [125] * 6
-    order = np.concatenate([np.arange(a, a + 125) for a in (0, 250, 500, 125, 375, 625)])
+    opd.partial_fit(early, dask_rows(X[:6 * p], [p] * 6), y[:6 * p], classes=[-1, 1],
+                    n_lanes=2, slice_rows=p, callback=lambda i: rounds.append(i["rows"]))
+    assert rounds == [p] * 6
+    order = np.concatenate([np.arange(a * p, (a + 1) * p) for a in (0, 2, 4, 1, 3, 5)])
     assert [s.sigma for s in early._race.states.values()] == START
     for state in early._race.states.values():
-        fixed = _fixed(state.sigma, dask_rows(X[order], [750]), y[order], n_lanes=1)
+        fixed = _fixed(state.sigma, dask_rows(X[order], [6 * p]), y[order], n_lanes=1)
         assert_close(state.weights(), fixed._state.weights(), rtol=1e-12)
 
 
@@ -171,6 +173,15 @@ def test_each_run_is_its_fixed_sigma_training_on_two_lanes(monkeypatch):
     the race is bit for bit the plain loop's fixed-sigma Dask training of its sigma, from
     row 0 or, for a run the race forked, from its parent's state there (`with_sigma`)."""
     monkeypatch.setattr(Race, "sequential_start", False)
+
+    class Schedule(SigmaSchedule):
+        """The schedule with its first decision at row 1000: the decisions (1000, 1250,
+        1500, 2000, ...) then fall on the rounds' ends (the test's numbers need it)."""
+
+        def __init__(self, *args, first_check=1000, **kw):
+            super().__init__(*args, first_check=first_check, **kw)
+
+    monkeypatch.setattr(_race, "SigmaSchedule", Schedule)
     X, y = make_data(m=ROWS, n=30, seed=5)
     kw = dict(n_lanes=2, slice_rows=125)  # rounds of 250 rows, partitions of 125
 
