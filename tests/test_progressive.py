@@ -260,28 +260,35 @@ def a9a_table_and_model(tmp_path, extra=()):
 
 def test_table_shows_the_reported_models_progressive_loss(tmp_path):
     """The table's last row is the saved model's progressive loss, labelled, with the
-    reported model's prediction; on the shipped a9a it is well below the last iterate's
-    1.85 that the table used to end at (1.26 at the default sigma = 1e-4, whose first
-    iterates are poor for every model; 0.40 at sigma = 1e-3)."""
+    reported model's prediction. On the shipped a9a with the default sigma="auto" it ends
+    at 0.336 (the issue's goal: within 0.02 of VW's 0.332); at sigma = 1e-4 it is well below
+    the last iterate's 1.85 that the table used to end at (1.26, the first iterates being
+    poor for every model); 0.40 at sigma = 1e-3."""
     from onlinepgs.model_io import load_model
 
-    stderr, model = a9a_table_and_model(tmp_path)
-    lines = stderr.splitlines()
-    note = next(i for i, line in enumerate(lines) if "the model saved" in line)
-    assert "t^2-weighted average" in lines[note] and lines[note + 1].startswith("average")
-    rows = [line for line in lines[note + 3:] if line and line[0].isdigit()]
-    estimator = load_model(model)
-    stats = estimator.online_stats_
-    final = next(line for line in lines if line.startswith("average loss"))
-    assert float(final.split("=")[1]) == pytest.approx(stats["progressive_loss"], abs=1e-6)
-    assert f"last iterate: average loss = {stats['progressive_loss_last']:.6f}" in stderr
+    def table(extra=()):
+        stderr, model = a9a_table_and_model(tmp_path, extra)
+        lines = stderr.splitlines()
+        note = next(i for i, line in enumerate(lines) if "the model saved" in line)
+        assert "t^2-weighted average" in lines[note] and lines[note + 1].startswith("average")
+        rows = [line for line in lines[note + 3:] if line and line[0].isdigit()]
+        stats = load_model(model).online_stats_
+        final = float(next(line for line in lines
+                           if line.startswith("average loss")).split("=")[1])
+        assert final == pytest.approx(stats["progressive_loss"], abs=1e-6)
+        assert (f"last iterate: average loss = {stats['progressive_loss_last']:.6f}"
+                in stderr)
+        # the table's rows: the running mean of the same sums, at doubling counts
+        assert [int(r.split()[2]) for r in rows] == [2 ** i for i in range(len(rows))]
+        return final, stats
+
+    final, _ = table()  # the default: sigma="auto"
+    assert final < 0.35
+    _, stats = table(["--sigma", "1e-4"])
     assert stats["progressive_loss_last"] > 1.8  # what the table used to end at
     assert stats["progressive_loss"] < 0.7 * stats["progressive_loss_last"]
-    # the table's rows: the running mean of the same sums, at doubling counts
-    assert [int(r.split()[2]) for r in rows] == [2 ** i for i in range(len(rows))]
-    stderr, model = a9a_table_and_model(tmp_path, ["--sigma", "1e-3"])
-    final = next(line for line in stderr.splitlines() if line.startswith("average loss"))
-    assert float(final.split("=")[1]) < 0.45
+    final, _ = table(["--sigma", "1e-3"])
+    assert final < 0.45
 
 
 def test_table_prediction_is_the_reported_models(tmp_path):
