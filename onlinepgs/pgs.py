@@ -33,7 +33,8 @@ __all__ = ["PGSClassifierLearner", "PGSRegressorLearner", "PGSDivergedError",
            "ModelTooLargeError", "MAX_MODEL_BYTES"]
 
 # The default of max_model_bytes: 1 GiB of solver state, 2**26 features of a binary
-# model with the default iterate and p = 2 (16 bytes each). Real vocabularies pass with
+# model with the default iterate and p = 2 (16 bytes each; a quarter as many with
+# sigma="auto", whose race holds 4 states at first). Real vocabularies pass with
 # room to spare (news20: 62k features x 20 classes, 32 bytes each: 40 MB; imdb's 90k
 # features: 1.4 MB); one stray index of 4e8 (6.4 GB) does not.
 MAX_MODEL_BYTES = 2**30
@@ -120,9 +121,11 @@ _COMMON_DOC = """
         ``8 * n_problems * f`` bytes per feature, f = 1 (p = 2, iterate "last"), 2 (p = 2
         and an averaged iterate, or p < 2), 4 (p < 2, averaged), plus
         ``16 * n_problems`` for iterate "random" and ``8 * n_problems + 9`` for
-        ``batch_size > 1``: the default 1 GiB holds 2**26 features of a binary model with
-        the default options. None: no limit. With ``n_bits`` the width is 2**n_bits,
-        chosen by you, and not limited.
+        ``batch_size > 1``. sigma="auto" holds the race's 4 start runs' states at once
+        (its first rows), and the budget counts all 4: the default 1 GiB holds
+        2**30 / (4 * 18), about 14.9 million, features of a binary model with the default
+        options (4 times as many with a numeric sigma: one state). None: no limit.
+        With ``n_bits`` the width is 2**n_bits, chosen by you, and not limited.
     forget : float in (0, 1], default=1.0
         Forgetting for drifting streams: each step multiplies the past's sum of gradients
         and the step count by ``forget`` (gamma), so the model minimizes the regularized
@@ -398,8 +401,9 @@ class PGSLearner(LinearLearner):
         width = X.shape[1]
         if budget is None or self.n_bits is not None or width <= have:
             return
-        per = self._bytes_per_feature(n_problems)
-        limit = budget // per  # the most features the budget holds
+        per = self._bytes_per_feature(n_problems)  # of one state
+        runs = self._states_held(have)
+        limit = budget // (per * runs)  # the most features the budget holds
         if width <= limit:
             return
         row = column = None
@@ -411,19 +415,34 @@ class PGSLearner(LinearLearner):
                 row = row_of_entry(X, beyond[0])
                 column = int(X.indices[X.indptr[row]:X.indptr[row + 1]].max())
                 width = column + 1
-        needed = width * per
+        needed = width * per * runs
         if row is None:
             at = (f"X has {X.shape[1]} columns",)
         else:
             # the row as a piece (AtRows) unless the caller names it its own way
             at = (row if where is None else where(row),
                   f" has a feature at column {column} (from 0)")
+        held = ("," if runs == 1 else
+                f" for the {runs} runs of sigma='auto'; give sigma a number to hold one."
+                " That is")
         raise ModelTooLargeError(
             (*at, f": a model over {width} features needs {_size(needed)} of solver "
-             f"state ({per} bytes a feature), beyond max_model_bytes={budget} "
+             f"state ({per} bytes a feature){held} beyond max_model_bytes={budget} "
              f"({limit} features); a stray feature index? Hash the features with n_bits "
              "(2**n_bits columns), or raise max_model_bytes (None: no limit)"),
             row=row, column=column, n_features=width, needed=needed, budget=budget)
+
+    def _states_held(self, have=0):
+        """The most solver states training holds at once, for the width budget: one for
+        a fixed sigma; with sigma="auto", the race's start runs (`_race.START_SIGMAS`,
+        all live over the first rows; a duel holds two), or one once a race this model
+        continues (``have`` > 0) has settled."""
+        if not self._auto():
+            return 1
+        race = getattr(self, "_race", None) if have else None
+        if race is not None and race.schedule.settled:
+            return 1
+        return len(_race.START_SIGMAS)
 
     def _check_state_params(self):
         changed = [n for n in _STATE_PARAMS if getattr(self, n) != self._state_params[n]]

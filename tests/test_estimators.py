@@ -304,8 +304,8 @@ def test_csr_float64_input_reaches_the_core_without_a_copy(monkeypatch):
     X, y = data()
     X.sort_indices()
     monkeypatch.setattr(PGSLearner, "_run", spy)
-    PGSClassifier(max_epochs=2).fit(X, y)
-    PGSClassifier().partial_fit(X, y, classes=[0, 1])
+    PGSClassifier(sigma=1e-4, max_epochs=2).fit(X, y)
+    PGSClassifier(sigma=1e-4).partial_fit(X, y, classes=[0, 1])
     assert len(seen) == 3 and all(np.shares_memory(d, X.data) for d in seen)
 
 
@@ -432,7 +432,7 @@ def test_the_width_budget_counts_the_state_s_real_bytes(options, n_classes):
     NumPy's arrays), within the state's few fixed arrays."""
     import tracemalloc
 
-    est = PGSClassifier(**options)
+    est = PGSClassifier(sigma=1e-4, **options)
     K = 1 if n_classes == 2 else n_classes
     per = est._bytes_per_feature(K)
     n = 100_000
@@ -474,12 +474,14 @@ def test_a_stray_feature_index_is_refused_before_allocating():
     assert time.perf_counter() - started < 5 and peak < 50_000_000
     err = e.value
     # 18 bytes a feature: lam and the weighted average of p = 2, one problem (16), and
-    # the auto ball's list of reached coordinates (a quarter of an int64)
+    # the auto ball's list of reached coordinates (a quarter of an int64); for each of
+    # the 4 start runs of the default sigma="auto"
     assert (err.row, err.column, err.n_features, err.needed) == (1, 399_999_999,
-                                                                4 * 10**8, 72 * 10**8)
+                                                                4 * 10**8, 4 * 72 * 10**8)
     message = str(err)
     assert message.startswith("row 1 of this call has a feature at column 399999999")
-    for part in ("7.2 GB", "max_model_bytes=1073741824", "n_bits"):
+    for part in ("28.8 GB", "(18 bytes a feature) for the 4 runs of sigma='auto'; give "
+                 "sigma a number to hold one", "max_model_bytes=1073741824", "n_bits"):
         assert part in message
     assert not hasattr(clf, "_state") and not hasattr(clf, "n_features_in_")
     # fit, records and a fitted model growing: the same refusal
@@ -502,21 +504,60 @@ def test_the_width_budget_is_the_parameter_s_and_hashing_is_exempt():
     """The budget is max_model_bytes (None: none); a declared CSR width without entries
     is named as X's columns; with n_bits the width is the user's 2**n_bits."""
     X, y = stray_index_rows(99)
-    per = PGSClassifier()._bytes_per_feature(1)  # 16
-    assert PGSClassifier(max_model_bytes=100 * per).fit(X, y).coef_.shape == (1, 100)
+    per = PGSClassifier(sigma=1e-4)._bytes_per_feature(1)  # 16
+    assert PGSClassifier(sigma=1e-4, max_model_bytes=100 * per).fit(X, y).coef_.shape == (1, 100)
     with pytest.raises(ModelTooLargeError) as e:
-        PGSClassifier(max_model_bytes=100 * per - 1).fit(X, y)
+        PGSClassifier(sigma=1e-4, max_model_bytes=100 * per - 1).fit(X, y)
     assert (e.value.row, e.value.column, e.value.n_features) == (1, 99, 100)
     assert "(99 features)" in str(e.value)
     wide, _ = stray_index_rows(5, width=1000)  # no entry beyond column 5
     with pytest.raises(ModelTooLargeError, match="^X has 1000 columns") as e:
-        PGSClassifier(max_model_bytes=100 * per).fit(wide, y)
+        PGSClassifier(sigma=1e-4, max_model_bytes=100 * per).fit(wide, y)
     assert e.value.row is None and e.value.n_features == 1000
-    assert PGSClassifier(max_model_bytes=None).fit(X, y).coef_.shape == (1, 100)
-    hashed = PGSClassifier(n_bits=10, max_model_bytes=1).fit(X, y)
+    assert PGSClassifier(sigma=1e-4, max_model_bytes=None).fit(X, y).coef_.shape == (1, 100)
+    hashed = PGSClassifier(sigma=1e-4, n_bits=10, max_model_bytes=1).fit(X, y)
     assert hashed.coef_.shape == (1, 1024)
     with pytest.raises(ValueError, match="max_model_bytes"):
-        PGSClassifier(max_model_bytes=0).fit(X, y)
+        PGSClassifier(sigma=1e-4, max_model_bytes=0).fit(X, y)
+
+
+def test_the_width_budget_counts_the_race_s_start_runs_with_sigma_auto():
+    """sigma="auto" holds the race's start runs' states at once over its first rows (one
+    state each, `_race.START_SIGMAS`): the budget counts them all, and says so; a number
+    for sigma holds one state. A race that has settled (fit's) grows one state."""
+    from onlinepgs import _race
+
+    runs = len(_race.START_SIGMAS)
+    assert runs == 4
+    X, y = stray_index_rows(99)  # 100 features
+    per = PGSClassifier(sigma=1e-4)._bytes_per_feature(1)
+    assert PGSClassifier()._bytes_per_feature(1) == per  # the bytes of one state
+    one = 100 * per  # one state of 100 features, not four
+    for train in (lambda est: est.fit(X, y),
+                  lambda est: est.partial_fit(X, y, classes=[-1, 1])):
+        with pytest.raises(ModelTooLargeError) as e:
+            train(PGSClassifier(max_model_bytes=runs * one - 1))
+        assert (e.value.row, e.value.column, e.value.n_features) == (1, 99, 100)
+        assert e.value.needed == runs * one and e.value.budget == runs * one - 1
+        message = str(e.value)
+        assert (f"({per} bytes a feature) for the 4 runs of sigma='auto'; give sigma a "
+                "number to hold one") in message
+        assert f"({(runs * one - 1) // (runs * per)} features)" in message
+        assert train(PGSClassifier(max_model_bytes=runs * one)).coef_.shape == (1, 100)
+        assert train(PGSClassifier(sigma=1e-4, max_model_bytes=one)).coef_.shape == (1, 100)
+        with pytest.raises(ModelTooLargeError) as e:
+            train(PGSClassifier(sigma=1e-4, max_model_bytes=one - 1))
+        assert "runs of sigma" not in str(e.value) and e.value.needed == one
+    # growing a model: a race still running counts its start runs, a settled one itself
+    narrow, wide = X[:1, :10], X  # the first row has no column beyond 5
+    racing = PGSClassifier(max_model_bytes=runs * one - 1).partial_fit(
+        narrow, y[:1], classes=[-1, 1])
+    assert not racing._race.schedule.settled
+    with pytest.raises(ModelTooLargeError, match="for the 4 runs of sigma='auto'"):
+        racing.partial_fit(wide, y)
+    settled = PGSClassifier(max_model_bytes=one).fit(X[[0, 2], :10], [1, -1])
+    assert settled._race.schedule.settled and len(settled._race.states) == 1
+    assert settled.partial_fit(wide, y).coef_.shape == (1, 100)
 
 
 @pytest.mark.parametrize("iterate", ["average", "weighted2"])
