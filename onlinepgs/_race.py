@@ -33,7 +33,7 @@ FIRST_CHECK = 250  # rows before the first decision
 GROWTH = 2.0  # each check's row count is this times the previous one's
 DUEL = 0.5  # the part of each interval between fork points that a challenger runs
 BURN = 0.5  # the first part of a duel, not judged: the fork's average is its parent's
-CHASE = False  # True: a challenger that wins is challenged at once (not at the fork point)
+CHASE = True  # a challenger that wins is challenged at once (not at the next fork point)
 PATIENCE = None  # duels lost in a row after which the schedule settles (None: never)
 
 
@@ -167,6 +167,24 @@ class SigmaSchedule:
         """The row count of the next decision (None once settled): a caller splits its
         rows there and calls `decide` when exactly that many rows have been seen."""
         return None if self.settled else self.check_at
+
+    def align(self, n_rows):
+        """Move the next check to the first whole mini-batch of rows trained from row
+        `n_rows` (where a caller's mini-batches begin: a call's first row, or the check
+        it was split at). Checks are whole mini-batches from row 0; a short batch (the
+        end of a pass whose training rows are not a multiple of the batch size) shifts
+        the later calls' batches, and a check left where it was would split a batch at a
+        place that depends on the calls. Returns the (possibly moved) check."""
+        check = self.next_check(n_rows)
+        if check is None or check <= n_rows or self.batch_size == 1:
+            return check
+        b = self.batch_size
+        moved = n_rows + -(-(check - n_rows) // b) * b
+        if moved != check:
+            for key in ("check_at", "fork_at", "mark_at", "judge_at"):
+                if getattr(self, key) == check:
+                    setattr(self, key, moved)
+        return self.next_check(n_rows)
 
     def _losses(self, sums):
         """Each live run's mean progressive loss since the window began."""
@@ -389,7 +407,8 @@ class SigmaRace:
         """
         done, errors = 0, []
         while done < n:
-            check = self.schedule.next_check(self.n_rows)
+            # each piece's mini-batches begin at its first row: the check on their ends
+            check = self.schedule.align(self.n_rows)
             if check is not None and check <= self.n_rows:
                 raise RuntimeError(f"the schedule's next check ({check}) is not after row "
                                    f"{self.n_rows}")

@@ -490,8 +490,10 @@ cdef class PGSState:
         return self._as_dict(True)
 
     def copy(self):
-        """An independent copy of the state (each array copied once)."""
-        return PGSState.from_dict(self._as_dict(False))
+        """An independent copy of the state (each array copied once). The list of the
+        coordinates reached is copied too: finding it again is a scan of the whole block,
+        which a race's fork (`with_sigma`) would pay each time."""
+        return PGSState._restore(self._as_dict(False), self._seen_coords(), True)
 
     def _as_dict(self, bint copy):
         d = dict(version=STATE_VERSION, config=self.config(), dim=self.dim,
@@ -516,6 +518,12 @@ cdef class PGSState:
         """The state of `to_dict`; version 2 (before the online dual estimate) is read with
         that estimate unknown (NaN) from then on, versions 2 and 3 (before the reported
         iterate's progressive sums) with those unknown (NaN) from then on."""
+        return cls._restore(d, None, False)
+
+    @classmethod
+    def _restore(cls, d, coords, bint coords_known):
+        """`from_dict`, with the list of coordinates reached given (`coords_known`: a
+        copy's; None when every coordinate counts) instead of found by a scan."""
         if d.get("version") not in (2, 3, STATE_VERSION):
             raise ValueError(f"unsupported solver state version {d.get('version')!r}")
         cfg = d["config"]
@@ -552,7 +560,7 @@ cdef class PGSState:
         self.radius = float(d["radius_now"])
         self.rng = int(d["rng"])
         if self.need_norm:
-            self._set_seen(None, self._reached(self.dim))
+            self._set_seen(None, coords if coords_known else self._reached(self.dim))
         self._bind()
         return self
 
