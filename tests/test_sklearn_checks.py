@@ -26,9 +26,11 @@ def _expected(estimator):
 
 
 @parametrize_with_checks(
-    [PGSClassifier(random_state=0), PGSRegressor(sigma=0.1, random_state=0),
-     # sigma="auto" passes check_regressors_train, which the default 1e-4 fails
-     PGSRegressor(sigma="auto", random_state=0),
+    # the defaults (issue 34's goal: sigma="auto" is the default; a fixed sigma of 1e-4,
+    # the former default, fails check_regressors_train), then seeded and fixed-sigma ones
+    [PGSClassifier(), PGSRegressor(),
+     PGSClassifier(random_state=0), PGSRegressor(sigma=0.1, random_state=0),
+     PGSRegressor(sigma="auto", random_state=0),  # the default sigma, seeded
      SDCAClassifier(tol=0.0, max_epochs=300, random_state=0),
      SDCARegressor(sigma=0.1, tol=0.0, max_epochs=300, random_state=0)],
     expected_failed_checks=_expected,
