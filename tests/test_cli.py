@@ -82,7 +82,8 @@ def test_train_refuses_a_stray_feature_index_before_allocating(tmp_path):
 
     path, model = tmp_path / "stray.svm", tmp_path / "m.pgs"
     path.write_bytes(b"1 1:1 3:2\n-1 400000000:1\n1 2:1\n")
-    done = subprocess.run(EXE + ["train", str(path), "-o", str(model), "--quiet"],
+    done = subprocess.run(EXE + ["train", str(path), "-o", str(model), "--quiet",
+                                 "--sigma", "1e-4"],  # one state's bytes: a fixed sigma
                           capture_output=True, timeout=120, preexec_fn=_data_limit)
     err = done.stderr.decode()
     assert done.returncode == 1 and err.count("\n") == 1 and "Traceback" not in err, err
@@ -92,17 +93,18 @@ def test_train_refuses_a_stray_feature_index_before_allocating(tmp_path):
     args = build_parser().parse_args(["train", str(path), "-o", str(model)])
     assert args.max_model_bytes == MAX_MODEL_BYTES  # the documented default, both ways
     # hashing makes the width the user's; the budget is an option (18 bytes a feature)
-    assert main(["train", str(path), "-o", str(model), "--quiet", "--bits", "12"]) == 0
+    assert main(["train", str(path), "-o", str(model), "--quiet", "--bits", "12",
+                 "--sigma", "1e-4"]) == 0
     assert load_model(model).coef_.shape == (1, 4096)
     small = tmp_path / "small.svm"
     small.write_bytes(b"1 1:1\n-1 1000:1\n")
     assert main(["train", str(small), "-o", str(model), "--quiet",
-                 "--max-model-bytes", "18000"]) == 0
+                 "--max-model-bytes", "18000", "--sigma", "1e-4"]) == 0
     assert load_model(model).coef_.shape == (1, 1000)
     assert main(["train", str(small), "-o", str(model), "--quiet", "--zero-based", "0",
-                 "--max-model-bytes", "18000"]) == 1  # 1001 features
+                 "--max-model-bytes", "18000", "--sigma", "1e-4"]) == 1  # 1001 features
     assert main(["train", str(small), "-o", str(model), "--quiet", "--zero-based", "0",
-                 "--max-model-bytes", "none"]) == 0
+                 "--max-model-bytes", "none", "--sigma", "1e-4"]) == 0
 
 
 def test_train_matches_the_python_api(data, tmp_path, capsys):

@@ -48,7 +48,7 @@ def test_version_prints_the_packages_version_from_pyproject():
 
 # option -> the default its --help must show (from the options' documented values)
 DEFAULTS = {
-    "train": {"--loss": "logistic", "--p": "2.0", "--sigma": "0.0001", "--batch-size": "1",
+    "train": {"--loss": "logistic", "--p": "2.0", "--sigma": "auto", "--batch-size": "1",
               "--iterate": "weighted2", "--intercept-scaling": "1.0", "--epsilon": "0.1",
               "--hash-seed": "0", "--random-seed": "0", "--passes": "1",
               "--chunk-rows": "2000", "--zero-based": "auto", "--max-model-bytes": "1G",
@@ -83,6 +83,8 @@ def test_help_shows_every_options_default(command):
         text = _option_help(done.stdout, option)
         assert re.search(rf"\(?default:? {re.escape(default)}\b|{re.escape(default)} "
                          r"\(default\)", text), (option, text)
+        if option == "--sigma":  # the default depends on --solver: both are shown
+            assert "(default: auto (PGS), 1e-4 (--solver sdca))" in text, text
     # and no option with a default (other than a flag's False) is left out
     parser = build_parser()
     sub = parser._subparsers._group_actions[0].choices[command]

@@ -175,11 +175,12 @@ def test_each_run_is_its_fixed_sigma_training_on_two_lanes(monkeypatch):
     monkeypatch.setattr(Race, "sequential_start", False)
 
     class Schedule(SigmaSchedule):
-        """The schedule with its first decision at row 1000: the decisions (1000, 1250,
-        1500, 2000, ...) then fall on the rounds' ends (the test's numbers need it)."""
+        """The schedule with its first decision at row 1000 and no chase: the decisions
+        (1000, 1250, 1500, 2000, ...) then fall on the rounds' ends (the test's numbers
+        need it)."""
 
-        def __init__(self, *args, first_check=1000, **kw):
-            super().__init__(*args, first_check=first_check, **kw)
+        def __init__(self, *args, first_check=1000, chase=False, **kw):
+            super().__init__(*args, first_check=first_check, chase=chase, **kw)
 
     monkeypatch.setattr(_race, "SigmaSchedule", Schedule)
     X, y = make_data(m=ROWS, n=30, seed=5)

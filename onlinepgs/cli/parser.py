@@ -115,9 +115,9 @@ def build_parser():
     opts.add_argument("--p", type=float, default=2.0, help="norm of the regularizer, in (1, 2] and at least 1 + 1.2e-7 "
                       "(below 1.002 training is slower: see PGSClassifier's p)")
     opts.add_argument("--sigma", type=_sigma, default=None,
-                      help="regularization weight, or auto (PGS's default): a race of runs "
-                      "over a grid of sigma, judged by their progressive loss (the choice is "
-                      "printed and saved); --solver sdca's default is 1e-4")
+                      help="regularization weight, or auto: a race of runs over a grid of "
+                      "sigma, judged by their progressive loss (the choice is printed and "
+                      "saved) (default: auto (PGS), 1e-4 (--solver sdca))")
     opts.add_argument("--radius", type=_radius, default="auto",
                       help="domain: auto (default), none (R^n) or a number (l_p ball)")
     opts.add_argument("--batch-size", type=_positive_int, default=1, help="rows per step (k)")
