@@ -537,28 +537,29 @@ def test_every_stream_of_a_compressed_file_is_read_or_its_damage_named(tmp_path,
 def test_a_stray_feature_index_in_a_file_is_refused_at_its_line(tmp_path, text_data, capsys):
     """Issue 32, item 10, in Dask's file source: a feature index beyond the estimator's
     max_model_bytes is refused with the file and line of its row, before any lane
-    grows to it (as partial_fit refuses it); within the budget the same file trains."""
+    grows to it (as partial_fit refuses it); within the budget the same file trains.
+    (One state's bytes: a fixed sigma; sigma="auto" counts its race's runs.)"""
     lines = list(text_data["lines"])
     lines[150] = "1 5000:1"  # 5000 features x 18 bytes: 90 kB of state
     path = tmp_path / "stray.svm"
     path.write_text("\n".join(lines) + "\n")
     kw = dict(zero_based=False, classes=[-1, 1], block_rows=50, n_lanes=2)
-    est = PGSClassifier(max_model_bytes=50_000)
+    est = PGSClassifier(sigma=1e-4, max_model_bytes=50_000)
     with pytest.raises(ModelTooLargeError) as info:
         opd.fit(est, [str(path)], **kw)
     assert str(info.value).startswith(f"{path}:151 has a feature at column 4999 (from 0): "
                                       "a model over 5000 features needs 90.0 kB")
     assert not hasattr(est, "_state")
-    fitted = opd.fit(PGSClassifier(max_model_bytes=90_000), [str(path)], **kw)
+    fitted = opd.fit(PGSClassifier(sigma=1e-4, max_model_bytes=90_000), [str(path)], **kw)
     assert fitted.n_features_in_ == 5000
     # a declared width is checked before the first state is made
     with pytest.raises(ModelTooLargeError, match="^X has 100000 columns"):
-        opd.fit(PGSClassifier(max_model_bytes=50_000), [str(path)], n_features=100_000,
-                **kw)
+        opd.fit(PGSClassifier(sigma=1e-4, max_model_bytes=50_000), [str(path)],
+                n_features=100_000, **kw)
     # train --scheduler says it in its flags, in one line, and writes no model
     model = tmp_path / "m.pgs"
     assert run_cli("train", path, "-o", model, "--scheduler", "threads", "--quiet",
-                   "--zero-based", "1", "--max-model-bytes", "50000") == 1
+                   "--zero-based", "1", "--max-model-bytes", "50000", "--sigma", "1e-4") == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{path}:151 has a feature at column 4999" in err
     assert "beyond --max-model-bytes 50000" in err and "--bits BITS" in err
