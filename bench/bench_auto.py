@@ -152,6 +152,12 @@ def logistic_losses(z, y_pm):
     return np.logaddexp(0.0, -y_pm * z).sum(axis=-1)
 
 
+def _last(stats, key):
+    """The last iterate's progressive figure: ``key + "_last"`` where the package keeps the
+    reported model's under ``key`` (issue 34), else ``key``."""
+    return stats.get(key + "_last", stats[key])
+
+
 def replay_progressive(est, X, y, classes):
     """(averaged model's, last iterate's) progressive loss and mistakes of one pass of
     ``est`` (a fresh classifier) over X in order, every row scored by each iterate before
@@ -206,12 +212,14 @@ def replay_progressive(est, X, y, classes):
     # the margins are summed in another order than the core's: equal to rounding, which
     # flips the signs of margins within rounding of 0 (at tiny sigma the saturated steps
     # are exact multiples of 1/(sigma t): margins cancel to about 0 on some rows)
-    check = abs(sums["last"][0] / n - core["progressive_loss"]) / core["progressive_loss"]
-    flips = abs(sums["last"][1] - core["progressive_mistakes"])
+    # the last iterate's figures: "*_last" where the core also keeps the reported model's
+    last_loss, last_mistakes = _last(core, "progressive_loss"), _last(core, "progressive_mistakes")
+    check = abs(sums["last"][0] / n - last_loss) / last_loss
+    flips = abs(sums["last"][1] - last_mistakes)
     if check_last and (check > 1e-7 or flips > max(2, n // 100)):
         raise RuntimeError(f"replay disagrees with the core: {sums['last']} vs {core}")
     before = at_half["core"]
-    last_half = core["progressive_loss"] * n - before["progressive_loss"] * half
+    last_half = last_loss * n - _last(before, "progressive_loss") * half
     return {"progressive_loss_avg": sums["avg"][0] / n,
             "progressive_error_avg": sums["avg"][1] / n,
             # rows n//2.. only: the later rows, where the average has settled
@@ -236,7 +244,7 @@ def pgs_one_pass(X, y, X_test, y_test, classes, sigma, replay=True):
            "test_accuracy": float(clf.score(X_test, y_test)),
            "progressive_loss_last": float(stats.get("progressive_loss_last",
                                                     stats["progressive_loss"])),
-           "progressive_error_last": stats["progressive_mistakes"] / stats["n_examples"]}
+           "progressive_error_last": _last(stats, "progressive_mistakes") / stats["n_examples"]}
     if "progressive_loss_last" in stats:  # the package keeps the reported model's too
         out["progressive_loss_core"] = float(stats["progressive_loss"])
     if sigma == "auto":
