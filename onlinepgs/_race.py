@@ -300,21 +300,37 @@ class SigmaSchedule:
             return self.leader_id
         return self._best({r: _loss_between(sums[r], self.marks.get(r)) for r in live})
 
-    def settle(self, n_rows, sums, reason="fit"):
+    def settle(self, n_rows, sums, reason="fit", epochs=1):
         """End the race now (fit after its first pass): the `leader` alone goes on.
-        Returns the Decision (the runs to drop)."""
+
+        With ``epochs`` > 1 (fit's passes, of which this was the first) the leader goes on
+        as a fork at the grid's sigma nearest ``leader's sigma / epochs``: the race chose
+        for the rows of one pass, and the later passes cannot choose again (rows seen
+        before score no held-out loss), so the choice follows the rule the race itself
+        walks by, an optimum inversely proportional to the rows seen
+        (docs/design/auto-sigma.md). Returns the Decision (the runs to drop, the fork).
+        """
         leader = self.leader(n_rows, sums)
         drop = sorted(r for r in self.runs if r != leader)
         self.leader_id = leader
+        fork = []
+        sigma = self.runs[leader].sigma
+        target = self._nearest(sigma / epochs) if epochs > 1 else sigma
         if not self.settled:
             self._record(n_rows, sums, "settle", reason=reason, leader=leader,
-                         leader_sigma=self.runs[leader].sigma,
-                         dropped=[dict(run_id=r, sigma=self.runs[r].sigma) for r in drop])
+                         leader_sigma=sigma,
+                         dropped=[dict(run_id=r, sigma=self.runs[r].sigma) for r in drop],
+                         epochs=int(epochs), sigma_for_epochs=target)
+            if target != sigma:
+                fork = [(leader, target)]
+                drop.append(leader)
         for r in drop:
             del self.runs[r]
             self.marks.pop(r, None)
+        if fork:
+            self.leader_id = self._new_run(target, n_rows, leader).run_id
         self.settled = True
-        return Decision(drop=drop, fork=[], leader=leader, settled=True)
+        return Decision(drop=sorted(drop), fork=fork, leader=self.leader_id, settled=True)
 
     # ---- model files --------------------------------------------------------------
     _SCALARS = ("next_id", "fork_at", "check_at", "judge_at", "mark_at", "since", "lost")
@@ -453,9 +469,9 @@ class SigmaRace:
         for rid, key in zip(new_ids, decision.fork):
             self.states[rid] = forked[key]
 
-    def settle(self, reason="fit"):
-        """End the race: only the leader's state remains. Returns it."""
-        decision = self.schedule.settle(self.n_rows, self.sums(), reason)
-        for rid in decision.drop:
-            self.states.pop(rid, None)
+    def settle(self, reason="fit", epochs=1):
+        """End the race: only the leader's state remains (with ``epochs`` > 1, its fork
+        for them: `SigmaSchedule.settle`). Returns it."""
+        decision = self.schedule.settle(self.n_rows, self.sums(), reason, epochs)
+        self._apply(decision)
         return self.states[decision.leader]

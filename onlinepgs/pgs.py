@@ -64,8 +64,8 @@ _COMMON_DOC = """
         "auto": a race of PGS runs over a half-decade grid of sigma on the same rows,
         judged by the progressive loss of the reported model over recent rows
         (`onlinepgs._race`, docs/design/auto-sigma.md): `fit` races in its first pass
-        and continues the winner, `partial_fit` races across calls until the race
-        settles. ``sigma_`` is the choice and ``sigma_path_`` the race's record.
+        and continues the winner forked at the grid's sigma nearest its sigma /
+        max_epochs, `partial_fit` races across calls until the race settles. ``sigma_`` is the choice and ``sigma_path_`` the race's record.
     radius : "auto", float > 0 or None, default="auto"
         The domain S of w. None: S = R^n (the paper's plain PGS). A number B: the l_p
         ball of radius B. "auto": the ball of radius
@@ -549,7 +549,7 @@ class PGSLearner(LinearLearner):
             if race is not None and state is None:
                 # the first pass races; the later ones continue the winner
                 self._race_pass(race, X, y_core, sw, order, power_sums)
-                state = race.settle("fit")
+                state = race.settle("fit", int(self.max_epochs))
                 before = (0.0, 0.0)
             else:
                 # tol compares the epochs' LAST-iterate progressive loss, as it always did:
@@ -567,7 +567,7 @@ class PGSLearner(LinearLearner):
                 if stall >= self.n_iter_no_change:
                     break
         if race is not None and state is None:  # no pass (max_epochs is at least 1)
-            state = race.settle("fit")
+            state = race.settle("fit", int(self.max_epochs))
         self._install(state, epochs, race=race, **extra)
         return self
 
@@ -689,7 +689,8 @@ class PGSLearner(LinearLearner):
         ``parent``, cumulative ``progressive_loss`` and ``window_loss`` over the rows since
         the previous check, the ``leader`` run and its ``leader_sigma``, the runs
         ``dropped`` and ``forked``), a ``"drop"`` of a run that diverged, or the
-        ``"settle"`` that ended the race (fit's first pass)."""
+        ``"settle"`` that ended the race (fit's first pass: its ``epochs`` and the
+        ``sigma_for_epochs`` the winner goes on with)."""
         self._check_fitted()
         race = getattr(self, "_race", None)
         return [] if race is None else list(race.schedule.path)

@@ -255,11 +255,30 @@ def test_the_race_after_a_short_batch_does_not_depend_on_the_chunking():
 
 
 def test_fit_continues_the_winner_after_its_first_pass():
+    """fit's later epochs continue the first pass's winner, forked at the grid's sigma
+    nearest its sigma / max_epochs (the rows seen grow max_epochs-fold): the same as a
+    one-epoch fit's state, forked by hand and trained on the next epochs' orders."""
     X, y = _rows(n=2600)
     est = PGSClassifierLearner(sigma="auto", max_epochs=3, random_state=0).fit(X, y)
     first = PGSClassifierLearner(sigma="auto", max_epochs=1, random_state=0).fit(X, y)
-    assert est.sigma_ == first.sigma_ and est.n_iter_ == 3 and est.t_ == 3 * 2600
-    assert est.sigma_path_ == first.sigma_path_
+    grid = SigmaSchedule("logistic").grid
+    target = min(grid, key=lambda s: abs(np.log(s / (first.sigma_ / 3))))
+    assert target < first.sigma_ and est.sigma_ == target
+    assert est.n_iter_ == 3 and est.t_ == 3 * 2600
+    settle = est.sigma_path_[-1]
+    assert settle["event"] == "settle" and settle["epochs"] == 3
+    assert settle["leader_sigma"] == first.sigma_ and settle["sigma_for_epochs"] == target
+    assert est.sigma_path_[:-1] == first.sigma_path_[:-1]
+    # the yardstick: the one-epoch winner's state, forked and trained by hand
+    rng = np.random.RandomState(0)
+    rng.randint(0, 2**31 - 1), rng.randint(0, 2**31 - 1)  # the state's seed
+    orders = [rng.permutation(2600).astype(np.int64) for _ in range(3)]
+    state = first._state.with_sigma(target)
+    X_csr = sp.csr_matrix(X) if not sp.issparse(X) else X
+    for order in orders[1:]:
+        state.run(X_csr.data, X_csr.indices.astype(np.int32), X_csr.indptr.astype(np.int64),
+                  X_csr.shape[1], y.astype(np.float64), np.ones(2600), order, True, None)
+    np.testing.assert_array_equal(state.weights(), est._state.weights())
 
 
 def test_a_saved_race_resumes_exactly(tmp_path):

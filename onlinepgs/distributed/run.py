@@ -137,7 +137,7 @@ def _run(est, source, classes, options, backend, lanes_wanted, first, groups=Non
                 # sigma="auto": the race is the first pass's (later passes read the rows
                 # again, whose progressive losses are no longer those of unseen rows);
                 # `fit` ends it there, as the local fit does; the winner goes on
-                driver.take_step(race.settle(*driver.race_sums()))
+                driver.take_step(race.settle(*driver.race_sums(), epochs=options.passes))
     finally:
         driver.close()
     runs = driver.state

@@ -183,11 +183,15 @@ class Race:
                  for k, (parent, sigma) in enumerate(decision.fork)]
         return RaceStep(forks, decision.drop, decision.leader)
 
-    def settle(self, sums, diverged, reason="fit"):
-        """The `RaceStep` that ends the race: the leader alone goes on."""
+    def settle(self, sums, diverged, reason="fit", epochs=1):
+        """The `RaceStep` that ends the race: the leader alone goes on (with ``epochs``
+        passes > 1, its fork for them: `SigmaSchedule.settle`)."""
         self._lost(diverged)
-        decision = self.schedule.settle(self.n_rows, sums, reason)
-        return RaceStep([], decision.drop, decision.leader)
+        first = self.schedule.next_id  # the fork's run id, if any
+        decision = self.schedule.settle(self.n_rows, sums, reason, epochs)
+        forks = [(first + k, parent, sigma)
+                 for k, (parent, sigma) in enumerate(decision.fork)]
+        return RaceStep(forks, decision.drop, decision.leader)
 
     def leader(self, sums, diverged):
         """The run to report now (between decisions: `SigmaSchedule.leader`)."""
