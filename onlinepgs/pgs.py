@@ -623,6 +623,16 @@ class PGSLearner(LinearLearner):
                               race=race, **extra)
         return self
 
+    def _settle_race(self, reason, epochs):
+        """End a live sigma race after a first pass that later passes over the same rows
+        follow (the streaming engine's ``passes``, as `fit`'s epochs): the leader goes on,
+        forked for ``epochs`` passes (`SigmaSchedule.settle`). Nothing without a race."""
+        race = getattr(self, "_race", None)
+        if race is None or race.schedule.settled:
+            return
+        with self._lock("_state_lock"):
+            self._install(race.settle(reason, int(epochs)), self.n_iter_, race=race)
+
     def _install(self, state, epochs, race=None, **attributes):
         """Make `state` the model, with fitted `attributes` (classes_, n_features_in_);
         `race`: the sigma race it leads (sigma="auto"), else None."""

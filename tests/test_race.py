@@ -416,3 +416,30 @@ def test_the_race_is_chunking_invariant_for_every_option(options):
     np.testing.assert_array_equal(chunked.model_.coef, fitted.model_.coef)
     checks = [r["rows"] for r in chunked.sigma_path_]
     assert len(checks) >= 3 and all(r % options.get("batch_size", 1) == 0 for r in checks)
+
+
+def test_two_passes_of_a_stream_end_the_race_with_the_first_as_fit_does(tmp_path):
+    """train_stream (and so `onlinepgs train --passes 2`) ends the race with its first
+    pass, forked for the passes, as fit does for its epochs: the second pass's rows were
+    seen, so their progressive loss could not judge. Same model as fit, bit for bit."""
+    from onlinepgs import load_svmlight
+    from onlinepgs.streaming import train_stream
+
+    X, y = _rows(n=2600)
+    path = tmp_path / "d.svm"
+    with open(path, "w") as f:  # repr: the values round-trip exactly
+        for i, label in enumerate(y):  # X is CSR: its rows' entries in column order
+            row = X[i]
+            f.write(f"{label} " + " ".join(f"{j + 1}:{float(v)!r}"
+                                           for j, v in zip(row.indices, row.data)) + "\n")
+    run = train_stream(PGSClassifierLearner(random_state=0), str(path), passes=2,
+                       chunk_rows=700)
+    Xs, ys = load_svmlight(str(path))
+    fit = PGSClassifierLearner(max_epochs=2, shuffle=False, random_state=0).fit(Xs, ys)
+    settle = run.learner.sigma_path_[-1]
+    assert settle["event"] == "settle" and settle["epochs"] == 2
+    assert settle["rows"] == 2600 and run.learner.sigma_ == fit.sigma_
+    assert settle["reason"] == "passes" and fit.sigma_path_[-1]["reason"] == "fit"
+    assert run.learner.sigma_path_[:-1] == fit.sigma_path_[:-1]
+    assert dict(settle, reason="fit") == fit.sigma_path_[-1]
+    np.testing.assert_array_equal(run.learner._state.weights(), fit._state.weights())

@@ -361,6 +361,12 @@ class StreamTrainer:
                                                 pass_rows)
                 self._bytes_before += source.size or 0
                 self._event("source", pass_index, source, n_skipped=source.n_skipped)
+            if pass_index == 0 and self.passes > 1:
+                # sigma="auto": later passes read the rows again, whose progressive loss
+                # is no held-out estimate: the race ends with the first pass, as in fit
+                settle = getattr(self.learner, "_settle_race", None)
+                if settle is not None:
+                    settle("passes", self.passes)
         if not self._fitted:
             raise EmptyStreamError("no training rows were read",
                                    source=", ".join(self._names), in_file=sources[0].in_file)
