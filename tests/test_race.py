@@ -443,3 +443,16 @@ def test_two_passes_of_a_stream_end_the_race_with_the_first_as_fit_does(tmp_path
     assert run.learner.sigma_path_[:-1] == fit.sigma_path_[:-1]
     assert dict(settle, reason="fit") == fit.sigma_path_[-1]
     np.testing.assert_array_equal(run.learner._state.weights(), fit._state.weights())
+
+
+def test_fit_on_fewer_rows_than_the_first_check_keeps_the_start_winner():
+    """No check before the end of the first pass: the start runs were compared on too few
+    rows to place the optimum, so the later epochs keep the winner's sigma (no fork)."""
+    X, y = _rows(n=FIRST_CHECK - 50)
+    est = PGSClassifierLearner(max_epochs=3, random_state=0).fit(X, y)
+    settle = est.sigma_path_[-1]
+    assert [r["event"] for r in est.sigma_path_] == ["settle"]
+    assert settle["sigma_for_epochs"] == settle["leader_sigma"] == est.sigma_
+    assert est.t_ == 3 * (FIRST_CHECK - 50)
+    more = PGSClassifierLearner(max_epochs=3, random_state=0).fit(*_rows(n=FIRST_CHECK + 50))
+    assert more.sigma_path_[-1]["sigma_for_epochs"] < more.sigma_path_[-1]["leader_sigma"]
