@@ -337,6 +337,11 @@ class SigmaSchedule:
         self.settled = True
         return Decision(drop=sorted(drop), fork=fork, leader=self.leader_id, settled=True)
 
+    def fork_ids(self, decision):
+        """The run ids `decide` / `settle` gave the forks of `decision`, in its order: the
+        schedule's newest runs (what the local race and the Dask driver key them by)."""
+        return list(range(self.next_id - len(decision.fork), self.next_id))
+
     # ---- model files --------------------------------------------------------------
     _SCALARS = ("next_id", "fork_at", "check_at", "judge_at", "mark_at", "since", "lost")
 
@@ -434,15 +439,8 @@ class SigmaRace:
                 raise RuntimeError(f"the schedule's next check ({check}) is not after row "
                                    f"{self.n_rows}")
             stop = n if check is None else min(n, done + check - self.n_rows)
-            for rid in sorted(self.states):
-                try:
-                    train(self.states[rid], done, stop)
-                except diverged as exc:
-                    errors.append(exc)
-                    del self.states[rid]
-                    self.schedule.discard(rid, self.n_rows + stop - done)
-            if not self.states:
-                raise RaceDivergedError(errors)
+            self._each(lambda state: train(state, done, stop), diverged,
+                       self.n_rows + stop - done, errors)
             self.n_rows += stop - done
             done = stop
             if check is not None and self.n_rows == check:
@@ -452,14 +450,19 @@ class SigmaRace:
         """``check(state)`` on every live run after a call: a run for which it raises one
         of `diverged` is discarded like one that diverged in training (RaceDivergedError
         if none is left)."""
-        errors = []
+        self._each(check, diverged, self.n_rows, [])
+
+    def _each(self, call, diverged, at_row, errors):
+        """``call(state)`` on every live run; a run for which it raises one of `diverged`
+        is discarded at row `at_row` (its error kept in `errors`); RaceDivergedError
+        with them all if none is left."""
         for rid in sorted(self.states):
             try:
-                check(self.states[rid])
+                call(self.states[rid])
             except diverged as exc:
                 errors.append(exc)
                 del self.states[rid]
-                self.schedule.discard(rid, self.n_rows)
+                self.schedule.discard(rid, at_row)
         if not self.states:
             raise RaceDivergedError(errors)
 
@@ -469,9 +472,7 @@ class SigmaRace:
             forked[parent, sigma] = self.states[parent].with_sigma(sigma)
         for rid in decision.drop:
             self.states.pop(rid, None)
-        # the forks' ids are the schedule's newest runs, in the decision's order
-        new_ids = sorted(self.schedule.runs)[len(self.schedule.runs) - len(decision.fork):]
-        for rid, key in zip(new_ids, decision.fork):
+        for rid, key in zip(self.schedule.fork_ids(decision), decision.fork):
             self.states[rid] = forked[key]
 
     def settle(self, reason="fit", epochs=1):

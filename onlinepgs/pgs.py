@@ -65,7 +65,8 @@ _COMMON_DOC = """
         judged by the progressive loss of the reported model over recent rows
         (`onlinepgs._race`, docs/design/auto-sigma.md): `fit` races in its first pass
         and continues the winner forked at the grid's sigma nearest its sigma /
-        max_epochs, `partial_fit` races across calls until the race settles. ``sigma_`` is the choice and ``sigma_path_`` the race's record.
+        max_epochs, `partial_fit` races across calls until the race settles.
+        ``sigma_`` is the choice and ``sigma_path_`` the race's record.
     radius : "auto", float > 0 or None, default="auto"
         The domain S of w. None: S = R^n (the paper's plain PGS). A number B: the l_p
         ball of radius B. "auto": the ball of radius
@@ -566,9 +567,7 @@ class PGSLearner(LinearLearner):
                 best = min(best, epoch_loss)
                 if stall >= self.n_iter_no_change:
                     break
-        if race is not None and state is None:  # no pass (max_epochs is at least 1)
-            state = race.settle("fit", int(self.max_epochs))
-        self._install(state, epochs, race=race, **extra)
+        self._install(state, epochs, race=race, **extra)  # max_epochs >= 1: state is set
         return self
 
     def _partial_fit(self, X, y, sample_weight, classes=None):

@@ -176,21 +176,20 @@ class Race:
         """The `RaceStep` at a decision's row count, from the runs' progressive sums
         (run id -> `progressive_sums`) and the runs dropped as diverged since the last."""
         self._lost(diverged)
-        first = self.schedule.next_id  # the forks' run ids: the schedule's next ones
         decision = self.schedule.decide(self.n_rows, sums)
         self.decided = True
-        forks = [(first + k, parent, sigma)
-                 for k, (parent, sigma) in enumerate(decision.fork)]
-        return RaceStep(forks, decision.drop, decision.leader)
+        return self._step(decision)
 
     def settle(self, sums, diverged, reason="fit", epochs=1):
         """The `RaceStep` that ends the race: the leader alone goes on (with ``epochs``
         passes > 1, its fork for them: `SigmaSchedule.settle`)."""
         self._lost(diverged)
-        first = self.schedule.next_id  # the fork's run id, if any
-        decision = self.schedule.settle(self.n_rows, sums, reason, epochs)
-        forks = [(first + k, parent, sigma)
-                 for k, (parent, sigma) in enumerate(decision.fork)]
+        return self._step(self.schedule.settle(self.n_rows, sums, reason, epochs))
+
+    def _step(self, decision):
+        """The `RaceStep` of a schedule's Decision: its forks under their run ids."""
+        forks = [(rid, parent, sigma) for rid, (parent, sigma)
+                 in zip(self.schedule.fork_ids(decision), decision.fork)]
         return RaceStep(forks, decision.drop, decision.leader)
 
     def leader(self, sums, diverged):
