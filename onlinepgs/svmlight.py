@@ -25,23 +25,19 @@ Choices, shared by both functions:
   rows); fields are separated by any run of spaces or tabs; ``qid:N`` right after the
   label is accepted and ignored.
 """
-import io
-import os
-import sys
-
 import numpy as np
 import scipy.sparse as sp
 
 from onlinepgs._core._svmlight import _Parser
-from onlinepgs.compressed import (DECOMPRESSION_ERRORS, NON_BLOCKING, Steps, compression_of,
-                                  decompressing, read_bytes, show_bytes)
+from onlinepgs._lines import InputError, LineReader, check_reader_params
+from onlinepgs._lines import corrupt_error as _corrupt_error
+from onlinepgs.compressed import show_bytes
 
 __all__ = ["SvmlightError", "SvmlightReader", "iter_svmlight", "load_svmlight"]
 
-_PAD = 64  # spare bytes after the data in the read buffer (the parser reads past lines)
 
 
-class SvmlightError(ValueError):
+class SvmlightError(InputError):
     """Malformed svmlight / libsvm input.
 
     The message reads ``source:line:column: what 'text' in "entry"``, where column is
@@ -73,17 +69,6 @@ class SvmlightError(ValueError):
     <stream> 2 6 x1.5
     """
 
-    def __init__(self, message, source=None, line=None, column=None, text=""):
-        super().__init__(message)
-        self.source = source
-        self.line = line
-        self.column = column
-        self.text = text
-
-    def __reduce__(self):
-        return (type(self), (self.args[0], self.source, self.line, self.column,
-                             self.text))
-
 
 def _non_finite(raw):
     """A note for a number that parses but is not finite (for a message); raw is the
@@ -97,77 +82,22 @@ def _non_finite(raw):
 
 
 
-class _Prefixed:
-    """A binary stream with some already-read bytes put back in front."""
-
-    def __init__(self, head, raw):
-        self._head = head
-        self._raw = raw
-        into = getattr(raw, "readinto", None)
-        if not isinstance(raw, (io.BufferedIOBase, io.RawIOBase)):
-            into = None  # only read(n) is required of other objects
-        self._raw_into = into
-
-    def readinto(self, b):
-        """Read up to len(b) bytes into the writable buffer b (a memoryview)."""
-        if self._head:
-            n = min(len(b), len(self._head))
-            b[:n] = self._head[:n]
-            self._head = self._head[n:]
-            return n
-        if self._raw_into is None:
-            data = read_bytes(self._raw, len(b))
-            if len(data) > len(b):  # more than asked: keep the rest for later
-                self._head = data[len(b):]
-                data = data[:len(b)]
-            b[:len(data)] = data
-            return len(data)
-        n = self._raw_into(b)
-        if n is None:
-            raise BlockingIOError(NON_BLOCKING)
-        return n
-
-    def read(self, n=-1):
-        if self._head:
-            if n is None or n < 0:
-                out, self._head = self._head + read_bytes(self._raw, -1), b""
-                return out
-            out, self._head = self._head[:n], self._head[n:]
-            return out
-        return read_bytes(self._raw, n)
-
-    def readable(self):
-        return True
-
-
-
 def corrupt_error(name, kind, line, exc):
-    """The error of a compressed stream that broke (ended early or failed a check)."""
-    error = SvmlightError(
-        f"{name}:{line}: truncated or corrupt {kind} stream (line {line} is the last one "
-        f"reached): {type(exc).__name__}: {exc}", name, line, None, "")
-    error.__cause__ = exc
-    return error
-
+    """The error of a compressed svmlight stream that broke (ended early or failed a
+    check), as an SvmlightError."""
+    return _corrupt_error(name, kind, line, exc, SvmlightError)
 
 
 def _check_params(chunk_rows, n_features, zero_based, on_error, block_size):
-    if chunk_rows is not None and (not isinstance(chunk_rows, (int, np.integer))
-                                   or isinstance(chunk_rows, bool) or chunk_rows < 1):
-        raise ValueError(f"chunk_rows must be an int >= 1 or None, got {chunk_rows!r}")
+    check_reader_params(chunk_rows, on_error, block_size)
     if n_features is not None and (not isinstance(n_features, (int, np.integer))
                                    or isinstance(n_features, bool) or n_features < 0):
         raise ValueError(f"n_features must be an int >= 0 or None, got {n_features!r}")
     if not (zero_based is True or zero_based is False or zero_based == "auto"):
         raise ValueError(f'zero_based must be True, False or "auto", got {zero_based!r}')
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f'on_error must be "raise" or "skip", got {on_error!r}')
-    if (not isinstance(block_size, (int, np.integer)) or isinstance(block_size, bool)
-            or block_size < 1):
-        raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
 
 
-class SvmlightReader:
+class SvmlightReader(LineReader):
     """Iterator over the ``(X, y)`` chunks of an svmlight source.
 
     Made by `iter_svmlight` (see there for the parameters). It can be iterated once;
@@ -202,12 +132,12 @@ class SvmlightReader:
     (3, 3, False)
     """
 
+    error_class = None  # SvmlightError, set below its definition
+
     def __init__(self, source, *, chunk_rows=10_000, n_features=None,
                  zero_based="auto", on_error="raise", block_size=1 << 20):
-        self._to_close = []
         _check_params(chunk_rows, n_features, zero_based, on_error, block_size)
         self._n_features = None if n_features is None else int(n_features)
-        self._block_size = int(block_size)
         self._parser = _Parser(
             -1 if n_features is None else int(n_features),
             -1 if zero_based == "auto" else int(bool(zero_based)),
@@ -215,93 +145,9 @@ class SvmlightReader:
             -1 if chunk_rows is None else int(chunk_rows),
         )
         self._auto = zero_based == "auto"
-        self._compression = None
-        self._readinto = None  # set by _generate (what _or_corrupt reads on with)
-        self._stream, self.source_name = self._open(source)
-        self._chunks = self._generate()
+        super().__init__(source, block_size)
 
-    # ---- opening ------------------------------------------------------------------
-    def _open(self, source):
-        if isinstance(source, str) and source == "-":
-            raw, name = sys.stdin.buffer, "<stdin>"
-        elif isinstance(source, (str, bytes, os.PathLike)):
-            name = os.fsdecode(source)
-            raw = open(source, "rb")
-            self._to_close.append(raw)
-            self._file = raw  # its position drives `bytes_read` (progress bars)
-        elif hasattr(source, "read"):
-            raw = source
-            name = getattr(source, "name", None)
-            name = name if isinstance(name, str) and name else "<stream>"
-        else:
-            raise TypeError("source must be a path, '-' or a binary file object with "
-                            f"read(n); got {type(source).__name__}")
-        # sniff the compression from the first bytes (short reads from pipes)
-        head = b""
-        while len(head) < 6:
-            part = read_bytes(raw, 6 - len(head))
-            if not part:
-                break
-            head += bytes(part)
-        stream = _Prefixed(head, raw)
-        kind = compression_of(head)
-        if kind is not None:
-            self._compression = kind
-            stream = decompressing(kind, stream)
-            self._to_close.insert(0, stream)
-        return stream, name
-
-    def close(self):
-        """Close the files the reader opened (not a file object it was given)."""
-        f = getattr(self, "_file", None)
-        if f is not None and not f.closed:
-            try:
-                self._final_position = f.tell()  # `bytes_read` stays right after closing
-            except (OSError, ValueError):
-                pass
-        for f in self._to_close:
-            try:
-                f.close()
-            except Exception:  # noqa: BLE001 - closing a broken stream
-                pass
-        self._to_close = []
-
-    def __enter__(self):
-        return self
-
-    def __del__(self):
-        self.close()
-
-    def __exit__(self, *exc):
-        self.close()
-
-    # ---- counters -----------------------------------------------------------------
-    @property
-    def n_lines(self):
-        return self._parser.n_lines
-
-    @property
-    def n_rows(self):
-        return self._parser.n_rows_out
-
-    @property
-    def n_skipped(self):
-        return self._parser.n_skipped
-
-    @property
-    def bytes_read(self):
-        """Bytes consumed from the file on disk (compressed bytes for .gz/.bz2/.xz);
-        0 for streams, whose size is unknown anyway."""
-        f = getattr(self, "_file", None)
-        if f is None:
-            return 0
-        if f.closed:
-            return getattr(self, "_final_position", 0)
-        try:
-            return f.tell()
-        except (OSError, ValueError):
-            return 0
-
+    # ---- counters (n_lines, n_rows, n_skipped, bytes_read: LineReader's) ---------
     @property
     def n_features_seen(self):
         return self._parser.n_features_seen
@@ -310,13 +156,7 @@ class SvmlightReader:
     def zero_based(self):
         return self._parser.zero_based
 
-    # ---- iteration ----------------------------------------------------------------
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        return next(self._chunks)
-
+    # ---- chunks (the reading loop is LineReader's) -------------------------------
     def _error(self, info, block):
         kind, line, column, (b0, b1), (t0, t1) = info
         return self._make_error(kind, line, column, block[b0:b1], block[t0:t1])
@@ -361,109 +201,6 @@ class SvmlightReader:
             message += " " + where
         return SvmlightError(message, self.source_name, line, column, bad)
 
-    def _generate(self):
-        parser = self._parser
-        block_size = self._block_size
-        readinto = self._readinto = self._reader_into()
-        # one buffer, reused: [start, fill) holds the bytes not parsed yet (the start
-        # of a line), then the next block is read in after them; _PAD spare bytes at
-        # the end let the parser read a few bytes past the last line (its fast path)
-        buf = bytearray(block_size + _PAD)
-        start = fill = 0
-        try:
-            while True:
-                if start:  # move the partial line to the front
-                    tail = fill - start
-                    size = tail + block_size + _PAD
-                    if len(buf) > 2 * size:  # grown for a long line: shrink back
-                        buf = buf[start:fill] + bytes(block_size + _PAD)
-                    elif tail:
-                        buf[:tail] = buf[start:fill]
-                    start, fill = 0, tail
-                if len(buf) < fill + block_size + _PAD:  # a line longer than the buffer
-                    buf.extend(bytes(max(fill + block_size + _PAD, 2 * len(buf)) - len(buf)))
-                try:
-                    n = readinto(buf, fill, block_size)
-                except DECOMPRESSION_ERRORS as exc:
-                    if self._compression is None:
-                        raise
-                    line = max(1, parser.n_lines + (1 if fill > start else 0))
-                    raise corrupt_error(self.source_name, self._compression, line,
-                                        exc) from exc
-                final = not n
-                if final:
-                    end = fill
-                else:
-                    nl = buf.rfind(b"\n", fill, fill + n)
-                    fill += n
-                    if nl < 0:
-                        continue  # no complete line yet
-                    end = nl + 1
-                pos = start
-                while True:
-                    status, pos = parser.parse(buf, pos, end)
-                    if status == 1:
-                        chunk = self._take()
-                        if chunk is not None:
-                            yield chunk
-                    elif status == 2:
-                        raise self._or_corrupt(self._error(parser.error_info(), buf))
-                    else:
-                        break
-                start = end
-                if final:
-                    break
-            if parser.pending_rows:
-                chunk = self._take()
-                if chunk is not None:
-                    yield chunk
-        finally:
-            parser.release()
-            self.close()
-
-    def _reader_into(self):
-        """A function (buf, at, n) reading up to n bytes of the source into the
-        bytearray buf at offset at (len(buf) >= at + n), returning how many (0 at the
-        end): readinto, which saves a copy of each block."""
-        if self._compression is not None:
-            return self._decompressed_into()
-        into = self._stream.readinto  # _Prefixed
-
-        def readinto(buf, at, n):
-            with memoryview(buf) as view, view[at:at + n] as part:
-                got = into(part)
-            if got is None:
-                raise BlockingIOError(NON_BLOCKING)
-            return got
-        return readinto
-
-    def _or_corrupt(self, error):
-        """A bad line of a compressed stream may be the garbage a damaged stream decodes
-        to before the decompressor notices: read on (a few MiB at most, on this error
-        path only) and report the damage, at the bad line, if the decompressor fails
-        there; else the bad line."""
-        if self._compression is None or self._readinto is None:
-            return error
-        probe = bytearray(1 << 20)
-        try:
-            for _ in range(4):
-                if not self._readinto(probe, 0, len(probe)):
-                    break
-        except DECOMPRESSION_ERRORS as exc:
-            return corrupt_error(self.source_name, self._compression, error.line, exc)
-        except Exception:  # the stream cannot be read on: the bad line stands
-            pass
-        return error
-
-    def _decompressed_into(self):
-        """Like `_reader_into`, for a (Gzip|BZ2|LZMA)File, in decompressor steps (`Steps`)."""
-        into = Steps(self._stream).readinto
-
-        def readinto(buf, at, n):
-            with memoryview(buf) as view, view[at:at + n] as part:
-                return into(part)
-        return readinto
-
     def _take(self):
         parser = self._parser
         deferred = parser.decide()
@@ -477,6 +214,9 @@ class SvmlightReader:
         X = sp.csr_matrix((data, indices, indptr), shape=(len(labels), n_cols))
         X.has_canonical_format = True
         return X, labels
+
+
+SvmlightReader.error_class = SvmlightError
 
 
 def iter_svmlight(source, *, chunk_rows=10_000, n_features=None, zero_based="auto",
