@@ -43,18 +43,9 @@ class SvmlightError(InputError):
     The message reads ``source:line:column: what 'text' in "entry"``, where column is
     the 1-based byte column of ``text`` in its line.
 
-    Attributes
-    ----------
-    source : str
-        The file name, or ``"<stdin>"``, or the name of a file object (else
-        ``"<stream>"``).
-    line : int
-        1-based line number (for a truncated compressed stream: the line being read
-        when the data ended).
-    column : int or None
-        1-based byte column of the offending text (None for a truncated stream).
-    text : str
-        The offending text (the bad label, index, value or field).
+    Its attributes ``source``, ``line``, ``column`` and ``text`` are `InputError`'s
+    (``text``: the bad label, index, value or field; ``column`` None for a truncated
+    stream).
 
     Examples
     --------
