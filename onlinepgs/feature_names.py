@@ -12,10 +12,10 @@ hashed, still has readable columns: `FeatureNames.for_columns` names column j by
 file's feature index (j + 1 for one-based data).
 
 Memory is bounded: at most ``limit`` distinct features are tracked (default 1,000,000;
-about 100 bytes each while training), of which at most ``per_column`` names a column
-are kept (default 3; the rest counted as "+N more"), each name cut at 200 characters,
-and the names kept add up to at most 32 MiB of text (the model file's header holds
-them). A feature is told apart from another by its full 32-bit hash (its column and
+8 bytes each, a sorted key array), of which at most ``per_column`` names a column are
+kept (default 3, about 100 bytes a name; the rest counted as "+N more"), each name cut
+at 200 characters, and the names kept add up to at most 32 MiB of text (the model
+file's header holds them). A feature is told apart from another by its full 32-bit hash (its column and
 sign follow from it), so two names with one full hash are one feature. Once a cap is
 reached later new features are not recorded and ``capped`` says so (``info`` prints it).
 """
@@ -88,7 +88,8 @@ class FeatureNames:
         self.limit, self.per_column = int(limit), int(per_column)
         self.capped = False
         self.offset = None  # for_columns: column j is named j + offset, nothing collected
-        self._seen = set()  # the features' keys: full hash, or -(index + 1) for raw columns
+        # the features' keys, sorted: full hash, or -(index + 1) for a raw column
+        self._seen = np.empty(0, np.int64)
         self._names = {}    # column -> the first names met there
         self._more = {}     # column -> further distinct features met there
         self._chars = 0
@@ -103,7 +104,7 @@ class FeatureNames:
 
     @property
     def n_features(self):
-        return len(self._seen)
+        return int(self._seen.shape[0])
 
     @property
     def _mask(self):
@@ -142,36 +143,44 @@ class FeatureNames:
         """Record an svmlight chunk's column indices (before any folding into
         2**n_bits): feature index j of the data is named j, or j + 1 when the data is
         one-based (``zero_based`` False), as it is written in the file."""
-        idx = np.unique(np.asarray(indices, np.int64))
+        idx = np.asarray(indices, np.int64)
         keys = -(idx + 1)
         offset = 0 if zero_based is True else 1
         self._record([(keys, idx, lambda i: str(int(idx[i]) + offset))])
 
     def _record(self, groups):
         """Record groups of entries (keys, hashes or indices, name of entry i): each new
-        key's column and (while there is room) name."""
+        key's column and (while there is room) name. Python works on the new features
+        only: the known ones are found in the sorted key array."""
         keys = np.concatenate([g[0] for g in groups])
         if not keys.shape[0]:
             return
-        unique, first = np.unique(keys, return_index=True)
-        cols = np.concatenate([g[1].astype(np.int64) for g in groups])
+        unique, first = _first_of_each(keys)
+        seen = self._seen
+        at = np.searchsorted(seen, unique)
+        known = at < seen.shape[0]
+        known[known] = seen[at[known]] == unique[known]
+        new, first = unique[~known], first[~known]
+        if not new.shape[0]:
+            return
+        order = np.argsort(first, kind="stable")  # the features in the order met
+        new, first = new[order], first[order]
+        room = self.limit - seen.shape[0]
+        if new.shape[0] > room:
+            self.capped = True
+            new, first = new[:room], first[:room]
+        # two sorted runs: the stable sort merges them in linear time
+        self._seen = np.sort(np.concatenate([seen, np.sort(new)]), kind="stable")
+        cols = np.concatenate([g[1] for g in groups]).astype(np.int64)[first]
         if self._mask is not None:
             cols &= self._mask
         ends = np.cumsum([g[0].shape[0] for g in groups])
-        seen, names, more = self._seen, self._names, self._more
-        for key, at in zip(unique.tolist(), first.tolist()):
-            if key in seen:
-                continue
-            if len(seen) >= self.limit:
-                self.capped = True
-                return
-            seen.add(key)
-            col = int(cols[at])
+        group_of = np.searchsorted(ends, first, side="right")
+        local = first - np.concatenate([[0], ends])[group_of]
+        names, more = self._names, self._more
+        for col, group, i in zip(cols.tolist(), group_of.tolist(), local.tolist()):
             if len(names.get(col, ())) < self.per_column and not self.capped:
-                group = int(np.searchsorted(ends, at, side="right"))
-                name = groups[group][2](at - (ends[group - 1] if group else 0))
-                if len(name) > MAX_NAME:
-                    name = name[:MAX_NAME - 3] + "..."
+                name = _printable(groups[group][2](i))
                 if self._chars + len(name) <= MAX_CHARS:
                     names.setdefault(col, []).append(name)
                     self._chars += len(name)
@@ -201,19 +210,21 @@ class FeatureNames:
 
     # ---- the model file's header extra ("feature_names") ---------------------------
     def to_dict(self):
-        """A compact JSON-able form (`from_dict` reads it back exactly)."""
+        """A compact JSON-able form (`from_dict` reads it back exactly): the integer
+        arrays zlib-compressed in base64, the names one string, a line each."""
         if self.offset is not None:
             return {"version": _VERSION, "columns_offset": self.offset}
-        columns = sorted(set(self._names) | set(self._more))
-        seen = np.sort(np.fromiter(self._seen, np.int64, len(self._seen)))
-        deltas = np.diff(seen, prepend=np.int64(0)) if seen.shape[0] else seen
+        columns = np.array(sorted(set(self._names) | set(self._more)), np.int64)
+        kept = [self._names.get(c, []) for c in columns.tolist()]
         return {"version": _VERSION, "n_bits": self.n_bits, "hash_seed": self.hash_seed,
                 "interactions": list(self.interactions), "limit": self.limit,
                 "per_column": self.per_column, "capped": self.capped,
-                "columns": columns, "names": [self._names.get(c, []) for c in columns],
-                "more": [self._more.get(c, 0) for c in columns],
-                "seen": base64.b64encode(zlib.compress(deltas.astype("<i8").tobytes(),
-                                                       6)).decode("ascii")}
+                "columns": _pack(np.diff(columns, prepend=np.int64(0))),
+                "counts": _pack(np.array([len(k) for k in kept], np.int64)),
+                "more": _pack(np.array([self._more.get(c, 0) for c in columns.tolist()],
+                                       np.int64)),
+                "names": "\n".join(n for k in kept for n in k),
+                "seen": _pack(np.diff(self._seen, prepend=np.int64(0)))}
 
     @classmethod
     def from_dict(cls, data):
@@ -232,29 +243,66 @@ class FeatureNames:
                         limit=data["limit"], per_column=data["per_column"])
         except (KeyError, TypeError, ValueError) as exc:
             raise bad("header", f"malformed ({exc})") from None
-        columns, kept, more = data.get("columns"), data.get("names"), data.get("more")
-        if not (isinstance(columns, list) and isinstance(kept, list)
-                and isinstance(more, list) and len(columns) == len(kept) == len(more)):
-            raise bad("columns", "columns, names and more must be lists of one length")
-        for col, col_names, n in zip(columns, kept, more):
-            if type(col) is not int or col < 0 or type(n) is not int or n < 0 \
-                    or not isinstance(col_names, list) \
-                    or not all(isinstance(s, str) for s in col_names):
-                raise bad("columns", f"bad entry for column {col!r}")
-            if col_names:
-                names._names[col] = list(col_names)
-                names._chars += sum(map(len, col_names))
+        columns, counts, more, seen = (_unpack(data, f, bad)
+                                       for f in ("columns", "counts", "more", "seen"))
+        columns, seen = np.cumsum(columns), np.cumsum(seen)
+        text = data.get("names")
+        if not isinstance(text, str):
+            raise bad("names", "not a string")
+        listed = text.split("\n") if text else []
+        if not (columns.shape == counts.shape == more.shape) or (
+                columns.shape[0] and (columns[0] < 0 or np.any(np.diff(columns) <= 0))):
+            raise bad("columns", "not increasing columns, or not one count a column")
+        if np.any(counts < 0) or np.any(counts > names.per_column) or np.any(more < 0) \
+                or int(counts.sum()) != len(listed):
+            raise bad("counts", f"do not match the {len(listed)} names")
+        if np.any(np.diff(seen) <= 0):
+            raise bad("seen", "not increasing keys")
+        ends = np.cumsum(counts).tolist()
+        for col, n, end, extra in zip(columns.tolist(), counts.tolist(), ends,
+                                      more.tolist()):
             if n:
-                names._more[col] = n
-        try:
-            raw = zlib.decompress(base64.b64decode(data["seen"], validate=True))
-        except (KeyError, TypeError, ValueError, zlib.error) as exc:
-            raise bad("seen", f"not a compressed key list ({exc})") from None
-        if len(raw) % 8:
-            raise bad("seen", "not a whole number of 8-byte keys")
-        names._seen = set(np.cumsum(np.frombuffer(raw, "<i8")).tolist())
+                names._names[col] = listed[end - n:end]
+            if extra:
+                names._more[col] = extra
+        names._chars = sum(map(len, listed))
+        names._seen = seen
         names.capped = bool(data.get("capped", False))
         return names
+
+
+def _first_of_each(keys):
+    """The distinct keys (sorted) and the position of each one's first occurrence (a
+    stable sort: faster here than np.unique's hash path)."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    first = np.empty(ordered.shape[0], bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return ordered[first], order[first]
+
+
+def _pack(values):
+    """An int64 array as base64 text of its zlib-compressed little-endian bytes."""
+    return base64.b64encode(zlib.compress(values.astype("<i8").tobytes(), 6)).decode("ascii")
+
+
+def _unpack(data, field, bad):
+    try:
+        raw = zlib.decompress(base64.b64decode(data[field], validate=True))
+    except (KeyError, TypeError, ValueError, zlib.error) as exc:
+        raise bad(field, f"not a compressed integer list ({exc})") from None
+    if len(raw) % 8:
+        raise bad(field, "not a whole number of 8-byte integers")
+    return np.frombuffer(raw, "<i8").astype(np.int64)
+
+
+def _printable(name):
+    """A name on one line of `info` (a line a name in the model file), at most MAX_NAME
+    characters."""
+    if "\n" in name or "\r" in name:
+        name = name.replace("\n", "\\n").replace("\r", "\\r")
+    return name if len(name) <= MAX_NAME else name[:MAX_NAME - 3] + "..."
 
 
 # ---- interactions: the DESIGN rule, transcribed on a chunk's entries ------------------

@@ -221,6 +221,12 @@ def test_to_dict_round_trip_keeps_counting_exactly():
     for col in range(16):
         assert again.names_of(col) == names.names_of(col)
     assert again.n_features == names.n_features and again.interactions == ("::",)
+    # a name with a line break (a quoted CSV cell) stays one line of info, and one name
+    odd = FeatureNames(n_bits=4)
+    odd.add(make_rows([[("c", "two\nlines"), ("c", "x" * 500)]]), FeatureSpec(n_bits=4))
+    again = FeatureNames.from_dict(json.loads(json.dumps(odd.to_dict())))
+    shown = {n for col in range(16) for n in again.names_of(col)[0]}
+    assert "c^two\\nlines" in shown and "c^" + "x" * 195 + "..." in shown
     with pytest.raises(ValueError, match="feature_names.seen"):
         FeatureNames.from_dict({**names.to_dict(), "seen": "not base64!"})
 
