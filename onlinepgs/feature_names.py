@@ -343,18 +343,20 @@ def _cross(left_rows, right, right_rows, n_rows):
 
 def _crossed(ns, row_of, letters):
     """The entry positions (one array a factor) of a row's interaction `letters`: each
-    factor an entry of that letter in the same row; where two successive letters are
-    equal, the second entry at or after the first (each unordered pair once)."""
+    factor an entry of that letter in the same row; where two factors have one letter,
+    the later factor's entry is at or after the earlier's in the row (each unordered
+    pair once, squares included; "aba": the second a at or after the first)."""
     n_rows = int(row_of[-1]) + 1
     first = np.flatnonzero(ns == letters[0])
     factors = [first]
-    for prev, letter in zip(letters, letters[1:]):
+    for t, letter in enumerate(letters[1:], 1):
         right = np.flatnonzero(ns == letter)
         left, pos = _cross(row_of[factors[0]], right, row_of[right], n_rows)
         factors = [f[left] for f in factors] + [pos]
-        if letter == prev:
-            keep = factors[-2] <= factors[-1]
-            factors = [f[keep] for f in factors]
+        for s in range(t):
+            if letters[s] == letter:
+                keep = factors[s] <= factors[t]
+                factors = [f[keep] for f in factors]
     return factors
 
 

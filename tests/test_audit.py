@@ -94,14 +94,17 @@ def expand(pattern, letters):
 
 
 def tuples(entries, letters):
-    """Every tuple of entries (by position) whose letters are `letters`; positions
-    non-decreasing where successive letters are equal."""
-    combos = [[]]
-    for k, letter in enumerate(letters):
-        combos = [c + [i] for c in combos for i in range(len(entries))
-                  if entries[i][0] == letter
-                  and not (k and letters[k - 1] == letter and i < c[-1])]
-    return [[entries[i] for i in c] for c in combos]
+    """Every tuple of entries (by position) whose letters are `letters`; where two
+    factors have one letter, the later one's position is not before the earlier's."""
+    import itertools
+
+    found = []
+    for combo in itertools.product(range(len(entries)), repeat=len(letters)):
+        if all(entries[i][0] == c for i, c in zip(combo, letters)) and all(
+                combo[s] <= combo[t] for t in range(len(letters)) for s in range(t)
+                if letters[s] == letters[t]):
+            found.append([entries[i] for i in combo])
+    return found
 
 
 def collected(names):
@@ -138,7 +141,7 @@ def test_names_land_in_the_columns_of_their_hashes():
 
 
 @pytest.mark.parametrize("interactions", [("fu",), ("ff",), ("fuf",), ("::",), ("f:",),
-                                          ("ff", "uu", "fug")])
+                                          ("ff", "uu", "fug"), (":::",), ("f:f",)])
 def test_interaction_names_and_columns(interactions):
     """Crossed names "f^a*user^u9" in the column of the combined hash, every tuple of
     the DESIGN's rule (letters: user and url are both u) and no other."""
@@ -157,17 +160,34 @@ def test_interaction_names_and_columns(interactions):
 
 
 def test_interaction_columns_are_the_kernels():
-    """The collector's columns of a chunk with interactions are those of the compiled
-    kernel's matrix (skipped while to_matrix has no interactions)."""
-    rows = make_rows(ROWS, hash_seed=1)
-    spec = FeatureSpec(n_bits=18, hash_seed=1, interactions=("fu", "::", "fuf"))
+    """Row by row, the collector's columns are those of the compiled kernel's matrix, on
+    random rows (namespaces sharing a letter, the default one, raw columns) and random
+    interactions (wildcards, the default namespace's letter ' ', triples); skipped while
+    to_matrix has no interactions."""
+    import random
+
     try:
-        X = to_matrix(rows, spec)
+        to_matrix(make_rows(ROWS), FeatureSpec(n_bits=8, interactions=("fu",)))
     except NotImplementedError:
         pytest.skip("to_matrix has no interactions yet")
-    names = FeatureNames(n_bits=18, per_column=50)
-    names.add(rows, spec)
-    assert set(X.indices.tolist()) == set(collected(names))
+    rng = random.Random(0)
+    for _ in range(200):
+        rows = make_rows([[(s, rng.randrange(50) if s == "#" else f"x{rng.randrange(8)}")
+                           for s in rng.choices(["a", "ab", "b", "c", None, "#"],
+                                                k=rng.randrange(7))]
+                          for _ in range(rng.randrange(1, 6))], hash_seed=rng.randrange(5))
+        interactions = tuple("".join(rng.choice("abc: ") for _ in range(rng.choice([2, 3])))
+                             for _ in range(rng.randrange(1, 3)))
+        spec = FeatureSpec(n_bits=rng.choice([3, 6, 12]), interactions=interactions)
+        X = to_matrix(rows, spec)
+        for r in range(rows.n_rows):
+            a, b = rows.indptr[r], rows.indptr[r + 1]
+            one = NamespacedRows(rows.ns[a:b], rows.hashes[a:b], rows.values[a:b],
+                                 np.array([0, b - a]), rows.names[a:b])
+            names = FeatureNames(n_bits=spec.n_bits, per_column=1000)
+            names.add(one, spec)
+            assert set(X.indices[X.indptr[r]:X.indptr[r + 1]].tolist()) == \
+                set(collected(names)), (interactions, r)
 
 
 def test_collisions_are_shown_and_counted():
@@ -417,3 +437,22 @@ def test_errors_are_one_line(svm, tmp_path, capsys):
     assert main(["info", str(model), "--weights"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "extra.feature_names.columns" in err, err
+
+
+def test_weights_path_imports_no_sklearn_and_plain_info_no_names(svm, tmp_path):
+    """`info --weights` loads the model without scikit-learn; plain `info` does not even
+    import the names module (it reads the header alone)."""
+    import subprocess
+    import sys
+
+    model = tmp_path / "m.pgs"
+    assert main(["train", str(svm), "-o", str(model), "--quiet"]) == 0
+    probe = ("import sys, contextlib, io\nfrom onlinepgs.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n"
+             "    code = main(sys.argv[1:])\n"
+             "print(code, 'sklearn' in sys.modules, 'onlinepgs.feature_names' in sys.modules)")
+    for argv, names_imported in ((["info", str(model), "--weights"], True),
+                                 (["info", str(model)], False)):
+        done = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True,
+                              text=True, timeout=120)
+        assert done.stdout.split() == ["0", "False", str(names_imported)], done.stderr
