@@ -165,8 +165,8 @@ class FeatureNames:
             return
         order = np.argsort(first, kind="stable")  # the features in the order met
         new, first = new[order], first[order]
-        room = self.limit - seen.shape[0]
-        if new.shape[0] > room:
+        room = max(self.limit - seen.shape[0], 0)
+        if new.shape[0] > room:  # those met first are kept (and named) still
             self.capped = True
             new, first = new[:room], first[:room]
         # two sorted runs: the stable sort merges them in linear time
@@ -179,13 +179,14 @@ class FeatureNames:
         local = first - np.concatenate([[0], ends])[group_of]
         names, more = self._names, self._more
         for col, group, i in zip(cols.tolist(), group_of.tolist(), local.tolist()):
-            if len(names.get(col, ())) < self.per_column and not self.capped:
+            if len(names.get(col, ())) < self.per_column and self._chars < MAX_CHARS:
                 name = _printable(groups[group][2](i))
                 if self._chars + len(name) <= MAX_CHARS:
                     names.setdefault(col, []).append(name)
                     self._chars += len(name)
                     continue
-                self.capped = True  # the text budget: counted from now on, not named
+                # the text budget: from now on features are counted, not named
+                self._chars, self.capped = MAX_CHARS, True
             more[col] = more.get(col, 0) + 1
 
     # ---- reading ---------------------------------------------------------------------

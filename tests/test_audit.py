@@ -216,6 +216,10 @@ def test_the_cap_bounds_the_features_and_memory():
     chunks = [chunk(s) for s in range(0, 60_000, 5000)]
     names.add(chunks[0], spec)
     assert names.n_features == 2000 and names.capped
+    # the first 2000 features met are kept, and named while their columns have room
+    kept = {n for c in names._names for n in names.names_of(c)[0]}
+    assert len(kept) + sum(names._more.values()) == 2000
+    assert kept <= {f"f^id{i}" for i in range(2000)} and len(kept) > 1900
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     for rows in chunks[1:]:
@@ -227,6 +231,18 @@ def test_the_cap_bounds_the_features_and_memory():
     assert grown < 50_000, grown  # an uncapped collector would hold 55,000 names more
     assert "CAPPED" in names.describe()
     assert FeatureNames.from_dict(json.loads(json.dumps(names.to_dict()))).capped
+
+
+def test_the_text_budget_bounds_the_names(monkeypatch):
+    """Past the names' text budget features are counted, not named, and it says so."""
+    import onlinepgs.feature_names as fn
+
+    monkeypatch.setattr(fn, "MAX_CHARS", 50)
+    names = FeatureNames(n_bits=20)
+    names.add(make_rows([[("f", f"w{i:03d}") for i in range(40)]]), FeatureSpec(n_bits=20))
+    kept = [n for c in names._names for n in names.names_of(c)[0]]
+    assert sum(map(len, kept)) <= 50 and len(kept) == 8  # "f^w000": 6 characters
+    assert len(kept) + sum(names._more.values()) == 40 and names.capped
 
 
 def test_to_dict_round_trip_keeps_counting_exactly():
