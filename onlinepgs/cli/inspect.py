@@ -76,6 +76,8 @@ def _number(value):
 
 
 def cmd_info(args):
+    if args.weights:
+        return _info_weights(args)
     from onlinepgs.model_io import load_learner, read_header
     from onlinepgs.streaming import checkpoint_position
 
@@ -110,3 +112,72 @@ def cmd_info(args):
     return 0
 
 
+
+
+def _info_weights(args):
+    """`info --weights`: the model's non-zero weights, largest |weight| first, with the
+    names of the features in each column (text, or JSON with --json)."""
+    # numpy and the model only here: plain `info` reads the header alone
+    from onlinepgs.feature_names import weights_report
+
+    est, extra = load(args.model, "info --weights")
+    report = weights_report(est, _model_names(args.model, est, extra), args.top)
+    if args.json:
+        print(json.dumps(_json_safe({"model": args.model, **report}), indent=2))
+        return 0
+    what = {"regression": "regressor", "one-vs-rest": "one-vs-rest classifier: one "
+            "weight vector a class, scoring it against the others"}.get(report["kind"])
+    if report["kind"] == "binary":
+        what = (f"binary classifier: positive weights favour class "
+                f"{label_text(report['classes'][-1])}")
+    print(f"model: {args.model} ({what})")
+    print(report["names_note"])
+    for problem in report["problems"]:
+        shown = len(problem["weights"])
+        head = (f"{problem['n_nonzero']} non-zero weights of {report['n_features']} "
+                f"columns" + (f"; the {shown} largest |weight|" if shown < problem[
+                    "n_nonzero"] else ""))
+        if report["kind"] == "one-vs-rest":
+            head = f"class {label_text(problem['class'])}: {head}"
+        print(head)
+        width = max([len("column")] + [len(str(r["column"])) for r in problem["weights"]])
+        print(f"  {'column':>{width}} {'weight':>14}  names")
+        for row in problem["weights"]:
+            print(f"  {row['column']:>{width}} {row['weight']:>14.8g}  "
+                  f"{_names_text(row, report)}")
+        print(f"  intercept {problem['intercept']:.8g}")
+    return 0
+
+
+def _names_text(row, report):
+    """A column's names as "a^x | b^y (+3 more)", or why it has none."""
+    if report["names"] == "none":
+        return "(no name: train with --audit)"
+    text = " | ".join(row["names"])
+    if row["more"]:
+        text += f"{' ' if text else ''}(+{row['more']} more)"
+    if not text:
+        text = "(no name collected" + (": the cap was reached)" if report["names_capped"]
+                                       else ")")
+    return text
+
+
+def _model_names(path, est, extra):
+    """The names of a model's columns: collected in training (extra "feature_names"),
+    else an unhashed model's column indices, else None."""
+    from onlinepgs.cli.errors import UserError
+    from onlinepgs.feature_names import FeatureNames
+
+    if "feature_names" in extra:
+        try:
+            names = FeatureNames.from_dict(extra["feature_names"])
+        except ValueError as exc:
+            raise UserError(f"{path}: malformed extra.{exc}") from None
+        if names.offset is None and names.n_bits != est.n_bits:
+            raise UserError(f"{path}: extra.feature_names hashes into 2**{names.n_bits} "
+                            f"columns, the model into 2**{est.n_bits}")
+        return names
+    if est.n_bits is None:
+        base = extra.get("zero_based")
+        return FeatureNames.for_columns(base if isinstance(base, bool) else None)
+    return None

@@ -61,6 +61,17 @@ def _positive_int(text):
     return value
 
 
+def _count(text):
+    """--top: a non-negative integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or a positive integer, got {text!r}")
+    return value
+
+
 def _zero_based(text):
     choices = {"auto": "auto", "0": True, "1": False}
     if text not in choices:
@@ -148,6 +159,10 @@ def build_parser():
     run.add_argument("--checkpoint-every", type=_positive_int, default=None, metavar="N",
                      help="save the model to -o every N rows (resumable with -i --resume)")
     run.add_argument("--quiet", action="store_true", help="no progress table")
+    run.add_argument("--audit", action="store_true",
+                     help="collect the names of the features that land in each column "
+                     "and save them with the model, for `info MODEL --weights` (bounded: "
+                     "at most 1,000,000 features and 3 names a column are kept)")
     # the estimators' MAX_MODEL_BYTES (not imported: `onlinepgs --help` stays quick)
     run.add_argument("--max-model-bytes", type=_model_bytes, default="1G",
                      metavar="SIZE",
@@ -204,7 +219,14 @@ def build_parser():
 
     info = sub.add_parser("info", help="describe a model file")
     info.add_argument("model", metavar="MODEL")
-    info.add_argument("--json", action="store_true", help="print the whole header as JSON")
+    info.add_argument("--json", action="store_true",
+                      help="print the whole header as JSON (with --weights: the weights)")
+    info.add_argument("--weights", action="store_true",
+                      help="print the non-zero weights, largest |weight| first, with the "
+                      "names of the features in each column (hashed models: names "
+                      "collected by train --audit; one block a class for one-vs-rest)")
+    info.add_argument("--top", type=_count, default=20, metavar="N",
+                      help="with --weights: the N largest weights of each class (0: all)")
     for command in sub.choices.values():
         _show_defaults(command)
     return parser

@@ -21,6 +21,12 @@ def cmd_train(args):
     if args.output is None and args.checkpoint_every is not None:
         raise UsageError("argument --checkpoint-every: needs -o MODEL (the file the "
                          "checkpoints are written to)")
+    if args.audit and (args.output is None or args.solver == "sdca"
+                       or args.scheduler is not None):
+        raise UsageError("argument --audit: " + (
+            "needs -o MODEL (the names are saved with the model)" if args.output is None
+            else "collects names on the streaming PGS run only (not with --solver sdca "
+            "or --scheduler)"))
     if args.solver == "sdca":
         from onlinepgs.cli.train_sdca import train_sdca
 
@@ -60,6 +66,7 @@ def cmd_train(args):
         zero_based=base, holdout_every=args.holdout_every, checkpoint_path=args.output,
         checkpoint_every=args.checkpoint_every, resume=checkpoint,
         progress=show_progress(table, bar) if table.enabled else None)
+    _keep_names(args, est, trainer, sources)
     start = time.perf_counter()
     try:
         run = trainer.run(sources)
@@ -138,6 +145,55 @@ def estimator_from_args(args):
     except ValueError as exc:
         raise UsageError(f"argument {flag_of('p')}: {exc}") from None
     return est
+
+def _keep_names(args, est, trainer, sources):
+    """--audit: collect the names of the features in each column as the sources are
+    read, and save them with the model (extra "feature_names", for `info --weights`).
+    With -i the model's names are kept, and extended with --audit. An unhashed svmlight
+    model needs none: its columns are the file's feature indices."""
+    from onlinepgs.feature_names import FeatureNames
+
+    names = None
+    if args.initial:
+        from onlinepgs.model_io import read_header
+
+        kept = (read_header(args.initial).get("extra") or {}).get("feature_names")
+        if kept is not None:
+            try:
+                names = FeatureNames.from_dict(kept)
+            except ValueError as exc:
+                raise UserError(f"{args.initial}: malformed extra.{exc}") from None
+    if args.audit and est.n_bits is not None:
+        if names is None:
+            names = FeatureNames(est.n_bits, est.hash_seed,
+                                 getattr(est, "interactions", None) or ())
+        for source in sources:  # svmlight files: their column indices name the columns
+            if _is_svmlight(args, source):
+                source.chunks = _column_names(source, source.chunks, names)
+            # other formats' readers take the collector as `audit=` (DESIGN-35)
+    if names is not None:
+        # the engine writes the model file (checkpoints and the end): the names with it
+        save = trainer._save
+        trainer._save = lambda extra: save({**extra, "feature_names": names.to_dict()})
+
+
+def _is_svmlight(args, source):
+    """Whether a source is read as svmlight (--format, else its name)."""
+    try:
+        from onlinepgs.formats import format_of
+    except ImportError:  # no other format yet
+        return True
+    return format_of(source.name, getattr(args, "format", None)) == "svmlight"
+
+
+def _column_names(source, chunks, names):
+    """`source.chunks` that records each chunk's column indices in `names`."""
+    def named(chunk_rows, zero_based):
+        for chunk in chunks(chunk_rows, zero_based):
+            names.add_columns(chunk[0].indices, source.zero_based)
+            yield chunk
+    return named
+
 
 def _train_sources(args):
     """The engine's sources for DATA: each checked (exists, no directory), and refused

@@ -1,0 +1,431 @@
+"""Readable models: the names of the features that land in each column of a model.
+
+A hashed model (``n_bits``) knows its columns only as numbers: ``FeatureNames`` collects,
+while training reads the data (``onlinepgs train --audit``), which feature names hash to
+which column, so that ``onlinepgs info MODEL --weights`` can print ``f^a | g^b`` beside a
+weight, the way Vowpal Wabbit's ``--audit`` / ``--invert_hash`` do.
+
+Readers of namespaced formats call ``audit.add(rows, spec)`` with the chunk's
+`onlinepgs.features.NamespacedRows` (``names`` filled) before hashing it; svmlight files
+give their column indices (``add_columns``). A model trained without names, and not
+hashed, still has readable columns: `FeatureNames.for_columns` names column j by the
+file's feature index (j + 1 for one-based data).
+
+Memory is bounded: at most ``limit`` distinct features are tracked (default 1,000,000;
+8 bytes each, a sorted key array), of which at most ``per_column`` names a column are
+kept (default 3, about 100 bytes a name; the rest counted as "+N more"), each name cut
+at 200 characters, and the names kept add up to at most 32 MiB of text (the model
+file's header holds them). A feature is told apart from another by its full 32-bit hash (its column and
+sign follow from it), so two names with one full hash are one feature. Once a cap is
+reached later new features are not recorded and ``capped`` says so (``info`` prints it).
+"""
+import base64
+import zlib
+
+import numpy as np
+
+from onlinepgs.features import RAW_COLUMN
+
+__all__ = ["FeatureNames", "weights_report", "FNV_PRIME"]
+
+FNV_PRIME = 16777619  # the interaction hash's multiplier (DESIGN: h = (h_a * P) ^ h_b)
+LIMIT = 1_000_000
+PER_COLUMN = 3
+MAX_NAME = 200
+MAX_CHARS = 32 * 2**20
+_VERSION = 1
+
+
+class FeatureNames:
+    """Collector of the feature names that land in each hashed column.
+
+    Parameters
+    ----------
+    n_bits : int or None
+        The model's hashing: columns are ``hash & (2**n_bits - 1)``. None: no hashing
+        (svmlight column indices are the columns).
+    hash_seed : int, default=0
+        Recorded only (the readers hash; the collector receives the hashes).
+    interactions : sequence of str, default=()
+        The interactions the chunks are expanded with (recorded; `add` uses its spec's).
+    limit : int, default=1_000_000
+        Most distinct features tracked (and names kept).
+    per_column : int, default=3
+        Most names kept a column; further features of a column are counted.
+
+    Attributes
+    ----------
+    capped : bool
+        Whether a cap was reached: features met after it are not recorded.
+    n_features : int
+        Distinct features tracked.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onlinepgs.features import NamespacedRows, FeatureSpec
+    >>> rows = NamespacedRows(ns=np.array([ord("f"), ord("f")], np.uint8),
+    ...                       hashes=np.array([5, 1029], np.uint32), values=np.ones(2),
+    ...                       indptr=np.array([0, 2]), names=["f^a", "f^b"])
+    >>> names = FeatureNames(n_bits=10)
+    >>> names.add(rows, FeatureSpec(n_bits=10))
+    >>> names.names_of(5)   # 5 and 1029 both land in column 5 of 2**10
+    (['f^a', 'f^b'], 0)
+    """
+
+    def __init__(self, n_bits=None, hash_seed=0, interactions=(), *, limit=LIMIT,
+                 per_column=PER_COLUMN):
+        if n_bits is not None and not (isinstance(n_bits, (int, np.integer))
+                                       and 1 <= n_bits <= 32):
+            raise ValueError(f"n_bits must be None or an integer in [1, 32], got {n_bits!r}")
+        for name, value in (("limit", limit), ("per_column", per_column)):
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) \
+                    or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self.n_bits = None if n_bits is None else int(n_bits)
+        self.hash_seed = int(hash_seed)
+        self.interactions = tuple(interactions or ())
+        self.limit, self.per_column = int(limit), int(per_column)
+        self.capped = False
+        self.offset = None  # for_columns: column j is named j + offset, nothing collected
+        # the features' keys, sorted: full hash, or -(index + 1) for a raw column
+        self._seen = np.empty(0, np.int64)
+        self._names = {}    # column -> the first names met there
+        self._more = {}     # column -> further distinct features met there
+        self._chars = 0
+
+    @classmethod
+    def for_columns(cls, zero_based=None):
+        """Names of an unhashed model's columns without collecting: column j is the data's
+        feature index j (zero-based data, or unknown) or j + 1 (one-based)."""
+        names = cls(None)
+        names.offset = 1 if zero_based is False else 0
+        return names
+
+    @property
+    def n_features(self):
+        return int(self._seen.shape[0])
+
+    @property
+    def _mask(self):
+        return None if self.n_bits is None else (1 << self.n_bits) - 1
+
+    # ---- collecting ----------------------------------------------------------------
+    def add(self, rows, spec):
+        """Record the names of a chunk of `onlinepgs.features.NamespacedRows` (``names``
+        filled), hashed under `spec` (`onlinepgs.features.FeatureSpec`), interactions
+        included: the columns are those `onlinepgs.features.to_matrix` gives."""
+        if rows.names is None:
+            raise ValueError("FeatureNames.add needs rows with names (the reader was given "
+                             "no audit collector when it parsed them)")
+        if len(rows.names) != rows.hashes.shape[0]:
+            raise ValueError(f"rows have {rows.hashes.shape[0]} entries but "
+                             f"{len(rows.names)} names")
+        if spec.n_bits != self.n_bits:
+            raise ValueError(f"the rows are hashed into 2**{spec.n_bits} columns, the "
+                             f"collector's model into 2**{self.n_bits}")
+        self.interactions = tuple(spec.interactions or ())
+        ns = np.asarray(rows.ns, np.uint8)
+        hashes = np.asarray(rows.hashes, np.uint32)
+        indptr = np.asarray(rows.indptr, np.int64)
+        raw = ns == RAW_COLUMN
+        keys = np.where(raw, -(hashes.astype(np.int64) + 1), hashes.astype(np.int64))
+        groups = [(keys, hashes, rows.names.__getitem__)]
+        if self.interactions and hashes.shape[0]:
+            row_of = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+            for letters in _concrete(self.interactions, np.unique(ns[~raw])):
+                tuples = _crossed(ns, row_of, letters)
+                if tuples[0].shape[0]:
+                    groups.append(_crossed_group(tuples, hashes, rows.names))
+        self._record(groups)
+
+    def add_columns(self, indices, zero_based):
+        """Record an svmlight chunk's column indices (before any folding into
+        2**n_bits): feature index j of the data is named j, or j + 1 when the data is
+        one-based (``zero_based`` False), as it is written in the file."""
+        idx = np.asarray(indices, np.int64)
+        keys = -(idx + 1)
+        offset = 0 if zero_based is True else 1
+        self._record([(keys, idx, lambda i: str(int(idx[i]) + offset))])
+
+    def _record(self, groups):
+        """Record groups of entries (keys, hashes or indices, name of entry i): each new
+        key's column and (while there is room) name. Python works on the new features
+        only: the known ones are found in the sorted key array."""
+        keys = np.concatenate([g[0] for g in groups])
+        if not keys.shape[0]:
+            return
+        unique, first = _first_of_each(keys)
+        seen = self._seen
+        at = np.searchsorted(seen, unique)
+        known = at < seen.shape[0]
+        known[known] = seen[at[known]] == unique[known]
+        new, first = unique[~known], first[~known]
+        if not new.shape[0]:
+            return
+        order = np.argsort(first, kind="stable")  # the features in the order met
+        new, first = new[order], first[order]
+        room = max(self.limit - seen.shape[0], 0)
+        if new.shape[0] > room:  # those met first are kept (and named) still
+            self.capped = True
+            new, first = new[:room], first[:room]
+        # two sorted runs: the stable sort merges them in linear time
+        self._seen = np.sort(np.concatenate([seen, np.sort(new)]), kind="stable")
+        cols = np.concatenate([g[1] for g in groups]).astype(np.int64)[first]
+        if self._mask is not None:
+            cols &= self._mask
+        ends = np.cumsum([g[0].shape[0] for g in groups])
+        group_of = np.searchsorted(ends, first, side="right")
+        local = first - np.concatenate([[0], ends])[group_of]
+        names, more = self._names, self._more
+        for col, group, i in zip(cols.tolist(), group_of.tolist(), local.tolist()):
+            if len(names.get(col, ())) < self.per_column and self._chars < MAX_CHARS:
+                name = _printable(groups[group][2](i))
+                if self._chars + len(name) <= MAX_CHARS:
+                    names.setdefault(col, []).append(name)
+                    self._chars += len(name)
+                    continue
+                # the text budget: from now on features are counted, not named
+                self._chars, self.capped = MAX_CHARS, True
+            more[col] = more.get(col, 0) + 1
+
+    # ---- reading ---------------------------------------------------------------------
+    def names_of(self, column):
+        """(names kept for `column`, further distinct features counted there)."""
+        if self.offset is not None:
+            return [str(int(column) + self.offset)], 0
+        column = int(column)
+        return list(self._names.get(column, ())), self._more.get(column, 0)
+
+    def describe(self):
+        """One line on where the names come from, and whether a cap was reached."""
+        if self.offset is not None:
+            return ("names: the data's feature indices" +
+                    (" (one-based, as in the file)" if self.offset else ""))
+        text = (f"names: collected in training (--audit): {self.n_features} features, "
+                f"at most {self.per_column} names a column")
+        if self.capped:
+            text += (f"; CAPPED (at most {self.limit} features, {MAX_CHARS // 2**20} MiB "
+                     "of names): features met later have no name")
+        return text
+
+    # ---- the model file's header extra ("feature_names") ---------------------------
+    def to_dict(self):
+        """A compact JSON-able form (`from_dict` reads it back exactly): the integer
+        arrays zlib-compressed in base64, the names one string, a line each."""
+        if self.offset is not None:
+            return {"version": _VERSION, "columns_offset": self.offset}
+        columns = np.array(sorted(set(self._names) | set(self._more)), np.int64)
+        kept = [self._names.get(c, []) for c in columns.tolist()]
+        return {"version": _VERSION, "n_bits": self.n_bits, "hash_seed": self.hash_seed,
+                "interactions": list(self.interactions), "limit": self.limit,
+                "per_column": self.per_column, "capped": self.capped,
+                "columns": _pack(np.diff(columns, prepend=np.int64(0))),
+                "counts": _pack(np.array([len(k) for k in kept], np.int64)),
+                "more": _pack(np.array([self._more.get(c, 0) for c in columns.tolist()],
+                                       np.int64)),
+                "names": "\n".join(n for k in kept for n in k),
+                "seen": _pack(np.diff(self._seen, prepend=np.int64(0)))}
+
+    @classmethod
+    def from_dict(cls, data):
+        """The collector `to_dict` described; ValueError naming the field if malformed."""
+        def bad(field, why):
+            return ValueError(f"feature_names.{field}: {why}")
+
+        if not isinstance(data, dict) or data.get("version") != _VERSION:
+            raise bad("version", f"expected {_VERSION}")
+        if "columns_offset" in data:
+            if data["columns_offset"] not in (0, 1):
+                raise bad("columns_offset", "expected 0 or 1")
+            return cls.for_columns(zero_based=data["columns_offset"] == 0)
+        try:
+            names = cls(data["n_bits"], data["hash_seed"], data["interactions"],
+                        limit=data["limit"], per_column=data["per_column"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise bad("header", f"malformed ({exc})") from None
+        columns, counts, more, seen = (_unpack(data, f, bad)
+                                       for f in ("columns", "counts", "more", "seen"))
+        columns, seen = np.cumsum(columns), np.cumsum(seen)
+        text = data.get("names")
+        if not isinstance(text, str):
+            raise bad("names", "not a string")
+        listed = text.split("\n") if text else []
+        if not (columns.shape == counts.shape == more.shape) or (
+                columns.shape[0] and (columns[0] < 0 or np.any(np.diff(columns) <= 0))):
+            raise bad("columns", "not increasing columns, or not one count a column")
+        if np.any(counts < 0) or np.any(counts > names.per_column) or np.any(more < 0) \
+                or int(counts.sum()) != len(listed):
+            raise bad("counts", f"do not match the {len(listed)} names")
+        if np.any(np.diff(seen) <= 0):
+            raise bad("seen", "not increasing keys")
+        ends = np.cumsum(counts).tolist()
+        for col, n, end, extra in zip(columns.tolist(), counts.tolist(), ends,
+                                      more.tolist()):
+            if n:
+                names._names[col] = listed[end - n:end]
+            if extra:
+                names._more[col] = extra
+        names._chars = sum(map(len, listed))
+        names._seen = seen
+        names.capped = bool(data.get("capped", False))
+        return names
+
+
+def _first_of_each(keys):
+    """The distinct keys (sorted) and the position of each one's first occurrence (a
+    stable sort: faster here than np.unique's hash path)."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    first = np.empty(ordered.shape[0], bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return ordered[first], order[first]
+
+
+def _pack(values):
+    """An int64 array as base64 text of its zlib-compressed little-endian bytes."""
+    return base64.b64encode(zlib.compress(values.astype("<i8").tobytes(), 6)).decode("ascii")
+
+
+def _unpack(data, field, bad):
+    try:
+        raw = zlib.decompress(base64.b64decode(data[field], validate=True))
+    except (KeyError, TypeError, ValueError, zlib.error) as exc:
+        raise bad(field, f"not a compressed integer list ({exc})") from None
+    if len(raw) % 8:
+        raise bad(field, "not a whole number of 8-byte integers")
+    return np.frombuffer(raw, "<i8").astype(np.int64)
+
+
+def _printable(name):
+    """A name on one line of `info` (a line a name in the model file), at most MAX_NAME
+    characters."""
+    if "\n" in name or "\r" in name:
+        name = name.replace("\n", "\\n").replace("\r", "\\r")
+    return name if len(name) <= MAX_NAME else name[:MAX_NAME - 3] + "..."
+
+
+# ---- interactions: the DESIGN rule, transcribed on a chunk's entries ------------------
+def _concrete(patterns, letters):
+    """The concrete letter tuples of interaction `patterns` over the namespace `letters`
+    present (uint8, RAW_COLUMN excluded): ':' takes every letter, and the wildcards of one
+    pattern take letters in non-decreasing order ("::" = each unordered pair once, a <= b);
+    each tuple once."""
+    out = []
+    letters = [int(c) for c in letters]
+    for pattern in patterns:
+        codes = [None if c == ":" else ord(c) for c in pattern]
+        partial = [()]
+        for code in codes:
+            grown = []
+            for head in partial:
+                if code is not None:
+                    grown.append(head + (code,))
+                    continue
+                # the wildcards' letters non-decreasing: the last wildcard's letter bounds
+                before = [head[i] for i, c in enumerate(codes[:len(head)]) if c is None]
+                grown.extend(head + (c,) for c in letters if not before or c >= before[-1])
+            partial = grown
+        out.extend(t for t in partial if t not in out)
+    return out
+
+
+def _cross(left_rows, right, right_rows, n_rows):
+    """Every (left item, right entry) pair of one row: (index into left, right entry
+    position). `right` sorted (its rows then are too)."""
+    counts = np.bincount(right_rows, minlength=n_rows)
+    starts = np.cumsum(counts) - counts
+    reps = counts[left_rows]
+    left = np.repeat(np.arange(left_rows.shape[0]), reps)
+    offsets = np.arange(left.shape[0]) - np.repeat(np.cumsum(reps) - reps, reps)
+    return left, right[np.repeat(starts[left_rows], reps) + offsets]
+
+
+def _crossed(ns, row_of, letters):
+    """The entry positions (one array a factor) of a row's interaction `letters`: each
+    factor an entry of that letter in the same row; where two factors have one letter,
+    the later factor's entry is at or after the earlier's in the row (each unordered
+    pair once, squares included; "aba": the second a at or after the first)."""
+    n_rows = int(row_of[-1]) + 1
+    first = np.flatnonzero(ns == letters[0])
+    factors = [first]
+    for t, letter in enumerate(letters[1:], 1):
+        right = np.flatnonzero(ns == letter)
+        left, pos = _cross(row_of[factors[0]], right, row_of[right], n_rows)
+        factors = [f[left] for f in factors] + [pos]
+        for s in range(t):
+            if letters[s] == letter:
+                keep = factors[s] <= factors[t]
+                factors = [f[keep] for f in factors]
+    return factors
+
+
+def _crossed_group(factors, hashes, names):
+    """(keys, hashes, namer) of crossed entries: h = (h_a * P) ^ h_b (uint32), then
+    times P xor h_c for a triple; names "a^x*b^y"."""
+    h = hashes[factors[0]]
+    with np.errstate(over="ignore"):
+        for f in factors[1:]:
+            h = (h * np.uint32(FNV_PRIME)) ^ hashes[f]
+    return (h.astype(np.int64), h,
+            lambda i: "*".join(names[int(f[i])] for f in factors))
+
+
+# ---- info --weights ---------------------------------------------------------------------
+def _label(value):
+    """A class label for JSON: an integral float as an int."""
+    if isinstance(value, (np.floating, float)) and float(value).is_integer():
+        return int(value)
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def weights_report(est, names, top=20):
+    """The non-zero weights of a fitted learner, largest |w| first, with their names.
+
+    Parameters
+    ----------
+    est : fitted learner (``coef_``, ``intercept_``; a classifier's ``classes_``)
+    names : FeatureNames or None
+    top : int
+        Weights a problem (0: all).
+
+    Returns
+    -------
+    dict
+        ``{"kind": "regression" | "binary" | "one-vs-rest", "n_features", "classes",
+        "names": "collected" | "columns" | "none", "names_capped", "names_note",
+        "problems": [{"class",
+        "intercept", "n_nonzero", "weights": [{"column", "weight", "names", "more"}]}]}``;
+        a binary classifier's one problem scores its second class (the positive one).
+    """
+    coef = np.atleast_2d(np.asarray(est.coef_, np.float64))
+    intercept = np.ravel(np.asarray(est.intercept_, np.float64))
+    classes = getattr(est, "classes_", None) if est._classifier else None
+    if classes is None:
+        kind, labels = "regression", [None]
+    elif coef.shape[0] == 1:
+        kind, labels = "binary", [_label(classes[-1])]
+    else:
+        kind, labels = "one-vs-rest", [_label(c) for c in classes]
+    problems = []
+    for label, w, b in zip(labels, coef, intercept):
+        nonzero = np.flatnonzero(w)
+        order = nonzero[np.lexsort((nonzero, -np.abs(w[nonzero])))]
+        if top:
+            order = order[:top]
+        rows = []
+        for col in order.tolist():
+            kept, more = names.names_of(col) if names is not None else ([], 0)
+            rows.append({"column": col, "weight": float(w[col]), "names": kept,
+                         "more": more})
+        problems.append({"class": label, "intercept": float(b),
+                         "n_nonzero": int(nonzero.shape[0]), "weights": rows})
+    source = ("none" if names is None else "columns" if names.offset is not None
+              else "collected")
+    note = (names.describe() if names is not None else "names: none (a hashed model "
+            "trained without --audit: train with --audit to collect them)")
+    return {"kind": kind, "n_features": int(coef.shape[1]),
+            "classes": None if classes is None else [_label(c) for c in classes],
+            "names": source, "names_capped": bool(names is not None and names.capped),
+            "names_note": note, "problems": problems}
