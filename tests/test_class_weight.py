@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from onlinepgs import PGSClassifier, SDCAClassifier, load_model, save_model
 from onlinepgs._checks import InvalidParameterError
 from onlinepgs._class_weight import stream_weights
+from onlinepgs.cli import main
 from onlinepgs.model_io import load_learner, read_header
 from onlinepgs.pgs import PGSClassifierLearner
 from onlinepgs.sdca import SDCAClassifierLearner
@@ -343,6 +344,98 @@ def test_dask_refuses_class_weights():
 
     with pytest.raises(ValueError, match="onlinepgs.dask does not weigh classes"):
         check_trainable(PGSClassifierLearner(class_weight="balanced"))
+
+
+# ---- the command line -----------------------------------------------------------------------
+def write_svm(path, X, y):
+    with open(path, "w") as f:
+        for i in range(X.shape[0]):
+            row = X[i]
+            f.write(f"{int(y[i])} " + " ".join(f"{j + 1}:{float(v)!r}" for j, v in
+                                                 zip(row.indices, row.data)) + "\n")
+
+
+@pytest.mark.parametrize("option, class_weight", [
+    ("1:5,-1:1", {1: 5.0, -1: 1.0}), ("-1:0.5", {-1: 0.5}), ("balanced", "balanced")])
+def test_cli_class_weight_trains_as_the_learner(tmp_path, option, class_weight):
+    from onlinepgs import load_svmlight
+
+    X, y = imbalanced(n=1500)
+    data, model = tmp_path / "d.svm", tmp_path / "m.pgs"
+    write_svm(data, X, np.where(y == 1, 1, -1))
+    assert main(["train", str(data), "-o", str(model), "--quiet", "--sigma", "1e-3",
+                 "--chunk-rows", "400", "--class-weight", option]) == 0
+    trained = load_learner(model)
+    assert trained.class_weight == class_weight
+    Xf, yf = load_svmlight(data)
+    reference = PGSClassifierLearner(sigma=1e-3, random_state=0, class_weight=class_weight)
+    reference.partial_fit(Xf, yf, classes=[-1, 1])
+    same_model(trained, reference)
+
+
+def test_cli_balanced_checkpoint_resumes_exactly(tmp_path):
+    X, y = imbalanced(n=3000)
+    data, broken = tmp_path / "d.svm", tmp_path / "broken.svm"
+    write_svm(data, X, np.where(y == 1, 1, -1))
+    lines = data.read_bytes().splitlines(keepends=True)
+    broken.write_bytes(b"".join(lines[:1700]) + b"1 3:oops\n" + b"".join(lines[1700:]))
+    full, ckpt = tmp_path / "full.pgs", tmp_path / "ckpt.pgs"
+    common = ["--quiet", "--class-weight", "balanced"]
+    assert main(["train", str(data), "-o", str(full), *common]) == 0
+    assert main(["train", str(broken), "-o", str(ckpt), "--chunk-rows", "500",
+                 "--checkpoint-every", "600", *common]) == 1
+    assert load_learner(ckpt).class_counts_total_ < 1700
+    broken.write_bytes(data.read_bytes())
+    assert main(["train", str(broken), "-i", str(ckpt), "--resume", "-o", str(ckpt),
+                 "--chunk-rows", "700", "--quiet"]) == 0
+    a, b = load_learner(full), load_learner(ckpt)
+    same_model(a, b)
+    np.testing.assert_array_equal(a.class_counts_, b.class_counts_)
+
+
+@pytest.mark.parametrize("option, words", [
+    ("1:5,-1:x", "'-1:x': the weight 'x' is not a finite number >= 0"),
+    ("1:-2", "'1:-2': the weight '-2' is not a finite number >= 0"),
+    ("1:inf", "'1:inf': the weight 'inf' is not a finite number >= 0"),
+    ("a:2", "'a:2': the label 'a' is not a number"),
+    ("1=5", "'1=5' is not LABEL:WEIGHT"),
+    ("1:5,", "'1:5,' has an empty item"),
+    ("1:5,1.0:2", "'1.0:2': the label '1.0' is given twice"),
+    ("Balanced", "'Balanced' is not LABEL:WEIGHT")])
+def test_cli_class_weight_errors_name_the_item(tmp_path, capsys, option, words):
+    data = tmp_path / "d.svm"
+    data.write_text("1 1:1\n-1 2:1\n")
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", str(data), "--class-weight", option])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --class-weight: {words}" in err and "Traceback" not in err
+
+
+def test_cli_class_weight_refusals(tmp_path, capsys):
+    data, model = tmp_path / "d.svm", tmp_path / "m.pgs"
+    data.write_text("1 1:1\n-1 2:1\n" * 20)
+    # a label that is no class: one line, after the classes are known
+    assert main(["train", str(data), "--class-weight", "3:2", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ("argument --class-weight: the label 3 is not one of "
+                                     "the classes [-1, 1]") in err
+    assert main(["train", str(data), "--loss", "squared", "--class-weight", "1:2"]) == 2
+    assert "applies to classification losses only" in capsys.readouterr().err
+    assert main(["train", str(data), "--scheduler", "threads", "--class-weight",
+                 "balanced"]) == 2
+    assert "not available with --scheduler" in capsys.readouterr().err
+    # with -i the model keeps its own (a note says so); --solver sdca takes it too
+    assert main(["train", str(data), "-o", str(model), "--quiet", "--class-weight",
+                 "balanced"]) == 0
+    assert main(["train", str(data), "-i", str(model), "-o", str(model), "--quiet",
+                 "--class-weight", "1:2"]) == 0
+    assert "--class-weight {1: 2.0} (the model's: balanced) ignored" in \
+        capsys.readouterr().err
+    assert load_learner(model).class_weight == "balanced"
+    assert main(["train", str(data), "-o", str(model), "--quiet", "--solver", "sdca",
+                 "--class-weight", "-1:3"]) == 0
+    assert load_learner(model).class_weight == {-1: 3.0}
 
 
 # ---- scikit-learn's checks with class weights -----------------------------------------------
