@@ -93,13 +93,6 @@ def batch_weights(class_weight, codes, sw, n_classes, owner, classes):
     return weights[codes], counts
 
 
-def _running(start, values):
-    """``start + values[0], start + values[0] + values[1], ...`` added one at a time, as
-    row-by-row calls add them (a cumulative sum from another start would round
-    otherwise)."""
-    return np.cumsum(np.r_[start, values])[1:]
-
-
 def stream_weights(codes, sw, counts, total, n_classes):
     """``(row weights, counts after, total after)`` of "balanced" estimated on a stream.
 
@@ -118,15 +111,27 @@ def stream_weights(codes, sw, counts, total, n_classes):
     small = np.uint8 if n_classes <= 2**8 else np.uint16 if n_classes <= 2**16 else np.int64
     order = np.argsort(codes.astype(small), kind="stable")
     ordered = codes[order]
-    bounds = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1], True])
+    bounds = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), m]
+    # running sums in the sorted order: one run of rows per class present, each started
+    # from its class's count before the call (a run's slot `stop` is the next one's start)
+    running, by_class, sw_ordered = np.empty(m + 1), np.empty(m), sw[order]
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        c = ordered[start]
+        part = running[start:stop + 1]
+        part[0] = counts[c]
+        part[1:] = sw_ordered[start:stop]
+        np.cumsum(part, out=part)  # in place: sequential, as row-by-row calls add
+        by_class[start:stop] = part[1:]
+        counts[c] = part[-1]
     of_class = np.empty(m)
-    for start, stop in zip(bounds[:-1], bounds[1:]):  # one run of rows per class present
-        rows, c = order[start:stop], ordered[start]
-        of_class[rows] = _running(counts[c], sw[rows])
-        counts[c] = of_class[rows[-1]]
-    seen = _running(total, sw)
-    weights = np.ones(m)
-    np.divide(seen, n_classes * of_class, out=weights, where=of_class > 0)
+    of_class[order] = by_class
+    running[0] = total
+    running[1:] = sw
+    seen = np.cumsum(running)[1:]
+    nothing = of_class <= 0
+    weights = seen / (n_classes * np.where(nothing, 1.0, of_class))
+    if nothing.any():
+        weights[nothing] = 1.0
     return weights, counts, float(seen[-1])
 
 
