@@ -23,7 +23,7 @@ import weakref
 import numpy as np
 import scipy.sparse as sp
 
-from onlinepgs import _checks
+from onlinepgs import _checks, _class_weight
 from onlinepgs._checks import NotFittedError, available_if, check_params, is_records
 from onlinepgs.model import proba_from_scores
 
@@ -154,8 +154,13 @@ class LinearLearner:
         X = self._validate_X(X, reset=True)
         y_core, n_problems, multiclass, extra = self._encode_targets(X, y, fit=True)
         sw = self._validate_weights(sample_weight, X.shape[0])
+        if self._classifier:
+            sw = _class_weight.fit_weights(self, sw, y_core, multiclass, extra)
         if X.shape[0] and not sw.any():
-            raise ValueError("sample_weight is zero for every row: there is nothing to fit")
+            raise ValueError("sample_weight is zero for every row: there is nothing to fit"
+                             if getattr(self, "class_weight", None) is None else
+                             "sample_weight times class_weight is zero for every row: "
+                             "there is nothing to fit")
         return X, y_core, n_problems, multiclass, extra, sw
 
     # ---- threads ----------------------------------------------------------------------

@@ -18,7 +18,8 @@ import numpy as np
 
 from onlinepgs._checks import binary_targets as _binary_targets  # noqa: F401
 from onlinepgs._checks import is_records as _is_records  # noqa: F401
-from onlinepgs.pgs import (_COMMON_DOC, _STATE_PARAMS, _THREADS_DOC,  # noqa: F401
+from onlinepgs.pgs import (_CLASS_WEIGHT_DOC, _COMMON_DOC, _STATE_PARAMS,  # noqa: F401
+                           _THREADS_DOC,
                            MAX_MODEL_BYTES, ModelTooLargeError, PGSClassifierLearner,
                            PGSDivergedError, PGSLearner, PGSRegressorLearner,
                            _finite_weights, _training, _unchanged_on_error)
@@ -97,12 +98,16 @@ class PGSClassifier(ClassifierMixin, _PGSEstimator, PGSClassifierLearner):
     loss : {"logistic", "hinge", "squared_hinge", "smooth_hinge"}, default="logistic"
         Loss of the margin; "smooth_hinge" is the quadratically smoothed hinge
         (smoothing 1) of Shalev-Shwartz and Zhang.
-""" + _COMMON_DOC + """
+""" + _COMMON_DOC + _CLASS_WEIGHT_DOC + """
     Attributes
     ----------
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
     intercept_ : ndarray of shape (1,) or (n_classes,)
     classes_ : ndarray of shape (n_classes,)
+    class_counts_ : ndarray of shape (n_classes,)
+        With class_weight="balanced" (from the first such call on): each class's rows
+        trained on so far, counted by their sample weights; ``class_counts_total_`` their
+        sum, added row by row.
     t_ : int
         Solver steps taken so far (the paper's t).
     n_features_in_ : int

@@ -21,7 +21,7 @@ array([1])
 import numpy as np
 import scipy.sparse as sp
 
-from onlinepgs import _race
+from onlinepgs import _class_weight, _race
 from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,  # noqa: F401
                              _training, _unchanged_on_error)
 from onlinepgs._checks import AtRows, check_random_state, py, row_of_entry
@@ -135,6 +135,22 @@ _COMMON_DOC = """
         averaged iterates forget alike. 1.0: no forgetting, the plain PGS. With
         forgetting the regret bound and online duality gap of ``online_stats_`` are NaN
         (they concern the unweighted objective); not on Dask (docs/design/forgetting.md).
+"""
+
+_CLASS_WEIGHT_DOC = """    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes: a row of class c weighs ``class_weight[c]`` times its
+        sample weight (scikit-learn's meaning; classes the dict does not name weigh 1,
+        a key that is no class is an error). For K > 2 classes (one-vs-rest) the row's
+        class weight multiplies its weight in every binary problem, as in scikit-learn's
+        SGDClassifier. "balanced": ``n / (K * n_c)``, rows counted by their sample
+        weights (scikit-learn's ``compute_class_weight`` with ``sample_weight``). `fit`
+        computes it on all rows; `partial_fit` (and `fit_stream`, the command line)
+        estimates it on the stream as it goes, which scikit-learn's
+        ``SGDClassifier.partial_fit`` refuses: row i weighs ``n_i / (K * n_c,i)`` with
+        the (weighted) rows up to and including row i, so the weights do not depend on
+        how the stream is cut into calls. The counts are the fitted attributes
+        ``class_counts_`` and ``class_counts_total_``, kept in model files: a resumed
+        run weighs as an uninterrupted one (docs/design/estimators.md, "Class weights").
 """
 
 _THREADS_DOC = """
@@ -590,6 +606,8 @@ class PGSLearner(LinearLearner):
         y_core, n_problems, multiclass, extra = self._encode_targets(
             X, y, fit=first, classes=classes)
         sw = self._validate_weights(sample_weight, X.shape[0])
+        if self._classifier:
+            sw = _class_weight.partial_fit_weights(self, sw, y_core, multiclass, extra, first)
         self._check_width(X, n_problems, have=0 if first else self._state.dim - 1)
         # everything is validated: from here on nothing can fail half-way
         power_sums = self._row_power_sums(X)
@@ -799,13 +817,14 @@ class PGSClassifierLearner(ClassifierLearner, PGSLearner):
 """ + _INIT_DOC.format("PGSClassifier")
     _public_name = "PGSClassifier"
     _constraints = {**PGSLearner._constraints,
-                    "loss": [("str", set(CLASSIFICATION_LOSSES))]}
+                    "loss": [("str", set(CLASSIFICATION_LOSSES))],
+                    "class_weight": _class_weight.CONSTRAINT}
 
     def __init__(self, loss="logistic", *, p=2.0, sigma="auto", radius="auto", batch_size=1,
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
-                 max_model_bytes=MAX_MODEL_BYTES, forget=1.0):
+                 max_model_bytes=MAX_MODEL_BYTES, forget=1.0, class_weight=None):
         super().__init__(loss, p=p, sigma=sigma, radius=radius, batch_size=batch_size,
                          iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
@@ -813,6 +832,7 @@ class PGSClassifierLearner(ClassifierLearner, PGSLearner):
                          random_state=random_state, epsilon=epsilon, n_bits=n_bits,
                          hash_seed=hash_seed, max_model_bytes=max_model_bytes,
                          forget=forget)
+        self.class_weight = class_weight
 
     def fit(self, X, y, sample_weight=None):
         """Run `max_epochs` passes of PGS over (X, y) from a fresh state.

@@ -25,6 +25,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
+from onlinepgs import _class_weight
 from onlinepgs._base import ClassifierLearner, LinearLearner, RegressorLearner
 from onlinepgs._checks import ConvergenceWarning, check_random_state
 from onlinepgs._core import CLASSIFICATION_LOSSES, REGRESSION_LOSSES
@@ -142,6 +143,15 @@ _CONSTRAINTS = {
 }
 
 
+_CLASS_WEIGHT_DOC = """    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes: a row of class c weighs ``class_weight[c]`` times its
+        sample weight (scikit-learn's meaning; classes the dict does not name weigh 1,
+        a key that is no class is an error; for K > 2 classes the weight counts in every
+        one-vs-rest problem). "balanced": scikit-learn's ``n / (K * n_c)`` on all rows,
+        rows counted by their sample weights (``compute_class_weight`` with
+        ``sample_weight``), so integer weights stay repeated rows.
+"""
+
 # the docstring of the scikit-learn estimator `onlinepgs.SDCAClassifier`
 _SDCACLASSIFIER_DOC = """Linear classifier trained by SDCA on the dual, stopped by the duality gap.
 
@@ -153,7 +163,7 @@ _SDCACLASSIFIER_DOC = """Linear classifier trained by SDCA on the dual, stopped 
     loss : {"logistic", "hinge", "squared_hinge", "smooth_hinge"}, default="logistic"
         Steps: hinge, squared_hinge and smooth_hinge in closed form; logistic by a
         bracketed Newton iteration on the step's optimality condition.
-""" + _COMMON_DOC + """
+""" + _COMMON_DOC + _CLASS_WEIGHT_DOC + """
     Attributes
     ----------
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
@@ -364,17 +374,19 @@ class SDCAClassifierLearner(ClassifierLearner, SDCALearner):
     _public_name = "SDCAClassifier"
     _pgs_class = PGSClassifierLearner
     _constraints = {**_CONSTRAINTS, "loss": [("str", set(CLASSIFICATION_LOSSES))],
-                    "init": [("str", {"zero", "pgs"}), PGSClassifierLearner]}
+                    "init": [("str", {"zero", "pgs"}), PGSClassifierLearner],
+                    "class_weight": _class_weight.CONSTRAINT}
 
     def __init__(self, loss="logistic", *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
                  intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
                  check_every="auto", shrinking=True, init="zero", random_state=None, epsilon=0.1,
-                 verbose=0, n_bits=None, hash_seed=0):
+                 verbose=0, n_bits=None, hash_seed=0, class_weight=None):
         super().__init__(loss, p=p, sigma=sigma, l1=l1, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, tol=tol, max_epochs=max_epochs,
                          order=order, check_every=check_every, shrinking=shrinking, init=init,
                          random_state=random_state, epsilon=epsilon, verbose=verbose,
                          n_bits=n_bits, hash_seed=hash_seed)
+        self.class_weight = class_weight
 
     def fit(self, X, y, sample_weight=None):
         """Solve the dual to the relative gap `tol` (or `max_epochs`).

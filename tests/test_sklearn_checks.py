@@ -9,9 +9,15 @@ _WEIGHTS = (
     "one step, while a repeated row takes several steps, so the two runs follow "
     "different paths; and its steps 1/(sigma t) count rows, so its iterates target the "
     "weighted objective only when the mean weight is 1 (docs/design/estimators.md)")
+# (the check sets max_iter, which PGS calls max_epochs; with max_epochs=50 it passes:
+# tests/test_class_weight.py::test_pgs_passes_the_class_weight_check_given_epochs)
+_EXTREME_CLASS_WEIGHTS = (
+    "class weights 1000 and 0.0001 make the weighted rows' steps 1000 times larger: PGS's "
+    "averaged iterate needs more than the default 5 epochs over the check's 50 rows")
 EXPECTED_FAILURES = {
     "check_sample_weight_equivalence_on_dense_data": _WEIGHTS,
     "check_sample_weight_equivalence_on_sparse_data": _WEIGHTS,
+    "check_class_weight_classifiers": _EXTREME_CLASS_WEIGHTS,
 }
 
 

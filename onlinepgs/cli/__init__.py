@@ -53,10 +53,12 @@ def main(argv=None):
     """Entry point of the ``onlinepgs`` console script; returns the exit code."""
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    # argparse takes "-1,1" for an option: --classes -1,1 means --classes=-1,1
+    # argparse takes "-1,1" for an option: --classes -1,1 means --classes=-1,1 (and
+    # --class-weight -1:5,1:1 alike)
     for i in range(len(argv) - 1):
-        if argv[i] == "--classes" and argv[i + 1][:2].lstrip("-")[:1] in set("0123456789."):
-            argv[i:i + 2] = [f"--classes={argv[i + 1]}", None]
+        if argv[i] in ("--classes", "--class-weight") \
+                and argv[i + 1][:2].lstrip("-")[:1] in set("0123456789."):
+            argv[i:i + 2] = [f"{argv[i]}={argv[i + 1]}", None]
     argv = [a for a in argv if a is not None]
     args = parser.parse_args(argv)  # exits with 2 on usage errors
     if args.command == "train":

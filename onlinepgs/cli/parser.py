@@ -98,6 +98,43 @@ def _model_bytes(text):
 
 SIZE_SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
+
+def _class_weight(text):
+    """--class-weight: "balanced", or LABEL:WEIGHT pairs separated by commas (e.g.
+    "1:5,-1:1") as the dict {1: 5.0, -1: 1.0}; an error names the bad item."""
+    if text.strip() == "balanced":
+        return "balanced"
+    weights = {}
+    for item in text.split(","):
+        label, colon, weight = item.strip().rpartition(":")
+        if not item.strip():
+            raise argparse.ArgumentTypeError(f"{text!r} has an empty item; expected "
+                                             "'balanced' or pairs such as 1:5,-1:1")
+        if not colon or not label or not weight:
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not LABEL:WEIGHT; expected 'balanced' or pairs such as "
+                "1:5,-1:1")
+        try:  # an integer label as an int (the dict reads as written), else a float
+            key = int(label)
+        except ValueError:
+            try:
+                key = float(label)
+            except ValueError:
+                key = math.nan
+        if not math.isfinite(key):
+            raise argparse.ArgumentTypeError(f"{item!r}: the label {label!r} is not a number")
+        try:
+            value = float(weight)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value >= 0):
+            raise argparse.ArgumentTypeError(
+                f"{item!r}: the weight {weight!r} is not a finite number >= 0")
+        if key in weights:
+            raise argparse.ArgumentTypeError(f"{item!r}: the label {label!r} is given twice")
+        weights[key] = value
+    return weights
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog=PROG, description="Primal Gradient Solver: streaming l_p-regularized linear "
@@ -148,6 +185,13 @@ def build_parser():
                       help="comma-separated labels and integer ranges A..B, e.g. "
                       "--classes -1,1, 1..20 or 0,2..5 (default: those of the model with -i, "
                       "else of the first chunk; train names them at the start)")
+    opts.add_argument("--class-weight", type=_class_weight, default=None,
+                      metavar="{balanced,LABEL:WEIGHT,...}",
+                      help="weigh each row of a class by its class's weight (times its "
+                      "importance weight): LABEL:WEIGHT pairs, e.g. 1:5,-1:1 (classes not "
+                      "named weigh 1), or balanced: n / (K * n_c) estimated on the stream "
+                      "as it goes (n rows so far, n_c of the row's class, K classes) "
+                      "(default: none)")
     run = train.add_argument_group("run")
     run.add_argument("--passes", type=_positive_int, default=1,
                      help="passes over the data (regular files only: not stdin or pipes)")
@@ -266,7 +310,8 @@ MODEL_OPTIONS = {"loss": "loss", "p": "p", "sigma": "sigma", "radius": "radius",
                   "batch_size": "batch_size", "iterate": "iterate",
                   "no_intercept": "fit_intercept", "intercept_scaling": "intercept_scaling",
                   "epsilon": "epsilon", "bits": "n_bits", "hash_seed": "hash_seed",
-                  "random_seed": "random_state", "forget": "forget"}
+                  "random_seed": "random_state", "forget": "forget",
+                  "class_weight": "class_weight"}
 
 
 def flag_of(option):

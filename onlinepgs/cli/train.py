@@ -13,6 +13,7 @@ from onlinepgs.cli.errors import PROG, UsageError, UserError
 from onlinepgs.cli.parser import (CLASSIFICATION_LOSSES, MODEL_OPTIONS, SIZE_SUFFIXES,
                                   flag_of)
 from onlinepgs.cli.progress import ByteProgress, ProgressTable, show_progress
+from onlinepgs.streaming.errors import label_text
 
 
 def cmd_train(args):
@@ -50,6 +51,11 @@ def cmd_train(args):
                else f"--loss {args.loss} is a regression loss")
         raise UsageError(f"argument --classes: applies to classification losses only ({why})")
     if args.scheduler is not None:
+        if getattr(est, "class_weight", None) is not None or hasattr(est, "class_counts_"):
+            raise UsageError(f"argument --scheduler: the model {args.initial} weighs "
+                             "classes (class_weight), which onlinepgs.dask does not"
+                             if args.initial else "argument --class-weight: not available "
+                             "with --scheduler (onlinepgs.dask does not weigh classes)")
         from onlinepgs.cli.train_dask import train_on_dask
 
         return train_on_dask(args, est, base)
@@ -116,6 +122,11 @@ def estimator_from_args(args):
                   epsilon=args.epsilon, n_bits=args.bits, hash_seed=args.hash_seed,
                   random_state=args.random_seed)
     classifier = args.loss in CLASSIFICATION_LOSSES
+    class_weight = getattr(args, "class_weight", None)
+    if class_weight is not None and not classifier:
+        raise UsageError(f"argument --class-weight: applies to classification losses only "
+                         f"(--loss {args.loss} is a regression loss)")
+    weighing = {"class_weight": class_weight} if classifier else {}
     if sdca:
         from onlinepgs.sdca import SDCAClassifierLearner, SDCARegressorLearner
 
@@ -124,13 +135,13 @@ def estimator_from_args(args):
                              "--solver sdca needs a number")
 
         cls = SDCAClassifierLearner if classifier else SDCARegressorLearner
-        est = cls(**common)
+        est = cls(**common, **weighing)
     else:
         from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
 
         cls = PGSClassifierLearner if classifier else PGSRegressorLearner
         est = cls(radius=args.radius, batch_size=args.batch_size, iterate=args.iterate,
-                  forget=args.forget, **common)
+                  forget=args.forget, **common, **weighing)
     try:  # before any data is read, and in the options' own names
         est._validate_params()
     except InvalidParameterError as exc:
@@ -277,6 +288,7 @@ def _train_error(exc, trainer, args):
     """An error of the engine as the command's one line, in its options' words, saying
     what the output file holds when a checkpoint was written."""
     from onlinepgs import streaming
+    from onlinepgs._class_weight import ClassWeightError
 
     base = trainer.zero_based
     if isinstance(exc, streaming.OutOfMemory):
@@ -293,7 +305,12 @@ def _train_error(exc, trainer, args):
                         "pass --classes")
     elif isinstance(exc, streaming.LearnerError):
         error = exc.error
-        if hasattr(error, "budget"):  # ModelTooLargeError: the file's terms
+        if isinstance(error, ClassWeightError):  # a label no class: in the flag's terms
+            exc = UserError(f"argument --class-weight: the label {label_text(error.label)} is "
+                            f"not one of the classes "
+                            f"[{', '.join(label_text(c) for c in error.classes)}]"
+                            f"{_WHY_CLASSES}")
+        elif hasattr(error, "budget"):  # ModelTooLargeError: the file's terms
             exc = _too_wide(error, exc, base)
         elif isinstance(error, FloatingPointError):  # PGSDivergedError: in the flags
             # (the state kept is not saved: the message's word on it does not apply)
@@ -334,7 +351,7 @@ def _ignored_options(args, est):
     for option, param in MODEL_OPTIONS.items():
         if option not in getattr(args, "given", ()):
             continue
-        given, model = getattr(args, option), params[param]
+        given, model = getattr(args, option), params.get(param)  # a regressor: no class_weight
         if option == "no_intercept":  # a flag: the parameter's negation
             model = not model
         if given != model:

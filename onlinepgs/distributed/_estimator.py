@@ -42,6 +42,11 @@ def check_trainable(est):
     if not isinstance(est, PGSLearner):
         raise TypeError("onlinepgs.dask trains a PGSClassifier or PGSRegressor, got "
                         f"{type(est).__name__}")
+    if getattr(est, "class_weight", None) is not None or hasattr(est, "class_counts_"):
+        # its rounds would not keep a 'balanced' model's class counts
+        raise ValueError(f"onlinepgs.dask does not weigh classes (class_weight="
+                         f"{est.class_weight!r}, or a model trained with 'balanced'); give "
+                         "the weights as sample_weight")
 
 
 def training(est):

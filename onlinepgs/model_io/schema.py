@@ -55,7 +55,29 @@ _REQUIRED_SDCA_ATTRIBUTES = ("n_features_in_", "n_iter_", "dual_coef_", "primal_
                              "dual_objective_", "duality_gap_", "gap_history_", "gap_epochs_")
 
 
+def _class_weight_to_json(value, path):
+    """A class_weight dict as the list of its ``[label, weight]`` pairs (JSON's keys are
+    strings only, labels are numbers too)."""
+    return [[to_json(label, "a label of parameter class_weight", path, depth=4),
+             to_json(weight, f"parameter class_weight[{short(label)}]", path, depth=4)]
+            for label, weight in value.items()]
+
+
+def _class_weight_from_json(value, path):
+    """`_class_weight_to_json`'s list back as the dict."""
+    pairs = {}
+    for pair in value:
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(isinstance(v, (bool, int, float, str)) for v in pair)):
+            raise ModelFileError(path, f"malformed header: parameter class_weight holds "
+                                       f"{short(pair)}, not a [label, weight] pair")
+        pairs[pair[0]] = pair[1]
+    return pairs
+
+
 def _param_to_json(name, value, path):
+    if name == "class_weight" and isinstance(value, dict):
+        return _class_weight_to_json(value, path)
     if isinstance(value, (np.random.RandomState, np.random.Generator)):
         raise ModelFileError(path, f"parameter {name} is a {type(value).__name__} instance, "
                                    f"which a model file cannot store; set {name} to an int "
@@ -336,14 +358,17 @@ def build(header, arrays, path, sklearn=True):
         raise ModelFileError(path, f"unknown estimator class {short(name)} (this onlinepgs "
                                    f"reads {', '.join(_ESTIMATORS)})")
 
-    params = header["params"]
+    params = dict(header["params"])
+    if isinstance(params.get("class_weight"), list):
+        params["class_weight"] = _class_weight_from_json(params["class_weight"], path)
     known = cls().get_params(deep=False)
     unknown = sorted(set(params) - set(known))
     if unknown:
         raise ModelFileError(path, f"parameter(s) {unknown} unknown to this onlinepgs's {name} "
                                    "(written by a newer onlinepgs?); upgrade onlinepgs")
     for key, value in params.items():
-        if not (value is None or isinstance(value, (bool, int, float, str))):
+        if not (value is None or isinstance(value, (bool, int, float, str))
+                or key == "class_weight" and isinstance(value, dict)):
             raise ModelFileError(path, f"malformed header: parameter {key} is "
                                        f"{short(value)}, not a None, bool, int, float or str")
     estimator = cls(**params)
