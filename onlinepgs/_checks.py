@@ -10,9 +10,10 @@ own) and random states. The scikit-learn estimator classes may check more on top
 import numbers
 
 import numpy as np
-import scipy.sparse as sp
 
 from onlinepgs._core._hashing import records_to_csr
+from onlinepgs._csr import like, widen
+from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 
 __all__ = ["NotFittedError", "ConvergenceWarning", "InvalidParameterError", "RowError",
            "AtRows", "row_of_entry", "check_params",
@@ -249,11 +250,11 @@ def as_matrix(X, n_bits, hash_seed, n_features=None, dense=None):
     X = X.tocsr()
     if X.shape[1] > width:
         # new arrays throughout: sum_duplicates sorts in place, never the caller's data
-        X = sp.csr_matrix((X.data.copy(), X.indices & (width - 1), X.indptr.copy()),
-                          shape=(X.shape[0], width))
+        X = like(X, X.data.copy(), X.indices & (width - 1), X.indptr.copy(),
+                 (X.shape[0], width))
         X.sum_duplicates()
     elif X.shape[1] < width:
-        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], width))
+        X = widen(X, width)
     return X
 
 

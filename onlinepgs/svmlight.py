@@ -30,9 +30,10 @@ import os
 import sys
 
 import numpy as np
-import scipy.sparse as sp
 
 from onlinepgs._core._svmlight import _Parser
+from onlinepgs._csr import csr
+from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs.compressed import (DECOMPRESSION_ERRORS, NON_BLOCKING, Steps, compression_of,
                                   decompressing, read_bytes, show_bytes)
 
@@ -474,9 +475,7 @@ class SvmlightReader:
             return None
         data, indices, indptr, labels, n_seen = parser.take_chunk()
         n_cols = self._n_features if self._n_features is not None else n_seen
-        X = sp.csr_matrix((data, indices, indptr), shape=(len(labels), n_cols))
-        X.has_canonical_format = True
-        return X, labels
+        return csr(data, indices, indptr, (len(labels), n_cols), canonical=True), labels
 
 
 def iter_svmlight(source, *, chunk_rows=10_000, n_features=None, zero_based="auto",

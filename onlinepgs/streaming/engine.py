@@ -179,20 +179,16 @@ def _join(A, B):
     if isinstance(A, list):
         return A + list(B)
     if hasattr(A, "tocsr"):
-        import scipy.sparse as sp
+        from onlinepgs._csr import vstack
 
-        width = max(A.shape[1], B.shape[1])
-        return sp.vstack([widen(A, width), widen(B, width)], format="csr")
+        return vstack([A, B])
     return np.concatenate([A, B])
 
 
 def widen(X, width):
-    if X.shape[1] == width:
-        return X
-    import scipy.sparse as sp
+    from onlinepgs._csr import widen as _widen  # the kind of X kept: CSR or scipy
 
-    X = X.tocsr()
-    return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], width))
+    return _widen(X, width)
 
 
 def _row_nnz(X, i):
