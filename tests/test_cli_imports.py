@@ -134,3 +134,94 @@ def test_the_commands_paths_import_neither_scipy_nor_sklearn(tmp_path):
         assert report["code"] == 0, (argv, err)
         heavy = [m for m in report["modules"] if m.split(".")[0] in ("scipy", "sklearn")]
         assert heavy == [], (argv[0], heavy)
+
+
+@pytest.mark.parametrize("argv", [["info", "{m}"], ["info", "{m}", "--json"]])
+def test_info_imports_no_numpy(tmp_path, argv):
+    """`info` reads the header and the classes of a file as save_model writes it with
+    the standard library alone (numpy's import was most of a cold `info`)."""
+    from onlinepgs.model_io import save_model
+    from onlinepgs.pgs import PGSClassifierLearner
+
+    model = tmp_path / "m.pgs"
+    X = np.random.default_rng(0).standard_normal((40, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    save_model(PGSClassifierLearner(sigma=0.1, random_state=0).fit(X, y), model)
+    report, err = _run([a.format(m=model) for a in argv])
+    assert report["code"] == 0, err
+    heavy = [m for m in report["modules"] if m.split(".")[0] in ("numpy", "scipy", "sklearn")
+             or m.startswith("onlinepgs._core")]
+    assert heavy == [], heavy
+    assert ("classes: -1, 1" in err) if len(argv) == 2 else '"estimator"' in err
+
+
+@pytest.mark.parametrize("labels", [[-1.0, 1.0], [0, 1, 2], ["cat", "dog", "emu"],
+                                    np.array(["no", "yes"], dtype=object), None])
+def test_the_plain_reader_reads_what_numpys_reads(tmp_path, labels):
+    """container.read_plain's header and classes are read_header's and the loaded
+    model's (floats, ints, str, object str; a regressor has none)."""
+    from onlinepgs.model_io import container, load_learner, read_header, save_model
+    from onlinepgs.model_io.jsonvalues import from_json
+    from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((60, 4))
+    if labels is None:
+        est = PGSRegressorLearner(sigma=0.1, random_state=0).fit(X, X[:, 0])
+    else:
+        y = np.asarray(labels)[np.arange(60) % len(labels)]
+        est = PGSClassifierLearner(sigma=0.1, random_state=0).fit(X, y)
+    path = tmp_path / "m.pgs"
+    save_model(est, path)
+    raw, kept = container.read_plain(path, keep=("attributes/classes_",))
+    assert from_json(raw) == read_header(path)
+    if labels is None:
+        assert kept == {}
+    else:
+        values = container.plain_values(*kept["attributes/classes_"])
+        assert values == load_learner(path).classes_.tolist() == sorted(list(labels))
+
+
+def _rewritten(source, target, change):
+    """A copy of a model file's zip with change(name, bytes) -> bytes on each entry."""
+    import zipfile
+
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w") as zout:
+        for info in zin.infolist():
+            zout.writestr(info, change(info.filename, zin.read(info)))
+    return target
+
+
+def test_info_leaves_a_damaged_or_unusual_file_to_numpys_reader(tmp_path, capsys):
+    """An array changed after writing (zip intact, checksum not): read_plain declines,
+    and info prints numpy's reader's one-line error; an entry in a form numpy reads
+    but read_plain does not (a Fortran-order .npy): the same report as the plain file."""
+    from onlinepgs.cli import main
+    from onlinepgs.model_io import container, save_model
+    from onlinepgs.pgs import PGSClassifierLearner
+
+    X = np.random.default_rng(2).standard_normal((50, 3))
+    model = tmp_path / "m.pgs"
+    save_model(PGSClassifierLearner(sigma=0.1, random_state=0).fit(X, X[:, 1] > 0), model)
+    assert main(["info", str(model)]) == 0
+    plain_report = capsys.readouterr().out
+
+    names = [e["name"] for e in container.read_plain(model)[0]["arrays"]]
+    victim = "attributes/coef_" if "attributes/coef_" in names else names[-1]
+
+    def flip_victim(name, data):
+        return data[:-1] + bytes([data[-1] ^ 1]) if name == victim + ".npy" else data
+    damaged = _rewritten(model, tmp_path / "damaged.pgs", flip_victim)
+    assert container.read_plain(damaged) is None
+    assert main(["info", str(damaged)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "checksum mismatch" in err, err
+
+    def fortran(name, data):  # the same bytes, the .npy header saying fortran_order
+        if name != "attributes/classes_.npy":
+            return data
+        return data.replace(b"'fortran_order': False", b"'fortran_order': True ")
+    unusual = _rewritten(model, tmp_path / "unusual.pgs", fortran)
+    assert container.read_plain(unusual) is None
+    assert main(["info", str(unusual)]) == 0
+    assert capsys.readouterr().out == plain_report.replace(str(model), str(unusual))

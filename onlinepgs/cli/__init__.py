@@ -76,9 +76,6 @@ def main(argv=None):
         args.given = given_options(argv)
     module, name = COMMANDS[args.command]
     command = getattr(importlib.import_module(module), name)
-    from onlinepgs.model_io import ModelFileError
-    from onlinepgs.svmlight import SvmlightError
-
     try:
         with _chunks(args):
             return command(args)
@@ -90,9 +87,10 @@ def main(argv=None):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    # FloatingPointError: PGSDivergedError, also raised when an unusable model is read
-    except (UserError, SvmlightError, ModelFileError, ValueError, OSError,
-            FloatingPointError) as exc:
+    # FloatingPointError: PGSDivergedError, also raised when an unusable model is read;
+    # ValueError: also SvmlightError, ModelFileError and the other readers' errors (not
+    # imported here: `info` needs neither numpy nor the svmlight reader)
+    except (UserError, ValueError, OSError, FloatingPointError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if isinstance(exc, OSError) and exc.strerror:  # "file: reason", not "[Errno 2] ..."
             message = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
