@@ -74,6 +74,11 @@ def main(argv=None):
     args = parser.parse_args(argv)  # exits with 2 on usage errors
     if args.command == "train":
         args.given = given_options(argv)
+    # The command multiplies no dense matrices (its chunks are sparse, the core is its
+    # own): OpenBLAS's worker threads would only cost numpy's import their start-up,
+    # about 30 ms of CPU. A value the user set is kept; numpy already imported (main
+    # called from Python) is not affected.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     module, name = COMMANDS[args.command]
     command = getattr(importlib.import_module(module), name)
     try:
