@@ -2,6 +2,7 @@
 follow-up; issue 35 wants `onlinepgs --help` cold in <= 0.15 s), and the lazy names of
 `onlinepgs.streaming` that make it possible."""
 import json
+import os
 import subprocess
 import sys
 
@@ -11,14 +12,15 @@ import pytest
 # A child process runs main(argv) and reports, as JSON on stdout, the exit code and the
 # modules it imported (the command's own output goes to stderr, out of the way).
 _WRAPPER = """
-import contextlib, json, sys
+import contextlib, json, os, sys
 from onlinepgs.cli import main
 with contextlib.redirect_stdout(sys.stderr):
     try:
         code = main(json.loads(sys.argv[1]))
     except SystemExit as exc:
         code = exc.code
-print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+print(json.dumps({"code": code, "modules": sorted(sys.modules),
+                  "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS")}))
 """
 
 # what parsing must not import: the libraries, and the parts of onlinepgs that import them
@@ -134,6 +136,8 @@ def test_the_commands_paths_import_neither_scipy_nor_sklearn(tmp_path):
         assert report["code"] == 0, (argv, err)
         heavy = [m for m in report["modules"] if m.split(".")[0] in ("scipy", "sklearn")]
         assert heavy == [], (argv[0], heavy)
+        # set before numpy's import (no OpenBLAS worker threads to start), unless given
+        assert report["blas_threads"] == os.environ.get("OPENBLAS_NUM_THREADS", "1")
 
 
 @pytest.mark.parametrize("argv", [["info", "{m}"], ["info", "{m}", "--json"]])
