@@ -150,9 +150,11 @@ def main():
         model, big_model = workdir / "m.pgs", workdir / "m_big.pgs"
         ours = [sys.executable, "-m", "onlinepgs.cli"]
         theirs = [sys.executable, str(VW_RUN)]
+        load = os.getloadavg()[0]
         lines = [f"Whole processes, cold, medians of {args.repeats} runs in turn after a "
                  f"warm-up ({platform.processor() or platform.machine()}, "
-                 f"{os.cpu_count()} cores, Python {platform.python_version()}); wall "
+                 f"{os.cpu_count()} cores, load average {load:.1f} at the start, Python "
+                 f"{platform.python_version()}); wall "
                  "seconds (min-max), CPU seconds (user + system), peak RSS MiB. "
                  "`onlinepgs` is `python -m onlinepgs.cli`, `vw_run.py` is "
                  "`python bench/vw_run.py`.", "",
