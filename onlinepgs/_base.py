@@ -21,10 +21,10 @@ import threading
 import weakref
 
 import numpy as np
-import scipy.sparse as sp
 
 from onlinepgs import _checks, _class_weight
 from onlinepgs._checks import NotFittedError, available_if, check_params, is_records
+from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs.model import proba_from_scores
 
 __all__ = ["LinearLearner", "ClassifierLearner", "RegressorLearner"]

@@ -52,7 +52,6 @@ import os
 from dataclasses import dataclass, replace
 
 import numpy as np
-import scipy.sparse as sp
 
 from onlinepgs._checks import check_csr, check_dense, check_labels, check_weights
 from onlinepgs._core._losses import (
@@ -63,6 +62,7 @@ from onlinepgs._core._losses import (
     loss_value_py,
 )
 from onlinepgs._core._regularizer import norm, regularizer_conjugate, regularizer_value
+from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 
 __all__ = ["DualityGap", "duality_gap", "duality_gap_stream", "gap_of_weights"]
 

@@ -20,10 +20,10 @@ array(['yes', 'no'], dtype='<U3')
 array([[0.5, 0.5]])
 """
 import numpy as np
-import scipy.sparse as sp
 
 from onlinepgs._checks import (as_matrix, available_if, check_csr, check_dense, encode_targets,
                                is_records)
+from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 
 __all__ = ["LinearModel"]
 

@@ -19,7 +19,6 @@ array([1])
 (1, 2)
 """
 import numpy as np
-import scipy.sparse as sp
 
 from onlinepgs import _class_weight, _race
 from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,  # noqa: F401
@@ -27,6 +26,7 @@ from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,
 from onlinepgs._checks import AtRows, check_random_state, py, row_of_entry
 from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES, PGSState
 from onlinepgs._core._pgs import check_p, power_is_cheap, row_power_sums
+from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs.model import LinearModel
 
 __all__ = ["PGSClassifierLearner", "PGSRegressorLearner", "PGSDivergedError",
@@ -214,8 +214,11 @@ def _heaviest_row(X, sw):
         return None, None
     with np.errstate(over="ignore"):
         if sp.issparse(X):
-            size = np.asarray(abs(X).max(axis=1).todense()).ravel() if X.nnz else np.zeros(
-                X.shape[0])
+            # max over each row's stored |x_ij| (0 for an empty row), without scipy
+            size, filled = np.zeros(X.shape[0]), np.diff(X.indptr) > 0
+            if X.nnz:
+                size[filled] = np.maximum.reduceat(np.abs(X.data[:X.nnz]),
+                                                   X.indptr[:-1][filled])
         else:
             size = np.abs(X).max(axis=1) if X.shape[1] else np.zeros(X.shape[0])
         row = int(np.argmax(sw * np.maximum(size, 1.0)))

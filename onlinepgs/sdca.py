@@ -23,7 +23,6 @@ True
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 
 from onlinepgs import _class_weight
 from onlinepgs._base import ClassifierLearner, LinearLearner, RegressorLearner
@@ -31,6 +30,7 @@ from onlinepgs._checks import ConvergenceWarning, check_random_state
 from onlinepgs._core import CLASSIFICATION_LOSSES, REGRESSION_LOSSES
 from onlinepgs._core import loss_derivative as _loss_derivative
 from onlinepgs._core._sdca import ORDERS, SDCAProblem
+from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs.model import LinearModel
 from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
 

@@ -26,9 +26,10 @@ Choices, shared by both functions:
   label is accepted and ignored.
 """
 import numpy as np
-import scipy.sparse as sp
 
 from onlinepgs._core._svmlight import _Parser
+from onlinepgs._csr import csr
+from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs._lines import InputError, LineReader, check_reader_params
 from onlinepgs._lines import corrupt_error as _corrupt_error
 from onlinepgs.compressed import show_bytes
@@ -202,9 +203,7 @@ class SvmlightReader(LineReader):
             return None
         data, indices, indptr, labels, n_seen = parser.take_chunk()
         n_cols = self._n_features if self._n_features is not None else n_seen
-        X = sp.csr_matrix((data, indices, indptr), shape=(len(labels), n_cols))
-        X.has_canonical_format = True
-        return X, labels
+        return csr(data, indices, indptr, (len(labels), n_cols), canonical=True), labels
 
 
 SvmlightReader.error_class = SvmlightError

@@ -5,8 +5,6 @@ import os
 import sys
 import time
 
-import numpy as np
-
 from onlinepgs.cli.errors import PROG, UsageError, UserError
 from onlinepgs.streaming.errors import label_text
 
@@ -117,6 +115,8 @@ def parse_classes(text):
                              "such as 1..20") from None
         if not math.isfinite(labels[-1]):
             raise UsageError(f"argument --classes: {item!r} is not a finite number")
+    import numpy as np  # here: `onlinepgs info` imports this module, numpy-free
+
     labels = np.unique(labels)
     if labels.shape[0] < 2:
         raise UsageError(f"argument --classes: needs at least 2 distinct labels, got {text!r}")
@@ -162,6 +162,8 @@ def check_labels(y, classes, source, line_of, what="the classes", why=""):
 
 def print_summary(est, args, start, before=(), after=()):
     """VW's closing lines on stderr, with extra lines before and after the regret bound."""
+    import numpy as np  # here: `onlinepgs info` imports this module, numpy-free
+
     stats = est.online_stats_
     lines = ["", "finished run", f"number of examples = {stats['n_examples']}",
              f"weighted example sum = {stats['sum_weight']:.1f}",

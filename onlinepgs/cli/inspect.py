@@ -75,23 +75,37 @@ def _number(value):
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
+def _header_and_classes(path):
+    """The header of a model file and its classes (None for a regressor), checked and
+    verified; without numpy where the file holds numpy's plain arrays (as save_model
+    writes them): numpy's import would be most of a cold ``info``."""
+    from onlinepgs.model_io import container, load_learner, read_header
+    from onlinepgs.model_io.jsonvalues import from_json
+
+    plain = container.read_plain(path, keep=("attributes/classes_",))
+    if plain is not None:
+        raw, kept = plain
+        classes = kept.get("attributes/classes_")
+        return from_json(raw), None if classes is None else container.plain_values(*classes)
+    header = read_header(path)  # numpy's path: it decides, or words the error
+    if any(entry.get("name") == "attributes/classes_" for entry in header.get("arrays", ())):
+        # classes_ is an array of the file: the model, and its header, from one read
+        est, header = load_learner(path, return_header=True)
+        return header, est.classes_
+    return header, None
+
+
 def cmd_info(args):
     if args.weights:
         return _info_weights(args)
-    from onlinepgs.model_io import load_learner, read_header
     from onlinepgs.streaming import checkpoint_position
 
     check_model(args.model)
-    header = read_header(args.model)
+    header, classes = _header_and_classes(args.model)
     if args.json:
         print(json.dumps(_json_safe(header), indent=2, sort_keys=True))
         return 0
     # everything checked before anything is printed: an error, not half a report
-    classes = None
-    if any(entry.get("name") == "attributes/classes_" for entry in header.get("arrays", ())):
-        # classes_ is an array of the file: the model, and its header, from one read
-        est, header = load_learner(args.model, return_header=True)
-        classes = est.classes_
     extra = header.get("extra") or {}
     position = checkpoint_position(args.model, extra) if "stream" in extra else None
     params = header.get("params", {})

@@ -149,7 +149,7 @@ True
 """
 import os
 
-from onlinepgs.model_io import container, schema
+from onlinepgs.model_io import container
 from onlinepgs.model_io.atomic import replace_atomically
 from onlinepgs.model_io.container import FORMAT_NAME, FORMAT_VERSION
 from onlinepgs.model_io.errors import ModelFileError
@@ -188,6 +188,8 @@ def save_model(estimator, path, *, extra=None):
     OSError
         The file cannot be written (the previous file, if any, is intact).
     """
+    from onlinepgs.model_io import schema  # the learners: numpy and the compiled core
+
     path = os.fspath(path)
     container.write(path, *schema.encode(estimator, path, extra))
 
@@ -274,6 +276,8 @@ def load_learner(path, *, return_header=False):
 
 
 def _load(path, return_header, sklearn):
+    from onlinepgs.model_io import schema
+
     path = os.fspath(path)
     raw, arrays = container.read(path, verify=True)
     header = from_json(raw)

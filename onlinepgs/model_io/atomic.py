@@ -10,7 +10,6 @@ is written in place).
 import errno
 import os
 import re
-import secrets
 import stat
 import time
 
@@ -23,7 +22,8 @@ __all__ = ["replace_atomically", "write_target"]
 
 
 def _temp_name(base):
-    return f".{base}.{secrets.token_hex(6)}.tmp"
+    # os.urandom is what secrets.token_hex reads (without importing secrets and random)
+    return f".{base}.{os.urandom(6).hex()}.tmp"
 
 
 def _create_temp(directory, base):

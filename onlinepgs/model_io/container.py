@@ -8,7 +8,12 @@ with bounded memory (`_Room`: whatever the archive's directory claims, the entri
 read add up to at most the file's size) and verifies the SHA-256 checksum. What the
 header's fields mean for a model is `onlinepgs.model_io.schema`'s business; the format
 itself is described in `onlinepgs.model_io`'s docstring.
+
+`read_plain` checks and verifies a file as `read` does without numpy, for
+``onlinepgs info`` (numpy's import is most of a cold ``info``), and leaves anything
+but numpy's plain .npy entries to `read`. Hence numpy is imported where arrays are made.
 """
+import ast
 import hashlib
 import json
 import math
@@ -17,9 +22,6 @@ import re
 import struct
 import zipfile
 import zlib
-
-import numpy as np
-from numpy.lib import format as _npy
 
 from onlinepgs.model_io.atomic import replace_atomically
 from onlinepgs.model_io.errors import ModelFileError, describe, short
@@ -46,6 +48,8 @@ def _canonical(header):
 
 def _digest(header, arrays):
     """SHA-256 of the arrays' raw bytes (header order) and the canonical header."""
+    import numpy as np
+
     h = hashlib.sha256()
     for entry in header["arrays"]:
         arr = np.ascontiguousarray(arrays[entry["name"]])
@@ -56,6 +60,8 @@ def _digest(header, arrays):
 
 def storable_array(name, arr, path):
     """(array to write, table entry) for one array; object arrays only as strings."""
+    import numpy as np
+
     arr = np.asarray(arr)
     as_object = False
     if arr.dtype == object:
@@ -84,6 +90,8 @@ def _zip_info(name, compress):
 
 
 def _write_array(fileobj, arr):
+    from numpy.lib import format as _npy
+
     _npy.write_array(fileobj, arr, allow_pickle=False)
 
 
@@ -260,12 +268,8 @@ def _check_table(table, path):
         if name in seen:
             raise ModelFileError(path, f"malformed header: array {name} is listed twice")
         seen.add(name)
-        try:
-            dt = np.dtype(dtype) if isinstance(dtype, str) else None
-        except (TypeError, ValueError, SyntaxError):
-            dt = None
-        if (dt is None or dt.kind not in _ARRAY_KINDS or dt.fields is not None
-                or dt.itemsize == 0 or dt.subdtype is not None):
+        if (_plain_dtype(dtype) is None  # numpy judges any other string
+                and not _numpy_dtype_ok(dtype)):
             raise ModelFileError(path, f"malformed header: array {name} has the unsupported "
                                        f"dtype {short(dtype)}")
         if (not isinstance(shape, list)
@@ -278,9 +282,37 @@ def _check_table(table, path):
                                        "as_object")
 
 
+# the dtype strings numpy writes for the kinds a model file holds (`_ARRAY_KINDS`), with
+# their item sizes: '<f8', '|b1', '<U12', ...
+_PLAIN_DTYPE = re.compile(r"([<>|])(b1|[iu][1248]|f[248]|c8|c16|[US][1-9][0-9]{0,8})\Z")
+
+
+def _plain_dtype(dtype):
+    """(byte order, kind, item size) of one of numpy's plain dtype strings, else None."""
+    match = _PLAIN_DTYPE.match(dtype) if isinstance(dtype, str) else None
+    if match is None:
+        return None
+    order, code = match.groups()
+    size = int(code[1:])
+    return order, code[0], 4 * size if code[0] == "U" else size
+
+
+def _numpy_dtype_ok(dtype):
+    import numpy as np
+
+    try:
+        dt = np.dtype(dtype) if isinstance(dtype, str) else None
+    except (TypeError, ValueError, SyntaxError):
+        dt = None
+    return not (dt is None or dt.kind not in _ARRAY_KINDS or dt.fields is not None
+                or dt.itemsize == 0 or dt.subdtype is not None)
+
+
 def _read_arrays(zf, header, path, room):
     """Every listed array, checked against its listed dtype and shape; sizes are checked
     against the file's before anything is allocated."""
+    import numpy as np
+
     arrays = {}
     for entry in header["arrays"]:
         name = entry["name"]
@@ -313,6 +345,9 @@ def _read_arrays(zf, header, path, room):
 
 def _read_npy(f, dtype, shape, name, path):
     """One .npy entry, checked against the header before any data is allocated."""
+    import numpy as np
+    from numpy.lib import format as _npy
+
     version = _npy.read_magic(f)
     if version == (1, 0):
         found_shape, fortran, found_dtype = _npy.read_array_header_1_0(f)
@@ -341,6 +376,91 @@ def _verify(header, arrays, path):
     if _digest(header, arrays) != header["checksum"]["digest"]:
         raise ModelFileError(path, "corrupted file: checksum mismatch (the header or the "
                                    "arrays changed after the file was written)")
+
+
+class _NeedsNumpy(Exception):
+    """What `read_plain` leaves to `read`: it decides it, or words its error."""
+
+
+def read_plain(path, keep=()):
+    """(raw header, {name: (dtype, shape, bytes)} of the arrays named in `keep`) of a
+    model file checked and verified as ``read(path)`` does, without numpy; None where
+    `read` must decide: an entry other than numpy's plain .npy of a plain dtype (C
+    order), and whatever `read` refuses in the arrays (it words the error)."""
+    try:
+        with _open_archive(path) as zf:
+            room = _Room(zf)
+            raw = _read_raw_header(zf, path, room)
+            h, kept = hashlib.sha256(), {}
+            for entry in raw["arrays"]:
+                data = _plain_npy(zf, entry, room, path, h)
+                if entry["name"] in keep:
+                    kept[entry["name"]] = (entry["dtype"], tuple(entry["shape"]), data)
+    except _NeedsNumpy:
+        return None
+    h.update(_canonical(raw))
+    if h.hexdigest() != raw["checksum"]["digest"]:
+        return None  # `read` words the mismatch
+    return raw, kept
+
+
+def _plain_npy(zf, entry, room, path, h):
+    """The data bytes of one .npy entry (added to the checksum `h`), checked as
+    `_read_arrays` and `_read_npy` check it; _NeedsNumpy where they may not agree."""
+    plain = _plain_dtype(entry["dtype"])
+    if plain is None:
+        raise _NeedsNumpy
+    try:
+        info = zf.getinfo(entry["name"] + ".npy")
+    except KeyError:
+        raise _NeedsNumpy from None
+    room.claim(info, path)
+    nbytes = plain[2] * math.prod(entry["shape"])
+    if info.file_size < nbytes:
+        raise _NeedsNumpy
+    try:
+        with zf.open(info) as f:
+            start = f.read(8)
+            if start[:6] != b"\x93NUMPY" or start[6:] not in (b"\x01\x00", b"\x02\x00"):
+                raise _NeedsNumpy
+            size = int.from_bytes(f.read(2 if start[6] == 1 else 4), "little")
+            if size > 2**16:  # numpy writes a few dozen bytes
+                raise _NeedsNumpy
+            text = f.read(size)
+            fields = ast.literal_eval(text.decode("latin1"))
+            if (not isinstance(fields, dict) or fields.get("descr") != entry["dtype"]
+                    or fields.get("fortran_order") is not False
+                    or fields.get("shape") != tuple(entry["shape"]) or len(fields) != 3):
+                raise _NeedsNumpy
+            data = f.read(nbytes)
+            if len(data) != nbytes or f.read(1):  # the last read checks the CRC-32
+                raise _NeedsNumpy
+    except (OSError, SyntaxError, MemoryError, RecursionError) + _DAMAGED:
+        raise _NeedsNumpy from None
+    h.update(data)
+    return data
+
+
+def plain_values(dtype, shape, data):
+    """The values of a 1-d array `read_plain` kept, as Python numbers or strings."""
+    order, kind, size = _plain_dtype(dtype)
+    if len(shape) != 1:
+        raise ValueError(f"plain_values reads 1-d arrays, not shape {shape}")
+    if kind in "US":
+        text = [data[i:i + size] for i in range(0, len(data), size)]
+        if kind == "S":
+            return [t.rstrip(b"\0") for t in text]
+        codec = "utf-32-be" if order == ">" else "utf-32-le"
+        return [t.decode(codec).rstrip("\0") for t in text]
+    code = _STRUCT_CODES.get((kind, size))
+    if code is None:
+        raise ValueError(f"plain_values reads no {dtype} arrays")
+    return list(struct.unpack(f"{'>' if order == '>' else '<'}{shape[0]}{code}", data))
+
+
+_STRUCT_CODES = {("b", 1): "?", ("i", 1): "b", ("i", 2): "h", ("i", 4): "i", ("i", 8): "q",
+                 ("u", 1): "B", ("u", 2): "H", ("u", 4): "I", ("u", 8): "Q",
+                 ("f", 2): "e", ("f", 4): "f", ("f", 8): "d"}
 
 
 def read(path, *, verify=True):

@@ -11,8 +11,6 @@ import math
 import numbers
 import re
 
-import numpy as np
-
 from onlinepgs.model_io.errors import ModelFileError, short
 
 __all__ = ["MAX_JSON_DEPTH", "to_json", "from_json", "is_float_tag", "json_depth"]
@@ -26,9 +24,9 @@ MAX_JSON_DEPTH = 64
 # integers in header.json: far below Python's int-to-str digit limit (4300 digits)
 _MAX_INT_BITS = 4096
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_BRACKET_STEP = np.zeros(256, dtype=np.int8)
-_BRACKET_STEP[[ord("["), ord("{")]] = 1
-_BRACKET_STEP[[ord("]"), ord("}")]] = -1
+# below this many bytes json_depth counts in Python (no numpy: `onlinepgs info`)
+_SMALL_JSON = 2**20
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 
 # ---- JSON values -----------------------------------------------------------------------
 def to_json(value, where, path, *, arrays_as_lists=False, depth=1):
@@ -38,6 +36,8 @@ def to_json(value, where, path, *, arrays_as_lists=False, depth=1):
     lists and dicts nested deeper than `MAX_JSON_DEPTH` allow are refused, so that
     whatever is written is read back (and a cyclic structure is refused, not recursed).
     """
+    import numpy as np  # here: `onlinepgs info` reads headers without numpy
+
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, np.bool_):
@@ -91,11 +91,22 @@ def json_depth(data):
     """The deepest nesting of lists and objects in JSON text `data` (bytes), found
     without recursion: brackets outside strings, counted by running sums in blocks."""
     skeleton = _JSON_STRING.sub(b'""', data)
+    if len(skeleton) < _SMALL_JSON:
+        level = deepest = 0
+        for code in skeleton.translate(None, _NOT_BRACKETS):  # the brackets, in order
+            level += 1 if code in b"[{" else -1
+            deepest = max(deepest, level)
+        return deepest
+    import numpy as np
+
+    steps = np.zeros(256, dtype=np.int8)
+    steps[[ord("["), ord("{")]] = 1
+    steps[[ord("]"), ord("}")]] = -1
     codes = np.frombuffer(skeleton, dtype=np.uint8)
     level = deepest = 0
     block = 2**20
     for start in range(0, codes.shape[0], block):
-        levels = np.cumsum(_BRACKET_STEP[codes[start:start + block]], dtype=np.int64) + level
+        levels = np.cumsum(steps[codes[start:start + block]], dtype=np.int64) + level
         deepest = max(deepest, int(levels.max()))
         level = int(levels[-1])
     return deepest

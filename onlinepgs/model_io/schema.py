@@ -13,6 +13,7 @@ import numbers
 
 import numpy as np
 
+from onlinepgs._checks import unique
 from onlinepgs._core._pgs import STATE_VERSION, PGSState
 from onlinepgs import pgs as _pgs
 from onlinepgs.model import LinearModel
@@ -273,7 +274,7 @@ def _inconsistency(estimator):
     if estimator._classifier:
         classes = estimator.classes_
         try:
-            ordered = np.unique(classes)
+            ordered = unique(classes)  # np.unique without its import of numpy.ma
         except TypeError:  # e.g. str and int mixed in an object array
             ordered = None
         if ordered is None or not np.array_equal(ordered, classes):
@@ -326,7 +327,7 @@ def _sdca_inconsistency(estimator):
                                                                           classes):
             return "classes_ differ from the model's classes"
         try:
-            ordered = np.unique(classes)
+            ordered = unique(classes)  # np.unique without its import of numpy.ma
         except TypeError:
             ordered = None
         if ordered is None or not np.array_equal(ordered, classes):

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from onlinepgs._checks import check_labels, row_of_entry
+from onlinepgs._checks import check_labels, row_of_entry, unique
 from onlinepgs.streaming._batches import whole_batches
 from onlinepgs.streaming.checkpoints import (RUN_OPTIONS, checkpoint_extra,
                                              check_resume)
@@ -179,20 +179,16 @@ def _join(A, B):
     if isinstance(A, list):
         return A + list(B)
     if hasattr(A, "tocsr"):
-        import scipy.sparse as sp
+        from onlinepgs._csr import vstack
 
-        width = max(A.shape[1], B.shape[1])
-        return sp.vstack([widen(A, width), widen(B, width)], format="csr")
+        return vstack([A, B])
     return np.concatenate([A, B])
 
 
 def widen(X, width):
-    if X.shape[1] == width:
-        return X
-    import scipy.sparse as sp
+    from onlinepgs._csr import widen as _widen  # the kind of X kept: CSR or scipy
 
-    X = X.tocsr()
-    return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], width))
+    return _widen(X, width)
 
 
 def _row_nnz(X, i):
@@ -457,7 +453,7 @@ class StreamTrainer:
             return
         if self._classes is None:
             try:
-                labels = np.unique(np.asarray(y))
+                labels = unique(y)
             except TypeError:  # None or a mix of types: the learner's check names it
                 labels = np.asarray(y, dtype=object)
             if labels.shape[0] < 2:
@@ -586,7 +582,7 @@ def _sorted(classes):
     """The classes as a sorted array for the label check, or None where they are of no
     kind it judges."""
     kind = _label_kind(classes)
-    return None if kind is None else np.unique(np.asarray(classes))
+    return None if kind is None else unique(classes)
 
 
 def _loss_rows(learner, X, y):

@@ -8,8 +8,6 @@ complete sentences for everyone else. Errors of the svmlight reader
 """
 import copy
 
-import numpy as np
-
 
 def label_text(value):
     """A label as text: integral numbers without a decimal point, strings as they are."""
@@ -95,6 +93,8 @@ class LabelError(StreamError):
         reason = f"label {label_text(label)} is not one of the classes {shown}"
         message = None
         if not where.get("in_file", True):  # the words of partial_fit's own check
+            import numpy as np  # here: `onlinepgs info` imports this module, numpy-free
+
             value = label.item() if isinstance(label, np.generic) else label
             message = (f"label {value!r} ({place(where['source'], False, None, where['record'])})"
                        f" is not one of the classes {np.asarray(classes).tolist()}")
