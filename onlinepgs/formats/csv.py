@@ -130,6 +130,7 @@ class CSVReader(LineReader):
                  ignore=(), delimiter=",", n_bits=18, hash_seed=0, interactions=(),
                  chunk_rows=10_000, on_error="raise", audit=None, label_map=None,
                  block_size=1 << 20):
+        self._to_close = []  # (close() may run even when a check below fails)
         check_reader_params(chunk_rows, on_error, block_size)
         if not isinstance(delimiter, str) or len(delimiter.encode("utf-8")) != 1 \
                 or delimiter in '"\r\n':

@@ -250,6 +250,7 @@ class JSONLinesReader(LineReader):
 
     def __init__(self, source, *, n_bits=18, hash_seed=0, interactions=(),
                  chunk_rows=10_000, on_error="raise", audit=None, block_size=1 << 20):
+        self._to_close = []  # (close() may run even when a check below fails)
         check_reader_params(chunk_rows, on_error, block_size)
         self._spec = feature_spec(n_bits, hash_seed, interactions)
         self._audit = audit
