@@ -146,7 +146,7 @@ class _Parser:
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
-            bad = show_bytes(line[exc.start:exc.start + 8])
+            bad = show_bytes(line[exc.start:exc.end])
             raise _Bad(f"not UTF-8 text: '{bad}'", exc.start + 1, bad)
         try:
             obj = json.loads(text)
