@@ -399,3 +399,32 @@ def test_interactions_cross_the_columns_letters():
     (_, ha, va, _), (_, ho, vo, _) = got[0]
     h = ((ha * 16777619) & 0xFFFFFFFF) ^ ho
     assert_close(X, hashed([got[0] + [(0, h, va * vo, "")]], 16))
+
+
+def test_a_learner_on_the_hashed_log_matches_it_on_an_exact_one_hot():
+    """Flights, one pass of PGSClassifier: on the reader's hashed columns, the test AUC
+    of the same learner on an exact one-hot encoding built here (column=value -> its own
+    column) to within collisions' noise, and far from chance."""
+    from sklearn.metrics import roc_auc_score
+
+    from onlinepgs import PGSClassifier
+
+    path = shared("flight_delays_100k.csv.gz")
+    kw = dict(label="dep_delayed_15min", label_map={"Y": 1, "N": -1})
+    X = sp.vstack([X for X, _, _ in iter_csv(path, **kw)], format="csr")
+    rows = list(csv.reader(io.StringIO(gzip.decompress(path.read_bytes()).decode())))
+    header, rows = rows[0], rows[1:]
+    y = np.array([1.0 if r[-1] == "Y" else -1.0 for r in rows])
+    index = {}
+    cols = [[index.setdefault((j, cell), len(index)) for j, cell in enumerate(r[:-1])]
+            for r in rows]
+    onehot = sp.csr_matrix((np.ones(8 * len(rows)), np.ravel(cols),
+                            np.arange(0, 8 * len(rows) + 1, 8)), shape=(len(rows), len(index)))
+    split = 70_000
+    aucs = []
+    for M in (X, onehot):
+        clf = PGSClassifier(loss="logistic", random_state=0)
+        for start in range(0, split, 10_000):
+            clf.partial_fit(M[start:start + 10_000], y[start:start + 10_000], classes=[-1, 1])
+        aucs.append(roc_auc_score(y[split:], clf.decision_function(M[split:])))
+    assert aucs[0] > 0.65 and abs(aucs[0] - aucs[1]) < 0.005, aucs
