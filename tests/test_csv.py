@@ -182,14 +182,18 @@ def test_damaged_tables_give_a_clean_error(table, mutations, on_error):
     """Random edits of a valid table: rows, or a CSVError naming its line; never a crash
     or another exception."""
     data, kw = table
-    data = mutate(data, mutations)
+    rows_or_clean_error(lambda: iter_csv(io.BytesIO(mutate(data, mutations)), n_bits=8,
+                                         chunk_rows=2, block_size=7, on_error=on_error,
+                                         **kw), CSVError)
+
+
+def rows_or_clean_error(make_reader, error_class):
+    """The reader's chunks are whole, or it raises error_class naming a line."""
     try:
-        reader = iter_csv(io.BytesIO(data), n_bits=8, chunk_rows=2, block_size=7,
-                          on_error=on_error, **kw)
-        for X, y, w in reader:
-            assert X.shape[0] == y.shape[0]
-    except CSVError as e:
-        assert e.line >= 1 and str(e).startswith(f"<stream>:{e.line}:")
+        for X, y, w in make_reader():
+            assert X.shape[0] == y.shape[0] and (w is None or w.shape == y.shape)
+    except error_class as e:
+        assert e.line >= 1 and str(e).startswith(f"<stream>:{e.line}")
 
 
 @settings(max_examples=200, deadline=None)
