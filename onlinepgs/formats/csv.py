@@ -294,10 +294,10 @@ def iter_csv(source, *, label=None, weight=None, categorical=(), numeric=(), ign
     ValueError
         A column given two roles, or a bad parameter (at the call).
     CSVError
-        A role naming a column not in the header, an empty or repeated column name,
-        a bad quote, a row with more or fewer fields than the header, a bad label,
-        weight or number (naming the line, the byte column and the column's name); a
-        damaged compressed stream.
+        An empty source (no header line), a role naming a column not in the header,
+        an empty or repeated column name, a bad quote, a row with more or fewer fields
+        than the header, a bad label, weight or number (naming the line, the byte
+        column and the column's name); a damaged compressed stream.
 
     Notes
     -----
