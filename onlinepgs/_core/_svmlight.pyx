@@ -82,6 +82,13 @@ def _fill_pow10():
 _fill_pow10()
 
 
+cdef int parse_number(const char* s, const char* e, double* out) noexcept nogil:
+    """[s, e) as a decimal number (the grammar above): 1 and the correctly rounded value
+    (+-inf on overflow), or 0 on a syntax error. For the other compiled readers
+    (declared in _svmlight.pxd); may take the GIL (svm_parse_double's rare cases)."""
+    return svm_parse_double(s, e, out)
+
+
 def _parse_float(bytes s):
     """The reader's number parser on one token (testing aid): a float, or None."""
     cdef double v
