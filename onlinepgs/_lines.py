@@ -188,7 +188,8 @@ class LineReader:
                 self._final_position = f.tell()  # `bytes_read` stays right after closing
             except (OSError, ValueError):
                 pass
-        for f in self._to_close:
+        # getattr: a subclass whose parameter checks failed never reached __init__ here
+        for f in getattr(self, "_to_close", ()):
             try:
                 f.close()
             except Exception:  # noqa: BLE001 - closing a broken stream
