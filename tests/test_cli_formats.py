@@ -162,3 +162,26 @@ def test_sdca_refuses_vw_input(tmp_path):
     (tmp_path / "d.vw").write_bytes(vw_data(20))
     proc = run("train", tmp_path / "d.vw", "--solver", "sdca", "--quiet", check=False)
     assert proc.returncode == 2 and "reads svmlight input only" in proc.stderr
+
+
+@pytest.mark.parametrize("held_weight", [0.0, 3.0])
+def test_holdout_losses_are_weighted_like_training(tmp_path, held_weight):
+    """Rows held out (every 2nd) with importance c: the model is that of the run where
+    they have weight 1 (they are not trained on), and the held-out loss sum is c times
+    its sum."""
+    from onlinepgs.streaming import train_stream
+    from onlinepgs.streaming.sources import FileSource
+
+    lines = vw_data(400).decode().splitlines()
+    weighted = [(line if i % 2 == 0 else line.replace(" 'r", f" {held_weight} 'r", 1))
+                for i, line in enumerate(lines)]
+    (tmp_path / "a.vw").write_text("\n".join(lines) + "\n")
+    (tmp_path / "b.vw").write_text("\n".join(weighted) + "\n")
+    runs = [train_stream(PGSClassifierLearner(sigma=1e-3, n_bits=18, random_state=0),
+                         [FileSource(tmp_path / name)], holdout_every=2, chunk_rows=64)
+            for name in ("a.vw", "b.vw")]
+    np.testing.assert_array_equal(runs[0].learner.coef_, runs[1].learner.coef_)
+    assert runs[0].holdout_rows == runs[1].holdout_rows == 200
+    assert runs[0].holdout_sum > 0
+    assert runs[1].holdout_sum == pytest.approx(held_weight * runs[0].holdout_sum,
+                                                rel=1e-12)
