@@ -14,10 +14,10 @@ compile_args = ["-O3", "-fno-math-errno", "--param=large-function-growth=2000",
                 "--param=max-inline-insns-single=2000", "--param=inline-unit-growth=2000"]
 # C sources compiled into an extension beside its .pyx (declared there with
 # `cdef extern from "<name>.h"`); the headers are listed so a change rebuilds it
-C_SOURCES = {"_svmlight": ["onlinepgs/_core/svmlight_parser.c"],
-             "_vw": ["onlinepgs/_core/svmlight_parser.c"]}  # its number parser
+C_SOURCES = {"_svmlight": ["onlinepgs/_core/svmlight_parser.c"]}
+# _vw includes svmlight_parser.c in its source (`cdef extern from`), to inline it
 C_HEADERS = {"_svmlight": ["onlinepgs/_core/svmlight_parser.h"],
-             "_vw": ["onlinepgs/_core/svmlight_parser.h"]}
+             "_vw": ["onlinepgs/_core/svmlight_parser.h", "onlinepgs/_core/svmlight_parser.c"]}
 extensions = [
     Extension(
         f"onlinepgs._core.{name}",
