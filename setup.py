@@ -15,7 +15,9 @@ compile_args = ["-O3", "-fno-math-errno", "--param=large-function-growth=2000",
 # C sources compiled into an extension beside its .pyx (declared there with
 # `cdef extern from "<name>.h"`); the headers are listed so a change rebuilds it
 C_SOURCES = {"_svmlight": ["onlinepgs/_core/svmlight_parser.c"]}
-C_HEADERS = {"_svmlight": ["onlinepgs/_core/svmlight_parser.h"]}
+# _vw includes svmlight_parser.c in its source (`cdef extern from`), to inline it
+C_HEADERS = {"_svmlight": ["onlinepgs/_core/svmlight_parser.h"],
+             "_vw": ["onlinepgs/_core/svmlight_parser.h", "onlinepgs/_core/svmlight_parser.c"]}
 extensions = [
     Extension(
         f"onlinepgs._core.{name}",

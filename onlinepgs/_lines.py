@@ -140,6 +140,7 @@ class LineReader:
     """
 
     error_class = InputError
+    _to_close = ()  # until __init__ runs (a subclass's parameter check may fail first)
 
     def __init__(self, source, block_size=1 << 20):
         self._to_close = []

@@ -65,8 +65,12 @@ cdef extern from "svmlight_parser.h":
     int SVM_POW10_MAX
 
 
-def _fill_pow10():
+def _pow10_table():
+    """The 128-bit truncated powers of ten 10^e, e in [SVM_POW10_MIN, SVM_POW10_MAX], as
+    (hi, lo) pairs: computed exactly once here, also for the VW reader (_vw), which
+    compiles its own copy of svmlight_parser.c and fills its table from this list."""
     mask = (1 << 64) - 1
+    table = []
     for e in range(SVM_POW10_MIN, SVM_POW10_MAX + 1):
         if e >= 0:
             v = 10 ** e
@@ -76,7 +80,13 @@ def _fill_pow10():
             d = 10 ** -e
             v = (1 << (128 + d.bit_length())) // d
             v >>= v.bit_length() - 128
-        svm_set_pow10(e - SVM_POW10_MIN, (v >> 64) & mask, v & mask)
+        table.append(((v >> 64) & mask, v & mask))
+    return table
+
+
+def _fill_pow10():
+    for i, (hi, lo) in enumerate(_pow10_table()):
+        svm_set_pow10(i, hi, lo)
 
 
 _fill_pow10()

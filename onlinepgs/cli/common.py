@@ -9,23 +9,83 @@ from onlinepgs.cli.errors import PROG, UsageError, UserError
 from onlinepgs.streaming.errors import label_text
 
 
-def check_input(source):
+def check_input(source, fmt="svmlight"):
     """A readable input: a file, a named pipe or /dev/fd/N (process substitution), or -."""
     from onlinepgs.streaming import StreamError
     from onlinepgs.streaming.sources import FileSource
 
     try:
-        FileSource(source)
+        FileSource(source, fmt)
     except StreamError as exc:
         raise UserError(str(exc)) from None
 
 
-def open_reader(source, chunk_rows, zero_based):
-    """DATA (checked first) as svmlight chunks of `chunk_rows` rows."""
-    from onlinepgs.svmlight import iter_svmlight
+def open_reader(source, chunk_rows, zero_based, reading=None):
+    """DATA (checked first) as chunks of `chunk_rows` rows: svmlight, or as `reading`
+    says (`reading_of`: the format, its hashing and CSV columns)."""
+    from onlinepgs.formats import open_reader as open_format
 
-    check_input(source)
-    return iter_svmlight(source, chunk_rows=chunk_rows, zero_based=zero_based)
+    fmt, spec, columns = reading or ("svmlight", None, None)
+    check_input(source, fmt)
+    return open_format(source, fmt, chunk_rows=chunk_rows, zero_based=zero_based,
+                       spec=spec, columns=columns)
+
+
+# the CSV options of train and the reader's parameter each sets
+CSV_OPTIONS = ("label", "weight", "categorical", "numeric", "ignore", "delimiter")
+
+
+def train_input(args):
+    """train's input as the model file keeps it (``extra["input"]``): the format (the
+    first DATA's), the hashing (-b, default 18 for a hashed format), the interactions
+    and the CSV columns; sets ``args.bits`` and ``args.interactions`` (-q and
+    --interactions together). Refuses options that the input cannot use."""
+    from onlinepgs.formats import DEFAULT_BITS, HASHED, format_of
+
+    formats = [format_of(source, args.format) for source in args.data]
+    hashed = any(fmt in HASHED for fmt in formats)
+    interactions = list(args.quadratic or []) + list(args.interactions or [])
+    args.interactions = interactions
+    if interactions and not hashed:
+        raise UsageError("argument -q/--interactions: cross namespaces, which svmlight "
+                         "input has none of; give vw, csv, tsv or json input (--format)")
+    columns = {name: getattr(args, name) for name in CSV_OPTIONS
+               if getattr(args, name) is not None}
+    if columns and not any(fmt in ("csv", "tsv") for fmt in formats):
+        flag = "--" + next(iter(columns))
+        raise UsageError(f"argument {flag}: applies to csv or tsv input (--format)")
+    if hashed and args.bits is None:
+        args.bits = DEFAULT_BITS  # VW's -b default: names need hashing
+    out = {"format": formats[0]}
+    if interactions:
+        out["interactions"] = interactions
+    if columns:
+        out["columns"] = columns
+    return out
+
+
+def reading_of(source, est, extra, given=None):
+    """How to read `source` for a model (predict, eval, gap, train -i): the format
+    (`given` --format, else the one the model was trained on, else by the extension),
+    the model's hashing and interactions, the CSV columns it was trained with."""
+    from onlinepgs.features import FeatureSpec
+    from onlinepgs.formats import DEFAULT_BITS, format_of
+
+    kept = extra.get("input") if isinstance(extra.get("input"), dict) else {}
+    fmt = given or (kept.get("format") if kept.get("format") in _formats() else None)
+    fmt = format_of(source, fmt)
+    if fmt == "svmlight":
+        return fmt, None, None
+    n_bits = getattr(est, "n_bits", None) or DEFAULT_BITS
+    spec = FeatureSpec(n_bits, getattr(est, "hash_seed", 0) or 0,
+                       tuple(kept.get("interactions") or ()))
+    return fmt, spec, kept.get("columns")
+
+
+def _formats():
+    from onlinepgs.formats import FORMATS
+
+    return FORMATS
 
 
 def check_output(path, inputs):

@@ -3,7 +3,7 @@ certificate of a model's objective on data)."""
 import json
 import math
 
-from onlinepgs.cli.common import check_model, data_base, load, open_reader
+from onlinepgs.cli.common import check_model, data_base, load, open_reader, reading_of
 from onlinepgs.streaming.errors import label_text
 
 
@@ -11,7 +11,9 @@ def cmd_gap(args):
     from onlinepgs.duality import duality_gap_stream
     est, extra = load(args.model, "gap")
     cert = duality_gap_stream(est, open_reader(args.data, args.chunk_rows,
-                                           data_base(args, extra)))
+                                               data_base(args, extra),
+                                               reading_of(args.data, est, extra,
+                                                          args.format)))
     if args.json:
         result = cert.as_dict()
         if est._classifier and cert.dual_scale.shape[0] > 1:

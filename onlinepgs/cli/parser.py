@@ -135,10 +135,65 @@ def _class_weight(text):
         weights[key] = value
     return weights
 
+
+# the input formats (onlinepgs.formats.FORMATS, not imported: `--help` stays quick)
+FORMATS = ("svmlight", "vw", "csv", "tsv", "json")
+FORMAT_HELP = ("input format (default: by DATA's extension: .vw, .csv, .tsv, .json/.jsonl/"
+               ".ndjson, also under .gz/.bz2/.xz; else svmlight, and for stdin)")
+
+
+def _letters(size):
+    """-q / --interactions: namespace letters (first bytes of namespace names), ':'
+    for any; `size` the lengths allowed."""
+    def check(text):
+        if len(text.encode("utf-8")) not in size or " " in text:
+            raise argparse.ArgumentTypeError(
+                f"expected {' or '.join(map(str, size))} namespace letters (the first "
+                f"letters of namespace names, ':' for any), e.g. "
+                f"{'ab' if 2 in size else 'abc'}; got {text!r}")
+        return text
+    return check
+
+
+def _columns(text):
+    """CSV column names, comma-separated."""
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected comma-separated column names, got {text!r}")
+    return names
+
+
+def _input_options(command):
+    """How train reads DATA: the format, hashing, interactions, CSV columns."""
+    group = command.add_argument_group("input")
+    group.add_argument("--format", choices=FORMATS, default=None, help=FORMAT_HELP)
+    group.add_argument("-q", "--quadratic", action="append", type=_letters((2,)),
+                       default=None, metavar="AB",
+                       help="cross the features of namespaces starting with letter A with "
+                       "those starting with B (VW's -q; ':' matches any letter, -q :: all "
+                       "pairs); repeatable; vw, csv, tsv and json input")
+    group.add_argument("--interactions", action="append", type=_letters((2, 3)),
+                       default=None, metavar="ABC",
+                       help="like -q, for pairs or triples (--interactions abc); repeatable")
+    group.add_argument("--label", metavar="COL", default=None,
+                       help="CSV/TSV: the label column")
+    group.add_argument("--weight", metavar="COL", default=None,
+                       help="CSV/TSV: the importance weight column")
+    group.add_argument("--categorical", type=_columns, default=None, metavar="COLS",
+                       help="CSV/TSV: columns whose values are categories (hashed as "
+                       "column=value; a column named in no role is categorical)")
+    group.add_argument("--numeric", type=_columns, default=None, metavar="COLS",
+                       help="CSV/TSV: columns whose values are numbers")
+    group.add_argument("--ignore", type=_columns, default=None, metavar="COLS",
+                       help="CSV/TSV: columns not read")
+    group.add_argument("--delimiter", default=None,
+                       help="CSV/TSV: the field separator (default: ',' for csv, tab for tsv)")
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog=PROG, description="Primal Gradient Solver: streaming l_p-regularized linear "
-        "learning on svmlight/libsvm data (plain, .gz, .bz2, .xz, or - for stdin).")
+        "learning on svmlight/libsvm, VW text, CSV/TSV or JSON lines data (plain, .gz, "
+        ".bz2, .xz, or - for stdin).")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -174,8 +229,10 @@ def build_parser():
     opts.add_argument("--intercept-scaling", type=float, default=1.0)
     opts.add_argument("--epsilon", type=float, default=0.1,
                       help="width of the huber and epsilon_insensitive losses")
-    opts.add_argument("--bits", type=int, default=None,
-                      help="hash features into 2**BITS columns (indices modulo 2**BITS)")
+    opts.add_argument("-b", "--bits", type=int, default=None,
+                      help="hash features into 2**BITS columns (svmlight: indices modulo "
+                      "2**BITS, none by default; vw, csv, tsv, json: names hashed, "
+                      "default 18)")
     opts.add_argument("--hash-seed", type=int, default=0, help="seed of the --bits hash")
     opts.add_argument("--random-seed", type=int, default=0, help="seed of the random iterate")
     opts.add_argument("--forget", type=_forget, default=1.0, metavar="GAMMA",
@@ -215,6 +272,7 @@ def build_parser():
                      "training with its line (a stray index of 4e8 needs 6.4G). Bytes, or "
                      "with a suffix K, M, G, T (powers of 1024); 'none': no limit "
                      "(default 1G: 2**26 features of a binary model)")
+    _input_options(train)
     dist = train.add_argument_group(
         "Dask (onlinepgs.dask: distributed PGS in rounds; needs onlinepgs[dask])")
     dist.add_argument("--scheduler", metavar="ADDRESS", default=None,
@@ -301,6 +359,10 @@ def _reading(command):
     """How predict, eval and gap read DATA."""
     command.add_argument("--chunk-rows", type=_positive_int, default=10_000)
     command.add_argument("--zero-based", type=_zero_based, default="auto", metavar="{auto,0,1}")
+    command.add_argument("--format", choices=FORMATS, default=None,
+                         help="input format (default: the one the model was trained on, "
+                         "with its hashing, interactions and CSV columns; else by DATA's "
+                         "extension)")
 
 
 

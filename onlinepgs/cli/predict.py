@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from onlinepgs.cli.common import (check_labels, check_output, data_base, load,
-                                  open_reader)
+                                  open_reader, reading_of)
 from onlinepgs.cli.errors import UserError
 from onlinepgs.streaming.errors import label_text
 
@@ -18,7 +18,8 @@ def cmd_predict(args):
     if args.kind == "probabilities" and not hasattr(est, "predict_proba"):
         raise UserError(f"{args.model}: probabilities need the logistic loss "
                         f"(this model's loss is {est.loss!r})")
-    reader = open_reader(args.data, args.chunk_rows, data_base(args, extra))
+    reader = open_reader(args.data, args.chunk_rows, data_base(args, extra),
+                         reading_of(args.data, est, extra, args.format))
     if args.output == "-":
         _write_predictions(est, reader, args.kind, sys.stdout)
         return 0
@@ -67,7 +68,7 @@ def _write_predictions(est, reader, kind, out):
         # the columns' classes, once, before any row: a '#' line that no row can be, and
         # that np.loadtxt, pandas (comment="#") and `grep -v '^#'` skip
         out.write("# classes: " + " ".join(label_text(c) for c in est.classes_) + "\n")
-    for X, _ in reader:
+    for X, *_ in reader:
         if kind == "labels":
             values = est.predict(X)
             lines = "\n".join(label_text(v) for v in values)
@@ -91,8 +92,9 @@ def cmd_eval(args):
     # one pass, each chunk folded into sums (and the AUC's sorted runs) as it comes:
     # memory does not grow with the rows (onlinepgs._metrics)
     metrics = StreamMetrics(est.classes_ if est._classifier else None)
-    reader = open_reader(args.data, args.chunk_rows, data_base(args, extra))
-    for X, y, line_of in read_ahead(reader):
+    reader = open_reader(args.data, args.chunk_rows, data_base(args, extra),
+                         reading_of(args.data, est, extra, args.format))
+    for X, y, w, line_of in read_ahead(reader):
         if est._classifier:  # at its line, before the rest of the file is scored
             check_labels(y, est.classes_, args.data, line_of, what="the model's classes")
             scores = est.decision_function(X)

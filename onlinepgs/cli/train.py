@@ -8,7 +8,8 @@ import sys
 import time
 
 from onlinepgs.cli.common import (check_model, check_output, class_note, data_base,
-                                  in_flags, parse_classes, print_summary, unsaved)
+                                  in_flags, parse_classes, print_summary, reading_of,
+                                  train_input, unsaved)
 from onlinepgs.cli.errors import PROG, UsageError, UserError
 from onlinepgs.cli.parser import (CLASSIFICATION_LOSSES, MODEL_OPTIONS, SIZE_SUFFIXES,
                                   flag_of)
@@ -28,6 +29,11 @@ def cmd_train(args):
             "needs -o MODEL (the names are saved with the model)" if args.output is None
             else "collects names on the streaming PGS run only (not with --solver sdca "
             "or --scheduler)"))
+    kept = train_input(args)  # sets args.bits (hashed formats) and args.interactions
+    if kept["format"] != "svmlight" and (args.solver == "sdca" or args.scheduler):
+        option = "--solver sdca" if args.solver == "sdca" else "--scheduler"
+        raise UsageError(f"argument {option}: reads svmlight input only; "
+                         f"{args.data[0]} is {kept['format']} input")
     if args.solver == "sdca":
         from onlinepgs.cli.train_sdca import train_sdca
 
@@ -40,9 +46,15 @@ def cmd_train(args):
     sources = _train_sources(args)  # every input checked before any work
     check_output(args.output, args.data)
     if args.initial:
-        est, checkpoint, base = _continued(args)
+        est, checkpoint, base, extra = _continued(args)
+        kept = extra.get("input") if isinstance(extra.get("input"), dict) else kept
     else:
         est, checkpoint, base = estimator_from_args(args), None, args.zero_based
+        extra = {"input": kept}
+        if args.interactions and "interactions" in est.get_params():
+            # the learner keeps them for records given in Python (predict({...}))
+            est.set_params(interactions=list(args.interactions))
+    sources = _read_as(sources, args, est, kept)
     # a run option (-i included): the budget guards this run's data, not the model
     est.set_params(max_model_bytes=args.max_model_bytes)
     if given_classes is not None and not est._classifier:
@@ -71,7 +83,8 @@ def cmd_train(args):
         est, classes=given_classes, passes=args.passes, chunk_rows=args.chunk_rows,
         zero_based=base, holdout_every=args.holdout_every, checkpoint_path=args.output,
         checkpoint_every=args.checkpoint_every, resume=checkpoint,
-        progress=show_progress(table, bar) if table.enabled else None)
+        progress=show_progress(table, bar) if table.enabled else None,
+        extra={"input": kept})
     _keep_names(args, est, trainer, sources)
     start = time.perf_counter()
     try:
@@ -248,7 +261,7 @@ def _continued(args):
         print(f"{PROG}: note: {', '.join(ignored)} ignored: with -i the model keeps "
               "its own options", file=sys.stderr)
     if not args.resume:
-        return est, None, base
+        return est, None, base, extra
     if "stream" not in extra:
         raise UserError(f"{args.initial}: not a checkpoint (no stream position); "
                         "drop --resume to continue training on new data")
@@ -262,7 +275,23 @@ def _continued(args):
     if checkpoint.position.get("data") != args.data:
         print(f"{PROG}: note: resuming a run over {checkpoint.position.get('data')} on "
               f"{args.data}", file=sys.stderr)
-    return est, checkpoint, base
+    return est, checkpoint, base, extra
+
+
+def _read_as(sources, args, est, kept):
+    """The sources, each read in its format (--format; else with -i the model's, else
+    its extension's), hashed as the model is (its bits, seed and interactions)."""
+    from onlinepgs.formats import format_of
+    from onlinepgs.streaming.sources import FileSource
+
+    out = []
+    for source in sources:
+        given = args.format or (kept.get("format") if args.initial else
+                                format_of(source.name))
+        fmt, spec, columns = reading_of(source.name, est, {"input": kept}, given)
+        options = {} if spec is None else {"spec": spec, "columns": columns}
+        out.append(FileSource(source.name, fmt, **options))
+    return out
 
 
 def _in_options(exc, args):
@@ -298,6 +327,8 @@ def _train_error(exc, trainer, args):
                         "features into 2**BITS columns")
     elif isinstance(exc, MemoryError):
         exc = UserError("out of memory")
+    elif isinstance(exc, streaming.MissingLabelError):
+        exc = UserError(f"{exc.where}: {exc.reason}")
     elif isinstance(exc, streaming.LabelError):
         exc = UserError(f"{exc.where}: {exc.reason}{_WHY_CLASSES}")
     elif isinstance(exc, streaming.ClassesError):

@@ -24,7 +24,7 @@ _HOMES = {
     "whole_batches": "_batches",
     **dict.fromkeys(["Progress", "StreamResult", "StreamTrainer", "train_stream"], "engine"),
     **dict.fromkeys(["ClassesError", "EmptyStreamError", "LabelError", "LearnerError",
-                     "OutOfMemory", "ReadOnceError", "ResumeError", "StreamError"], "errors"),
+                     "MissingLabelError", "OutOfMemory", "ReadOnceError", "ResumeError", "StreamError"], "errors"),
     **dict.fromkeys(["Checkpoint", "check_resume", "checkpoint_extra", "checkpoint_position",
                      "read_checkpoint"], "checkpoints"),
     "read_ahead": "sources",
@@ -33,7 +33,8 @@ _HOMES = {
 __all__ = ["whole_batches", "train_stream", "StreamTrainer", "StreamResult", "Progress",
            "Checkpoint", "read_checkpoint", "check_resume", "checkpoint_position",
            "checkpoint_extra",
-           "read_ahead", "StreamError", "LabelError", "ClassesError", "LearnerError",
+           "read_ahead", "StreamError", "LabelError", "MissingLabelError", "ClassesError",
+           "LearnerError",
            "OutOfMemory", "ReadOnceError", "ResumeError", "EmptyStreamError"]
 
 

@@ -22,8 +22,8 @@ from onlinepgs.streaming._batches import whole_batches
 from onlinepgs.streaming.checkpoints import (RUN_OPTIONS, checkpoint_extra,
                                              check_resume)
 from onlinepgs.streaming.errors import (ClassesError, EmptyStreamError, LabelError,
-                                        LearnerError, OutOfMemory, ResumeError,
-                                        StreamError)
+                                        LearnerError, MissingLabelError, OutOfMemory,
+                                        ResumeError, StreamError)
 from onlinepgs.streaming.sources import check_passes, make_sources
 
 
@@ -185,6 +185,26 @@ def _join(A, B):
     return np.concatenate([A, B])
 
 
+def _join_weights(a, n_a, b, n_b):
+    """The sample weights of rows (n_a rows weighted a) then (n_b rows weighted b),
+    None standing for all 1: None if both are."""
+    if a is None and b is None:
+        return None
+    return np.concatenate([np.ones(n_a) if a is None else np.asarray(a, float),
+                           np.ones(n_b) if b is None else np.asarray(b, float)])
+
+
+def _check_present(y, source, where, first_row):
+    """Refuse a row without a label (NaN: a VW test line, a CSV row with its label
+    empty), naming its line: training needs every label."""
+    if isinstance(y, np.ndarray) and y.dtype.kind == "f":
+        missing = np.flatnonzero(np.isnan(y))
+        if missing.shape[0]:
+            i = int(missing[0])
+            raise MissingLabelError(source=source.name, in_file=source.in_file,
+                                    line=where(i), record=_record(first_row, i))
+
+
 def widen(X, width):
     from onlinepgs._csr import widen as _widen  # the kind of X kept: CSR or scipy
 
@@ -277,6 +297,9 @@ class StreamTrainer:
     next_report : callable or None
         ``next_report(n)``: the first example count after n to report; default: the
         powers of two (Vowpal Wabbit's progress table).
+    extra : dict or None
+        Kept in the ``extra`` of every model file the run writes (the command keeps
+        its input's format there, so that predict reads data alike).
 
     Attributes
     ----------
@@ -289,7 +312,8 @@ class StreamTrainer:
 
     def __init__(self, learner, *, classes=None, passes=1, chunk_rows=2000,
                  zero_based="auto", holdout_every=None, checkpoint_path=None,
-                 checkpoint_every=None, resume=None, progress=None, next_report=None):
+                 checkpoint_every=None, resume=None, progress=None, next_report=None,
+                 extra=None):
         for name, value, least in (("passes", passes, 1), ("chunk_rows", chunk_rows, 1),
                                    ("holdout_every", holdout_every, None),
                                    ("checkpoint_every", checkpoint_every, None)):
@@ -318,6 +342,7 @@ class StreamTrainer:
         self.next_report = next_report or next_power_of_two
         self.last_checkpoint = None
         self.checkpoints = 0
+        self.extra = dict(extra or {})
 
     # ---- the run -----------------------------------------------------------------------
     def run(self, sources):
@@ -379,7 +404,7 @@ class StreamTrainer:
         # resumes at that row, which scores them again
         held_rows, held_losses = np.empty(0, np.int64), np.empty(0)
         rows_in_file = 0
-        for X, y, line_of in source.chunks(self.chunk_rows, self.zero_based):
+        for X, y, w, line_of in source.chunks(self.chunk_rows, self.zero_based):
             if self.zero_based == "auto" and isinstance(source.zero_based, bool):
                 self.zero_based = source.zero_based  # the first chunk decided, for every file
             n = _n_rows(X)
@@ -390,15 +415,17 @@ class StreamTrainer:
             if rows_in_file < skip:  # the checkpoint fell inside this chunk
                 first = skip - rows_in_file
                 X, y = _take(X, slice(first, None)), _take(y, slice(first, None))
+                w = None if w is None else w[first:]
                 rows_in_file, n = skip, n - first
 
             def where(i, first=first, line_of=line_of):  # the line of X's row i, if a file
                 return None if line_of is None else line_of(first + i)
 
+            _check_present(y, source, where, rows_in_file)
             self._check_labels(y, source, where, rows_in_file)
             if self.holdout_every:
                 rows, losses = self._train_with_holdout(
-                    batcher, X, y, file_row0 + rows_in_file, where, rows_in_file)
+                    batcher, X, y, w, file_row0 + rows_in_file, where, rows_in_file)
                 self._holdout[0] += float(np.sum(losses))
                 self._holdout[1] += rows.shape[0]
                 waiting = batcher.first_waiting()
@@ -407,7 +434,7 @@ class StreamTrainer:
                 held_rows = held_rows[later]
                 held_losses = np.concatenate([held_losses, losses])[later]
             else:
-                batcher.add(X, y, where, rows_in_file + np.arange(n))
+                batcher.add(X, y, w, where, rows_in_file + np.arange(n))
             rows_in_file += n
             self._rows_seen += n
             self._event("chunk", pass_index, source)
@@ -436,7 +463,7 @@ class StreamTrainer:
     def _save(self, extra):
         from onlinepgs.model_io import save_model
 
-        save_model(self.learner, self.checkpoint_path, extra=extra)
+        save_model(self.learner, self.checkpoint_path, extra={**self.extra, **extra})
         self.checkpoints += not extra["finished"]
 
     def _event(self, kind, pass_index, source, **fields):
@@ -472,10 +499,13 @@ class StreamTrainer:
                              record=_record(first_row, i))
 
     # ---- training ----------------------------------------------------------------------
-    def _fit(self, X, y, where, rows):
-        """One partial_fit call; its refusal as a `LearnerError` at the row it names."""
+    def _fit(self, X, y, w, where, rows):
+        """One partial_fit call (w: the rows' sample weights, or None); its refusal as a
+        `LearnerError` at the row it names."""
         learner = self.learner
         kwargs = {"classes": self._classes} if learner._classifier else {}
+        if w is not None:  # only then: a learner without sample weights still streams
+            kwargs["sample_weight"] = w
         try:
             learner.partial_fit(X, y, **kwargs)
         except MemoryError:
@@ -500,8 +530,9 @@ class StreamTrainer:
                            in_file=self._source.in_file, line=where(row),
                            record=_record(rows, row))
 
-    def _train_rows(self, X, y, where, rows):
-        """partial_fit on rows, split (at whole batches) where progress reports a row."""
+    def _train_rows(self, X, y, w, where, rows):
+        """partial_fit on rows (w: their sample weights, or None), split (at whole
+        batches) where progress reports a row."""
         n = _n_rows(X)
         if n == 0:
             return
@@ -511,7 +542,7 @@ class StreamTrainer:
 
         def fit(a, b):
             self._fit(_take(X, slice(a, b)), _take(y, slice(a, b)),
-                      lambda i: where(a + i), rows[a:b])
+                      None if w is None else w[a:b], lambda i: where(a + i), rows[a:b])
 
         start = 0
         while start < n:
@@ -537,8 +568,11 @@ class StreamTrainer:
                 done += n - start
                 start = n
 
-    def _train_with_holdout(self, batcher, X, y, rows_before, where, first_row):
+    def _train_with_holdout(self, batcher, X, y, w, rows_before, where, first_row):
         """Score every N-th row with the model before its segment, train on the others.
+
+        A held row's loss is weighted by its sample weight (w; None: 1), as the learner
+        weighs a row it trains on (the objective's mean of sample_weight * loss).
 
         Segments of max(1000, 8 * N) rows keep the estimate progressive without a Python
         call per row. Before any training the model is PGS's w_0 = 0, whose loss is the
@@ -554,11 +588,12 @@ class StreamTrainer:
             held = (rows_before + np.arange(start, stop) + 1) % every == 0
             if held.any():
                 at = start + np.flatnonzero(held)
-                losses.append(self._held_losses(_take(X, at), _take(y, at)))
+                loss = self._held_losses(_take(X, at), _take(y, at))
+                losses.append(loss if w is None else loss * w[at])
                 rows.append(first_row + at)
             kept = start + np.flatnonzero(~held)
-            batcher.add(_take(X, kept), _take(y, kept), lambda i, kept=kept: where(kept[i]),
-                        first_row + kept)
+            batcher.add(_take(X, kept), _take(y, kept), None if w is None else w[kept],
+                        lambda i, kept=kept: where(kept[i]), first_row + kept)
         return np.concatenate(rows), np.concatenate(losses)
 
     def _held_losses(self, X, y):
@@ -637,19 +672,20 @@ class _Batcher:
 
     def __init__(self, trainer):
         self.trainer, self.k = trainer, trainer.k
-        self.waiting = None  # (X, y, lines, rows) of fewer than k rows
+        self.waiting = None  # (X, y, w, lines, rows) of fewer than k rows
 
     def first_waiting(self):
         """The source row (from 0) of the first row not yet trained, or None."""
-        return None if self.waiting is None else int(self.waiting[3][0])
+        return None if self.waiting is None else int(self.waiting[4][0])
 
-    def add(self, X, y, where, rows, final=False):
+    def add(self, X, y, w, where, rows, final=False):
         """Train on the waiting rows, then these, but for the rows short of a whole batch
-        unless `final`. ``where(i)`` names row i's line (None for an iterable); `rows`
-        are its rows in the source, from 0."""
+        unless `final`. ``w``: the rows' sample weights (None: all 1); ``where(i)`` names
+        row i's line (None for an iterable); `rows` are its rows in the source, from 0."""
         if self.waiting is not None:
-            Xw, yw, lines, rows_w = self.waiting
+            Xw, yw, ww, lines, rows_w = self.waiting
             X, y = _join(Xw, X), _join(yw, y)
+            w = _join_weights(ww, _n_rows(Xw), w, _n_rows(X) - _n_rows(Xw))
             rows = np.concatenate([rows_w, rows])
             where = (lambda i, inner=where, m=len(lines):
                      lines[i] if i < m else inner(i - m))
@@ -658,16 +694,19 @@ class _Batcher:
         n_train = n if final else n - n % self.k
         if n_train < n:
             self.waiting = (_take(X, slice(n_train, n)), _take(y, slice(n_train, n)),
+                            None if w is None else w[n_train:],
                             [where(i) for i in range(n_train, n)], rows[n_train:])
         if n_train == n:
-            self.trainer._train_rows(X, y, where, rows)
+            self.trainer._train_rows(X, y, w, where, rows)
         elif n_train:
             self.trainer._train_rows(_take(X, slice(0, n_train)),
-                                     _take(y, slice(0, n_train)), where, rows[:n_train])
+                                     _take(y, slice(0, n_train)),
+                                     None if w is None else w[:n_train], where,
+                                     rows[:n_train])
 
     def finish(self):
         """Train on the rows still waiting: the source's last, short batch."""
         if self.waiting is not None:
-            Xw, yw, lines, rows_w = self.waiting
+            Xw, yw, ww, lines, rows_w = self.waiting
             self.waiting = None
-            self.trainer._train_rows(Xw, yw, lines.__getitem__, rows_w)
+            self.trainer._train_rows(Xw, yw, ww, lines.__getitem__, rows_w)

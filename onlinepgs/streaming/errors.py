@@ -101,6 +101,16 @@ class LabelError(StreamError):
         super().__init__(reason, message=message, **where)
 
 
+class MissingLabelError(LabelError):
+    """A training row without a label (a VW line with none, an empty label cell):
+    ``label`` is NaN, ``classes`` None."""
+
+    def __init__(self, **where):
+        self.label, self.classes, self.origin = float("nan"), None, None
+        StreamError.__init__(self, "no label (a line to predict?): training needs a "
+                             "label on every row", **where)
+
+
 class ClassesError(StreamError):
     """No classes given, none in the model, and a first chunk of one label:
     ``labels`` holds the labels seen."""

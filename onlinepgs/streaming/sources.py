@@ -1,11 +1,14 @@
-"""The sources a stream is read from, each as chunks ``(X, y, line_of)``.
+"""The sources a stream is read from, each as chunks ``(X, y, w, line_of)``.
 
-* `FileSource`: an svmlight file (plain, .gz, .bz2, .xz), a named pipe, /dev/fd/N, or
+* `FileSource`: a file in one of the input formats (`onlinepgs.formats`: svmlight, VW
+  text, CSV/TSV, JSON lines; plain, .gz, .bz2, .xz), a named pipe, /dev/fd/N, or
   ``"-"`` (stdin), parsed in a background thread (`read_ahead`); ``line_of(i)`` names
-  the file's line of the chunk's row i.
+  the file's line of the chunk's row i; ``w`` the rows' importance weights (None: all
+  1, and always for svmlight).
 * `IterableSource`: an iterable of ``(x, y)`` records (``x`` a dict ``{feature: value}``
   or a sequence of ``(feature, value)`` pairs), cut into chunks of records, or of
-  ``(X, y)`` chunks (X a 2-D array or sparse matrix); its rows are named by number.
+  ``(X, y)`` or ``(X, y, w)`` chunks (X a 2-D array or sparse matrix, w the rows'
+  sample weights or None); its rows are named by number.
 
 A source knows whether it can be read again (passes): a regular file can, stdin or a
 pipe cannot, a sequence (list, tuple) can, an iterator or generator cannot.
@@ -27,8 +30,9 @@ def lines_of(lines_before, lines_after, n_rows):
 
 
 def read_ahead(reader, depth=2):
-    """Iterate an svmlight reader's chunks as (X, y, line_of), parsing the next ones in a
-    background thread; ``line_of(i)`` names the line of the chunk's row i.
+    """Iterate a reader's ``(X, y)`` or ``(X, y, w)`` chunks as (X, y, w, line_of),
+    parsing the next ones in a background thread; ``line_of(i)`` names the line of the
+    chunk's row i, w is None for a reader without weights.
 
     The parser and the solver both release the GIL, so on two cores parsing chunk i+1
     overlaps training on chunk i (Vowpal Wabbit's driver overlaps them too). Errors are
@@ -44,9 +48,11 @@ def read_ahead(reader, depth=2):
     def produce():
         try:
             lines = 0
-            for X, y in reader:
+            for item in reader:
+                X, y = item[0], item[1]
+                w = item[2] if len(item) > 2 else None
                 # the parser stops right after the row that fills a chunk
-                chunk = (X, y, lines_of(lines, reader.n_lines, X.shape[0]))
+                chunk = (X, y, w, lines_of(lines, reader.n_lines, X.shape[0]))
                 lines = reader.n_lines
                 while not stop.is_set():
                     try:
@@ -76,13 +82,22 @@ def read_ahead(reader, depth=2):
 
 
 class FileSource:
-    """An svmlight file, named pipe or ``"-"`` (stdin), checked when made: it exists and
-    is no directory."""
+    """A data file, named pipe or ``"-"`` (stdin), checked when made: it exists and is
+    no directory.
+
+    ``fmt``: its format (`onlinepgs.formats.FORMATS`; None: by the extension, see
+    `onlinepgs.formats.format_of`); ``options``: the reader's (`open_reader`: ``spec``,
+    ``on_error``, ``audit``, ``columns``).
+    """
 
     in_file = True
 
-    def __init__(self, path):
+    def __init__(self, path, fmt=None, **options):
+        from onlinepgs.formats import format_of
+
         self.name = os.fspath(path)
+        self.fmt = format_of(self.name, fmt)
+        self.options = options
         if self.name != "-":
             if os.path.isdir(self.name):
                 raise StreamError("is a directory, not a data file", source=self.name)
@@ -94,10 +109,11 @@ class FileSource:
         self.reader = None
 
     def chunks(self, chunk_rows, zero_based):
-        """The file's chunks as (X, y, line_of), parsed ahead in a thread."""
-        from onlinepgs.svmlight import iter_svmlight
+        """The file's chunks as (X, y, w, line_of), parsed ahead in a thread."""
+        from onlinepgs.formats import open_reader
 
-        self.reader = iter_svmlight(self.name, chunk_rows=chunk_rows, zero_based=zero_based)
+        self.reader = open_reader(self.name, self.fmt, chunk_rows=chunk_rows,
+                                  zero_based=zero_based, **self.options)
         return read_ahead(self.reader)
 
     @property
@@ -115,8 +131,9 @@ class FileSource:
 
 
 def _is_chunk(item):
-    """Whether an item of an iterable is an (X, y) chunk rather than an (x, y) record."""
-    return (isinstance(item, tuple) and len(item) == 2
+    """Whether an item of an iterable is an (X, y) or (X, y, w) chunk rather than an
+    (x, y) record."""
+    return (isinstance(item, tuple) and len(item) in (2, 3)
             and len(getattr(item[0], "shape", ())) == 2)
 
 
@@ -143,7 +160,8 @@ class IterableSource:
                             f"records or (X, y) chunks, got {type(items).__name__}") from None
 
     def chunks(self, chunk_rows, zero_based):
-        """Chunks as (X, y, None): lists of records and labels, or the given chunks."""
+        """Chunks as (X, y, w, None): lists of records and labels (w None), or the given
+        chunks."""
         items = iter(self.items)
         first = next(items, None)
         if first is None:
@@ -156,10 +174,11 @@ class IterableSource:
     def _given_chunks(self, first, items):
         for number, chunk in enumerate(_chain(first, items), 1):
             if not _is_chunk(chunk):
-                reason = f"is {chunk!r:.80}: expected an (X, y) chunk, X 2-D, like the first"
+                reason = (f"is {chunk!r:.80}: expected an (X, y) or (X, y, w) chunk, X 2-D, "
+                          "like the first")
                 raise StreamError(reason, source=self.name, in_file=False,
                                   message=f"item {number} of {self.name} {reason}")
-            yield chunk[0], chunk[1], None
+            yield chunk[0], chunk[1], (chunk[2] if len(chunk) > 2 else None), None
 
     def _record_chunks(self, first, items, chunk_rows):
         xs, ys = [], []
@@ -179,10 +198,10 @@ class IterableSource:
             xs.append(x)
             ys.append(y)
             if len(xs) == chunk_rows:
-                yield xs, ys, None
+                yield xs, ys, None, None
                 xs, ys = [], []
         if xs:
-            yield xs, ys, None
+            yield xs, ys, None, None
 
     def _bad(self, number, reason):
         return StreamError(reason, source=self.name, in_file=False, record=number,

@@ -1,0 +1,171 @@
+"""Streaming reader of Vowpal Wabbit's text format.
+
+A line reads ``label [importance] ['tag]|namespace[:weight] feature[:value] ... |other
+...`` (the grammar in full: `iter_vw`). Features are hashed per namespace into
+``2**n_bits`` columns (`onlinepgs.features`); interactions between namespaces are
+made by `onlinepgs.features.to_matrix`.
+"""
+import numpy as np
+
+from onlinepgs._core._vw import _Parser
+from onlinepgs._lines import InputError, LineReader, check_reader_params
+from onlinepgs.compressed import show_bytes
+from onlinepgs.features import FeatureSpec, NamespacedRows, to_matrix
+
+__all__ = ["VWError", "VWReader", "iter_vw"]
+
+
+class VWError(InputError):
+    """Malformed VW text: the message reads ``source:line:column: what 'text'``.
+
+    Its attributes ``source``, ``line``, ``column`` and ``text`` are `InputError`'s.
+
+    Examples
+    --------
+    >>> import io
+    >>> from onlinepgs.formats import iter_vw
+    >>> try:
+    ...     list(iter_vw(io.BytesIO(b"1 |f a:2\\n-1 |f a:x\\n")))
+    ... except VWError as e:
+    ...     print(e)
+    <stream>:2:9: bad feature value 'x' in "a:x"
+    """
+
+
+_WHAT = {
+    "label": "bad label '{}' (a number: -1/+1, 0/1, a class or a real)",
+    "multiclass": ("label '{}': VW's multiclass / cost-sensitive labels are not supported "
+                   "(give one number per line)"),
+    "importance": "bad importance weight '{}' (a number >= 0)",
+    "extra": "unexpected '{}' before the first '|' (expected: label [importance] ['tag])",
+    "namespace_weight": "bad namespace weight '{}'",
+    "namespace_empty": "empty namespace name in '{}'",
+    "value": "bad feature value '{}'",
+    "name_empty": "empty feature name in '{}'",
+}
+
+
+def _check_spec(n_bits, hash_seed):
+    if isinstance(n_bits, bool) or not isinstance(n_bits, (int, np.integer)) or not (
+            1 <= n_bits <= 31):
+        raise ValueError(f"n_bits must be an int in [1, 31], got {n_bits!r}")
+    if isinstance(hash_seed, bool) or not isinstance(hash_seed, (int, np.integer)) or not (
+            0 <= hash_seed < 2 ** 32):
+        raise ValueError(f"hash_seed must be an int in [0, 2**32), got {hash_seed!r}")
+
+
+class VWReader(LineReader):
+    """Iterator over the ``(X, y, w)`` chunks of a VW text source (made by `iter_vw`,
+    which documents the parameters).
+
+    Attributes
+    ----------
+    source_name : str
+        How messages name the source.
+    n_lines, n_rows, n_skipped : int
+        Lines read, rows yielded, bad lines skipped (``on_error="skip"``) so far.
+    bytes_read : int
+        Bytes consumed from the file (compressed bytes for a compressed file).
+    zero_based : None
+        Hashed features have no index base (the attribute readers share).
+    """
+
+    error_class = None  # VWError, set below its definition
+    zero_based = None
+
+    def __init__(self, source, *, n_bits=18, hash_seed=0, interactions=(),
+                 chunk_rows=10_000, on_error="raise", audit=None, block_size=1 << 20):
+        check_reader_params(chunk_rows, on_error, block_size)
+        _check_spec(n_bits, hash_seed)
+        self.spec = FeatureSpec(int(n_bits), int(hash_seed), tuple(interactions))
+        self._audit = audit
+        self._parser = _Parser(int(hash_seed), on_error == "skip",
+                               -1 if chunk_rows is None else int(chunk_rows),
+                               audit is not None)
+        super().__init__(source, block_size)
+
+    def _error(self, info, block):
+        kind, line, column, (b0, b1), (t0, t1) = info
+        bad, token = show_bytes(block[b0:b1]), show_bytes(block[t0:t1])
+        message = f"{self.source_name}:{line}:{column}: " + _WHAT[kind].format(bad)
+        if kind in ("value", "namespace_weight"):
+            message += f' in "{token}"'
+        return VWError(message, self.source_name, line, column, bad)
+
+    def _take(self):
+        if not self._parser.pending_rows:
+            return None
+        ns, hashes, values, indptr, labels, weights, names = self._parser.take_chunk()
+        rows = NamespacedRows(ns, hashes, values, indptr, names)
+        return to_matrix(rows, self.spec, self._audit), labels, weights
+
+
+VWReader.error_class = VWError
+
+
+def iter_vw(source, *, n_bits=18, hash_seed=0, interactions=(), chunk_rows=10_000,
+            on_error="raise", audit=None, block_size=1 << 20):
+    """Read VW text as a stream of ``(X, y, w)`` chunks.
+
+    A line is ``[label [importance]] ['tag]|namespace[:weight] feature[:value] ...
+    |other ...``:
+
+    * before the first ``|``: the label (a number; absent: NaN, a line to predict), the
+      importance weight (a number >= 0, default 1) and a tag (``'tag``, or a token
+      glued to the bar as in ``1 tag|f a``), which is ignored;
+    * ``| ...`` (a bar and whitespace) opens the default namespace; ``|name`` or
+      ``|name:weight`` a named one, whose weight multiplies its features' values;
+    * a feature is ``name`` (value 1) or ``name:value``; names are hashed as strings
+      (``13`` too) with murmurhash3, seeded by the namespace's full name, into
+      ``2**n_bits`` columns (`onlinepgs.features`); the namespace's first byte is
+      its letter for ``interactions``.
+
+    Fields are separated by spaces or tabs; lines end with LF or CRLF; a blank line is
+    not a row. Memory, compression (gzip, bz2, xz by magic bytes), stdin (``"-"``) and
+    errors work as in `onlinepgs.svmlight.iter_svmlight`.
+
+    Parameters
+    ----------
+    source : str, os.PathLike, "-" or binary file object
+        A path (plain or compressed), ``"-"`` for stdin, or an object with ``read(n)``.
+    n_bits : int in [1, 31], default=18
+        Columns: ``2**n_bits``.
+    hash_seed : int, default=0
+        The hash's seed.
+    interactions : sequence of str, default=()
+        Namespace letters to cross, e.g. ``("ab", "abc", "::")`` (see
+        `onlinepgs.features.to_matrix`).
+    chunk_rows : int >= 1 or None, default=10_000
+        Rows per chunk; None: one chunk.
+    on_error : {"raise", "skip"}, default="raise"
+        A bad line raises `VWError`, or is skipped (counted in ``n_skipped``).
+    audit : feature-name collector or None, default=None
+        Given: the entries' names (``namespace^feature``) go to ``audit.add``.
+    block_size : int >= 1, default=1 << 20
+        Bytes read at a time.
+
+    Returns
+    -------
+    reader : VWReader
+        An iterator of ``(X, y, w)``: X a canonical CSR matrix of shape ``(rows,
+        2**n_bits)``, y the labels (float64, NaN where a line has none), w the
+        importance weights (float64), or None when all of the chunk's are 1.
+
+    Raises
+    ------
+    VWError
+        On a malformed line (bad label, importance, namespace weight or value, an
+        empty name, VW's multiclass labels), naming the source, line, column and text.
+
+    Examples
+    --------
+    >>> import io
+    >>> from onlinepgs.formats import iter_vw
+    >>> data = b"1 2 'first|user u9 age:0.5 |ad a3\\n-1 |user u9\\n"
+    >>> for X, y, w in iter_vw(io.BytesIO(data), n_bits=4):
+    ...     print(X.shape, y, w, X.nnz)
+    (2, 16) [ 1. -1.] [2. 1.] 4
+    """
+    return VWReader(source, n_bits=n_bits, hash_seed=hash_seed,
+                    interactions=interactions, chunk_rows=chunk_rows, on_error=on_error,
+                    audit=audit, block_size=block_size)
