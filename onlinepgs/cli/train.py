@@ -192,22 +192,14 @@ def _keep_names(args, est, trainer, sources):
             names = FeatureNames(est.n_bits, est.hash_seed,
                                  getattr(est, "interactions", None) or ())
         for source in sources:  # svmlight files: their column indices name the columns
-            if _is_svmlight(args, source):
+            if source.fmt == "svmlight":
                 source.chunks = _column_names(source, source.chunks, names)
-            # other formats' readers take the collector as `audit=` (DESIGN-35)
+            else:  # the namespaced formats' readers collect the names they hash
+                source.options["audit"] = names
     if names is not None:
         # the engine writes the model file (checkpoints and the end): the names with it
         save = trainer._save
         trainer._save = lambda extra: save({**extra, "feature_names": names.to_dict()})
-
-
-def _is_svmlight(args, source):
-    """Whether a source is read as svmlight (--format, else its name)."""
-    try:
-        from onlinepgs.formats import format_of
-    except ImportError:  # no other format yet
-        return True
-    return format_of(source.name, getattr(args, "format", None)) == "svmlight"
 
 
 def _column_names(source, chunks, names):
