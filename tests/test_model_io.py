@@ -1249,9 +1249,10 @@ def test_files_of_the_single_module_load_and_save_to_the_same_bytes(tmp_path, mo
     monkeypatch.setattr(onlinepgs, "__version__", header["onlinepgs_version"])
     if header["estimator"].startswith("PGS"):
         # a parameter added since (issue 34's forget) is written at its default, which
-        # reads back as the file without it: save the model as the file's onlinepgs did
+        # reads back as the file without it (issue 35's interactions, None, is not
+        # written at all): save the model as the file's onlinepgs did
         added = {k: v for k, v in model.get_params().items() if k not in header["params"]}
-        assert added == {"forget": 1.0}
+        assert added == {"forget": 1.0, "interactions": None}
         params = model.get_params
         monkeypatch.setattr(model, "get_params", lambda deep=True: {
             k: v for k, v in params(deep).items() if k not in added})
