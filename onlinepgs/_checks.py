@@ -215,8 +215,8 @@ def is_records(X):
 
 def single_record(X):
     """One record (a dict) as a list of it, so that prediction takes one record and
-    gives arrays of length 1; any other input as it is."""
-    return [X] if isinstance(X, dict) else X
+    gives arrays of length 1; any other input as it is (a DOK matrix is a dict too)."""
+    return [X] if isinstance(X, dict) and not sp.issparse(X) else X
 
 
 def as_matrix(X, n_bits, hash_seed, n_features=None, dense=None, interactions=()):

@@ -1,4 +1,5 @@
 # cython: language_level=3
+# distutils: language = c++
 """Namespaced rows into hashed CSR columns, interactions generated in C (issue 35).
 
 The kernel behind `onlinepgs.features.to_matrix`: each row's entries are masked into
@@ -18,7 +19,8 @@ decrease (so ``"::"`` is every unordered pair of letters once).
 import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
-from libc.stdlib cimport malloc, free, qsort
+from libc.stdlib cimport malloc, free
+from libcpp.algorithm cimport sort
 
 cnp.import_array()
 
@@ -28,22 +30,15 @@ cdef enum:
 cdef uint32_t FNV_PRIME = 16777619
 cdef uint8_t WILDCARD = 58  # b":"
 cdef uint8_t RAW_COLUMN = 0
+cdef uint64_t LOW32 = 0xFFFFFFFF  # the low half of a sort key: the entry's number
 
 
-ctypedef struct Entry:
-    int64_t col
-    int64_t pos  # the order it was made in: duplicates are summed in that order
-    double value
-
-
-cdef int _by_column(const void* a, const void* b) noexcept nogil:
-    cdef const Entry* x = <const Entry*>a
-    cdef const Entry* y = <const Entry*>b
-    if x.col != y.col:
-        return -1 if x.col < y.col else 1
-    if x.pos != y.pos:
-        return -1 if x.pos < y.pos else 1
-    return 0
+# A row's entries while it is built: keys[n] = column << 32 | n (sorting the keys sorts
+# by column, then by the order the entries were made: duplicates are summed in that
+# order, deterministically) and vals[n] the n-th entry's signed value.
+ctypedef struct Row:
+    uint64_t* keys
+    double* vals
 
 
 cdef inline bint _matches(uint8_t letter, uint8_t ns) noexcept nogil:
@@ -74,17 +69,16 @@ cdef inline bint _allowed(const uint8_t* ns, const uint8_t* letters, const int64
     return True
 
 
-cdef inline Py_ssize_t _emit(Entry* out, Py_ssize_t n, uint32_t h, double value,
-                             uint32_t mask) noexcept nogil:
-    out[n].col = <int64_t>(h & mask)
-    out[n].pos = n
-    out[n].value = -value if h >> 31 else value
+cdef inline Py_ssize_t _emit(Row out, Py_ssize_t n, uint32_t h, double value,
+                             uint32_t mask, bint signed) noexcept nogil:
+    out.keys[n] = (<uint64_t>(h & mask) << 32) | <uint64_t>n
+    out.vals[n] = -value if signed and h >> 31 else value
     return n + 1
 
 
 cdef Py_ssize_t _interact(const uint8_t* ns, const uint32_t* hashes, const double* values,
                           const uint8_t* letters, int order, int64_t** lists,
-                          const Py_ssize_t* sizes, uint32_t mask, Entry* out,
+                          const Py_ssize_t* sizes, uint32_t mask, Row out,
                           Py_ssize_t n) noexcept nogil:
     """Append one interaction's entries for a row to out[n:], return the new count."""
     cdef int64_t at[MAX_ORDER]
@@ -98,14 +92,14 @@ cdef Py_ssize_t _interact(const uint8_t* ns, const uint32_t* hashes, const doubl
                 continue
             h = hashes[at[0]] * FNV_PRIME ^ hashes[at[1]]
             if order == 2:
-                n = _emit(out, n, h, values[at[0]] * values[at[1]], mask)
+                n = _emit(out, n, h, values[at[0]] * values[at[1]], mask, True)
                 continue
             for c in range(sizes[2]):
                 at[2] = lists[2][c]
                 if not _allowed(ns, letters, at, 2):
                     continue
                 n = _emit(out, n, h * FNV_PRIME ^ hashes[at[2]],
-                          values[at[0]] * values[at[1]] * values[at[2]], mask)
+                          values[at[0]] * values[at[1]] * values[at[2]], mask, True)
     return n
 
 
@@ -134,7 +128,8 @@ def rows_to_csr(const uint8_t[::1] ns, const uint32_t[::1] hashes,
     cdef Py_ssize_t sizes[MAX_ORDER]
     cdef int64_t* lists[MAX_ORDER]
     cdef int64_t* positions = NULL
-    cdef Entry* row = NULL
+    cdef Row row
+    cdef uint64_t key, col
     cdef double* out_data
     cdef int32_t* out32 = NULL
     cdef int64_t* out64 = NULL
@@ -174,6 +169,9 @@ def rows_to_csr(const uint8_t[::1] ns, const uint32_t[::1] hashes,
             if stop - start > widest:
                 widest = stop - start
 
+    if widest_row >= 2**32:  # the sort key holds an entry's number in 32 bits
+        raise ValueError(f"a row would have {widest_row} entries with its interactions "
+                         "(at most 2**32 - 1)")
     data = np.empty(total, dtype=np.float64)
     indices = np.empty(total, dtype=np.int32 if n_bits <= 31 else np.int64)
     out_indptr = np.zeros(n_rows + 1, dtype=np.int64)
@@ -184,10 +182,12 @@ def rows_to_csr(const uint8_t[::1] ns, const uint32_t[::1] hashes,
         out64 = <int64_t*>cnp.PyArray_DATA(indices)
     out_ptr = <int64_t*>cnp.PyArray_DATA(out_indptr)
     positions = <int64_t*>malloc(max(1, MAX_ORDER * widest) * sizeof(int64_t))
-    row = <Entry*>malloc(max(1, widest_row) * sizeof(Entry))
-    if positions == NULL or row == NULL:
+    row.keys = <uint64_t*>malloc(max(1, widest_row) * sizeof(uint64_t))
+    row.vals = <double*>malloc(max(1, widest_row) * sizeof(double))
+    if positions == NULL or row.keys == NULL or row.vals == NULL:
         free(positions)
-        free(row)
+        free(row.keys)
+        free(row.vals)
         raise MemoryError()
     for m in range(MAX_ORDER):
         lists[m] = positions + m * widest
@@ -200,36 +200,34 @@ def rows_to_csr(const uint8_t[::1] ns, const uint32_t[::1] hashes,
                 start, stop = indptr[r], indptr[r + 1]
                 n = 0
                 for e in range(start, stop):
-                    h = hashes[e]
-                    row[n].col = <int64_t>(h & mask)
-                    row[n].pos = n
                     # a raw column is an index given as is: never signed
-                    row[n].value = (-values[e] if ns[e] != RAW_COLUMN and h >> 31
-                                    else values[e])
-                    n += 1
+                    n = _emit(row, n, hashes[e], values[e], mask, ns[e] != RAW_COLUMN)
                 for q in range(n_inter):
                     for m in range(orders[q]):
                         sizes[m] = _gather(&ns[0], start, stop, letters[q, m], lists[m])
                     n = _interact(&ns[0], &hashes[0], &values[0], &letters[q, 0], orders[q],
                                   lists, sizes, mask, row, n)
                 if n > 1:
-                    qsort(row, n, sizeof(Entry), _by_column)
+                    sort(row.keys, row.keys + n)
                 e = 0
                 while e < n:
-                    out_data[w] = row[e].value
+                    key = row.keys[e]
+                    col = key >> 32
+                    out_data[w] = row.vals[key & LOW32]
                     if out32 != NULL:
-                        out32[w] = <int32_t>row[e].col
+                        out32[w] = <int32_t>col
                     else:
-                        out64[w] = row[e].col
+                        out64[w] = <int64_t>col
                     e += 1
-                    while e < n and row[e].col == row[e - 1].col:
-                        out_data[w] += row[e].value
+                    while e < n and row.keys[e] >> 32 == col:
+                        out_data[w] += row.vals[row.keys[e] & LOW32]
                         e += 1
                     w += 1
                 out_ptr[r + 1] = w
     finally:
         free(positions)
-        free(row)
+        free(row.keys)
+        free(row.vals)
     if w < total:  # interactions of equal letters, and duplicates, made fewer entries
         data = data[:w].copy()
         indices = indices[:w].copy()
