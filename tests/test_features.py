@@ -446,3 +446,15 @@ def test_partial_fit_continues_with_the_same_interactions():
     clf.set_params(interactions=["ab", "aa"])
     with pytest.raises(ValueError, match="interactions"):
         clf.partial_fit(records, y)
+
+
+def test_the_audit_sees_the_rows_first():
+    seen = []
+
+    class Collector:
+        def add(self, rows, spec):
+            seen.append((rows.n_rows, spec.interactions))
+
+    rows = random_rows(random.Random(2), 7)
+    X = to_matrix(rows, FeatureSpec(6, 0, ["ab"]), audit=Collector())
+    assert seen == [(7, ["ab"])] and X.shape == (7, 64)

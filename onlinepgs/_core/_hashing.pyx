@@ -126,9 +126,10 @@ def records_to_csr(records, int n_bits, uint32_t seed, Py_ssize_t n_features):
             except TypeError:
                 if isinstance(raw, (str, dict)) and isinstance(key, str) and n_bits < 0:
                     # records_to_rows takes them (a category, a namespace): they hash
-                    raise _at_row(row, f", feature {key!r:.40}: a "
-                                     f"{'string value' if isinstance(raw, str) else 'namespace (a dict value)'}"
-                                     " needs hashing (set n_bits)") from None
+                    what = ("string value" if isinstance(raw, str)
+                            else "namespace (a dict value)")
+                    raise _at_row(row, f", feature {key!r:.40}: a {what} needs hashing "
+                                     "(set n_bits)") from None
                 raise _at_row(row, f", feature {key!r}: value {raw!r:.40} is not a "
                                  "number") from None
             except OverflowError:  # an int beyond the doubles
