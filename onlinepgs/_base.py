@@ -25,6 +25,7 @@ import numpy as np
 from onlinepgs import _checks, _class_weight
 from onlinepgs._checks import NotFittedError, available_if, check_params, is_records
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
+from onlinepgs.features import parse_interactions
 from onlinepgs.model import proba_from_scores
 
 __all__ = ["LinearLearner", "ClassifierLearner", "RegressorLearner"]
@@ -137,7 +138,21 @@ class LinearLearner:
             if value is not None and not isinstance(value, str) and not np.isfinite(value):
                 raise ValueError(f"The '{name}' parameter of {self._owner} must be finite, "
                                  f"got {value!r}.")
+        self._interactions(check=True)
         self._check_solver_params()
+
+    def _interactions(self, check=False):
+        """The normalized ``interactions`` parameter (`onlinepgs.features`); ``check``:
+        refuse bad ones in the parameter's name, and interactions without ``n_bits``."""
+        value = getattr(self, "interactions", None)
+        try:
+            interactions = parse_interactions(value)
+        except ValueError as exc:
+            raise ValueError(f"The 'interactions' parameter of {self._owner}: {exc}") from None
+        if check and interactions and self.n_bits is None:
+            raise ValueError(f"The 'interactions' parameter of {self._owner} needs n_bits: "
+                             "interactions are hashed into 2**n_bits columns")
+        return interactions
 
     def _check_solver_params(self):
         """The solver's rules on its parameters beyond their types (a subclass's)."""
@@ -210,7 +225,8 @@ class LinearLearner:
         # the fitted width matters to records only (Dask asks unfitted copies, `fitted`
         # meaning "do not reset": hence getattr)
         width = getattr(self, "n_features_in_", None) if fitted else None
-        return _checks.as_matrix(X, self.n_bits, self.hash_seed, width, self._array)
+        return _checks.as_matrix(X, self.n_bits, self.hash_seed, width, self._array,
+                                 interactions=self._interactions())
 
     def _validate_X(self, X, *, reset):
         """CSR float64 (not copied when it already is one) or C-contiguous dense float64."""
@@ -259,6 +275,7 @@ class LinearLearner:
         """(model, (rows, K) scores of X): the model read once, then X checked as the
         learner checks it for prediction."""
         model = self.model_
+        X = _checks.single_record(X)
         records = is_records(X)
         X = self._as_matrix(X, fitted=True)
         if sp.issparse(X):

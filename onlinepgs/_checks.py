@@ -11,13 +11,14 @@ import numbers
 
 import numpy as np
 
-from onlinepgs._core._hashing import records_to_csr
+from onlinepgs._core._hashing import records_to_csr, records_to_rows
 from onlinepgs._csr import like, widen
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 
 __all__ = ["NotFittedError", "ConvergenceWarning", "InvalidParameterError", "RowError",
            "AtRows", "row_of_entry", "check_params",
-           "check_labels", "encode_targets", "label_values", "is_records", "as_matrix", "check_csr",
+           "check_labels", "encode_targets", "label_values", "is_records", "single_record",
+           "as_matrix", "check_csr",
            "check_dense", "check_weights", "check_random_state", "available_if"]
 
 
@@ -228,13 +229,23 @@ def is_records(X):
     return True
 
 
-def as_matrix(X, n_bits, hash_seed, n_features=None, dense=None):
+def single_record(X):
+    """One record (a dict) as a list of it, so that prediction takes one record and
+    gives arrays of length 1; any other input as it is (a DOK matrix is a dict too)."""
+    return [X] if isinstance(X, dict) and not sp.issparse(X) else X
+
+
+def as_matrix(X, n_bits, hash_seed, n_features=None, dense=None, interactions=()):
     """Record input as CSR, and every input folded into 2**n_bits columns when hashing.
 
     ``n_features``: the model's width, the least width of records without hashing (a
     fitted model; None while training starts). ``dense(X)`` makes a dense input a
     float64 array before it is hashed (default `check_dense`; scikit-learn's layer passes
-    its check_array).
+    its check_array). With hashing, records are namespaced rows
+    (`onlinepgs._core._hashing.records_to_rows`: string values, nested namespaces) and
+    ``interactions`` (normalized, `onlinepgs.features.parse_interactions`) are generated
+    from them; a matrix has no namespaces to cross, so with interactions it is refused
+    unless its columns already hold them (`onlinepgs.features.expanded_input`).
     """
     if is_records(X):
         try:
@@ -244,6 +255,12 @@ def as_matrix(X, n_bits, hash_seed, n_features=None, dense=None):
         if missing is not None:
             raise RowError(missing, " is None: expected a dict {feature: value} or a "
                            "sequence of (feature, value) pairs")
+        if n_bits is not None:
+            from onlinepgs import features
+
+            ns, hashes, values, indptr, _ = records_to_rows(X, hash_seed)
+            return features.to_matrix(features.NamespacedRows(ns, hashes, values, indptr),
+                                      features.FeatureSpec(n_bits, hash_seed, interactions))
         # Without hashing an integer feature is a column index, and a record may name
         # one the model has not seen: training grows the model, as a wider CSR chunk
         # does (so fit_stream does not depend on chunk_rows), and prediction gives it
@@ -257,6 +274,14 @@ def as_matrix(X, n_bits, hash_seed, n_features=None, dense=None):
         X = sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1, width))
         X.sum_duplicates()  # hash collisions add up
         return X
+    if interactions:
+        from onlinepgs.features import input_is_expanded
+
+        if not input_is_expanded():
+            raise ValueError(
+                f"interactions {list(interactions)} need records (dicts of features, "
+                "nested dicts as namespaces) or files read by the command: a matrix has no "
+                "namespaces to cross")
     if n_bits is None:
         return X
     width = 2**n_bits

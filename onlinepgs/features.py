@@ -1,15 +1,46 @@
 """Namespaced features: rows as (namespace, hash, value) entries, into hashed columns.
 
-SCAFFOLD (issue 35): the interface is fixed (see NamespacedRows, FeatureSpec,
-to_matrix); `to_matrix` here is a slow placeholder without interactions, to be
-replaced by the compiled kernel.
+Readers of namespaced formats (VW text, CSV, JSON lines) and Python records give
+`NamespacedRows`; `to_matrix` turns them into the CSR chunk a learner trains on, with
+the interactions of a `FeatureSpec` generated row by row in the compiled core
+(`onlinepgs._core._features`). The rules (docs/design/features.md):
+
+* a feature's hash is ``murmurhash3(name UTF-8, seed=namespace_seed(namespace))``; its
+  column is ``hash & (2**n_bits - 1)`` and its value is negated when the hash's top bit
+  is set (collisions cancel in expectation); a raw column (an integer feature given as
+  a column index, namespace letter `RAW_COLUMN`) is neither hashed nor signed;
+* an interaction is a string of 2 or 3 namespace letters (the first byte of a
+  namespace's name; ``":"`` any letter): ``"ab"`` crosses every entry of letter a with
+  every entry of letter b of the same row, hash ``(h_a * 16777619) ^ h_b`` (uint32),
+  value ``v_a * v_b``; entries of equal letters pair once (``i <= j`` by position,
+  squares included); among ``":"`` positions the letters do not decrease, so ``"::"``
+  is every unordered pair of letters once. The original features are kept.
+
+Examples
+--------
+>>> import numpy as np
+>>> from onlinepgs.features import FeatureSpec, NamespacedRows, to_matrix
+>>> rows = NamespacedRows(ns=np.array([97, 98], np.uint8),        # letters a, b
+...                       hashes=np.array([3, 5], np.uint32),
+...                       values=np.array([2.0, 0.5]), indptr=np.array([0, 2]))
+>>> X = to_matrix(rows, FeatureSpec(n_bits=4, interactions=("ab",)))
+>>> X.indices.tolist(), X.data.tolist()       # columns 3, 5 and (3 * 16777619 ^ 5) & 15 = 12
+([3, 5, 12], [2.0, 0.5, 1.0])
 """
+import contextlib
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
+__all__ = ["DEFAULT_NAMESPACE", "RAW_COLUMN", "WILDCARD", "NamespacedRows", "FeatureSpec",
+           "namespace_seed", "parse_interactions", "to_matrix", "interaction_names",
+           "expanded_input", "input_is_expanded"]
+
 DEFAULT_NAMESPACE = 32  # b" ": the namespace of features given outside any namespace
 RAW_COLUMN = 0  # an integer feature given as a column index: not hashed, not signed
+WILDCARD = ":"  # in an interaction: any namespace letter (never RAW_COLUMN)
+FNV_PRIME = 16777619  # combines the hashes of an interaction (as Vowpal Wabbit does)
 
 
 @dataclass
@@ -40,7 +71,8 @@ class NamespacedRows:
 @dataclass
 class FeatureSpec:
     """How namespaced rows become columns: 2**n_bits hashed columns, the hash seed, the
-    interactions (normalized strings of namespace letters, e.g. ("ab", "abc", "::"))."""
+    interactions (normalized strings of namespace letters, e.g. ("ab", "abc", "::"), as
+    `parse_interactions` gives them)."""
     n_bits: int
     hash_seed: int = 0
     interactions: tuple = field(default_factory=tuple)
@@ -48,25 +80,180 @@ class FeatureSpec:
 
 def namespace_seed(name, hash_seed):
     """The seed a namespace's features are hashed with: hash_seed for the default
-    namespace (""), else murmurhash3(name, hash_seed)."""
+    namespace (""), else murmurhash3(name, hash_seed) (the full name: "user" and "url"
+    share the letter u but not the seed)."""
     from onlinepgs._core._hashing import murmurhash3
 
     return hash_seed if name == "" else murmurhash3(name, hash_seed)
 
 
+def parse_interactions(interactions):
+    """The normalized interactions: a tuple of distinct strings of 2 or 3 letters.
+
+    Parameters
+    ----------
+    interactions : None or iterable of str
+        Each a string of namespace letters (``"ab"`` pairs, ``"abc"`` triples; ``":"``
+        any letter, ``"::"`` all pairs). A letter is one ASCII character: the first byte
+        of a namespace's name (``" "`` the default namespace).
+
+    Returns
+    -------
+    tuple of str
+        In the given order, a repeated interaction once (twice would count its
+        features twice).
+
+    Raises
+    ------
+    ValueError
+        A bare string (a list of them is expected), an empty interaction, one of 1 or
+        more than 3 letters, a non-ASCII or NUL letter.
+
+    Examples
+    --------
+    >>> parse_interactions(["ab", "::", "ab", "abc"])
+    ('ab', '::', 'abc')
+    >>> parse_interactions(None)
+    ()
+    """
+    if interactions is None:
+        return ()
+    if isinstance(interactions, (str, bytes)):
+        raise ValueError(f"interactions must be a list of strings such as ['ab'], got the "
+                         f"string {interactions!r}")
+    out = []
+    for item in interactions:
+        if not isinstance(item, str):
+            raise ValueError(f"interaction {item!r} is not a string of namespace letters")
+        if not item:
+            raise ValueError("an interaction is empty: give 2 or 3 namespace letters "
+                             "such as 'ab'")
+        bad = [c for c in item if ord(c) > 127 or c == "\0"]
+        if bad:
+            raise ValueError(f"interaction {item!r} has the letter {bad[0]!r}: a namespace "
+                             "letter is one ASCII character (the first byte of its name)")
+        if len(item) not in (2, 3):
+            raise ValueError(f"interaction {item!r} has {len(item)} letter(s): pairs "
+                             "('ab') and triples ('abc') are supported")
+        if item not in out:
+            out.append(item)
+    return tuple(out)
+
+
+def _letters(interactions):
+    """The kernel's arrays: letters (n, 3) uint8 and orders (n,) int32."""
+    letters = np.zeros((len(interactions), 3), dtype=np.uint8)
+    for q, item in enumerate(interactions):
+        letters[q, :len(item)] = np.frombuffer(item.encode("ascii"), dtype=np.uint8)
+    return letters, np.array([len(i) for i in interactions], dtype=np.int32)
+
+
 def to_matrix(rows, spec, audit=None):
-    """PLACEHOLDER: the CSR chunk (n_rows x 2**n_bits) of `rows` under `spec`; hashed
-    entries signed by the hash's top bit, raw columns not; duplicates summed."""
-    if spec.interactions:
-        raise NotImplementedError("interactions: the compiled kernel is not merged yet")
-    if audit is not None:
-        audit.add(rows, spec)
+    """The canonical CSR chunk (n_rows x 2**n_bits) of `rows` under `spec`.
+
+    Hashed entries are signed by their hash's top bit, raw columns are not; each row's
+    interactions are generated in the compiled core; each row's columns are sorted and
+    its duplicates summed (hash collisions add up). ``audit.add(rows, spec)`` is called
+    first when an audit collector is given.
+
+    Parameters
+    ----------
+    rows : NamespacedRows
+    spec : FeatureSpec
+    audit : object with ``add(rows, spec)`` or None
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix (through `onlinepgs._csr.csr`), canonical
+    """
+    from onlinepgs._core._features import rows_to_csr
     from onlinepgs._csr import csr
 
-    mask = (1 << spec.n_bits) - 1
-    cols = (rows.hashes & np.uint32(mask)).astype(np.int64)
-    signed = (rows.ns != RAW_COLUMN) & (rows.hashes >> np.uint32(31) == 1)
-    data = np.where(signed, -rows.values, rows.values)
-    X = csr(data, cols, rows.indptr.astype(np.int64), (rows.n_rows, 1 << spec.n_bits))
-    X.sum_duplicates()
-    return X
+    interactions = parse_interactions(spec.interactions)
+    if audit is not None:
+        audit.add(rows, spec)
+    letters, orders = _letters(interactions)
+    data, indices, indptr = rows_to_csr(
+        np.ascontiguousarray(rows.ns, dtype=np.uint8),
+        np.ascontiguousarray(rows.hashes, dtype=np.uint32),
+        np.ascontiguousarray(rows.values, dtype=np.float64),
+        np.ascontiguousarray(rows.indptr, dtype=np.int64), int(spec.n_bits), letters, orders)
+    return csr(data, indices, indptr, (rows.n_rows, 1 << int(spec.n_bits)), canonical=True)
+
+
+def _tuples(ns, letters):
+    """The position tuples of one row that an interaction (`letters`) makes, in the
+    kernel's order (the rules of the module docstring)."""
+    def fits(letter, i):
+        return ns[i] != RAW_COLUMN and (letter == WILDCARD or ord(letter) == ns[i])
+
+    lists = [[i for i in range(len(ns)) if fits(letter, i)] for letter in letters]
+    found = [()]
+    for m, choices in enumerate(lists):
+        found = [t + (i,) for t in found for i in choices
+                 if all(not (ns[t[k]] == ns[i] and t[k] > i) and not (
+                     letters[k] == WILDCARD == letters[m] and ns[t[k]] > ns[i])
+                        for k in range(m))]
+    return found
+
+
+def interaction_names(ns, hashes, names, interactions):
+    """One row's features with their names, interactions expanded (for the audit).
+
+    Parameters
+    ----------
+    ns, hashes : sequences (one row's entries of `NamespacedRows`)
+    names : sequence of str (the entries' names)
+    interactions : the normalized interactions (`parse_interactions`)
+
+    Returns
+    -------
+    list of (hash, name)
+        The row's entries as they are, then each interaction's entries: the combined
+        hash (uint32, before masking and signing, as `to_matrix` masks and signs it) and
+        the names joined by ``"*"`` (``"a^x*b^y"``).
+
+    Examples
+    --------
+    >>> interaction_names([97, 98], [3, 5], ["a^x", "b^y"], ("ab",))
+    [(3, 'a^x'), (5, 'b^y'), (50332860, 'a^x*b^y')]
+    """
+    ns = [int(n) for n in ns]
+    out = [(int(h), str(n)) for h, n in zip(hashes, names)]
+    for item in interactions:
+        for t in _tuples(ns, item):
+            h = int(hashes[t[0]])
+            for i in t[1:]:
+                h = ((h * FNV_PRIME) & 0xFFFFFFFF) ^ int(hashes[i])
+            out.append((h, "*".join(names[i] for i in t)))
+    return out
+
+
+# Matrices a learner with interactions takes as they are: chunks a reader built with
+# `to_matrix` under the learner's spec (the command's files). Process-wide, not per
+# thread: the command may train in a thread of its own; it only lifts a refusal.
+_EXPANDED = [0]
+_EXPANDED_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def expanded_input():
+    """Within it, learners and models with ``interactions`` take matrices as they are:
+    their interactions are already in the columns (chunks of a reader's `to_matrix`).
+
+    Outside it such a matrix is refused: a plain matrix has no namespaces to cross, and
+    taking it silently would drop the interactions. The command wraps its runs over
+    files in it.
+    """
+    with _EXPANDED_LOCK:
+        _EXPANDED[0] += 1
+    try:
+        yield
+    finally:
+        with _EXPANDED_LOCK:
+            _EXPANDED[0] -= 1
+
+
+def input_is_expanded():
+    """Whether `expanded_input` is in force."""
+    return _EXPANDED[0] > 0

@@ -22,7 +22,8 @@ array([[0.5, 0.5]])
 import numpy as np
 
 from onlinepgs._checks import (as_matrix, available_if, check_csr, check_dense, encode_targets,
-                               is_records)
+                               is_records, single_record)
+from onlinepgs.features import parse_interactions
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 
 __all__ = ["LinearModel"]
@@ -84,6 +85,9 @@ class LinearModel:
         Records' string features are hashed into 2**n_bits columns (and integer
         features or matrix columns taken modulo 2**n_bits), as in training.
     hash_seed : int, default=0
+    interactions : list of str or None, default=None
+        Interactions generated from records' namespaces, as in training
+        (`onlinepgs.features.parse_interactions`; needs ``n_bits``).
     n_features_in : int or None, default=None
         Columns of the training matrices (dense input must have as many); default the
         width of coef.
@@ -99,7 +103,7 @@ class LinearModel:
     def __init__(self, coef, intercept_weight=None, *, classes=None, loss="logistic",
                  epsilon=0.1, p=2.0, sigma=1e-4, l1=0.0, radius=None, fit_intercept=True,
                  intercept_scaling=1.0, n_bits=None, hash_seed=0, n_features_in=None,
-                 solver="pgs"):
+                 solver="pgs", interactions=None):
         coef = np.array(coef, dtype=np.float64, order="C", ndmin=2)
         if coef.ndim != 2:
             raise ValueError(f"coef must have shape (n_problems, n_features), got {coef.shape}")
@@ -122,6 +126,10 @@ class LinearModel:
         self.radius = None if radius is None else float(radius)
         self.fit_intercept, self.intercept_scaling = bool(fit_intercept), float(intercept_scaling)
         self.n_bits, self.hash_seed = n_bits, int(hash_seed)
+        self.interactions = parse_interactions(interactions)
+        if self.interactions and n_bits is None:
+            raise ValueError("interactions need n_bits (they are hashed into 2**n_bits "
+                             "columns)")
         self.n_features_in = coef.shape[1] if n_features_in is None else int(n_features_in)
         self.solver = solver
         for a in (coef, w0):
@@ -156,8 +164,10 @@ class LinearModel:
     def matrix(self, X):
         """X as the model's columns (float64 CSR or dense): records hashed, hashed input
         folded, dense input checked against the training width (NumPy / SciPy only)."""
+        X = single_record(X)
         records = is_records(X)
-        X = as_matrix(X, self.n_bits, self.hash_seed, self.n_features_in)
+        X = as_matrix(X, self.n_bits, self.hash_seed, self.n_features_in,
+                      interactions=self.interactions)
         if sp.issparse(X):
             return check_csr(X, min_features=0 if records else 1)
         return check_dense(X, self.n_features_in)

@@ -42,7 +42,7 @@ MAX_MODEL_BYTES = 2**30
 # Parameters fixed by the solver's state: changing one needs a fresh fit.
 _STATE_PARAMS = ("loss", "p", "sigma", "radius", "batch_size", "iterate",
                  "fit_intercept", "intercept_scaling", "epsilon", "n_bits", "hash_seed",
-                 "forget")
+                 "forget", "interactions")
 
 _COMMON_DOC = """
     p : float in (1, 2], default=2.0
@@ -113,6 +113,14 @@ _COMMON_DOC = """
         hashing; features are column indices and string features are an error.
     hash_seed : int in [0, 2**32), default=0
         Seed of the hash.
+    interactions : list of str or None, default=None
+        Feature interactions of record input, as Vowpal Wabbit's ``-q ab`` /
+        ``--cubic abc``: each a string of 2 or 3 namespace letters (a nested dict
+        ``{"user": {...}}`` is namespace "user", letter u; top-level features are
+        namespace " "), ``":"`` any letter, ``"::"`` every pair. Generated per row in the
+        compiled core, hashed into the 2**n_bits columns (needs ``n_bits``); the
+        original features are kept (docs/design/features.md). A matrix has no
+        namespaces: with interactions it is refused.
     max_model_bytes : int >= 1 or None, default=2**30
         Memory budget of the solver's state, in bytes, when the data decides the
         model's width (``n_bits=None``): training refuses, before allocating, rows
@@ -319,13 +327,14 @@ class PGSLearner(LinearLearner):
         "hash_seed": [("int", 0, 2**32 - 1, "both")],
         "max_model_bytes": [None, ("int", 1, None, "left")],
         "forget": [("real", 0, 1, "right")],
+        "interactions": [None, list, tuple],
     }
 
     def __init__(self, loss, *, p=2.0, sigma="auto", radius="auto", batch_size=1,
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
-                 max_model_bytes=MAX_MODEL_BYTES, forget=1.0):
+                 max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None):
         self.loss = loss
         self.p = p
         self.sigma = sigma
@@ -344,6 +353,7 @@ class PGSLearner(LinearLearner):
         self.hash_seed = hash_seed
         self.max_model_bytes = max_model_bytes
         self.forget = forget
+        self.interactions = interactions
 
     _finite_params = ("p", "sigma", "radius", "intercept_scaling", "epsilon", "tol", "forget")
 
@@ -700,7 +710,8 @@ class PGSLearner(LinearLearner):
                 radius=None if cfg["radius"] is None else float(state.radius),
                 fit_intercept=cfg["fit_intercept"], intercept_scaling=cfg["intercept_scaling"],
                 n_bits=fitted["n_bits"], hash_seed=fitted["hash_seed"],
-                n_features_in=self.n_features_in_, solver="pgs")
+                n_features_in=self.n_features_in_, solver="pgs",
+                interactions=fitted.get("interactions"))
             if finite:
                 cache["model"] = model
             return model
@@ -827,14 +838,15 @@ class PGSClassifierLearner(ClassifierLearner, PGSLearner):
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
-                 max_model_bytes=MAX_MODEL_BYTES, forget=1.0, class_weight=None):
+                 max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None,
+                 class_weight=None):
         super().__init__(loss, p=p, sigma=sigma, radius=radius, batch_size=batch_size,
                          iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
                          n_iter_no_change=n_iter_no_change, shuffle=shuffle,
                          random_state=random_state, epsilon=epsilon, n_bits=n_bits,
                          hash_seed=hash_seed, max_model_bytes=max_model_bytes,
-                         forget=forget)
+                         forget=forget, interactions=interactions)
         self.class_weight = class_weight
 
     def fit(self, X, y, sample_weight=None):
@@ -887,14 +899,14 @@ class PGSRegressorLearner(RegressorLearner, PGSLearner):
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
-                 max_model_bytes=MAX_MODEL_BYTES, forget=1.0):
+                 max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None):
         super().__init__(loss, p=p, sigma=sigma, radius=radius, batch_size=batch_size,
                          iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
                          n_iter_no_change=n_iter_no_change, shuffle=shuffle,
                          random_state=random_state, epsilon=epsilon, n_bits=n_bits,
                          hash_seed=hash_seed, max_model_bytes=max_model_bytes,
-                         forget=forget)
+                         forget=forget, interactions=interactions)
 
     def fit(self, X, y, sample_weight=None):
         """Run `max_epochs` passes of PGS over (X, y) from a fresh state.

@@ -98,6 +98,14 @@ _COMMON_DOC = """
         Feature hashing into 2**n_bits columns, exactly as the PGS estimators do.
     hash_seed : int in [0, 2**32), default=0
         Seed of the hash.
+    interactions : list of str or None, default=None
+        Feature interactions of record input, as Vowpal Wabbit's ``-q ab`` /
+        ``--cubic abc``: each a string of 2 or 3 namespace letters (a nested dict
+        ``{"user": {...}}`` is namespace "user", letter u; top-level features are
+        namespace " "), ``":"`` any letter, ``"::"`` every pair. Generated per row in the
+        compiled core, hashed into the 2**n_bits columns (needs ``n_bits``); the
+        original features are kept (docs/design/features.md). A matrix has no
+        namespaces: with interactions it is refused.
 """
 
 _ATTRS_DOC = """
@@ -140,6 +148,7 @@ _CONSTRAINTS = {
     "verbose": ["verbose"],
     "n_bits": [None, ("int", 1, 30, "both")],
     "hash_seed": [("int", 0, 2**32 - 1, "both")],
+    "interactions": [None, list, tuple],
 }
 
 
@@ -221,7 +230,7 @@ class SDCALearner(LinearLearner):
     def __init__(self, loss, *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
                  intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
                  check_every="auto", shrinking=True, init="zero", random_state=None, epsilon=0.1,
-                 verbose=0, n_bits=None, hash_seed=0):
+                 verbose=0, n_bits=None, hash_seed=0, interactions=None):
         self.loss = loss
         self.p = p
         self.sigma = sigma
@@ -239,6 +248,7 @@ class SDCALearner(LinearLearner):
         self.verbose = verbose
         self.n_bits = n_bits
         self.hash_seed = hash_seed
+        self.interactions = interactions
 
     def fit(self, X, y, sample_weight=None):
         return self._fit(X, y, sample_weight)
@@ -343,7 +353,7 @@ class SDCALearner(LinearLearner):
             epsilon=self.epsilon, p=self.p, sigma=self.sigma, l1=self.l1, radius=None,
             fit_intercept=self.fit_intercept, intercept_scaling=self.intercept_scaling,
             n_bits=self.n_bits, hash_seed=self.hash_seed, n_features_in=n_features,
-            solver="sdca")
+            solver="sdca", interactions=self.interactions)
         info = [prob.gap_info() for prob in problems]
 
         def per_problem(values):
@@ -380,12 +390,13 @@ class SDCAClassifierLearner(ClassifierLearner, SDCALearner):
     def __init__(self, loss="logistic", *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
                  intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
                  check_every="auto", shrinking=True, init="zero", random_state=None, epsilon=0.1,
-                 verbose=0, n_bits=None, hash_seed=0, class_weight=None):
+                 verbose=0, n_bits=None, hash_seed=0, interactions=None,
+                 class_weight=None):
         super().__init__(loss, p=p, sigma=sigma, l1=l1, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, tol=tol, max_epochs=max_epochs,
                          order=order, check_every=check_every, shrinking=shrinking, init=init,
                          random_state=random_state, epsilon=epsilon, verbose=verbose,
-                         n_bits=n_bits, hash_seed=hash_seed)
+                         n_bits=n_bits, hash_seed=hash_seed, interactions=interactions)
         self.class_weight = class_weight
 
     def fit(self, X, y, sample_weight=None):
@@ -418,12 +429,12 @@ class SDCARegressorLearner(RegressorLearner, SDCALearner):
     def __init__(self, loss="squared", *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
                  intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
                  check_every="auto", shrinking=True, init="zero", random_state=None, epsilon=0.1,
-                 verbose=0, n_bits=None, hash_seed=0):
+                 verbose=0, n_bits=None, hash_seed=0, interactions=None):
         super().__init__(loss, p=p, sigma=sigma, l1=l1, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, tol=tol, max_epochs=max_epochs,
                          order=order, check_every=check_every, shrinking=shrinking, init=init,
                          random_state=random_state, epsilon=epsilon, verbose=verbose,
-                         n_bits=n_bits, hash_seed=hash_seed)
+                         n_bits=n_bits, hash_seed=hash_seed, interactions=interactions)
 
     def fit(self, X, y, sample_weight=None):
         """Solve the dual to the relative gap `tol` (or `max_epochs`).

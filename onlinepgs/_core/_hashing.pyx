@@ -124,6 +124,12 @@ def records_to_csr(records, int n_bits, uint32_t seed, Py_ssize_t n_features):
             try:
                 value = raw
             except TypeError:
+                if isinstance(raw, (str, dict)) and isinstance(key, str) and n_bits < 0:
+                    # records_to_rows takes them (a category, a namespace): they hash
+                    what = ("string value" if isinstance(raw, str)
+                            else "namespace (a dict value)")
+                    raise _at_row(row, f", feature {key!r:.40}: a {what} needs hashing "
+                                     "(set n_bits)") from None
                 raise _at_row(row, f", feature {key!r}: value {raw!r:.40} is not a "
                                  "number") from None
             except OverflowError:  # an int beyond the doubles
@@ -168,3 +174,168 @@ def records_to_csr(records, int n_bits, uint32_t seed, Py_ssize_t n_features):
         row += 1
     return (np.asarray(data, dtype=np.float64), np.asarray(indices, dtype=np.int64),
             np.asarray(indptr, dtype=np.int64), width)
+
+
+cdef uint8_t DEFAULT_NAMESPACE = 32  # onlinepgs.features.DEFAULT_NAMESPACE
+cdef uint8_t RAW_COLUMN = 0  # onlinepgs.features.RAW_COLUMN
+
+
+cdef uint32_t _hash_text(str text, uint32_t seed, Py_ssize_t row, str what) except? 0:
+    """murmurhash3 of a str's UTF-8 (a lone surrogate has none: an error at `row`)."""
+    cdef const char* buf
+    cdef Py_ssize_t n
+    try:
+        buf = PyUnicode_AsUTF8AndSize(text, &n)
+    except UnicodeEncodeError as exc:
+        raise _at_row(row, f": {what} {text!r:.40} is not valid Unicode "
+                         f"({exc.reason})") from None
+    return murmurhash3_x86_32(<const uint8_t*>buf, n, seed)
+
+
+cdef double _number(object raw, Py_ssize_t row, object key) except? -1.0:
+    """A feature's value as a finite double (bool: 0 or 1), else an error at `row`."""
+    cdef double value
+    try:
+        value = raw
+    except TypeError:
+        raise _at_row(row, f", feature {key!r:.40}: value {raw!r:.40} is not a number "
+                         "or a string") from None
+    except OverflowError:  # an int beyond the doubles
+        raise _at_row(row, f", feature {key!r:.40}: value {raw!r:.40} is not finite as "
+                         "a double") from None
+    if not isfinite(value):
+        raise _at_row(row, f", feature {key!r:.40}: value {raw!r:.40} is not finite")
+    return value
+
+
+def records_to_rows(records, uint32_t hash_seed, bint names=False):
+    """Records as namespaced rows: the arrays of `onlinepgs.features.NamespacedRows`.
+
+    A record is a dict (or a sequence of (key, value) pairs):
+
+    * str key, number value: a feature of the default namespace, hashed by its name;
+    * str key, str value: the feature ``"key=value"``, value 1 (a category);
+    * str key, dict value: a namespace (its first UTF-8 byte is the letter, its full
+      name seeds its features' hash) of features by the two rules above (one level);
+    * int key, number value: a raw column (the index, not hashed nor signed);
+    * None value: no feature; bool value: 0 or 1.
+
+    Parameters
+    ----------
+    records : iterable of dict or of sequences of (key, value)
+    hash_seed : int
+    names : bool
+        Also the entries' names (``"key"``, ``"key=value"``, ``"ns^key"``, the index as
+        text), for an audit.
+
+    Returns
+    -------
+    (ns uint8, hashes uint32, values float64, indptr int64, names list or None)
+
+    Raises
+    ------
+    onlinepgs._checks.RowError
+        Naming the record (row) and the feature.
+
+    Examples
+    --------
+    >>> from onlinepgs._core._hashing import records_to_rows
+    >>> ns, h, v, ptr, names = records_to_rows([{"user": "u9", "geo": {"fr": 2.0}, 3: 1}],
+    ...                                        0, names=True)
+    >>> ns.tolist(), v.tolist(), ptr.tolist(), names
+    ([32, 103, 0], [1.0, 2.0, 1.0], [0, 3], ['user=u9', 'geo^fr', '3'])
+    """
+    cdef Py_ssize_t row = 0, count = 0, col
+    cdef uint32_t seed, h
+    cdef uint8_t letter
+    cdef double value
+    cdef const char* buf
+    cdef Py_ssize_t n
+    ns_out, hash_out, value_out, indptr, name_out = [], [], [], [0], ([] if names else None)
+    for record in records:
+        items = record.items() if isinstance(record, dict) else record
+        try:
+            iterator = iter(items)
+        except TypeError:
+            raise _at_row(row, f": expected a dict {{feature: value}} or a sequence of "
+                             f"(feature, value) pairs, got {type(record).__name__}") from None
+        for pair in iterator:
+            try:
+                key, raw = pair
+            except (TypeError, ValueError):
+                raise _at_row(row, f": expected (feature, value) pairs, got "
+                                 f"{pair!r:.60}") from None
+            if raw is None:
+                continue
+            if isinstance(key, str):
+                if isinstance(raw, dict):
+                    if not key:
+                        raise _at_row(row, ": a namespace (a dict value) needs a non-empty "
+                                         "name")
+                    seed = _hash_text(key, hash_seed, row, "namespace")
+                    buf = PyUnicode_AsUTF8AndSize(key, &n)  # valid: _hash_text took it
+                    letter = <uint8_t>buf[0]
+                    for inner, raw_inner in raw.items():
+                        if raw_inner is None:
+                            continue
+                        if isinstance(inner, str):
+                            name = inner
+                        elif isinstance(inner, int) and not isinstance(inner, bool):
+                            name = str(inner)  # hashed as its text, as VW hashes "13"
+                        else:
+                            raise _at_row(row, f", namespace {key!r:.40}: feature "
+                                             f"{inner!r:.40} is not a str")
+                        if isinstance(raw_inner, str):
+                            name = name + "=" + raw_inner
+                            value = 1.0
+                        elif isinstance(raw_inner, dict):
+                            raise _at_row(row, f", namespace {key!r:.40}: feature "
+                                             f"{inner!r:.40} is a dict (namespaces do not "
+                                             "nest)")
+                        else:
+                            value = _number(raw_inner, row, inner)
+                        h = _hash_text(name, seed, row, "feature")
+                        ns_out.append(letter)
+                        hash_out.append(h)
+                        value_out.append(value)
+                        if names:
+                            name_out.append(key + "^" + name)
+                        count += 1
+                    continue
+                if isinstance(raw, str):
+                    name = key + "=" + raw
+                    value = 1.0
+                else:
+                    name = key
+                    value = _number(raw, row, key)
+                h = _hash_text(name, hash_seed, row, "feature")
+                ns_out.append(DEFAULT_NAMESPACE)
+                hash_out.append(h)
+                value_out.append(value)
+                if names:
+                    name_out.append(name)
+                count += 1
+                continue
+            try:
+                col = key.__index__()
+            except (AttributeError, TypeError, OverflowError):
+                raise _at_row(row, f": feature {key!r:.40} is neither a str nor an "
+                                 "int") from None
+            if col < 0:
+                raise _at_row(row, f": negative feature index {key!r}")
+            if isinstance(raw, (str, dict)):
+                raise _at_row(row, f": feature index {col} has the value {raw!r:.40}: a "
+                                 "column index takes a number (name a namespace or a "
+                                 "category by a str)")
+            value = _number(raw, row, key)
+            ns_out.append(RAW_COLUMN)
+            hash_out.append(col & 0xFFFFFFFF)  # masked later to 2**n_bits <= 2**32
+            value_out.append(value)
+            if names:
+                name_out.append(str(col))
+            count += 1
+        indptr.append(count)
+        row += 1
+    return (np.asarray(ns_out, dtype=np.uint8), np.asarray(hash_out, dtype=np.uint32),
+            np.asarray(value_out, dtype=np.float64), np.asarray(indptr, dtype=np.int64),
+            name_out)

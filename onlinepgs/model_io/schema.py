@@ -85,8 +85,18 @@ def _param_to_json(name, value, path):
                                    f"seed (e.g. {name}=0) or None before fitting")
     if value is None or isinstance(value, (bool, np.bool_, str, numbers.Real)):
         return to_json(value, f"parameter {name}", path)
+    if name in _LIST_PARAMS and isinstance(value, (list, tuple)) and all(
+            isinstance(v, str) for v in value):
+        return list(value)  # stored as a JSON list; loaded as a list
     raise ModelFileError(path, f"parameter {name}={short(value)} ({type(value).__name__}) "
                                "cannot be stored: only None, bool, int, float and str values")
+
+
+# parameters whose value is a list of str (the interactions: ["ab", "abc"])
+_LIST_PARAMS = ("interactions",)
+# parameters not written at their default None (read back as it): a model without
+# interactions is the same file as before they existed, which older versions read
+_OMITTED_AT_NONE = ("interactions",)
 
 
 def encode(estimator, path, extra):
@@ -107,7 +117,8 @@ def encode(estimator, path, extra):
     if extra is not None and not isinstance(extra, dict):
         raise ModelFileError(path, f"extra must be a dict or None, got {type(extra).__name__}")
     params = estimator.get_params(deep=False)
-    json_params = {key: _param_to_json(key, value, path) for key, value in params.items()}
+    json_params = {key: _param_to_json(key, value, path) for key, value in params.items()
+                   if not (key in _OMITTED_AT_NONE and value is None)}
 
     arrays, table = {}, []
 
@@ -125,6 +136,9 @@ def encode(estimator, path, extra):
         if isinstance(value, np.ndarray):
             add_array(f"attributes/{key}", value)
         else:
+            if key == "_state_params":
+                value = {k: v for k, v in value.items()
+                         if not (k in _OMITTED_AT_NONE and v is None)}
             attributes[key] = to_json(value, f"attribute {key}", path, depth=3,
                                        arrays_as_lists=key in _LISTS_OF_ARRAYS)
 
@@ -368,6 +382,9 @@ def build(header, arrays, path, sklearn=True):
         raise ModelFileError(path, f"parameter(s) {unknown} unknown to this onlinepgs's {name} "
                                    "(written by a newer onlinepgs?); upgrade onlinepgs")
     for key, value in params.items():
+        if key in _LIST_PARAMS and isinstance(value, list) and all(
+                isinstance(v, str) for v in value):
+            continue
         if not (value is None or isinstance(value, (bool, int, float, str))
                 or key == "class_weight" and isinstance(value, dict)):
             raise ModelFileError(path, f"malformed header: parameter {key} is "
@@ -448,7 +465,8 @@ def build(header, arrays, path, sklearn=True):
                             l1=estimator.l1, fit_intercept=estimator.fit_intercept,
                             intercept_scaling=estimator.intercept_scaling,
                             n_bits=estimator.n_bits, hash_seed=estimator.hash_seed,
-                            n_features_in=attributes["n_features_in_"], solver="sdca")
+                            n_features_in=attributes["n_features_in_"], solver="sdca",
+                            interactions=estimator.interactions)
     estimator._state = state
     estimator._cache = {}
     estimator._race = _build_race(header, arrays, path, state) if "race" in header else None
