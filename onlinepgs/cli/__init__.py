@@ -51,15 +51,23 @@ COMMANDS = {"train": ("onlinepgs.cli.train", "cmd_train"),
 
 
 def _chunks(args):
-    """The kind of CSR chunk the readers make for this command: `onlinepgs._csr.CSR`
-    where the command's path needs nothing else (it spares the import of scipy, about
-    0.25 s and 20 MB); scipy's for SDCA's whole-data solve and Dask."""
-    if args.command == "info" or (args.command == "train" and (
-            args.solver == "sdca" or args.scheduler is not None)):
+    """How the command's readers hand chunks to the learner: their matrices carry the
+    interactions already (`onlinepgs.features.expanded_input`: a model with
+    interactions takes them), and they are `onlinepgs._csr.CSR` where the command's
+    path needs nothing else (it spares the import of scipy, about 0.25 s and 20 MB);
+    scipy's for SDCA's whole-data solve and Dask."""
+    if args.command == "info":
         return contextlib.nullcontext()
-    from onlinepgs._csr import light_chunks
+    from onlinepgs.features import expanded_input
 
-    return light_chunks()
+    stack = contextlib.ExitStack()
+    stack.enter_context(expanded_input())
+    if not (args.command == "train" and (args.solver == "sdca"
+                                         or args.scheduler is not None)):
+        from onlinepgs._csr import light_chunks
+
+        stack.enter_context(light_chunks())
+    return stack
 
 
 def main(argv=None):

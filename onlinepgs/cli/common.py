@@ -32,14 +32,14 @@ def open_reader(source, chunk_rows, zero_based, reading=None):
 
 
 # the CSV options of train and the reader's parameter each sets
-CSV_OPTIONS = ("label", "weight", "categorical", "numeric", "ignore", "delimiter")
+CSV_OPTIONS = ("label", "weight", "categorical", "numeric", "ignore", "delimiter", "label_map")
 
 
 def train_input(args):
     """train's input as the model file keeps it (``extra["input"]``): the format (the
-    first DATA's), the hashing (-b, default 18 for a hashed format), the interactions
-    and the CSV columns; sets ``args.bits`` and ``args.interactions`` (-q and
-    --interactions together). Refuses options that the input cannot use."""
+    first DATA's) and the CSV columns; sets ``args.bits`` (-b, default 18 for a hashed
+    format) and ``args.interactions`` (-q and --interactions together: the learner's
+    parameter, saved with it). Refuses options that the input cannot use."""
     from onlinepgs.formats import DEFAULT_BITS, HASHED, format_of
 
     formats = [format_of(source, args.format) for source in args.data]
@@ -57,8 +57,6 @@ def train_input(args):
     if hashed and args.bits is None:
         args.bits = DEFAULT_BITS  # VW's -b default: names need hashing
     out = {"format": formats[0]}
-    if interactions:
-        out["interactions"] = interactions
     if columns:
         out["columns"] = columns
     return out
@@ -77,8 +75,9 @@ def reading_of(source, est, extra, given=None):
     if fmt == "svmlight":
         return fmt, None, None
     n_bits = getattr(est, "n_bits", None) or DEFAULT_BITS
+    # the interactions are the learner's parameter (saved with it): one home
     spec = FeatureSpec(n_bits, getattr(est, "hash_seed", 0) or 0,
-                       tuple(kept.get("interactions") or ()))
+                       tuple(getattr(est, "interactions", None) or ()))
     return fmt, spec, kept.get("columns")
 
 

@@ -163,6 +163,24 @@ def _columns(text):
     return names
 
 
+def _label_map(text):
+    """--label-map: TEXT:NUMBER pairs separated by commas (e.g. "Y:1,N:0") as a dict."""
+    labels = {}
+    for item in text.split(","):
+        label, colon, number = item.strip().rpartition(":")
+        try:
+            value = float(number)
+        except ValueError:
+            value = math.nan
+        if not colon or not label or not math.isfinite(value):
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not TEXT:NUMBER; expected pairs such as Y:1,N:0")
+        if label in labels:
+            raise argparse.ArgumentTypeError(f"{item!r}: the label {label!r} is given twice")
+        labels[label] = value
+    return labels
+
+
 def _input_options(command):
     """How train reads DATA: the format, hashing, interactions, CSV columns."""
     group = command.add_argument_group("input")
@@ -177,6 +195,9 @@ def _input_options(command):
                        help="like -q, for pairs or triples (--interactions abc); repeatable")
     group.add_argument("--label", metavar="COL", default=None,
                        help="CSV/TSV: the label column")
+    group.add_argument("--label-map", type=_label_map, default=None, metavar="MAP",
+                       help="CSV/TSV: labels given as text, as numbers: TEXT:NUMBER,... "
+                       "(e.g. Y:1,N:0; a label not in MAP is an error naming its line)")
     group.add_argument("--weight", metavar="COL", default=None,
                        help="CSV/TSV: the importance weight column")
     group.add_argument("--categorical", type=_columns, default=None, metavar="COLS",

@@ -51,9 +51,6 @@ def cmd_train(args):
     else:
         est, checkpoint, base = estimator_from_args(args), None, args.zero_based
         extra = {"input": kept}
-        if args.interactions and "interactions" in est.get_params():
-            # the learner keeps them for records given in Python (predict({...}))
-            est.set_params(interactions=list(args.interactions))
     sources = _read_as(sources, args, est, kept)
     # a run option (-i included): the budget guards this run's data, not the model
     est.set_params(max_model_bytes=args.max_model_bytes)
@@ -115,7 +112,7 @@ def sigma_note(est):
                    | {est.sigma_}, reverse=True)
     live = getattr(est, "_race", None)
     state = ("settled" if live is None or live.schedule.settled else
-             f"racing on: {len(live.states)} runs live")
+             f"racing on: {len(live.states)} run{'s' if len(live.states) > 1 else ''} live")
     return [f"sigma = {est.sigma_:.0e} (auto: the best progressive loss of "
             f"{len(tried)} sigmas tried, {tried[0]:.0e}..{tried[-1]:.0e}; {state})"]
 
@@ -133,7 +130,8 @@ def estimator_from_args(args):
     common = dict(loss=args.loss, p=args.p, sigma=args.sigma,
                   fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
                   epsilon=args.epsilon, n_bits=args.bits, hash_seed=args.hash_seed,
-                  random_state=args.random_seed)
+                  random_state=args.random_seed,
+                  interactions=list(getattr(args, "interactions", None) or []) or None)
     classifier = args.loss in CLASSIFICATION_LOSSES
     class_weight = getattr(args, "class_weight", None)
     if class_weight is not None and not classifier:
