@@ -92,11 +92,9 @@ def _param_to_json(name, value, path):
                                "cannot be stored: only None, bool, int, float and str values")
 
 
-# parameters whose value is a list of str (the interactions: ["ab", "abc"])
-_LIST_PARAMS = ("interactions",)
-# parameters not written at their default None (read back as it): a model without
-# interactions is the same file as before they existed, which older versions read
-_OMITTED_AT_NONE = ("interactions",)
+# parameters whose value is a list of str (the interactions: ["ab", "abc"]), not written
+# at their default None: a model without them is the file that older versions read
+_LIST_PARAMS = _OMITTED_AT_NONE = ("interactions",)
 
 
 def encode(estimator, path, extra):
