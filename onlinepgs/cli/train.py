@@ -196,8 +196,7 @@ def _keep_names(args, est, trainer, sources):
                 source.options["audit"] = names
     if names is not None:
         # the engine writes the model file (checkpoints and the end): the names with it
-        save = trainer._save
-        trainer._save = lambda extra: save({**extra, "feature_names": names.to_dict()})
+        trainer.extra["feature_names"] = names.to_dict  # as collected at each save
 
 
 def _column_names(source, chunks, names):

@@ -299,7 +299,8 @@ class StreamTrainer:
         powers of two (Vowpal Wabbit's progress table).
     extra : dict or None
         Kept in the ``extra`` of every model file the run writes (the command keeps
-        its input's format there, so that predict reads data alike).
+        its input's format there, so that predict reads data alike); a callable value
+        is called at each save (e.g. the feature names collected so far).
 
     Attributes
     ----------
@@ -463,7 +464,10 @@ class StreamTrainer:
     def _save(self, extra):
         from onlinepgs.model_io import save_model
 
-        save_model(self.learner, self.checkpoint_path, extra={**self.extra, **extra})
+        # a callable value is the value at this save (e.g. the names collected so far)
+        kept = {key: value() if callable(value) else value
+                for key, value in self.extra.items()}
+        save_model(self.learner, self.checkpoint_path, extra={**kept, **extra})
         self.checkpoints += not extra["finished"]
 
     def _event(self, kind, pass_index, source, **fields):
