@@ -33,7 +33,7 @@ LIMIT = 1_000_000
 PER_COLUMN = 3
 MAX_NAME = 200
 MAX_CHARS = 32 * 2**20
-_VERSION = 1
+_VERSION = 2  # 2: each name kept with its sign in the column ("+" or "-" first)
 
 
 class FeatureNames:
@@ -178,9 +178,13 @@ class FeatureNames:
         group_of = np.searchsorted(ends, first, side="right")
         local = first - np.concatenate([[0], ends])[group_of]
         names, more = self._names, self._more
-        for col, group, i in zip(cols.tolist(), group_of.tolist(), local.tolist()):
+        # a hashed feature (key >= 0: its full hash) enters its column negated when the
+        # hash's top bit is set (onlinepgs.features.to_matrix); a raw column never is
+        negated = (new >= 2**31).tolist()
+        for col, group, i, neg in zip(cols.tolist(), group_of.tolist(), local.tolist(),
+                                      negated):
             if len(names.get(col, ())) < self.per_column and self._chars < MAX_CHARS:
-                name = _printable(groups[group][2](i))
+                name = ("-" if neg else "+") + _printable(groups[group][2](i))
                 if self._chars + len(name) <= MAX_CHARS:
                     names.setdefault(col, []).append(name)
                     self._chars += len(name)
@@ -191,11 +195,15 @@ class FeatureNames:
 
     # ---- reading ---------------------------------------------------------------------
     def names_of(self, column):
-        """(names kept for `column`, further distinct features counted there)."""
+        """(names kept for `column`, their signs there (+1, or -1 for a feature that
+        enters the column negated: its weight is minus the column's), further distinct
+        features counted there)."""
         if self.offset is not None:
-            return [str(int(column) + self.offset)], 0
+            return [str(int(column) + self.offset)], [1], 0
         column = int(column)
-        return list(self._names.get(column, ())), self._more.get(column, 0)
+        kept = self._names.get(column, ())
+        return ([n[1:] for n in kept], [-1 if n[0] == "-" else 1 for n in kept],
+                self._more.get(column, 0))
 
     def describe(self):
         """One line on where the names come from, and whether a cap was reached."""
@@ -251,6 +259,8 @@ class FeatureNames:
         if not isinstance(text, str):
             raise bad("names", "not a string")
         listed = text.split("\n") if text else []
+        if any(not n or n[0] not in "+-" for n in listed):
+            raise bad("names", "a name without its sign")
         if not (columns.shape == counts.shape == more.shape) or (
                 columns.shape[0] and (columns[0] < 0 or np.any(np.diff(columns) <= 0))):
             raise bad("columns", "not increasing columns, or not one count a column")
@@ -395,9 +405,11 @@ def weights_report(est, names, top=20):
     dict
         ``{"kind": "regression" | "binary" | "one-vs-rest", "n_features", "classes",
         "names": "collected" | "columns" | "none", "names_capped", "names_note",
-        "problems": [{"class",
-        "intercept", "n_nonzero", "weights": [{"column", "weight", "names", "more"}]}]}``;
-        a binary classifier's one problem scores its second class (the positive one).
+        "problems": [{"class", "intercept", "n_nonzero", "weights": [{"column", "weight",
+        "names", "signs", "more"}]}]}``; a binary classifier's one problem scores its
+        second class (the positive one). A name's feature weighs ``sign * weight``:
+        hashing negates about half the features in their column (collisions then cancel
+        in expectation).
     """
     coef = np.atleast_2d(np.asarray(est.coef_, np.float64))
     intercept = np.ravel(np.asarray(est.intercept_, np.float64))
@@ -416,9 +428,9 @@ def weights_report(est, names, top=20):
             order = order[:top]
         rows = []
         for col in order.tolist():
-            kept, more = names.names_of(col) if names is not None else ([], 0)
+            kept, signs, more = names.names_of(col) if names is not None else ([], [], 0)
             rows.append({"column": col, "weight": float(w[col]), "names": kept,
-                         "more": more})
+                         "signs": signs, "more": more})
         problems.append({"class": label, "intercept": float(b),
                          "n_nonzero": int(nonzero.shape[0]), "weights": rows})
     source = ("none" if names is None else "columns" if names.offset is not None

@@ -111,7 +111,7 @@ def collected(names):
     """column -> set of all names a collector kept (and no column left uncounted)."""
     out = {}
     for col in set(names._names) | set(names._more):
-        kept, more = names.names_of(col)
+        kept, _, more = names.names_of(col)
         assert more == 0
         out[col] = set(kept)
     return out
@@ -132,8 +132,11 @@ def test_names_land_in_the_columns_of_their_hashes():
     spec = FeatureSpec(n_bits=20, hash_seed=5)
     names.add(rows, spec)
     assert collected(names) == expected_names(rows, 20)
-    assert names.names_of(7) == (["7"], 0)
-    assert mm("u9", mm("user", 5)) % 2**20 in collected(names)
+    assert names.names_of(7) == (["7"], [1], 0)  # a raw column: never negated
+    h = mm("u9", mm("user", 5))
+    assert h % 2**20 in collected(names)
+    kept, signs, _ = names.names_of(h % 2**20)  # negated where the hash's top bit is set
+    assert signs[kept.index("user^u9")] == (-1 if h >> 31 else 1)
     X = to_matrix(rows, spec)
     assert set(X.indices.tolist()) == set(collected(names))
     # distinct: f^a f^b f^c g^z user^u9 user^u1 url^x.com 13 price and raw 7 (repeats once)
@@ -200,7 +203,7 @@ def test_collisions_are_shown_and_counted():
     want = expected_names(rows, 3)
     assert sum(map(len, want.values())) == 200
     for col, features in want.items():
-        kept, more = names.names_of(col)
+        kept, _, more = names.names_of(col)
         assert len(kept) == min(2, len(features)) and set(kept) <= features
         assert len(kept) + more == len(features)
 
@@ -241,7 +244,8 @@ def test_the_text_budget_bounds_the_names(monkeypatch):
     names = FeatureNames(n_bits=20)
     names.add(make_rows([[("f", f"w{i:03d}") for i in range(40)]]), FeatureSpec(n_bits=20))
     kept = [n for c in names._names for n in names.names_of(c)[0]]
-    assert sum(map(len, kept)) <= 50 and len(kept) == 8  # "f^w000": 6 characters
+    # "+f^w000": 7 characters (the name and its sign in the column)
+    assert sum(len(n) + 1 for n in kept) <= 50 and len(kept) == 7
     assert len(kept) + sum(names._more.values()) == 40 and names.capped
 
 
@@ -358,7 +362,7 @@ def test_audit_names_hashed_svmlight_columns(svm, tmp_path, capsys):
     indices = file_indices(svm)
     for col in range(8):
         want = {str(j) for j in indices if (j - 1) % 8 == col}
-        kept, more = names.names_of(col)
+        kept, _, more = names.names_of(col)
         assert set(kept) <= want and len(kept) == 3 and len(kept) + more == len(want)
     capsys.readouterr()
     assert main(["info", str(model), "--weights"]) == 0
@@ -366,7 +370,7 @@ def test_audit_names_hashed_svmlight_columns(svm, tmp_path, capsys):
     rows, _ = parse_weight_lines(out)
     assert len(rows) == 8 and "collected in training (--audit)" in out
     for col, (_, text) in rows.items():
-        kept, more = names.names_of(col)
+        kept, _, more = names.names_of(col)
         assert text == " | ".join(kept) + f" (+{more} more)"
 
 
@@ -444,7 +448,7 @@ def test_errors_are_one_line(svm, tmp_path, capsys):
     from onlinepgs import PGSClassifier
     from onlinepgs.model_io import save_model
     est = PGSClassifier(n_bits=4, sigma=1e-3).fit(np.eye(16)[:4], [0, 1, 0, 1])
-    save_model(est, model, extra={"feature_names": {"version": 1, "n_bits": 4,
+    save_model(est, model, extra={"feature_names": {"version": 2, "n_bits": 4,
                                                     "hash_seed": 0, "interactions": [],
                                                     "limit": 10, "per_column": 3,
                                                     "columns": [1], "names": [[3]],
@@ -472,3 +476,36 @@ def test_weights_path_imports_no_sklearn_and_plain_info_no_names(svm, tmp_path):
         done = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True,
                               text=True, timeout=120)
         assert done.stdout.split() == ["0", "False", str(names_imported)], done.stderr
+
+
+def test_a_names_weight_is_its_features_weight(tmp_path, capsys):
+    """`info --weights` prints each named feature's own weight: hashing negates about half
+    the features in their column, and the printed weight undoes it (the yardstick: the
+    model's score of a record holding that feature alone, minus the intercept)."""
+    from onlinepgs.model_io import load_learner
+
+    log = tmp_path / "clicks.csv"
+    rng = np.random.default_rng(0)
+    users = [f"u{i}" for i in range(12)]
+    lines = ["user,clicked"] + [f"{u},{int(rng.random() < (0.8 if u < 'u5' else 0.2))}"
+                                for u in rng.choice(users, 400)]
+    log.write_text("\n".join(lines) + "\n")
+    model = tmp_path / "m.pgs"
+    assert main(["train", str(log), "--label", "clicked", "--sigma", "1e-2", "--audit",
+                 "-o", str(model), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["info", str(model), "--weights", "--top", "0"]) == 0
+    printed = {}
+    for line in capsys.readouterr().out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2].startswith("user^"):
+            printed[parts[2]] = float(parts[1])
+    assert len(printed) == len(users)
+    est = load_learner(model)
+    signs = set()
+    for name, weight in printed.items():
+        score = est.decision_function({"user": {name.split("^")[1]: 1.0}})[0]
+        assert weight == pytest.approx(score - est.intercept_[0], rel=1e-6, abs=1e-9)
+        signs.add(np.sign(weight))
+    # the data: users u0..u4 click (positive weights), the others do not
+    assert all(printed[f"user^u{i}"] > 0 for i in range(5)) and signs == {-1.0, 1.0}

@@ -159,7 +159,10 @@ def _info_weights(args):
         width = max([len("column")] + [len(str(r["column"])) for r in problem["weights"]])
         print(f"  {'column':>{width}} {'weight':>14}  names")
         for row in problem["weights"]:
-            print(f"  {row['column']:>{width}} {row['weight']:>14.8g}  "
+            # the weight of the column's first named feature: hashing may have negated
+            # it in the column (its sign); a colliding name of the other sign says so
+            sign = row["signs"][0] if row.get("signs") else 1
+            print(f"  {row['column']:>{width}} {sign * row['weight']:>14.8g}  "
                   f"{_names_text(row, report)}")
         print(f"  intercept {problem['intercept']:.8g}")
     return 0
@@ -169,7 +172,9 @@ def _names_text(row, report):
     """A column's names as "a^x | b^y (+3 more)", or why it has none."""
     if report["names"] == "none":
         return "(no name: train with --audit)"
-    text = " | ".join(row["names"])
+    first = row["signs"][0] if row.get("signs") else 1
+    text = " | ".join(name + (" (negated)" if sign != first else "")
+                      for name, sign in zip(row["names"], row.get("signs") or ()))
     if row["more"]:
         text += f"{' ' if text else ''}(+{row['more']} more)"
     if not text:
