@@ -35,6 +35,12 @@ DUEL = 0.5  # the part of each interval between fork points that a challenger ru
 BURN = 0.5  # the first part of a duel, not judged: the fork's average is its parent's
 CHASE = True  # a challenger that wins is challenged at once (not at the next fork point)
 PATIENCE = None  # duels lost in a row after which the schedule settles (None: never)
+# A challenger wins only over a window in which the leader's summed loss is at least this
+# (classification losses, in nats or hinge units: about three mistakes' worth). With rare
+# positives an early window holds none; there every run's loss is ~0, the run of smaller
+# sigma (the more negative intercept) wins by 1e-11, and the race never comes back up.
+EVIDENCE = 3 * math.log(2.0)
+CLASSIFICATION = ("hinge", "logistic", "squared_hinge", "smooth_hinge")
 
 
 def progressive_sums(state):
@@ -96,7 +102,10 @@ class SigmaSchedule:
     the winner runs alone to the next fork point: about 1 + duel runs live on average.
     A judgement compares the mean progressive loss of each run's reported model over the
     rows since the fork (all live runs trained on exactly those rows; the whole history
-    would favour large sigma, which early rows do). Ties go to the larger sigma. After
+    would favour large sigma, which early rows do). Ties go to the larger sigma, and so
+    does a window too poor in information to move the lead (classification losses: the
+    leader's summed loss over it under `evidence`, about three mistakes' worth; with rare
+    positives a short window holds none, and every run's loss there is ~0). After
     `patience` duels lost by the challenger in a row, or with the leader at the bottom of
     the grid, the schedule settles: the leader alone goes on, no more checks.
 
@@ -112,11 +121,14 @@ class SigmaSchedule:
         Checks fall on whole mini-batches (a multiple of it), so that splitting a call
         at a check does not change the steps.
     first_check, growth, duel, patience : see the module's constants.
+    evidence : float or None
+        The least summed loss of the leader over a duel's window for the challenger to
+        win it (None: `EVIDENCE` for classification losses, 0 for regression ones).
     """
 
     def __init__(self, loss, *, n_problems=1, grid=None, batch_size=1, start=START_SIGMAS,
                  first_check=FIRST_CHECK, growth=GROWTH, duel=DUEL, burn=BURN,
-                 chase=CHASE, patience=PATIENCE):
+                 chase=CHASE, patience=PATIENCE, evidence=None):
         grid = DEFAULT_GRID if grid is None else grid
         self.grid = sorted({float(s) for s in grid}, reverse=True)
         if not self.grid or not all(s > 0 and math.isfinite(s) for s in self.grid):
@@ -130,6 +142,9 @@ class SigmaSchedule:
         self.burn, self.chase = float(burn), bool(chase)
         self.start_sigmas = sorted({self._nearest(float(x)) for x in start}, reverse=True)
         self.patience = patience
+        # regression losses have no unit of information: their duels are judged as before
+        self.evidence = float((EVIDENCE if loss in CLASSIFICATION else 0.0)
+                              if evidence is None else evidence)
         self.runs = {}  # live runs: run_id -> Run
         self.next_id = 0
         self.fork_at = self.check_at = self._round(self.first_check)
@@ -191,6 +206,17 @@ class SigmaSchedule:
         return {rid: _loss_between(sums[rid], self.marks.get(rid)) for rid in self.runs
                 if rid in sums}
 
+    def _informed(self, best, sums):
+        """The duel's better run `best`, unless the window is too poor in information to
+        move the lead: the leader's summed loss over it is under `evidence`."""
+        incumbent = self.leader_id
+        if best == incumbent or incumbent not in sums:
+            return best
+        then = self.marks.get(incumbent)
+        mass = sums[incumbent]["sum_weighted_loss"] - (
+            then["sum_weighted_loss"] if then else 0.0)
+        return best if mass >= self.evidence else incumbent
+
     def _best(self, losses):
         return min(losses, key=lambda r: (losses[r], -self.runs[r].sigma))
 
@@ -247,6 +273,7 @@ class SigmaSchedule:
         leader = self._best(losses)
         won = False
         if len(self.runs) == 2 and self.since > 0:  # a duel: did the challenger win?
+            leader = self._informed(leader, sums)
             won = self.runs[leader].sigma < max(r.sigma for r in self.runs.values())
             self.lost = 0 if won else self.lost + 1
         if won and self.chase:
@@ -298,7 +325,8 @@ class SigmaSchedule:
         if self.since and self.leader_id in live and (
                 (n_rows - self.since) * 2 < self.check_at - self.since):
             return self.leader_id
-        return self._best({r: _loss_between(sums[r], self.marks.get(r)) for r in live})
+        best = self._best({r: _loss_between(sums[r], self.marks.get(r)) for r in live})
+        return self._informed(best, sums) if self.since else best
 
     def settle(self, n_rows, sums, reason="fit", epochs=1):
         """End the race now (fit after its first pass): the `leader` alone goes on.
@@ -351,7 +379,7 @@ class SigmaSchedule:
                     start=self.start_sigmas,
                     batch_size=self.batch_size, first_check=self.first_check,
                     growth=self.growth, duel=self.duel, burn=self.burn, chase=self.chase,
-                    patience=self.patience,
+                    patience=self.patience, evidence=self.evidence,
                     runs=[asdict(r) for r in self.runs.values()],
                     leader_id=self.leader_id, settled=self.settled,
                     marks=[[r, m] for r, m in self.marks.items()], path=self.path,
@@ -365,7 +393,7 @@ class SigmaSchedule:
         self = cls(d["loss"], n_problems=d["n_problems"], grid=d["grid"], start=d["start"],
                    batch_size=d["batch_size"], first_check=d["first_check"],
                    growth=d["growth"], duel=d["duel"], burn=d["burn"], chase=d["chase"],
-                   patience=d["patience"])
+                   patience=d["patience"], evidence=d.get("evidence", 0.0))
         self.runs = {int(r["run_id"]): Run(int(r["run_id"]), float(r["sigma"]),
                                            int(r["started_at"]),
                                            None if r["parent"] is None else int(r["parent"]))

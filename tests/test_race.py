@@ -456,3 +456,75 @@ def test_fit_on_fewer_rows_than_the_first_check_keeps_the_start_winner():
     assert est.t_ == 3 * (FIRST_CHECK - 50)
     more = PGSClassifierLearner(max_epochs=3, random_state=0).fit(*_rows(n=FIRST_CHECK + 50))
     assert more.sigma_path_[-1]["sigma_for_epochs"] < more.sigma_path_[-1]["leader_sigma"]
+
+
+# ---- rare positives: a duel needs a window that carries information ----------------------
+
+def _rare_stream(n, seed):
+    """One-hot rows of 3 fields x 10 values, labels drawn from a logistic model whose
+    intercept (-7.5) makes positives rare (~0.15%): most early windows hold none."""
+    rng = np.random.RandomState(seed)
+    fields, values = 3, 10
+    effects = np.random.RandomState(99).randn(fields, values) * 1.2
+    cols = rng.randint(values, size=(n, fields))
+    z = -7.5 + effects[np.arange(fields), cols].sum(axis=1)
+    y = (rng.rand(n) < 1.0 / (1.0 + np.exp(-z))).astype(float)
+    X = sp.csr_matrix((np.ones(n * fields), (np.repeat(np.arange(n), fields),
+                                              (cols + values * np.arange(fields)).ravel())),
+                      shape=(n, fields * values))
+    return X, y
+
+
+def test_rare_positives_do_not_drive_sigma_down_on_empty_windows(monkeypatch):
+    """The old rule (evidence 0) lets a challenger win a window with no positive, where
+    every run's loss is ~0 and the smaller sigma's more negative intercept wins by a hair:
+    it walks down to 1e-5 and its held-out log loss is three times the best fixed
+    sigma's. With the evidence rule the race stays near the best fixed sigma."""
+    from onlinepgs import _race
+    X, y = _rare_stream(20000, 0)
+    Xt, yt = _rare_stream(20000, 1)
+
+    def held_out(**kw):
+        est = PGSClassifierLearner(**kw)
+        for i in range(0, len(y), 1000):
+            est.partial_fit(X[i:i + 1000], y[i:i + 1000], classes=np.array([0.0, 1.0]))
+        p = np.clip(est.predict_proba(Xt)[:, 1], 1e-15, 1 - 1e-15)
+        return est, -np.mean(yt * np.log(p) + (1 - yt) * np.log(1 - p))
+
+    best = min(held_out(sigma=s)[1] for s in (1e-3, 10 ** -3.5, 1e-4, 10 ** -4.5))
+    new, new_loss = held_out()
+    monkeypatch.setattr(_race, "EVIDENCE", 0.0)
+    old, old_loss = held_out()
+    assert old.sigma_ < new.sigma_
+    assert old_loss > 2 * best and new_loss <= 1.05 * best
+    # every step down of the old race was taken on a window where the leader it replaced
+    # lost under one nat in all (no positive): the evidence rule refuses exactly those
+    downs = [(r["rows"], r["window"], next(x for x in r["runs"] if x["sigma"] > r["leader_sigma"]))
+             for r in old.sigma_path_ if r["event"] == "check" and r["window"][0] > 0
+             and any(x["sigma"] > r["leader_sigma"] for x in r["runs"])]
+    assert len(downs) >= 3
+    for rows, (start, stop), beaten in downs:
+        assert beaten["window_loss"] * (stop - start) < 1.0, rows
+    assert min(r["leader_sigma"] for r in new.sigma_path_) >= 1e-4
+
+
+def test_a_duel_on_a_window_without_information_keeps_the_leader():
+    """The duel of TalkingData's row 375 (63 judged rows, no positive): the leader's mean
+    loss 2.9e-11 against the challenger's 0; the lead moves only once the leader's summed
+    loss over the window reaches `evidence` (3 log 2 for the logistic loss)."""
+    for mass, moves in [(63 * 2.9e-11, False), (3 * np.log(2) - 1e-9, False),
+                        (3 * np.log(2) + 1e-9, True)]:
+        schedule = SigmaSchedule("logistic", first_check=250)
+        schedule.start()
+        schedule.decide(250, {r: _sums(0.01 * (4 - r), 250) for r in range(4)})
+        assert schedule.runs[4].sigma == 10 ** -4.5
+        leader_sums, challenger_sums = _sums(0.003, 250), _sums(0.003, 250)
+        schedule.decide(312, {3: leader_sums, 4: challenger_sums})  # the burn-in's end
+        d = schedule.decide(375, {
+            3: dict(leader_sums, sum_weight=375.0,
+                    sum_weighted_loss=leader_sums["sum_weighted_loss"] + mass),
+            4: dict(challenger_sums, sum_weight=375.0,
+                    sum_weighted_loss=challenger_sums["sum_weighted_loss"] + mass / 2)})
+        assert d.leader == (4 if moves else 3), mass
+    # regression losses keep the old rule: no unit of information to count
+    assert SigmaSchedule("squared").evidence == 0.0
