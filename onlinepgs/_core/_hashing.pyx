@@ -93,6 +93,18 @@ def _at_row(row, text):
     return RowError(row, text)
 
 
+def _at_feature(row, text, reason, feature, namespace=None, value=None):
+    """`_at_row`'s error for a bad feature of a record, with what a caller that shows
+    the record in its own words needs as data (a reader of JSON lines: the column of the
+    feature in its line): ``reason`` ("number", "finite", "nest", "empty namespace",
+    "unicode"), ``feature`` (its key), ``namespace`` (the namespace's name or None) and
+    ``value`` (the raw value)."""
+    error = _at_row(row, text)
+    error.reason, error.feature, error.namespace, error.value = (reason, feature,
+                                                                namespace, value)
+    return error
+
+
 def records_to_csr(records, int n_bits, uint32_t seed, Py_ssize_t n_features):
     """Rows of {feature: value} (or sequences of (feature, value)) as CSR arrays.
 
@@ -180,31 +192,34 @@ cdef uint8_t DEFAULT_NAMESPACE = 32  # onlinepgs.features.DEFAULT_NAMESPACE
 cdef uint8_t RAW_COLUMN = 0  # onlinepgs.features.RAW_COLUMN
 
 
-cdef uint32_t _hash_text(str text, uint32_t seed, Py_ssize_t row, str what) except? 0:
+cdef uint32_t _hash_text(str text, uint32_t seed, Py_ssize_t row, str what,
+                         object namespace=None) except? 0:
     """murmurhash3 of a str's UTF-8 (a lone surrogate has none: an error at `row`)."""
     cdef const char* buf
     cdef Py_ssize_t n
     try:
         buf = PyUnicode_AsUTF8AndSize(text, &n)
     except UnicodeEncodeError as exc:
-        raise _at_row(row, f": {what} {text!r:.40} is not valid Unicode "
-                         f"({exc.reason})") from None
+        raise _at_feature(row, f": {what} {text!r:.40} is not valid Unicode "
+                             f"({exc.reason})", "unicode", text, namespace) from None
     return murmurhash3_x86_32(<const uint8_t*>buf, n, seed)
 
 
-cdef double _number(object raw, Py_ssize_t row, object key) except? -1.0:
+cdef double _number(object raw, Py_ssize_t row, object key,
+                    object namespace=None) except? -1.0:
     """A feature's value as a finite double (bool: 0 or 1), else an error at `row`."""
     cdef double value
     try:
         value = raw
     except TypeError:
-        raise _at_row(row, f", feature {key!r:.40}: value {raw!r:.40} is not a number "
-                         "or a string") from None
+        raise _at_feature(row, f", feature {key!r:.40}: value {raw!r:.40} is not a number "
+                             "or a string", "number", key, namespace, raw) from None
     except OverflowError:  # an int beyond the doubles
-        raise _at_row(row, f", feature {key!r:.40}: value {raw!r:.40} is not finite as "
-                         "a double") from None
+        raise _at_feature(row, f", feature {key!r:.40}: value {raw!r:.40} is not finite "
+                             "as a double", "finite", key, namespace, raw) from None
     if not isfinite(value):
-        raise _at_row(row, f", feature {key!r:.40}: value {raw!r:.40} is not finite")
+        raise _at_feature(row, f", feature {key!r:.40}: value {raw!r:.40} is not finite",
+                          "finite", key, namespace, raw)
     return value
 
 
@@ -270,8 +285,8 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False):
             if isinstance(key, str):
                 if isinstance(raw, dict):
                     if not key:
-                        raise _at_row(row, ": a namespace (a dict value) needs a non-empty "
-                                         "name")
+                        raise _at_feature(row, ": a namespace (a dict value) needs a "
+                                             "non-empty name", "empty namespace", key)
                     seed = _hash_text(key, hash_seed, row, "namespace")
                     buf = PyUnicode_AsUTF8AndSize(key, &n)  # valid: _hash_text took it
                     letter = <uint8_t>buf[0]
@@ -289,12 +304,12 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False):
                             name = name + "=" + raw_inner
                             value = 1.0
                         elif isinstance(raw_inner, dict):
-                            raise _at_row(row, f", namespace {key!r:.40}: feature "
-                                             f"{inner!r:.40} is a dict (namespaces do not "
-                                             "nest)")
+                            raise _at_feature(row, f", namespace {key!r:.40}: feature "
+                                                 f"{inner!r:.40} is a dict (namespaces do "
+                                                 "not nest)", "nest", inner, key, raw_inner)
                         else:
-                            value = _number(raw_inner, row, inner)
-                        h = _hash_text(name, seed, row, "feature")
+                            value = _number(raw_inner, row, inner, key)
+                        h = _hash_text(name, seed, row, "feature", key)
                         ns_out.append(letter)
                         hash_out.append(h)
                         value_out.append(value)
