@@ -185,3 +185,207 @@ def test_holdout_losses_are_weighted_like_training(tmp_path, held_weight):
     assert runs[0].holdout_sum > 0
     assert runs[1].holdout_sum == pytest.approx(held_weight * runs[0].holdout_sum,
                                                 rel=1e-12)
+
+
+# ---- CSV, TSV and JSON lines through the command (issue 35, end to end) -------------------
+
+CSV_COLUMNS = ("user", "ad", "price", "w", "y", "junk")
+
+
+def log_rows(n=500, seed=0):
+    """Rows of a click log: categorical user/ad (some cells empty), a numeric price, an
+    importance weight, a text label Y/N that depends on user, ad and price, a junk column."""
+    rng = np.random.RandomState(seed)
+    rows = []
+    for i in range(n):
+        user, ad, price = rng.randint(0, 20), rng.randint(0, 8), round(rng.rand() * 3, 3)
+        label = (user % 3 == 0) ^ (ad < 3) ^ (price > 2.5) ^ (rng.rand() < 0.1)
+        rows.append({"user": f"u{user}" if i % 17 else "", "ad": f"a{ad}", "price": price,
+                     "w": float(rng.choice([0.5, 1.0, 2.0])), "y": "Y" if label else "N",
+                     "junk": f"j{rng.randint(1000)}"})
+    return rows
+
+
+def as_csv(rows, delimiter=","):
+    lines = [delimiter.join(CSV_COLUMNS)]
+    lines += [delimiter.join(str(r[c]) for c in CSV_COLUMNS) for r in rows]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def as_records(rows):
+    """The CSV rows as Python records: each column its own namespace, named like the
+    column: a categorical cell its text (value 1), a numeric cell the column's name."""
+    return [{"user": {r["user"]: 1} if r["user"] else {}, "ad": {r["ad"]: 1},
+             "price": {"price": r["price"]}} for r in rows]
+
+
+CSV_ROLES = ("--label", "y", "--label-map", "Y:1,N:0", "--weight", "w", "--numeric",
+             "price", "--ignore", "junk", "--categorical", "user,ad")
+CSV_KW = dict(label="y", label_map={"Y": 1, "N": 0}, weight="w", numeric=["price"],
+              ignore=["junk"], categorical=["user", "ad"])
+
+
+def python_learner(chunks, n_bits=18, **params):
+    """The Python learner fed the chunks as the command does (partial_fit a chunk; the
+    readers' chunks hold their interactions already: `expanded_input`)."""
+    from onlinepgs.features import expanded_input
+
+    est = PGSClassifierLearner(sigma=1e-3, n_bits=n_bits, random_state=0, **params)
+    with expanded_input():
+        for X, y, w in chunks:
+            est.partial_fit(X, y, classes=[0, 1], sample_weight=w)
+    return est
+
+
+def assert_same_model(path, est):
+    got = load_learner(str(path))
+    np.testing.assert_array_equal(got.coef_, est.coef_)
+    np.testing.assert_array_equal(got.intercept_, est.intercept_)
+
+
+@pytest.mark.parametrize("delimiter, name, extra", [
+    (",", "log.csv", ()), ("\t", "log.tsv", ()), (";", "log.txt",
+                                                  ("--format", "csv", "--delimiter", ";"))])
+def test_csv_trains_as_the_python_learner_on_iter_csv_chunks(tmp_path, delimiter, name,
+                                                             extra):
+    from onlinepgs.formats import iter_csv
+
+    rows = log_rows(2_600)  # two chunks of the command's 2000 rows
+    (tmp_path / name).write_bytes(as_csv(rows, delimiter))
+    run("train", tmp_path / name, *extra, *CSV_ROLES, "--sigma", "1e-3", "-o",
+        tmp_path / "m.pgs", "--quiet")
+    est = python_learner(iter_csv(str(tmp_path / name), delimiter=delimiter,
+                                  chunk_rows=2_000, **CSV_KW))
+    assert_same_model(tmp_path / "m.pgs", est)
+    # sample weights do matter: the same rows unweighted give another model
+    kw = {**{k: v for k, v in CSV_KW.items() if k != "weight"}, "ignore": ["junk", "w"]}
+    plain = python_learner(iter_csv(str(tmp_path / name), delimiter=delimiter,
+                                    chunk_rows=2_000, **kw))
+    assert not np.array_equal(plain.coef_, est.coef_)
+    # predict and eval read as trained: no role repeated (the label column Y/N mapped)
+    X = [x for x, _, _ in iter_csv(str(tmp_path / name), delimiter=delimiter,
+                                   chunk_rows=None, **CSV_KW)][0]
+    want = est.predict(X)
+    got = run("predict", tmp_path / "m.pgs", tmp_path / name).stdout.split()
+    assert [float(v) for v in got] == want.tolist()
+    y = np.array([r["y"] == "Y" for r in rows], float)
+    result = dict(line.split(" = ") for line in
+                  run("eval", tmp_path / "m.pgs", tmp_path / name).stdout.splitlines())
+    assert int(result["rows"]) == len(rows)
+    assert float(result["accuracy"]) == pytest.approx(np.mean(want == y), abs=1e-6)
+
+
+def test_json_lines_train_as_the_python_learner_on_iter_jsonl_chunks(tmp_path):
+    from onlinepgs.formats import iter_jsonl
+
+    rows = log_rows(2_300, seed=1)
+    lines = [json.dumps({"label": int(r["y"] == "Y"), "weight": r["w"],
+                         "features": {"user": r["user"] or None, "ad": {"id": r["ad"]},
+                                      "price": r["price"]}}) for r in rows]
+    (tmp_path / "log.jsonl").write_text("\n".join(lines) + "\n")
+    run("train", tmp_path / "log.jsonl", "--sigma", "1e-3", "-o", tmp_path / "m.pgs",
+        "--quiet", "-q", "ua")
+    est = python_learner(iter_jsonl(str(tmp_path / "log.jsonl"), chunk_rows=2_000,
+                                    interactions=["ua"]), interactions=["ua"])
+    assert_same_model(tmp_path / "m.pgs", est)
+    # the Python API on the same rows as records: the same model
+    records = [{"user": r["user"] or None, "ad": {"id": r["ad"]}, "price": r["price"]}
+               for r in rows]
+    y = np.array([r["y"] == "Y" for r in rows], float)
+    w = np.array([r["w"] for r in rows])
+    direct = PGSClassifierLearner(sigma=1e-3, n_bits=18, random_state=0,
+                                  interactions=["ua"])
+    for at in range(0, len(rows), 2_000):
+        direct.partial_fit(records[at:at + 2_000], y[at:at + 2_000], classes=[0, 1],
+                           sample_weight=w[at:at + 2_000])
+    np.testing.assert_array_equal(direct.coef_, est.coef_)
+    # predict from stdin (no extension: the model's format), lines without labels
+    unlabelled = "\n".join(json.dumps({"features": json.loads(line)["features"]})
+                           for line in lines[:50]) + "\n"
+    got = run("predict", tmp_path / "m.pgs", "-", stdin=unlabelled).stdout.split()
+    assert [float(v) for v in got] == est.predict(records[:50]).tolist()
+
+
+def test_csv_with_q_is_the_python_learner_with_interactions_on_records(tmp_path):
+    """-q ua on a CSV log: bit for bit the Python learner given interactions=["ua"] and
+    the rows as records with namespaces named like the columns."""
+    rows = log_rows(2_400, seed=2)
+    (tmp_path / "log.csv").write_bytes(as_csv(rows))
+    run("train", tmp_path / "log.csv", *CSV_ROLES, "-q", "ua", "--interactions", "uap",
+        "--sigma", "1e-3", "-o", tmp_path / "m.pgs", "--quiet")
+    records = as_records(rows)
+    y = np.array([r["y"] == "Y" for r in rows], float)
+    w = np.array([r["w"] for r in rows])
+    est = PGSClassifierLearner(sigma=1e-3, n_bits=18, random_state=0,
+                               interactions=["ua", "uap"])
+    for at in range(0, len(rows), 2_000):
+        est.partial_fit(records[at:at + 2_000], y[at:at + 2_000], classes=[0, 1],
+                        sample_weight=w[at:at + 2_000])
+    assert_same_model(tmp_path / "m.pgs", est)
+    assert load_learner(str(tmp_path / "m.pgs")).interactions == ["ua", "uap"]
+    # and the crossing matters: without -q, another model
+    run("train", tmp_path / "log.csv", *CSV_ROLES, "--sigma", "1e-3", "-o",
+        tmp_path / "plain.pgs", "--quiet")
+    assert not np.array_equal(load_learner(str(tmp_path / "plain.pgs")).coef_, est.coef_)
+
+
+def test_continuing_a_csv_model_reads_the_new_file_with_its_roles(tmp_path):
+    from onlinepgs.formats import iter_csv
+
+    rows = log_rows(1_500, seed=3)
+    (tmp_path / "a.csv").write_bytes(as_csv(rows[:900]))
+    (tmp_path / "b.csv.gz").write_bytes(gzip.compress(as_csv(rows[900:])))
+    run("train", tmp_path / "a.csv", *CSV_ROLES, "-q", "ua", "--sigma", "1e-3", "-o",
+        tmp_path / "m.pgs", "--quiet")
+    run("train", tmp_path / "b.csv.gz", "-i", tmp_path / "m.pgs", "-o",
+        tmp_path / "m2.pgs", "--quiet")
+    est = python_learner([*iter_csv(str(tmp_path / "a.csv"), chunk_rows=2_000,
+                                    interactions=["ua"], **CSV_KW),
+                          *iter_csv(str(tmp_path / "b.csv.gz"), chunk_rows=2_000,
+                                    interactions=["ua"], **CSV_KW)],
+                         interactions=["ua"])
+    assert_same_model(tmp_path / "m2.pgs", est)
+
+
+def test_csv_from_stdin_with_format(tmp_path):
+    from onlinepgs.formats import iter_csv
+
+    rows = log_rows(300, seed=4)
+    data = as_csv(rows)
+    (tmp_path / "log.csv").write_bytes(data)
+    run("train", "-", "--format", "csv", *CSV_ROLES, "--sigma", "1e-3", "-o",
+        tmp_path / "m.pgs", "--quiet", stdin=data.decode())
+    assert_same_model(tmp_path / "m.pgs", python_learner(iter_csv(
+        str(tmp_path / "log.csv"), chunk_rows=2_000, **CSV_KW)))
+    got = run("predict", tmp_path / "m.pgs", "-", stdin=data.decode()).stdout.split()
+    assert len(got) == 300
+
+
+def test_a_label_not_in_the_map_is_one_line_with_its_place(tmp_path):
+    rows = log_rows(40)
+    text = as_csv(rows).decode().splitlines()
+    text[7] = text[7].replace(",Y,", ",maybe,").replace(",N,", ",maybe,")
+    (tmp_path / "log.csv").write_text("\n".join(text) + "\n")
+    proc = run("train", tmp_path / "log.csv", *CSV_ROLES, "--quiet", check=False)
+    column = len(",".join(text[7].split(",")[:4])) + 2  # the label is the 5th field
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert f"{tmp_path / 'log.csv'}:8:{column}:" in proc.stderr and "maybe" in proc.stderr
+
+
+@pytest.mark.parametrize("name, content, where", [
+    ("d.csv", b"y,a\n1,x\n1,x,extra\n", ":3:"),
+    ("d.csv", b"y,a,a\n1,x,z\n", ":1:"),
+    ("d.tsv", b"y\tp\n1\t2\n0\tfar\n", ":3:3:"),
+    ("d.jsonl", b'{"label": 1}\n{"label": 1, "features": {"a": [2]}}\n', ":2:27:"),
+    ("d.jsonl", b'{"label": 1}\n{"label": 1,\n', ":2:"),
+    ("d.vw", b"1 |f a\n1 |f a:b\n", ":2:8:"),
+])
+def test_bad_input_of_each_format_is_one_line(tmp_path, name, content, where):
+    (tmp_path / name).write_bytes(content)
+    extra = ("--label", "y", "--numeric", "p") if name == "d.tsv" else (
+        ("--label", "y") if name.endswith(".csv") else ())
+    proc = run("train", tmp_path / name, *extra, "--quiet", check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{tmp_path / name}{where}" in lines[0], proc.stderr
