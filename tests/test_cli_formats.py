@@ -280,17 +280,20 @@ def test_json_lines_train_as_the_python_learner_on_iter_jsonl_chunks(tmp_path):
 
     rows = log_rows(2_300, seed=1)
     lines = [json.dumps({"label": int(r["y"] == "Y"), "weight": r["w"],
-                         "features": {"user": r["user"] or None, "ad": {"id": r["ad"]},
-                                      "price": r["price"]}}) for r in rows]
+                         "features": {"user": {"id": r["user"] or None},
+                                      "ad": {"id": r["ad"]}, "price": r["price"]}})
+             for r in rows]
     (tmp_path / "log.jsonl").write_text("\n".join(lines) + "\n")
     run("train", tmp_path / "log.jsonl", "--sigma", "1e-3", "-o", tmp_path / "m.pgs",
         "--quiet", "-q", "ua")
     est = python_learner(iter_jsonl(str(tmp_path / "log.jsonl"), chunk_rows=2_000,
                                     interactions=["ua"]), interactions=["ua"])
     assert_same_model(tmp_path / "m.pgs", est)
+    plain = python_learner(iter_jsonl(str(tmp_path / "log.jsonl"), chunk_rows=2_000))
+    assert not np.array_equal(plain.coef_, est.coef_[:, :])  # -q ua crossed something
     # the Python API on the same rows as records: the same model
-    records = [{"user": r["user"] or None, "ad": {"id": r["ad"]}, "price": r["price"]}
-               for r in rows]
+    records = [{"user": {"id": r["user"] or None}, "ad": {"id": r["ad"]},
+                "price": r["price"]} for r in rows]
     y = np.array([r["y"] == "Y" for r in rows], float)
     w = np.array([r["w"] for r in rows])
     direct = PGSClassifierLearner(sigma=1e-3, n_bits=18, random_state=0,
@@ -389,3 +392,65 @@ def test_bad_input_of_each_format_is_one_line(tmp_path, name, content, where):
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{tmp_path / name}{where}" in lines[0], proc.stderr
+
+
+def audit_entries(rows):
+    """Each row's (namespace, feature) pairs, namespaces named user, ad, price (a CSV
+    numeric column's feature is its name)."""
+    return [[("user", r["user"]), ("ad", r["ad"]), ("price", "price")] if r["user"] else
+            [("ad", r["ad"]), ("price", "price")] for r in rows]
+
+
+def expected_names(entries, n_bits, pairs):
+    """{name: (column, sign)} of every feature and crossed pair (namespace letters) of
+    the rows, hashed by hand: murmurhash3 of the feature seeded by its namespace's
+    hash, pairs (h_a * 16777619) ^ h_b, the column h & mask, the sign the top bit."""
+    from onlinepgs._core._hashing import murmurhash3
+
+    out = {}
+    for row in entries:
+        hashed = [(ns, f"{ns}^{f}", murmurhash3(f, murmurhash3(ns, 0))) for ns, f in row]
+        crossed = [("", f"{na}*{nb}", ((ha * 16777619) & 0xFFFFFFFF) ^ hb)
+                   for a, b in pairs for sa, na, ha in hashed for sb, nb, hb in hashed
+                   if sa[0] == a and sb[0] == b]
+        for _, name, h in hashed + crossed:
+            out[name] = (h & ((1 << n_bits) - 1), -1 if h >> 31 else 1)
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["vw", "csv", "jsonl"])
+def test_audit_names_crossed_features_at_their_columns(tmp_path, fmt):
+    """train --audit -q ua: info --weights --json names every non-zero column by the
+    features (and "user^x*ad^y" pairs) that hash there, as computed by hand."""
+    rows = log_rows(300, seed=5)
+    y = [int(r["y"] == "Y") for r in rows]
+    if fmt == "vw":
+        text = "".join(f"{2 * t - 1} |user {r['user']} |ad {r['ad']} |price price:{r['price']}\n"
+                       if r["user"] else f"{2 * t - 1} |ad {r['ad']} |price price:{r['price']}\n"
+                       for r, t in zip(rows, y))
+        extra = ()
+    elif fmt == "csv":
+        text = "user,ad,price,y\n" + "".join(f"{r['user']},{r['ad']},{r['price']},{t}\n"
+                                         for r, t in zip(rows, y))
+        extra = ("--label", "y", "--numeric", "price")
+    else:
+        text = "".join(json.dumps({"label": t, "features": {
+            **({"user": {r["user"]: 1}} if r["user"] else {}), "ad": {r["ad"]: 1},
+            "price": {"price": r["price"]}}}) + "\n" for r, t in zip(rows, y))
+        extra = ()
+    (tmp_path / f"d.{fmt}").write_text(text)
+    run("train", tmp_path / f"d.{fmt}", *extra, "-q", "ua", "-b", 14, "--audit", "-o",
+        tmp_path / "m.pgs", "--quiet")
+    report = json.loads(run("info", tmp_path / "m.pgs", "--weights", "--top", 0,
+                            "--json").stdout)
+    want = expected_names(audit_entries(rows), 14, ["ua"])
+    assert any("*" in name for name in want) and len(want) > 100
+    coef = load_learner(str(tmp_path / "m.pgs")).coef_[0]
+    got = {}
+    for row in report["problems"][0]["weights"]:
+        assert row["more"] == 0  # no column holds more than the 3 names kept
+        signs = row.get("signs")  # (the report names each name's sign where it can)
+        for k, name in enumerate(row["names"]):
+            got[name] = (row["column"], want[name][1] if signs is None else signs[k])
+    assert got == {name: at for name, at in want.items() if coef[at[0]] != 0}
+    assert sum("*" in name for name in got) > 50
