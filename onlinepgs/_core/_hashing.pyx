@@ -12,6 +12,11 @@ cimport numpy as cnp
 from libc.math cimport isfinite
 from libc.stdint cimport uint32_t, int64_t, uint8_t
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from cpython cimport array
+import array as _array
+
+if _array.array("I").itemsize != 4:  # pragma: no cover - the hashes are 32-bit
+    raise ImportError("onlinepgs needs a 32-bit C unsigned int")
 
 cnp.import_array()
 
@@ -223,6 +228,29 @@ cdef double _number(object raw, Py_ssize_t row, object key,
     return value
 
 
+cdef class _Entries:
+    """The growing typed arrays of `records_to_rows` (no Python object an entry)."""
+    cdef array.array ns, hashes, values
+    cdef Py_ssize_t count
+
+    def __cinit__(self):
+        self.ns = _array.array("B")
+        self.hashes = _array.array("I")  # 32-bit unsigned on the platforms built for
+        self.values = _array.array("d")
+        self.count = 0
+
+    cdef int push(self, uint8_t letter, uint32_t h, double value) except -1:
+        cdef Py_ssize_t k = self.count
+        array.resize_smart(self.ns, k + 1)
+        array.resize_smart(self.hashes, k + 1)
+        array.resize_smart(self.values, k + 1)
+        self.ns.data.as_uchars[k] = letter
+        self.hashes.data.as_uints[k] = h
+        self.values.data.as_doubles[k] = value
+        self.count = k + 1
+        return 0
+
+
 def records_to_rows(records, uint32_t hash_seed, bint names=False):
     """Records as namespaced rows: the arrays of `onlinepgs.features.NamespacedRows`.
 
@@ -266,7 +294,8 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False):
     cdef double value
     cdef const char* buf
     cdef Py_ssize_t n
-    ns_out, hash_out, value_out, indptr, name_out = [], [], [], [0], ([] if names else None)
+    cdef _Entries out = _Entries()
+    indptr, name_out = [0], ([] if names else None)
     for record in records:
         items = record.items() if isinstance(record, dict) else record
         try:
@@ -310,9 +339,7 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False):
                         else:
                             value = _number(raw_inner, row, inner, key)
                         h = _hash_text(name, seed, row, "feature", key)
-                        ns_out.append(letter)
-                        hash_out.append(h)
-                        value_out.append(value)
+                        out.push(letter, h, value)
                         if names:
                             name_out.append(key + "^" + name)
                         count += 1
@@ -324,9 +351,7 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False):
                     name = key
                     value = _number(raw, row, key)
                 h = _hash_text(name, hash_seed, row, "feature")
-                ns_out.append(DEFAULT_NAMESPACE)
-                hash_out.append(h)
-                value_out.append(value)
+                out.push(DEFAULT_NAMESPACE, h, value)
                 if names:
                     name_out.append(name)
                 count += 1
@@ -343,14 +368,12 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False):
                                  "column index takes a number (name a namespace or a "
                                  "category by a str)")
             value = _number(raw, row, key)
-            ns_out.append(RAW_COLUMN)
-            hash_out.append(col & 0xFFFFFFFF)  # masked later to 2**n_bits <= 2**32
-            value_out.append(value)
+            out.push(RAW_COLUMN, <uint32_t>(col & 0xFFFFFFFF), value)  # masked later
             if names:
                 name_out.append(str(col))
             count += 1
         indptr.append(count)
         row += 1
-    return (np.asarray(ns_out, dtype=np.uint8), np.asarray(hash_out, dtype=np.uint32),
-            np.asarray(value_out, dtype=np.float64), np.asarray(indptr, dtype=np.int64),
+    return (np.frombuffer(out.ns, dtype=np.uint8), np.frombuffer(out.hashes, dtype=np.uint32),
+            np.frombuffer(out.values, dtype=np.float64), np.asarray(indptr, dtype=np.int64),
             name_out)
