@@ -454,3 +454,42 @@ def test_audit_names_crossed_features_at_their_columns(tmp_path, fmt):
             got[name] = (row["column"], want[name][1] if signs is None else signs[k])
     assert got == {name: at for name, at in want.items() if coef[at[0]] != 0}
     assert sum("*" in name for name in got) > 50
+
+
+def test_predict_a_csv_without_the_label_weight_and_ignored_columns(tmp_path):
+    """A file to predict has no label (nor the weight or junk columns training took or
+    ignored): predict scores it as the full file (it used to stop at the header: "the
+    label column 'y' is not in the header"); eval, which needs labels, still refuses."""
+    rows = log_rows(200, seed=6)
+    (tmp_path / "log.csv").write_bytes(as_csv(rows))
+    run("train", tmp_path / "log.csv", *CSV_ROLES, "-q", "ua", "-o", tmp_path / "m.pgs",
+        "--quiet")
+    kept = ("ad", "price", "user")  # another column order too: the header decides
+    (tmp_path / "test.csv").write_text("\n".join(
+        [",".join(kept)] + [",".join(str(r[c]) for c in kept) for r in rows]) + "\n")
+    full = run("predict", tmp_path / "m.pgs", tmp_path / "log.csv",
+               "--kind", "scores").stdout
+    assert run("predict", tmp_path / "m.pgs", tmp_path / "test.csv",
+               "--kind", "scores").stdout == full
+    assert len(set(full.split())) > 10
+    proc = run("eval", tmp_path / "m.pgs", tmp_path / "test.csv", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"{tmp_path / 'test.csv'}:1: the label column 'y' is not in the header" in \
+        proc.stderr
+
+
+def test_csv_absent_ok_parameter():
+    import io
+
+    from onlinepgs.formats.csv import CSVError, iter_csv
+
+    data = b"user,ad\nu1,a1\nu2,\n"
+    with pytest.raises(CSVError, match="the weight column 'w' is not in the header"):
+        list(iter_csv(io.BytesIO(data), label="y", weight="w", absent_ok=["label"]))
+    (X, y, w), = iter_csv(io.BytesIO(data), label="y", weight="w", ignore="z",
+                          absent_ok=("label", "weight", "ignore"), n_bits=10)
+    (X0, y0, w0), = iter_csv(io.BytesIO(data), n_bits=10)
+    assert (X != X0).nnz == 0 and X.getnnz(axis=1).tolist() == [2, 1]
+    assert np.isnan(y).all() and w is None
+    with pytest.raises(ValueError, match="absent_ok takes the roles"):
+        iter_csv(io.BytesIO(data), absent_ok=["numeric"])
