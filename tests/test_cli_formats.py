@@ -493,3 +493,51 @@ def test_csv_absent_ok_parameter():
     assert np.isnan(y).all() and w is None
     with pytest.raises(ValueError, match="absent_ok takes the roles"):
         iter_csv(io.BytesIO(data), absent_ok=["numeric"])
+
+
+def test_continuing_with_other_csv_options_reads_the_new_file_by_them(tmp_path):
+    """train -i MODEL --label lab: the new file's label column is 'lab' (the option used
+    to be dropped silently for the model's 'y'), the other roles the model's; the
+    model file then keeps the roles merged."""
+    from onlinepgs.formats import iter_csv
+
+    rows = log_rows(700, seed=7)
+    (tmp_path / "a.csv").write_bytes(as_csv(rows[:400]))
+    (tmp_path / "b.csv").write_bytes(as_csv(rows[400:]).replace(b",y,", b",lab,", 1))
+    run("train", tmp_path / "a.csv", *CSV_ROLES, "--sigma", "1e-3", "-o",
+        tmp_path / "m.pgs", "--quiet")
+    run("train", tmp_path / "b.csv", "-i", tmp_path / "m.pgs", "--label", "lab", "-o",
+        tmp_path / "m2.pgs", "--quiet")
+    est = python_learner([*iter_csv(str(tmp_path / "a.csv"), chunk_rows=2_000, **CSV_KW),
+                          *iter_csv(str(tmp_path / "b.csv"), chunk_rows=2_000,
+                                    **{**CSV_KW, "label": "lab"})])
+    assert_same_model(tmp_path / "m2.pgs", est)
+    with zipfile.ZipFile(tmp_path / "m2.pgs") as zf:
+        columns = json.loads(zf.read("header.json"))["extra"]["input"]["columns"]
+    assert columns["label"] == "lab" and columns["weight"] == "w"
+
+
+def test_a_vw_file_for_a_csv_model_is_read_as_vw(tmp_path):
+    """A model of CSV logs given test.vw reads VW text (hashed as the model): it used to
+    read it as CSV, its first line a header, and predict nothing without a word."""
+    from onlinepgs.formats import iter_vw
+
+    rows = log_rows(300, seed=8)
+    (tmp_path / "log.csv").write_bytes(as_csv(rows))
+    run("train", tmp_path / "log.csv", *CSV_ROLES, "-q", "ua", "-o", tmp_path / "m.pgs",
+        "--quiet")
+    (tmp_path / "t.vw").write_text("".join(
+        f"|user {r['user']} |ad {r['ad']} |price price:{r['price']}\n" for r in rows[:40]))
+    got = run("predict", tmp_path / "m.pgs", tmp_path / "t.vw", "--kind", "scores").stdout
+    from onlinepgs.features import expanded_input
+
+    (X, _, _), = iter_vw(str(tmp_path / "t.vw"), interactions=["ua"], chunk_rows=None)
+    with expanded_input():
+        want = load_learner(str(tmp_path / "m.pgs")).decision_function(X)
+    assert len(got.split()) == 40
+    np.testing.assert_allclose([float(v) for v in got.split()], want, rtol=1e-6)
+    # the same rows as CSV score the same (namespaces named like the columns)
+    csv_scores = run("predict", tmp_path / "m.pgs", tmp_path / "log.csv",
+                     "--kind", "scores").stdout.split()[:40]
+    np.testing.assert_allclose([float(v) for v in csv_scores],
+                               [float(v) for v in got.split()], rtol=1e-9)
