@@ -13,7 +13,9 @@ Hashing follows `onlinepgs.features` (the records of the Python API do the same)
 ``murmurhash3(name, seed)`` with seed ``hash_seed`` in the default namespace, else
 ``murmurhash3(namespace, hash_seed)``; a namespace's letter (for interactions) is the
 first byte of its name. Reading (compression, stdin, bounded blocks) is
-`onlinepgs._lines.LineReader`'s; each line is decoded by `json.loads`.
+`onlinepgs._lines.LineReader`'s; each line is decoded by `json.loads`, and the
+"features" of the lines of a block are hashed together by the compiled
+`onlinepgs._core._hashing.records_to_rows` (the records' rules, in one place).
 """
 import json
 import math
