@@ -185,3 +185,359 @@ def test_holdout_losses_are_weighted_like_training(tmp_path, held_weight):
     assert runs[0].holdout_sum > 0
     assert runs[1].holdout_sum == pytest.approx(held_weight * runs[0].holdout_sum,
                                                 rel=1e-12)
+
+
+# ---- CSV, TSV and JSON lines through the command (issue 35, end to end) -------------------
+
+CSV_COLUMNS = ("user", "ad", "price", "w", "y", "junk")
+
+
+def log_rows(n=500, seed=0):
+    """Rows of a click log: categorical user/ad (some cells empty), a numeric price, an
+    importance weight, a text label Y/N that depends on user, ad and price, a junk column."""
+    rng = np.random.RandomState(seed)
+    rows = []
+    for i in range(n):
+        user, ad, price = rng.randint(0, 20), rng.randint(0, 8), round(rng.rand() * 3, 3)
+        label = (user % 3 == 0) ^ (ad < 3) ^ (price > 2.5) ^ (rng.rand() < 0.1)
+        rows.append({"user": f"u{user}" if i % 17 else "", "ad": f"a{ad}", "price": price,
+                     "w": float(rng.choice([0.5, 1.0, 2.0])), "y": "Y" if label else "N",
+                     "junk": f"j{rng.randint(1000)}"})
+    return rows
+
+
+def as_csv(rows, delimiter=","):
+    lines = [delimiter.join(CSV_COLUMNS)]
+    lines += [delimiter.join(str(r[c]) for c in CSV_COLUMNS) for r in rows]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def as_records(rows):
+    """The CSV rows as Python records: each column its own namespace, named like the
+    column: a categorical cell its text (value 1), a numeric cell the column's name."""
+    return [{"user": {r["user"]: 1} if r["user"] else {}, "ad": {r["ad"]: 1},
+             "price": {"price": r["price"]}} for r in rows]
+
+
+CSV_ROLES = ("--label", "y", "--label-map", "Y:1,N:0", "--weight", "w", "--numeric",
+             "price", "--ignore", "junk", "--categorical", "user,ad")
+CSV_KW = dict(label="y", label_map={"Y": 1, "N": 0}, weight="w", numeric=["price"],
+              ignore=["junk"], categorical=["user", "ad"])
+
+
+def python_learner(chunks, n_bits=18, **params):
+    """The Python learner fed the chunks as the command does (partial_fit a chunk; the
+    readers' chunks hold their interactions already: `expanded_input`)."""
+    from onlinepgs.features import expanded_input
+
+    est = PGSClassifierLearner(sigma=1e-3, n_bits=n_bits, random_state=0, **params)
+    with expanded_input():
+        for X, y, w in chunks:
+            est.partial_fit(X, y, classes=[0, 1], sample_weight=w)
+    return est
+
+
+def assert_same_model(path, est):
+    got = load_learner(str(path))
+    np.testing.assert_array_equal(got.coef_, est.coef_)
+    np.testing.assert_array_equal(got.intercept_, est.intercept_)
+
+
+@pytest.mark.parametrize("delimiter, name, extra", [
+    (",", "log.csv", ()), ("\t", "log.tsv", ()), (";", "log.txt",
+                                                  ("--format", "csv", "--delimiter", ";"))])
+def test_csv_trains_as_the_python_learner_on_iter_csv_chunks(tmp_path, delimiter, name,
+                                                             extra):
+    from onlinepgs.formats import iter_csv
+
+    rows = log_rows(2_600)  # two chunks of the command's 2000 rows
+    (tmp_path / name).write_bytes(as_csv(rows, delimiter))
+    run("train", tmp_path / name, *extra, *CSV_ROLES, "--sigma", "1e-3", "-o",
+        tmp_path / "m.pgs", "--quiet")
+    est = python_learner(iter_csv(str(tmp_path / name), delimiter=delimiter,
+                                  chunk_rows=2_000, **CSV_KW))
+    assert_same_model(tmp_path / "m.pgs", est)
+    # sample weights do matter: the same rows unweighted give another model
+    kw = {**{k: v for k, v in CSV_KW.items() if k != "weight"}, "ignore": ["junk", "w"]}
+    plain = python_learner(iter_csv(str(tmp_path / name), delimiter=delimiter,
+                                    chunk_rows=2_000, **kw))
+    assert not np.array_equal(plain.coef_, est.coef_)
+    # predict and eval read as trained: no role repeated (the label column Y/N mapped)
+    X = [x for x, _, _ in iter_csv(str(tmp_path / name), delimiter=delimiter,
+                                   chunk_rows=None, **CSV_KW)][0]
+    want = est.predict(X)
+    got = run("predict", tmp_path / "m.pgs", tmp_path / name).stdout.split()
+    assert [float(v) for v in got] == want.tolist()
+    y = np.array([r["y"] == "Y" for r in rows], float)
+    result = dict(line.split(" = ") for line in
+                  run("eval", tmp_path / "m.pgs", tmp_path / name).stdout.splitlines())
+    assert int(result["rows"]) == len(rows)
+    assert float(result["accuracy"]) == pytest.approx(np.mean(want == y), abs=1e-6)
+
+
+def test_json_lines_train_as_the_python_learner_on_iter_jsonl_chunks(tmp_path):
+    from onlinepgs.formats import iter_jsonl
+
+    rows = log_rows(2_300, seed=1)
+    lines = [json.dumps({"label": int(r["y"] == "Y"), "weight": r["w"],
+                         "features": {"user": {"id": r["user"] or None},
+                                      "ad": {"id": r["ad"]}, "price": r["price"]}})
+             for r in rows]
+    (tmp_path / "log.jsonl").write_text("\n".join(lines) + "\n")
+    run("train", tmp_path / "log.jsonl", "--sigma", "1e-3", "-o", tmp_path / "m.pgs",
+        "--quiet", "-q", "ua")
+    est = python_learner(iter_jsonl(str(tmp_path / "log.jsonl"), chunk_rows=2_000,
+                                    interactions=["ua"]), interactions=["ua"])
+    assert_same_model(tmp_path / "m.pgs", est)
+    plain = python_learner(iter_jsonl(str(tmp_path / "log.jsonl"), chunk_rows=2_000))
+    assert not np.array_equal(plain.coef_, est.coef_[:, :])  # -q ua crossed something
+    # the Python API on the same rows as records: the same model
+    records = [{"user": {"id": r["user"] or None}, "ad": {"id": r["ad"]},
+                "price": r["price"]} for r in rows]
+    y = np.array([r["y"] == "Y" for r in rows], float)
+    w = np.array([r["w"] for r in rows])
+    direct = PGSClassifierLearner(sigma=1e-3, n_bits=18, random_state=0,
+                                  interactions=["ua"])
+    for at in range(0, len(rows), 2_000):
+        direct.partial_fit(records[at:at + 2_000], y[at:at + 2_000], classes=[0, 1],
+                           sample_weight=w[at:at + 2_000])
+    np.testing.assert_array_equal(direct.coef_, est.coef_)
+    # predict from stdin (no extension: the model's format), lines without labels
+    unlabelled = "\n".join(json.dumps({"features": json.loads(line)["features"]})
+                           for line in lines[:50]) + "\n"
+    got = run("predict", tmp_path / "m.pgs", "-", stdin=unlabelled).stdout.split()
+    assert [float(v) for v in got] == est.predict(records[:50]).tolist()
+
+
+def test_csv_with_q_is_the_python_learner_with_interactions_on_records(tmp_path):
+    """-q ua on a CSV log: bit for bit the Python learner given interactions=["ua"] and
+    the rows as records with namespaces named like the columns."""
+    rows = log_rows(2_400, seed=2)
+    (tmp_path / "log.csv").write_bytes(as_csv(rows))
+    run("train", tmp_path / "log.csv", *CSV_ROLES, "-q", "ua", "--interactions", "uap",
+        "--sigma", "1e-3", "-o", tmp_path / "m.pgs", "--quiet")
+    records = as_records(rows)
+    y = np.array([r["y"] == "Y" for r in rows], float)
+    w = np.array([r["w"] for r in rows])
+    est = PGSClassifierLearner(sigma=1e-3, n_bits=18, random_state=0,
+                               interactions=["ua", "uap"])
+    for at in range(0, len(rows), 2_000):
+        est.partial_fit(records[at:at + 2_000], y[at:at + 2_000], classes=[0, 1],
+                        sample_weight=w[at:at + 2_000])
+    assert_same_model(tmp_path / "m.pgs", est)
+    assert load_learner(str(tmp_path / "m.pgs")).interactions == ["ua", "uap"]
+    # and the crossing matters: without -q, another model
+    run("train", tmp_path / "log.csv", *CSV_ROLES, "--sigma", "1e-3", "-o",
+        tmp_path / "plain.pgs", "--quiet")
+    assert not np.array_equal(load_learner(str(tmp_path / "plain.pgs")).coef_, est.coef_)
+
+
+def test_continuing_a_csv_model_reads_the_new_file_with_its_roles(tmp_path):
+    from onlinepgs.formats import iter_csv
+
+    rows = log_rows(1_500, seed=3)
+    (tmp_path / "a.csv").write_bytes(as_csv(rows[:900]))
+    (tmp_path / "b.csv.gz").write_bytes(gzip.compress(as_csv(rows[900:])))
+    run("train", tmp_path / "a.csv", *CSV_ROLES, "-q", "ua", "--sigma", "1e-3", "-o",
+        tmp_path / "m.pgs", "--quiet")
+    run("train", tmp_path / "b.csv.gz", "-i", tmp_path / "m.pgs", "-o",
+        tmp_path / "m2.pgs", "--quiet")
+    est = python_learner([*iter_csv(str(tmp_path / "a.csv"), chunk_rows=2_000,
+                                    interactions=["ua"], **CSV_KW),
+                          *iter_csv(str(tmp_path / "b.csv.gz"), chunk_rows=2_000,
+                                    interactions=["ua"], **CSV_KW)],
+                         interactions=["ua"])
+    assert_same_model(tmp_path / "m2.pgs", est)
+
+
+def test_csv_from_stdin_with_format(tmp_path):
+    from onlinepgs.formats import iter_csv
+
+    rows = log_rows(300, seed=4)
+    data = as_csv(rows)
+    (tmp_path / "log.csv").write_bytes(data)
+    run("train", "-", "--format", "csv", *CSV_ROLES, "--sigma", "1e-3", "-o",
+        tmp_path / "m.pgs", "--quiet", stdin=data.decode())
+    assert_same_model(tmp_path / "m.pgs", python_learner(iter_csv(
+        str(tmp_path / "log.csv"), chunk_rows=2_000, **CSV_KW)))
+    got = run("predict", tmp_path / "m.pgs", "-", stdin=data.decode()).stdout.split()
+    assert len(got) == 300
+
+
+def test_a_label_not_in_the_map_is_one_line_with_its_place(tmp_path):
+    rows = log_rows(40)
+    text = as_csv(rows).decode().splitlines()
+    text[7] = text[7].replace(",Y,", ",maybe,").replace(",N,", ",maybe,")
+    (tmp_path / "log.csv").write_text("\n".join(text) + "\n")
+    proc = run("train", tmp_path / "log.csv", *CSV_ROLES, "--quiet", check=False)
+    column = len(",".join(text[7].split(",")[:4])) + 2  # the label is the 5th field
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert f"{tmp_path / 'log.csv'}:8:{column}:" in proc.stderr and "maybe" in proc.stderr
+
+
+@pytest.mark.parametrize("name, content, where", [
+    ("d.csv", b"y,a\n1,x\n1,x,extra\n", ":3:"),
+    ("d.csv", b"y,a,a\n1,x,z\n", ":1:"),
+    ("d.tsv", b"y\tp\n1\t2\n0\tfar\n", ":3:3:"),
+    ("d.jsonl", b'{"label": 1}\n{"label": 1, "features": {"a": [2]}}\n', ":2:27:"),
+    ("d.jsonl", b'{"label": 1}\n{"label": 1,\n', ":2:"),
+    ("d.vw", b"1 |f a\n1 |f a:b\n", ":2:8:"),
+])
+def test_bad_input_of_each_format_is_one_line(tmp_path, name, content, where):
+    (tmp_path / name).write_bytes(content)
+    extra = ("--label", "y", "--numeric", "p") if name == "d.tsv" else (
+        ("--label", "y") if name.endswith(".csv") else ())
+    proc = run("train", tmp_path / name, *extra, "--quiet", check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{tmp_path / name}{where}" in lines[0], proc.stderr
+
+
+def audit_entries(rows):
+    """Each row's (namespace, feature) pairs, namespaces named user, ad, price (a CSV
+    numeric column's feature is its name)."""
+    return [[("user", r["user"]), ("ad", r["ad"]), ("price", "price")] if r["user"] else
+            [("ad", r["ad"]), ("price", "price")] for r in rows]
+
+
+def expected_names(entries, n_bits, pairs):
+    """{name: (column, sign)} of every feature and crossed pair (namespace letters) of
+    the rows, hashed by hand: murmurhash3 of the feature seeded by its namespace's
+    hash, pairs (h_a * 16777619) ^ h_b, the column h & mask, the sign the top bit."""
+    from onlinepgs._core._hashing import murmurhash3
+
+    out = {}
+    for row in entries:
+        hashed = [(ns, f"{ns}^{f}", murmurhash3(f, murmurhash3(ns, 0))) for ns, f in row]
+        crossed = [("", f"{na}*{nb}", ((ha * 16777619) & 0xFFFFFFFF) ^ hb)
+                   for a, b in pairs for sa, na, ha in hashed for sb, nb, hb in hashed
+                   if sa[0] == a and sb[0] == b]
+        for _, name, h in hashed + crossed:
+            out[name] = (h & ((1 << n_bits) - 1), -1 if h >> 31 else 1)
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["vw", "csv", "jsonl"])
+def test_audit_names_crossed_features_at_their_columns(tmp_path, fmt):
+    """train --audit -q ua: info --weights --json names every non-zero column by the
+    features (and "user^x*ad^y" pairs) that hash there, as computed by hand."""
+    rows = log_rows(300, seed=5)
+    y = [int(r["y"] == "Y") for r in rows]
+    if fmt == "vw":
+        text = "".join(f"{2 * t - 1} |user {r['user']} |ad {r['ad']} |price price:{r['price']}\n"
+                       if r["user"] else f"{2 * t - 1} |ad {r['ad']} |price price:{r['price']}\n"
+                       for r, t in zip(rows, y))
+        extra = ()
+    elif fmt == "csv":
+        text = "user,ad,price,y\n" + "".join(f"{r['user']},{r['ad']},{r['price']},{t}\n"
+                                         for r, t in zip(rows, y))
+        extra = ("--label", "y", "--numeric", "price")
+    else:
+        text = "".join(json.dumps({"label": t, "features": {
+            **({"user": {r["user"]: 1}} if r["user"] else {}), "ad": {r["ad"]: 1},
+            "price": {"price": r["price"]}}}) + "\n" for r, t in zip(rows, y))
+        extra = ()
+    (tmp_path / f"d.{fmt}").write_text(text)
+    run("train", tmp_path / f"d.{fmt}", *extra, "-q", "ua", "-b", 14, "--audit", "-o",
+        tmp_path / "m.pgs", "--quiet")
+    report = json.loads(run("info", tmp_path / "m.pgs", "--weights", "--top", 0,
+                            "--json").stdout)
+    want = expected_names(audit_entries(rows), 14, ["ua"])
+    assert any("*" in name for name in want) and len(want) > 100
+    coef = load_learner(str(tmp_path / "m.pgs")).coef_[0]
+    got = {}
+    for row in report["problems"][0]["weights"]:
+        assert row["more"] == 0  # no column holds more than the 3 names kept
+        signs = row.get("signs")  # (the report names each name's sign where it can)
+        for k, name in enumerate(row["names"]):
+            got[name] = (row["column"], want[name][1] if signs is None else signs[k])
+    assert got == {name: at for name, at in want.items() if coef[at[0]] != 0}
+    assert sum("*" in name for name in got) > 50
+
+
+def test_predict_a_csv_without_the_label_weight_and_ignored_columns(tmp_path):
+    """A file to predict has no label (nor the weight or junk columns training took or
+    ignored): predict scores it as the full file (it used to stop at the header: "the
+    label column 'y' is not in the header"); eval, which needs labels, still refuses."""
+    rows = log_rows(200, seed=6)
+    (tmp_path / "log.csv").write_bytes(as_csv(rows))
+    run("train", tmp_path / "log.csv", *CSV_ROLES, "-q", "ua", "-o", tmp_path / "m.pgs",
+        "--quiet")
+    kept = ("ad", "price", "user")  # another column order too: the header decides
+    (tmp_path / "test.csv").write_text("\n".join(
+        [",".join(kept)] + [",".join(str(r[c]) for c in kept) for r in rows]) + "\n")
+    full = run("predict", tmp_path / "m.pgs", tmp_path / "log.csv",
+               "--kind", "scores").stdout
+    assert run("predict", tmp_path / "m.pgs", tmp_path / "test.csv",
+               "--kind", "scores").stdout == full
+    assert len(set(full.split())) > 10
+    proc = run("eval", tmp_path / "m.pgs", tmp_path / "test.csv", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"{tmp_path / 'test.csv'}:1: the label column 'y' is not in the header" in \
+        proc.stderr
+
+
+def test_csv_absent_ok_parameter():
+    import io
+
+    from onlinepgs.formats.csv import CSVError, iter_csv
+
+    data = b"user,ad\nu1,a1\nu2,\n"
+    with pytest.raises(CSVError, match="the weight column 'w' is not in the header"):
+        list(iter_csv(io.BytesIO(data), label="y", weight="w", absent_ok=["label"]))
+    (X, y, w), = iter_csv(io.BytesIO(data), label="y", weight="w", ignore="z",
+                          absent_ok=("label", "weight", "ignore"), n_bits=10)
+    (X0, y0, w0), = iter_csv(io.BytesIO(data), n_bits=10)
+    assert (X != X0).nnz == 0 and X.getnnz(axis=1).tolist() == [2, 1]
+    assert np.isnan(y).all() and w is None
+    with pytest.raises(ValueError, match="absent_ok takes the roles"):
+        iter_csv(io.BytesIO(data), absent_ok=["numeric"])
+
+
+def test_continuing_with_other_csv_options_reads_the_new_file_by_them(tmp_path):
+    """train -i MODEL --label lab: the new file's label column is 'lab' (the option used
+    to be dropped silently for the model's 'y'), the other roles the model's; the
+    model file then keeps the roles merged."""
+    from onlinepgs.formats import iter_csv
+
+    rows = log_rows(700, seed=7)
+    (tmp_path / "a.csv").write_bytes(as_csv(rows[:400]))
+    (tmp_path / "b.csv").write_bytes(as_csv(rows[400:]).replace(b",y,", b",lab,", 1))
+    run("train", tmp_path / "a.csv", *CSV_ROLES, "--sigma", "1e-3", "-o",
+        tmp_path / "m.pgs", "--quiet")
+    run("train", tmp_path / "b.csv", "-i", tmp_path / "m.pgs", "--label", "lab", "-o",
+        tmp_path / "m2.pgs", "--quiet")
+    est = python_learner([*iter_csv(str(tmp_path / "a.csv"), chunk_rows=2_000, **CSV_KW),
+                          *iter_csv(str(tmp_path / "b.csv"), chunk_rows=2_000,
+                                    **{**CSV_KW, "label": "lab"})])
+    assert_same_model(tmp_path / "m2.pgs", est)
+    with zipfile.ZipFile(tmp_path / "m2.pgs") as zf:
+        columns = json.loads(zf.read("header.json"))["extra"]["input"]["columns"]
+    assert columns["label"] == "lab" and columns["weight"] == "w"
+
+
+def test_a_vw_file_for_a_csv_model_is_read_as_vw(tmp_path):
+    """A model of CSV logs given test.vw reads VW text (hashed as the model): it used to
+    read it as CSV, its first line a header, and predict nothing without a word."""
+    from onlinepgs.formats import iter_vw
+
+    rows = log_rows(300, seed=8)
+    (tmp_path / "log.csv").write_bytes(as_csv(rows))
+    run("train", tmp_path / "log.csv", *CSV_ROLES, "-q", "ua", "-o", tmp_path / "m.pgs",
+        "--quiet")
+    (tmp_path / "t.vw").write_text("".join(
+        f"|user {r['user']} |ad {r['ad']} |price price:{r['price']}\n" for r in rows[:40]))
+    got = run("predict", tmp_path / "m.pgs", tmp_path / "t.vw", "--kind", "scores").stdout
+    from onlinepgs.features import expanded_input
+
+    (X, _, _), = iter_vw(str(tmp_path / "t.vw"), interactions=["ua"], chunk_rows=None)
+    with expanded_input():
+        want = load_learner(str(tmp_path / "m.pgs")).decision_function(X)
+    assert len(got.split()) == 40
+    np.testing.assert_allclose([float(v) for v in got.split()], want, rtol=1e-6)
+    # the same rows as CSV score the same (namespaces named like the columns)
+    csv_scores = run("predict", tmp_path / "m.pgs", tmp_path / "log.csv",
+                     "--kind", "scores").stdout.split()[:40]
+    np.testing.assert_allclose([float(v) for v in csv_scores],
+                               [float(v) for v in got.split()], rtol=1e-9)

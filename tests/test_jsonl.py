@@ -180,6 +180,10 @@ ERRORS = [
      'feature "v" of namespace "u" is an object: namespaces do not nest'),
     (b'{"features": {"": {"a": 1}}}', 15, "", "a namespace has an empty name"),
     (b'{"features": {"a": "\xff"}}', 21, "\\xff", "not UTF-8 text: '\\xff"),
+    # a lone surrogate escaped in the JSON has no UTF-8 to hash (was a UnicodeEncodeError)
+    (b'{"features": {"\\ud800": 1}}', 15, '"\\ud800"',
+     'feature "\\ud800" is not valid Unicode'),
+    (b'{"\\ud800": 1}', 2, "\ud800", 'unknown key "\\ud800"'),
 ]
 
 
@@ -234,3 +238,18 @@ def test_deep_nesting_is_a_clean_error():
 def test_parameter_errors(kw, message):
     with pytest.raises(ValueError, match=message):
         iter_jsonl(io.BytesIO(b""), **kw)
+
+
+@pytest.mark.parametrize("chunk_rows", [None, 2])
+def test_skip_of_bad_features_keeps_the_lines_around_them(chunk_rows):
+    """Bad feature values are found by the compiled records_to_rows over many lines at
+    once: the good lines before and after a bad one keep their rows, in order."""
+    good = [{"label": i, "features": {"a": f"x{i}", "u": {"n": i + 1}}} for i in range(5)]
+    bad = [{"features": {"a": [1]}}, {"features": {"u": {"v": {}}}}]
+    data = dump(good[:2] + bad[:1] + good[2:4] + bad[1:] + good[4:])
+    got, X, y, w, reader = read_all(data, on_error="skip", chunk_rows=chunk_rows)
+    assert got == transcribe(good)[0]
+    np.testing.assert_array_equal(y, np.arange(5))
+    assert (reader.n_rows, reader.n_skipped, reader.n_lines) == (5, 2, 7)
+    with pytest.raises(JSONLinesError, match=r'^<stream>:3:15: feature "a" must be'):
+        read_all(data, chunk_rows=chunk_rows)

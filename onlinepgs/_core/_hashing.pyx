@@ -12,6 +12,11 @@ cimport numpy as cnp
 from libc.math cimport isfinite
 from libc.stdint cimport uint32_t, int64_t, uint8_t
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from cpython cimport array
+import array as _array
+
+if _array.array("I").itemsize != 4:  # pragma: no cover - the hashes are 32-bit
+    raise ImportError("onlinepgs needs a 32-bit C unsigned int")
 
 cnp.import_array()
 
@@ -91,6 +96,18 @@ def _at_row(row, text):
     needed, as `onlinepgs._checks` imports this module."""
     from onlinepgs._checks import RowError
     return RowError(row, text)
+
+
+def _at_feature(row, text, reason, feature, namespace=None, value=None):
+    """`_at_row`'s error for a bad feature of a record, with what a caller that shows
+    the record in its own words needs as data (a reader of JSON lines: the column of the
+    feature in its line): ``reason`` ("number", "finite", "nest", "empty namespace",
+    "unicode"), ``feature`` (its key), ``namespace`` (the namespace's name or None) and
+    ``value`` (the raw value)."""
+    error = _at_row(row, text)
+    error.reason, error.feature, error.namespace, error.value = (reason, feature,
+                                                                namespace, value)
+    return error
 
 
 def records_to_csr(records, int n_bits, uint32_t seed, Py_ssize_t n_features):
@@ -180,32 +197,58 @@ cdef uint8_t DEFAULT_NAMESPACE = 32  # onlinepgs.features.DEFAULT_NAMESPACE
 cdef uint8_t RAW_COLUMN = 0  # onlinepgs.features.RAW_COLUMN
 
 
-cdef uint32_t _hash_text(str text, uint32_t seed, Py_ssize_t row, str what) except? 0:
+cdef uint32_t _hash_text(str text, uint32_t seed, Py_ssize_t row, str what,
+                         object namespace=None) except? 0:
     """murmurhash3 of a str's UTF-8 (a lone surrogate has none: an error at `row`)."""
     cdef const char* buf
     cdef Py_ssize_t n
     try:
         buf = PyUnicode_AsUTF8AndSize(text, &n)
     except UnicodeEncodeError as exc:
-        raise _at_row(row, f": {what} {text!r:.40} is not valid Unicode "
-                         f"({exc.reason})") from None
+        raise _at_feature(row, f": {what} {text!r:.40} is not valid Unicode "
+                             f"({exc.reason})", "unicode", text, namespace) from None
     return murmurhash3_x86_32(<const uint8_t*>buf, n, seed)
 
 
-cdef double _number(object raw, Py_ssize_t row, object key) except? -1.0:
+cdef double _number(object raw, Py_ssize_t row, object key,
+                    object namespace=None) except? -1.0:
     """A feature's value as a finite double (bool: 0 or 1), else an error at `row`."""
     cdef double value
     try:
         value = raw
     except TypeError:
-        raise _at_row(row, f", feature {key!r:.40}: value {raw!r:.40} is not a number "
-                         "or a string") from None
+        raise _at_feature(row, f", feature {key!r:.40}: value {raw!r:.40} is not a number "
+                             "or a string", "number", key, namespace, raw) from None
     except OverflowError:  # an int beyond the doubles
-        raise _at_row(row, f", feature {key!r:.40}: value {raw!r:.40} is not finite as "
-                         "a double") from None
+        raise _at_feature(row, f", feature {key!r:.40}: value {raw!r:.40} is not finite "
+                             "as a double", "finite", key, namespace, raw) from None
     if not isfinite(value):
-        raise _at_row(row, f", feature {key!r:.40}: value {raw!r:.40} is not finite")
+        raise _at_feature(row, f", feature {key!r:.40}: value {raw!r:.40} is not finite",
+                          "finite", key, namespace, raw)
     return value
+
+
+cdef class _Entries:
+    """The growing typed arrays of `records_to_rows` (no Python object an entry)."""
+    cdef array.array ns, hashes, values
+    cdef Py_ssize_t count
+
+    def __cinit__(self):
+        self.ns = _array.array("B")
+        self.hashes = _array.array("I")  # 32-bit unsigned on the platforms built for
+        self.values = _array.array("d")
+        self.count = 0
+
+    cdef int push(self, uint8_t letter, uint32_t h, double value) except -1:
+        cdef Py_ssize_t k = self.count
+        array.resize_smart(self.ns, k + 1)
+        array.resize_smart(self.hashes, k + 1)
+        array.resize_smart(self.values, k + 1)
+        self.ns.data.as_uchars[k] = letter
+        self.hashes.data.as_uints[k] = h
+        self.values.data.as_doubles[k] = value
+        self.count = k + 1
+        return 0
 
 
 def records_to_rows(records, uint32_t hash_seed, bint names=False):
@@ -251,7 +294,8 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False):
     cdef double value
     cdef const char* buf
     cdef Py_ssize_t n
-    ns_out, hash_out, value_out, indptr, name_out = [], [], [], [0], ([] if names else None)
+    cdef _Entries out = _Entries()
+    indptr, name_out = [0], ([] if names else None)
     for record in records:
         items = record.items() if isinstance(record, dict) else record
         try:
@@ -270,8 +314,8 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False):
             if isinstance(key, str):
                 if isinstance(raw, dict):
                     if not key:
-                        raise _at_row(row, ": a namespace (a dict value) needs a non-empty "
-                                         "name")
+                        raise _at_feature(row, ": a namespace (a dict value) needs a "
+                                             "non-empty name", "empty namespace", key)
                     seed = _hash_text(key, hash_seed, row, "namespace")
                     buf = PyUnicode_AsUTF8AndSize(key, &n)  # valid: _hash_text took it
                     letter = <uint8_t>buf[0]
@@ -289,15 +333,13 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False):
                             name = name + "=" + raw_inner
                             value = 1.0
                         elif isinstance(raw_inner, dict):
-                            raise _at_row(row, f", namespace {key!r:.40}: feature "
-                                             f"{inner!r:.40} is a dict (namespaces do not "
-                                             "nest)")
+                            raise _at_feature(row, f", namespace {key!r:.40}: feature "
+                                                 f"{inner!r:.40} is a dict (namespaces do "
+                                                 "not nest)", "nest", inner, key, raw_inner)
                         else:
-                            value = _number(raw_inner, row, inner)
-                        h = _hash_text(name, seed, row, "feature")
-                        ns_out.append(letter)
-                        hash_out.append(h)
-                        value_out.append(value)
+                            value = _number(raw_inner, row, inner, key)
+                        h = _hash_text(name, seed, row, "feature", key)
+                        out.push(letter, h, value)
                         if names:
                             name_out.append(key + "^" + name)
                         count += 1
@@ -309,9 +351,7 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False):
                     name = key
                     value = _number(raw, row, key)
                 h = _hash_text(name, hash_seed, row, "feature")
-                ns_out.append(DEFAULT_NAMESPACE)
-                hash_out.append(h)
-                value_out.append(value)
+                out.push(DEFAULT_NAMESPACE, h, value)
                 if names:
                     name_out.append(name)
                 count += 1
@@ -328,14 +368,12 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False):
                                  "column index takes a number (name a namespace or a "
                                  "category by a str)")
             value = _number(raw, row, key)
-            ns_out.append(RAW_COLUMN)
-            hash_out.append(col & 0xFFFFFFFF)  # masked later to 2**n_bits <= 2**32
-            value_out.append(value)
+            out.push(RAW_COLUMN, <uint32_t>(col & 0xFFFFFFFF), value)  # masked later
             if names:
                 name_out.append(str(col))
             count += 1
         indptr.append(count)
         row += 1
-    return (np.asarray(ns_out, dtype=np.uint8), np.asarray(hash_out, dtype=np.uint32),
-            np.asarray(value_out, dtype=np.float64), np.asarray(indptr, dtype=np.int64),
+    return (np.frombuffer(out.ns, dtype=np.uint8), np.frombuffer(out.hashes, dtype=np.uint32),
+            np.frombuffer(out.values, dtype=np.float64), np.asarray(indptr, dtype=np.int64),
             name_out)

@@ -64,13 +64,20 @@ def train_input(args):
 
 def reading_of(source, est, extra, given=None):
     """How to read `source` for a model (predict, eval, gap, train -i): the format
-    (`given` --format, else the one the model was trained on, else by the extension),
+    (`given` --format, else the one the model was trained on, else by the extension;
+    an extension naming a hashed format wins over the model's hashed format: a .vw file
+    is VW text for a model trained on CSV, hashed alike; stdin is read as the model's),
     the model's hashing and interactions, the CSV columns it was trained with."""
     from onlinepgs.features import FeatureSpec
     from onlinepgs.formats import DEFAULT_BITS, format_of
 
+    from onlinepgs.formats import HASHED
+
     kept = extra.get("input") if isinstance(extra.get("input"), dict) else {}
     fmt = given or (kept.get("format") if kept.get("format") in _formats() else None)
+    named = format_of(source)  # by the extension (svmlight: none of the others)
+    if not given and fmt in HASHED and named in HASHED:
+        fmt = named  # test.vw for a model of CSV logs: VW text (hashed as the model)
     fmt = format_of(source, fmt)
     if fmt == "svmlight":
         return fmt, None, None

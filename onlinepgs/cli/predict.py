@@ -18,8 +18,12 @@ def cmd_predict(args):
     if args.kind == "probabilities" and not hasattr(est, "predict_proba"):
         raise UserError(f"{args.model}: probabilities need the logistic loss "
                         f"(this model's loss is {est.loss!r})")
+    fmt, spec, columns = reading_of(args.data, est, extra, args.format)
+    if columns:  # a file to predict need not have the columns training took labels,
+        # weights from or ignored (its rows are scored, not trained on)
+        columns = {**columns, "absent_ok": ("label", "weight", "ignore")}
     reader = open_reader(args.data, args.chunk_rows, data_base(args, extra),
-                         reading_of(args.data, est, extra, args.format))
+                         (fmt, spec, columns))
     if args.output == "-":
         _write_predictions(est, reader, args.kind, sys.stdout)
         return 0

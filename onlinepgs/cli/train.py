@@ -47,7 +47,11 @@ def cmd_train(args):
     check_output(args.output, args.data)
     if args.initial:
         est, checkpoint, base, extra = _continued(args)
+        given = kept.get("columns")
         kept = extra.get("input") if isinstance(extra.get("input"), dict) else kept
+        if given:  # CSV options given now override the model's (a new file's label
+            # column may be named otherwise); the model file keeps the roles it reads by
+            kept = {**kept, "columns": {**(kept.get("columns") or {}), **given}}
     else:
         est, checkpoint, base = estimator_from_args(args), None, args.zero_based
         extra = {"input": kept}
@@ -268,15 +272,15 @@ def _continued(args):
 
 
 def _read_as(sources, args, est, kept):
-    """The sources, each read in its format (--format; else with -i the model's, else
-    its extension's), hashed as the model is (its bits, seed and interactions)."""
+    """The sources, each read in its format (--format; else its extension's, or with -i
+    the model's: `reading_of`), hashed as the model is (its bits, seed and
+    interactions)."""
     from onlinepgs.formats import format_of
     from onlinepgs.streaming.sources import FileSource
 
     out = []
     for source in sources:
-        given = args.format or (kept.get("format") if args.initial else
-                                format_of(source.name))
+        given = args.format or (None if args.initial else format_of(source.name))
         fmt, spec, columns = reading_of(source.name, est, {"input": kept}, given)
         options = {} if spec is None else {"spec": spec, "columns": columns}
         out.append(FileSource(source.name, fmt, **options))

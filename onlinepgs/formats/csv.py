@@ -129,7 +129,7 @@ class CSVReader(LineReader):
     def __init__(self, source, *, label=None, weight=None, categorical=(), numeric=(),
                  ignore=(), delimiter=",", n_bits=18, hash_seed=0, interactions=(),
                  chunk_rows=10_000, on_error="raise", audit=None, label_map=None,
-                 block_size=1 << 20):
+                 absent_ok=(), block_size=1 << 20):
         self._to_close = []  # (close() may run even when a check below fails)
         check_reader_params(chunk_rows, on_error, block_size)
         if not isinstance(delimiter, str) or len(delimiter.encode("utf-8")) != 1 \
@@ -139,6 +139,12 @@ class CSVReader(LineReader):
         self._spec = feature_spec(n_bits, hash_seed, interactions)
         self._named = _check_roles(label, weight, categorical, numeric, ignore)
         self._label_map = _check_label_map(label_map)
+        absent_ok = (absent_ok,) if isinstance(absent_ok, str) else tuple(absent_ok)
+        unknown = [role for role in absent_ok if role not in ("label", "weight", "ignore")]
+        if unknown:
+            raise ValueError(f"absent_ok takes the roles 'label', 'weight' and 'ignore', "
+                             f"got {unknown[0]!r}")
+        self._absent_ok = absent_ok
         self._audit = audit
         self.columns = None
         self.roles = None
@@ -169,7 +175,8 @@ class CSVReader(LineReader):
                                          f"(fields {columns.index(text) + 1} and {i + 1})",
                                          text)
             columns.append(text)
-        missing = [(role, name) for name, role in self._named.items() if name not in columns]
+        missing = [(role, name) for name, role in self._named.items()
+                   if name not in columns and role not in self._absent_ok]
         if missing:
             role, name = missing[0]
             raise self._header_error(
@@ -239,7 +246,8 @@ CSVReader.error_class = CSVError
 
 def iter_csv(source, *, label=None, weight=None, categorical=(), numeric=(), ignore=(),
              delimiter=",", n_bits=18, hash_seed=0, interactions=(), chunk_rows=10_000,
-             on_error="raise", audit=None, label_map=None, block_size=1 << 20):
+             on_error="raise", audit=None, label_map=None, absent_ok=(),
+             block_size=1 << 20):
     """Read a CSV/TSV log with a header as a stream of ``(X, y, w)`` chunks.
 
     Memory does not depend on the size of the source: it is read ``block_size`` bytes
@@ -280,6 +288,10 @@ def iter_csv(source, *, label=None, weight=None, categorical=(), numeric=(), ign
     label_map : dict of str to number, or None
         Label texts read as numbers (e.g. ``{"Y": 1, "N": -1}``), checked before a
         cell is read as a number.
+    absent_ok : sequence of {"label", "weight", "ignore"}, default=()
+        Roles whose column may be missing from the header (else an error): a file to
+        predict need not have the label or weight column (its labels are NaN, ``w``
+        None) nor a column training ignored.
     block_size : int >= 1, default=1 << 20
         Bytes read (after decompression) at a time.
 
@@ -322,4 +334,4 @@ def iter_csv(source, *, label=None, weight=None, categorical=(), numeric=(), ign
                      numeric=numeric, ignore=ignore, delimiter=delimiter, n_bits=n_bits,
                      hash_seed=hash_seed, interactions=interactions, chunk_rows=chunk_rows,
                      on_error=on_error, audit=audit, label_map=label_map,
-                     block_size=block_size)
+                     absent_ok=absent_ok, block_size=block_size)

@@ -13,7 +13,9 @@ Hashing follows `onlinepgs.features` (the records of the Python API do the same)
 ``murmurhash3(name, seed)`` with seed ``hash_seed`` in the default namespace, else
 ``murmurhash3(namespace, hash_seed)``; a namespace's letter (for interactions) is the
 first byte of its name. Reading (compression, stdin, bounded blocks) is
-`onlinepgs._lines.LineReader`'s; each line is decoded by `json.loads`.
+`onlinepgs._lines.LineReader`'s; each line is decoded by `json.loads`, and the
+"features" of the lines of a block are hashed together by the compiled
+`onlinepgs._core._hashing.records_to_rows` (the records' rules, in one place).
 """
 import json
 import math
@@ -21,10 +23,10 @@ from array import array
 
 import numpy as np
 
-from onlinepgs._core._hashing import murmurhash3
+from onlinepgs._checks import RowError
+from onlinepgs._core._hashing import records_to_rows
 from onlinepgs._lines import InputError, LineReader, check_reader_params
 from onlinepgs.compressed import show_bytes
-from onlinepgs.features import DEFAULT_NAMESPACE
 from onlinepgs.formats._common import feature_spec, rows_matrix
 
 __all__ = ["JSONLinesError", "JSONLinesReader", "iter_jsonl"]
@@ -79,15 +81,21 @@ def _number(value, what, key, line, finite_only=True):
 
 def _column(line, key):
     """The 1-based byte column of the key's first occurrence in the line, or None."""
-    at = line.find(json.dumps(key, ensure_ascii=False).encode("utf-8"))
+    try:
+        at = line.find(json.dumps(key, ensure_ascii=False).encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate (an escape in the line) has no UTF-8
+        at = -1
     if at < 0:
         at = line.find(json.dumps(key).encode("ascii"))
     return at + 1 if at >= 0 else None
 
 
 class _Parser:
-    """The LineReader parser protocol for JSON lines, in Python (one `json.loads` a
-    line): rows into the arrays of `onlinepgs.features.NamespacedRows`."""
+    """The LineReader parser protocol for JSON lines: each line decoded by `json.loads`
+    and its "label" and "weight" checked here; the "features" objects of the lines
+    parsed so far turned into namespaced rows together by the compiled
+    `records_to_rows` (the records' rules: one home for the Python API and this
+    format), whose error names the record and the feature (its line and column here)."""
 
     def __init__(self, hash_seed, skip, chunk_rows, names):
         self.hash_seed = hash_seed
@@ -95,13 +103,14 @@ class _Parser:
         self.chunk_rows = chunk_rows
         self.want_names = names
         self.n_lines = self.n_skipped = self.n_rows_out = 0
-        self._seeds = {}  # namespace name -> (letter, seed)
         self._error = None
+        self._lines = []  # (features, line number, line, label, weight) not hashed yet
         self._new_chunk()
 
     def _new_chunk(self):
-        self.ns, self.hashes, self.values = array("B"), array("I"), array("d")
-        self.indptr, self.labels, self.weights = array("q", [0]), array("d"), array("d")
+        self.parts = []  # (ns, hashes, values, indptr past its first 0) of the rows
+        self.nnz = 0
+        self.labels, self.weights = array("d"), array("d")
         self.names = [] if self.want_names else None
         self.has_weight = False
 
@@ -113,7 +122,7 @@ class _Parser:
         return None
 
     def release(self):
-        self._seeds = {}
+        self._lines = []
 
     def error_info(self):
         return self._error
@@ -130,19 +139,25 @@ class _Parser:
             self.n_lines += 1
             if line.strip():
                 try:
-                    self._row(line)
+                    self._lines.append((*self._row(line), self.n_lines, line))
                 except _Bad as bad:
+                    if not self._hash():  # a bad feature on an earlier line comes first
+                        return 2, pos
                     if not self.skip:
                         what, column, text = bad.args
                         self._error = (what, self.n_lines, column, text)
                         return 2, pos
                     self.n_skipped += 1
             pos = nxt
-            if self.chunk_rows > 0 and len(self.labels) >= self.chunk_rows:
-                return 1, pos
-        return 0, end
+            if self.chunk_rows > 0 and len(self.labels) + len(self._lines) >= self.chunk_rows:
+                if not self._hash():
+                    return 2, pos
+                if len(self.labels) >= self.chunk_rows:
+                    return 1, pos
+        return (0 if self._hash() else 2), end
 
     def _row(self, line):
+        """(features dict, label, weight or None) of a line: json and the line's keys."""
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -172,65 +187,82 @@ class _Parser:
                 raise _Bad(f'"weight" must be positive, got {weight!r}',
                            _column(line, "weight"), json.dumps(obj["weight"]))
         features = obj.get("features")
-        start = len(self.ns)
-        try:
-            if features is not None:
-                if not isinstance(features, dict):
-                    raise _Bad(f'"features" must be an object of features, got '
-                               f"{_kind(features)} '{show_bytes(json.dumps(features).encode())}'",
-                               _column(line, "features"), json.dumps(features))
-                self._namespace(features, "", DEFAULT_NAMESPACE, self.hash_seed, line)
-        except _Bad:
-            del self.ns[start:], self.hashes[start:], self.values[start:]
-            if self.names is not None:
-                del self.names[start:]
-            raise
-        self.labels.append(label)
-        self.weights.append(1.0 if weight is None else weight)
-        self.has_weight |= weight is not None
-        self.indptr.append(len(self.ns))
+        if features is None:
+            features = {}
+        elif not isinstance(features, dict):
+            raise _Bad(f'"features" must be an object of features, got '
+                       f"{_kind(features)} '{show_bytes(json.dumps(features).encode())}'",
+                       _column(line, "features"), json.dumps(features))
+        return features, label, weight
 
-    def _namespace(self, features, space, letter, seed, line):
-        """Append the entries of one namespace's {name: value}."""
-        prefix = space + "^" if space else ""
-        for name, value in features.items():
-            if value is None:
+    def _hash(self):
+        """Hash the pending lines' features into the chunk; False at a bad feature when
+        raising (`error_info`), else its line skipped."""
+        lines, self._lines = self._lines, []
+        while lines:
+            try:
+                rows = records_to_rows([entry[0] for entry in lines], self.hash_seed,
+                                       self.want_names)
+            except RowError as exc:
+                if exc.row:  # the lines before it are good
+                    self._add(records_to_rows([entry[0] for entry in lines[:exc.row]],
+                                              self.hash_seed, self.want_names),
+                              lines[:exc.row])
+                _, _, _, number, line = lines[exc.row]
+                if not self.skip:
+                    what, column, text = _feature_error(exc, line).args
+                    self._error = (what, number, column, text)
+                    return False
+                self.n_skipped += 1
+                lines = lines[exc.row + 1:]
                 continue
-            if isinstance(value, dict):
-                if space:
-                    raise _Bad(f"feature {json.dumps(name)} of namespace "
-                               f"{json.dumps(space)} is an object: namespaces do not nest",
-                               _column(line, name), name)
-                if not name:
-                    raise _Bad("a namespace has an empty name", _column(line, name), name)
-                if name not in self._seeds:
-                    self._seeds[name] = (name.encode("utf-8")[0],
-                                         murmurhash3(name, self.hash_seed))
-                self._namespace(value, name, *self._seeds[name], line)
-                continue
-            if isinstance(value, str):
-                key, v = name + "=" + value, 1.0
-            else:
-                key = name
-                v = _number(value, f"feature {json.dumps(name)}", name, line)
-            self.ns.append(letter)
-            self.hashes.append(murmurhash3(key, seed))
-            self.values.append(v)
-            if self.names is not None:
-                self.names.append(prefix + key)
+            self._add(rows, lines)
+            break
+        return True
+
+    def _add(self, rows, lines):
+        ns, hashes, values, indptr, names = rows
+        self.parts.append((ns, hashes, values, indptr[1:] + self.nnz))
+        self.nnz += len(ns)
+        if names is not None:
+            self.names.extend(names)
+        for _, label, weight, _, _ in lines:
+            self.labels.append(label)
+            self.weights.append(1.0 if weight is None else weight)
+            self.has_weight |= weight is not None
 
     def take_chunk(self):
         """(ns, hashes, values, indptr, labels, weights or None, names or None)."""
-        out = (np.frombuffer(self.ns, np.uint8).copy(),
-               np.frombuffer(self.hashes, np.uint32).copy(),
-               np.frombuffer(self.values, np.float64).copy(),
-               np.frombuffer(self.indptr, np.int64).copy(),
+        ns, hashes, values, indptr = zip(*self.parts)
+        out = (np.concatenate(ns), np.concatenate(hashes), np.concatenate(values),
+               np.concatenate([np.zeros(1, np.int64), *indptr]),
                np.frombuffer(self.labels, np.float64).copy(),
                np.frombuffer(self.weights, np.float64).copy() if self.has_weight else None,
                self.names)
         self.n_rows_out += len(self.labels)
         self._new_chunk()
         return out
+
+
+def _feature_error(exc, line):
+    """The `_Bad` of `records_to_rows`'s error at a feature of `line`, in this format's
+    words (its key's column in the line)."""
+    reason, key = getattr(exc, "reason", None), getattr(exc, "feature", None)
+    what = f"feature {json.dumps(key)}"
+    if reason in ("number", "finite"):
+        try:
+            _number(exc.value, what, key, line)
+        except _Bad as bad:
+            return bad
+    elif reason == "nest":
+        return _Bad(f"{what} of namespace {json.dumps(exc.namespace)} is an object: "
+                    "namespaces do not nest", _column(line, key), key)
+    elif reason == "empty namespace":
+        return _Bad("a namespace has an empty name", _column(line, key), key)
+    elif reason == "unicode":
+        return _Bad(f"{what} is not valid Unicode (a lone surrogate)",
+                    _column(line, key), json.dumps(key))
+    return _Bad(exc.worded(lambda row: "the line").removeprefix("the line: "), None, "")
 
 
 class JSONLinesReader(LineReader):
