@@ -69,8 +69,8 @@ class FeatureNames:
     ...                       indptr=np.array([0, 2]), names=["f^a", "f^b"])
     >>> names = FeatureNames(n_bits=10)
     >>> names.add(rows, FeatureSpec(n_bits=10))
-    >>> names.names_of(5)   # 5 and 1029 both land in column 5 of 2**10
-    (['f^a', 'f^b'], 0)
+    >>> names.names_of(5)   # 5 and 1029 both land in column 5 of 2**10, neither negated
+    (['f^a', 'f^b'], [1, 1], 0)
     """
 
     def __init__(self, n_bits=None, hash_seed=0, interactions=(), *, limit=LIMIT,
