@@ -204,7 +204,10 @@ def _input_options(command):
                        help="CSV/TSV: columns whose values are categories (hashed as "
                        "column=value; a column named in no role is categorical)")
     group.add_argument("--numeric", type=_columns, default=None, metavar="COLS",
-                       help="CSV/TSV: columns whose values are numbers")
+                       help="CSV/TSV: columns whose values are numbers, used as they are: "
+                       "scale them to about [-1, 1] first (PGS's steps are not invariant to "
+                       "a feature's scale; a distance in miles makes the model diverge), or "
+                       "leave them categorical")
     group.add_argument("--ignore", type=_columns, default=None, metavar="COLS",
                        help="CSV/TSV: columns not read")
     group.add_argument("--delimiter", default=None,
