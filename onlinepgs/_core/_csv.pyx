@@ -34,20 +34,11 @@ import numpy as np
 cimport numpy as cnp
 
 from onlinepgs._core._hashing cimport murmurhash3_x86_32
+from onlinepgs._core._lineparse cimport (LINE_EMPTY, LINE_ERROR, LINE_NOMEM, LINE_ROW,
+                                         ST_DONE, ST_ERROR, ST_FULL)
 from onlinepgs._core._svmlight cimport parse_number
 
 cnp.import_array()
-
-cdef enum:
-    ST_DONE = 0
-    ST_FULL = 1
-    ST_ERROR = 2
-
-cdef enum:
-    LINE_EMPTY = 0
-    LINE_ROW = 1
-    LINE_ERROR = 2
-    LINE_NOMEM = 3
 
 # column roles (set by configure)
 cdef enum:

@@ -41,6 +41,10 @@ from libc.string cimport memchr, memcmp, memcpy
 import numpy as np
 cimport numpy as cnp
 
+from onlinepgs._core._lineparse cimport (BadLine, LINE_EMPTY, LINE_ERROR, LINE_NOMEM,
+                                         LINE_ROW, ST_DONE, ST_ERROR, ST_FULL, ST_NOMEM,
+                                         bad_line_info, mark_bad)
+
 cnp.import_array()
 
 # The number and line parsers in C (svmlight_parser.c, compiled into this extension by
@@ -122,20 +126,9 @@ def _fast_float(bytes s):
 # ---------------------------------------------------------------------------------
 # line parser
 
+# the statuses and line outcomes (ST_*, LINE_*) and BadLine are _lineparse.pxd's
 cdef enum:
-    # parse() statuses
-    ST_DONE = 0        # every line up to `end` consumed
-    ST_FULL = 1        # the chunk is full (parse again from the returned position)
-    ST_ERROR = 2       # a bad line with on_error="raise" (see error_info)
-    ST_NOMEM = 3
-
-cdef enum:
-    # line outcomes
-    LINE_EMPTY = 0
-    LINE_ROW = 1
-    LINE_ERROR = 2
-    LINE_NOMEM = 3
-    LINE_BAIL = 4      # (fast path) not handled: parse the line with _line
+    LINE_BAIL = 4      # (fast path) a line outcome: not handled, parse it with _line
 
 cdef enum:
     # error kinds (ERROR_KINDS below gives their names)
@@ -343,9 +336,7 @@ cdef class _Parser:
     cdef char amb_text[AMB_TEXT]
     cdef Py_ssize_t amb_text_len
     # the last error (offsets into the block given to parse)
-    cdef int err_kind
-    cdef int64_t err_line
-    cdef Py_ssize_t err_line_start, err_bad_start, err_bad_end, err_tok_start, err_tok_end
+    cdef BadLine bad_line  # where the last bad line went wrong (error_info)
 
     def __cinit__(self, int64_t n_features=-1, int zero_based=-1, bint skip=False,
                   Py_ssize_t chunk_rows=-1, bint fast_path=True):
@@ -467,22 +458,13 @@ cdef class _Parser:
     cdef inline int _fail(self, int kind, const char* base, const char* line,
                           const char* bad, const char* bad_end,
                           const char* tok, const char* tok_end) noexcept nogil:
-        self.err_kind = kind
-        self.err_line = self.n_lines
-        self.err_line_start = line - base
-        self.err_bad_start = bad - base
-        self.err_bad_end = bad_end - base
-        self.err_tok_start = tok - base
-        self.err_tok_end = tok_end - base
-        return LINE_ERROR
+        return mark_bad(&self.bad_line, kind, self.n_lines, base, line, bad, bad_end, tok,
+                        tok_end)
 
     def error_info(self):
         """(kind, line, column, bad slice, token slice) of the last error: slices are
         (start, stop) offsets into the block passed to `parse`."""
-        return (ERROR_KINDS[self.err_kind], self.err_line,
-                self.err_bad_start - self.err_line_start + 1,
-                (self.err_bad_start, self.err_bad_end),
-                (self.err_tok_start, self.err_tok_end))
+        return bad_line_info(self.bad_line, ERROR_KINDS)
 
     # ---- sorting a row ------------------------------------------------------------
     cdef bint _canonicalize_row(self, Py_ssize_t start) noexcept nogil:

@@ -36,6 +36,9 @@ import numpy as np
 cimport numpy as cnp
 
 from onlinepgs._core._hashing cimport murmurhash3_x86_32
+from onlinepgs._core._lineparse cimport (BadLine, LINE_EMPTY, LINE_ERROR, LINE_NOMEM,
+                                         LINE_ROW, ST_DONE, ST_ERROR, ST_FULL, ST_NOMEM,
+                                         bad_line_info, mark_bad)
 from onlinepgs._core._svmlight import _pow10_table
 
 cnp.import_array()
@@ -63,18 +66,6 @@ for _c in (32, 9, 13, 11, 12):
     vw_cls[_c] = 1
 vw_cls[ord("|")] = 2
 vw_cls[ord(":")] = 3
-
-cdef enum:
-    ST_DONE = 0
-    ST_FULL = 1
-    ST_ERROR = 2
-    ST_NOMEM = 3
-
-cdef enum:
-    LINE_EMPTY = 0
-    LINE_ROW = 1
-    LINE_ERROR = 2
-    LINE_NOMEM = 3
 
 cdef enum:
     E_LABEL = 1
@@ -146,9 +137,7 @@ cdef class _Parser:
     # counters over the stream
     cdef public int64_t n_lines, n_skipped, n_rows_out
     # the last error (offsets into the block given to parse)
-    cdef int err_kind
-    cdef int64_t err_line
-    cdef Py_ssize_t err_line_start, err_bad_start, err_bad_end, err_tok_start, err_tok_end
+    cdef BadLine bad_line  # where the last bad line went wrong (error_info)
 
     def __cinit__(self, uint32_t hash_seed=0, bint skip=False, Py_ssize_t chunk_rows=-1,
                   bint audit=False, bint fast_path=True):
@@ -230,22 +219,13 @@ cdef class _Parser:
     cdef inline int _fail(self, int kind, const char* base, const char* line,
                           const char* bad, const char* bad_end,
                           const char* tok, const char* tok_end) noexcept nogil:
-        self.err_kind = kind
-        self.err_line = self.n_lines
-        self.err_line_start = line - base
-        self.err_bad_start = bad - base
-        self.err_bad_end = bad_end - base
-        self.err_tok_start = tok - base
-        self.err_tok_end = tok_end - base
-        return LINE_ERROR
+        return mark_bad(&self.bad_line, kind, self.n_lines, base, line, bad, bad_end, tok,
+                        tok_end)
 
     def error_info(self):
         """(kind, line, column, bad slice, token slice) of the last error: slices are
         (start, stop) offsets into the block passed to `parse`."""
-        return (ERROR_KINDS[self.err_kind], self.err_line,
-                self.err_bad_start - self.err_line_start + 1,
-                (self.err_bad_start, self.err_bad_end),
-                (self.err_tok_start, self.err_tok_end))
+        return bad_line_info(self.bad_line, ERROR_KINDS)
 
     # ---- one line -----------------------------------------------------------------
     cdef int _line(self, const char* base, const char* s, const char* le,
