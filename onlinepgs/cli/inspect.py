@@ -78,23 +78,41 @@ def _number(value):
 
 
 def _header_and_classes(path):
-    """The header of a model file and its classes (None for a regressor), checked and
-    verified; without numpy where the file holds numpy's plain arrays (as save_model
-    writes them): numpy's import would be most of a cold ``info``."""
-    from onlinepgs.model_io import container, load_learner, read_header
+    """The header of a model file, its classes (None for a regressor) and its weights'
+    (non-zeros, count), checked and verified; without numpy where the file holds
+    numpy's plain arrays (as save_model writes them): numpy's import would be most of
+    a cold ``info``."""
+    from onlinepgs.model_io import ModelFileError, container, load_learner, read_header
     from onlinepgs.model_io.jsonvalues import from_json
+    from onlinepgs.model_io.weights import count_plain, plain_keep
 
-    plain = container.read_plain(path, keep=("attributes/classes_",))
+    plain = container.read_plain(path, keep=("attributes/classes_",) + plain_keep)
     if plain is not None:
         raw, kept = plain
-        classes = kept.get("attributes/classes_")
-        return from_json(raw), None if classes is None else container.plain_values(*classes)
+        counts = count_plain(raw, kept)
+        if counts is not None:
+            classes = kept.get("attributes/classes_")
+            return (from_json(raw), None if classes is None
+                    else container.plain_values(*classes), counts)
     header = read_header(path)  # numpy's path: it decides, or words the error
-    if any(entry.get("name") == "attributes/classes_" for entry in header.get("arrays", ())):
-        # classes_ is an array of the file: the model, and its header, from one read
-        est, header = load_learner(path, return_header=True)
-        return header, est.classes_
-    return header, None
+    classifier = any(entry.get("name") == "attributes/classes_"
+                     for entry in header.get("arrays", ()))
+    try:  # the model, for its classes and the count of an older PGS file's weights
+        est = load_learner(path)
+    except ModelFileError:
+        if classifier:
+            raise
+        return header, None, None  # a regressor's header alone, as before
+    model = est.model_
+    counts = (model.n_nonzero, model.n_problems * model.n_features)
+    return header, est.classes_ if classifier else None, counts
+
+
+def _weights_line(counts):
+    """"weights: 1,234 non-zero of 262,144 (0.47%)"."""
+    nonzero, total = counts
+    share = f" ({100 * nonzero / total:.3g}%)" if total else ""
+    return f"weights: {nonzero:,} non-zero of {total:,}{share}"
 
 
 def cmd_info(args):
@@ -103,8 +121,10 @@ def cmd_info(args):
     from onlinepgs.streaming import checkpoint_position
 
     check_model(args.model)
-    header, classes = _header_and_classes(args.model)
+    header, classes, counts = _header_and_classes(args.model)
     if args.json:
+        if counts is not None:
+            header["weights"] = {"n_nonzero": counts[0], "n_weights": counts[1]}
         print(json.dumps(_json_safe(header), indent=2, sort_keys=True))
         return 0
     # everything checked before anything is printed: an error, not half a report
@@ -118,6 +138,8 @@ def cmd_info(args):
     print("params: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items())))
     if "n_features" in header:
         print(f"n_features: {header['n_features']}")
+    if counts is not None:
+        print(_weights_line(counts))
     if classes is not None:
         print("classes: " + ", ".join(label_text(c) for c in classes))
     for line in _online_lines(header.get("online_stats") or {}):

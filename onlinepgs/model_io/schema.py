@@ -10,6 +10,7 @@ refuses. Only `build` with ``sklearn=True`` imports scikit-learn.
 """
 import math
 import numbers
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from onlinepgs.model import LinearModel
 from onlinepgs.model_io.container import FORMAT_NAME, FORMAT_VERSION, storable_array
 from onlinepgs.model_io.errors import ModelFileError, describe, short
 from onlinepgs.model_io.jsonvalues import to_json
+from onlinepgs.model_io.weights import SPARSE_ARRAYS, add_sdca_weights, pgs_count, read_sdca_coef
 from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
 from onlinepgs.sdca import SDCAClassifierLearner, SDCARegressorLearner
 
@@ -145,9 +147,9 @@ def encode(estimator, path, extra):
         raise ModelFileError(path, f"cannot save this {name}: {reason}")
     if sdca:
         # the model is the state: its weights (the intercept's as the constant feature's)
-        add_array("state/coef", state.coef)
+        state_json = {"solver": "sdca", **add_sdca_weights(state, add_array)}
         add_array("state/intercept_weight", state.intercept_weight)
-        state_json, n_features, stats = {"solver": "sdca"}, state.n_features, {}
+        n_features, stats = state.n_features, {}
     else:
         state_dict = state.to_dict()
         state_json = {}
@@ -177,6 +179,8 @@ def encode(estimator, path, extra):
     }
     if race is not None:
         header["race"] = race
+    if not sdca:  # its weights come from the solver state: their count, for `info`
+        header["weights"] = pgs_count(estimator.model_)
     return header, arrays
 
 
@@ -347,7 +351,8 @@ def _sdca_inconsistency(estimator):
                     "(np.unique's order, which codes the labels)")
     elif model.classes is not None:
         return "a regressor's model has classes"
-    for key, arr in (("coef", model.coef), ("intercept_weight", model.intercept_weight)):
+    coef = model.coef_sparse.data if model.is_sparse else model.coef  # not densified
+    for key, arr in (("coef", coef), ("intercept_weight", model.intercept_weight)):
         if not np.isfinite(arr).all():
             return f"the model's {key} holds {float(arr[~np.isfinite(arr)][0])} (not finite)"
     alpha = np.asarray(estimator.dual_coef_)
@@ -480,27 +485,21 @@ def _build_sdca_state(header, arrays, path):
     if header["state"].get("solver") != "sdca":
         raise ModelFileError(path, f"malformed header: an {header['estimator']} model's state "
                                    "is not marked solver 'sdca'")
-    names = {"state/coef", "state/intercept_weight"}
+    names = {"state/coef", "state/intercept_weight", *SPARSE_ARRAYS}
     for entry in header["arrays"]:
         if entry["name"].startswith("state/") and entry["name"] not in names:
             raise ModelFileError(path, f"unexpected array {entry['name']} (not part of an "
                                        "SDCA model)")
-    for name in sorted(names):
-        if name not in arrays:
-            raise ModelFileError(path, f"missing array {name}")
-    coef, w0 = arrays["state/coef"], arrays["state/intercept_weight"]
-    if coef.dtype != np.float64 or w0.dtype != np.float64 or coef.ndim != 2 or \
+    if "state/intercept_weight" not in arrays:
+        raise ModelFileError(path, "missing array state/intercept_weight")
+    coef = read_sdca_coef(header["state"], arrays, path)  # dense, or sparse and checked
+    w0 = arrays["state/intercept_weight"]
+    if coef.dtype != np.float64 or w0.dtype != np.float64 or len(coef.shape) != 2 or \
             w0.shape != (coef.shape[0],) or coef.shape[0] < 1:
         raise ModelFileError(path, f"array state/coef has dtype {coef.dtype.str} and shape "
                                    f"{coef.shape}, state/intercept_weight {w0.dtype.str} and "
                                    f"{w0.shape}: expected float64 (K, n_features) and (K,)")
-    return _SDCAWeights(coef, w0)
-
-
-class _SDCAWeights:
-    def __init__(self, coef, intercept_weight):
-        self.coef, self.intercept_weight = coef, intercept_weight
-        self.n_problems = coef.shape[0]
+    return SimpleNamespace(coef=coef, intercept_weight=w0, n_problems=coef.shape[0])
 
 
 # state version 2 files load; the arrays version 3 added are then unknown (NaN)
