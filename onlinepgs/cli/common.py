@@ -243,9 +243,22 @@ def print_summary(est, args, start, before=(), after=()):
                      + ("" if rate is None else f", progressive error rate = {rate:.6f}"))
     regret = (f"{np.sum(stats['regret_bound']):.6g}" if getattr(est, "forget", 1.0) == 1.0
               else "none with --forget (the bound is the unweighted objective's)")
-    lines += [*before, f"regret bound = {regret}", *after,
+    lines += [*before, f"regret bound = {regret}", *after, nonzero_line(est),
               f"seconds = {time.perf_counter() - start:.2f}", f"model = {saved(args.output)}"]
     print("\n".join(lines), file=sys.stderr)
+
+
+def nonzero_text(nonzero, total):
+    """``1,234 non-zero of 262,144 (0.471%)``: a model's non-zero weights (intercepts
+    excluded) among its weights, as the summary and ``info`` say it."""
+    share = f" ({100 * nonzero / total:.3g}%)" if total else ""
+    return f"{nonzero:,} non-zero of {total:,}{share}"
+
+
+def nonzero_line(est):
+    """The summary's line on the model's non-zero weights (l1 makes zeros)."""
+    model = est.model_
+    return f"weights = {nonzero_text(model.n_nonzero, model.n_problems * model.n_features)}"
 
 
 def unsaved(args):

@@ -3,7 +3,8 @@ certificate of a model's objective on data)."""
 import json
 import math
 
-from onlinepgs.cli.common import check_model, data_base, load, open_reader, reading_of
+from onlinepgs.cli.common import (check_model, data_base, load, nonzero_text, open_reader,
+                                  reading_of)
 from onlinepgs.streaming.errors import label_text
 
 
@@ -108,13 +109,6 @@ def _header_and_classes(path):
     return header, est.classes_ if classifier else None, counts
 
 
-def _weights_line(counts):
-    """"weights: 1,234 non-zero of 262,144 (0.47%)"."""
-    nonzero, total = counts
-    share = f" ({100 * nonzero / total:.3g}%)" if total else ""
-    return f"weights: {nonzero:,} non-zero of {total:,}{share}"
-
-
 def cmd_info(args):
     if args.weights:
         return _info_weights(args)
@@ -139,7 +133,7 @@ def cmd_info(args):
     if "n_features" in header:
         print(f"n_features: {header['n_features']}")
     if counts is not None:
-        print(_weights_line(counts))
+        print(f"weights: {nonzero_text(*counts)}")
     if classes is not None:
         print("classes: " + ", ".join(label_text(c) for c in classes))
     for line in _online_lines(header.get("online_stats") or {}):

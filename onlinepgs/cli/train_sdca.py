@@ -5,7 +5,7 @@ import time
 import numpy as np
 
 from onlinepgs.cli.common import (check_input, check_labels, check_output, open_reader,
-                                  class_note, parse_classes, save, saved,
+                                  class_note, nonzero_line, parse_classes, save, saved,
                                   unsaved)
 from onlinepgs._checks import row_of_entry
 from onlinepgs.cli.errors import PROG, UsageError, UserError
@@ -95,6 +95,7 @@ def train_sdca(args):
         print("\n".join(["", "finished run (sdca)", f"number of examples = {X.shape[0]}",
                          f"epochs = {est.n_iter_}", f"primal objective = {primal:.9g}",
                          f"duality gap = {gap:.6g} (relative {gap / abs(primal):.3g})",
+                         nonzero_line(est),
                          f"seconds = {time.perf_counter() - start:.2f}",
                          f"model = {saved(args.output)}"]), file=sys.stderr)
     return 0
