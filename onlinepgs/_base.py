@@ -313,6 +313,21 @@ class LinearLearner:
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from onlinepgs.sdca import SDCAClassifierLearner
+        >>> rng = np.random.RandomState(0)
+        >>> X = rng.randn(200, 50); y = (X[:, 0] + X[:, 1] > 0).astype(int)
+        >>> clf = SDCAClassifierLearner(sigma=1e-3, l1=0.05, random_state=0).fit(X, y)
+        >>> dense = clf.predict(X)
+        >>> clf.n_nonzero_, clf.coef_.shape       # l1: 2 weights of 50 are not zero
+        (2, (1, 50))
+        >>> clf.sparsify().coef_.nnz, type(clf.coef_).__name__
+        (2, 'csr_matrix')
+        >>> bool((clf.predict(X) == dense).all()), type(clf.densify().coef_).__name__
+        (True, 'ndarray')
         """
         self._check_fitted()
         self._sparse_coef = True

@@ -110,6 +110,9 @@ class PGSClassifier(ClassifierMixin, _PGSEstimator, PGSClassifierLearner):
         sum, added row by row.
     t_ : int
         Solver steps taken so far (the paper's t).
+    n_nonzero_ : int
+        Non-zero weights over all problems (intercepts excluded); `sparsify` /
+        `densify` make ``coef_`` a scipy.sparse.csr_matrix and back, as scikit-learn's.
     n_features_in_ : int
     n_iter_ : int
         Passes made by the last `fit` (or `partial_fit` calls so far).
@@ -128,6 +131,10 @@ class PGSClassifier(ClassifierMixin, _PGSEstimator, PGSClassifierLearner):
     True
     >>> clf.online_stats_["n_examples"]
     1000
+    >>> clf.n_nonzero_, clf.sparsify().coef_.format   # coef_ as scipy's CSR (sparsify)
+    (5, 'csr')
+    >>> clf.densify().coef_.shape
+    (1, 5)
     """
     _parameter_constraints = sklearn_constraints(PGSClassifierLearner._constraints)
 

@@ -102,11 +102,14 @@ def count_plain(raw, kept):
     dtype, shape, data = kept[name]
     if dtype != "<f8":
         return None
-    values = array.array("d")
-    values.frombytes(data)
-    if sys.byteorder != "little":
-        values.byteswap()
-    nonzero = len(values) - values.count(0.0)  # -0.0 == 0.0: both are zero
+    zeros, step = 0, 8 * 2**20  # in slices of 8 MiB: no second copy of a large array
+    for start in range(0, len(data), step):
+        values = array.array("d")
+        values.frombytes(data[start:start + step])
+        if sys.byteorder != "little":
+            values.byteswap()
+        zeros += values.count(0.0)  # -0.0 == 0.0: both are zero
+    nonzero = len(data) // 8 - zeros
     if sparse:
         K, d = sparse["shape"]
         return nonzero, K * d
