@@ -405,3 +405,15 @@ def test_predict_and_info_of_a_wide_sparse_file_stay_small(tmp_path):
         assert "Traceback" not in done.stderr, done.stderr
         kib = int(done.stderr.strip().splitlines()[-1])
         assert kib * 1024 < 8 * K * d / 3, (argv[0], kib)  # a third of the dense weights
+
+
+@pytest.mark.parametrize("n", [1000, 2**23 + 5])  # array.count's slices; numpy past 64 MiB
+def test_info_counts_a_dense_arrays_zeros_either_way(n):
+    from onlinepgs.model_io.weights import count_plain
+
+    rng = np.random.default_rng(0)
+    coef = rng.standard_normal(n) * (rng.random(n) < 0.1)
+    coef[:3] = [-0.0, 0.0, 5e-324]  # a negative zero is zero; the least subnormal is not
+    raw = {"state": {"solver": "sdca"}}
+    kept = {"state/coef": ("<f8", (1, n), coef.astype("<f8").tobytes())}
+    assert count_plain(raw, kept) == (np.count_nonzero(coef), n)

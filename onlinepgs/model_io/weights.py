@@ -16,6 +16,7 @@ resumes from it), so the header carries their count, ``"weights": {"n_nonzero": 
 which counts without numpy. `count_plain` counts an SDCA file's from its arrays' bytes.
 """
 import array
+import math
 import sys
 
 from onlinepgs.model_io.errors import ModelFileError  # no numpy: `info` counts without it
@@ -93,27 +94,31 @@ def count_plain(raw, kept):
                                        for k in ("n_nonzero", "n_weights")):
         return entry["n_nonzero"], entry["n_weights"]
     state = raw.get("state") or {}
-    if state.get("solver") != "sdca":
-        return None
     sparse = state.get("coef")
-    name = "state/coef_data" if sparse else "state/coef"
-    if name not in kept:
+    name = "state/coef_data" if sparse is not None else "state/coef"
+    if state.get("solver") != "sdca" or name not in kept or kept[name][0] != "<f8":
         return None
     dtype, shape, data = kept[name]
-    if dtype != "<f8":
-        return None
-    zeros, step = 0, 8 * 2**20  # in slices of 8 MiB: no second copy of a large array
+    if sparse is not None:
+        shape = sparse.get("shape") if isinstance(sparse, dict) else None
+        if not (isinstance(shape, list) and len(shape) == 2
+                and all(isinstance(v, int) for v in shape)):
+            return None  # the loader words what is wrong
+    total = math.prod(shape)
+    if len(data) > 2**26:
+        # a large dense array: numpy's import (~0.1 s) is nothing next to reading it, and
+        # it counts ~30x faster than array.count (30 s for 2.7 GB under load)
+        import numpy as np
+
+        return int(np.count_nonzero(np.frombuffer(data, "<f8"))), total
+    zeros, step = 0, 8 * 2**20  # in slices of 8 MiB: no second copy of the array
     for start in range(0, len(data), step):
         values = array.array("d")
         values.frombytes(data[start:start + step])
         if sys.byteorder != "little":
             values.byteswap()
         zeros += values.count(0.0)  # -0.0 == 0.0: both are zero
-    nonzero = len(data) // 8 - zeros
-    if sparse:
-        K, d = sparse["shape"]
-        return nonzero, K * d
-    return nonzero, shape[0] * shape[1]
+    return len(data) // 8 - zeros, total
 
 
 plain_keep = ("state/coef", "state/coef_data")
