@@ -97,7 +97,9 @@ means the file is corrupt and it is refused.
 against the file's own size: compressed entries (deflate, bzip2, lzma) are refused,
 and every entry read must lie within the file, beside the others, so the arrays
 allocated add up to at most the file's size and a few KiB declaring gigabytes are
-refused at once (loading peaks at about 3 times the file's size). ``header.json``
+refused at once (loading peaks at about 3 times the file's size; a PGS state stored
+by its non-zero rows, `~onlinepgs.model_io.staterows`, at about 3 times the state's
+dense size, bounded there). ``header.json``
 has at most 64 MiB and nests at most 64 levels of lists and objects (checked before
 it is parsed); integers in it have at most 4096 bits. `save_model` refuses what a
 reader would refuse, so every file it writes loads.

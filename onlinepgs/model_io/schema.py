@@ -21,6 +21,7 @@ from onlinepgs.model import LinearModel
 from onlinepgs.model_io.container import FORMAT_NAME, FORMAT_VERSION, storable_array
 from onlinepgs.model_io.errors import ModelFileError, describe, short
 from onlinepgs.model_io.jsonvalues import to_json
+from onlinepgs.model_io.staterows import add_state, expand
 from onlinepgs.model_io.weights import SPARSE_ARRAYS, add_sdca_weights, pgs_count, read_sdca_coef
 from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
 from onlinepgs.sdca import SDCAClassifierLearner, SDCARegressorLearner
@@ -152,12 +153,8 @@ def encode(estimator, path, extra):
         n_features, stats = state.n_features, {}
     else:
         state_dict = state.to_dict()
-        state_json = {}
-        for key, value in state_dict.items():
-            if isinstance(value, np.ndarray):
-                add_array(f"state/{key}", value)
-            else:
-                state_json[key] = to_json(value, f"solver state {key}", path, depth=3)
+        state_json = add_state(state_dict, add_array, "state/", lambda key, value: to_json(
+            value, f"solver state {key}", path, depth=3))
         n_features, stats = int(state_dict["dim"]) - 1, estimator.online_stats_
     race = None if sdca else _encode_race(estimator, add_array, path)
 
@@ -196,13 +193,9 @@ def _encode_race(estimator, add_array, path):
     for rid, st in sorted(race.states.items()):
         if rid == leader:
             continue
-        scalars = {}
-        for key, value in st.to_dict().items():
-            if isinstance(value, np.ndarray):
-                add_array(f"race/run{rid}_{key}", value)
-            else:
-                scalars[key] = to_json(value, f"race run {rid} state {key}", path, depth=5)
-        runs[str(rid)] = scalars
+        runs[str(rid)] = add_state(st.to_dict(), add_array, f"race/run{rid}_",
+                                   lambda k, v, rid=rid: to_json(
+                                       v, f"race run {rid} state {k}", path, depth=5))
     return {"schedule": to_json(race.schedule.to_dict(), "sigma race schedule", path, depth=3),
             "n_rows": race.n_rows, "leader": leader, "runs": runs}
 
@@ -527,6 +520,7 @@ def _build_state(header, arrays, path):
     if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
         raise ModelFileError(path, f"malformed header: solver state dim {short(dim)} is not a "
                                    "positive integer")
+    arrays = expand(state_json, arrays, "state/", path)  # stored rows put back
     # the main array is checked before the template is allocated: a bogus dim or number
     # of problems must not allocate more than the file holds
     block = arrays.get("state/block_a")
@@ -586,10 +580,10 @@ def _build_state(header, arrays, path):
                                            + ("float" if wanted is float else
                                               "non-negative int"))
             state_dict[key] = value
-    for entry in header["arrays"]:
-        group, _, key = entry["name"].partition("/")
+    for name in arrays:
+        group, _, key = name.partition("/")
         if group == "state" and key not in template:
-            raise ModelFileError(path, f"unexpected array {entry['name']} (not part of the "
+            raise ModelFileError(path, f"unexpected array {name} (not part of the "
                                        "solver state)")
     try:
         return PGSState.from_dict(state_dict)

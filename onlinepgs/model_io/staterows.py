@@ -1,0 +1,118 @@
+"""A PGS solver state's per-coordinate arrays stored by their non-zero rows.
+
+A PGS model file holds the whole solver state so that training resumes from it. Its
+per-coordinate arrays (``block_a``: dim x problems x slots) are zero, bit for bit, on
+every coordinate no example has reached: a 2**20-feature hashed model trained on a few
+thousand rows, or an l1 model, is mostly zero rows. When it is smaller, the file keeps
+only the rows that hold a non-zero byte in some per-coordinate array: those arrays
+(first axis dim) are stored with their kept rows only, the row numbers as
+``state/stored_rows`` (int32, or int64 past 2**31 - 1 coordinates, strictly
+increasing), and the state's header entry says ``"stored_rows": {"arrays": [names],
+"n_rows": N}``. Loading puts the kept rows back into zero arrays of dim rows: the state
+is restored bit for bit (a zero row is all-zero bytes, so nothing else can be lost).
+Older readers refuse such a file (an unexpected array), never misread it.
+
+Expanding allocates what the file does not hold, so it is bounded: the expanded arrays
+may take at most 4 GiB or 4096 times their stored bytes, whichever is larger (a
+model beyond that is stored dense).
+"""
+import numpy as np
+
+from onlinepgs.model_io.errors import ModelFileError, short
+
+__all__ = ["compact", "expand", "ROWS"]
+
+ROWS = "stored_rows"
+_ENTRY_BYTES = 250  # zip and .npy headers of one more entry (see weights.py)
+_MAX_EXPANDED = 2**32
+_MAX_RATIO = 4096
+
+
+def _limit(stored_bytes):
+    return max(_MAX_EXPANDED, _MAX_RATIO * stored_bytes)
+
+
+def compact(state_dict):
+    """(the state's arrays to store by key, the header entry or None): the per-coordinate
+    arrays cut to their non-zero rows when that makes the file smaller."""
+    dim = int(state_dict["dim"])
+    arrays = {k: v for k, v in state_dict.items() if isinstance(v, np.ndarray)}
+    per_row = sorted(k for k, v in arrays.items() if v.ndim >= 1 and v.shape[0] == dim)
+    if dim < 2 or not per_row:
+        return arrays, None
+    kept = np.zeros(dim, dtype=bool)
+    for key in per_row:
+        values = np.ascontiguousarray(arrays[key]).reshape(dim, -1)
+        # by their bytes: -0.0 and NaN payloads are kept as they are
+        kept |= (values.view(f"u{values.itemsize}") != 0).any(axis=1)
+    rows = np.flatnonzero(kept).astype(np.int32 if dim <= 2**31 - 1 else np.int64)
+    dense = sum(arrays[k].nbytes for k in per_row)
+    cut = sum(arrays[k].nbytes // dim * rows.size for k in per_row)
+    if cut + rows.nbytes + _ENTRY_BYTES >= dense or dense > _limit(cut + rows.nbytes):
+        return arrays, None
+    for key in per_row:
+        arrays[key] = arrays[key][rows]
+    arrays[ROWS] = rows
+    return arrays, {"arrays": per_row, "n_rows": int(rows.size)}
+
+
+def expand(state_json, arrays, prefix, path):
+    """The arrays of a state (names ``prefix + key``) with its stored rows put back in
+    zero arrays of dim rows, checked; unchanged when the state is stored whole."""
+    entry = state_json.get(ROWS)
+    name = prefix + ROWS
+    if entry is None:
+        if name in arrays:
+            raise ModelFileError(path, f"unexpected array {name}: the state's header has no "
+                                       f"{ROWS!r} entry")
+        return arrays
+    dim = state_json.get("dim")
+    if not (isinstance(entry, dict) and isinstance(entry.get("arrays"), list)
+            and all(isinstance(k, str) for k in entry["arrays"])
+            and type(entry.get("n_rows")) is int and type(dim) is int and dim >= 1):
+        raise ModelFileError(path, f"malformed header: the state's {ROWS} entry "
+                                   f"{short(entry)} is not {{\"arrays\": [names], "
+                                   "\"n_rows\": N}")
+    rows = arrays.get(name)
+    if rows is None:
+        raise ModelFileError(path, f"missing array {name}")
+    n = entry["n_rows"]
+    if rows.ndim != 1 or rows.dtype.kind not in "iu" or rows.shape[0] != n:
+        raise ModelFileError(path, f"array {name} has dtype {rows.dtype.str} and shape "
+                                   f"{rows.shape}, expected {n} integer row numbers")
+    if n and (rows[0] < 0 or rows[-1] >= dim or (n > 1 and not (np.diff(rows) > 0).all())):
+        raise ModelFileError(path, f"damaged state: array {name} is not strictly increasing "
+                                   f"row numbers in [0, {dim})")
+    out = {k: v for k, v in arrays.items() if k != name}
+    stored = rows.nbytes + sum(arrays[prefix + k].nbytes for k in entry["arrays"]
+                               if prefix + k in arrays)
+    expanded = 0
+    for key in entry["arrays"]:
+        part = arrays.get(prefix + key)
+        if part is None:
+            raise ModelFileError(path, f"missing array {prefix + key}")
+        if part.ndim < 1 or part.shape[0] != n:
+            raise ModelFileError(path, f"array {prefix + key} has shape {part.shape}, "
+                                       f"expected {n} stored rows")
+        expanded += dim * (part.nbytes // n if n else part.itemsize)
+        if expanded > _limit(stored):
+            raise ModelFileError(path, f"damaged state: its {n} stored rows would expand to "
+                                       f"{dim} ({expanded} bytes, over the limit of "
+                                       f"{_limit(stored)})")
+        full = np.zeros((dim,) + part.shape[1:], dtype=part.dtype)
+        full[rows] = part
+        out[prefix + key] = full
+    return out
+
+
+def add_state(state_dict, add_array, prefix, scalar):
+    """Write a state's arrays with ``add_array(prefix + key, array)`` (compact when smaller)
+    and return its header scalars, ``scalar(key, value)`` each, with the rows entry."""
+    stored, rows = compact(state_dict)
+    for key, value in stored.items():
+        add_array(prefix + key, value)
+    scalars = {key: scalar(key, value) for key, value in state_dict.items()
+               if not isinstance(value, np.ndarray)}
+    if rows is not None:
+        scalars[ROWS] = rows
+    return scalars

@@ -1,0 +1,103 @@
+"""Compact PGS model files: the solver state stored by its non-zero rows (bit for bit,
+resumable), files without the solver state (--no-state), and ``info --weights`` from
+sparse weights."""
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from onlinepgs.model_io import ModelFileError, container, load_learner, read_header, save_model
+from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
+
+N_BITS = 20
+
+
+def _hashed_data(seed, rows=60):
+    """Rows of a 2**20-column space with ~8 non-zeros each: most columns never seen."""
+    rng = np.random.RandomState(seed)
+    indices = np.sort(rng.randint(0, 2**N_BITS, (rows, 8)), axis=1).ravel()
+    X = sp.csr_matrix((rng.rand(rows * 8), indices, np.arange(0, 8 * rows + 1, 8)),
+                      shape=(rows, 2**N_BITS))
+    X.sum_duplicates()
+    y = rng.randint(0, 3, rows)
+    return X, y
+
+
+def _same_state(a, b):
+    """Two states' to_dict are equal bit for bit (arrays compared by their bytes)."""
+    da, db = a.to_dict(), b.to_dict()
+    assert da.keys() == db.keys()
+    for key, value in da.items():
+        if isinstance(value, np.ndarray):
+            assert value.dtype == db[key].dtype and value.shape == db[key].shape, key
+            assert value.tobytes() == db[key].tobytes(), key
+        else:
+            assert value == db[key] or (value != value and db[key] != db[key]), key
+
+
+@pytest.mark.parametrize("iterate", ["last", "average"])
+def test_a_mostly_zero_state_is_stored_by_rows_and_resumes_bit_for_bit(tmp_path, iterate):
+    X, y = _hashed_data(0)
+    X2, y2 = _hashed_data(5)
+    est = PGSClassifierLearner(sigma=1e-2, iterate=iterate, random_state=0)
+    est.partial_fit(X, y, classes=[0, 1, 2])
+    path = tmp_path / "m.pgs"
+    save_model(est, path)
+    header = read_header(path)
+    rows = header["state"]["stored_rows"]
+    reached = np.unique(X.indices).size
+    # the intercept's row and every column a row reached, no other (3 problems x 2 slots)
+    assert rows["arrays"] == ["block_a"] and rows["n_rows"] <= reached + 1
+    dense_block = (2**N_BITS + 1) * 3 * est._state.to_dict()["block_a"].shape[2] * 8
+    assert os.path.getsize(path) < dense_block / 50
+    loaded = load_learner(path)
+    _same_state(loaded._state, est._state)
+    est.partial_fit(X2, y2)
+    loaded.partial_fit(X2, y2)  # resumed: exactly the unsaved run
+    _same_state(loaded._state, est._state)
+    assert np.array_equal(loaded.coef_, est.coef_)
+    np.testing.assert_equal(loaded.online_stats_, est.online_stats_)
+
+
+def test_a_dense_state_is_stored_whole(tmp_path):
+    """Every column reached: cutting rows would not be smaller, the file is as before."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(50, 8)
+    est = PGSRegressorLearner(sigma=1e-2, random_state=0).fit(X, X @ np.arange(8.0))
+    save_model(est, tmp_path / "m.pgs")
+    header = read_header(tmp_path / "m.pgs")
+    assert "stored_rows" not in header["state"]
+    assert {"state/stored_rows"} & {e["name"] for e in header["arrays"]} == set()
+    _same_state(load_learner(tmp_path / "m.pgs")._state, est._state)
+
+
+def _rewritten(tmp_path, source, mutate):
+    raw, arrays = container.read(source)
+    raw.pop("checksum")
+    mutate(raw, arrays)
+    for entry in raw["arrays"]:
+        entry["shape"] = list(arrays[entry["name"]].shape)
+        entry["dtype"] = arrays[entry["name"]].dtype.str
+    path = tmp_path / "crafted.pgs"
+    container.write(path, raw, arrays)
+    return path
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda h, a: a.__setitem__("state/stored_rows", a["state/stored_rows"][::-1].copy()),
+     "state/stored_rows is not strictly increasing row numbers"),
+    (lambda h, a: h["state"]["stored_rows"].__setitem__("n_rows", 3),
+     "expected 3 integer row numbers"),
+    (lambda h, a: h["state"]["dim"].__class__ and h["state"].__setitem__("dim", 2**40),
+     "would expand to"),
+    (lambda h, a: h["state"].pop("stored_rows"), "unexpected array state/stored_rows"),
+    (lambda h, a: h["state"].__setitem__("stored_rows", [1]), "is not {\"arrays\""),
+], ids=["unordered", "count", "huge dim", "no entry", "malformed"])
+def test_damaged_stored_rows_are_refused(tmp_path, mutate, message):
+    X, y = _hashed_data(0, rows=10)
+    est = PGSClassifierLearner(sigma=1e-2, random_state=0).partial_fit(X, y, classes=[0, 1, 2])
+    save_model(est, tmp_path / "m.pgs")
+    with pytest.raises(ModelFileError, match="crafted.pgs: ") as info:
+        load_learner(_rewritten(tmp_path, tmp_path / "m.pgs", mutate))
+    assert message in str(info.value)
