@@ -614,6 +614,10 @@ class PGSLearner(LinearLearner):
 
     def _partial_fit_unguarded(self, X, y, sample_weight, classes):
         first = not hasattr(self, "_state")
+        if not first and hasattr(self, "_saved_stats"):  # loaded from a weights-only file
+            from onlinepgs.model_io.stateless import NO_STATE
+            raise ValueError(f"this {type(self).__name__} cannot continue training: "
+                             f"{NO_STATE}")
         self._check_call_params(first)
         X = self._validate_X(X, reset=first)
         y_core, n_problems, multiclass, extra = self._encode_targets(
@@ -670,6 +674,7 @@ class PGSLearner(LinearLearner):
             for name, value in attributes.items():
                 setattr(self, name, value)
             self._state = state
+            self.__dict__.pop("_saved_stats", None)  # a weights-only file's, now replaced
             self._race = race
             self._state_params = {n: getattr(self, n) for n in _STATE_PARAMS}
             self._cache = {}
@@ -740,6 +745,8 @@ class PGSLearner(LinearLearner):
     def online_stats_(self):
         """Online statistics kept by the core (see the README, "Online statistics")."""
         self._check_fitted()
+        if hasattr(self, "_saved_stats"):  # a weights-only file's: as they were saved
+            return dict(self._saved_stats)
         with self._lock("_state_lock"):  # not halfway through a partial_fit pass
             stats = self._state.stats_dict()
         # progressive_*: the reported model's (the iterate coef_ is), *_last: the last

@@ -275,12 +275,13 @@ def saved(output):
     return "not saved (no -o)" if output is None else output
 
 
-def save(est, output, extra):
-    """`save_model` to the file of -o, if one was given."""
+def save(est, output, extra, state=True):
+    """`save_model` to the file of -o, if one was given (without the solver state if not
+    `state`: --no-state)."""
     from onlinepgs.model_io import save_model
 
     if output is not None:
-        save_model(est, output, extra=extra)
+        save_model(est, output, extra=extra, state=state)
 
 
 def in_flags(text):

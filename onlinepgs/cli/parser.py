@@ -231,6 +231,10 @@ def build_parser():
                        help="continue training this model (its options are kept)")
     train.add_argument("--resume", action="store_true",
                        help="with -i: skip the rows the model's checkpoint already consumed")
+    train.add_argument("--no-state", action="store_true",
+                       help="write the weights only, without the PGS solver state: a smaller "
+                       "file that predict, eval, gap and info use alike, but that -i and "
+                       "--resume cannot continue")
     opts = train.add_argument_group("model (ignored with -i)")
     opts.add_argument("--solver", choices=["pgs", "sdca"], default="pgs",
                       help="pgs (default): streaming, one chunk in memory; sdca: the batch "

@@ -86,6 +86,7 @@ def cmd_train(args):
         checkpoint_every=args.checkpoint_every, resume=checkpoint,
         progress=show_progress(table, bar) if table.enabled else None,
         extra={"input": kept})
+    trainer.final_state = not args.no_state
     _keep_names(args, est, trainer, sources)
     start = time.perf_counter()
     try:
@@ -242,6 +243,10 @@ def _continued(args):
     check_model(args.initial)
     # model and stream position from one read: a checkpoint may be replaced meanwhile
     est, header = load_learner(args.initial, return_header=True)
+    if hasattr(est, "_saved_stats"):  # weights only (--no-state)
+        raise UserError(f"{args.initial}: saved without its solver state (--no-state): it "
+                        "predicts but cannot be trained further with -i or --resume; "
+                        "train again from the data (without --no-state to continue later)")
     if not isinstance(est, PGSLearner):
         # SDCA solves once on all its rows: there is no stream to continue
         raise UserError(f"{args.initial}: an {header.get('estimator', type(est).__name__)} "

@@ -92,7 +92,7 @@ def train_on_dask(args, est, base):
     finally:
         if client is not None:
             client.close()
-    save(est, args.output, checkpoint_extra(base, True))
+    save(est, args.output, checkpoint_extra(base, True), state=not args.no_state)
     if not args.quiet:
         from onlinepgs.cli.train import sigma_note
 

@@ -161,7 +161,7 @@ __all__ = ["save_model", "load_model", "load_learner", "read_header", "ModelFile
            "replace_atomically", "FORMAT_NAME", "FORMAT_VERSION"]
 
 
-def save_model(estimator, path, *, extra=None):
+def save_model(estimator, path, *, extra=None, state=True):
     """Write a fitted estimator to a model file, atomically.
 
     Parameters
@@ -180,6 +180,11 @@ def save_model(estimator, path, *, extra=None):
         can be read): lists and dicts nest at most 63 levels (``extra`` itself is
         one; a non-finite float, stored as an object, is one too), integers have at
         most 4096 bits, and the whole header is at most 64 MiB.
+    state : bool, default=True
+        Store a PGS model's solver state, so that training can resume from the file.
+        False stores its weights only (sparse when that is smaller): a smaller file
+        that predicts, evaluates and certifies alike but cannot be trained further
+        (`onlinepgs.model_io.stateless`). SDCA models have no solver state to drop.
 
     Raises
     ------
@@ -193,7 +198,7 @@ def save_model(estimator, path, *, extra=None):
     from onlinepgs.model_io import schema  # the learners: numpy and the compiled core
 
     path = os.fspath(path)
-    container.write(path, *schema.encode(estimator, path, extra))
+    container.write(path, *schema.encode(estimator, path, extra, with_state=state))
 
 
 def read_header(path, *, verify=True):

@@ -128,3 +128,21 @@ def from_json(value):
     return value
 
 
+def class_weight_to_json(value, path):
+    """A class_weight dict as the list of its ``[label, weight]`` pairs (JSON's keys are
+    strings only, labels are numbers too)."""
+    return [[to_json(label, "a label of parameter class_weight", path, depth=4),
+             to_json(weight, f"parameter class_weight[{short(label)}]", path, depth=4)]
+            for label, weight in value.items()]
+
+
+def class_weight_from_json(value, path):
+    """`class_weight_to_json`'s list back as the dict."""
+    pairs = {}
+    for pair in value:
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(isinstance(v, (bool, int, float, str)) for v in pair)):
+            raise ModelFileError(path, f"malformed header: parameter class_weight holds "
+                                       f"{short(pair)}, not a [label, weight] pair")
+        pairs[pair[0]] = pair[1]
+    return pairs

@@ -20,8 +20,12 @@ from onlinepgs import pgs as _pgs
 from onlinepgs.model import LinearModel
 from onlinepgs.model_io.container import FORMAT_NAME, FORMAT_VERSION, storable_array
 from onlinepgs.model_io.errors import ModelFileError, describe, short
-from onlinepgs.model_io.jsonvalues import to_json
+from onlinepgs.model_io.jsonvalues import (class_weight_from_json as _class_weight_from_json,
+                                            class_weight_to_json as _class_weight_to_json,
+                                            to_json)
 from onlinepgs.model_io.staterows import add_state, expand
+from onlinepgs.model_io.stateless import (stateless_header, stateless_inconsistency,
+                                           stateless_model)
 from onlinepgs.model_io.weights import SPARSE_ARRAYS, add_sdca_weights, pgs_count, read_sdca_coef
 from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
 from onlinepgs.sdca import SDCAClassifierLearner, SDCARegressorLearner
@@ -59,26 +63,6 @@ _REQUIRED_SDCA_ATTRIBUTES = ("n_features_in_", "n_iter_", "dual_coef_", "primal_
                              "dual_objective_", "duality_gap_", "gap_history_", "gap_epochs_")
 
 
-def _class_weight_to_json(value, path):
-    """A class_weight dict as the list of its ``[label, weight]`` pairs (JSON's keys are
-    strings only, labels are numbers too)."""
-    return [[to_json(label, "a label of parameter class_weight", path, depth=4),
-             to_json(weight, f"parameter class_weight[{short(label)}]", path, depth=4)]
-            for label, weight in value.items()]
-
-
-def _class_weight_from_json(value, path):
-    """`_class_weight_to_json`'s list back as the dict."""
-    pairs = {}
-    for pair in value:
-        if not (isinstance(pair, list) and len(pair) == 2
-                and all(isinstance(v, (bool, int, float, str)) for v in pair)):
-            raise ModelFileError(path, f"malformed header: parameter class_weight holds "
-                                       f"{short(pair)}, not a [label, weight] pair")
-        pairs[pair[0]] = pair[1]
-    return pairs
-
-
 def _param_to_json(name, value, path):
     if name == "class_weight" and isinstance(value, dict):
         return _class_weight_to_json(value, path)
@@ -100,8 +84,9 @@ def _param_to_json(name, value, path):
 _LIST_PARAMS = _OMITTED_AT_NONE = ("interactions",)
 
 
-def encode(estimator, path, extra):
-    """The header (without checksum) and the arrays of a fitted estimator or learner."""
+def encode(estimator, path, extra, with_state=True):
+    """The header (without checksum) and the arrays of a fitted estimator or learner
+    (a PGS one without its solver state, only its weights, if not `with_state`)."""
     name = getattr(estimator, "_public_name", None)
     learner = _LEARNERS.get(name)
     kind = type(estimator)
@@ -112,7 +97,7 @@ def encode(estimator, path, extra):
                                    "be saved")
     sdca = _is_sdca(kind)
     state = getattr(estimator, "_state", None)
-    if not isinstance(state, LinearModel if sdca else PGSState):
+    if not isinstance(state, LinearModel if sdca else (PGSState, LinearModel)):
         raise ModelFileError(path, f"this {name} is not fitted: call fit "
                                    f"{'' if sdca else 'or partial_fit '}before save_model")
     if extra is not None and not isinstance(extra, dict):
@@ -143,20 +128,26 @@ def encode(estimator, path, extra):
             attributes[key] = to_json(value, f"attribute {key}", path, depth=3,
                                        arrays_as_lists=key in _LISTS_OF_ARRAYS)
 
-    reason = (_sdca_inconsistency if sdca else _inconsistency)(estimator)
+    reason = (_sdca_inconsistency if sdca else _pgs_inconsistency)(estimator)
     if reason is not None:  # load_model would refuse the file
         raise ModelFileError(path, f"cannot save this {name}: {reason}")
-    if sdca:
+    stateless = not sdca and (not with_state or isinstance(state, LinearModel))
+    if sdca or stateless:
         # the model is the state: its weights (the intercept's as the constant feature's)
-        state_json = {"solver": "sdca", **add_sdca_weights(state, add_array)}
-        add_array("state/intercept_weight", state.intercept_weight)
-        n_features, stats = state.n_features, {}
+        model = state if sdca else estimator.model_
+        state_json = {"solver": "sdca" if sdca else "pgs-weights",
+                      **add_sdca_weights(model, add_array)}
+        add_array("state/intercept_weight", model.intercept_weight)
+        if stateless:
+            state_json.update(to_json(stateless_header(model), "the model", path))
+        n_features = model.n_features
+        stats = estimator.online_stats_ if stateless else {}
     else:
         state_dict = state.to_dict()
         state_json = add_state(state_dict, add_array, "state/", lambda key, value: to_json(
             value, f"solver state {key}", path, depth=3))
         n_features, stats = int(state_dict["dim"]) - 1, estimator.online_stats_
-    race = None if sdca else _encode_race(estimator, add_array, path)
+    race = None if sdca or stateless else _encode_race(estimator, add_array, path)
 
     import onlinepgs  # late: the package may import this module while initialising
 
@@ -355,6 +346,11 @@ def _sdca_inconsistency(estimator):
     return None
 
 
+def _pgs_inconsistency(estimator):  # a model without solver state has its own rules
+    return (stateless_inconsistency if isinstance(estimator._state, LinearModel)
+            else _inconsistency)(estimator)
+
+
 def _is_stored_attribute(key):
     """Fitted attributes: public ones end in "_" (scikit-learn's rule), plus a few private."""
     return (key.endswith("_") and not key.startswith("__")) or key in _PRIVATE_ATTRIBUTES
@@ -392,7 +388,8 @@ def build(header, arrays, path, sklearn=True):
         raise ModelFileError(path, f"malformed header: {exc}") from None
 
     sdca = _is_sdca(cls)
-    state = (_build_sdca_state if sdca else _build_state)(header, arrays, path)
+    stateless = not sdca and header["state"].get("solver") == "pgs-weights"
+    state = (_build_sdca_state if sdca or stateless else _build_state)(header, arrays, path)
 
     attributes = dict(header["attributes"])
     for entry in header["arrays"]:
@@ -463,10 +460,12 @@ def build(header, arrays, path, sklearn=True):
                             n_bits=estimator.n_bits, hash_seed=estimator.hash_seed,
                             n_features_in=attributes["n_features_in_"], solver="sdca",
                             interactions=estimator.interactions)
+    elif stateless:
+        state = stateless_model(estimator, state, attributes, header, path)
     estimator._state = state
-    estimator._cache = {}
+    estimator._cache = {"model": state} if stateless else {}
     estimator._race = _build_race(header, arrays, path, state) if "race" in header else None
-    reason = (_sdca_inconsistency if sdca else _inconsistency)(estimator)
+    reason = (_sdca_inconsistency if sdca else _pgs_inconsistency)(estimator)
     if reason is not None:
         raise ModelFileError(path, f"inconsistent model: {reason}")
     return estimator
@@ -475,7 +474,7 @@ def build(header, arrays, path, sklearn=True):
 def _build_sdca_state(header, arrays, path):
     """An SDCA model's weights: ``state/coef`` (K, n_features) and ``state/intercept_weight``
     (K,), K problems, as a LinearModel (its parameters and classes are set by `build`)."""
-    if header["state"].get("solver") != "sdca":
+    if header["state"].get("solver") not in ("sdca", "pgs-weights"):
         raise ModelFileError(path, f"malformed header: an {header['estimator']} model's state "
                                    "is not marked solver 'sdca'")
     names = {"state/coef", "state/intercept_weight", *SPARSE_ARRAYS}

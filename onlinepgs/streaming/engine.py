@@ -344,6 +344,9 @@ class StreamTrainer:
         self.last_checkpoint = None
         self.checkpoints = 0
         self.extra = dict(extra or {})
+        # False: the run's last file holds the weights only (train --no-state); the
+        # checkpoints before it keep the solver state, which resuming needs
+        self.final_state = True
 
     # ---- the run -----------------------------------------------------------------------
     def run(self, sources):
@@ -467,7 +470,8 @@ class StreamTrainer:
         # a callable value is the value at this save (e.g. the names collected so far)
         kept = {key: value() if callable(value) else value
                 for key, value in self.extra.items()}
-        save_model(self.learner, self.checkpoint_path, extra={**kept, **extra})
+        save_model(self.learner, self.checkpoint_path, extra={**kept, **extra},
+                   state=self.final_state or not extra["finished"])
         self.checkpoints += not extra["finished"]
 
     def _event(self, kind, pass_index, source, **fields):
