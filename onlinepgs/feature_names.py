@@ -395,7 +395,7 @@ def weights_report(est, names, top=20):
 
     Parameters
     ----------
-    est : fitted learner (``coef_``, ``intercept_``; a classifier's ``classes_``)
+    est : fitted learner (``model_``; a classifier's ``classes_``)
     names : FeatureNames or None
     top : int
         Weights a problem (0: all).
@@ -411,33 +411,40 @@ def weights_report(est, names, top=20):
         hashing negates about half the features in their column (collisions then cancel
         in expectation).
     """
-    coef = np.atleast_2d(np.asarray(est.coef_, np.float64))
-    intercept = np.ravel(np.asarray(est.intercept_, np.float64))
+    # the model's non-zeros as sparse rows: a sparse model (a --no-state file's, an l1
+    # model's) is never densified into its (K, n_features) array
+    model = est.model_
+    weights = model.coef_sparse
+    intercept = np.ravel(np.asarray(model.intercept, np.float64))
     classes = getattr(est, "classes_", None) if est._classifier else None
     if classes is None:
         kind, labels = "regression", [None]
-    elif coef.shape[0] == 1:
+    elif model.n_problems == 1:
         kind, labels = "binary", [_label(classes[-1])]
     else:
         kind, labels = "one-vs-rest", [_label(c) for c in classes]
     problems = []
-    for label, w, b in zip(labels, coef, intercept):
-        nonzero = np.flatnonzero(w)
-        order = nonzero[np.lexsort((nonzero, -np.abs(w[nonzero])))]
+    for k, (label, b) in enumerate(zip(labels, intercept)):
+        span = slice(int(weights.indptr[k]), int(weights.indptr[k + 1]))
+        columns, values = weights.indices[span], weights.data[span]
+        kept = values != 0  # a stored zero is no weight
+        columns, values = columns[kept].astype(np.int64), values[kept]
+        order = np.lexsort((columns, -np.abs(values)))
         if top:
             order = order[:top]
         rows = []
-        for col in order.tolist():
-            kept, signs, more = names.names_of(col) if names is not None else ([], [], 0)
-            rows.append({"column": col, "weight": float(w[col]), "names": kept,
+        for i in order.tolist():
+            col = int(columns[i])
+            found, signs, more = names.names_of(col) if names is not None else ([], [], 0)
+            rows.append({"column": col, "weight": float(values[i]), "names": found,
                          "signs": signs, "more": more})
         problems.append({"class": label, "intercept": float(b),
-                         "n_nonzero": int(nonzero.shape[0]), "weights": rows})
+                         "n_nonzero": int(columns.shape[0]), "weights": rows})
     source = ("none" if names is None else "columns" if names.offset is not None
               else "collected")
     note = (names.describe() if names is not None else "names: none (a hashed model "
             "trained without --audit: train with --audit to collect them)")
-    return {"kind": kind, "n_features": int(coef.shape[1]),
+    return {"kind": kind, "n_features": int(model.n_features),
             "classes": None if classes is None else [_label(c) for c in classes],
             "names": source, "names_capped": bool(names is not None and names.capped),
             "names_note": note, "problems": problems}

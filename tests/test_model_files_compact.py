@@ -101,3 +101,107 @@ def test_damaged_stored_rows_are_refused(tmp_path, mutate, message):
     with pytest.raises(ModelFileError, match="crafted.pgs: ") as info:
         load_learner(_rewritten(tmp_path, tmp_path / "m.pgs", mutate))
     assert message in str(info.value)
+
+
+# ---- files without the solver state ---------------------------------------------------
+def test_a_file_without_state_round_trips_smaller_and_sparse(tmp_path):
+    X, y = _hashed_data(0)
+    est = PGSClassifierLearner(sigma=1e-2, random_state=0).partial_fit(X, y, classes=[0, 1, 2])
+    save_model(est, tmp_path / "full.pgs")
+    save_model(est, tmp_path / "weights.pgs", state=False)
+    full, small = (os.path.getsize(tmp_path / n) for n in ("full.pgs", "weights.pgs"))
+    # smaller than the (compact) state, and than the dense weights by far
+    assert small < 0.8 * full and small < 3 * 2**N_BITS * 8 / 100
+    header = read_header(tmp_path / "weights.pgs")
+    assert header["state"]["solver"] == "pgs-weights"
+    assert header["state"]["coef"]["storage"] == "sparse"
+    loaded = load_learner(tmp_path / "weights.pgs")
+    model = loaded.model_
+    assert model.is_sparse and model.n_nonzero == est.model_.n_nonzero
+    # the same weights, stored and predicted bit for bit (sparse rows)
+    assert np.array_equal(model.coef_sparse.to_scipy().toarray(), est.coef_)
+    assert np.array_equal(loaded.decision_function(X), est.decision_function(X))
+    assert np.array_equal(loaded.predict_proba(X), est.predict_proba(X))
+    np.testing.assert_equal(loaded.online_stats_, est.online_stats_)
+    with pytest.raises(ValueError, match="saved without its solver state"):
+        loaded.partial_fit(X, y)
+    # fit starts anew: the model is a trained one again, as the original's first pass
+    refit = loaded.fit(X, y)
+    twin = PGSClassifierLearner(sigma=1e-2, random_state=0).fit(X, y)
+    assert np.array_equal(refit.coef_, twin.coef_)
+
+
+def _cli(*argv, cwd):
+    import subprocess
+    import sys
+
+    import onlinepgs
+    # the package under test, also from another directory
+    root = os.path.dirname(os.path.dirname(os.path.abspath(onlinepgs.__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    return subprocess.run([sys.executable, "-m", "onlinepgs.cli", *argv], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _svmlight(path, X, y):
+    with open(path, "w") as f:
+        for row, label in zip(X, y):
+            f.write(f"{label} " + " ".join(f"{j + 1}:{v:.6g}" for j, v in zip(
+                row.indices, row.data)) + "\n")
+
+
+def test_train_no_state_files_predict_alike_and_refuse_training(tmp_path):
+    X, y = _hashed_data(3, rows=300)
+    _svmlight(tmp_path / "d.svm", X[:, :5000], np.where(y == 0, -1, 1))
+    for args in (["-o", "full.pgs"], ["-o", "ns.pgs", "--no-state"]):
+        done = _cli("train", "d.svm", "--quiet", "--sigma", "0.01", *args, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    assert os.path.getsize(tmp_path / "ns.pgs") < os.path.getsize(tmp_path / "full.pgs") / 2
+    preds = {}
+    for name in ("full.pgs", "ns.pgs"):
+        done = _cli("predict", name, "d.svm", "-o", f"{name}.txt", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        preds[name] = (tmp_path / f"{name}.txt").read_text()
+        for command in ("eval", "gap", "info"):
+            done = _cli(command, name, *(["d.svm"] if command != "info" else []),
+                        cwd=tmp_path)
+            assert done.returncode == 0, (command, done.stderr)
+            preds[name, command] = done.stdout.replace(name, "")
+    assert preds["full.pgs"] == preds["ns.pgs"]
+    assert preds["full.pgs", "eval"] == preds["ns.pgs", "eval"]
+    assert preds["full.pgs", "gap"] == preds["ns.pgs", "gap"]
+    for extra in ([], ["--resume"]):
+        done = _cli("train", "d.svm", "-i", "ns.pgs", "-o", "x.pgs", *extra, cwd=tmp_path)
+        assert done.returncode == 1 and not (tmp_path / "x.pgs").exists()
+        assert done.stderr.strip().splitlines() == [
+            "onlinepgs: error: ns.pgs: saved without its solver state (--no-state): it "
+            "predicts but cannot be trained further with -i or --resume; train again "
+            "from the data (without --no-state to continue later)"]
+
+
+def test_info_weights_of_a_sparse_file_never_builds_the_dense_array(tmp_path, monkeypatch,
+                                                                    capsys):
+    from onlinepgs.cli import main
+    from onlinepgs.model import LinearModel
+
+    X, y = _hashed_data(0)
+    est = PGSClassifierLearner(sigma=1e-2, random_state=0).partial_fit(X, y, classes=[0, 1, 2])
+    save_model(est, tmp_path / "w.pgs", state=False)
+
+    def refuse(self):
+        raise AssertionError("the dense (K, d) weights were built")
+    monkeypatch.setattr(LinearModel, "coef", property(refuse))
+    assert main(["info", str(tmp_path / "w.pgs"), "--weights", "--top", "0", "--json"]) == 0
+    import json
+    report = json.loads(capsys.readouterr().out)
+    monkeypatch.undo()
+    report = report.get("weights", report)
+    coef = est.coef_  # the yardstick: the trained learner's dense weights
+    for k, problem in enumerate(report["problems"]):
+        columns = np.flatnonzero(coef[k])
+        assert problem["n_nonzero"] == columns.size
+        got = {w["column"]: w["weight"] for w in problem["weights"]}
+        assert got == {int(c): float(coef[k, c]) for c in columns}
+        magnitudes = [abs(w["weight"]) for w in problem["weights"]]
+        assert magnitudes == sorted(magnitudes, reverse=True)
