@@ -169,6 +169,11 @@ def test_train_no_state_files_predict_alike_and_refuse_training(tmp_path):
             assert done.returncode == 0, (command, done.stderr)
             preds[name, command] = done.stdout.replace(name, "")
     assert preds["full.pgs"] == preds["ns.pgs"]
+    assert "solver state: none (saved with --no-state" in preds["ns.pgs", "info"]
+    assert "solver state" not in preds["full.pgs", "info"]
+    # info's other lines are the same (the online statistics were saved with the weights)
+    assert [l for l in preds["ns.pgs", "info"].splitlines() if "solver state" not in l] \
+        == preds["full.pgs", "info"].splitlines()
     assert preds["full.pgs", "eval"] == preds["ns.pgs", "eval"]
     assert preds["full.pgs", "gap"] == preds["ns.pgs", "gap"]
     for extra in ([], ["--resume"]):

@@ -134,6 +134,8 @@ def cmd_info(args):
         print(f"n_features: {header['n_features']}")
     if counts is not None:
         print(f"weights: {nonzero_text(*counts)}")
+    if (header.get("state") or {}).get("solver") == "pgs-weights":
+        print("solver state: none (saved with --no-state: -i and --resume cannot continue it)")
     if classes is not None:
         print("classes: " + ", ".join(label_text(c) for c in classes))
     for line in _online_lines(header.get("online_stats") or {}):
