@@ -116,7 +116,8 @@ def encode(estimator, path, extra):
         raise ModelFileError(path, f"extra must be a dict or None, got {type(extra).__name__}")
     params = estimator.get_params(deep=False)
     json_params = {key: _param_to_json(key, value, path) for key, value in params.items()
-                   if not (key in _OMITTED_AT_NONE and value is None)}
+                   if not (key in _OMITTED_AT_NONE and value is None)
+                   and not (key == "multi_class" and value == "ovr")}  # old files: ovr
 
     arrays, table = {}, []
 
@@ -464,7 +465,8 @@ def build(header, arrays, path, sklearn=True):
                             intercept_scaling=estimator.intercept_scaling,
                             n_bits=estimator.n_bits, hash_seed=estimator.hash_seed,
                             n_features_in=attributes["n_features_in_"], solver="sdca",
-                            interactions=estimator.interactions)
+                            interactions=estimator.interactions,
+                            multi_class=getattr(estimator, "multi_class", "ovr"))
     estimator._state = state
     estimator._cache = {}
     estimator._race = _build_race(header, arrays, path, state) if "race" in header else None
