@@ -161,8 +161,9 @@ _MULTI_CLASS_DOC = """    multi_class : {"ovr", "multinomial", "crammer_singer"}
         ``max_j([j != y] + z_j) - z_y``, each row's step an exact K-dim QP solved by
         sorting). With two classes both keep the binary model (one weight vector:
         multinomial is logistic, crammer_singer the hinge on the margin), as
-        scikit-learn's LogisticRegression does. ``init`` must be "zero" and
-        ``shrinking`` is not used with them.
+        scikit-learn's LogisticRegression does. ``init`` must be "zero";
+        ``shrinking`` skips Crammer-Singer rows whose step changed nothing until the next
+        gap check or tenth epoch.
 """
 
 _CLASS_WEIGHT_DOC = """    class_weight : dict, "balanced" or None, default=None
@@ -370,7 +371,7 @@ class SDCALearner(LinearLearner):
         check_every = (self.check_every if isinstance(self.check_every, str)
                        else int(self.check_every))
         converged = prob.run(int(self.max_epochs), float(self.tol), check_every,
-                             bool(self.verbose))
+                             bool(self.verbose), bool(self.shrinking))
         for name, value in extra.items():
             setattr(self, name, value)
         W = prob.weights()  # (K, 1 + n_features)
