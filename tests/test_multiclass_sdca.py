@@ -227,3 +227,16 @@ def test_cli_end_to_end(tmp_path):
     assert bad.returncode != 0
     assert bad.stderr.strip().splitlines()[-1].endswith(
         "crammer_singer needs --loss hinge, got --loss logistic")
+
+
+def test_shrinking_changes_the_time_not_the_optimum():
+    X, y = _data(m=300, seed=6)
+    runs = [SDCAClassifier(loss="hinge", multi_class="crammer_singer", sigma=1e-2, tol=1e-7,
+                           shrinking=shrinking, max_epochs=20000, random_state=0).fit(X, y)
+            for shrinking in (True, False)]
+    for clf in runs:  # each certified by the NumPy objective and its own gap
+        assert clf.duality_gap_ <= 1e-7 * clf.primal_objective_
+        assert _objective("crammer_singer", clf.coef_, clf.intercept_, X, y,
+                          1e-2) == pytest.approx(clf.primal_objective_, rel=1e-12)
+    a, b = (clf.primal_objective_ for clf in runs)
+    assert abs(a - b) <= 1e-7 * max(a, b)
