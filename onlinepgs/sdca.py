@@ -240,6 +240,7 @@ class SDCALearner(LinearLearner):
 
     _pgs_class = None
     _convergence_warning = ConvergenceWarning
+    multi_class = "ovr"  # regressors' (classifiers set it in __init__)
 
     def __init__(self, loss, *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
                  intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
