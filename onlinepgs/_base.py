@@ -373,8 +373,9 @@ class ClassifierLearner:
 
     @available_if(_is_logistic)
     def predict_proba(self, X):
-        """Class probabilities (logistic loss only; one-vs-rest normalised for K > 2)."""
-        return proba_from_scores(self.decision_function(X))
+        """Class probabilities (logistic loss only; one-vs-rest normalised for K > 2, the
+        softmax for multi_class="multinomial")."""
+        return proba_from_scores(self.decision_function(X), getattr(self, "multi_class", "ovr"))
 
     @available_if(_is_logistic)
     def predict_log_proba(self, X):

@@ -470,7 +470,79 @@ def _value_of(model):
     return value
 
 
+class _MulticlassCertificate:
+    """The certificate of a coupled multiclass model (multinomial, Crammer-Singer; p = 2):
+    ``P(W) = sigma ||W||_F^2 / 2 + (1/W) sum_i c_i l(W^T x_i; y_i)`` (the intercepts'
+    weights inside W), dual point ``a_i = -s c_i grad_z l(z_i; y_i)``: for both losses
+    ``s grad + e_y`` stays in the simplex for s in [0, 1], so every conjugate is finite.
+    ``D(s) = -(1/W) sum_i c_i l*(s g_i; y_i) - s^2 sigma ||V||^2 / 2`` with
+    ``V = X1^T (c g) / (sigma W)``; Crammer-Singer's conjugate is linear along the ray
+    (``l*(s g; y) = s g_y``), so the best s in [0, 1] is in closed form; the multinomial's
+    is an entropy: the better of s = 1 and s = 0 (D(0) = 0). One pass, O(nnz K)."""
+
+    def __init__(self, value, scale_dual):
+        from onlinepgs._core._sdca_multiclass import mc_conjugates, mc_losses
+
+        self._losses, self._conjugates = mc_losses, mc_conjugates
+        self.value, self.scale_dual = value, scale_dual
+        K = value.n_problems
+        self.m, self.weight, self.loss_sum, self.gy_sum, self.conj_sum = 0, 0.0, 0.0, 0.0, 0.0
+        self.T = np.zeros((value.coef.shape[1] + 1, K))  # X1^T (c g), the constant first
+
+    def add(self, X, Y, sw):
+        value = self.value
+        if X.shape[0] == 0:
+            return
+        labels = np.argmax(Y, axis=1)  # the one-vs-rest encoding: +1 in the row's class
+        Z = value.scores(X)
+        L, G = self._losses(value.multi_class, Z, labels)
+        rows = np.arange(X.shape[0])
+        self.m += X.shape[0]
+        self.weight += float(sw.sum())
+        self.loss_sum += float(sw @ L)
+        self.gy_sum += float(sw @ G[rows, labels])
+        self.conj_sum += float(sw @ self._conjugates(value.multi_class, G, labels))
+        CG = G * sw[:, None]
+        if X.shape[1] + 1 > self.T.shape[0]:  # columns the model never saw: w = 0 there
+            self.T = np.vstack([self.T, np.zeros((X.shape[1] + 1 - self.T.shape[0],
+                                                  self.T.shape[1]))])
+        if value.fit_intercept:
+            self.T[0] += value.intercept_scaling * CG.sum(axis=0)
+        self.T[1:X.shape[1] + 1] += np.asarray(X.T @ CG)
+
+    def result(self):
+        value, Wsum = self.value, max(self.weight, np.finfo(float).tiny)
+        sigma = value.sigma
+        norm2 = float(np.sum(value.coef ** 2))
+        if value.fit_intercept:
+            norm2 += float(np.sum(value.intercept_weight ** 2))
+        primal = 0.5 * sigma * norm2 + self.loss_sum / Wsum
+        v2 = float(np.sum(self.T ** 2)) / (sigma * Wsum) ** 2  # ||V||^2
+        if value.multi_class == "crammer_singer":
+            # D(s) = -s gy / W - s^2 sigma ||V||^2 / 2, concave: its maximizer clipped
+            slope = -self.gy_sum / Wsum
+            s = min(1.0, max(0.0, slope / (sigma * v2))) if (self.scale_dual and v2 > 0) else 1.0
+            dual = s * slope - 0.5 * s * s * sigma * v2
+        else:
+            s, dual = 1.0, -self.conj_sum / Wsum - 0.5 * sigma * v2
+            if self.scale_dual and dual < 0.0:
+                s, dual = 0.0, 0.0
+        gap = primal - dual
+        one = np.ones(1)
+        return DualityGap(primal=primal, dual=dual, gap=gap,
+                          relative_gap=gap / max(abs(primal), np.finfo(float).tiny),
+                          n_rows=self.m, primal_per_problem=primal * one,
+                          dual_per_problem=dual * one, gap_per_problem=gap * one,
+                          dual_scale=s * one)
+
+
 def _certificate_of_model(value, scale_dual):
+    if getattr(value, "multi_class", "ovr") != "ovr":
+        if value.p != 2.0 or value.radius is not None or value.l1 != 0:
+            raise ValueError(f"a multi_class={value.multi_class!r} model is certified for "
+                             f"p = 2 on R^n without l1 only, got p={value.p:g}, "
+                             f"radius={value.radius!r}, l1={value.l1:g}")
+        return _MulticlassCertificate(value, scale_dual)
     return _Certificate(
         value.coef.T, value.intercept_weight if value.fit_intercept else np.zeros(
             value.n_problems), loss=value.loss, p=value.p, sigma=value.sigma,
@@ -561,6 +633,10 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
     result = cert.result()
     if refine_epochs == 0 or X.shape[0] == 0:
         return result
+    if getattr(value, "multi_class", "ovr") != "ovr":
+        raise ValueError(f"refine_epochs is for one-vs-rest models; a multi_class="
+                         f"{value.multi_class!r} model's SDCA duality_gap_ is its own "
+                         "certificate")
     if value.l1 != 0:
         raise ValueError(f"refine_epochs needs a model without an l_1 term (l1={value.l1:g}): "
                          "the estimator's duality_gap_ is SDCA's own certificate")

@@ -43,9 +43,13 @@ def _sigmoid(z):
     return out
 
 
-def proba_from_scores(scores):
+def proba_from_scores(scores, multi_class="ovr"):
     """Class probabilities of the logistic loss from `decision_function`'s scores: the
-    sigmoid for two classes, one-vs-rest sigmoids normalised for K > 2."""
+    sigmoid for two classes, one-vs-rest sigmoids normalised for K > 2, the softmax for
+    a multinomial model."""
+    if multi_class == "multinomial" and scores.ndim == 2:
+        e = np.exp(scores - scores.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
     if scores.ndim == 1:
         pos = _sigmoid(scores)
         return np.column_stack([1.0 - pos, pos])
@@ -120,7 +124,7 @@ class LinearModel:
     def __init__(self, coef, intercept_weight=None, *, classes=None, loss="logistic",
                  epsilon=0.1, p=2.0, sigma=1e-4, l1=0.0, radius=None, fit_intercept=True,
                  intercept_scaling=1.0, n_bits=None, hash_seed=0, n_features_in=None,
-                 solver="pgs", interactions=None):
+                 solver="pgs", interactions=None, multi_class="ovr"):
         if sp.issparse(coef) and not isinstance(coef, SparseWeights):
             coef = SparseWeights.from_scipy(coef)
         if isinstance(coef, SparseWeights):
@@ -157,6 +161,12 @@ class LinearModel:
                              "columns)")
         self.n_features_in = self.n_features if n_features_in is None else int(n_features_in)
         self.solver = solver
+        if multi_class not in ("ovr", "multinomial", "crammer_singer"):
+            raise ValueError("multi_class must be 'ovr', 'multinomial' or 'crammer_singer', "
+                             f"got {multi_class!r}")
+        # a coupled multiclass model (K > 2 weight vectors of one loss); with two classes
+        # the model is binary whatever the option (multinomial == logistic)
+        self.multi_class = multi_class if K > 1 else "ovr"
         w0.setflags(write=False)
 
     # ---- what it is ----------------------------------------------------------------------
@@ -293,5 +303,6 @@ class LinearModel:
 
     @available_if(lambda model: model.loss in _PROBABILISTIC)
     def predict_proba(self, X):
-        """Class probabilities (the logistic loss; one-vs-rest normalised for K > 2)."""
-        return proba_from_scores(self.decision_function(X))
+        """Class probabilities (the logistic loss; one-vs-rest normalised for K > 2, the
+        softmax of the scores for a multinomial model)."""
+        return proba_from_scores(self.decision_function(X), self.multi_class)

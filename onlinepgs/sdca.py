@@ -30,6 +30,7 @@ from onlinepgs._checks import ConvergenceWarning, check_random_state
 from onlinepgs._core import CLASSIFICATION_LOSSES, REGRESSION_LOSSES
 from onlinepgs._core import loss_derivative as _loss_derivative
 from onlinepgs._core._sdca import ORDERS, SDCAProblem
+from onlinepgs._core._sdca_multiclass import MulticlassSDCA
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs.model import LinearModel
 from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
@@ -152,6 +153,19 @@ _CONSTRAINTS = {
 }
 
 
+_MULTI_CLASS_DOC = """    multi_class : {"ovr", "multinomial", "crammer_singer"}, default="ovr"
+        K > 2 classes: K one-vs-rest problems ("ovr"), or K weight vectors coupled by one
+        loss of the K scores, solved by SDCA on the multiclass dual (Prox-SDCA section
+        3.3; p = 2, no l1): "multinomial" (needs loss="logistic"; the softmax's
+        log loss, `predict_proba` the softmax) or "crammer_singer" (needs loss="hinge";
+        ``max_j([j != y] + z_j) - z_y``, each row's step an exact K-dim QP solved by
+        sorting). With two classes both keep the binary model (one weight vector:
+        multinomial is logistic, crammer_singer the hinge on the margin), as
+        scikit-learn's LogisticRegression does. ``init`` must be "zero";
+        ``shrinking`` skips Crammer-Singer rows whose step changed nothing until the next
+        gap check or tenth epoch.
+"""
+
 _CLASS_WEIGHT_DOC = """    class_weight : dict, "balanced" or None, default=None
         Weights of the classes: a row of class c weighs ``class_weight[c]`` times its
         sample weight (scikit-learn's meaning; classes the dict does not name weigh 1,
@@ -172,7 +186,7 @@ _SDCACLASSIFIER_DOC = """Linear classifier trained by SDCA on the dual, stopped 
     loss : {"logistic", "hinge", "squared_hinge", "smooth_hinge"}, default="logistic"
         Steps: hinge, squared_hinge and smooth_hinge in closed form; logistic by a
         bracketed Newton iteration on the step's optimality condition.
-""" + _COMMON_DOC + _CLASS_WEIGHT_DOC + """
+""" + _COMMON_DOC + _MULTI_CLASS_DOC + _CLASS_WEIGHT_DOC + """
     Attributes
     ----------
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
@@ -226,6 +240,7 @@ class SDCALearner(LinearLearner):
 
     _pgs_class = None
     _convergence_warning = ConvergenceWarning
+    multi_class = "ovr"  # regressors' (classifiers set it in __init__)
 
     def __init__(self, loss, *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
                  intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
@@ -311,6 +326,8 @@ class SDCALearner(LinearLearner):
         scale = float(sw.sum()) / X.shape[0]
         if "classes_" in extra:
             self.classes_ = extra["classes_"]  # the warm start compares against it
+        if multiclass and getattr(self, "multi_class", "ovr") != "ovr":
+            return self._fit_coupled(Xc, y_core, n_problems, extra, sw, rng, scale)
         margins = self._pgs_margins(Xc, y_core, sw, rng)
         problems, converged = [], True
         for c in range(n_problems):
@@ -345,15 +362,50 @@ class SDCALearner(LinearLearner):
                 self._convergence_warning)
         return self
 
-    def _install(self, problems, multiclass, scale, n_features):
-        W = np.array([prob.weights() for prob in problems])  # (K, 1 + n_features)
-        self._state = LinearModel(
+    def _fit_coupled(self, Xc, y_core, n_classes, extra, sw, rng, scale):
+        """K > 2 classes with a coupled loss: one `MulticlassSDCA` over the K vectors."""
+        seed = int(rng.randint(0, 2**31 - 1)) * 2**32 + int(rng.randint(0, 2**31 - 1))
+        prob = MulticlassSDCA(Xc.data, Xc.indices, Xc.indptr, Xc.shape[1],
+                              np.asarray(y_core, dtype=np.int64), sw, n_classes,
+                              self.multi_class, float(self.sigma) * scale,
+                              bool(self.fit_intercept), float(self.intercept_scaling), seed)
+        check_every = (self.check_every if isinstance(self.check_every, str)
+                       else int(self.check_every))
+        converged = prob.run(int(self.max_epochs), float(self.tol), check_every,
+                             bool(self.verbose), bool(self.shrinking))
+        for name, value in extra.items():
+            setattr(self, name, value)
+        W = prob.weights()  # (K, 1 + n_features)
+        self._state = self._model(W, Xc.shape[1], multi_class=self.multi_class)
+        self.dual_coef_ = (prob.beta * sw[:, None]).T  # a_i = sw_i beta_i, (K, m)
+        self.n_iter_ = int(prob.n_epochs)
+        # the core's objectives are `scale` times ours (see _fit_unguarded)
+        self.primal_objective_ = prob.primal / scale
+        self.dual_objective_ = prob.dual / scale
+        self.duality_gap_ = prob.gap / scale
+        self.smoothing_ = 0.0
+        self.gap_history_ = np.array(prob.gap_history) / scale
+        self.gap_epochs_ = np.array(prob.check_epochs, dtype=np.int64)
+        if not converged:
+            warnings.warn(
+                f"{self._owner} did not reach the relative duality gap tol={self.tol:g} in "
+                f"max_epochs={self.max_epochs} epochs (relative gap "
+                f"{prob.relative_gap():.3g}); raise max_epochs or tol.",
+                self._convergence_warning)
+        return self
+
+    def _model(self, W, n_features, **extra):
+        return LinearModel(
             W[:, 1:], W[:, 0] if self.fit_intercept else None,
             classes=self.classes_ if self._classifier else None, loss=self.loss,
             epsilon=self.epsilon, p=self.p, sigma=self.sigma, l1=self.l1, radius=None,
             fit_intercept=self.fit_intercept, intercept_scaling=self.intercept_scaling,
             n_bits=self.n_bits, hash_seed=self.hash_seed, n_features_in=n_features,
-            solver="sdca", interactions=self.interactions)
+            solver="sdca", interactions=self.interactions, **extra)
+
+    def _install(self, problems, multiclass, scale, n_features):
+        W = np.array([prob.weights() for prob in problems])  # (K, 1 + n_features)
+        self._state = self._model(W, n_features)
         info = [prob.gap_info() for prob in problems]
 
         def per_problem(values):
@@ -385,19 +437,43 @@ class SDCAClassifierLearner(ClassifierLearner, SDCALearner):
     _pgs_class = PGSClassifierLearner
     _constraints = {**_CONSTRAINTS, "loss": [("str", set(CLASSIFICATION_LOSSES))],
                     "init": [("str", {"zero", "pgs"}), PGSClassifierLearner],
-                    "class_weight": _class_weight.CONSTRAINT}
+                    "class_weight": _class_weight.CONSTRAINT,
+                    "multi_class": [("str", {"ovr", "multinomial", "crammer_singer"})]}
 
     def __init__(self, loss="logistic", *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
                  intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
                  check_every="auto", shrinking=True, init="zero", random_state=None, epsilon=0.1,
                  verbose=0, n_bits=None, hash_seed=0, interactions=None,
-                 class_weight=None):
+                 class_weight=None, multi_class="ovr"):
         super().__init__(loss, p=p, sigma=sigma, l1=l1, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, tol=tol, max_epochs=max_epochs,
                          order=order, check_every=check_every, shrinking=shrinking, init=init,
                          random_state=random_state, epsilon=epsilon, verbose=verbose,
                          n_bits=n_bits, hash_seed=hash_seed, interactions=interactions)
         self.class_weight = class_weight
+        self.multi_class = multi_class
+
+    # the loss each coupled multiclass model needs
+    _MULTI_CLASS_LOSS = {"multinomial": "logistic", "crammer_singer": "hinge"}
+
+    def _check_solver_params(self):
+        super()._check_solver_params()
+        mc = self.multi_class
+        if mc == "ovr":
+            return
+        name, wanted = self._owner, self._MULTI_CLASS_LOSS[mc]
+        if self.loss != wanted:
+            raise ValueError(f"{name}: multi_class={mc!r} needs loss={wanted!r}, got "
+                             f"loss={self.loss!r}")
+        if self.p != 2:
+            raise ValueError(f"{name}: multi_class={mc!r} needs p=2, got p={self.p!r}")
+        if self.l1 != 0:
+            raise ValueError(f"{name}: multi_class={mc!r} has no l1 term yet (l1={self.l1!r}); "
+                             "use multi_class='ovr' for l_1")
+        if self.sigma == 0:
+            raise ValueError(f"{name}: multi_class={mc!r} needs sigma > 0")
+        if not (isinstance(self.init, str) and self.init == "zero"):
+            raise ValueError(f"{name}: multi_class={mc!r} starts from init='zero' only")
 
     def fit(self, X, y, sample_weight=None):
         """Solve the dual to the relative gap `tol` (or `max_epochs`).

@@ -270,6 +270,11 @@ def build_parser():
                       help="comma-separated labels and integer ranges A..B, e.g. "
                       "--classes -1,1, 1..20 or 0,2..5 (default: those of the model with -i, "
                       "else of the first chunk; train names them at the start)")
+    opts.add_argument("--multi-class", dest="multi_class", default="ovr",
+                      choices=("ovr", "multinomial", "crammer_singer"),
+                      help="K > 2 classes: one-vs-rest problems (ovr), or K weight vectors "
+                      "coupled by the softmax log loss (multinomial, --loss logistic) or "
+                      "Crammer-Singer's loss (crammer_singer, --loss hinge) (default: ovr)")
     opts.add_argument("--class-weight", type=_class_weight, default=None,
                       metavar="{balanced,LABEL:WEIGHT,...}",
                       help="weigh each row of a class by its class's weight (times its "

@@ -44,6 +44,13 @@ def train_sdca(args):
         check_input(source)
     check_output(args.output, args.data)
     est = estimator_from_args(args)
+    multi_class = getattr(args, "multi_class", "ovr")
+    if multi_class != "ovr":
+        wanted = {"multinomial": "logistic", "crammer_singer": "hinge"}[multi_class]
+        if args.loss != wanted:
+            raise UsageError(f"argument --multi-class: {multi_class} needs --loss {wanted}, "
+                             f"got --loss {args.loss}")
+        est.multi_class = multi_class
     classes = parse_classes(args.classes) if args.classes else None
     if classes is not None and not est._classifier:
         raise UsageError(f"argument --classes: applies to classification losses only "

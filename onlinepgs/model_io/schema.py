@@ -81,7 +81,7 @@ def _param_to_json(name, value, path):
 
 # parameters whose value is a list of str (the interactions: ["ab", "abc"]), not written
 # at their default None: a model without them is the file that older versions read
-_LIST_PARAMS = _OMITTED_AT_NONE = ("interactions",)
+_LIST_PARAMS = _OMITTED_AT_NONE = ("interactions",)  # and multi_class at "ovr" (old files)
 
 
 def encode(estimator, path, extra, with_state=True):
@@ -104,7 +104,7 @@ def encode(estimator, path, extra, with_state=True):
         raise ModelFileError(path, f"extra must be a dict or None, got {type(extra).__name__}")
     params = estimator.get_params(deep=False)
     json_params = {key: _param_to_json(key, value, path) for key, value in params.items()
-                   if not (key in _OMITTED_AT_NONE and value is None)}
+                   if not (key in _OMITTED_AT_NONE and value is None or value == "ovr")}
 
     arrays, table = {}, []
 
@@ -459,7 +459,8 @@ def build(header, arrays, path, sklearn=True):
                             intercept_scaling=estimator.intercept_scaling,
                             n_bits=estimator.n_bits, hash_seed=estimator.hash_seed,
                             n_features_in=attributes["n_features_in_"], solver="sdca",
-                            interactions=estimator.interactions)
+                            interactions=estimator.interactions,
+                            multi_class=estimator.multi_class)
     elif stateless:
         state = stateless_model(estimator, state, attributes, header, path)
     estimator._state = state

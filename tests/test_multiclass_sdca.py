@@ -1,0 +1,242 @@
+"""True multiclass SDCA (multinomial, Crammer-Singer) and the multiclass certificates,
+against independent yardsticks: scipy's constrained minimizer for the row steps,
+LIBLINEAR -s 4 and scikit-learn's multinomial LogisticRegression for the optima, plain
+NumPy objectives for the certificates."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.optimize as so
+import scipy.sparse as sp
+
+from onlinepgs import SDCAClassifier, duality_gap
+from onlinepgs._core._sdca_multiclass import cs_step_py, mn_step_py
+from onlinepgs.model import LinearModel
+
+
+def _data(m=300, d=6, K=4, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(m, d)
+    y = np.argmax(X[:, :K] + 0.5 * rng.randn(m, K), axis=1)
+    return X, y
+
+
+def _objective(mc, W, b, X, y, sigma, sw=None):
+    """P(W) in plain NumPy: sigma ||W||^2 / 2 (intercepts inside) + weighted mean loss."""
+    sw = np.ones(X.shape[0]) if sw is None else sw
+    Z = X @ W.T + b
+    rows = np.arange(X.shape[0])
+    if mc == "multinomial":
+        top = Z.max(axis=1)
+        loss = top + np.log(np.exp(Z - top[:, None]).sum(axis=1)) - Z[rows, y]
+    else:
+        margin = Z + 1.0
+        margin[rows, y] -= 1.0
+        loss = margin.max(axis=1) - Z[rows, y]
+    return 0.5 * sigma * (np.sum(W ** 2) + np.sum(b ** 2)) + sw @ loss / sw.sum()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_crammer_singer_step_is_the_qp_optimum(seed):
+    rng = np.random.RandomState(seed)
+    K = 3 + seed
+    y = int(rng.randint(K))
+    kappa = float(rng.uniform(0.05, 5.0))
+    C = np.zeros(K)
+    C[y] = 1.0
+    pi0 = rng.dirichlet(np.ones(K))
+    beta0 = C - pi0
+    z = 2.0 * rng.randn(K)
+    beta = cs_step_py(beta0, z, y, kappa)
+
+    def neg(b):  # minus the row's dual objective
+        return -(b[y] - (b - beta0) @ z - 0.5 * kappa * np.sum((b - beta0) ** 2))
+
+    ref = so.minimize(neg, beta0, method="SLSQP", bounds=[(None, c) for c in C],
+                      constraints=[{"type": "eq", "fun": np.sum}],
+                      options={"ftol": 1e-15, "maxiter": 500})
+    assert abs(beta.sum()) < 1e-12 and np.all(beta <= C + 1e-12)
+    assert neg(beta) <= ref.fun + 1e-10
+    np.testing.assert_allclose(beta, ref.x, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_multinomial_step_is_the_row_optimum(seed):
+    rng = np.random.RandomState(seed)
+    K = 3 + seed
+    y = int(rng.randint(K))
+    kappa = float(rng.uniform(0.05, 5.0))
+    pi0 = rng.dirichlet(np.ones(K))
+    beta0 = -pi0
+    beta0[y] += 1.0
+    z = 2.0 * rng.randn(K)
+    beta = mn_step_py(beta0, z, y, kappa)
+    pi = -beta
+    pi[y] += 1.0
+
+    def neg(p):
+        p = np.maximum(p, 1e-300)
+        return -(-(p * np.log(p)).sum() + (p - pi0) @ z - 0.5 * kappa * np.sum((p - pi0) ** 2))
+
+    ref = so.minimize(neg, pi0, method="SLSQP", bounds=[(1e-14, 1.0)] * K,
+                      constraints=[{"type": "eq", "fun": lambda p: p.sum() - 1.0}],
+                      options={"ftol": 1e-15, "maxiter": 500})
+    assert abs(pi.sum() - 1.0) < 1e-12 and np.all(pi > 0)
+    assert neg(pi) <= ref.fun + 1e-10
+
+
+def test_crammer_singer_matches_liblinear_s4():
+    liblinear = pytest.importorskip("liblinear.liblinearutil")
+    X, y = _data()
+    m, sigma = X.shape[0], 1e-2
+    clf = SDCAClassifier(loss="hinge", multi_class="crammer_singer", sigma=sigma, tol=1e-7,
+                         fit_intercept=False, max_epochs=20000, random_state=0).fit(X, y)
+    assert clf.coef_.shape == (4, 6)
+    assert clf.duality_gap_ <= 1e-7 * clf.primal_objective_
+    # LIBLINEAR minimizes ||W||^2 / 2 + C sum_i xi_i: ours times 1 / sigma with C = 1/(sigma m)
+    model = liblinear.train(liblinear.problem(list(y), sp.csr_matrix(X)),
+                            liblinear.parameter(f"-s 4 -c {1 / (sigma * m)} -e 1e-8 -q"))
+    raw = np.array([model.w[i] for i in range(6 * 4)]).reshape(6, 4).T
+    W = np.zeros((4, 6))
+    W[np.array(model.get_labels())] = raw
+    ours = _objective("crammer_singer", clf.coef_, np.zeros(4), X, y, sigma)
+    theirs = _objective("crammer_singer", W, np.zeros(4), X, y, sigma)
+    assert ours == pytest.approx(clf.primal_objective_, rel=1e-12)
+    # both above the certified lower bound, and equal to 1e-6 relative
+    assert theirs >= clf.dual_objective_ - 1e-12
+    assert abs(ours - theirs) <= 1e-6 * theirs
+    hand = LinearModel(W, None, classes=np.arange(4), loss="hinge", sigma=sigma,
+                       fit_intercept=False, multi_class="crammer_singer")
+    cert = duality_gap(hand, X, y)
+    assert cert.primal == pytest.approx(theirs, rel=1e-12)
+    assert cert.dual <= ours + 1e-12
+
+
+def test_multinomial_matches_sklearn():
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = _data(seed=1)
+    m, sigma = X.shape[0], 1e-2
+    clf = SDCAClassifier(multi_class="multinomial", sigma=sigma, tol=1e-10, fit_intercept=False,
+                         random_state=0).fit(X, y)
+    ref = LogisticRegression(C=1 / (sigma * m), fit_intercept=False, tol=1e-12,
+                             max_iter=10000).fit(X, y)
+    ours = _objective("multinomial", clf.coef_, np.zeros(4), X, y, sigma)
+    theirs = _objective("multinomial", ref.coef_, np.zeros(4), X, y, sigma)
+    assert ours <= theirs + 1e-9 and theirs - ours <= 1e-7 * theirs
+    assert clf.duality_gap_ <= 1e-10 * clf.primal_objective_
+    np.testing.assert_allclose(clf.coef_, ref.coef_, atol=1e-4)
+    proba = clf.predict_proba(X)
+    Z = X @ clf.coef_.T
+    soft = np.exp(Z - Z.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(proba, soft / soft.sum(axis=1, keepdims=True), rtol=1e-12)
+    np.testing.assert_array_equal(clf.predict(X), np.argmax(Z, axis=1))
+
+
+@pytest.mark.parametrize("mc,loss", [("multinomial", "logistic"), ("crammer_singer", "hinge")])
+def test_certificate_bounds_the_suboptimality(mc, loss):
+    X, y = _data(m=200, seed=2)
+    rng = np.random.RandomState(3)
+    sw = rng.uniform(0.2, 2.0, X.shape[0])
+    sigma = 3e-2
+    best = SDCAClassifier(loss=loss, multi_class=mc, sigma=sigma, tol=1e-9, max_epochs=20000,
+                          random_state=0).fit(X, y, sample_weight=sw)
+    p_star = best.primal_objective_
+    lower = best.dual_objective_
+    assert _objective(mc, best.coef_, best.intercept_, X, y, sigma, sw) == pytest.approx(
+        p_star, rel=1e-12)
+    for epochs in (1, 3, 10):
+        rough = SDCAClassifier(loss=loss, multi_class=mc, sigma=sigma, max_epochs=epochs, tol=0.0,
+                               check_every=1, random_state=1)
+        with pytest.warns(Warning):
+            rough.fit(X, y, sample_weight=sw)
+        cert = duality_gap(rough, X, y, sample_weight=sw)
+        primal = _objective(mc, rough.coef_, rough.intercept_, X, y, sigma, sw)
+        assert cert.primal == pytest.approx(primal, rel=1e-12)
+        assert cert.gap >= primal - p_star - 1e-12 >= -1e-9  # gap >= suboptimality >= 0
+        assert cert.dual <= p_star + 1e-12                    # the dual bounds the optimum
+        assert rough.dual_objective_ <= p_star + 1e-12
+        assert rough.duality_gap_ >= primal - p_star - 1e-12
+    # the random hand-built model too
+    W = rng.randn(4, 6)
+    hand = LinearModel(W, rng.randn(4), classes=np.arange(4), loss=loss, sigma=sigma,
+                       multi_class=mc)
+    cert = duality_gap(hand, X, y, sample_weight=sw)
+    assert cert.gap >= cert.primal - p_star - 1e-12 > 0
+    assert lower <= p_star
+
+
+def test_two_classes_keep_the_binary_model():
+    X, y = _data(K=2, seed=4)
+    a = SDCAClassifier(multi_class="multinomial", sigma=1e-2, random_state=0).fit(X, y)
+    b = SDCAClassifier(sigma=1e-2, random_state=0).fit(X, y)
+    assert a.coef_.shape == (1, 6)
+    np.testing.assert_allclose(a.coef_, b.coef_)
+
+
+@pytest.mark.parametrize("params,needle", [
+    ({"multi_class": "crammer_singer"}, "needs loss='hinge'"),
+    ({"multi_class": "multinomial", "loss": "hinge"}, "needs loss='logistic'"),
+    ({"multi_class": "multinomial", "p": 1.5}, "needs p=2"),
+    ({"multi_class": "multinomial", "l1": 0.1}, "no l1 term"),
+    ({"multi_class": "multinomial", "init": "pgs"}, "init='zero'"),
+])
+def test_bad_combinations_are_refused(params, needle):
+    X, y = _data(m=50)
+    with pytest.raises(ValueError, match=needle.replace("(", r"\(")):
+        SDCAClassifier(**params).fit(X, y)
+
+
+def test_cli_end_to_end(tmp_path):
+    X, y = _data(m=200, d=5, K=3, seed=5)
+    X = np.abs(X)
+    data = tmp_path / "d.svm"
+    data.write_text("".join(f"{c + 1} " + " ".join(f"{j + 1}:{v:.6g}" for j, v in
+                                                   enumerate(row)) + "\n"
+                            for row, c in zip(X, y)))
+    model = tmp_path / "m.opgs"
+    env = dict(os.environ)
+
+    def run(*argv):
+        return subprocess.run([sys.executable, "-m", "onlinepgs.cli", *argv], env=env,
+                              capture_output=True, text=True)
+
+    out = run("train", str(data), "--solver", "sdca", "--loss", "hinge", "--multi-class",
+              "crammer_singer", "--sigma", "0.05", "-o", str(model), "--quiet")
+    assert out.returncode == 0, out.stderr
+    gap = run("gap", str(model), str(data))
+    assert gap.returncode == 0, gap.stderr
+    values = dict(line.split(" = ") for line in gap.stdout.strip().splitlines())
+    Xr = np.abs(X).round(6)  # the file's values
+    from onlinepgs import load_model
+
+    est = load_model(model)
+    assert est.multi_class == "crammer_singer" and est.coef_.shape == (3, 5)
+    assert float(values["primal"]) == pytest.approx(
+        _objective("crammer_singer", est.coef_, est.intercept_, Xr, y, 0.05), rel=1e-6)
+    assert float(values["gap"]) >= 0
+    pred = run("predict", str(model), str(data))
+    assert pred.returncode == 0, pred.stderr
+    labels = np.array(pred.stdout.split(), dtype=float)
+    np.testing.assert_array_equal(labels, np.argmax(Xr @ est.coef_.T + est.intercept_,
+                                                    axis=1) + 1)
+    bad = run("train", str(data), "--solver", "sdca", "--multi-class", "crammer_singer",
+              "-o", str(tmp_path / "x.opgs"))
+    assert bad.returncode != 0
+    assert bad.stderr.strip().splitlines()[-1].endswith(
+        "crammer_singer needs --loss hinge, got --loss logistic")
+
+
+def test_shrinking_changes_the_time_not_the_optimum():
+    X, y = _data(m=300, seed=6)
+    runs = [SDCAClassifier(loss="hinge", multi_class="crammer_singer", sigma=1e-2, tol=1e-7,
+                           shrinking=shrinking, max_epochs=20000, random_state=0).fit(X, y)
+            for shrinking in (True, False)]
+    for clf in runs:  # each certified by the NumPy objective and its own gap
+        assert clf.duality_gap_ <= 1e-7 * clf.primal_objective_
+        assert _objective("crammer_singer", clf.coef_, clf.intercept_, X, y,
+                          1e-2) == pytest.approx(clf.primal_objective_, rel=1e-12)
+    a, b = (clf.primal_objective_ for clf in runs)
+    assert abs(a - b) <= 1e-7 * max(a, b)
