@@ -93,8 +93,8 @@ def _param_to_json(name, value, path):
 
 
 # parameters whose value is a list of str (the interactions: ["ab", "abc"]), not written
-# at their default None: a model without them is the file that older versions read
-_LIST_PARAMS = _OMITTED_AT_NONE = ("interactions",)
+# at their default None (nor a PGS model's l1 at 0): that is the file older versions read
+_LIST_PARAMS = ("interactions",)
 
 
 def encode(estimator, path, extra):
@@ -115,8 +115,9 @@ def encode(estimator, path, extra):
     if extra is not None and not isinstance(extra, dict):
         raise ModelFileError(path, f"extra must be a dict or None, got {type(extra).__name__}")
     params = estimator.get_params(deep=False)
+    omit = {"interactions": None, **({} if sdca else {"l1": 0})}  # SDCA's l1 is older
     json_params = {key: _param_to_json(key, value, path) for key, value in params.items()
-                   if not (key in _OMITTED_AT_NONE and value is None)}
+                   if not (key in omit and value == omit[key])}
 
     arrays, table = {}, []
 
@@ -135,8 +136,7 @@ def encode(estimator, path, extra):
             add_array(f"attributes/{key}", value)
         else:
             if key == "_state_params":
-                value = {k: v for k, v in value.items()
-                         if not (k in _OMITTED_AT_NONE and v is None)}
+                value = {k: v for k, v in value.items() if not (k in omit and v == omit[k])}
             attributes[key] = to_json(value, f"attribute {key}", path, depth=3,
                                        arrays_as_lists=key in _LISTS_OF_ARRAYS)
 
