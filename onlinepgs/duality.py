@@ -606,7 +606,8 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
         return result
     if value.l1 != 0:
         raise ValueError(f"refine_epochs needs a model without an l_1 term (l1={value.l1:g}): "
-                         "the estimator's duality_gap_ is SDCA's own certificate")
+                         "certify it with refine_epochs=0 (an SDCA model's duality_gap_ is "
+                         "SDCA's own certificate)")
     return _refined(value, result, X, Y, sw, int(refine_epochs))
 
 
