@@ -415,8 +415,20 @@ def test_sdca_on_the_command_takes_l1(tmp_path):
         assert est.l1 == float(l1)
         nonzeros.append(int(np.sum(est.coef_ != 0)))
     assert nonzeros[1] < nonzeros[0]
+    assert "l1=0.01" in run("info", model).stdout.decode()
     done = run("gap", model, path, "--json")
     assert json.loads(done.stdout)["relative_gap"] < 1e-5
+
+
+def test_continuing_a_model_keeps_its_l1(tmp_path):
+    """-i MODEL keeps the model's l1: a different --l1 is named as ignored."""
+    path, model = tmp_path / "d.svm", tmp_path / "m.pgs"
+    write_svmlight(path, n=200)
+    assert run("train", path, "-o", model, "--sigma", "0.01", "--quiet").returncode == 0
+    done = run("train", path, "-i", model, "-o", model, "--l1", "0.5", "--quiet")
+    assert done.returncode == 0, done.stderr.decode()
+    assert "--l1 0.5 (the model's: 0.0)" in done.stderr.decode()
+    assert load_model(model).l1 == 0.0
 
 
 @needs_core
