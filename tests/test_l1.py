@@ -293,6 +293,41 @@ def test_the_regressor_reaches_scikit_learn_s_elastic_net():
     np.testing.assert_allclose(reg.coef_, ref, atol=0.02)
 
 
+def composite_dual_averaging(X, y, p, sigma, l1, radius):
+    """PGS's steps with the l_1 term, transcribed (Xiao 2010's regularized dual averaging
+    with r + (l1/sigma) ||.||_1): w_t = grad r_S*(soft(lambda / ((t+1) sigma), l1 / sigma)),
+    O(n) per row; the list of iterates w_1..w_T."""
+    lam, w, iterates = np.zeros(X.shape[1]), np.zeros(X.shape[1]), []
+    for t, (x, label) in enumerate(zip(X, y), start=1):
+        lam -= reference.loss_derivative("logistic", x @ w, label) * x
+        theta = lam / ((t + 1) * sigma)
+        w = reference.grad_rstar(np.sign(theta) * np.maximum(np.abs(theta) - l1 / sigma, 0),
+                                 p, radius)
+        iterates.append(w[:, None].copy())
+    return iterates
+
+
+@needs_core
+@pytest.mark.parametrize("iterate", ["last", "weighted2", "average"])
+@pytest.mark.parametrize("p, radius", [(2.0, None), (1.5, None), (2.0, 0.5), (1.5, 0.5)])
+def test_the_steps_are_composite_dual_averaging(p, radius, iterate):
+    """One pass in order: coef_ and intercept_ are the transcription's iterate (its
+    average for the averaged iterates), the intercept's constant feature thresholded like
+    every coordinate."""
+    X, y = problem(m=120)
+    sigma, l1 = 0.05, 0.02
+    clf = PGSClassifierLearner(sigma=sigma, l1=l1, p=p, radius=radius, iterate=iterate,
+                               shuffle=False).partial_fit(X, y, classes=[-1.0, 1.0])
+    Xa = np.hstack([np.ones((X.shape[0], 1)), X])
+    expected = reference.combine(composite_dual_averaging(Xa, y, p, sigma, l1, radius),
+                                 iterate)[:, 0]
+    got = np.concatenate([clf.intercept_, clf.coef_.ravel()])
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+    if iterate == "last":
+        np.testing.assert_array_equal(got == 0, expected == 0)
+        assert np.sum(expected == 0) >= 1
+
+
 @needs_core
 @pytest.mark.parametrize("p", [2.0, 1.5])
 def test_zeros_exactly_where_the_threshold_says(p):
