@@ -62,9 +62,9 @@ GOAL_COST = 1.3        # l1's epoch at most this many times l2's
 SIGMAS = (1e-4, 3e-5, 1e-5, 3e-6)
 OUR_L1 = (1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5)
 OUR_ITERATES = ("weighted2", "last")
-RIVER = dict(alpha=1.0, l1=(0.1, 0.3, 1.0))
-VW_L1 = (0.1, 0.3, 1.0, 3.0)
-SGD_ALPHA = (1e-6, 3e-6, 1e-5, 3e-5, 1e-4)
+RIVER = dict(alpha=1.0, l1=(0.3, 1.0))
+VW_L1 = (0.3, 1.0, 3.0)
+SGD_ALPHA = (3e-6, 1e-5, 3e-5)
 TECH = (2, 3, 4, 5, 6, 7, 12, 13, 14, 15)  # comp.*, misc.forsale, sci.*
 
 
@@ -375,7 +375,7 @@ def one_dataset(name, data, args, work, out, goals):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="markdown record to write")
-    parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--epoch-repeats", type=int, default=9)
     parser.add_argument("--datasets", default="imdb,news20")
