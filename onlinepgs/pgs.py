@@ -72,10 +72,13 @@ _COMMON_DOC = """
         loss``, by dual averaging with the composite regularizer (each iterate soft-
         thresholds lambda by ``(t + 1) * l1`` before the l_p map), so that every
         coordinate whose running gradient sum stays below its threshold is exactly
-        zero: sparse models while streaming, as FTRL-Proximal gives them. 0: none (the
-        plain PGS). With sigma="auto" the race's runs share it. The intercept, a
-        regularized constant feature, has the l_1 term too. Not with `onlinepgs.dask`.
-        See docs/design/l1.md (choosing l1, the certificate).
+        zero in the iterate: sparse models while streaming, as FTRL-Proximal gives
+        them. Report them with ``iterate="last"``: an averaged iterate is zero only
+        where every averaged iterate was. 0: none (the plain PGS). With sigma="auto"
+        the race's runs share it. The intercept, a regularized constant feature, has
+        the l_1 term too. p = 2 only for now (p < 2, the random iterate and forget < 1
+        with an average are refused); not with `onlinepgs.dask`. See
+        docs/design/l1.md (choosing l1, the certificate).
     radius : "auto", float > 0 or None, default="auto"
         The domain S of w. None: S = R^n (the paper's plain PGS). A number B: the l_p
         ball of radius B. "auto": the ball of radius

@@ -259,7 +259,8 @@ def build_parser():
     opts.add_argument("--l1", type=_l1, default=0.0,
                       help="weight of an l_1 term (sigma r(w) + L1 ||w||_1 + mean loss): "
                       "sparse models, every weight below its threshold exactly 0 (PGS: "
-                      "soft-thresholded dual averaging; sdca: Prox-SDCA, with --p 2); 0: none")
+                      "soft-thresholded dual averaging, p 2, zeros in --iterate last; sdca: "
+                      "Prox-SDCA, --p 2); 0: none")
     opts.add_argument("--radius", type=_radius, default="auto",
                       help="domain: auto (default), none (R^n) or a number (l_p ball)")
     opts.add_argument("--batch-size", type=_positive_int, default=1, help="rows per step (k)")
