@@ -41,6 +41,12 @@ intercept here is a regularized feature, so its coordinate of X^T a enters r_S* 
 other. A w outside the ball (only possible through `gap_of_weights`) has P(w) = +inf;
 the dual value is still a valid lower bound on P(w*).
 
+An l_1 term ``l1 ||w||_1`` (the ``l1`` of PGS, at every p and on the ball, and of SDCA)
+changes the regularizer's conjugate to that of ``h = sigma r + l1 ||.||_1`` over S,
+``h*(z) = sigma r_S*(soft(z, l1) / sigma)`` with soft the soft threshold
+(docs/design/l1.md): no longer a function of ||z||_q alone, so the best scale s is found
+by bisection on the slope of the concave D(s a), over the coordinates above the threshold.
+
 Costs: one pass over the rows, O(nnz(X) K) time and O(n_features K + chunk) memory, for
 K problems (K one-vs-rest problems for a multiclass classifier, which share no
 variables: their objectives and certificates add up). P needs the sum of the losses,
@@ -178,7 +184,7 @@ class _Certificate:
         self.w0 = np.asarray(w0, dtype=np.float64).reshape(self.K)
         _check_finite_model(self.coef, self.w0, radius)
         self.loss, self.p, self.sigma, self.radius = loss, p, sigma, radius
-        self.l1 = l1  # > 0: p = 2 on R^n (SDCA's elastic net, or pure l_1 with sigma = 0)
+        self.l1 = l1  # > 0: the l_1 term, any p and S (pure l_1, sigma = 0: p = 2 on R^n)
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
         self.epsilon = epsilon
@@ -369,16 +375,46 @@ class _Certificate:
                           gap_per_problem=gap, dual_scale=scale)
 
 
-    # ---- with an l_1 term (p = 2, R^n) -------------------------------------------------------
-    # h(w) = sigma ||w||^2 / 2 + l1 ||w||_1 has h*(z) = sum_j (|z_j| - l1)_+^2 / (2 sigma),
-    # and for sigma = 0 (pure l_1) the indicator of ||z||_inf <= l1; D(s a) = -(1/W) sum_i
-    # c_i l*(s u_i) - h*(s z), z = X1^T a / W at s = 1 (Shalev-Shwartz and Zhang,
-    # "Proximal stochastic dual coordinate ascent", 2012, section 3.1).
+    # ---- with an l_1 term -------------------------------------------------------------------
+    # h(w) = sigma r(w) + l1 ||w||_1 over S has h*(z) = sigma r_S*(soft(z, l1) / sigma),
+    # soft(z, l1)_j = sgn(z_j) (|z_j| - l1)_+: coordinate by coordinate <z, w> - l1 |w_j|
+    # <= soft(z, l1)_j w_j, with equality at the w that grad r_S* gives (zero off the
+    # active set, z's signs), and S depends on ||w||_p only. For p = 2 on R^n that is
+    # sum_j (|z_j| - l1)_+^2 / (2 sigma); for sigma = 0 (SDCA's pure l_1, p = 2 on R^n)
+    # the indicator of ||z||_inf <= l1. D(s a) = -(1/W) sum_i c_i l*(s u_i) - h*(s z),
+    # z = X1^T a / W at s = 1 (Shalev-Shwartz and Zhang, "Proximal stochastic dual
+    # coordinate ascent", 2012, sections 3.1-3.2; Xiao, "Dual averaging methods for
+    # regularized stochastic learning and online optimization", 2010).
+    def _plain_l1(self):
+        """p = 2 on R^n: h* in the closed form above (SDCA's path, kept to the bit)."""
+        return self.p == 2.0 and self.radius is None
+
     def _hstar(self, z, s):
         if self.sigma == 0:
             return 0.0 if s * np.max(np.abs(z), initial=0.0) <= self.l1 else math.inf
         excess = np.maximum(s * np.abs(z) - self.l1, 0.0)
-        return float(excess @ excess) / (2.0 * self.sigma)
+        if self._plain_l1():
+            return float(excess @ excess) / (2.0 * self.sigma)
+        q = self.p / (self.p - 1.0)
+        return self.sigma * self._rstar(norm(excess / self.sigma, q))
+
+    def _hstar_slope(self, absz, s):
+        """d h*(s z) / ds (sigma > 0): f'(t) sum_j (u_j / t)^(q-1) |z_j|, u = |soft(s z,
+        l1)| / sigma, t = ||u||_q and f(t) = r_S*(theta) at ||theta||_q = t."""
+        excess = np.maximum(s * absz - self.l1, 0.0)
+        if self._plain_l1():
+            return float(absz @ excess) / self.sigma
+        if self.radius == 0.0:
+            return 0.0  # S = {0}: h* = 0
+        q = self.p / (self.p - 1.0)
+        u = excess / self.sigma
+        t = norm(u, q)
+        if t == 0.0:
+            return 0.0
+        inner = (self.p - 1.0) * t            # f'(t) inside the ball (and on R^n) ...
+        if self.radius is not None and inner > self.radius:
+            inner = self.radius               # ... and where r_S* is linear
+        return inner * float((u / t) ** (q - 1.0) @ absz)
 
     def _dual_l1(self, c, z, s):
         if s == 1.0:
@@ -396,7 +432,9 @@ class _Certificate:
         if self.fit_intercept:
             w = np.concatenate([[self.w0[c]], w])
             z = np.concatenate([[self.intercept_scaling * self.v0[c] / -self.w_sum], z])
-        primal = (0.5 * self.sigma * float(w @ w) + self.l1 * float(np.abs(w).sum())
+        regularizer = (0.5 * float(w @ w) if self._plain_l1() or self.sigma == 0
+                       else self._r(w))
+        primal = (self.sigma * regularizer + self.l1 * float(np.abs(w).sum())
                   + self.loss_sum[c] / self.w_sum)
         z_inf = float(np.max(np.abs(z), initial=0.0))
         top = self.s_max[c]
@@ -415,8 +453,7 @@ class _Certificate:
         absz = np.abs(z)
 
         def slope(s):
-            excess = np.maximum(s * absz - self.l1, 0.0)
-            reg = float(absz @ excess) / self.sigma if self.sigma > 0 else 0.0
+            reg = self._hstar_slope(absz, s) if self.sigma > 0 else 0.0
             return -A - 2.0 * B * s - reg
 
         low, high = 0.0, top
@@ -424,6 +461,9 @@ class _Certificate:
             high = 1.0
             while slope(high) > 0 and high < 1e300:
                 high *= 2.0
+        # only the coordinates above the threshold at some s <= high move h*: the rest
+        # (most of a sparse model's) are dropped from the bisection's sums
+        absz = absz[absz * high > self.l1]
         if slope(high) >= 0:
             s = high
         elif slope(low) <= 0:
@@ -458,9 +498,9 @@ def _value_of(model):
         raise TypeError("duality_gap needs a fitted onlinepgs estimator (PGS or SDCA) or an "
                         f"onlinepgs.model.LinearModel, got {type(model).__name__}; certify "
                         "other linear models with onlinepgs.duality.gap_of_weights")
-    if value.l1 != 0 and (value.p != 2.0 or value.radius is not None):
-        raise ValueError(f"a model with l1={value.l1:g} is certified for p = 2 on R^n only "
-                         f"(SDCA's elastic net and l_1), got p={value.p:g}, "
+    if value.l1 != 0 and value.sigma == 0 and (value.p != 2.0 or value.radius is not None):
+        raise ValueError(f"a model of pure l_1 (sigma = 0, l1={value.l1:g}) is certified for "
+                         f"p = 2 on R^n only (SDCA's), got p={value.p:g}, "
                          f"radius={value.radius!r}")
     if value.l1 != 0 and value.sigma == 0 and _CONJUGATE_SHAPE[value.loss][1] is None:
         raise ValueError(f"the {value.loss} loss with pure l_1 (sigma = 0, l1={value.l1:g}) "
@@ -575,10 +615,13 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
     ----------
     model : fitted PGS or SDCA estimator or learner, or onlinepgs.model.LinearModel
         Its reported weights (``coef_``, ``intercept_``; the value ``model_``) are
-        certified. With an l_1 term (SDCA's ``l1 > 0``, p = 2) the objective has it too,
-        ``h(w) = sigma ||w||^2 / 2 + l1 ||w||_1`` with ``h*(z) = sum_j (|z_j| - l1)_+^2 /
-        (2 sigma)``; pure l_1 (``sigma = 0``) scales the dual point into the set
-        ``||X^T a / W||_inf <= l1`` (not for the logistic loss, refused with the reason).
+        certified. With an l_1 term (``l1 > 0``: PGS at any p, on R^n or the ball; SDCA)
+        the objective has it too, ``h(w) = sigma r(w) + l1 ||w||_1`` over S, with
+        ``h*(z) = sigma r_S*(soft(z, l1) / sigma)`` (soft the soft threshold; for p = 2 on
+        R^n ``sum_j (|z_j| - l1)_+^2 / (2 sigma)``), the dual point's scale chosen by
+        bisection (D is concave along it); pure l_1 (SDCA's ``sigma = 0``, p = 2) scales
+        the dual point into the set ``||X^T a / W||_inf <= l1`` (not for the logistic
+        loss, refused with the reason).
     X : {array-like, sparse matrix} of shape (n_samples, n_features), or records
         Anything the model's `predict` accepts (hashed when the model hashes).
     y : array-like of shape (n_samples,)
@@ -639,7 +682,8 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
                          "certificate")
     if value.l1 != 0:
         raise ValueError(f"refine_epochs needs a model without an l_1 term (l1={value.l1:g}): "
-                         "the estimator's duality_gap_ is SDCA's own certificate")
+                         "certify it with refine_epochs=0 (an SDCA model's duality_gap_ is "
+                         "SDCA's own certificate)")
     return _refined(value, result, X, Y, sw, int(refine_epochs))
 
 
@@ -775,11 +819,11 @@ def _positive(name, value, allow_zero=False):
 
 def gap_of_weights(coef, intercept, X, y, *, loss, p=2.0, sigma, radius=None,
                    fit_intercept=True, intercept_scaling=1.0, epsilon=0.1,
-                   sample_weight=None, scale_dual=True):
+                   sample_weight=None, scale_dual=True, l1=0.0):
     """Duality-gap certificate of any linear model given by its weights (one problem).
 
-    The objective is ``P(w) = sigma r(w) + (1/W) sum_i c_i l(<w, x_i> ; y_i)``, W the sum of
-    the weights c_i (m without weights), with
+    The objective is ``P(w) = sigma r(w) + l1 ||w||_1 + (1/W) sum_i c_i l(<w, x_i> ; y_i)``,
+    W the sum of the weights c_i (m without weights), with
     ``r(w) = ||w||_p^2 / (2 (p - 1))`` over R^n or the l_p ball of radius ``radius``.
     With ``fit_intercept`` the intercept is a **regularized** constant feature of value
     ``intercept_scaling``, whose weight is ``intercept / intercept_scaling`` (LIBLINEAR's
@@ -811,6 +855,10 @@ def gap_of_weights(coef, intercept, X, y, *, loss, p=2.0, sigma, radius=None,
     sample_weight : array-like of shape (n_samples,), default=None
     scale_dual : bool, default=True
         Choose the best factor of the dual point (see `onlinepgs.duality`).
+    l1 : float >= 0, default=0.0
+        Weight of the l_1 term (the intercept's weight included, as in the estimators).
+        Its dual term is ``sigma r_S*(soft(X^T a / W, l1) / sigma)``, soft the soft
+        threshold (docs/design/l1.md).
 
     Returns
     -------
@@ -838,6 +886,7 @@ def gap_of_weights(coef, intercept, X, y, *, loss, p=2.0, sigma, radius=None,
     radius = None if radius is None else _positive("radius", radius)
     intercept_scaling = _positive("intercept_scaling", intercept_scaling)
     epsilon = _positive("epsilon", epsilon, allow_zero=True)
+    l1 = _positive("l1", l1, allow_zero=True)
 
     coef = np.asarray(coef, dtype=np.float64)
     if coef.ndim == 2 and coef.shape[0] == 1:
@@ -874,7 +923,7 @@ def gap_of_weights(coef, intercept, X, y, *, loss, p=2.0, sigma, radius=None,
     cert = _Certificate(coef[:, None], [b[0] / intercept_scaling], loss=loss, p=p,
                         sigma=sigma, radius=radius, fit_intercept=bool(fit_intercept),
                         intercept_scaling=intercept_scaling, epsilon=epsilon,
-                        scale_dual=scale_dual)
+                        scale_dual=scale_dual, l1=l1)
     if sp.issparse(X):
         X = X.tocsr()
     for start in range(0, X.shape[0], _BLOCK_ROWS):

@@ -40,7 +40,7 @@ __all__ = ["PGSClassifierLearner", "PGSRegressorLearner", "PGSDivergedError",
 MAX_MODEL_BYTES = 2**30
 
 # Parameters fixed by the solver's state: changing one needs a fresh fit.
-_STATE_PARAMS = ("loss", "p", "sigma", "radius", "batch_size", "iterate",
+_STATE_PARAMS = ("loss", "p", "sigma", "l1", "radius", "batch_size", "iterate",
                  "fit_intercept", "intercept_scaling", "epsilon", "n_bits", "hash_seed",
                  "forget", "interactions")
 
@@ -67,6 +67,18 @@ _COMMON_DOC = """
         and continues the winner forked at the grid's sigma nearest its sigma /
         max_epochs, `partial_fit` races across calls until the race settles.
         ``sigma_`` is the choice and ``sigma_path_`` the race's record.
+    l1 : float >= 0, default=0.0
+        Weight of an l_1 term: PGS minimizes ``sigma * r(w) + l1 * ||w||_1 + mean
+        loss``, by dual averaging with the composite regularizer (each iterate soft-
+        thresholds lambda by ``(t + 1) * l1`` before the l_p map), so that every
+        coordinate whose running gradient sum stays below its threshold is exactly
+        zero in the iterate: sparse models while streaming, as FTRL-Proximal gives
+        them. Report them with ``iterate="last"``: an averaged iterate is zero only
+        where every averaged iterate was. 0: none (the plain PGS). With sigma="auto"
+        the race's runs share it. The intercept, a regularized constant feature, has
+        the l_1 term too. p = 2 only for now (p < 2, the random iterate and forget < 1
+        with an average are refused); not with `onlinepgs.dask`. See
+        docs/design/l1.md (choosing l1, the certificate).
     radius : "auto", float > 0 or None, default="auto"
         The domain S of w. None: S = R^n (the paper's plain PGS). A number B: the l_p
         ball of radius B. "auto": the ball of radius
@@ -312,6 +324,7 @@ class PGSLearner(LinearLearner):
     _constraints = {
         "p": [("real", 1, 2, "right")],
         "sigma": [("str", {"auto"}), ("real", 0, None, "neither")],
+        "l1": [("real", 0, None, "left")],
         "radius": [None, ("str", {"auto"}), ("real", 0, None, "neither")],
         "batch_size": [("int", 1, None, "left")],
         "iterate": [("str", set(ITERATES))],
@@ -330,7 +343,7 @@ class PGSLearner(LinearLearner):
         "interactions": [None, list, tuple],
     }
 
-    def __init__(self, loss, *, p=2.0, sigma="auto", radius="auto", batch_size=1,
+    def __init__(self, loss, *, p=2.0, sigma="auto", l1=0.0, radius="auto", batch_size=1,
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
@@ -338,6 +351,7 @@ class PGSLearner(LinearLearner):
         self.loss = loss
         self.p = p
         self.sigma = sigma
+        self.l1 = l1
         self.radius = radius
         self.batch_size = batch_size
         self.iterate = iterate
@@ -355,7 +369,8 @@ class PGSLearner(LinearLearner):
         self.forget = forget
         self.interactions = interactions
 
-    _finite_params = ("p", "sigma", "radius", "intercept_scaling", "epsilon", "tol", "forget")
+    _finite_params = ("p", "sigma", "l1", "radius", "intercept_scaling", "epsilon", "tol",
+                      "forget")
 
     def _check_solver_params(self):
         check_p(float(self.p))  # before the data: p too near 1 is refused with its reason
@@ -370,8 +385,11 @@ class PGSLearner(LinearLearner):
         a race shares it and a run equals its sigma trained alone."""
         seed = int(rng.randint(0, 2**31 - 1)) * 2**32 + int(rng.randint(0, 2**31 - 1))
 
+        # l1 only when there is one: the state's config (and model files) omit it at 0
+        l1 = {"l1": float(self.l1)} if self.l1 else {}
+
         def make(sigma):
-            return PGSState(p=float(self.p), sigma=float(sigma),
+            return PGSState(p=float(self.p), sigma=float(sigma), **l1,
                             radius=self.radius if self.radius in (None, "auto") else float(self.radius),
                             loss=self.loss, batch_size=int(self.batch_size),
                             iterate=self.iterate, n_problems=n_problems, multiclass=multiclass,
@@ -711,6 +729,7 @@ class PGSLearner(LinearLearner):
                 W[1:].T, W[0] if cfg["fit_intercept"] else None,
                 classes=self.classes_ if self._classifier else None, loss=cfg["loss"],
                 epsilon=cfg["epsilon"], p=cfg["p"], sigma=cfg["sigma"],
+                l1=cfg.get("l1", 0.0),
                 # "auto": the ball grown over the rows seen, its radius in the state
                 radius=None if cfg["radius"] is None else float(state.radius),
                 fit_intercept=cfg["fit_intercept"], intercept_scaling=cfg["intercept_scaling"],
@@ -841,14 +860,14 @@ class PGSClassifierLearner(ClassifierLearner, PGSLearner):
                     "loss": [("str", set(CLASSIFICATION_LOSSES))],
                     "class_weight": _class_weight.CONSTRAINT}
 
-    def __init__(self, loss="logistic", *, p=2.0, sigma="auto", radius="auto", batch_size=1,
-                 iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
+    def __init__(self, loss="logistic", *, p=2.0, sigma="auto", l1=0.0, radius="auto",
+                 batch_size=1, iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
                  max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None,
                  class_weight=None):
-        super().__init__(loss, p=p, sigma=sigma, radius=radius, batch_size=batch_size,
-                         iterate=iterate, fit_intercept=fit_intercept,
+        super().__init__(loss, p=p, sigma=sigma, l1=l1, radius=radius,
+                         batch_size=batch_size, iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
                          n_iter_no_change=n_iter_no_change, shuffle=shuffle,
                          random_state=random_state, epsilon=epsilon, n_bits=n_bits,
@@ -902,13 +921,13 @@ class PGSRegressorLearner(RegressorLearner, PGSLearner):
     _public_name = "PGSRegressor"
     _constraints = {**PGSLearner._constraints, "loss": [("str", set(REGRESSION_LOSSES))]}
 
-    def __init__(self, loss="squared", *, p=2.0, sigma="auto", radius="auto", batch_size=1,
-                 iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
+    def __init__(self, loss="squared", *, p=2.0, sigma="auto", l1=0.0, radius="auto",
+                 batch_size=1, iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
                  max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None):
-        super().__init__(loss, p=p, sigma=sigma, radius=radius, batch_size=batch_size,
-                         iterate=iterate, fit_intercept=fit_intercept,
+        super().__init__(loss, p=p, sigma=sigma, l1=l1, radius=radius,
+                         batch_size=batch_size, iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
                          n_iter_no_change=n_iter_no_change, shuffle=shuffle,
                          random_state=random_state, epsilon=epsilon, n_bits=n_bits,

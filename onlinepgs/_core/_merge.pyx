@@ -56,6 +56,13 @@ def fork(PGSState self):
     each lane's own steps stand in for the round's (the merge rescales them, see
     `onlinepgs.distributed.rounds.average_factor`).
     """
+    if self.l1 > 0.0:
+        # a lane's soft thresholds and lazy sums (settled when the threshold passes a
+        # coordinate) follow its own step count: merging lanes is not one pass's l1 step
+        raise ValueError(
+            f"l1={self.l1:g} is not supported by distributed training (lanes' soft "
+            "thresholds and lazy sums do not merge exactly); train with l1=0 or in one "
+            "process")
     if self.forgetting:
         # a round's lanes each decay the shared past on their own; merging them is not
         # the forgetting of the same rows in one pass (docs/design/forgetting.md)

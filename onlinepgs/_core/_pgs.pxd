@@ -106,6 +106,13 @@ cdef struct Core:
     double* rnd_s
     int64_t* rnd_ver
     Mirror mm  # the l_q map's constants (_mirror.pxd)
+    # l1 > 0 (p = 2): the threshold (a pointer: it moves every step), the running sum C2,
+    # the heaps (NULL without), the offsets of markp and ver in the block
+    double l1
+    const double* thr
+    double* cum2
+    L1Heap* heaps
+    Py_ssize_t off_markp, off_ver
     Py_ssize_t K
     Py_ssize_t S  # doubles per (coordinate, problem) in the block
     int iterate
@@ -121,6 +128,42 @@ cdef enum:
     PART_AVG2 = 1  # averaged, p = 2: the sum of weighted iterates is lambda_j C - acc_j
     PART_AVGQ = 2  # averaged, p < 2: acc_j + phi_j (C - mark_j)
     PART_RANDOM = 3  # the random iterate's weight: snap_j if snapped, else rnd_s phi_j
+    PART_L1AVG = 4  # averaged, p = 2, l1 > 0: acc_j + the pending sum while active
+
+
+# l1 > 0 (p = 2): the coordinates whose |lambda_j| is above the threshold thr (in lambda's
+# units, `PGSState._l1_advance`), one min-heap per problem keyed by |lambda_j| with lazy
+# deletion (an entry is live while its version equals the coordinate's `ver` field, which
+# every touch bumps). thr only grows, so a coordinate leaves the active set when thr passes
+# its key: the heap pops it at that very step, which settles its lazy average exactly.
+# Over the active coordinates it keeps n_act, s1 = sum (|lambda_j| - base) and n2 =
+# sum (|lambda_j| - base)^2 = ||soft(lambda, base)||^2 (the ball's norm) about the
+# threshold base they were last moved to: when thr grows by d, n2 -= 2 d s1 - n_act d^2
+# and s1 -= n_act d (sums of the shifted values, which stay small where every coordinate
+# is near thr: s2 - 2 thr s1 + n thr^2 would cancel there). n2 is counted again exactly
+# once it fell L1_CANCEL-fold below its peak since the last count.
+cdef struct L1Heap:
+    double* key
+    int64_t* j
+    double* ver
+    Py_ssize_t n
+    Py_ssize_t cap
+    double base
+    double s1
+    double n_act
+    double n2
+    double peak
+
+
+cdef int _l1_push(L1Heap* h, double key, int64_t j, double ver) noexcept nogil
+
+
+cdef inline double soft_threshold(double lam, double thr) noexcept nogil:
+    """sgn(lam) max(|lam| - thr, 0)."""
+    cdef double a = fabs(lam) - thr
+    if a > 0.0:
+        return lam - thr if lam > 0.0 else lam + thr
+    return 0.0
 
 
 cdef struct Part:
@@ -133,6 +176,9 @@ cdef struct Part:
     const int64_t* snapv
     const int64_t* rnd_ver
     const double* rnd_s
+    const double* cum2  # l1: the running sum of weighted scale times threshold
+    const double* thr   # l1: the current threshold (lambda units)
+    Py_ssize_t off_markp
 
 
 cdef struct Rep:
@@ -172,7 +218,26 @@ cdef inline double _part_value(Part pt, Py_ssize_t j, Py_ssize_t c) noexcept nog
         if pt.snapv[flat] == pt.rnd_ver[c]:
             return pt.snap[flat]
         return pt.rnd_s[c] * at[pt.off_phi]
+    if pt.kind == PART_L1AVG:
+        return at[pt.off_acc] + l1_pending(at[0], at[pt.off_mark], at[pt.off_markp],
+                                           pt.cum[c], pt.cum2[c], pt.thr[0])
     return 0.0
+
+
+cdef inline double l1_pending(double lam, double mark, double markp, double cum,
+                              double cum2, double thr) noexcept nogil:
+    """The weighted sum of a coordinate's iterates since its last settle (l1, p = 2):
+    sum_u a_u s_u soft(lambda_j, thr_u) = sgn(lambda_j) (|lambda_j| (C - mark_j) -
+    (C2 - markp_j)) while it is active (|lambda_j| > thr, so above every thr_u since),
+    with C = sum_u a_u s_u and C2 = sum_u a_u s_u thr_u; 0 once inactive (its sum was
+    settled when thr passed it)."""
+    cdef double a = fabs(lam), v
+    if a <= thr:
+        return 0.0
+    v = a * (cum - mark) - (cum2 - markp)
+    if v < 0.0:  # rounding near the cut-off: every term is >= 0
+        v = 0.0
+    return v if lam > 0.0 else -v
 
 
 cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
@@ -181,6 +246,9 @@ cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
     cdef Py_ssize_t idx = j * core.K + c, at = idx * core.S
     cdef double lam_old = core.lam[at], lam_new, phi_old = core.phi[at]
     cdef double inv_m, r_old, r_new, dn
+    if core.l1 > 0.0:
+        _touch_l1(core, j, c, delta)
+        return
     if not core.p_is_two and _averaged(core.iterate):
         core.acc[at] += phi_old * (core.cum[c] - core.mark[at])
         core.mark[at] = core.cum[c]
@@ -208,6 +276,40 @@ cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
         core.norm_sum[c] += dn
 
 
+cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) noexcept nogil:
+    """`_touch` with l1 > 0 (p = 2): settle the coordinate's lazy average up to now,
+    move lambda_j, and keep the active set (heap, s1, s2, n_act) exact."""
+    cdef Py_ssize_t at = (j * core.K + c) * core.S
+    cdef double* f = core.lam + at
+    cdef double thr = core.thr[0], lam_old = f[0], a_old = fabs(lam_old), a_new, ver
+    cdef L1Heap* h
+    if _averaged(core.iterate):
+        core.acc[at] += l1_pending(lam_old, core.mark[at], f[core.off_markp],
+                                   core.cum[c], core.cum2[c], thr)
+        core.mark[at] = core.cum[c]
+        f[core.off_markp] = core.cum2[c]
+    f[0] = lam_old - delta
+    if core.heaps == NULL:
+        return
+    h = core.heaps + c
+    if a_old > thr:
+        a_old -= h.base
+        h.s1 -= a_old
+        h.n2 -= a_old * a_old
+        h.n_act -= 1.0
+    ver = f[core.off_ver] + 1.0
+    f[core.off_ver] = ver
+    a_new = fabs(f[0])
+    if a_new > thr:
+        _l1_push(h, a_new, j, ver)
+        a_new -= h.base
+        h.s1 += a_new
+        h.n2 += a_new * a_new
+        h.n_act += 1.0
+        if h.n2 > h.peak:
+            h.peak = h.n2
+
+
 @cython.final
 cdef class PGSState:
     # configuration
@@ -219,6 +321,16 @@ cdef class PGSState:
     # Not kept (1, t, unused) when gamma = 1, whose arithmetic is unchanged.
     cdef readonly double forget
     cdef readonly bint forgetting
+    # l1 (docs/design/core.md "l1: soft thresholds, lazily"): the weight of ||w||_1, the
+    # threshold in lambda's units (_denom(t) l1 / sigma), the running sum C2 of the
+    # averages (per problem) and the heaps of the active coordinates (when the ball or an
+    # average needs them: l1_heap)
+    cdef readonly double l1, l1_thr
+    cdef readonly bint l1_heap
+    cdef readonly Py_ssize_t off_markp, off_ver
+    cdef public cnp.ndarray cum2_a
+    cdef double[::1] cum2
+    cdef L1Heap* heaps
     cdef public double tau, decay, weight_sum
     # how often lambda~ was brought back to G = 1 (a diagnostic, not saved)
     cdef public int64_t n_renorms
@@ -313,5 +425,8 @@ cdef class PGSState:
     cdef void _restart_sum_if_needed(self, Py_ssize_t c, double term) noexcept nogil
     cdef void _exact_norm(self, Py_ssize_t c, bint rescale) noexcept nogil
     cdef void _upkeep_norms(self, int* need_rescale, int* moved) noexcept nogil
+    cdef void _l1_advance(self) noexcept nogil
+    cdef void _l1_recount(self, Py_ssize_t c) noexcept nogil
+    cdef void _l1_settle_all(self, Py_ssize_t c) noexcept nogil
     cdef void _end_steps(self, int* need_rescale, int* moved, int64_t steps, double draw,
                          bint add_to_sum) noexcept nogil

@@ -26,7 +26,7 @@ import numpy as np
 cimport numpy as cnp
 from libc.math cimport pow, fabs, sqrt, log, exp, exp2, log2, copysign, isfinite, floor, INFINITY
 from libc.stdint cimport uint64_t, int64_t, int32_t
-from libc.stdlib cimport malloc, free, qsort
+from libc.stdlib cimport malloc, free, qsort, calloc, realloc
 from libc.string cimport memcpy
 
 from onlinepgs._core._losses cimport loss_value, loss_derivative, loss_and_derivative
@@ -74,6 +74,86 @@ cdef double CUM_RANGE = 1048576.0  # 2^20
 # and G set to 1 (one sweep over the coordinates reached, every 138.6 / ln(1/gamma)
 # steps), far from the double range (lambda~ at most 2^200 times lambda).
 cdef double RENORM_BELOW = 6.223015277861142e-61  # 2^-200
+
+# l1 on the ball: ||soft(lambda, thr)||^2 = s2 - 2 thr s1 + n_act thr^2 is counted again
+# exactly once it cancelled this much below s2 (its rounding is relative to s2)
+cdef double L1_CANCEL = 1048576.0  # 2^20
+
+
+def _check_l1(double l1, double p, str iterate, double forget):
+    """Raise ValueError for an l1 the core cannot run exactly, naming the fix."""
+    if not (l1 >= 0.0 and isfinite(l1)):
+        raise ValueError(f"l1 must be a finite number >= 0, got {l1!r}")
+    if l1 == 0.0:
+        return
+    if p != 2.0:
+        raise ValueError(f"l1={l1:g} needs p=2 (got p={p!r}): the l1 path of p < 2 is not "
+                         "built yet; use p=2 or l1=0")
+    if iterate == "random":
+        raise ValueError(f"l1={l1:g} with iterate='random' is not supported; use "
+                         "iterate='last', 'average', 'weighted' or 'weighted2'")
+    if forget < 1.0 and iterate != "last":
+        raise ValueError(f"l1={l1:g} with forget={forget!r} keeps only the last iterate "
+                         f"exactly, not iterate={iterate!r}; use iterate='last'")
+
+
+cdef int _l1_push(L1Heap* h, double key, int64_t j, double ver) noexcept nogil:
+    """Add an entry to a min-heap of active coordinates (1 when out of memory)."""
+    cdef Py_ssize_t i, parent, cap
+    cdef double* nk
+    cdef int64_t* nj
+    cdef double* nv
+    if h.n == h.cap:
+        cap = 2 * h.cap if h.cap else 64
+        nk = <double*>realloc(h.key, cap * sizeof(double))
+        if nk == NULL:
+            return 1
+        h.key = nk
+        nj = <int64_t*>realloc(h.j, cap * sizeof(int64_t))
+        if nj == NULL:
+            return 1
+        h.j = nj
+        nv = <double*>realloc(h.ver, cap * sizeof(double))
+        if nv == NULL:
+            return 1
+        h.ver = nv
+        h.cap = cap
+    i = h.n
+    h.n += 1
+    while i > 0:
+        parent = (i - 1) >> 1
+        if h.key[parent] <= key:
+            break
+        h.key[i] = h.key[parent]
+        h.j[i] = h.j[parent]
+        h.ver[i] = h.ver[parent]
+        i = parent
+    h.key[i] = key
+    h.j[i] = j
+    h.ver[i] = ver
+    return 0
+
+
+cdef void _l1_sift_down(L1Heap* h, Py_ssize_t i) noexcept nogil:
+    cdef double key = h.key[i], ver = h.ver[i]
+    cdef int64_t j = h.j[i]
+    cdef Py_ssize_t child
+    while True:
+        child = 2 * i + 1
+        if child >= h.n:
+            break
+        if child + 1 < h.n and h.key[child + 1] < h.key[child]:
+            child += 1
+        if h.key[child] >= key:
+            break
+        h.key[i] = h.key[child]
+        h.j[i] = h.j[child]
+        h.ver[i] = h.ver[child]
+        i = child
+    h.key[i] = key
+    h.j[i] = j
+    h.ver[i] = ver
+
 
 cdef int _cmp_int64(const void* a, const void* b) noexcept nogil:
     cdef int64_t x = (<const int64_t*>a)[0], y = (<const int64_t*>b)[0]
@@ -243,14 +323,24 @@ cdef class PGSState:
 
     Built by the estimators; exposed for tests, model files and the Dask layer.
     `to_dict()` / `from_dict()` round-trip it exactly.
+
+    ``l1`` (>= 0, p = 2) adds ``l1 ||w||_1`` to the objective ``sigma r(w) + mean loss``:
+    the iterates are ``soft(lambda, D l1 / sigma) / D`` (D = (t + 1) sigma, or forgetting's),
+    scaled onto the ball, so a coordinate is exactly 0 while ``|lambda_j| <= D l1 / sigma``;
+    every coordinate is thresholded, the intercept's too (docs/design/core.md, "l1: soft
+    thresholds, lazily"). Not available (ValueError): p < 2, iterate="random", forgetting
+    with an averaged iterate, Dask lanes. With l1 > 0 the online duality gap of
+    `stats_dict` is NaN (it lacks the l1 term); the regret bound is kept.
     """
     # the attributes are declared in _pgs.pxd (the merge, _merge.pyx, reads them)
 
     def __init__(self, *, double p=2.0, double sigma=1e-4, radius=None, str loss="logistic",
                  int batch_size=1, str iterate="last", int n_problems=1, bint multiclass=False,
                  bint fit_intercept=True, double intercept_scaling=1.0, double epsilon=0.1,
-                 Py_ssize_t n_features=0, uint64_t seed=0, double forget=1.0):
+                 Py_ssize_t n_features=0, uint64_t seed=0, double forget=1.0,
+                 double l1=0.0):
         check_p(p)
+        _check_l1(l1, p, iterate, forget)
         if not (0.0 < forget <= 1.0):
             raise ValueError(f"forget must be in (0, 1] (1: no forgetting), got {forget!r}")
         if not (sigma > 0.0 and isfinite(sigma)):
@@ -282,7 +372,10 @@ cdef class PGSState:
         # "auto": sqrt(2 (p-1) max_i sw_i l(0; y_i) / sigma), grown example by example
         self.radius = 0.0 if self.radius_auto else (
             float(radius) if radius is not None else float("inf"))
-        self.need_norm = (not self.p_is_two) or self.bounded
+        self.l1 = l1
+        # l1 on the ball keeps its own norm, ||soft(lambda, thr)||, in the heaps: no N
+        self.need_norm = ((not self.p_is_two) or self.bounded) and l1 == 0.0
+        self.l1_heap = l1 > 0.0 and (self.bounded or _averaged(ITERATES[iterate]))
         self.norm_low = self.mm.norm_low
         self.r_hi = self.mm.r_hi
         self.headroom = self.mm.headroom
@@ -309,9 +402,15 @@ cdef class PGSState:
             fields.append("phi")
         if averaged:
             fields.append("acc")
-            if not self.p_is_two:
+            if not self.p_is_two or l1 > 0.0:
                 fields.append("mark")
+            if l1 > 0.0:
+                fields.append("markp")
+        if self.l1_heap:
+            fields.append("ver")
         self.n_fields = len(fields)
+        self.off_markp = fields.index("markp") if "markp" in fields else 0
+        self.off_ver = fields.index("ver") if "ver" in fields else 0
         self.off_phi = fields.index("phi") if "phi" in fields else 0
         self.off_acc = fields.index("acc") if "acc" in fields else -1
         self.off_mark = fields.index("mark") if "mark" in fields else -1
@@ -326,10 +425,48 @@ cdef class PGSState:
         self.sum_step_loss_a = np.zeros(K)
         # the regularizer's running value needs N, which p = 2 on R^n does not keep
         self.sum_reg_a = np.zeros(K) if self.need_norm else np.full(K, np.nan)
+        self.cum2_a = np.zeros(K)
+        if self.l1_heap:
+            self.heaps = <L1Heap*>calloc(K, sizeof(L1Heap))
+            if self.heaps == NULL:
+                raise MemoryError()
+        self.l1_thr = l1  # _denom(0) l1 / sigma
         self.dim = 0
         self.span = 1
         self._allocate(1 + n_features)
         self._bind()
+
+    def __dealloc__(self):
+        cdef Py_ssize_t c
+        if self.heaps != NULL:
+            for c in range(self.n_problems):
+                free(self.heaps[c].key)
+                free(self.heaps[c].j)
+                free(self.heaps[c].ver)
+            free(self.heaps)
+            self.heaps = NULL
+
+    def _l1_rebuild(self):
+        """Set the threshold from t and sigma, and build the heaps afresh from lambda:
+        the coordinates above it, their sums and the norm (O(dim), at a load, a copy or a
+        change of sigma)."""
+        cdef Py_ssize_t c, j
+        cdef double a, ver, thr
+        cdef L1Heap* h
+        if self.l1 == 0.0:
+            return
+        self.l1_thr = thr = self._denom(self.t) * self.l1 / self.sigma
+        if self.heaps == NULL:
+            return
+        for c in range(self.n_problems):
+            h = self.heaps + c
+            h.n = 0
+            for j in range(self.dim):
+                a = fabs(self.lam[j, c])
+                if a > thr:
+                    if _l1_push(h, a, j, self.block[j, c, self.off_ver]):
+                        raise MemoryError()
+            self._l1_recount(c)
 
     def _widen_window(self):
         """Forgetting, p < 2: widen M's window from [M / 2, 2 M] to [M / 2^g, 2^g M],
@@ -439,6 +576,7 @@ cdef class PGSState:
             self.mark = self.mark_a
         self.snap = self.snap_a
         self.snapv = self.snapv_a
+        self.cum2 = self.cum2_a
         self.norm_sum = self.norm_a
         self.norm_peak = np.array(self.norm_a, dtype=np.float64)
         self.mscale = self.scale_a
@@ -483,6 +621,8 @@ cdef class PGSState:
                    intercept_scaling=self.intercept_scaling, epsilon=self.epsilon)
         if self.forgetting:
             cfg["forget"] = self.forget
+        if self.l1 > 0.0:
+            cfg["l1"] = self.l1
         return cfg
 
     def to_dict(self):
@@ -507,6 +647,8 @@ cdef class PGSState:
                  radius_now=self.radius, rng=int(self.rng))
         if self.forgetting:
             d.update(tau=self.tau, decay=self.decay, weight_sum=self.weight_sum)
+        if self.l1 > 0.0:
+            d["cum2_a"] = np.array(self.cum2_a, copy=True) if copy else self.cum2_a
         for name in ("block_a", "snap_a", "snapv_a", "norm_a", "scale_a",
                      "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a",
                      "sum_conj_a", "sum_step_loss_a", "sum_reg_a"):
@@ -559,9 +701,12 @@ cdef class PGSState:
                 setattr(self, name, float(d[name]))
         self.radius = float(d["radius_now"])
         self.rng = int(d["rng"])
+        if self.l1 > 0.0:
+            self.cum2_a[...] = d["cum2_a"]
         if self.need_norm:
             self._set_seen(None, coords if coords_known else self._reached(self.dim))
         self._bind()
+        self._l1_rebuild()  # l1: the threshold, heaps and norm (s_a was saved)
         return self
 
     def __reduce__(self):
@@ -584,6 +729,12 @@ cdef class PGSState:
         core.rnd_s = &self.rnd_s[0]
         core.rnd_ver = &self.rnd_ver[0]
         core.mm = self.mm
+        core.l1 = self.l1
+        core.thr = &self.l1_thr
+        core.cum2 = &self.cum2[0]
+        core.heaps = self.heaps
+        core.off_markp = self.off_markp
+        core.off_ver = self.off_ver
         core.K = self.n_problems
         core.iterate = self.iterate
         core.p_is_two = self.p_is_two
@@ -607,8 +758,13 @@ cdef class PGSState:
         pt.snapv = &self.snapv[0, 0]
         pt.rnd_ver = &self.rnd_ver[0]
         pt.rnd_s = &self.rnd_s[0]
+        pt.cum2 = &self.cum2[0]
+        pt.thr = &self.l1_thr
+        pt.off_markp = self.off_markp
         if _averaged(self.iterate):
             pt.kind = PART_AVG2 if self.p_is_two else PART_AVGQ
+            if self.l1 > 0.0:
+                pt.kind = PART_L1AVG
         elif self.iterate == ITERATE_RANDOM:
             pt.kind = PART_RANDOM
         return pt
@@ -637,6 +793,15 @@ cdef class PGSState:
         on R^n `_w_norm` computes that."""
         cdef double denom = self._denom(t)
         cdef double s, norm_q, wnorm
+        if self.l1 > 0.0:
+            # w = soft(lambda, thr) / denom, times the ball's factor (the heaps' norm)
+            s = 1.0 / denom
+            if self.bounded:
+                wnorm = sqrt(self.heaps[c].n2) / denom
+                if wnorm > self.radius:
+                    s *= self.radius / wnorm
+                self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
+            return s
         if self.p_is_two:
             s = 1.0 / denom
             if self.bounded:
@@ -700,6 +865,18 @@ cdef class PGSState:
             if self.p_is_two:
                 self.rnd_s[c] /= g
         self.weight_sum *= g
+        if self.l1 > 0.0:
+            # l1: the threshold and the heaps' keys and sums in the new units (the order
+            # of the keys is kept)
+            self.l1_thr *= g
+            if self.heaps != NULL:
+                for c in range(K):
+                    for i in range(self.heaps[c].n):
+                        self.heaps[c].key[i] *= g
+                    self.heaps[c].base *= g
+                    self.heaps[c].s1 *= g
+                    self.heaps[c].n2 *= g * g
+                    self.heaps[c].peak *= g * g
         self.decay = 1.0
         self.n_renorms += 1
         self.n_rescales += 1
@@ -737,6 +914,9 @@ cdef class PGSState:
         cdef Py_ssize_t i, j, n
         cdef const int64_t* coords
         if not _averaged(self.iterate):
+            return
+        if self.l1 > 0.0:
+            self._l1_settle_all(c)
             return
         # a loop per kind of sweep: every coordinate's has no indirection to pay
         n = self._sweep(&coords)
@@ -819,6 +999,105 @@ cdef class PGSState:
         self.norm_sum[c] = total
         self.norm_peak[c] = total
 
+    cdef void _l1_settle_all(self, Py_ssize_t c) noexcept nogil:
+        """l1: fold every active coordinate's pending sum into acc and restart the
+        running sums C and C2 (the inactive ones have nothing pending; a touch resets
+        their marks)."""
+        cdef L1Heap* h = self.heaps + c
+        cdef Py_ssize_t i, j
+        cdef double* f
+        for i in range(h.n):
+            j = h.j[i]
+            f = &self.block[j, c, 0]
+            if f[self.off_ver] != h.ver[i]:
+                continue
+            f[self.off_acc] += l1_pending(f[0], f[self.off_mark], f[self.off_markp],
+                                          self.cum[c], self.cum2[c], self.l1_thr)
+            f[self.off_mark] = 0.0
+            f[self.off_markp] = 0.0
+        self.cum[c] = 0.0
+        self.cum2[c] = 0.0
+
+    cdef void _l1_recount(self, Py_ssize_t c) noexcept nogil:
+        """Problem c's heap without its dead entries (re-heapified), and its s1, s2,
+        n_act and norm counted exactly: O(entries), after as many touches or pops, or
+        when the running norm cancelled."""
+        cdef L1Heap* h = self.heaps + c
+        cdef Py_ssize_t i, n = 0
+        cdef double a, thr = self.l1_thr, s1 = 0.0, n2 = 0.0
+        for i in range(h.n):
+            if self.block[h.j[i], c, self.off_ver] != h.ver[i] or h.key[i] <= thr:
+                continue
+            a = h.key[i]
+            h.key[n] = a
+            h.j[n] = h.j[i]
+            h.ver[n] = h.ver[i]
+            n += 1
+            s1 += a - thr
+            n2 += (a - thr) * (a - thr)
+        h.n = n
+        i = n // 2
+        while i > 0:
+            i -= 1
+            _l1_sift_down(h, i)
+        h.base = thr
+        h.s1 = s1
+        h.n_act = <double>n
+        h.n2 = n2
+        h.peak = n2
+
+    cdef void _l1_advance(self) noexcept nogil:
+        # (thr is set only after the pops: the sums removed are about the old base)
+        """After t moved: the new threshold; each problem's coordinates that fell to it
+        leave the active set (their lazy average settled with C and C2 as they stand, the
+        sums of the steps they were active in); the norm of soft(lambda, thr)."""
+        cdef Py_ssize_t c, j
+        cdef L1Heap* h
+        cdef double thr, a, v, d
+        cdef double* f
+        cdef bint averaged = _averaged(self.iterate)
+        thr = self._denom(self.t) * self.l1 / self.sigma
+        if self.heaps == NULL:
+            self.l1_thr = thr
+            return
+        for c in range(self.n_problems):
+            h = self.heaps + c
+            while h.n > 0 and h.key[0] <= thr:
+                j = h.j[0]
+                f = &self.block[j, c, 0]
+                if f[self.off_ver] == h.ver[0]:
+                    a = h.key[0]
+                    if averaged:
+                        v = a * (self.cum[c] - f[self.off_mark]) - (self.cum2[c]
+                                                                    - f[self.off_markp])
+                        if v > 0.0:
+                            f[self.off_acc] += v if f[0] > 0.0 else -v
+                    a -= h.base
+                    h.s1 -= a
+                    h.n2 -= a * a
+                    h.n_act -= 1.0
+                    f[self.off_ver] += 1.0  # no entry of it is live now
+                h.n -= 1
+                if h.n > 0:
+                    h.key[0] = h.key[h.n]
+                    h.j[0] = h.j[h.n]
+                    h.ver[0] = h.ver[h.n]
+                    _l1_sift_down(h, 0)
+            # the active sums about the new threshold
+            d = thr - h.base
+            h.n2 += h.n_act * d * d - 2.0 * d * h.s1
+            h.s1 -= h.n_act * d
+            h.base = thr
+        self.l1_thr = thr
+        for c in range(self.n_problems):
+            h = self.heaps + c
+            if h.n > 2 * <Py_ssize_t>h.n_act + 1024:
+                self._l1_recount(c)  # dead entries as many as live ones: O(1) amortized
+            elif h.n_act <= 0.0:
+                h.n2 = h.s1 = h.peak = 0.0
+            elif not (h.n2 * L1_CANCEL > h.peak):
+                self._l1_recount(c)  # it cancelled below its peak: count it exactly
+
     cdef void _upkeep_norms(self, int* need_rescale, int* moved) noexcept nogil:
         """After a step or a merged round, the l_q map's upkeep (_mirror.pxd): recount N
         where it cancelled below its peak, refresh M where lambda outgrew it (or every
@@ -858,6 +1137,8 @@ cdef class PGSState:
             self.decay *= self.forget
             self.tau = self.forget * self.tau + 1.0
             self.weight_sum += self._step_weight() / self.decay
+        if self.l1 > 0.0:
+            self._l1_advance()
         self._upkeep_norms(need_rescale, moved)
         if self.forgetting and self.decay < RENORM_BELOW:
             self._renormalize()
@@ -876,6 +1157,7 @@ cdef class PGSState:
             self._restart_sum_if_needed(c, to_sum)
             if add_to_sum:
                 self.cum[c] += to_sum
+                self.cum2[c] += to_sum * self.l1_thr
             if self.need_norm and not self.bounded:  # the ball's: from _scale_of
                 self.w_norm[c] = self._w_norm(c, self.t)
             if select:
@@ -893,6 +1175,8 @@ cdef class PGSState:
         s = np.asarray(self.s_a)
         if self.t == 0:
             return np.zeros((self.dim, self.n_problems))
+        if self.l1 > 0.0:
+            return self._l1_weights(it)
         if it == ITERATE_LAST:
             return phi * s
         if _averaged(it):
@@ -903,6 +1187,21 @@ cdef class PGSState:
             return total / self._average_norm()
         snapped = self.snapv_a == self.rnd_ver_a
         return np.where(snapped, self.snap_a, phi * self.rnd_s_a)
+
+    def _l1_weights(self, int it):
+        """`weights` with l1: soft thresholds of lambda (the last iterate), the lazy
+        averages' settled sums plus the pending ones of the active coordinates."""
+        lam = np.asarray(self.lam_a)
+        thr = self.l1_thr
+        a = np.abs(lam)
+        soft = np.sign(lam) * np.maximum(a - thr, 0.0)
+        if it == ITERATE_LAST:
+            return soft * np.asarray(self.s_a)
+        block = np.asarray(self.block_a)
+        pend = a * (np.asarray(self.cum_a) - block[:, :, self.off_mark]) - (
+            np.asarray(self.cum2_a) - block[:, :, self.off_markp])
+        pend = np.where(a > thr, np.sign(lam) * np.maximum(pend, 0.0), 0.0)
+        return (np.asarray(self.acc_a) + pend) / self._average_norm()
 
     def progressive_sums(self):
         """The progressive sums since the state was created: each row scored before it
@@ -1012,6 +1311,9 @@ cdef class PGSState:
         for c in range(new.n_problems):
             new._settle_all(c)
         new.sigma = sigma
+        # l1: the threshold moves with sigma (down for a larger one), so the active sets
+        # are found again (the lazy sums were settled above at the old sigma)
+        new._l1_rebuild()
         if new.radius_auto and new.loss0_max > 0.0:
             new.radius = sqrt(new.loss0_max) * sqrt(2.0 * (new.p - 1.0) / sigma)
         if new.t > 0:
@@ -1225,6 +1527,20 @@ cdef inline double _margin(const double* phi, Py_ssize_t K, Py_ssize_t S, Py_ssi
     return t0
 
 
+cdef inline double _margin_l1(const double* lam, Py_ssize_t K, Py_ssize_t S, Py_ssize_t c,
+                              const double* vals, const index_t* idx, Py_ssize_t nnz,
+                              bint dense, double thr) noexcept nogil:
+    """<soft(lambda_c, thr), x> over a row's entries (`_margin` with l1: the soft
+    threshold read on the fly, O(nnz))."""
+    cdef double t0 = 0.0
+    cdef Py_ssize_t e
+    cdef const double* base = lam + (K + c) * S
+    cdef Py_ssize_t KS = K * S
+    for e in range(nnz):
+        t0 += soft_threshold(base[(e if dense else <Py_ssize_t>idx[e]) * KS], thr) * vals[e]
+    return t0
+
+
 cdef inline double _part_dot(Part pt, Py_ssize_t c, const double* vals, const index_t* idx,
                              Py_ssize_t nnz, bint dense) noexcept nogil:
     """sum_e x_e (the part's entry of coordinate j_e + 1) over a row's entries (the
@@ -1286,7 +1602,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     cdef double xq, g, gq, best, l0, lv, b_weight, b_loss, b_wloss, b_loss0
     # one problem, sparse rows: the margin's loop also takes ||x||^2, and <lambda, x> is
     # kept, for a single-row step's N at p = 2 (see `_apply_row`)
-    cdef bint one_sparse = K == 1 and not dense
+    cdef bint one_sparse = K == 1 and not dense and self.l1 == 0.0
+    cdef bint use_l1 = self.l1 > 0.0
     cdef double row_dot = 0.0, row_xx = 0.0
     cdef int64_t b_mistakes, top
     cdef double q = self.q, sigma = self.sigma, epsilon = self.epsilon
@@ -1390,9 +1707,15 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                 elif one_sparse:
                     z = sparse_dot_sq(core.phi + core.S, core.S, vals, idx, nnz, &row_xx)
                     row_dot = z
+                elif use_l1:
+                    z = _margin_l1(core.lam, K, core.S, c, vals, idx, nnz, dense,
+                                   self.l1_thr)
                 else:
                     z = _margin(core.phi, K, core.S, c, vals, idx, nnz, dense)
-                if fit_icpt:
+                if use_l1:
+                    if fit_icpt:
+                        z += soft_threshold(core.lam[c * core.S], self.l1_thr) * icpt
+                elif fit_icpt:
                     z += core.phi[c * core.S] * icpt
                 z *= s[c]
                 margins[c] = z
@@ -1477,7 +1800,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
         if bsize == 1:
             # vals, idx, nnz still describe the step's single row
             xq = 0.0
-            if K == 1 and not dense:
+            if one_sparse:
                 cf = coefs[0]
                 if cf != 0.0:
                     xq = _apply_row(core, vals, idx, nnz, cf, resc, row_xq == NULL,

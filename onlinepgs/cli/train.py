@@ -132,7 +132,7 @@ def estimator_from_args(args):
     sdca = getattr(args, "solver", "pgs") == "sdca"
     if args.sigma is None:  # PGS races sigma; SDCA solves for one
         args.sigma = 1e-4 if sdca else "auto"
-    common = dict(loss=args.loss, p=args.p, sigma=args.sigma,
+    common = dict(loss=args.loss, p=args.p, sigma=args.sigma, l1=getattr(args, "l1", 0.0),
                   fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
                   epsilon=args.epsilon, n_bits=args.bits, hash_seed=args.hash_seed,
                   random_state=args.random_seed,
@@ -150,6 +150,9 @@ def estimator_from_args(args):
             raise UsageError("argument --sigma: auto races PGS runs over a stream; "
                              "--solver sdca needs a number")
 
+        if common["l1"] > 0 and args.p != 2.0:
+            raise UsageError(f"argument --l1: --solver sdca takes an l_1 term with --p 2 "
+                             f"only (Prox-SDCA), got --p {args.p:g}")
         cls = SDCAClassifierLearner if classifier else SDCARegressorLearner
         est = cls(**common, **weighing)
     else:

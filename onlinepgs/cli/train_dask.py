@@ -25,6 +25,10 @@ def train_on_dask(args, est, base):
     if est.forget < 1.0:  # also a model's of -i
         raise UserError(f"--forget {est.forget} is not available with --scheduler (the lanes "
                         "of a round would each decay the shared past); train without it")
+    if est.l1 > 0:  # also a model's of -i
+        raise UserError(f"--l1 {est.l1:g} is not available with --scheduler (the merge of "
+                        "the lanes' rounds is not that of a sparse model's thresholds); "
+                        "train without --scheduler")
     try:
         import onlinepgs.dask as opd
     except ImportError as exc:

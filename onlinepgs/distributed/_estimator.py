@@ -42,6 +42,11 @@ def check_trainable(est):
     if not isinstance(est, PGSLearner):
         raise TypeError("onlinepgs.dask trains a PGSClassifier or PGSRegressor, got "
                         f"{type(est).__name__}")
+    if est.l1 != 0:
+        # a round's lanes soft-threshold their own lambda; the merged rounds are not
+        # exactly one process's sparse model, and onlinepgs.dask only does what is exact
+        raise ValueError(f"onlinepgs.dask does not train an l_1 term (l1={est.l1!r}): "
+                         "train with l1=0, or with fit / partial_fit in one process")
     if getattr(est, "class_weight", None) is not None or hasattr(est, "class_counts_"):
         # its rounds would not keep a 'balanced' model's class counts
         raise ValueError(f"onlinepgs.dask does not weigh classes (class_weight="

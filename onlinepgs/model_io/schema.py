@@ -80,8 +80,9 @@ def _param_to_json(name, value, path):
 
 
 # parameters whose value is a list of str (the interactions: ["ab", "abc"]), not written
-# at their default None: a model without them is the file that older versions read
-_LIST_PARAMS = _OMITTED_AT_NONE = ("interactions",)  # and multi_class at "ovr" (old files)
+# at their default None; nor multi_class at "ovr", nor a PGS model's l1 at 0: that is the
+# file older versions read
+_LIST_PARAMS = ("interactions",)
 
 
 def encode(estimator, path, extra, with_state=True):
@@ -103,8 +104,10 @@ def encode(estimator, path, extra, with_state=True):
     if extra is not None and not isinstance(extra, dict):
         raise ModelFileError(path, f"extra must be a dict or None, got {type(extra).__name__}")
     params = estimator.get_params(deep=False)
+    omit = {"interactions": None, "multi_class": "ovr",
+            **({} if sdca else {"l1": 0})}  # SDCA's l1 is older
     json_params = {key: _param_to_json(key, value, path) for key, value in params.items()
-                   if not (key in _OMITTED_AT_NONE and value is None or value == "ovr")}
+                   if not (key in omit and value == omit[key])}
 
     arrays, table = {}, []
 
@@ -123,8 +126,7 @@ def encode(estimator, path, extra, with_state=True):
             add_array(f"attributes/{key}", value)
         else:
             if key == "_state_params":
-                value = {k: v for k, v in value.items()
-                         if not (k in _OMITTED_AT_NONE and v is None)}
+                value = {k: v for k, v in value.items() if not (k in omit and v == omit[k])}
             attributes[key] = to_json(value, f"attribute {key}", path, depth=3,
                                        arrays_as_lists=key in _LISTS_OF_ARRAYS)
 

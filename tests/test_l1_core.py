@@ -1,0 +1,293 @@
+"""l1 in the PGS core (p = 2): composite dual averaging against a plain NumPy transcription.
+
+The transcription below is written from the formulas only: lambda_t = gamma lambda_{t-1} - g_t,
+w_t = soft(lambda_t / (D_t sigma), l1 / sigma) (D_t = t + 1; with forgetting D_t = tau_t + 1,
+tau_t = gamma tau_{t-1} + 1), scaled onto the ball, averaged with weights 1, t, t^2 over
+w_1 .. w_T. The core does the same in O(nnz) a step (lazy thresholds, heaps of active
+coordinates); these tests check that every iterate is the transcription's.
+"""
+import time
+
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.sparse as sp
+
+from onlinepgs._core import PGSState
+from onlinepgs._core._pgs import _check_l1
+
+LOSSES = {
+    "logistic": (lambda z, y: np.logaddexp(0.0, -y * z),
+                 lambda z, y: -y * 0.5 * (1.0 - np.tanh(0.5 * y * z))),
+    "hinge": (lambda z, y: np.maximum(0.0, 1.0 - y * z),
+              lambda z, y: np.where(y * z < 1, -y, 0.0)),
+    "squared": (lambda z, y: (z - y) ** 2, lambda z, y: 2.0 * (z - y)),
+}
+
+
+def soft(v, tau):
+    return np.sign(v) * np.maximum(np.abs(v) - tau, 0.0)
+
+
+def transcription(X, Y, *, sigma, l1, loss="logistic", batch_size=1, radius=None,
+                  forget=1.0, icpt=1.0, sigmas=None):
+    """The iterates w_1 .. w_T ((n + 1, K) each, intercept first) of PGS with the l1
+    step, over the rows of X in order. `sigmas`: sigma per step (a change of sigma)."""
+    Xa = np.hstack([np.full((X.shape[0], 1), icpt), np.asarray(X.todense())])
+    Y = np.asarray(Y, float).reshape(Xa.shape[0], -1)
+    m, n = Xa.shape
+    K = Y.shape[1]
+    value, deriv = LOSSES[loss]
+    lam = np.zeros((n, K))
+    w = np.zeros((n, K))
+    tau, loss0 = 0.0, 0.0
+    out = []
+
+    def iterate(s):
+        w = soft(lam / ((tau + 1.0) * s), l1 / s)
+        R = np.sqrt(2.0 * loss0 / s) if radius == "auto" else radius
+        if R is not None:
+            norms = np.linalg.norm(w, axis=0)
+            w = w * np.where(norms > R, R / np.maximum(norms, 1e-300), 1.0)
+        return w
+
+    for t, start in enumerate(range(0, m, batch_size), 1):
+        s = sigma if sigmas is None else sigmas[t - 1]
+        if t > 1 and sigmas is not None and s != sigmas[t - 2]:
+            w = iterate(s)  # a change of sigma: the current iterate at the new sigma
+        rows = np.arange(start, min(start + batch_size, m))
+        Z = Xa[rows] @ w
+        g = Xa[rows].T @ deriv(Z, Y[rows]) / len(rows)
+        lam = forget * lam - g
+        tau = forget * tau + 1.0
+        loss0 = max(loss0, value(0.0, Y[rows]).max())
+        w = iterate(s)
+        out.append(w.copy())
+    return out
+
+
+def combine(iterates, which):
+    W = np.array(iterates)
+    if which == "last":
+        return W[-1]
+    a = np.arange(1, len(W) + 1, dtype=float) ** {"average": 0, "weighted": 1,
+                                                  "weighted2": 2}[which]
+    return np.tensordot(a, W, axes=1) / a.sum()
+
+
+def data(m=60, n=25, density=0.3, seed=0, K=1):
+    rng = np.random.default_rng(seed)
+    X = sp.random(m, n, density=density, random_state=seed, format="csr")
+    X.data = rng.standard_normal(X.nnz)
+    w = rng.standard_normal((n, K)) * (rng.random((n, K)) < 0.3)
+    S = np.asarray(X @ w) + 0.3 * rng.standard_normal((m, K))
+    return X, np.where(S > 0, 1.0, -1.0)
+
+
+def run(st, X, y, rows=None, classifier=True):
+    rows = np.arange(X.shape[0], dtype=np.int64) if rows is None else rows
+    st.run(X.data, X.indices, X.indptr, X.shape[1], np.ascontiguousarray(y, float),
+           np.ones(len(y)), rows, classifier)
+    return st
+
+
+@pytest.mark.parametrize("iterate", ["last", "average", "weighted", "weighted2"])
+@pytest.mark.parametrize("radius", [None, 1.5, "auto"])
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_matches_transcription(iterate, radius, batch_size):
+    X, y = data()
+    y = y[:, 0]
+    for l1 in (0.01, 0.05):
+        st = run(PGSState(p=2.0, sigma=0.05, l1=l1, iterate=iterate, radius=radius,
+                          batch_size=batch_size, n_features=X.shape[1]), X, y)
+        its = transcription(X, y, sigma=0.05, l1=l1, batch_size=batch_size, radius=radius)
+        np.testing.assert_allclose(st.weights(), combine(its, iterate), rtol=1e-9,
+                                   atol=1e-12)
+        np.testing.assert_allclose(st.weights("last"), its[-1], rtol=1e-9, atol=1e-12)
+        assert 0 < np.count_nonzero(its[-1]) < its[-1].size  # l1 zeroed some, not all
+
+
+@pytest.mark.parametrize("iterate", ["last", "weighted2"])
+def test_several_problems_and_epochs(iterate):
+    # one-vs-rest (K = 3 problems of one pass), three epochs over the rows, squared loss
+    # on a ball whose projection binds
+    X, Y = data(m=40, n=12, K=3, seed=3)
+    st = PGSState(p=2.0, sigma=0.02, l1=0.03, iterate=iterate, radius=0.8, loss="squared",
+                  n_problems=3, n_features=12)
+    Ys = np.tile(Y, (3, 1))
+    for _ in range(3):
+        # the core's multi-problem pass: each problem's target from column c
+        for c in range(3):
+            pass
+    rows = np.arange(40, dtype=np.int64)
+    # a regressor with K problems takes y per row for problem 0 only: run K = 1 each
+    for c in range(3):
+        st1 = PGSState(p=2.0, sigma=0.02, l1=0.03, iterate=iterate, radius=0.8,
+                       loss="squared", n_features=12)
+        for _ in range(3):
+            run(st1, X, Y[:, c], rows, classifier=False)
+        ref = combine(transcription(sp.vstack([X] * 3).tocsr(), Ys[:, c], sigma=0.02,
+                                    l1=0.03, loss="squared", radius=0.8), iterate)
+        np.testing.assert_allclose(st1.weights()[:, 0], ref[:, 0], rtol=1e-9, atol=1e-12)
+
+
+def test_multiclass_problems():
+    # K = 3 one-vs-rest problems in one pass (labels 0..2), hinge loss, weighted average
+    X, Y = data(m=50, n=10, K=3, seed=5)
+    labels = np.argmax(np.asarray(X @ np.random.default_rng(1).standard_normal((10, 3))),
+                       axis=1).astype(float)
+    st = PGSState(p=2.0, sigma=0.05, l1=0.02, iterate="weighted", radius=None, loss="hinge",
+                  n_problems=3, multiclass=True, n_features=10)
+    run(st, X, labels)
+    Ypm = np.where(labels[:, None] == np.arange(3), 1.0, -1.0)
+    ref = combine(transcription(X, Ypm, sigma=0.05, l1=0.02, loss="hinge"), "weighted")
+    np.testing.assert_allclose(st.weights(), ref, rtol=1e-9, atol=1e-12)
+
+
+def test_zero_exactly_below_threshold():
+    X, y = data(m=80, n=40, seed=2)
+    for radius in (None, "auto"):
+        st = run(PGSState(p=2.0, sigma=0.05, l1=0.03, radius=radius, n_features=40),
+                 X, y[:, 0])
+        lam = np.asarray(st.lam_a)
+        W = st.weights()
+        thr = (st.t + 1) * 0.03  # D_t l1 in lambda's units
+        assert np.array_equal(W == 0.0, np.abs(lam) <= thr)
+        assert np.count_nonzero(W == 0.0) > 5
+
+
+def test_forgetting_last_iterate():
+    X, y = data(m=70, n=20, seed=4)
+    for radius in (None, 2.0):
+        st = run(PGSState(p=2.0, sigma=0.05, l1=0.02, forget=0.97, radius=radius,
+                          n_features=20), X, y[:, 0])
+        ref = transcription(X, y[:, 0], sigma=0.05, l1=0.02, forget=0.97, radius=radius)[-1]
+        np.testing.assert_allclose(st.weights(), ref, rtol=1e-9, atol=1e-12)
+
+
+def test_forgetting_renormalizes():
+    # gamma = 0.3 brings lambda~ back to G = 1 every ~115 steps: thresholds and heaps
+    # follow the change of units
+    X, y = data(m=300, n=15, seed=6)
+    st = run(PGSState(p=2.0, sigma=0.05, l1=0.01, forget=0.3, radius=1.0, n_features=15),
+             X, y[:, 0])
+    assert st.n_renorms >= 2
+    ref = transcription(X, y[:, 0], sigma=0.05, l1=0.01, forget=0.3, radius=1.0)[-1]
+    np.testing.assert_allclose(st.weights(), ref, rtol=1e-8, atol=1e-12)
+
+
+def test_save_load_and_sigma_change_continue_exactly():
+    X, y = data(m=80, n=20, seed=7)
+    y = y[:, 0]
+    half = np.arange(40, dtype=np.int64)
+    rest = np.arange(40, 80, dtype=np.int64)
+    st = run(PGSState(p=2.0, sigma=0.05, l1=0.02, iterate="weighted2", radius="auto",
+                      n_features=20), X, y, half)
+    d = st.to_dict()
+    assert d["config"]["l1"] == 0.02
+    loaded = PGSState.from_dict(d)
+    np.testing.assert_array_equal(loaded.weights(), st.weights())
+    forked = st.with_sigma(0.02)  # the race's fork: l1 kept, sigma changes from step 41
+    assert forked.l1 == 0.02
+    run(st, X, y, rest)
+    run(loaded, X, y, rest)
+    np.testing.assert_array_equal(loaded.weights(), st.weights())
+    ref = combine(transcription(X, y, sigma=0.05, l1=0.02, radius="auto"), "weighted2")
+    np.testing.assert_allclose(st.weights(), ref, rtol=1e-9, atol=1e-12)
+    run(forked, X, y, rest)
+    sig = np.r_[np.full(40, 0.05), np.full(40, 0.02)]
+    its = transcription(X, y, sigma=0.05, l1=0.02, radius="auto", sigmas=sig)
+    # the "auto" radius of the fork is the new sigma's over the same rows
+    np.testing.assert_allclose(forked.weights("last"), its[-1], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(forked.weights(), combine(its, "weighted2"), rtol=1e-9,
+                               atol=1e-12)
+
+
+def test_l1_zero_is_unchanged():
+    X, y = data()
+    st = PGSState(p=2.0, sigma=0.05, l1=0.0, iterate="weighted2", radius="auto", n_features=25)
+    assert "l1" not in st.config()  # old model files load unchanged, new ones omit it
+    run(st, X, y[:, 0])
+    ref = combine(transcription(X, y[:, 0], sigma=0.05, l1=0.0, radius="auto"), "weighted2")
+    np.testing.assert_allclose(st.weights(), ref, rtol=1e-9, atol=1e-12)
+    assert st.to_dict()["config"] == PGSState(p=2.0, sigma=0.05, iterate="weighted2",
+                                             radius="auto").config()
+
+
+def test_long_run_average_near_l1_minimizer():
+    # 40 epochs of weighted2 PGS against L-BFGS-B on the same objective,
+    # sigma/2 ||w||^2 + l1 ||w||_1 + mean logistic loss (w = u - v, u, v >= 0)
+    X, y = data(m=100, n=8, density=0.6, seed=8)
+    y = y[:, 0]
+    sigma, l1 = 0.05, 0.03
+    st = PGSState(p=2.0, sigma=sigma, l1=l1, iterate="weighted2", radius=None, n_features=8)
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        run(st, X, y, rng.permutation(100).astype(np.int64))
+    Xa = np.hstack([np.ones((100, 1)), X.toarray()])
+
+    def f(uv):
+        w = uv[:9] - uv[9:]
+        z = Xa @ w
+        val = (0.5 * sigma * w @ w + l1 * np.abs(uv).sum()
+               + np.mean(np.logaddexp(0.0, -y * z)))
+        gw = sigma * w + Xa.T @ (-y * 0.5 * (1.0 - np.tanh(0.5 * y * z))) / 100
+        return val, np.r_[gw + l1, -gw + l1]
+
+    res = scipy.optimize.minimize(f, np.zeros(18), jac=True, method="L-BFGS-B",
+                                  bounds=[(0, None)] * 18, options=dict(ftol=1e-15,
+                                                                        gtol=1e-12))
+    w_opt = res.x[:9] - res.x[9:]
+    w = st.weights()[:, 0]
+    assert f(np.r_[np.maximum(w, 0), np.maximum(-w, 0)])[0] - res.fun < 2e-3
+    assert np.linalg.norm(w - w_opt) < 0.1 * np.linalg.norm(w_opt)
+
+
+def test_per_step_cost_does_not_sweep_the_width():
+    # 2^24 coordinates and 3,000 rows of 20 entries: a step costs O(nnz) (heaps, lazy
+    # sums), never a sweep of the width
+    rng = np.random.default_rng(0)
+    m, width = 3000, 1 << 24
+    cols = np.sort(rng.integers(0, width, size=(m, 20)), axis=1)
+    X = sp.csr_matrix((rng.standard_normal(m * 20), cols.ravel(),
+                       np.arange(0, 20 * m + 1, 20)), shape=(m, width))
+    X.sum_duplicates()
+    y = np.where(rng.random(m) > 0.5, 1.0, -1.0)
+
+    def timed(l1):
+        st = PGSState(p=2.0, sigma=1e-3, l1=l1, iterate="weighted2", radius="auto",
+                      n_features=width)
+        t0 = time.perf_counter()
+        run(st, X, y)
+        return time.perf_counter() - t0, st
+
+    base = min(timed(0.0)[0] for _ in range(2))
+    wide, st = min((timed(1e-4) for _ in range(2)), key=lambda r: r[0])
+    assert st.n_swept == 0
+    # a sweep of 2^24 coordinates a step would take over a minute; the pass takes well
+    # under a second on a quiet machine (its fresh pages cost more than the steps)
+    assert wide < 10.0 + 4 * base
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(l1=-1.0), "l1 must be"),
+    (dict(l1=float("nan")), "l1 must be"),
+    (dict(l1=0.1, p=1.5), "needs p=2"),
+    (dict(l1=0.1, iterate="random"), "iterate='random'"),
+    (dict(l1=0.1, forget=0.9, iterate="weighted2"), "use iterate='last'"),
+])
+def test_refusals(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        PGSState(**kwargs)
+
+
+def test_distributed_lanes_refuse_l1():
+    st = PGSState(l1=0.1, n_features=3)
+    with pytest.raises(ValueError, match="l1=0.1 is not supported by distributed"):
+        st.fork()
+
+
+def test_check_l1_accepts_supported():
+    _check_l1(0.0, 1.5, "random", 0.5)
+    _check_l1(0.2, 2.0, "weighted2", 1.0)
+    _check_l1(0.2, 2.0, "last", 0.9)
