@@ -41,6 +41,17 @@ def _forget(text):
     return value
 
 
+def _l1(text):
+    """--l1: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
 def _sigma(text):
     if text == "auto":
         return text
@@ -245,6 +256,16 @@ def build_parser():
                       help="regularization weight, or auto: a race of runs over a grid of "
                       "sigma, judged by their progressive loss (the choice is printed and "
                       "saved) (default: auto (PGS), 1e-4 (--solver sdca))")
+    opts.add_argument("--l1", type=_l1, default=0.0,
+                      help="weight of an l_1 term (sigma r(w) + L1 ||w||_1 + mean loss): "
+                      "sparse models, every weight below its threshold exactly 0 (PGS: "
+                      "soft-thresholded dual averaging; sdca: Prox-SDCA, with --p 2); 0: none")
+    opts.add_argument("--l1-geometry", default="auto", choices=["auto", "l2", "lq"],
+                      help="--solver sdca with --sigma 0 --l1 L1 (pure l_1): smooth it by "
+                      "||w||_2^2 (l2, Prox-SDCA section 3.1) or ||w||_q^2, q = ln d / "
+                      "(ln d - 1) (lq, section 3.2: rows with small max |x_ij| but large "
+                      "||x||_2); auto (default): the one whose run-time bound is smaller on "
+                      "the data")
     opts.add_argument("--radius", type=_radius, default="auto",
                       help="domain: auto (default), none (R^n) or a number (l_p ball)")
     opts.add_argument("--batch-size", type=_positive_int, default=1, help="rows per step (k)")
@@ -392,7 +413,8 @@ def _reading(command):
 
 # the model options of `train` (argparse names; ignored with -i, where the model keeps
 # its own) and the estimator's parameter each sets
-MODEL_OPTIONS = {"loss": "loss", "p": "p", "sigma": "sigma", "radius": "radius",
+MODEL_OPTIONS = {"loss": "loss", "p": "p", "sigma": "sigma", "l1": "l1",
+                  "l1_geometry": "l1_geometry", "radius": "radius",
                   "batch_size": "batch_size", "iterate": "iterate",
                   "no_intercept": "fit_intercept", "intercept_scaling": "intercept_scaling",
                   "epsilon": "epsilon", "bits": "n_bits", "hash_seed": "hash_seed",

@@ -92,9 +92,9 @@ def _param_to_json(name, value, path):
                                "cannot be stored: only None, bool, int, float and str values")
 
 
-# parameters whose value is a list of str (the interactions: ["ab", "abc"]), not written
-# at their default None: a model without them is the file that older versions read
-_LIST_PARAMS = _OMITTED_AT_NONE = ("interactions",)
+# parameters not written at their default (a model without them is the file older versions
+# read): interactions (a list of str: ["ab", "abc"]) at None, SDCA's l1_geometry at "auto"
+_LIST_PARAMS, _OMITTED_AT = ("interactions",), {"interactions": None, "l1_geometry": "auto"}
 
 
 def encode(estimator, path, extra):
@@ -116,7 +116,7 @@ def encode(estimator, path, extra):
         raise ModelFileError(path, f"extra must be a dict or None, got {type(extra).__name__}")
     params = estimator.get_params(deep=False)
     json_params = {key: _param_to_json(key, value, path) for key, value in params.items()
-                   if not (key in _OMITTED_AT_NONE and value is None)}
+                   if not (key in _OMITTED_AT and value == _OMITTED_AT[key])}
 
     arrays, table = {}, []
 
@@ -136,7 +136,7 @@ def encode(estimator, path, extra):
         else:
             if key == "_state_params":
                 value = {k: v for k, v in value.items()
-                         if not (k in _OMITTED_AT_NONE and v is None)}
+                         if not (k in _OMITTED_AT and v == _OMITTED_AT[k])}
             attributes[key] = to_json(value, f"attribute {key}", path, depth=3,
                                        arrays_as_lists=key in _LISTS_OF_ARRAYS)
 
