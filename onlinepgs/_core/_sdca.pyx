@@ -1153,8 +1153,10 @@ cdef class SDCAProblem:
                           f"active {self.n_active}/{self.n_visit}{extra}", flush=True)
                 if self.gap <= tol * fabs(self.primal):
                     return True
-                if self.pure_l1 and self.inner_gap <= 0.5 * tol * fabs(self.primal):
+                if (self.pure_l1 and self.inner_gap <= 0.5 * tol * fabs(self.primal)
+                        and e < max_epochs - 1):
                     # the smoothed problem is solved as far as it can help: smaller lam
+                    # (not after the last epoch: w would move off the certified point)
                     self.set_sigma(self.sigma / 10.0)
                     checks = []
                 else:
