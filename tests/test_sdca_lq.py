@@ -278,6 +278,7 @@ def test_command_trains_with_l1_geometry(tmp_path):
                                  "--l1", "0.02", "--l1-geometry", "lq", "--no-intercept",
                                  "-o", str(model)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+    assert "l1 geometry = lq (Prox-SDCA section 3.2, by --l1-geometry)" in done.stderr
     est = load_model(model)
     assert (est.l1_geometry, est.l1_geometry_, est.l1, est.sigma) == ("lq", "lq", 0.02, 0.0)
     # the same fit in Python: the same weights
