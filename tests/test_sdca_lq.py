@@ -12,7 +12,7 @@ from scipy.optimize import minimize
 from sklearn.datasets import dump_svmlight_file
 from sklearn.linear_model import Lasso, LogisticRegression
 
-from onlinepgs import SDCAClassifier, SDCARegressor
+from onlinepgs import SDCAClassifier, SDCARegressor, duality_gap
 from onlinepgs._core._sdca import SDCAProblem
 from onlinepgs.model_io import load_model, save_model
 
@@ -138,6 +138,10 @@ def test_lq_solves_the_lasso():
     # ||w - w*||^2 <= 2 gap / 0.7: a few 1e-3
     np.testing.assert_allclose(reg.coef_, lasso.coef_, atol=1e-2)
     assert abs(np.count_nonzero(reg.coef_) - np.count_nonzero(lasso.coef_)) <= 3
+    # the package's certificate of any model (duality.py, from w alone) agrees on P1(w)
+    cert = duality_gap(reg, X, y)
+    assert cert.primal == pytest.approx(reg.primal_objective_, rel=1e-10)
+    assert cert.gap >= mine - best - 1e-12
 
 
 def test_lq_solves_l1_logistic_regression():

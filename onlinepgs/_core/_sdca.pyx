@@ -89,7 +89,8 @@ scaling), lowered as in 3.1, and (a) bounds lam r(w*) by lam B^2 / (2 (p - 1)).
 cimport cython
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport fabs, sqrt, log, exp, exp2, log2, copysign, isfinite, INFINITY, fmax, fmin
+from libc.math cimport (fabs, sqrt, log, exp, exp2, log2, copysign, isfinite, INFINITY,
+                        fmax, fmin, floor)
 from libc.stdint cimport uint64_t, int64_t, int32_t
 
 from onlinepgs._core._losses cimport (loss_value, loss_derivative, loss_conjugate, HINGE,
@@ -611,7 +612,7 @@ cdef class SDCAProblem:
         step's constant; the paper's 3 ln d max ||x_i||_inf^2 up to e^2 (ln d - 1) / (3 ln d)),
         with one B = P(0) / l1 >= ||w*||_1 >= ||w*||_2 for both (the smoothing's bound): "auto"
         takes lq when its product is smaller. O(nnz); bound_l2 and bound_lq keep both."""
-        cdef double d, logd
+        cdef double d, logd, gw
         visit = np.asarray(self.rows)
         d = float(np.unique(self.indices_a).shape[0] + (1 if self.fit_intercept else 0))
         logd = log(d) if d > 1.0 else 0.0
@@ -627,6 +628,14 @@ cdef class SDCAProblem:
         if choice == "lq" or (choice == "auto" and self.bound_lq < self.bound_l2):
             self.l1_geometry = "lq"
             self.mm = mirror_init(self.p)
+            # a wide window: u = v - c is a small difference of large numbers once lam is
+            # small, its largest entry swings by more than the map's 2-fold window, and
+            # every swing cost an O(d) rescale (IMDB: one per few steps). q = ln d is
+            # moderate, so M / 2^g .. 2^g M with g = 240 / q keeps every phi and N within
+            # 2^-250 .. 2^+250 (with at most 2^24 columns): far inside the double range
+            gw = floor(240.0 / self.q)
+            self.mm.r_hi = exp2(gw)
+            self.mm.norm_low = exp2(-gw * self.q)
             self.qnorm_a = qnorm
             self.qnorm = qnorm
         else:
