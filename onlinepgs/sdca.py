@@ -55,6 +55,16 @@ _COMMON_DOC = """
         (Shalev-Shwartz and Zhang, 2012, section 3.1). Pure l_1 runs it on a smoothed problem with a small
         l_2 weight ``smoothing_`` lowered as the target accuracy requires; its certificate
         bounds the l_1 objective's suboptimality (see ``duality_gap_``).
+    l1_geometry : {"auto", "l2", "lq"}, default="auto"
+        How pure l_1 (``sigma=0, l1 > 0``) is smoothed; ignored otherwise. "l2": section 3.1
+        above. "lq": section 3.2, for rows with a small largest entry ``||x_i||_inf`` but a
+        large ``||x_i||_2``: ``g(w) = ||w||_p^2 / (2 (p - 1)) + (l1 / lam) ||w||_1`` with
+        ``p = ln d / (ln d - 1)`` (d: the columns the rows reach, plus the intercept; for
+        ``d < 8`` this is "l2"), whose steps use ``||x_i||_q^2``, ``q = ln d``, in place of
+        ``||x_i||_2^2``. "auto" takes "lq" when its run-time bound is the smaller one on
+        the data: ``(ln d - 1) max_i ||x_i||_q^2 < max_i ||x_i||_2^2`` (both with the
+        bound ``B = P(0) / l1`` on ``||w*||_1 >= ||w*||_2``; one O(nnz) pass before the
+        epochs). The choice is ``l1_geometry_``.
     fit_intercept : bool, default=True
         The intercept is the weight of a constant feature of value ``intercept_scaling``
         inside the regularized vector (so the dual has no equality constraint; the l_1
@@ -130,6 +140,8 @@ _ATTRS_DOC = """
         The epochs after which those checks ran.
     smoothing_ : float or ndarray
         Pure l_1 only: the final l_2 weight lam of the smoothed problem (else 0).
+    l1_geometry_ : {"l2", "lq"} or None
+        Pure l_1 only: the smoothing used (``l1_geometry``'s choice; None otherwise).
     n_features_in_ : int
 """
 
@@ -150,6 +162,7 @@ _CONSTRAINTS = {
     "n_bits": [None, ("int", 1, 30, "both")],
     "hash_seed": [("int", 0, 2**32 - 1, "both")],
     "interactions": [None, list, tuple],
+    "l1_geometry": [("str", {"auto", "l2", "lq"})],
 }
 
 
@@ -245,7 +258,7 @@ class SDCALearner(LinearLearner):
     def __init__(self, loss, *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
                  intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
                  check_every="auto", shrinking=True, init="zero", random_state=None, epsilon=0.1,
-                 verbose=0, n_bits=None, hash_seed=0, interactions=None):
+                 verbose=0, n_bits=None, hash_seed=0, interactions=None, l1_geometry="auto"):
         self.loss = loss
         self.p = p
         self.sigma = sigma
@@ -264,6 +277,7 @@ class SDCALearner(LinearLearner):
         self.n_bits = n_bits
         self.hash_seed = hash_seed
         self.interactions = interactions
+        self.l1_geometry = l1_geometry
 
     def fit(self, X, y, sample_weight=None):
         return self._fit(X, y, sample_weight)
@@ -341,7 +355,8 @@ class SDCALearner(LinearLearner):
                 p=float(self.p), sigma=float(self.sigma) * scale, l1=float(self.l1) * scale,
                 fit_intercept=bool(self.fit_intercept),
                 intercept_scaling=float(self.intercept_scaling), epsilon=float(self.epsilon),
-                order=self.order, seed=seed, alpha0=alpha0, shrinking=bool(self.shrinking))
+                order=self.order, seed=seed, alpha0=alpha0, shrinking=bool(self.shrinking),
+                l1_geometry=self.l1_geometry)
             label = f" [class {self.classes_[c]!r}]" if multiclass else ""
             check_every = (self.check_every if isinstance(self.check_every, str)
                            else int(self.check_every))
@@ -420,6 +435,8 @@ class SDCALearner(LinearLearner):
         self.dual_objective_ = per_problem([d["dual"] for d in info])
         self.duality_gap_ = per_problem([d["gap"] for d in info])
         self.smoothing_ = per_problem([d.get("smoothing", 0.0) for d in info])
+        # one geometry for all one-vs-rest problems: it depends on the rows only
+        self.l1_geometry_ = problems[0].l1_geometry
         histories = [np.array(prob.gap_history) / scale for prob in problems]
         self.gap_history_ = histories if multiclass else histories[0]
         epochs = [np.array(prob.check_epochs, dtype=np.int64) for prob in problems]
@@ -444,12 +461,13 @@ class SDCAClassifierLearner(ClassifierLearner, SDCALearner):
                  intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
                  check_every="auto", shrinking=True, init="zero", random_state=None, epsilon=0.1,
                  verbose=0, n_bits=None, hash_seed=0, interactions=None,
-                 class_weight=None, multi_class="ovr"):
+                 class_weight=None, multi_class="ovr", l1_geometry="auto"):
         super().__init__(loss, p=p, sigma=sigma, l1=l1, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, tol=tol, max_epochs=max_epochs,
                          order=order, check_every=check_every, shrinking=shrinking, init=init,
                          random_state=random_state, epsilon=epsilon, verbose=verbose,
-                         n_bits=n_bits, hash_seed=hash_seed, interactions=interactions)
+                         n_bits=n_bits, hash_seed=hash_seed, interactions=interactions,
+                         l1_geometry=l1_geometry)
         self.class_weight = class_weight
         self.multi_class = multi_class
 
@@ -505,12 +523,13 @@ class SDCARegressorLearner(RegressorLearner, SDCALearner):
     def __init__(self, loss="squared", *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
                  intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
                  check_every="auto", shrinking=True, init="zero", random_state=None, epsilon=0.1,
-                 verbose=0, n_bits=None, hash_seed=0, interactions=None):
+                 verbose=0, n_bits=None, hash_seed=0, interactions=None, l1_geometry="auto"):
         super().__init__(loss, p=p, sigma=sigma, l1=l1, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, tol=tol, max_epochs=max_epochs,
                          order=order, check_every=check_every, shrinking=shrinking, init=init,
                          random_state=random_state, epsilon=epsilon, verbose=verbose,
-                         n_bits=n_bits, hash_seed=hash_seed, interactions=interactions)
+                         n_bits=n_bits, hash_seed=hash_seed, interactions=interactions,
+                         l1_geometry=l1_geometry)
 
     def fit(self, X, y, sample_weight=None):
         """Solve the dual to the relative gap `tol` (or `max_epochs`).

@@ -74,11 +74,23 @@ The certificate for P1(w) = l1 ||w||_1 + (1/m) sum_i sw_i l(<w, x_i>; y_i) is th
       feasible for s = min(1, l1 / ||X^T alpha / m||_inf) (the conjugates' domains are
       intervals containing 0, so s alpha stays in them);
 both bound P1(w) - min P1 from above.
+
+Pure l_1 by section 3.2 (l1_geometry "lq", or "auto" when its bound is the smaller; see
+`_choose_geometry`): g = r + (l1 / lam) ||w||_1 with r = ||w||_p^2 / (2 (p - 1)),
+p = ln d / (ln d - 1): 004's (3 ln d / 2) ||w||_q^2 at lam' = lam / (3 ln d (p - 1)), the
+same problem. grad g*(v) = grad r*(u), u = soft(v, l1 / lam) (004 eqs. 10-11), kept by the
+l_q map on u (each touched coordinate's u_j moves only while |v_j| > l1 / lam: O(nnz) per
+step), and the step uses ||x_i||_q^2 (q = ln d): g* is 1-smooth w.r.t. ||.||_q, since r*
+is and soft() is 1-Lipschitz per coordinate (the paper's ||x_i||_inf^2 would need g
+1-strongly convex w.r.t. ||.||_1, which (3 ln d / 2) ||.||_q^2 is only up to e^2 / 3,
+docs/design/sdca.md). lam starts at (p - 1) l1^2 / P(0) (004's eps / (3 ln d B^2) in its
+scaling), lowered as in 3.1, and (a) bounds lam r(w*) by lam B^2 / (2 (p - 1)).
 """
 cimport cython
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport fabs, sqrt, log, exp, exp2, log2, copysign, isfinite, INFINITY, fmax, fmin
+from libc.math cimport (fabs, sqrt, log, exp, exp2, log2, copysign, isfinite, INFINITY,
+                        fmax, fmin, floor)
 from libc.stdint cimport uint64_t, int64_t, int32_t
 
 from onlinepgs._core._losses cimport (loss_value, loss_derivative, loss_conjugate, HINGE,
@@ -98,6 +110,10 @@ cdef enum:
     REG_L2 = 0      # g = ||w||^2 / 2, w = v
     REG_LP = 1      # g = ||w||_p^2 / (2 (p - 1)), p < 2
     REG_ENET = 2    # g = ||w||^2 / 2 + c ||w||_1, w = soft(v, c)
+    REG_LQ = 3      # g = ||w||_p^2 / (2 (p - 1)) + c ||w||_1, p = ln d / (ln d - 1):
+                    # w = grad r*(u), u = soft(v, c) (004 section 3.2)
+
+GEOMETRIES = ("auto", "l2", "lq")
 
 cdef enum:
     ORDER_CYCLIC = 0
@@ -242,7 +258,8 @@ cdef struct Core:
     double* b
     double* lodds         # logistic: log((1 - b_i) / b_i) per row (NaN: unknown)
     double* v             # coordinate 0 is the intercept; feature j is j + 1
-    double* w             # ENET: soft(v, c); LP: phi
+    double* w             # ENET: soft(v, c); LP, LQ: phi
+    double* u             # LQ: soft(v, c), the l_q map's argument
     int64_t* active
     double icpt
     double eps
@@ -490,8 +507,8 @@ cdef class SDCAProblem:
     cdef double[::1] qnorm    # ||x_i||_D'^2 including the intercept's constant
     cdef double[::1] kappa, coef
     # state
-    cdef public object b_a, v_a, w_a
-    cdef double[::1] b, v, w, wbuf, lodds
+    cdef public object b_a, v_a, w_a, u_a
+    cdef double[::1] b, v, w, wbuf, lodds, u
     cdef int64_t[::1] rows    # the rows SDCA visits (sw > 0, x_i != 0); active ones first
     cdef unsigned char[::1] keep
     cdef readonly Py_ssize_t n_visit, n_active
@@ -507,13 +524,17 @@ cdef class SDCAProblem:
     # results of the last check (pure l_1: of the l_1 objective and its certificate)
     cdef readonly double primal, dual, gap, loss_mean, reg_w, inner_gap, inner_primal
     cdef readonly double loss_at_zero
+    # pure l_1: the section used ("l2": 3.1, "lq": 3.2) and both bounds' row factors
+    cdef readonly object l1_geometry
+    cdef readonly double bound_l2, bound_lq
     cdef readonly int64_t n_epochs, n_steps, n_checks
     cdef readonly list gap_history, check_epochs
 
     def __init__(self, data, indices, indptr, Py_ssize_t n_cols, y, sample_weight, *,
                  str loss="logistic", double p=2.0, double sigma=1e-4, double l1=0.0,
                  bint fit_intercept=True, double intercept_scaling=1.0, double epsilon=0.1,
-                 str order="permutation", uint64_t seed=0, alpha0=None, bint shrinking=True):
+                 str order="permutation", uint64_t seed=0, alpha0=None, bint shrinking=True,
+                 str l1_geometry="l2"):
         if loss not in LOSS_CODES:
             raise ValueError(f"unknown loss {loss!r}; expected one of {sorted(LOSS_CODES)}")
         if not (1.0 < p <= 2.0):
@@ -527,6 +548,9 @@ cdef class SDCAProblem:
             raise ValueError(f"l1 > 0 (elastic net, l_1) needs p = 2, got p={p!r}")
         if order not in ORDERS:
             raise ValueError(f"order must be one of {sorted(ORDERS)}, got {order!r}")
+        if l1_geometry not in GEOMETRIES:
+            raise ValueError(f"l1_geometry must be one of {list(GEOMETRIES)}, got "
+                             f"{l1_geometry!r}")
         if not (intercept_scaling > 0.0 and isfinite(intercept_scaling)):
             raise ValueError(f"intercept_scaling must be > 0, got {intercept_scaling!r}")
         if not (epsilon >= 0.0 and isfinite(epsilon)):
@@ -550,12 +574,18 @@ cdef class SDCAProblem:
                           and self.loss_code != LOGISTIC and self.loss_code != SQUARED)
         self.rng = seed
         self._set_data(data, indices, indptr, n_cols, y, sample_weight)
+        self.l1_geometry = None
+        self.bound_l2 = self.bound_lq = 0.0
+        if self.pure_l1:
+            self._choose_geometry(l1_geometry)
         self.dim = n_cols + 1
         self.v_a = np.zeros(self.dim)
         self.w_a = np.zeros(self.dim if self.reg != REG_L2 else 1)
+        self.u_a = np.zeros(self.dim if self.reg == REG_LQ else 1)
         self.v = self.v_a
         self.w = self.w_a
-        self.wbuf = np.zeros(self.dim if self.reg == REG_LP else 1)
+        self.u = self.u_a
+        self.wbuf = np.zeros(self.dim if self.reg == REG_LP or self.reg == REG_LQ else 1)
         self.scale_m = 1.0
         self.gap_history = []
         self.check_epochs = []
@@ -564,11 +594,54 @@ cdef class SDCAProblem:
         self.loss_at_zero = float(np.dot(self.sw_a, [loss_value(self.loss_code, 0.0, yy, self.epsilon)
                                                       for yy in self.y_a])) / max(self.n_rows, 1)
         if self.pure_l1:
-            # 004's lam = eps / B^2 with eps = P(0) and B = P(0) / l1
-            sigma = l1 * l1 / self.loss_at_zero if self.loss_at_zero > 0.0 else l1
+            # 004's lam = eps / B^2 with eps = P(0) and B = P(0) / l1 (section 3.1); 3.2's
+            # lam = eps / (3 ln d B^2) on (3 ln d / 2) ||w||_q^2 is (p - 1) eps / B^2 on
+            # r(w) = ||w||_p^2 / (2 (p - 1)), the same smoothing error eps / 2 (sdca.md)
+            sigma = (self.p - 1.0) * (l1 * l1 / self.loss_at_zero if self.loss_at_zero > 0.0
+                                      else l1)
         self._set_sigma(sigma)
 
     # ---- set-up ----------------------------------------------------------------------------
+    def _choose_geometry(self, str choice):
+        """Pure l_1: section 3.1 (l2) or 3.2 (lq), by `choice` or, for "auto", by the bounds.
+
+        d counts the coordinates that can be non-zero (the columns the rows reach, and the
+        intercept), p = ln d / (ln d - 1) (q = ln d); d < e^2 would give p > 2, so 3.2 is 3.1
+        there. The iterations of either grow as max_i kappa_i, i.e. as
+        max ||x_i||_2^2 B^2 / eps (3.1) and (ln d - 1) max ||x_i||_q^2 B^2 / eps (3.2, our
+        step's constant; the paper's 3 ln d max ||x_i||_inf^2 up to e^2 (ln d - 1) / (3 ln d)),
+        with one B = P(0) / l1 >= ||w*||_1 >= ||w*||_2 for both (the smoothing's bound): "auto"
+        takes lq when its product is smaller. O(nnz); bound_l2 and bound_lq keep both."""
+        cdef double d, logd, gw
+        visit = np.asarray(self.rows)
+        d = float(np.unique(self.indices_a).shape[0] + (1 if self.fit_intercept else 0))
+        logd = log(d) if d > 1.0 else 0.0
+        self.bound_l2 = float(np.max(self.qnorm_a[visit])) if visit.shape[0] else 0.0
+        if logd <= 2.0:  # p would exceed 2: 3.2 is 3.1
+            self.bound_lq = INFINITY
+            self.l1_geometry = "l2"
+            return
+        reg, p, q = self.reg, self.p, self.q
+        self.reg, self.p, self.q = REG_LQ, logd / (logd - 1.0), logd
+        qnorm = self._row_norms()
+        self.bound_lq = (logd - 1.0) * (float(np.max(qnorm[visit])) if visit.shape[0] else 0.0)
+        if choice == "lq" or (choice == "auto" and self.bound_lq < self.bound_l2):
+            self.l1_geometry = "lq"
+            self.mm = mirror_init(self.p)
+            # a wide window: u = v - c is a small difference of large numbers once lam is
+            # small, its largest entry swings by more than the map's 2-fold window, and
+            # every swing cost an O(d) rescale (IMDB: one per few steps). q = ln d is
+            # moderate, so M / 2^g .. 2^g M with g = 240 / q keeps every phi and N within
+            # 2^-250 .. 2^+250 (with at most 2^24 columns): far inside the double range
+            gw = floor(240.0 / self.q)
+            self.mm.r_hi = exp2(gw)
+            self.mm.norm_low = exp2(-gw * self.q)
+            self.qnorm_a = qnorm
+            self.qnorm = qnorm
+        else:
+            self.l1_geometry = "l2"
+            self.reg, self.p, self.q = reg, p, q
+
     def _set_data(self, data, indices, indptr, Py_ssize_t n_cols, y, sample_weight):
         cdef Py_ssize_t m
         self.data_a = np.ascontiguousarray(data, dtype=np.float64)
@@ -631,7 +704,7 @@ cdef class SDCAProblem:
         counts = np.diff(self.indptr_a)
         filled = counts > 0
         starts = self.indptr_a[:-1][filled]
-        if self.reg != REG_LP:
+        if self.reg != REG_LP and self.reg != REG_LQ:
             sq = np.zeros(m)
             if filled.any():
                 sq[filled] = np.add.reduceat(self.data_a ** 2, starts)
@@ -703,21 +776,28 @@ cdef class SDCAProblem:
         """w = grad g*(v) recomputed from v exactly (p < 2: M, phi, N and s_eff afresh)."""
         cdef Py_ssize_t j, dim = self.dim
         cdef double m, c
+        cdef double* lam
         if self.reg == REG_ENET:
             c = self.l1 / self.sigma
             for j in range(dim):
                 self.w[j] = _soft(self.v[j], c)
-        elif self.reg == REG_LP:
-            m = mirror_scale(self.mm, mirror_max(&self.v[0], 1, NULL, dim))
+        elif self.reg == REG_LP or self.reg == REG_LQ:
+            lam = &self.v[0]
+            if self.reg == REG_LQ:
+                c = self.l1 / self.sigma
+                lam = &self.u[0]
+                for j in range(dim):
+                    lam[j] = _soft(self.v[j], c)
+            m = mirror_scale(self.mm, mirror_max(lam, 1, NULL, dim))
             self.scale_m = m
-            self.norm_n = mirror_count(self.mm, &self.v[0], &self.w[0], 1, NULL, dim, m, True)
+            self.norm_n = mirror_count(self.mm, lam, &self.w[0], 1, NULL, dim, m, True)
             self.norm_peak = self.norm_n
             self._update_scale()
 
     cdef void _recount(self) noexcept nogil:
         """p < 2: N exactly from v at the current M (phi is exact already)."""
-        self.norm_n = mirror_count(self.mm, &self.v[0], &self.w[0], 1, NULL, self.dim,
-                                   self.scale_m, False)
+        self.norm_n = mirror_count(self.mm, &self.u[0] if self.reg == REG_LQ else &self.v[0],
+                                   &self.w[0], 1, NULL, self.dim, self.scale_m, False)
         self.norm_peak = self.norm_n
 
     cdef inline void _update_scale(self) noexcept nogil:
@@ -735,6 +815,7 @@ cdef class SDCAProblem:
         k.lodds = &self.lodds[0]
         k.v = &self.v[0]
         k.w = &self.w[0]
+        k.u = &self.u[0]
         k.icpt = self.intercept_scaling if self.fit_intercept else 0.0
         k.eps = self.epsilon
         k.c = self.l1 / self.sigma
@@ -791,6 +872,8 @@ cdef class SDCAProblem:
             _epoch_l2_any(k, indices, rows, n)
         elif self.reg == REG_ENET:
             _epoch_enet(k, indices, rows, n)
+        elif self.reg == REG_LQ:
+            self._epoch_lq(k, indices, rows, n)
         else:
             self._epoch_lp(k, indices, rows, n)
 
@@ -847,6 +930,70 @@ cdef class SDCAProblem:
                 self._recount()
             self._update_scale()
 
+    cdef void _epoch_lq(self, Core k, const index_t* indices, const int64_t* rows,
+                        Py_ssize_t n) noexcept nogil:
+        """Section 3.2: as `_epoch_lp`, but the l_q map acts on u = soft(v, c): a touched
+        coordinate moves v_j, then u_j (a no-op while |v_j| stays below c, so phi and N
+        only follow the coordinates that are or become active), O(nnz) per step."""
+        cdef Py_ssize_t t, e, j, start, nnz
+        cdef int64_t i
+        cdef double z, b0, bn, d, uo, un, dn, inv_m, c = k.c
+        cdef double icpt = k.icpt
+        cdef Mirror mm = self.mm
+        cdef double* v = k.v
+        cdef double* u = k.u
+        cdef double* phi = k.w
+        cdef const double* vals
+        cdef const index_t* idx
+        cdef int outgrown
+        for t in range(n):
+            i = rows[t]
+            start = k.indptr[i]
+            nnz = k.indptr[i + 1] - start
+            vals = k.data + start
+            idx = indices + start
+            z = self.s_eff * (sparse_dot(phi + 1, 1, vals, idx, nnz) + phi[0] * icpt)
+            b0 = k.b[i]
+            bn = _step(k.loss, b0, z, k.y[i], k.kappa[i], k.eps, k.lodds + i)
+            if bn == b0:
+                continue
+            k.b[i] = bn
+            d = (bn - b0) * k.coef[i]
+            inv_m = 1.0 / self.scale_m
+            outgrown = 0
+            dn = 0.0
+            if icpt != 0.0:
+                v[0] += d * icpt
+                uo = u[0]
+                un = _soft(v[0], c)
+                if un != uo:
+                    u[0] = un
+                    dn += mirror_touch(mm, uo, un, phi[0], inv_m, &phi[0], &outgrown)
+            for e in range(nnz):
+                j = idx[e] + 1
+                v[j] += d * vals[e]
+                uo = u[j]
+                un = _soft(v[j], c)
+                if un != uo:
+                    u[j] = un
+                    dn += mirror_touch(mm, uo, un, phi[j], inv_m, &phi[j], &outgrown)
+            self.norm_n += dn
+            self.touches += nnz + 1
+            if not outgrown and mirror_cancelled(self.norm_n, self.norm_peak):
+                self._recount()
+            # u = 0 (every |v_j| <= c, the usual start) has N = 0 with nothing to scale:
+            # no refresh until a coordinate turns on (else one O(dim) refresh per step)
+            if outgrown or (self.norm_n > 0.0 and mirror_refresh_due(mm, self.norm_n, 0)):
+                self._refresh()
+            elif self.norm_n < 0.0:
+                self.norm_n = 0.0
+            if self.norm_n > self.norm_peak:
+                self.norm_peak = self.norm_n
+            if mirror_drift_due(self.touches, self.span):
+                self.touches = 0
+                self._recount()
+            self._update_scale()
+
     # ---- the duality gap -------------------------------------------------------------------
     cdef void _check(self) noexcept nogil:
         """P(w), D(alpha) and their gap at w = grad g*(v), in one pass over every row; with
@@ -855,6 +1002,7 @@ cdef class SDCAProblem:
         cdef double icpt = self.intercept_scaling if self.fit_intercept else 0.0
         cdef double z, yi, swi, a, lv, cv, fy, loss_sum = 0.0, conj_sum = 0.0, fy_sum = 0.0
         cdef double g_w, g_star, wv = 0.0, wj, n2 = 0.0, n1 = 0.0, sg, bi, vmax = 0.0
+        cdef double* lam = &self.u[0] if self.reg == REG_LQ else &self.v[0]
         cdef double lo = _box_lo(self.loss_code, self.epsilon)
         cdef double hi = _box_hi(self.loss_code, self.epsilon)
         cdef double* w
@@ -911,8 +1059,11 @@ cdef class SDCAProblem:
             g_w = 0.5 * n2 + (self.l1 / self.sigma) * n1
             g_star = 0.5 * n2
         else:
+            # LQ: g = r + c ||.||_1 has g*(v) = r*(soft(v, c)) (ALGORITHM.md, 004 eq. 10)
             g_w = reg_value(lp_norm(w, dim, 1, self.p), self.p, INFINITY)
-            g_star = reg_conjugate(lp_norm(&self.v[0], dim, 1, self.q), self.p, INFINITY)
+            g_star = reg_conjugate(lp_norm(lam, dim, 1, self.q), self.p, INFINITY)
+            if self.reg == REG_LQ:
+                g_w += (self.l1 / self.sigma) * n1
         self.loss_mean = loss_sum / m if m else 0.0
         self.reg_w = g_w
         self.primal = self.sigma * g_w + self.loss_mean
@@ -939,7 +1090,8 @@ cdef class SDCAProblem:
         """Primal, certificate and dual bound of the l_1 objective (module docstring)."""
         cdef double p1 = self.l1 * w_l1 + self.loss_mean, bound, cert_a, cert_b, s
         bound = p1 / self.l1
-        cert_a = p1 - self.dual + 0.5 * self.sigma * bound * bound
+        # the smoothing's share sigma r(w*) <= sigma B^2 / (2 (p - 1)), B >= ||w*||_1 >= ||w*||_p
+        cert_a = p1 - self.dual + 0.5 * self.sigma * bound * bound / (self.p - 1.0)
         s = 1.0
         if self.sigma * v_inf > self.l1:
             s = self.l1 / (self.sigma * v_inf)
@@ -1010,8 +1162,10 @@ cdef class SDCAProblem:
                           f"active {self.n_active}/{self.n_visit}{extra}", flush=True)
                 if self.gap <= tol * fabs(self.primal):
                     return True
-                if self.pure_l1 and self.inner_gap <= 0.5 * tol * fabs(self.primal):
+                if (self.pure_l1 and self.inner_gap <= 0.5 * tol * fabs(self.primal)
+                        and e < max_epochs - 1):
                     # the smoothed problem is solved as far as it can help: smaller lam
+                    # (not after the last epoch: w would move off the certified point)
                     self.set_sigma(self.sigma / 10.0)
                     checks = []
                 else:
@@ -1053,7 +1207,7 @@ cdef class SDCAProblem:
             return np.array(self.v_a)
         if self.reg == REG_ENET:
             return np.array(self.w_a)
-        return self.s_eff * np.asarray(self.w_a)
+        return self.s_eff * np.asarray(self.w_a)  # LP, LQ: s phi
 
     @property
     def alpha(self):

@@ -265,6 +265,12 @@ def build_parser():
                       "sparse models, every weight below its threshold exactly 0 (PGS: "
                       "soft-thresholded dual averaging, p 2, zeros in --iterate last; sdca: "
                       "Prox-SDCA, --p 2); 0: none")
+    opts.add_argument("--l1-geometry", default="auto", choices=["auto", "l2", "lq"],
+                      help="--solver sdca with --sigma 0 --l1 L1 (pure l_1): smooth it by "
+                      "||w||_2^2 (l2, Prox-SDCA section 3.1) or ||w||_q^2, q = ln d / "
+                      "(ln d - 1) (lq, section 3.2: rows with small max |x_ij| but large "
+                      "||x||_2); auto (default): the one whose run-time bound is smaller on "
+                      "the data")
     opts.add_argument("--radius", type=_radius, default="auto",
                       help="domain: auto (default), none (R^n) or a number (l_p ball)")
     opts.add_argument("--batch-size", type=_positive_int, default=1, help="rows per step (k)")
@@ -418,7 +424,7 @@ def _reading(command):
 # the model options of `train` (argparse names; ignored with -i, where the model keeps
 # its own) and the estimator's parameter each sets
 MODEL_OPTIONS = {"loss": "loss", "p": "p", "sigma": "sigma", "l1": "l1",
-                  "radius": "radius",
+                  "l1_geometry": "l1_geometry", "radius": "radius",
                   "batch_size": "batch_size", "iterate": "iterate",
                   "no_intercept": "fit_intercept", "intercept_scaling": "intercept_scaling",
                   "epsilon": "epsilon", "bits": "n_bits", "hash_seed": "hash_seed",

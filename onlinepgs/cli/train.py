@@ -38,6 +38,11 @@ def cmd_train(args):
         from onlinepgs.cli.train_sdca import train_sdca
 
         return train_sdca(args)
+    if "l1_geometry" in getattr(args, "given", ()):
+        raise UsageError("argument --l1-geometry: an SDCA option (with --solver sdca "
+                         "--sigma 0 --l1 L1)")
+    if getattr(args, "l1", 0.0) > 0:  # until PGS's l_1 (issue 36's l1-surface part)
+        raise UsageError("argument --l1: needs --solver sdca in this build")
     from onlinepgs import streaming
 
     if args.resume and not args.initial:
@@ -154,7 +159,8 @@ def estimator_from_args(args):
             raise UsageError(f"argument --l1: --solver sdca takes an l_1 term with --p 2 "
                              f"only (Prox-SDCA), got --p {args.p:g}")
         cls = SDCAClassifierLearner if classifier else SDCARegressorLearner
-        est = cls(**common, **weighing)
+        est = cls(**common, **weighing, l1=l1,
+                  l1_geometry=getattr(args, "l1_geometry", "auto"))
     else:
         from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
 

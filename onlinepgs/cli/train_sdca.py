@@ -103,9 +103,20 @@ def train_sdca(args):
                          f"epochs = {est.n_iter_}", f"primal objective = {primal:.9g}",
                          f"duality gap = {gap:.6g} (relative {gap / abs(primal):.3g})",
                          nonzero_line(est),
+                         *_geometry_line(est),
                          f"seconds = {time.perf_counter() - start:.2f}",
                          f"model = {saved(args.output)}"]), file=sys.stderr)
     return 0
+
+
+def _geometry_line(est):
+    """Pure l_1: which smoothing ran (Prox-SDCA section 3.1 or 3.2), and who chose it."""
+    geometry = getattr(est, "l1_geometry_", None)
+    if geometry is None:
+        return []
+    how = "auto" if est.l1_geometry == "auto" else "--l1-geometry"
+    return [f"l1 geometry = {geometry} (Prox-SDCA section {'3.2' if geometry == 'lq' else '3.1'}"
+            f", by {how})"]
 
 
 def _check_sdca_width(args, X, source, line_of, base):

@@ -79,10 +79,11 @@ def _param_to_json(name, value, path):
                                "cannot be stored: only None, bool, int, float and str values")
 
 
-# parameters whose value is a list of str (the interactions: ["ab", "abc"]), not written
-# at their default None; nor multi_class at "ovr", nor a PGS model's l1 at 0: that is the
-# file older versions read
+# parameters not written at their default (a model without them is the file older versions
+# read): interactions (a list of str: ["ab", "abc"]) at None, multi_class at "ovr",
+# SDCA's l1_geometry at "auto" (and a PGS model's l1 at 0, below)
 _LIST_PARAMS = ("interactions",)
+_OMITTED_AT = {"interactions": None, "multi_class": "ovr", "l1_geometry": "auto"}
 
 
 def encode(estimator, path, extra, with_state=True):
@@ -104,8 +105,7 @@ def encode(estimator, path, extra, with_state=True):
     if extra is not None and not isinstance(extra, dict):
         raise ModelFileError(path, f"extra must be a dict or None, got {type(extra).__name__}")
     params = estimator.get_params(deep=False)
-    omit = {"interactions": None, "multi_class": "ovr",
-            **({} if sdca else {"l1": 0})}  # SDCA's l1 is older
+    omit = {**_OMITTED_AT, **({} if sdca else {"l1": 0})}  # SDCA's l1 is older
     json_params = {key: _param_to_json(key, value, path) for key, value in params.items()
                    if not (key in omit and value == omit[key])}
 
