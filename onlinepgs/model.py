@@ -29,6 +29,8 @@ from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first nee
 __all__ = ["LinearModel"]
 
 _PROBABILISTIC = ("logistic",)
+# multi_class: one-vs-rest, or one loss of the K scores and the binary loss it needs
+MULTI_CLASS_LOSS = {"ovr": None, "multinomial": "logistic", "crammer_singer": "hinge"}
 
 
 def _sigmoid(z):
@@ -40,12 +42,23 @@ def _sigmoid(z):
     return out
 
 
-def proba_from_scores(scores):
+def softmax(scores):
+    """Row-wise softmax of (rows, K) scores, shifted by each row's largest score (no
+    overflow at any finite score)."""
+    shifted = scores - scores.max(axis=1, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def proba_from_scores(scores, multi_class="ovr"):
     """Class probabilities of the logistic loss from `decision_function`'s scores: the
-    sigmoid for two classes, one-vs-rest sigmoids normalised for K > 2."""
+    sigmoid for two classes; for K > 2, the softmax of the scores (multinomial) or the
+    one-vs-rest sigmoids normalised."""
     if scores.ndim == 1:
         pos = _sigmoid(scores)
         return np.column_stack([1.0 - pos, pos])
+    if multi_class == "multinomial":
+        return softmax(scores)
     prob = _sigmoid(scores)
     total = prob.sum(axis=1, keepdims=True)
     return np.divide(prob, total, out=np.full_like(prob, 1.0 / prob.shape[1]),
@@ -56,7 +69,8 @@ class LinearModel:
     """A fitted linear model: ``score_k(x) = <coef[k], x> + intercept[k]``, k one problem.
 
     One row of weights per problem: one for a binary classifier (the score of
-    ``classes[1]``) and for a regressor, K for K > 2 classes (one-vs-rest). The
+    ``classes[1]``) and for a regressor, K for K > 2 classes (one-vs-rest, or coupled by
+    a multiclass loss: ``multi_class``). The
     intercept is the weight ``intercept_weight`` of a constant feature of value
     ``intercept_scaling`` inside the regularized vector (0 without ``fit_intercept``).
     The objective the weights were trained for is part of the value, so that it can be
@@ -93,6 +107,13 @@ class LinearModel:
         width of coef.
     solver : str, default="pgs"
         The solver's name ("pgs" or "sdca"), informational.
+    multi_class : {"ovr", "multinomial", "crammer_singer"}, default="ovr"
+        How a classifier of K > 2 classes was trained: K one-vs-rest problems of
+        ``loss``, the multinomial logistic loss of the K scores (``loss="logistic"``;
+        ``predict_proba`` is their softmax) or Crammer and Singer's multiclass hinge
+        (``loss="hinge"``; no probabilities). ``predict`` is the argmax for all three.
+        Two classes: the binary model whatever its value (multinomial is then the
+        logistic loss, crammer_singer the hinge). A regressor: "ovr".
 
     Attributes
     ----------
@@ -103,7 +124,7 @@ class LinearModel:
     def __init__(self, coef, intercept_weight=None, *, classes=None, loss="logistic",
                  epsilon=0.1, p=2.0, sigma=1e-4, l1=0.0, radius=None, fit_intercept=True,
                  intercept_scaling=1.0, n_bits=None, hash_seed=0, n_features_in=None,
-                 solver="pgs", interactions=None):
+                 solver="pgs", interactions=None, multi_class="ovr"):
         coef = np.array(coef, dtype=np.float64, order="C", ndmin=2)
         if coef.ndim != 2:
             raise ValueError(f"coef must have shape (n_problems, n_features), got {coef.shape}")
@@ -132,6 +153,14 @@ class LinearModel:
                              "columns)")
         self.n_features_in = coef.shape[1] if n_features_in is None else int(n_features_in)
         self.solver = solver
+        if multi_class not in MULTI_CLASS_LOSS:
+            raise ValueError(f"multi_class must be one of {sorted(MULTI_CLASS_LOSS)}, got "
+                             f"{multi_class!r}")
+        if multi_class != "ovr" and (classes is None or loss != MULTI_CLASS_LOSS[multi_class]):
+            raise ValueError(f"multi_class={multi_class!r} is a classifier's with loss="
+                             f"{MULTI_CLASS_LOSS[multi_class]!r}, got "
+                             + ("a regressor" if classes is None else f"loss={loss!r}"))
+        self.multi_class = multi_class
         for a in (coef, w0):
             a.setflags(write=False)  # a value: shared by readers, never changed
 
@@ -157,8 +186,9 @@ class LinearModel:
 
     def __repr__(self):
         kind = (f"{self.classes.shape[0]} classes" if self.is_classifier else "regressor")
-        return (f"LinearModel({kind}, {self.n_features} features, loss={self.loss!r}, "
-                f"p={self.p:g}, sigma={self.sigma:g}, solver={self.solver!r})")
+        coupled = "" if self.multi_class == "ovr" else f", multi_class={self.multi_class!r}"
+        return (f"LinearModel({kind}, {self.n_features} features, loss={self.loss!r}"
+                f"{coupled}, p={self.p:g}, sigma={self.sigma:g}, solver={self.solver!r})")
 
     # ---- prediction ------------------------------------------------------------------------
     def matrix(self, X):
@@ -218,5 +248,6 @@ class LinearModel:
 
     @available_if(lambda model: model.loss in _PROBABILISTIC)
     def predict_proba(self, X):
-        """Class probabilities (the logistic loss; one-vs-rest normalised for K > 2)."""
-        return proba_from_scores(self.decision_function(X))
+        """Class probabilities (the logistic loss): for K > 2 the softmax of the scores
+        (multinomial) or the one-vs-rest sigmoids normalised."""
+        return proba_from_scores(self.decision_function(X), self.multi_class)

@@ -239,6 +239,12 @@ def build_parser():
                       "hold-out, checkpoints or --scheduler)")
     opts.add_argument("--loss", default="logistic",
                       choices=sorted(CLASSIFICATION_LOSSES + REGRESSION_LOSSES))
+    opts.add_argument("--multi-class", dest="multi_class", default="ovr",
+                      choices=["ovr", "multinomial", "crammer_singer"],
+                      help="K > 2 classes: ovr (default), K one-vs-rest problems; "
+                      "multinomial (--loss logistic), the softmax loss of the K scores, "
+                      "calibrated probabilities; crammer_singer (--loss hinge), the "
+                      "multiclass hinge. Two classes keep the binary model")
     opts.add_argument("--p", type=float, default=2.0, help="norm of the regularizer, in (1, 2] and at least 1 + 1.2e-7 "
                       "(below 1.002 training is slower: see PGSClassifier's p)")
     opts.add_argument("--sigma", type=_sigma, default=None,
@@ -397,7 +403,7 @@ MODEL_OPTIONS = {"loss": "loss", "p": "p", "sigma": "sigma", "radius": "radius",
                   "no_intercept": "fit_intercept", "intercept_scaling": "intercept_scaling",
                   "epsilon": "epsilon", "bits": "n_bits", "hash_seed": "hash_seed",
                   "random_seed": "random_state", "forget": "forget",
-                  "class_weight": "class_weight"}
+                  "class_weight": "class_weight", "multi_class": "multi_class"}
 
 
 def flag_of(option):

@@ -142,6 +142,12 @@ def estimator_from_args(args):
         raise UsageError(f"argument --class-weight: applies to classification losses only "
                          f"(--loss {args.loss} is a regression loss)")
     weighing = {"class_weight": class_weight} if classifier else {}
+    multi_class = getattr(args, "multi_class", "ovr")
+    if multi_class != "ovr" and not classifier:
+        raise UsageError(f"argument --multi-class: applies to classification losses only "
+                         f"(--loss {args.loss} is a regression loss)")
+    if classifier:
+        weighing["multi_class"] = multi_class
     if sdca:
         from onlinepgs.sdca import SDCAClassifierLearner, SDCARegressorLearner
 
@@ -150,6 +156,9 @@ def estimator_from_args(args):
                              "--solver sdca needs a number")
 
         cls = SDCAClassifierLearner if classifier else SDCARegressorLearner
+        if "multi_class" not in cls._get_param_names():  # SDCA's multiclass: its own part
+            if weighing.pop("multi_class", "ovr") != "ovr":
+                raise UsageError("argument --multi-class: not available with --solver sdca")
         est = cls(**common, **weighing)
     else:
         from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner

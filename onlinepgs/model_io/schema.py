@@ -92,9 +92,9 @@ def _param_to_json(name, value, path):
                                "cannot be stored: only None, bool, int, float and str values")
 
 
-# parameters whose value is a list of str (the interactions: ["ab", "abc"]), not written
-# at their default None: a model without them is the file that older versions read
-_LIST_PARAMS = _OMITTED_AT_NONE = ("interactions",)
+# parameters whose value is a list of str (the interactions: ["ab", "abc"]); not written
+# at the defaults of _OMITTED (a model without them is the file older versions read)
+_LIST_PARAMS, _OMITTED = ("interactions",), (("interactions", None), ("multi_class", "ovr"))
 
 
 def encode(estimator, path, extra):
@@ -116,7 +116,7 @@ def encode(estimator, path, extra):
         raise ModelFileError(path, f"extra must be a dict or None, got {type(extra).__name__}")
     params = estimator.get_params(deep=False)
     json_params = {key: _param_to_json(key, value, path) for key, value in params.items()
-                   if not (key in _OMITTED_AT_NONE and value is None)}
+                   if (key, value) not in _OMITTED}
 
     arrays, table = {}, []
 
@@ -135,8 +135,7 @@ def encode(estimator, path, extra):
             add_array(f"attributes/{key}", value)
         else:
             if key == "_state_params":
-                value = {k: v for k, v in value.items()
-                         if not (k in _OMITTED_AT_NONE and v is None)}
+                value = {k: v for k, v in value.items() if (k, v) not in _OMITTED}
             attributes[key] = to_json(value, f"attribute {key}", path, depth=3,
                                        arrays_as_lists=key in _LISTS_OF_ARRAYS)
 
@@ -292,9 +291,10 @@ def _inconsistency(estimator):
         if ordered is None or not np.array_equal(ordered, classes):
             return (f"classes_ {short(classes.tolist())} are not distinct and sorted "
                     "(np.unique's order, which codes the labels)")
-        if config["multiclass"] != (classes.shape[0] > 2):
-            return (f"{classes.shape[0]} classes but the solver state is "
-                    f"{'' if config['multiclass'] else 'not '}multiclass")
+        coupled = trained.get("multi_class", "ovr") if classes.shape[0] > 2 else "ovr"
+        if config["multiclass"] != (classes.shape[0] > 2) or state.multi_class != coupled:
+            return (f"{classes.shape[0]} classes, multi_class={coupled!r}, but the solver state "
+                    f"is multiclass={config['multiclass']}, multi_class={state.multi_class!r}")
     elif config["n_problems"] != 1 or config["multiclass"]:
         return (f"a regressor's solver state has {config['n_problems']} problems "
                 f"(multiclass={config['multiclass']})")
