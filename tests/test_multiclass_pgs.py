@@ -418,3 +418,24 @@ def test_command_line_end_to_end(tmp_path):
     cs = _cli("train", data, "--loss", "hinge", "--multi-class", "crammer_singer", "--quiet",
               "--holdout-every", "5")
     assert cs.returncode == 0, cs.stderr
+
+
+@pytest.mark.parametrize("kind,loss", [("multinomial", "logistic"), ("crammer_singer", "hinge")])
+def test_streaming_hold_out_scores_the_coupled_loss(kind, loss):
+    """The streaming engine's held-out rows: the coupled loss of the model's K scores
+    (NumPy's), and log K or 1 for the zero model before any training."""
+    from onlinepgs._core._pgs import multiclass_loss
+    from onlinepgs.streaming.engine import _loss_rows
+
+    X, labels = blobs(m=50, K=3, seed=14)
+    classes = np.array(["a", "b", "c"])
+    y = classes[labels]
+    est = PGSClassifierLearner(loss=loss, multi_class=kind, sigma=1e-2, random_state=0)
+    est.fit(X, y)
+    scores = est.decision_function(X)
+    want = [np_loss_grad(kind, z, c)[0] for z, c in zip(scores, labels)]
+    np.testing.assert_allclose(_loss_rows(est, X, y), want, rtol=1e-9, atol=1e-14)
+    zero = multiclass_loss(kind, np.zeros((2, 3)), np.array([0, 2]))
+    np.testing.assert_allclose(zero, np.log(3) if kind == "multinomial" else 1.0)
+    with pytest.raises(ValueError, match="label index 3"):
+        multiclass_loss(kind, np.zeros((1, 3)), np.array([3]))

@@ -1644,10 +1644,11 @@ def multiclass_loss(multi_class, const double[:, ::1] scores, const int64_t[::1]
     """Each row's coupled multiclass loss (`multi_class` "multinomial" or
     "crammer_singer", _multiclass.pxd) at its K scores, for label indices 0..K-1 (the
     streaming engine's held-out rows). ValueError for a label outside 0..K-1."""
-    cdef int code = multi_class_code(multi_class)
+    cdef int code = MULTI_CLASS.get(multi_class, MC_NONE)
     cdef Py_ssize_t i, n = scores.shape[0], K = scores.shape[1]
     if code == MC_NONE:
-        raise ValueError("multiclass_loss is the loss of a coupled multi_class, not 'ovr'")
+        raise ValueError(f"multiclass_loss is the loss of a coupled multi_class "
+                         f"('multinomial' or 'crammer_singer'), got {multi_class!r}")
     if labels.shape[0] != n:
         raise ValueError(f"{n} rows of scores but {labels.shape[0]} labels")
     out_a = np.zeros(n)
