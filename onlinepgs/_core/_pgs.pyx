@@ -959,7 +959,8 @@ cdef class PGSState:
         -------
         dict
             ``n_examples``, ``sum_weight``; ``sum_weighted_loss`` and ``n_mistakes``, the
-            reported iterate's sum of w_i times the row's loss (summed over the problems)
+            reported iterate's sum of w_i times the row's loss (summed over the problems;
+            a coupled ``multi_class``'s one loss of the K scores)
             and its mispredicted rows (classifiers; 0 otherwise); and the last iterate's,
             ``sum_weighted_loss_last`` and ``n_mistakes_last``. The reported ones are NaN
             where unknown: a state saved before they were kept (version < 4).
@@ -1019,6 +1020,12 @@ cdef class PGSState:
         D_T = -(1/T) sum_t mean_i sw_i l*(l'(z_i)) - sigma r*(lambda_T / (sigma T)) <= min F_T
         (weak duality), and the progressive objective (1/T) sum_t F_t(w_{t-1}) minus D_T
         bounds the average regret against the best fixed w.
+
+        A coupled ``multi_class`` (one loss of the K scores, r(W) = sum_k r(w_k)) shares
+        each row's loss l and conjugate term l*(g) = <z, g> - l out over the K problems
+        (l / K and z_k g_k - l / K): the sums over the problems are the coupled
+        objective's primal, dual and gap, the shares alone mean nothing (the estimators
+        report the sums; docs/design/multiclass.md).
         """
         K = self.n_problems
         T = <double>self.t
