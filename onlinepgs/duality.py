@@ -458,6 +458,11 @@ def _value_of(model):
         raise TypeError("duality_gap needs a fitted onlinepgs estimator (PGS or SDCA) or an "
                         f"onlinepgs.model.LinearModel, got {type(model).__name__}; certify "
                         "other linear models with onlinepgs.duality.gap_of_weights")
+    if getattr(value, "multi_class", "ovr") != "ovr" and value.n_problems > 1:
+        # the certificates below are those of K one-vs-rest problems: not this objective
+        raise ValueError(f"no duality-gap certificate for a multi_class="
+                         f"{value.multi_class!r} model here (the certificates are those of "
+                         "one-vs-rest problems)")
     if value.l1 != 0 and (value.p != 2.0 or value.radius is not None):
         raise ValueError(f"a model with l1={value.l1:g} is certified for p = 2 on R^n only "
                          f"(SDCA's elastic net and l_1), got p={value.p:g}, "

@@ -439,3 +439,14 @@ def test_streaming_hold_out_scores_the_coupled_loss(kind, loss):
     np.testing.assert_allclose(zero, np.log(3) if kind == "multinomial" else 1.0)
     with pytest.raises(ValueError, match="label index 3"):
         multiclass_loss(kind, np.zeros((1, 3)), np.array([3]))
+
+
+def test_no_one_vs_rest_certificate_for_a_coupled_model():
+    """duality_gap's certificates are one-vs-rest's: a coupled model is refused, not
+    certified for another objective."""
+    from onlinepgs.duality import duality_gap
+
+    X, labels = blobs(m=40, K=3, seed=15)
+    est = PGSClassifier(multi_class="multinomial", sigma=1e-2, random_state=0).fit(X, labels)
+    with pytest.raises(ValueError, match="multi_class='multinomial'"):
+        duality_gap(est, X, labels)
