@@ -373,9 +373,11 @@ class ClassifierLearner:
 
     @available_if(_is_logistic)
     def predict_proba(self, X):
-        """Class probabilities (logistic loss only; one-vs-rest normalised for K > 2, the
-        softmax for multi_class="multinomial")."""
-        return proba_from_scores(self.decision_function(X), getattr(self, "multi_class", "ovr"))
+        """Class probabilities (logistic loss only): for K > 2 the softmax of the scores
+        (multi_class="multinomial") or the one-vs-rest sigmoids normalised."""
+        model, scores = self._scores(X)
+        return proba_from_scores(scores.ravel() if scores.shape[1] == 1 else scores,
+                                 model.multi_class)
 
     @available_if(_is_logistic)
     def predict_log_proba(self, X):

@@ -19,7 +19,7 @@ import numpy as np
 from onlinepgs._checks import binary_targets as _binary_targets  # noqa: F401
 from onlinepgs._checks import is_records as _is_records  # noqa: F401
 from onlinepgs.pgs import (_CLASS_WEIGHT_DOC, _COMMON_DOC, _STATE_PARAMS,  # noqa: F401
-                           _THREADS_DOC,
+                           _MULTI_CLASS_DOC, _THREADS_DOC,
                            MAX_MODEL_BYTES, ModelTooLargeError, PGSClassifierLearner,
                            PGSDivergedError, PGSLearner, PGSRegressorLearner,
                            _finite_weights, _training, _unchanged_on_error)
@@ -90,15 +90,16 @@ class _PGSEstimator(SklearnLayer, BaseEstimator, PGSLearner):
 class PGSClassifier(ClassifierMixin, _PGSEstimator, PGSClassifierLearner):
     __doc__ = """Linear classifier trained by the Primal Gradient Solver (streaming, l_p).
 
-    Binary problems use one weight vector; K > 2 classes use K one-vs-rest problems
-    updated in the same pass over each row.
+    Binary problems use one weight vector; K > 2 classes use K weight vectors: K
+    one-vs-rest problems updated in the same pass over each row (the default), or one
+    multinomial (softmax) or Crammer-Singer loss of the K scores (``multi_class``).
 
     Parameters
     ----------
     loss : {"logistic", "hinge", "squared_hinge", "smooth_hinge"}, default="logistic"
         Loss of the margin; "smooth_hinge" is the quadratically smoothed hinge
         (smoothing 1) of Shalev-Shwartz and Zhang.
-""" + _COMMON_DOC + _CLASS_WEIGHT_DOC + """
+""" + _COMMON_DOC + _CLASS_WEIGHT_DOC + _MULTI_CLASS_DOC + """
     Attributes
     ----------
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)

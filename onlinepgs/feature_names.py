@@ -403,7 +403,8 @@ def weights_report(est, names, top=20):
     Returns
     -------
     dict
-        ``{"kind": "regression" | "binary" | "one-vs-rest", "n_features", "classes",
+        ``{"kind": "regression" | "binary" | "one-vs-rest" | "multinomial" |
+        "crammer_singer" (K > 2 classes: the model's multi_class), "n_features", "classes",
         "names": "collected" | "columns" | "none", "names_capped", "names_note",
         "problems": [{"class", "intercept", "n_nonzero", "weights": [{"column", "weight",
         "names", "signs", "more"}]}]}``; a binary classifier's one problem scores its
@@ -422,7 +423,9 @@ def weights_report(est, names, top=20):
     elif model.n_problems == 1:
         kind, labels = "binary", [_label(classes[-1])]
     else:
-        kind, labels = "one-vs-rest", [_label(c) for c in classes]
+        multi_class = getattr(est, "multi_class", "ovr")
+        kind = "one-vs-rest" if multi_class == "ovr" else multi_class
+        labels = [_label(c) for c in classes]
     problems = []
     for k, (label, b) in enumerate(zip(labels, intercept)):
         span = slice(int(weights.indptr[k]), int(weights.indptr[k + 1]))

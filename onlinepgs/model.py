@@ -32,6 +32,8 @@ from onlinepgs._weights import SparseWeights
 __all__ = ["LinearModel"]
 
 _PROBABILISTIC = ("logistic",)
+# multi_class: one-vs-rest, or one loss of the K scores and the binary loss it needs
+MULTI_CLASS_LOSS = {"ovr": None, "multinomial": "logistic", "crammer_singer": "hinge"}
 
 
 def _sigmoid(z):
@@ -43,16 +45,23 @@ def _sigmoid(z):
     return out
 
 
+def softmax(scores):
+    """Row-wise softmax of (rows, K) scores, shifted by each row's largest score (no
+    overflow at any finite score)."""
+    shifted = scores - scores.max(axis=1, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=1, keepdims=True)
+
+
 def proba_from_scores(scores, multi_class="ovr"):
     """Class probabilities of the logistic loss from `decision_function`'s scores: the
-    sigmoid for two classes, one-vs-rest sigmoids normalised for K > 2, the softmax for
-    a multinomial model."""
-    if multi_class == "multinomial" and scores.ndim == 2:
-        e = np.exp(scores - scores.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
+    sigmoid for two classes; for K > 2, the softmax of the scores (multinomial) or the
+    one-vs-rest sigmoids normalised."""
     if scores.ndim == 1:
         pos = _sigmoid(scores)
         return np.column_stack([1.0 - pos, pos])
+    if multi_class == "multinomial":
+        return softmax(scores)
     prob = _sigmoid(scores)
     total = prob.sum(axis=1, keepdims=True)
     return np.divide(prob, total, out=np.full_like(prob, 1.0 / prob.shape[1]),
@@ -63,7 +72,8 @@ class LinearModel:
     """A fitted linear model: ``score_k(x) = <coef[k], x> + intercept[k]``, k one problem.
 
     One row of weights per problem: one for a binary classifier (the score of
-    ``classes[1]``) and for a regressor, K for K > 2 classes (one-vs-rest). The
+    ``classes[1]``) and for a regressor, K for K > 2 classes (one-vs-rest, or coupled by
+    a multiclass loss: ``multi_class``). The
     intercept is the weight ``intercept_weight`` of a constant feature of value
     ``intercept_scaling`` inside the regularized vector (0 without ``fit_intercept``).
     The objective the weights were trained for is part of the value, so that it can be
@@ -109,6 +119,13 @@ class LinearModel:
         width of coef.
     solver : str, default="pgs"
         The solver's name ("pgs" or "sdca"), informational.
+    multi_class : {"ovr", "multinomial", "crammer_singer"}, default="ovr"
+        How a classifier of K > 2 classes was trained: K one-vs-rest problems of
+        ``loss``, the multinomial logistic loss of the K scores (``loss="logistic"``;
+        ``predict_proba`` is their softmax) or Crammer and Singer's multiclass hinge
+        (``loss="hinge"``; no probabilities). ``predict`` is the argmax for all three.
+        Two classes: the binary model whatever its value (multinomial is then the
+        logistic loss, crammer_singer the hinge). A regressor: "ovr".
 
     Attributes
     ----------
@@ -161,11 +178,15 @@ class LinearModel:
                              "columns)")
         self.n_features_in = self.n_features if n_features_in is None else int(n_features_in)
         self.solver = solver
-        if multi_class not in ("ovr", "multinomial", "crammer_singer"):
-            raise ValueError("multi_class must be 'ovr', 'multinomial' or 'crammer_singer', "
-                             f"got {multi_class!r}")
-        # a coupled multiclass model (K > 2 weight vectors of one loss); with two classes
-        # the model is binary whatever the option (multinomial == logistic)
+        if multi_class not in MULTI_CLASS_LOSS:
+            raise ValueError(f"multi_class must be one of {sorted(MULTI_CLASS_LOSS)}, got "
+                             f"{multi_class!r}")
+        if multi_class != "ovr" and (classes is None or loss != MULTI_CLASS_LOSS[multi_class]):
+            raise ValueError(f"multi_class={multi_class!r} is a classifier's with loss="
+                             f"{MULTI_CLASS_LOSS[multi_class]!r}, got "
+                             + ("a regressor" if classes is None else f"loss={loss!r}"))
+        # K > 2 weight vectors of one loss; with two classes the model is binary whatever
+        # the option (multinomial == logistic, crammer_singer == hinge on the margin)
         self.multi_class = multi_class if K > 1 else "ovr"
         w0.setflags(write=False)
 
@@ -240,8 +261,9 @@ class LinearModel:
 
     def __repr__(self):
         kind = (f"{self.classes.shape[0]} classes" if self.is_classifier else "regressor")
-        return (f"LinearModel({kind}, {self.n_features} features, loss={self.loss!r}, "
-                f"p={self.p:g}, sigma={self.sigma:g}, solver={self.solver!r})")
+        coupled = "" if self.multi_class == "ovr" else f", multi_class={self.multi_class!r}"
+        return (f"LinearModel({kind}, {self.n_features} features, loss={self.loss!r}"
+                f"{coupled}, p={self.p:g}, sigma={self.sigma:g}, solver={self.solver!r})")
 
     # ---- prediction ------------------------------------------------------------------------
     def matrix(self, X):
@@ -303,6 +325,6 @@ class LinearModel:
 
     @available_if(lambda model: model.loss in _PROBABILISTIC)
     def predict_proba(self, X):
-        """Class probabilities (the logistic loss; one-vs-rest normalised for K > 2, the
-        softmax of the scores for a multinomial model)."""
+        """Class probabilities (the logistic loss): for K > 2 the softmax of the scores
+        (multinomial) or the one-vs-rest sigmoids normalised."""
         return proba_from_scores(self.decision_function(X), self.multi_class)

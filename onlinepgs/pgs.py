@@ -25,7 +25,8 @@ from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,
                              _training, _unchanged_on_error)
 from onlinepgs._checks import AtRows, check_random_state, py, row_of_entry
 from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES, PGSState
-from onlinepgs._core._pgs import check_p, power_is_cheap, row_power_sums
+from onlinepgs._core._pgs import (MULTI_CLASS, check_p, multi_class_code, power_is_cheap,
+                                  row_power_sums)
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs.model import LinearModel
 
@@ -42,7 +43,7 @@ MAX_MODEL_BYTES = 2**30
 # Parameters fixed by the solver's state: changing one needs a fresh fit.
 _STATE_PARAMS = ("loss", "p", "sigma", "l1", "radius", "batch_size", "iterate",
                  "fit_intercept", "intercept_scaling", "epsilon", "n_bits", "hash_seed",
-                 "forget", "interactions")
+                 "forget", "interactions", "multi_class")
 
 _COMMON_DOC = """
     p : float in (1, 2], default=2.0
@@ -157,12 +158,27 @@ _COMMON_DOC = """
         (they concern the unweighted objective); not on Dask (docs/design/forgetting.md).
 """
 
+_MULTI_CLASS_DOC = """    multi_class : {"ovr", "multinomial", "crammer_singer"}, default="ovr"
+        How K > 2 classes are learned. "ovr": K one-vs-rest binary problems of the loss,
+        updated in one pass over each row. "multinomial" (needs loss="logistic"): one
+        weight vector per class coupled by the softmax loss ``log sum_k exp(z_k) - z_y``
+        of the K scores ``z_k = <w_k, x>``, whose ``predict_proba`` is the softmax of
+        the scores. "crammer_singer" (needs loss="hinge"): Crammer and Singer's
+        multiclass hinge ``max_j ([j != y] + z_j) - z_y``; no probabilities. Either
+        takes one gradient over the K vectors per row (O(K nnz)) with the regularizer
+        ``sigma sum_k r(w_k)``. With two classes both keep the binary model (one weight
+        vector; multinomial is then the logistic loss and crammer_singer the hinge on
+        the margin), as scikit-learn's LogisticRegression does. The progressive loss of
+        ``online_stats_`` is then the coupled loss of each row, and its regret bound and
+        online duality figures are the coupled objective's (sums over the classes).
+"""
+
 _CLASS_WEIGHT_DOC = """    class_weight : dict, "balanced" or None, default=None
         Weights of the classes: a row of class c weighs ``class_weight[c]`` times its
         sample weight (scikit-learn's meaning; classes the dict does not name weigh 1,
         a key that is no class is an error). For K > 2 classes (one-vs-rest) the row's
         class weight multiplies its weight in every binary problem, as in scikit-learn's
-        SGDClassifier. "balanced": ``n / (K * n_c)``, rows counted by their sample
+        SGDClassifier (with a coupled ``multi_class``, the weight of its one loss). "balanced": ``n / (K * n_c)``, rows counted by their sample
         weights (scikit-learn's ``compute_class_weight`` with ``sample_weight``). `fit`
         computes it on all rows; `partial_fit` (and `fit_stream`, the command line)
         estimates it on the stream as it goes, which scikit-learn's
@@ -384,12 +400,14 @@ class PGSLearner(LinearLearner):
         """sigma -> a fresh solver state; the seed is drawn from rng once, so every run of
         a race shares it and a run equals its sigma trained alone."""
         seed = int(rng.randint(0, 2**31 - 1)) * 2**32 + int(rng.randint(0, 2**31 - 1))
+        # K > 2 classes only: two classes keep the binary model whatever multi_class says
+        multi_class = getattr(self, "multi_class", "ovr") if multiclass else "ovr"
 
         # l1 only when there is one: the state's config (and model files) omit it at 0
         l1 = {"l1": float(self.l1)} if self.l1 else {}
 
         def make(sigma):
-            return PGSState(p=float(self.p), sigma=float(sigma), **l1,
+            return PGSState(p=float(self.p), sigma=float(sigma), **l1, multi_class=multi_class,
                             radius=self.radius if self.radius in (None, "auto") else float(self.radius),
                             loss=self.loss, batch_size=int(self.batch_size),
                             iterate=self.iterate, n_problems=n_problems, multiclass=multiclass,
@@ -493,7 +511,8 @@ class PGSLearner(LinearLearner):
         return len(_race.START_SIGMAS)
 
     def _check_state_params(self):
-        changed = [n for n in _STATE_PARAMS if getattr(self, n) != self._state_params[n]]
+        changed = [n for n in _STATE_PARAMS
+                   if hasattr(self, n) and getattr(self, n) != self._state_params[n]]
         if changed:
             raise ValueError(
                 f"parameter(s) {changed} changed since training started; partial_fit "
@@ -694,7 +713,8 @@ class PGSLearner(LinearLearner):
             self._state = state
             self.__dict__.pop("_saved_stats", None)  # a weights-only file's, now replaced
             self._race = race
-            self._state_params = {n: getattr(self, n) for n in _STATE_PARAMS}
+            self._state_params = {n: getattr(self, n) for n in _STATE_PARAMS
+                                  if hasattr(self, n)}  # a regressor has no multi_class
             self._cache = {}
             self.n_iter_ = epochs
             self.t_ = int(state.t)
@@ -735,7 +755,8 @@ class PGSLearner(LinearLearner):
                 fit_intercept=cfg["fit_intercept"], intercept_scaling=cfg["intercept_scaling"],
                 n_bits=fitted["n_bits"], hash_seed=fitted["hash_seed"],
                 n_features_in=self.n_features_in_, solver="pgs",
-                interactions=fitted.get("interactions"))
+                interactions=fitted.get("interactions"),
+                multi_class=fitted.get("multi_class", "ovr") if self._classifier else "ovr")
             if finite:
                 cache["model"] = model
             return model
@@ -777,10 +798,16 @@ class PGSLearner(LinearLearner):
                     stats["progressive_mistakes" + suffix] / n if n else float("nan"))
         else:
             del stats["progressive_mistakes"], stats["progressive_mistakes_last"]
+        keys = ("regret_bound", "optimization_error_bound", "online_objective",
+                "dual_objective", "online_duality_gap")
         if stats["regret_bound"].shape == (1,):
-            for key in ("regret_bound", "optimization_error_bound", "online_objective",
-                        "dual_objective", "online_duality_gap"):
+            for key in keys:
                 stats[key] = float(stats[key][0])
+        elif self._state.mc_code:
+            # a coupled loss: one objective over the K vectors, whose figures the core
+            # keeps shared out over the problems (PGSState.stats_dict): their sums
+            for key in keys:
+                stats[key] = float(np.sum(stats[key]))
         return stats
 
     def fit_stream(self, stream, *, classes=None, chunk_rows=1000):
@@ -858,14 +885,15 @@ class PGSClassifierLearner(ClassifierLearner, PGSLearner):
     _public_name = "PGSClassifier"
     _constraints = {**PGSLearner._constraints,
                     "loss": [("str", set(CLASSIFICATION_LOSSES))],
-                    "class_weight": _class_weight.CONSTRAINT}
+                    "class_weight": _class_weight.CONSTRAINT,
+                    "multi_class": [("str", set(MULTI_CLASS))]}
 
     def __init__(self, loss="logistic", *, p=2.0, sigma="auto", l1=0.0, radius="auto",
                  batch_size=1, iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
                  max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None,
-                 class_weight=None):
+                 class_weight=None, multi_class="ovr"):
         super().__init__(loss, p=p, sigma=sigma, l1=l1, radius=radius,
                          batch_size=batch_size, iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
@@ -874,6 +902,14 @@ class PGSClassifierLearner(ClassifierLearner, PGSLearner):
                          hash_seed=hash_seed, max_model_bytes=max_model_bytes,
                          forget=forget, interactions=interactions)
         self.class_weight = class_weight
+        self.multi_class = multi_class
+
+    def _check_solver_params(self):
+        super()._check_solver_params()
+        try:
+            multi_class_code(self.multi_class, self.loss)
+        except ValueError as exc:  # the loss it needs, in the parameter's name
+            raise ValueError(f"The 'multi_class' parameter of {self._owner}: {exc}") from None
 
     def fit(self, X, y, sample_weight=None):
         """Run `max_epochs` passes of PGS over (X, y) from a fresh state.

@@ -239,11 +239,11 @@ def test_object_string_attributes_come_back_as_objects(tmp_path):
 
 
 def written(params):
-    """The parameters a PGS model file writes: every one but interactions=None and l1=0
-    (not written, so that a model without them is the file it was before they existed;
-    they read back as the defaults)."""
+    """The parameters a model file writes: every one but interactions=None, l1=0 and
+    multi_class="ovr" (not written, so that a model without them is the file it was before
+    they existed; they read back as the defaults)."""
     return {k: v for k, v in params.items()
-            if not (k == "interactions" and v is None or k == "l1" and v == 0)}
+            if (k, v) not in (("interactions", None), ("l1", 0), ("multi_class", "ovr"))}
 
 
 def test_new_hyperparameters_round_trip(tmp_path):
@@ -1259,11 +1259,12 @@ def test_files_of_the_single_module_load_and_save_to_the_same_bytes(tmp_path, mo
     if header["estimator"].startswith("PGS"):
         # a parameter added since (issue 34's forget, issue 35's class_weight) is written
         # at its default, which reads back as the file without it (issue 35's
-        # interactions, None, and issue 36's l1, 0, are not written at all): save the
-        # model as the file's onlinepgs did
+        # interactions, None, and issue 36's l1, 0, and multi_class, "ovr", are not written
+        # at all): save the model as the file's onlinepgs did
         added = {k: v for k, v in model.get_params().items() if k not in header["params"]}
         assert added == {"forget": 1.0, "interactions": None, "l1": 0.0,
-                         **({"class_weight": None} if model._classifier else {})}
+                         **({"class_weight": None, "multi_class": "ovr"}
+                            if model._classifier else {})}
         params = model.get_params
         monkeypatch.setattr(model, "get_params", lambda deep=True: {
             k: v for k, v in params(deep).items() if k not in added})

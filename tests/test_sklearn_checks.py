@@ -37,6 +37,7 @@ def _expected(estimator):
     [PGSClassifier(), PGSRegressor(),
      PGSClassifier(random_state=0), PGSRegressor(sigma=0.1, random_state=0),
      PGSRegressor(sigma="auto", random_state=0),  # the default sigma, seeded
+     PGSClassifier(multi_class="multinomial", random_state=0),  # the coupled softmax loss
      SDCAClassifier(tol=0.0, max_epochs=300, random_state=0),
      SDCARegressor(sigma=0.1, tol=0.0, max_epochs=300, random_state=0)],
     expected_failed_checks=_expected,

@@ -338,6 +338,9 @@ cdef class PGSState:
     cdef public double radius
     cdef readonly int loss_code, iterate, batch_size, n_problems
     cdef readonly bint fit_intercept, multiclass, p_is_two, bounded, need_norm, radius_auto
+    # the coupled multiclass loss of the K problems (_multiclass.pxd's MC_*): MC_NONE is
+    # one-vs-rest, K independent binary problems
+    cdef readonly int mc_code
     cdef double norm_low
     # the l_q map's constants (_mirror.pxd); r_hi, headroom and norm_low are copies:
     # M is refreshed where |lambda_j| / M passes r_hi, set to headroom max |lambda_j|
@@ -409,6 +412,8 @@ cdef class PGSState:
     cdef unsigned char[::1] is_touched
     cdef int[::1] flag_rescale, flag_moved
     cdef double[::1] step_gq
+    # a coupled loss's row: the K gradients in the scores, the reported iterate's scores
+    cdef double[::1] mc_grad, mc_scores
 
     cdef Core _core(self) noexcept nogil
     cdef Part _part(self)

@@ -30,6 +30,8 @@ from libc.stdlib cimport malloc, free, qsort, calloc, realloc
 from libc.string cimport memcpy
 
 from onlinepgs._core._losses cimport loss_value, loss_derivative, loss_and_derivative
+from onlinepgs._core._multiclass cimport (mc_loss_grad, MC_NONE, MC_MULTINOMIAL,
+                                          MC_CRAMMER_SINGER)
 from onlinepgs._core._regularizer cimport reg_conjugate, phi_power, phi_power_many, phi_quarters
 from onlinepgs._core._mirror cimport (Mirror, mirror_init, mirror_scale, mirror_refresh_due,
                                       mirror_cancelled, mirror_drift_due, mirror_link,
@@ -42,6 +44,37 @@ from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_dot_sq_avg2
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
 
 cnp.import_array()
+
+# the multiclass losses: one-vs-rest (K binary problems), or one loss of the K scores
+# coupling them (_multiclass.pxd), with the binary loss it needs
+MULTI_CLASS = {"ovr": MC_NONE, "multinomial": MC_MULTINOMIAL,
+               "crammer_singer": MC_CRAMMER_SINGER}
+MULTI_CLASS_LOSS = {"multinomial": "logistic", "crammer_singer": "hinge"}
+
+
+def multi_class_code(multi_class, str loss="logistic", bint multiclass=True):
+    """The code (_multiclass.pxd's MC_*) of `multi_class`, a name of MULTI_CLASS or
+    its code; ValueError for another value, or a coupled loss with a loss it is not
+    (multinomial: "logistic", crammer_singer: "hinge") or without K > 2 classes."""
+    names = {v: k for k, v in MULTI_CLASS.items()}
+    if isinstance(multi_class, str):
+        name = multi_class
+    elif isinstance(multi_class, int) and not isinstance(multi_class, bool):
+        name = names.get(multi_class)
+    else:
+        name = None
+    if name not in MULTI_CLASS:
+        raise ValueError(f"multi_class must be one of {sorted(MULTI_CLASS)}, "
+                         f"got {multi_class!r}")
+    if name != "ovr":
+        if loss != MULTI_CLASS_LOSS[name]:
+            raise ValueError(f"multi_class={name!r} needs loss={MULTI_CLASS_LOSS[name]!r}, "
+                             f"got loss={loss!r}")
+        if not multiclass:
+            raise ValueError(f"multi_class={name!r} couples the K > 2 problems of a "
+                             "multiclass state (multiclass=True)")
+    return MULTI_CLASS[name]
+
 
 ITERATES = {"last": ITERATE_LAST, "average": ITERATE_AVERAGE,
             "weighted": ITERATE_WEIGHTED, "weighted2": ITERATE_WEIGHTED2,
@@ -338,7 +371,7 @@ cdef class PGSState:
                  int batch_size=1, str iterate="last", int n_problems=1, bint multiclass=False,
                  bint fit_intercept=True, double intercept_scaling=1.0, double epsilon=0.1,
                  Py_ssize_t n_features=0, uint64_t seed=0, double forget=1.0,
-                 double l1=0.0):
+                 double l1=0.0, multi_class="ovr"):
         check_p(p)
         _check_l1(l1, p, iterate, forget)
         if not (0.0 < forget <= 1.0):
@@ -386,6 +419,7 @@ cdef class PGSState:
         self.iterate = ITERATES[iterate]
         self.n_problems = n_problems
         self.multiclass = multiclass
+        self.mc_code = multi_class_code(multi_class, loss, multiclass)
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
         self.rng = seed
@@ -595,6 +629,8 @@ cdef class PGSState:
         self.flag_rescale = np.zeros(K, dtype=np.intc)
         self.flag_moved = np.zeros(K, dtype=np.intc)
         self.step_gq = np.zeros(K)
+        self.mc_grad = np.zeros(K)
+        self.mc_scores = np.zeros(K)
         self.b_loss_c = np.zeros(K)
         self.b_conj_c = np.zeros(K)
         self.w_norm = np.zeros(K)
@@ -611,7 +647,8 @@ cdef class PGSState:
     # ---- serialisation -----------------------------------------------------------
     def config(self):
         """The constructor's arguments; ``forget`` only when below 1 (a state without
-        it, e.g. one written before forgetting existed, does not forget)."""
+        it, e.g. one written before forgetting existed, does not forget), ``multi_class``
+        only when coupled (a state without it is one-vs-rest)."""
         radius = "auto" if self.radius_auto else (self.radius if self.bounded else None)
         cfg = dict(p=self.p, sigma=self.sigma, radius=radius,
                    loss=self.loss, batch_size=self.batch_size,
@@ -623,7 +660,15 @@ cdef class PGSState:
             cfg["forget"] = self.forget
         if self.l1 > 0.0:
             cfg["l1"] = self.l1
+        if self.mc_code != MC_NONE:
+            cfg["multi_class"] = self.multi_class
         return cfg
+
+    @property
+    def multi_class(self):
+        """"ovr" (K one-vs-rest problems, or one binary one), "multinomial" or
+        "crammer_singer" (one loss of the K scores)."""
+        return {v: k for k, v in MULTI_CLASS.items()}[self.mc_code]
 
     def to_dict(self):
         """The whole state as plain numbers and arrays (copies)."""
@@ -1212,7 +1257,8 @@ cdef class PGSState:
         -------
         dict
             ``n_examples``, ``sum_weight``; ``sum_weighted_loss`` and ``n_mistakes``, the
-            reported iterate's sum of w_i times the row's loss (summed over the problems)
+            reported iterate's sum of w_i times the row's loss (summed over the problems;
+            a coupled ``multi_class``'s one loss of the K scores)
             and its mispredicted rows (classifiers; 0 otherwise); and the last iterate's,
             ``sum_weighted_loss_last`` and ``n_mistakes_last``. The reported ones are NaN
             where unknown: a state saved before they were kept (version < 4).
@@ -1272,6 +1318,12 @@ cdef class PGSState:
         D_T = -(1/T) sum_t mean_i sw_i l*(l'(z_i)) - sigma r*(lambda_T / (sigma T)) <= min F_T
         (weak duality), and the progressive objective (1/T) sum_t F_t(w_{t-1}) minus D_T
         bounds the average regret against the best fixed w.
+
+        A coupled ``multi_class`` (one loss of the K scores, r(W) = sum_k r(w_k)) shares
+        each row's loss l and conjugate term l*(g) = <z, g> - l out over the K problems
+        (l / K and z_k g_k - l / K): the sums over the problems are the coupled
+        objective's primal, dual and gap, the shares alone mean nothing (the estimators
+        report the sums; docs/design/multiclass.md).
         """
         K = self.n_problems
         T = <double>self.t
@@ -1611,6 +1663,17 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     cdef bint fit_icpt = self.fit_intercept, p2 = self.p_is_two, multiclass = self.multiclass
     cdef bint radius_auto = self.radius_auto
     cdef double loss0_unit = loss_value(loss_code, 0.0, 1.0, epsilon)
+    # a coupled multiclass loss (multinomial, Crammer-Singer): the row's K margins, then
+    # ONE loss of them whose gradient in the scores gives the K coefficients of the step
+    cdef int mc = self.mc_code if (classifier and multiclass) else MC_NONE
+    cdef bint coupled = mc != MC_NONE
+    cdef double* mc_grad = &self.mc_grad[0]
+    cdef double* mc_scores = &self.mc_scores[0]
+    cdef double inv_kp = 1.0 / K
+    if mc == MC_MULTINOMIAL:
+        loss0_unit = log(<double>K)  # l(0; y) = log K: the ball of radius="auto"
+    elif mc == MC_CRAMMER_SINGER:
+        loss0_unit = 1.0  # max_j [j != y] at z = 0
     cdef double* margins = &self.margins_buf[0]
     cdef double* coefs = &self.coefs[0]
     cdef double* G = &self.grad_acc[0]
@@ -1726,8 +1789,6 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                         best_c = <int>c
                 else:
                     yc = y[row]
-                lv = loss_and_derivative(loss_code, z, yc, epsilon, &dl)
-                ex_loss += lv
                 if not rep_last:  # the last iterate's: the step's own sums, below
                     if not rep_fused:
                         rep_dot = (_part_dot(rep.own, c, vals, idx, nnz, dense)
@@ -1736,12 +1797,19 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                     if fit_icpt:
                         zr += icpt * (_part_value(rep.own, 0, c) + _part_value(rep.ref, 0, c))
                     zr *= inv_w
-                    ex_loss_r += loss_value(loss_code, zr, yc, epsilon)
+                    if coupled:
+                        mc_scores[c] = zr  # its loss: once the K scores are known
+                    else:
+                        ex_loss_r += loss_value(loss_code, zr, yc, epsilon)
                     if c == 0:
                         zr0 = zr
                     if c == 0 or zr > best_r:  # the multiclass prediction: the first argmax
                         best_r = zr
                         best_rc = <int>c
+                if coupled:
+                    continue  # the loss of the K margins: after this loop
+                lv = loss_and_derivative(loss_code, z, yc, epsilon, &dl)
+                ex_loss += lv
                 if not isfinite(dl):
                     # a run diverging on R^n (unbounded gradient): stop before this step
                     self.diverged = True
@@ -1758,6 +1826,26 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                                 loss_value(loss_code, 0.0, yc, epsilon))
                     if l0 > b_loss0:
                         b_loss0 = l0
+            if coupled:
+                # one loss of the K margins, its gradient softmax(z) - e_y (multinomial) or
+                # e_j* - e_y (Crammer-Singer) in the scores: problem c's coefficient
+                lv = mc_loss_grad(mc, margins, K, label, mc_grad)
+                if not isfinite(lv):  # a margin overflowed: stop before this step
+                    self.diverged = True
+                    self.diverged_row = row
+                    return
+                ex_loss = lv
+                if not rep_last:
+                    ex_loss_r = mc_loss_grad(mc, mc_scores, K, label, NULL)
+                for c in range(K):
+                    coefs[b * K + c] = mc_grad[c] * w_i * inv_k
+                    # the online dual estimate: the row's loss counted once and its
+                    # conjugate term l*(grad) = <z, grad> - l (Fenchel-Young), shared out
+                    # so that the K problems' figures add up to the coupled objective's
+                    b_loss_c[c] += w_i * lv * inv_kp
+                    b_conj_c[c] += w_i * (margins[c] * mc_grad[c] - lv * inv_kp)
+                if radius_auto and w_i * loss0_unit > b_loss0:
+                    b_loss0 = w_i * loss0_unit
             if classifier:
                 if multiclass:
                     if best_c != label:
@@ -1879,6 +1967,26 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
             # ||g_t||_q^2 of the step's own gradient (coefs carry the lane's scale)
             self.regret[c] += 0.5 * gq / (self.t * sigma * step_sq)
         pos += bsize
+
+
+def multiclass_loss(multi_class, const double[:, ::1] scores, const int64_t[::1] labels):
+    """Each row's coupled multiclass loss (`multi_class` "multinomial" or
+    "crammer_singer", _multiclass.pxd) at its K scores, for label indices 0..K-1 (the
+    streaming engine's held-out rows). ValueError for a label outside 0..K-1."""
+    cdef int code = MULTI_CLASS.get(multi_class, MC_NONE)
+    cdef Py_ssize_t i, n = scores.shape[0], K = scores.shape[1]
+    if code == MC_NONE:
+        raise ValueError(f"multiclass_loss is the loss of a coupled multi_class "
+                         f"('multinomial' or 'crammer_singer'), got {multi_class!r}")
+    if labels.shape[0] != n:
+        raise ValueError(f"{n} rows of scores but {labels.shape[0]} labels")
+    out_a = np.zeros(n)
+    cdef double[::1] out = out_a
+    for i in range(n):
+        if not (0 <= labels[i] < K):
+            raise ValueError(f"label index {labels[i]} of row {i} is not in 0..{K - 1}")
+        out[i] = mc_loss_grad(code, &scores[i, 0], K, labels[i], NULL)
+    return out_a
 
 
 def _merge_module():

@@ -160,7 +160,11 @@ def _info_weights(args):
         print(json.dumps(_json_safe({"model": args.model, **report}), indent=2))
         return 0
     what = {"regression": "regressor", "one-vs-rest": "one-vs-rest classifier: one "
-            "weight vector a class, scoring it against the others"}.get(report["kind"])
+            "weight vector a class, scoring it against the others",
+            "multinomial": "multinomial classifier: one weight vector a class, the "
+            "softmax of the scores its probabilities",
+            "crammer_singer": "Crammer-Singer classifier: one weight vector a class, "
+            "the largest score wins"}.get(report["kind"])
     if report["kind"] == "binary":
         what = (f"binary classifier: positive weights favour class "
                 f"{label_text(report['classes'][-1])}")
@@ -171,7 +175,7 @@ def _info_weights(args):
         head = (f"{problem['n_nonzero']} non-zero weights of {report['n_features']} "
                 f"columns" + (f"; the {shown} largest |weight|" if shown < problem[
                     "n_nonzero"] else ""))
-        if report["kind"] == "one-vs-rest":
+        if report["kind"] not in ("binary", "regression"):
             head = f"class {label_text(problem['class'])}: {head}"
         print(head)
         width = max([len("column")] + [len(str(r["column"])) for r in problem["weights"]])

@@ -254,6 +254,12 @@ def build_parser():
                       "hold-out, checkpoints or --scheduler)")
     opts.add_argument("--loss", default="logistic",
                       choices=sorted(CLASSIFICATION_LOSSES + REGRESSION_LOSSES))
+    opts.add_argument("--multi-class", dest="multi_class", default="ovr",
+                      choices=["ovr", "multinomial", "crammer_singer"],
+                      help="K > 2 classes: ovr (default), K one-vs-rest problems; "
+                      "multinomial (--loss logistic), the softmax loss of the K scores, "
+                      "calibrated probabilities; crammer_singer (--loss hinge), the "
+                      "multiclass hinge. Two classes keep the binary model")
     opts.add_argument("--p", type=float, default=2.0, help="norm of the regularizer, in (1, 2] and at least 1 + 1.2e-7 "
                       "(below 1.002 training is slower: see PGSClassifier's p)")
     opts.add_argument("--sigma", type=_sigma, default=None,
@@ -292,11 +298,6 @@ def build_parser():
                       help="comma-separated labels and integer ranges A..B, e.g. "
                       "--classes -1,1, 1..20 or 0,2..5 (default: those of the model with -i, "
                       "else of the first chunk; train names them at the start)")
-    opts.add_argument("--multi-class", dest="multi_class", default="ovr",
-                      choices=("ovr", "multinomial", "crammer_singer"),
-                      help="K > 2 classes: one-vs-rest problems (ovr), or K weight vectors "
-                      "coupled by the softmax log loss (multinomial, --loss logistic) or "
-                      "Crammer-Singer's loss (crammer_singer, --loss hinge) (default: ovr)")
     opts.add_argument("--class-weight", type=_class_weight, default=None,
                       metavar="{balanced,LABEL:WEIGHT,...}",
                       help="weigh each row of a class by its class's weight (times its "
@@ -429,7 +430,7 @@ MODEL_OPTIONS = {"loss": "loss", "p": "p", "sigma": "sigma", "l1": "l1",
                   "no_intercept": "fit_intercept", "intercept_scaling": "intercept_scaling",
                   "epsilon": "epsilon", "bits": "n_bits", "hash_seed": "hash_seed",
                   "random_seed": "random_state", "forget": "forget",
-                  "class_weight": "class_weight"}
+                  "class_weight": "class_weight", "multi_class": "multi_class"}
 
 
 def flag_of(option):

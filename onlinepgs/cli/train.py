@@ -148,6 +148,12 @@ def estimator_from_args(args):
         raise UsageError(f"argument --class-weight: applies to classification losses only "
                          f"(--loss {args.loss} is a regression loss)")
     weighing = {"class_weight": class_weight} if classifier else {}
+    multi_class = getattr(args, "multi_class", "ovr")
+    if multi_class != "ovr" and not classifier:
+        raise UsageError(f"argument --multi-class: applies to classification losses only "
+                         f"(--loss {args.loss} is a regression loss)")
+    if classifier:
+        weighing["multi_class"] = multi_class
     if sdca:
         from onlinepgs.sdca import SDCAClassifierLearner, SDCARegressorLearner
 
@@ -159,8 +165,7 @@ def estimator_from_args(args):
             raise UsageError(f"argument --l1: --solver sdca takes an l_1 term with --p 2 "
                              f"only (Prox-SDCA), got --p {args.p:g}")
         cls = SDCAClassifierLearner if classifier else SDCARegressorLearner
-        est = cls(**common, **weighing, l1=l1,
-                  l1_geometry=getattr(args, "l1_geometry", "auto"))
+        est = cls(**common, **weighing, l1_geometry=getattr(args, "l1_geometry", "auto"))
     else:
         from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
 

@@ -52,6 +52,11 @@ def check_trainable(est):
         raise ValueError(f"onlinepgs.dask does not weigh classes (class_weight="
                          f"{est.class_weight!r}, or a model trained with 'balanced'); give "
                          "the weights as sample_weight")
+    if getattr(est, "multi_class", "ovr") != "ovr":
+        # the lanes' merge and statistics are written for one-vs-rest problems
+        raise ValueError(f"onlinepgs.dask trains one-vs-rest models only (multi_class="
+                         f"{est.multi_class!r}); train it with fit, partial_fit or the "
+                         "command without --scheduler")
 
 
 def training(est):

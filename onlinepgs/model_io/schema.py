@@ -282,9 +282,10 @@ def _inconsistency(estimator):
         if ordered is None or not np.array_equal(ordered, classes):
             return (f"classes_ {short(classes.tolist())} are not distinct and sorted "
                     "(np.unique's order, which codes the labels)")
-        if config["multiclass"] != (classes.shape[0] > 2):
-            return (f"{classes.shape[0]} classes but the solver state is "
-                    f"{'' if config['multiclass'] else 'not '}multiclass")
+        coupled = trained.get("multi_class", "ovr") if classes.shape[0] > 2 else "ovr"
+        if config["multiclass"] != (classes.shape[0] > 2) or state.multi_class != coupled:
+            return (f"{classes.shape[0]} classes, multi_class={coupled!r}, but the solver state "
+                    f"is multiclass={config['multiclass']}, multi_class={state.multi_class!r}")
     elif config["n_problems"] != 1 or config["multiclass"]:
         return (f"a regressor's solver state has {config['n_problems']} problems "
                 f"(multiclass={config['multiclass']})")

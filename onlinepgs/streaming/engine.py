@@ -616,6 +616,10 @@ class StreamTrainer:
         if learner._classifier:
             # every classification loss is symmetric at margin 0: l(0; +1) = l(0; -1)
             n_problems = 1 if len(self._classes) == 2 else len(self._classes)
+            multi_class = getattr(learner, "multi_class", "ovr")
+            if n_problems > 1 and multi_class != "ovr":  # one loss of the K zero scores
+                return np.full(y.shape[0], float(np.log(n_problems))
+                               if multi_class == "multinomial" else 1.0)
             return np.full(y.shape[0], n_problems * float(loss_value(learner.loss, 0.0, 1.0)))
         return np.asarray(loss_value(learner.loss, np.zeros(y.shape[0]), y, learner.epsilon),
                           dtype=float)
@@ -638,6 +642,12 @@ def _loss_rows(learner, X, y):
         if scores.ndim == 1:
             signs = np.where(y == classes[1], 1.0, -1.0)
             return np.asarray(loss_value(learner.loss, scores, signs), dtype=float)
+        multi_class = getattr(learner, "multi_class", "ovr")
+        if multi_class != "ovr":  # the coupled loss of the K scores
+            from onlinepgs._core._pgs import multiclass_loss
+
+            return multiclass_loss(multi_class, np.ascontiguousarray(scores, dtype=float),
+                                   np.searchsorted(classes, y).astype(np.int64))
         signs = np.where(y[:, None] == classes[None, :], 1.0, -1.0)
         return np.asarray(loss_value(learner.loss, scores, signs), dtype=float).sum(axis=1)
     scores = learner.predict(X)
