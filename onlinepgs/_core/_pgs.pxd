@@ -4,7 +4,7 @@
 # (_touch), which a merged entry goes through exactly as a step's.
 cimport cython
 cimport numpy as cnp
-from libc.math cimport fabs
+from libc.math cimport fabs, fmax, copysign
 from libc.stdint cimport uint64_t, int64_t
 
 from onlinepgs._core._mirror cimport Mirror, mirror_touch
@@ -136,6 +136,8 @@ cdef enum:
 # deletion (an entry is live while its version equals the coordinate's `ver` field, which
 # every touch bumps). thr only grows, so a coordinate leaves the active set when thr passes
 # its key: the heap pops it at that very step, which settles its lazy average exactly.
+# A live entry's key may be below |lambda_j| (a touch that made |lambda_j| larger keeps it);
+# the pop then pushes it again at |lambda_j|.
 # Over the active coordinates it keeps n_act, s1 = sum (|lambda_j| - base) and n2 =
 # sum (|lambda_j| - base)^2 = ||soft(lambda, base)||^2 (the ball's norm) about the
 # threshold base they were last moved to: when thr grows by d, n2 -= 2 d s1 - n_act d^2
@@ -160,10 +162,8 @@ cdef int _l1_push(L1Heap* h, double key, int64_t j, double ver) noexcept nogil
 
 cdef inline double soft_threshold(double lam, double thr) noexcept nogil:
     """sgn(lam) max(|lam| - thr, 0)."""
-    cdef double a = fabs(lam) - thr
-    if a > 0.0:
-        return lam - thr if lam > 0.0 else lam + thr
-    return 0.0
+    # branch-free (a margin's coordinates fall either side at random)
+    return copysign(fmax(fabs(lam) - thr, 0.0), lam)
 
 
 cdef struct Part:
@@ -292,14 +292,25 @@ cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) 
     if core.heaps == NULL:
         return
     h = core.heaps + c
+    a_new = fabs(f[0])
     if a_old > thr:
+        if a_new >= a_old:
+            # its live entry's key (<= a_old) stays below |lambda_j|: when thr passes the
+            # key, the pop finds it still active and pushes it again at its value. Most
+            # touches of an active coordinate are these (lambda_j accumulates)
+            a_old -= h.base
+            a_new -= h.base
+            h.s1 += a_new - a_old
+            h.n2 += (a_new - a_old) * (a_new + a_old)
+            if h.n2 > h.peak:
+                h.peak = h.n2
+            return
         a_old -= h.base
         h.s1 -= a_old
         h.n2 -= a_old * a_old
         h.n_act -= 1.0
     ver = f[core.off_ver] + 1.0
     f[core.off_ver] = ver
-    a_new = fabs(f[0])
     if a_new > thr:
         _l1_push(h, a_new, j, ver)
         a_new -= h.base
@@ -327,6 +338,7 @@ cdef class PGSState:
     # average needs them: l1_heap)
     cdef readonly double l1, l1_thr
     cdef readonly bint l1_heap
+    cdef public int64_t n_l1_recounts  # exact recounts of the heaps (a diagnostic)
     cdef readonly Py_ssize_t off_markp, off_ver
     cdef public cnp.ndarray cum2_a
     cdef double[::1] cum2

@@ -1070,11 +1070,12 @@ cdef class PGSState:
         cdef L1Heap* h = self.heaps + c
         cdef Py_ssize_t i, n = 0
         cdef double a, thr = self.l1_thr, s1 = 0.0, n2 = 0.0
+        self.n_l1_recounts += 1
         for i in range(h.n):
-            if self.block[h.j[i], c, self.off_ver] != h.ver[i] or h.key[i] <= thr:
+            a = fabs(self.block[h.j[i], c, 0])
+            if self.block[h.j[i], c, self.off_ver] != h.ver[i] or a <= thr:
                 continue
-            a = h.key[i]
-            h.key[n] = a
+            h.key[n] = a  # its key afresh (a live key may lag |lambda_j|)
             h.j[n] = h.j[i]
             h.ver[n] = h.ver[i]
             n += 1
@@ -1110,8 +1111,13 @@ cdef class PGSState:
             while h.n > 0 and h.key[0] <= thr:
                 j = h.j[0]
                 f = &self.block[j, c, 0]
+                a = fabs(f[0])
+                if f[self.off_ver] == h.ver[0] and a > thr:
+                    # live, its key lagging |lambda_j|: still active, again at its value
+                    h.key[0] = a
+                    _l1_sift_down(h, 0)
+                    continue
                 if f[self.off_ver] == h.ver[0]:
-                    a = h.key[0]
                     if averaged:
                         v = a * (self.cum[c] - f[self.off_mark]) - (self.cum2[c]
                                                                     - f[self.off_markp])
