@@ -41,8 +41,6 @@ def cmd_train(args):
     if "l1_geometry" in getattr(args, "given", ()):
         raise UsageError("argument --l1-geometry: an SDCA option (with --solver sdca "
                          "--sigma 0 --l1 L1)")
-    if getattr(args, "l1", 0.0) > 0:  # until PGS's l_1 (issue 36's l1-surface part)
-        raise UsageError("argument --l1: needs --solver sdca in this build")
     from onlinepgs import streaming
 
     if args.resume and not args.initial:
