@@ -170,7 +170,80 @@ def _check_finite_model(coef, w0, radius):
                          "radius >= 0 (or none)")
 
 
-class _Certificate:
+def _root_of_slope(slope, low, high):
+    """argmax over [low, high] of a concave function given its (decreasing) slope: an end
+    where the slope keeps its sign, else the slope's root by bisection to the last bit."""
+    if slope(high) >= 0:
+        return high
+    if slope(low) <= 0:
+        return low
+    for _ in range(200):
+        mid = 0.5 * (low + high)
+        if mid in (low, high):
+            break
+        low, high = (mid, high) if slope(mid) > 0 else (low, mid)
+    return low
+
+
+class _RegularizerConjugate:
+    """sigma r over S, its conjugate and, with l1 > 0, that of h = sigma r + l1 ||.||_1
+    over S, for one weight vector: shared by the one-vs-rest certificate and the coupled
+    multiclass one (whose regularizer is a sum of such terms, one a class). Needs the
+    attributes p, sigma, radius (None: R^n) and l1."""
+
+    def _r(self, w):
+        if self.radius == 0.0:  # the "auto" ball of radius 0: S = {0}
+            return 0.0 if not np.any(w) else math.inf
+        return regularizer_value(w, self.p, self.radius)
+
+    def _rstar(self, norm_q):
+        # r_S* depends on theta only through ||theta||_q: a 1-vector of that norm will do
+        if self.radius == 0.0:
+            return 0.0
+        return regularizer_conjugate(np.array([norm_q]), self.p, self.radius)
+
+    # h(w) = sigma r(w) + l1 ||w||_1 over S has h*(z) = sigma r_S*(soft(z, l1) / sigma),
+    # soft(z, l1)_j = sgn(z_j) (|z_j| - l1)_+: coordinate by coordinate <z, w> - l1 |w_j|
+    # <= soft(z, l1)_j w_j, with equality at the w that grad r_S* gives (zero off the
+    # active set, z's signs), and S depends on ||w||_p only. For p = 2 on R^n that is
+    # sum_j (|z_j| - l1)_+^2 / (2 sigma); for sigma = 0 (SDCA's pure l_1, p = 2 on R^n)
+    # the indicator of ||z||_inf <= l1. D(s a) = -(1/W) sum_i c_i l*(s u_i) - h*(s z),
+    # z = X1^T a / W at s = 1 (Shalev-Shwartz and Zhang, "Proximal stochastic dual
+    # coordinate ascent", 2012, sections 3.1-3.2; Xiao, "Dual averaging methods for
+    # regularized stochastic learning and online optimization", 2010).
+    def _plain_l1(self):
+        """p = 2 on R^n: h* in the closed form above (SDCA's path, kept to the bit)."""
+        return self.p == 2.0 and self.radius is None
+
+    def _hstar(self, z, s):
+        if self.sigma == 0:
+            return 0.0 if s * np.max(np.abs(z), initial=0.0) <= self.l1 else math.inf
+        excess = np.maximum(s * np.abs(z) - self.l1, 0.0)
+        if self._plain_l1():
+            return float(excess @ excess) / (2.0 * self.sigma)
+        q = self.p / (self.p - 1.0)
+        return self.sigma * self._rstar(norm(excess / self.sigma, q))
+
+    def _hstar_slope(self, absz, s):
+        """d h*(s z) / ds (sigma > 0): f'(t) sum_j (u_j / t)^(q-1) |z_j|, u = |soft(s z,
+        l1)| / sigma, t = ||u||_q and f(t) = r_S*(theta) at ||theta||_q = t."""
+        excess = np.maximum(s * absz - self.l1, 0.0)
+        if self._plain_l1():
+            return float(absz @ excess) / self.sigma
+        if self.radius == 0.0:
+            return 0.0  # S = {0}: h* = 0
+        q = self.p / (self.p - 1.0)
+        u = excess / self.sigma
+        t = norm(u, q)
+        if t == 0.0:
+            return 0.0
+        inner = (self.p - 1.0) * t            # f'(t) inside the ball (and on R^n) ...
+        if self.radius is not None and inner > self.radius:
+            inner = self.radius               # ... and where r_S* is linear
+        return inner * float((u / t) ** (q - 1.0) @ absz)
+
+
+class _Certificate(_RegularizerConjugate):
     """The sums behind P and D for K problems, fed one chunk of rows at a time.
 
     ``coef`` is (n_features, K), ``w0`` the K intercept weights (the constant feature's
@@ -291,17 +364,6 @@ class _Certificate:
         self.w_sum += float(sw.sum())
 
     # ---- the certificate ---------------------------------------------------------------
-    def _r(self, w):
-        if self.radius == 0.0:  # the "auto" ball of radius 0: S = {0}
-            return 0.0 if not np.any(w) else math.inf
-        return regularizer_value(w, self.p, self.radius)
-
-    def _rstar(self, norm_q):
-        # r_S* depends on theta only through ||theta||_q: a 1-vector of that norm will do
-        if self.radius == 0.0:
-            return 0.0
-        return regularizer_conjugate(np.array([norm_q]), self.p, self.radius)
-
     def _dual(self, c, s, t):
         """D(s a) of problem c, t = ||theta||_q for s = 1."""
         if s == 1.0:
@@ -375,47 +437,7 @@ class _Certificate:
                           gap_per_problem=gap, dual_scale=scale)
 
 
-    # ---- with an l_1 term -------------------------------------------------------------------
-    # h(w) = sigma r(w) + l1 ||w||_1 over S has h*(z) = sigma r_S*(soft(z, l1) / sigma),
-    # soft(z, l1)_j = sgn(z_j) (|z_j| - l1)_+: coordinate by coordinate <z, w> - l1 |w_j|
-    # <= soft(z, l1)_j w_j, with equality at the w that grad r_S* gives (zero off the
-    # active set, z's signs), and S depends on ||w||_p only. For p = 2 on R^n that is
-    # sum_j (|z_j| - l1)_+^2 / (2 sigma); for sigma = 0 (SDCA's pure l_1, p = 2 on R^n)
-    # the indicator of ||z||_inf <= l1. D(s a) = -(1/W) sum_i c_i l*(s u_i) - h*(s z),
-    # z = X1^T a / W at s = 1 (Shalev-Shwartz and Zhang, "Proximal stochastic dual
-    # coordinate ascent", 2012, sections 3.1-3.2; Xiao, "Dual averaging methods for
-    # regularized stochastic learning and online optimization", 2010).
-    def _plain_l1(self):
-        """p = 2 on R^n: h* in the closed form above (SDCA's path, kept to the bit)."""
-        return self.p == 2.0 and self.radius is None
-
-    def _hstar(self, z, s):
-        if self.sigma == 0:
-            return 0.0 if s * np.max(np.abs(z), initial=0.0) <= self.l1 else math.inf
-        excess = np.maximum(s * np.abs(z) - self.l1, 0.0)
-        if self._plain_l1():
-            return float(excess @ excess) / (2.0 * self.sigma)
-        q = self.p / (self.p - 1.0)
-        return self.sigma * self._rstar(norm(excess / self.sigma, q))
-
-    def _hstar_slope(self, absz, s):
-        """d h*(s z) / ds (sigma > 0): f'(t) sum_j (u_j / t)^(q-1) |z_j|, u = |soft(s z,
-        l1)| / sigma, t = ||u||_q and f(t) = r_S*(theta) at ||theta||_q = t."""
-        excess = np.maximum(s * absz - self.l1, 0.0)
-        if self._plain_l1():
-            return float(absz @ excess) / self.sigma
-        if self.radius == 0.0:
-            return 0.0  # S = {0}: h* = 0
-        q = self.p / (self.p - 1.0)
-        u = excess / self.sigma
-        t = norm(u, q)
-        if t == 0.0:
-            return 0.0
-        inner = (self.p - 1.0) * t            # f'(t) inside the ball (and on R^n) ...
-        if self.radius is not None and inner > self.radius:
-            inner = self.radius               # ... and where r_S* is linear
-        return inner * float((u / t) ** (q - 1.0) @ absz)
-
+    # ---- with an l_1 term: h* is _RegularizerConjugate's ------------------------------
     def _dual_l1(self, c, z, s):
         if s == 1.0:
             conj = self.conj_sum[c]
@@ -464,17 +486,7 @@ class _Certificate:
         # only the coordinates above the threshold at some s <= high move h*: the rest
         # (most of a sparse model's) are dropped from the bisection's sums
         absz = absz[absz * high > self.l1]
-        if slope(high) >= 0:
-            s = high
-        elif slope(low) <= 0:
-            s = low
-        else:
-            for _ in range(200):
-                mid = 0.5 * (low + high)
-                if mid in (low, high):
-                    break
-                low, high = (mid, high) if slope(mid) > 0 else (low, mid)
-            s = low
+        s = _root_of_slope(slope, low, high)
         best, value = s, self._dual_l1(c, z, s)
         if top >= 1.0 and self._dual_l1(c, z, 1.0) >= value:  # the compiled conjugates
             best, value = 1.0, self._dual_l1(c, z, 1.0)
@@ -510,21 +522,37 @@ def _value_of(model):
     return value
 
 
-class _MulticlassCertificate:
-    """The certificate of a coupled multiclass model (multinomial, Crammer-Singer; p = 2):
-    ``P(W) = sigma ||W||_F^2 / 2 + (1/W) sum_i c_i l(W^T x_i; y_i)`` (the intercepts'
-    weights inside W), dual point ``a_i = -s c_i grad_z l(z_i; y_i)``: for both losses
-    ``s grad + e_y`` stays in the simplex for s in [0, 1], so every conjugate is finite.
-    ``D(s) = -(1/W) sum_i c_i l*(s g_i; y_i) - s^2 sigma ||V||^2 / 2`` with
-    ``V = X1^T (c g) / (sigma W)``; Crammer-Singer's conjugate is linear along the ray
-    (``l*(s g; y) = s g_y``), so the best s in [0, 1] is in closed form; the multinomial's
-    is an entropy: the better of s = 1 and s = 0 (D(0) = 0). One pass, O(nnz K)."""
+class _MulticlassCertificate(_RegularizerConjugate):
+    """The certificate of a coupled multiclass model (multinomial, Crammer-Singer):
+    ``P(W) = sum_k h(w_k) + (1/W) sum_i c_i l(W^T x_i; y_i)`` with ``h = sigma r + l1
+    ||.||_1`` over S for each class's vector (the intercept's weight inside it; S = R^n or
+    the l_p ball of radius B, one ball a class as in PGS's core), at every p in (1, 2].
+
+    Dual point ``a_i = -s c_i g_i``, ``g_i = grad_z l(z_i; y_i)``: for both losses ``s g_i +
+    e_y`` stays in the simplex for s in [0, 1], so every conjugate is finite. The
+    regularizer is a sum over the classes, so its conjugate is too:
+
+        D(s) = -(1/W) sum_i c_i l*(s g_i; y_i) - sum_k h*(s z_k),  z_k = X1^T (c g_k) / W,
+
+    h* the one-vector conjugate `_RegularizerConjugate._hstar` (binary's, reused).
+    Crammer-Singer's conjugate is linear along the ray (``l*(s g; y) = s g_y``); the
+    multinomial's, ``sum pi log pi`` at ``pi = e_y + s g``, is convex in s and 0 at s = 0,
+    so it is at most its chord ``s l*(g; y)``: with the chord D(s) turns into a lower bound
+    of itself, exact at s = 1 and still concave. Both are then ``-s A - sum_k h*(s z_k)``,
+    maximized over [0, 1] by bisection on the (decreasing) slope: one pass, O(nnz K)
+    time, O(n_features K) memory."""
 
     def __init__(self, value, scale_dual):
         from onlinepgs._core._sdca_multiclass import mc_conjugates, mc_losses
 
         self._losses, self._conjugates = mc_losses, mc_conjugates
         self.value, self.scale_dual = value, scale_dual
+        self.p, self.sigma, self.radius, self.l1 = value.p, value.sigma, value.radius, value.l1
+        # dense once (a sparse model's coef is built on each access): T is (n, K) anyway
+        self.coef = np.asarray(value.coef, dtype=np.float64)
+        w0 = value.intercept_weight if value.fit_intercept else np.zeros(value.n_problems)
+        self.w0 = np.asarray(w0, dtype=np.float64)
+        _check_finite_model(self.coef.T, self.w0, value.radius)
         K = value.n_problems
         self.m, self.weight, self.loss_sum, self.gy_sum, self.conj_sum = 0, 0.0, 0.0, 0.0, 0.0
         self.T = np.zeros((value.coef.shape[1] + 1, K))  # X1^T (c g), the constant first
@@ -550,27 +578,45 @@ class _MulticlassCertificate:
             self.T[0] += value.intercept_scaling * CG.sum(axis=0)
         self.T[1:X.shape[1] + 1] += np.asarray(X.T @ CG)
 
+    def _regularizers(self):
+        """sum_k h(w_k): the primal's regularizer (+inf for a w_k outside its ball)."""
+        total = 0.0
+        for k in range(self.coef.shape[0]):
+            w = self.coef[k]
+            if self.value.fit_intercept:
+                w = np.concatenate([[self.w0[k]], w])
+            # p = 2 on R^n as the p = 2 certificate always summed it (kept to the bit)
+            r = 0.5 * float(w @ w) if self._plain_l1() else self._r(w)
+            total += self.sigma * r + self.l1 * float(np.abs(w).sum())
+        return total
+
+    def _dual_at(self, A, Z, s):
+        return -s * A - sum(self._hstar(Z[:, k], s) for k in range(Z.shape[1]))
+
     def result(self):
         value, Wsum = self.value, max(self.weight, np.finfo(float).tiny)
-        sigma = value.sigma
-        norm2 = float(np.sum(value.coef ** 2))
-        if value.fit_intercept:
-            norm2 += float(np.sum(value.intercept_weight ** 2))
-        primal = 0.5 * sigma * norm2 + self.loss_sum / Wsum
-        v2 = float(np.sum(self.T ** 2)) / (sigma * Wsum) ** 2  # ||V||^2
-        if value.multi_class == "crammer_singer":
-            # D(s) = -s gy / W - s^2 sigma ||V||^2 / 2, concave: its maximizer clipped
-            slope = -self.gy_sum / Wsum
-            s = min(1.0, max(0.0, slope / (sigma * v2))) if (self.scale_dual and v2 > 0) else 1.0
-            dual = s * slope - 0.5 * s * s * sigma * v2
-        else:
-            s, dual = 1.0, -self.conj_sum / Wsum - 0.5 * sigma * v2
-            if self.scale_dual and dual < 0.0:
-                s, dual = 0.0, 0.0
+        primal = self._regularizers() + self.loss_sum / Wsum
+        Z = self.T / Wsum  # z_k = X1^T (c g_k) / W: h* is even, the sign of a drops out
+        # the loss term along the ray: exact for Crammer-Singer, the chord for multinomial
+        A = (self.gy_sum if value.multi_class == "crammer_singer" else self.conj_sum) / Wsum
+        s = 1.0
+        if self.scale_dual:
+            absZ = np.abs(Z)
+
+            def slope(s):
+                return -A - sum(self._hstar_slope(absZ[:, k], s) for k in range(Z.shape[1]))
+
+            s = _root_of_slope(slope, 0.0, 1.0)
+        dual = self._dual_at(A, Z, s)
+        if s != 1.0:
+            at_one = self._dual_at(A, Z, 1.0)  # s = 1 is always a candidate
+            if at_one >= dual:
+                s, dual = 1.0, at_one
         gap = primal - dual
         one = np.ones(1)
         return DualityGap(primal=primal, dual=dual, gap=gap,
-                          relative_gap=gap / max(abs(primal), np.finfo(float).tiny),
+                          relative_gap=(gap / max(abs(primal), np.finfo(float).tiny)
+                                        if math.isfinite(gap) else math.inf),
                           n_rows=self.m, primal_per_problem=primal * one,
                           dual_per_problem=dual * one, gap_per_problem=gap * one,
                           dual_scale=s * one)
@@ -578,10 +624,11 @@ class _MulticlassCertificate:
 
 def _certificate_of_model(value, scale_dual):
     if getattr(value, "multi_class", "ovr") != "ovr":
-        if value.p != 2.0 or value.radius is not None or value.l1 != 0:
+        if not value.sigma > 0:
+            # h* = sum_k sigma r_S*(soft(z_k, l1) / sigma) needs sigma > 0; pure l_1 would
+            # need the dual point scaled into ||z_k||_inf <= l1, every row's conjugate again
             raise ValueError(f"a multi_class={value.multi_class!r} model is certified for "
-                             f"p = 2 on R^n without l1 only, got p={value.p:g}, "
-                             f"radius={value.radius!r}, l1={value.l1:g}")
+                             f"sigma > 0 only, got sigma={value.sigma:g} (l1={value.l1:g})")
         return _MulticlassCertificate(value, scale_dual)
     return _Certificate(
         value.coef.T, value.intercept_weight if value.fit_intercept else np.zeros(
@@ -621,7 +668,10 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
         R^n ``sum_j (|z_j| - l1)_+^2 / (2 sigma)``), the dual point's scale chosen by
         bisection (D is concave along it); pure l_1 (SDCA's ``sigma = 0``, p = 2) scales
         the dual point into the set ``||X^T a / W||_inf <= l1`` (not for the logistic
-        loss, refused with the reason).
+        loss, refused with the reason). A coupled multiclass model (``multi_class=
+        "multinomial"`` or ``"crammer_singer"``) is certified for its one coupled
+        objective, ``sum_k h(w_k)`` plus the mean loss, at any p, on R^n or the ball
+        (``radius="auto"`` included) and with l1 (sigma > 0; `_MulticlassCertificate`).
     X : {array-like, sparse matrix} of shape (n_samples, n_features), or records
         Anything the model's `predict` accepts (hashed when the model hashes).
     y : array-like of shape (n_samples,)
@@ -643,7 +693,7 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
     -------
     DualityGap
         ``gap >= P(w) - P(w*)``; for a multiclass classifier, sums over its
-        one-vs-rest problems plus per-problem arrays.
+        one-vs-rest problems plus per-problem arrays (one entry for a coupled model).
 
     Raises
     ------

@@ -441,12 +441,203 @@ def test_streaming_hold_out_scores_the_coupled_loss(kind, loss):
         multiclass_loss(kind, np.zeros((1, 3)), np.array([3]))
 
 
-def test_no_one_vs_rest_certificate_for_a_coupled_model():
-    """duality_gap's certificates are one-vs-rest's: a coupled model is refused, not
-    certified for another objective."""
+# ---- certificates of coupled models: every p, the ball, l1 --------------------------------
+# (p, radius, l1): R^n and a ball small enough to bind, p = 2 and 1.5, l1 at p = 2
+CERT_CASES = [(2.0, None, 0.0), (1.5, None, 0.0), (2.0, 0.8, 0.0), (1.5, 0.8, 0.0),
+              (2.0, None, 0.03), (2.0, 0.8, 0.03)]
+KINDS = [("multinomial", "logistic"), ("crammer_singer", "hinge")]
+
+
+def np_reg(w, p, sigma, radius, l1):
+    """sigma ||w||_p^2 / (2 (p - 1)) + l1 ||w||_1 over the ball (+inf outside)."""
+    norm_p = np.sum(np.abs(w) ** p) ** (1.0 / p)
+    if radius is not None and norm_p > radius * (1 + 1e-9):
+        return np.inf
+    return sigma * norm_p**2 / (2 * (p - 1)) + l1 * np.abs(w).sum()
+
+
+def np_hstar(v, p, sigma, radius, l1):
+    """sup_w <v, w> - sigma r(w) - l1 ||w||_1 over ||w||_p <= radius, numerically: SLSQP
+    on w = u - u' (u, u' >= 0, which makes the l1 term linear)."""
+    n = v.shape[0]
+
+    def neg(x):
+        w = x[:n] - x[n:]
+        np_ = np.sum(np.abs(w) ** p)
+        value = v @ w - sigma * np_ ** (2 / p) / (2 * (p - 1)) - l1 * x.sum()
+        dw = v - (sigma / (p - 1)) * np_ ** (2 / p - 1) * np.sign(w) * np.abs(w) ** (p - 1)
+        return -value, -np.concatenate([dw - l1, -dw - l1])
+
+    cons = []
+    if radius is not None:
+        def ball(x):
+            return radius**p - np.sum(np.abs(x[:n] - x[n:]) ** p)
+
+        def ball_jac(x):
+            w = x[:n] - x[n:]
+            d = -p * np.sign(w) * np.abs(w) ** (p - 1)
+            return np.concatenate([d, -d])
+        cons = [{"type": "ineq", "fun": ball, "jac": ball_jac}]
+    x0 = np.concatenate([np.maximum(v, 0), np.maximum(-v, 0)]) * 1e-3
+    res = scipy.optimize.minimize(neg, x0, jac=True, method="SLSQP", bounds=[(0, None)] * 2 * n,
+                                  constraints=cons, options=dict(ftol=1e-15, maxiter=1000))
+    return -res.fun
+
+
+def np_certificate_pieces(kind, est, X, labels):
+    """A plain NumPy transcription of the certificate's inputs: the primal, the loss term's
+    coefficient A along the ray (Crammer-Singer: mean g_y; multinomial: mean l*(g), the
+    chord) and the K vectors z_k = X1^T g_k / m, the intercept's weight inside each w_k."""
+    m, K = X.shape[0], len(est.classes_)
+    X1 = np.hstack([np.full((m, 1), est.intercept_scaling), X])
+    W1 = np.hstack([(est.intercept_ / est.intercept_scaling)[:, None], est.coef_])
+    Z = X1 @ W1.T
+    losses, grads = zip(*(np_loss_grad(kind, z, c) for z, c in zip(Z, labels)))
+    G = np.array(grads)
+    if kind == "crammer_singer":
+        A = np.mean(G[np.arange(m), labels])
+    else:
+        pi = G + np.eye(K)[labels]
+        A = np.mean(np.sum(np.where(pi > 0, pi * np.log(np.where(pi > 0, pi, 1)), 0), axis=1))
+    return W1, np.mean(losses), A, X1.T @ G / m
+
+
+@pytest.mark.parametrize("kind,loss", KINDS)
+@pytest.mark.parametrize("p,radius,l1", CERT_CASES)
+def test_coupled_certificate_against_numpy_and_numerical_conjugate(kind, loss, p, radius, l1):
+    """P and D of a rough PGS model: P from NumPy, D = -s A - sum_k h*(s z_k) with h*
+    computed by scipy (a constrained maximization), at the scale s reported."""
+    from onlinepgs import duality_gap
+
+    X, labels = blobs(m=30, n=3, K=3, seed=16)
+    sigma = 0.05
+    est = PGSClassifier(loss=loss, multi_class=kind, sigma=sigma, p=p, radius=radius, l1=l1,
+                        max_epochs=1, random_state=0).fit(X, labels)
+    cert = duality_gap(est, X, labels)
+    W1, mean_loss, A, Zk = np_certificate_pieces(kind, est, X, labels)
+    primal = sum(np_reg(w, p, sigma, radius, l1) for w in W1) + mean_loss
+    assert cert.primal == pytest.approx(primal, rel=1e-10)
+    s = float(cert.dual_scale[0])
+    assert 0.0 <= s <= 1.0
+    dual = -s * A - sum(np_hstar(s * Zk[:, k], p, sigma, radius, l1) for k in range(3))
+    assert cert.dual == pytest.approx(dual, rel=1e-6, abs=1e-8)
+    # the scale is the best one: no s on a grid beats it by more than rounding
+    grid = [-t * A - sum(np_hstar(t * Zk[:, k], p, sigma, radius, l1) for k in range(3))
+            for t in np.linspace(0, 1, 6)]
+    assert cert.dual >= max(grid) - 1e-7
+
+
+def np_optimum(kind, X1, labels, K, p, sigma, radius, l1):
+    """min_W sum_k [sigma r(w_k) + l1 ||w_k||_1] + mean loss over the K balls, by SLSQP on
+    W = U - U' (U, U' >= 0), Crammer-Singer in its epigraph form (slacks xi_i)."""
+    m, n = X1.shape
+    nw = n * K
+    rows = np.arange(m)
+    onehot = np.eye(K)[labels]
+    extra = m if kind == "crammer_singer" else 0
+
+    def weights(v):
+        return (v[:nw] - v[nw:2 * nw]).reshape(n, K)
+
+    def fun(v):
+        W = weights(v)
+        reg = sum(np_reg(W[:, k], p, sigma, None, 0.0) for k in range(K)) + l1 * v[:2 * nw].sum()
+        if kind == "crammer_singer":
+            return reg + v[2 * nw:].mean()
+        Z = X1 @ W
+        return reg + np.mean(logsumexp(Z, axis=1) - Z[rows, labels])
+
+    cons = []
+    if kind == "crammer_singer":
+        def margins(v):
+            Z = X1 @ weights(v)
+            return (v[2 * nw:][:, None] - (Z + 1 - onehot - Z[rows, labels][:, None])).ravel()
+        cons.append({"type": "ineq", "fun": margins})
+    if radius is not None:
+        cons.append({"type": "ineq", "fun": lambda v: radius**p - np.sum(
+            np.abs(weights(v)) ** p, axis=0)})
+    v0 = np.concatenate([np.full(2 * nw, 1e-3), np.ones(extra)])
+    res = scipy.optimize.minimize(fun, v0, method="SLSQP", constraints=cons,
+                                  bounds=[(0, None)] * (2 * nw) + [(None, None)] * extra,
+                                  options=dict(ftol=1e-14, maxiter=3000))
+    return fun(res.x)
+
+
+@pytest.mark.parametrize("kind,loss", KINDS)
+@pytest.mark.parametrize("p,radius,l1", CERT_CASES)
+def test_coupled_gap_bounds_the_true_suboptimality(kind, loss, p, radius, l1):
+    """gap >= P(W) - P* >= 0 with P* scipy's optimum of the same objective (tiny data),
+    for a rough PGS model, a long PGS run and a random model inside the ball."""
+    from onlinepgs import duality_gap
+
+    X, labels = blobs(m=24, n=2, K=3, seed=17)
+    sigma = 0.05
+    X1 = np.hstack([np.ones((X.shape[0], 1)), X])
+    p_star = np_optimum(kind, X1, labels, 3, p, sigma, radius, l1)
+    common = dict(loss=loss, multi_class=kind, sigma=sigma, p=p, radius=radius, l1=l1,
+                  random_state=0)
+    rough = PGSClassifier(max_epochs=1, **common).fit(X, labels)
+    long = PGSClassifier(max_epochs=300, **common).fit(X, labels)
+    rng = np.random.RandomState(18)
+    W = rng.randn(3, 3)
+    if radius is not None:
+        W *= radius / np.sum(np.abs(W) ** p, axis=1, keepdims=True) ** (1 / p)
+    hand = LinearModel(W[:, 1:], W[:, 0], classes=np.arange(3), loss=loss, sigma=sigma, p=p,
+                       radius=radius, l1=l1, multi_class=kind)
+    for model in (rough, long, hand):
+        cert = duality_gap(model, X, labels)
+        assert cert.primal - p_star >= -1e-7                   # scipy found the optimum
+        assert cert.gap >= cert.primal - p_star - 1e-9         # gap >= suboptimality
+        assert cert.dual <= p_star + 1e-9
+    assert duality_gap(long, X, labels).primal - p_star < 1e-2 * p_star
+
+
+@pytest.mark.parametrize("p,l1", [(2.0, 0.0), (1.5, 0.0), (2.0, 1e-3)])
+def test_gap_of_a_long_default_run_is_small(p, l1):
+    """radius="auto" (the default ball): the certificate of a long multinomial run is
+    tight (the loss is smooth: s = 1 and a(W*) is the dual optimum); Crammer-Singer's,
+    whose a(W) is a subgradient at the kinks, is an upper bound that still shrinks."""
+    from onlinepgs import duality_gap
+
+    X, labels = blobs(m=150, n=4, K=3, seed=19)
+    for kind, loss in KINDS:
+        gaps = []
+        for epochs in (1, 60):
+            est = PGSClassifier(loss=loss, multi_class=kind, sigma=1e-2, p=p, l1=l1,
+                                max_epochs=epochs, random_state=0).fit(X, labels)
+            assert est.model_.radius is not None  # certified on the auto ball
+            gaps.append(duality_gap(est, X, labels))
+        if kind == "multinomial":
+            assert gaps[1].relative_gap < 2e-3 < 0.5 < gaps[0].relative_gap
+        else:
+            assert gaps[1].gap < gaps[0].gap / 10
+
+
+def test_coupled_certificate_refuses_sigma_zero():
+    """A coupled model without the l_p term (sigma = 0) has no certificate here: said."""
     from onlinepgs.duality import duality_gap
 
-    X, labels = blobs(m=40, K=3, seed=15)
-    est = PGSClassifier(multi_class="multinomial", sigma=1e-2, random_state=0).fit(X, labels)
-    with pytest.raises(ValueError, match="multi_class='multinomial'"):
-        duality_gap(est, X, labels)
+    X, labels = blobs(m=20, n=2, K=3, seed=15)
+    hand = LinearModel(np.ones((3, 2)), classes=np.arange(3), loss="hinge", sigma=0.0,
+                       multi_class="crammer_singer")
+    with pytest.raises(ValueError, match="sigma > 0"):
+        duality_gap(hand, X, labels)
+
+
+def test_command_line_gap_of_a_default_multinomial_model(tmp_path):
+    from onlinepgs import duality_gap
+    from onlinepgs.model_io import load_model
+
+    X, labels = blobs(m=120, K=3, seed=20)
+    data = tmp_path / "train.svm"
+    _write_svmlight(data, X, labels)
+    model = tmp_path / "m.opgs"
+    run = _cli("train", data, "-o", model, "--multi-class", "multinomial", "--quiet")
+    assert run.returncode == 0, run.stderr
+    gap = _cli("gap", model, data)
+    assert gap.returncode == 0, gap.stderr
+    report = dict(line.split(" = ") for line in gap.stdout.splitlines())
+    assert 0 <= float(report["gap"]) < np.inf
+    X_read, y_read = X.round(6), labels  # the file's rounding
+    expected = duality_gap(load_model(model), X_read, y_read)
+    assert float(report["gap"]) == pytest.approx(expected.gap, rel=1e-8, abs=1e-12)
