@@ -27,6 +27,8 @@ def expected_row(record, n_bits, seed):
     """The documented mapping, written independently: index = h mod 2^b, sign = top bit."""
     row = {}
     for key, value in (record.items() if isinstance(record, dict) else record):
+        if value is None:  # a missing field: no feature
+            continue
         if isinstance(key, str):
             h = murmurhash3_32(key, seed=seed, positive=True)
             col, sign = h % 2**n_bits, (-1.0 if h >= 2**31 else 1.0)
@@ -45,6 +47,20 @@ def test_records_to_csr_is_the_documented_mapping():
         for i, record in enumerate(records):
             got = dict(zip(X[i].indices.tolist(), X[i].data.tolist()))
             assert got == pytest.approx(expected_row(record, n_bits, seed))
+
+
+@pytest.mark.parametrize("n_bits", [None, 6])
+def test_none_value_is_a_missing_field_with_or_without_hashing(n_bits):
+    """A None value adds no feature (a JSON null in a log record), with hashing or not:
+    the model equals the one fit on the records without those fields, bit for bit."""
+    with_none = [{0: 1.0, 3: None}, [(2, None), (1, -0.5)], {5: None}]
+    without = [{0: 1.0}, [(1, -0.5)], {}]
+    y = [1.0, 0.0, 2.0]
+    a = PGSRegressor(n_bits=n_bits).fit_stream(zip(with_none, y))
+    b = PGSRegressor(n_bits=n_bits).fit_stream(zip(without, y))
+    assert a.coef_.shape == b.coef_.shape
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert a.intercept_ == b.intercept_
 
 
 @pytest.mark.parametrize("record, match", [
@@ -175,6 +191,8 @@ def _valid(record, n_bits):
         if not (isinstance(pair, tuple) and len(pair) == 2):
             return False
         key, value = pair
+        if value is None:  # a missing field: skipped whatever its key
+            continue
         if isinstance(key, str):
             if n_bits is None:
                 return False

@@ -114,8 +114,9 @@ def records_to_csr(records, int n_bits, uint32_t seed, Py_ssize_t n_features):
     """Rows of {feature: value} (or sequences of (feature, value)) as CSR arrays.
 
     n_bits < 0: no hashing; features must be ints in [0, n_features) when n_features >= 0
-    (any non-negative int when n_features < 0). Returns (data, indices, indptr, width)
-    with width the number of columns the rows need.
+    (any non-negative int when n_features < 0). A None value is a missing field: no
+    feature (`records_to_rows`' rule, with or without hashing). Returns (data, indices,
+    indptr, width) with width the number of columns the rows need.
     """
     cdef Py_ssize_t row = 0, count = 0, width = 0, col
     cdef int64_t mask = (1 << n_bits) - 1 if n_bits >= 0 else -1
@@ -138,6 +139,8 @@ def records_to_csr(records, int n_bits, uint32_t seed, Py_ssize_t n_features):
             except (TypeError, ValueError):
                 raise _at_row(row, f": expected (feature, value) pairs, got "
                                  f"{pair!r}") from None
+            if raw is None:  # a missing field, as records_to_rows reads it
+                continue
             try:
                 value = raw
             except TypeError:
