@@ -245,7 +245,8 @@ def build_parser():
     train.add_argument("--no-state", action="store_true",
                        help="write the weights only, without the PGS solver state: a smaller "
                        "file that predict, eval, gap and info use alike, but that -i and "
-                       "--resume cannot continue")
+                       "--resume cannot continue (--solver sdca files hold the weights only "
+                       "anyway)")
     opts = train.add_argument_group("model (ignored with -i)")
     opts.add_argument("--solver", choices=["pgs", "sdca"], default="pgs",
                       help="pgs (default): streaming, one chunk in memory; sdca: the batch "
