@@ -74,8 +74,9 @@ _COMMON_DOC = """
         thresholds lambda by ``(t + 1) * l1`` before the l_p map), so that every
         coordinate whose running gradient sum stays below its threshold is exactly
         zero in the iterate: sparse models while streaming, as FTRL-Proximal gives
-        them. Report them with ``iterate="last"``: an averaged iterate is zero only
-        where every averaged iterate was. 0: none (the plain PGS). With sigma="auto"
+        them. An averaged iterate (the default) is reported on the last iterate's
+        support: l1 selects the coordinates, the average gives their values (as
+        accurate as the plain average, as sparse as the last iterate). 0: none (the plain PGS). With sigma="auto"
         the race's runs share it. The intercept, a regularized constant feature, has
         the l_1 term too. p = 2 only for now (p < 2, the random iterate and forget < 1
         with an average are refused); not with `onlinepgs.dask`. See

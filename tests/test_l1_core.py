@@ -72,7 +72,8 @@ def combine(iterates, which):
         return W[-1]
     a = np.arange(1, len(W) + 1, dtype=float) ** {"average": 0, "weighted": 1,
                                                   "weighted2": 2}[which]
-    return np.tensordot(a, W, axes=1) / a.sum()
+    # with l1 the reported average lives on the last iterate's support (l1 selects)
+    return np.where(W[-1] != 0.0, np.tensordot(a, W, axes=1) / a.sum(), 0.0)
 
 
 def data(m=60, n=25, density=0.3, seed=0, K=1):
@@ -291,3 +292,31 @@ def test_check_l1_accepts_supported():
     _check_l1(0.0, 1.5, "random", 0.5)
     _check_l1(0.2, 2.0, "weighted2", 1.0)
     _check_l1(0.2, 2.0, "last", 0.9)
+
+
+@pytest.mark.parametrize("iterate", ["average", "weighted2"])
+@pytest.mark.parametrize("radius", [None, "auto"])
+def test_progressive_loss_is_the_reported_sparse_average_s(iterate, radius):
+    """The progress table scores each row, before it trains, with the model `weights()`
+    reports: with l1 the average on the last iterate's support (transcribed here from
+    the iterates, the intercept included), not the plain average."""
+    X, y = data(m=40)
+    y = y[:, 0]
+    st = run(PGSState(p=2.0, sigma=0.05, l1=0.03, iterate=iterate, radius=radius,
+                      n_features=X.shape[1]), X, y)
+    its = transcription(X, y, sigma=0.05, l1=0.03, radius=radius)
+    Xa = np.hstack([np.ones((X.shape[0], 1)), np.asarray(X.todense())])
+    value = LOSSES["logistic"][0]
+    total = plain = 0.0
+    for i in range(X.shape[0]):
+        w = combine(its[:i], iterate)[:, 0] if i else np.zeros(Xa.shape[1])
+        total += value(Xa[i] @ w, y[i])
+        if i:
+            a = np.arange(1, i + 1, dtype=float) ** {"average": 0, "weighted2": 2}[iterate]
+            plain += value(Xa[i] @ (np.tensordot(a, np.array(its[:i]), axes=1)[:, 0]
+                                    / a.sum()), y[i])
+        else:
+            plain += value(0.0, y[i])
+    got = st.progressive_sums()["sum_weighted_loss"]
+    np.testing.assert_allclose(got, total, rtol=1e-9)
+    assert abs(got - plain) > 1e-6  # the restriction matters on this stream

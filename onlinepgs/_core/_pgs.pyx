@@ -359,7 +359,8 @@ cdef class PGSState:
 
     ``l1`` (>= 0, p = 2) adds ``l1 ||w||_1`` to the objective ``sigma r(w) + mean loss``:
     the iterates are ``soft(lambda, D l1 / sigma) / D`` (D = (t + 1) sigma, or forgetting's),
-    scaled onto the ball, so a coordinate is exactly 0 while ``|lambda_j| <= D l1 / sigma``;
+    scaled onto the ball, so a coordinate is exactly 0 while ``|lambda_j| <= D l1 / sigma``
+    (in the averaged iterates too: they are reported on the last iterate's support);
     every coordinate is thresholded, the intercept's too (docs/design/core.md, "l1: soft
     thresholds, lazily"). Not available (ValueError): p < 2, iterate="random", forgetting
     with an averaged iterate, Dask lanes. With l1 > 0 the online duality gap of
@@ -1241,7 +1242,8 @@ cdef class PGSState:
 
     def _l1_weights(self, int it):
         """`weights` with l1: soft thresholds of lambda (the last iterate), the lazy
-        averages' settled sums plus the pending ones of the active coordinates."""
+        averages' settled sums plus the pending ones of the active coordinates, on the
+        last iterate's support (docs/design/l1.md, "Why exact zeros")."""
         lam = np.asarray(self.lam_a)
         thr = self.l1_thr
         a = np.abs(lam)
@@ -1251,8 +1253,10 @@ cdef class PGSState:
         block = np.asarray(self.block_a)
         pend = a * (np.asarray(self.cum_a) - block[:, :, self.off_mark]) - (
             np.asarray(self.cum2_a) - block[:, :, self.off_markp])
-        pend = np.where(a > thr, np.sign(lam) * np.maximum(pend, 0.0), 0.0)
-        return (np.asarray(self.acc_a) + pend) / self._average_norm()
+        pend = np.sign(lam) * np.maximum(pend, 0.0)
+        # a coordinate the threshold has zeroed now is 0 in the reported average too:
+        # l1 selects, the average gives the values (`_part_value`, the same rule)
+        return np.where(a > thr, np.asarray(self.acc_a) + pend, 0.0) / self._average_norm()
 
     def progressive_sums(self):
         """The progressive sums since the state was created: each row scored before it
