@@ -280,6 +280,7 @@ cdef class MulticlassSDCA:
     cdef double sigma, xs
     cdef uint64_t rng
     cdef public int n_epochs, reset_epochs
+    cdef public bint estimate_checks
     cdef public double primal, dual, gap, epoch_seconds, check_seconds
     cdef public list gap_history, check_epochs, gains
 
@@ -319,6 +320,7 @@ cdef class MulticlassSDCA:
         self.gain = 0.0
         self.n_epochs = 0
         self.reset_epochs = 10
+        self.estimate_checks = True
         self.primal = INFINITY
         self.dual = -INFINITY
         self.gap = INFINITY
@@ -331,6 +333,11 @@ cdef class MulticlassSDCA:
     @property
     def beta(self):
         return np.asarray(self.B).copy()
+
+    def active_counts(self):
+        """Each row's number of active classes after the last epoch (shrinking; K without
+        it, 0 or 1 for a skipped row)."""
+        return np.asarray(self.nact).copy()
 
     def weights(self):
         """(K, 1 + n_features): row k is w_k with the intercept's weight first."""
@@ -567,7 +574,7 @@ cdef class MulticlassSDCA:
             self.gains.append(self.gain)
             target = tol * self.primal if isfinite(self.primal) else INFINITY
             if not (self.n_epochs >= next_at or e == max_epochs - 1
-                    or (auto and ratio * self.gain <= target)):
+                    or (auto and self.estimate_checks and ratio * self.gain <= target)):
                 continue
             clock = time.perf_counter()
             with nogil:
