@@ -220,8 +220,13 @@ def test_cli_end_to_end(tmp_path):
     pred = run("predict", str(model), str(data))
     assert pred.returncode == 0, pred.stderr
     labels = np.array(pred.stdout.split(), dtype=float)
-    np.testing.assert_array_equal(labels, np.argmax(Xr @ est.coef_.T + est.intercept_,
-                                                    axis=1) + 1)
+    scores = Xr @ est.coef_.T + est.intercept_
+    top2 = np.sort(scores, axis=1)[:, -2:]
+    # rows at a near tie (3e-7 apart at this sigma) may go either way between the
+    # command line's streaming predict and this NumPy product
+    clear = top2[:, 1] - top2[:, 0] > 1e-5
+    assert clear.sum() >= 190
+    np.testing.assert_array_equal(labels[clear], np.argmax(scores, axis=1)[clear] + 1)
     bad = run("train", str(data), "--solver", "sdca", "--multi-class", "crammer_singer",
               "-o", str(tmp_path / "x.opgs"))
     assert bad.returncode != 0
@@ -318,6 +323,7 @@ def test_epoch_dual_increase_is_the_dual_difference():
     # dual computed from scratch at the checks
     X, y, sw = _sparse_problem()
     prob = _core(X, y, sw, 8, 1e-2)
+    prob.focus_sweeps = 0  # (runs of one epoch: a focused pass would follow each check)
     duals = []
     for _ in range(6):
         prob.run(1, 0.0, 1, False, True)
@@ -326,8 +332,8 @@ def test_epoch_dual_increase_is_the_dual_difference():
     assert np.all(np.asarray(prob.gains) >= 0.0)
 
 
-@pytest.mark.parametrize("reset", [10, 10**6])
-def test_shrinking_keeps_the_certified_optimum(reset):
+@pytest.mark.parametrize("reset,focus", [(10, 0), (10**6, 0), (10, 50)])
+def test_shrinking_keeps_the_certified_optimum(reset, focus):
     # the active sets do shrink; the run stops only on a check over every row and class
     # (with reset 10**6 the sets rejoin only after failed checks: the unshrink-and-verify);
     # the optima with and without shrinking agree within their gaps, each certified in NumPy
@@ -337,6 +343,7 @@ def test_shrinking_keeps_the_certified_optimum(reset):
     for shrinking in (True, False):
         prob = _core(X, y, sw, 8, sigma)
         prob.reset_epochs = reset
+        prob.focus_sweeps = focus if shrinking else 0
         assert prob.run(5000, tol, "auto", False, shrinking)
         counts = prob.active_counts()
         if shrinking:
@@ -351,3 +358,33 @@ def test_shrinking_keeps_the_certified_optimum(reset):
     (pa, da), (pb, db) = results
     assert max(da, db) <= min(pa, pb) + 1e-15  # each dual bounds the other's primal
     assert abs(pa - pb) <= (pa - da) + (pb - db)
+
+
+def test_gap_shares_are_the_rows_fenchel_young_terms():
+    # the shares the focused passes select by, against the rows' terms in NumPy
+    X, y, sw = _sparse_problem()
+    prob = _core(X, y, sw, 8, 1e-2)
+    prob.run(3, 0.0, 1, False, True)
+    m = X.shape[0]
+    X1 = sp.hstack([np.ones((m, 1)), X]).tocsr()
+    Z = X1 @ prob.weights().T
+    C = np.zeros_like(Z)
+    C[np.arange(m), y] = 1.0
+    beta = prob.beta
+    terms = (Z + 1.0 - C).max(axis=1) - Z[np.arange(m), y] - beta[np.arange(m), y] + \
+        np.sum(beta * Z, axis=1)
+    np.testing.assert_allclose(prob.gap_shares(), sw * np.maximum(terms, 0.0) / m,
+                               rtol=1e-9, atol=1e-15)
+    assert prob.gap_shares().sum() == pytest.approx(prob.gap, rel=1e-12)
+
+
+def test_a_run_out_of_epochs_returns_its_certified_point():
+    # the focused passes follow failed checks but never the last one: the returned W and
+    # beta are those the certificate was computed at
+    X, y, sw = _sparse_problem()
+    for epochs in (1, 2, 7):
+        prob = _core(X, y, sw, 8, 1e-2)
+        assert not prob.run(epochs, 0.0, 1, False, True)
+        primal, dual = _numpy_certificate(prob, X, y, sw, 1e-2)
+        assert primal == pytest.approx(prob.primal, rel=1e-12)
+        assert dual == pytest.approx(prob.dual, rel=1e-12)
