@@ -175,8 +175,8 @@ _MULTI_CLASS_DOC = """    multi_class : {"ovr", "multinomial", "crammer_singer"}
         sorting). With two classes both keep the binary model (one weight vector:
         multinomial is logistic, crammer_singer the hinge on the margin), as
         scikit-learn's LogisticRegression does. ``init`` must be "zero";
-        ``shrinking`` skips Crammer-Singer rows whose step changed nothing until the next
-        gap check or tenth epoch.
+        ``shrinking`` keeps an active set of classes per Crammer-Singer row (LIBLINEAR
+        -s 4's; every row and class rejoins at each gap check and every tenth epoch).
 """
 
 _CLASS_WEIGHT_DOC = """    class_weight : dict, "balanced" or None, default=None

@@ -220,8 +220,13 @@ def test_cli_end_to_end(tmp_path):
     pred = run("predict", str(model), str(data))
     assert pred.returncode == 0, pred.stderr
     labels = np.array(pred.stdout.split(), dtype=float)
-    np.testing.assert_array_equal(labels, np.argmax(Xr @ est.coef_.T + est.intercept_,
-                                                    axis=1) + 1)
+    scores = Xr @ est.coef_.T + est.intercept_
+    top2 = np.sort(scores, axis=1)[:, -2:]
+    # rows at a near tie (3e-7 apart at this sigma) may go either way between the
+    # command line's streaming predict and this NumPy product
+    clear = top2[:, 1] - top2[:, 0] > 1e-5
+    assert clear.sum() >= 190
+    np.testing.assert_array_equal(labels[clear], np.argmax(scores, axis=1)[clear] + 1)
     bad = run("train", str(data), "--solver", "sdca", "--multi-class", "crammer_singer",
               "-o", str(tmp_path / "x.opgs"))
     assert bad.returncode != 0
@@ -240,3 +245,146 @@ def test_shrinking_changes_the_time_not_the_optimum():
                           1e-2) == pytest.approx(clf.primal_objective_, rel=1e-12)
     a, b = (clf.primal_objective_ for clf in runs)
     assert abs(a - b) <= 1e-7 * max(a, b)
+
+
+def _sparse_problem(m=400, d=40, K=8, seed=11):
+    """Sparse rows of K well-separated classes: most classes of a row sit at their bound
+    soon, so the active sets shrink."""
+    rng = np.random.RandomState(seed)
+    y = rng.randint(K, size=m)
+    X = sp.random(m, d, density=0.2, random_state=rng, format="csr")
+    X = sp.csr_matrix(X + sp.csr_matrix((np.full(m, 2.0), (np.arange(m), y % d)),
+                                        shape=(m, d)))
+    return X, y.astype(np.int64), rng.uniform(0.5, 2.0, m)
+
+
+def _core(X, y, sw, K, sigma, seed=0):
+    from onlinepgs._core._sdca_multiclass import MulticlassSDCA
+
+    return MulticlassSDCA(X.data, X.indices.astype(np.int32), X.indptr.astype(np.int64),
+                          X.shape[1], y, sw, K, "crammer_singer", sigma, True, 1.0, seed)
+
+
+def _numpy_certificate(prob, X, y, sw, sigma):
+    """P(W), D(beta) of the core's W and beta in plain NumPy, after checking that beta is
+    dual feasible (beta_k <= [k = y], sum beta = 0) and that W = X1^T (sw beta) / (sigma m)."""
+    m, K = X.shape[0], prob.beta.shape[1]
+    beta = prob.beta
+    C = np.zeros((m, K))
+    C[np.arange(m), y] = 1.0
+    assert np.all(beta <= C) and np.allclose(beta.sum(axis=1), 0.0, atol=1e-12)
+    X1 = sp.hstack([np.ones((m, 1)), X]).tocsr()
+    W = prob.weights()
+    np.testing.assert_allclose(W, (X1.T @ (sw[:, None] * beta)).T / (sigma * m), atol=1e-12)
+    Z = X1 @ W.T
+    margin = Z + 1.0 - C
+    loss = margin.max(axis=1) - Z[np.arange(m), y]  # max_j([j != y] + z_j) - z_y
+    primal = 0.5 * sigma * np.sum(W ** 2) + sw @ loss / m
+    dual = sw @ beta[np.arange(m), y] / m - 0.5 * sigma * np.sum(W ** 2)
+    return primal, dual
+
+
+def test_crammer_singer_step_over_an_active_set_is_the_qp_optimum():
+    # the shrunk classes (at their bounds) are fixed: the step over the others, with the
+    # label's position or -1 when the label's class is shrunk, is the QP over the active
+    # classes with sum beta_A = -(the shrunk classes' bounds)
+    rng = np.random.RandomState(5)
+    for trial in range(8):
+        K, y = 7, int(rng.randint(7))
+        C = np.zeros(K)
+        C[y] = 1.0
+        shrunk = rng.permutation(K)[:3]
+        beta0 = C - rng.dirichlet(np.ones(K))
+        beta0[shrunk] = C[shrunk]
+        beta0[np.setdiff1d(np.arange(K), shrunk)] -= (beta0.sum()) / (K - 3)
+        if np.any(beta0 > C):
+            continue
+        A = np.setdiff1d(np.arange(K), shrunk)
+        z, kappa = 2.0 * rng.randn(K), float(rng.uniform(0.1, 3.0))
+        ypos = int(np.flatnonzero(A == y)[0]) if y in A else -1
+        got = cs_step_py(beta0[A], z[A], ypos, kappa)
+
+        def neg(b):
+            d = b - beta0[A]
+            return -(d @ (C[A] - z[A]) - 0.5 * kappa * d @ d)
+
+        ref = so.minimize(neg, beta0[A], method="SLSQP", bounds=[(None, c) for c in C[A]],
+                          constraints=[{"type": "eq",
+                                        "fun": lambda b: b.sum() + C[shrunk].sum()}],
+                          options={"ftol": 1e-15, "maxiter": 500})
+        assert got.sum() == pytest.approx(-C[shrunk].sum(), abs=1e-12)
+        assert np.all(got <= C[A] + 1e-12)
+        assert neg(got) <= ref.fun + 1e-10
+        np.testing.assert_allclose(got, ref.x, atol=1e-5)
+
+
+def test_epoch_dual_increase_is_the_dual_difference():
+    # the exact per-row increases summed over an epoch (what "auto" checks use) against the
+    # dual computed from scratch at the checks
+    X, y, sw = _sparse_problem()
+    prob = _core(X, y, sw, 8, 1e-2)
+    prob.focus_sweeps = 0  # (runs of one epoch: a focused pass would follow each check)
+    duals = []
+    for _ in range(6):
+        prob.run(1, 0.0, 1, False, True)
+        duals.append(prob.dual)
+    np.testing.assert_allclose(np.diff(duals), prob.gains[1:], rtol=1e-9, atol=1e-15)
+    assert np.all(np.asarray(prob.gains) >= 0.0)
+
+
+@pytest.mark.parametrize("reset,focus", [(10, 0), (10**6, 0), (10, 50)])
+def test_shrinking_keeps_the_certified_optimum(reset, focus):
+    # the active sets do shrink; the run stops only on a check over every row and class
+    # (with reset 10**6 the sets rejoin only after failed checks: the unshrink-and-verify);
+    # the optima with and without shrinking agree within their gaps, each certified in NumPy
+    X, y, sw = _sparse_problem()
+    sigma, tol = 1e-2, 1e-8
+    results = []
+    for shrinking in (True, False):
+        prob = _core(X, y, sw, 8, sigma)
+        prob.reset_epochs = reset
+        prob.focus_sweeps = focus if shrinking else 0
+        assert prob.run(5000, tol, "auto", False, shrinking)
+        counts = prob.active_counts()
+        if shrinking:
+            assert counts.mean() < 0.5 * 8  # most classes shrunk by the end
+        else:
+            assert np.all(counts == 8)
+        primal, dual = _numpy_certificate(prob, X, y, sw, sigma)
+        assert primal == pytest.approx(prob.primal, rel=1e-12)
+        assert dual == pytest.approx(prob.dual, rel=1e-12)
+        assert prob.gap <= tol * prob.primal
+        results.append((prob.primal, prob.dual))
+    (pa, da), (pb, db) = results
+    assert max(da, db) <= min(pa, pb) + 1e-15  # each dual bounds the other's primal
+    assert abs(pa - pb) <= (pa - da) + (pb - db)
+
+
+def test_gap_shares_are_the_rows_fenchel_young_terms():
+    # the shares the focused passes select by, against the rows' terms in NumPy
+    X, y, sw = _sparse_problem()
+    prob = _core(X, y, sw, 8, 1e-2)
+    prob.run(3, 0.0, 1, False, True)
+    m = X.shape[0]
+    X1 = sp.hstack([np.ones((m, 1)), X]).tocsr()
+    Z = X1 @ prob.weights().T
+    C = np.zeros_like(Z)
+    C[np.arange(m), y] = 1.0
+    beta = prob.beta
+    terms = (Z + 1.0 - C).max(axis=1) - Z[np.arange(m), y] - beta[np.arange(m), y] + \
+        np.sum(beta * Z, axis=1)
+    np.testing.assert_allclose(prob.gap_shares(), sw * np.maximum(terms, 0.0) / m,
+                               rtol=1e-9, atol=1e-15)
+    assert prob.gap_shares().sum() == pytest.approx(prob.gap, rel=1e-12)
+
+
+def test_a_run_out_of_epochs_returns_its_certified_point():
+    # the focused passes follow failed checks but never the last one: the returned W and
+    # beta are those the certificate was computed at
+    X, y, sw = _sparse_problem()
+    for epochs in (1, 2, 7):
+        prob = _core(X, y, sw, 8, 1e-2)
+        assert not prob.run(epochs, 0.0, 1, False, True)
+        primal, dual = _numpy_certificate(prob, X, y, sw, 1e-2)
+        assert primal == pytest.approx(prob.primal, rel=1e-12)
+        assert dual == pytest.approx(prob.dual, rel=1e-12)
