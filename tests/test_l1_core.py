@@ -244,9 +244,58 @@ def test_long_run_average_near_l1_minimizer():
     assert np.linalg.norm(w - w_opt) < 0.1 * np.linalg.norm(w_opt)
 
 
-def test_per_step_cost_does_not_sweep_the_width():
-    # 2^24 coordinates and 3,000 rows of 20 entries: a step costs O(nnz) (heaps, lazy
-    # sums), never a sweep of the width
+@pytest.mark.parametrize("iterate, radius", [("last", None), ("last", 1.5),
+                                             ("weighted2", "auto")])
+def test_fused_row_kernel_matches_general_path(iterate, radius):
+    # one problem of sparse rows takes the fused kernel (margin of soft(lambda, thr) and
+    # ||x||^2 in one loop, the row's axpy); the same rows given dense take the general
+    # per-coordinate path (`_margin_l1`, `_touch`): the same lambda and iterates
+    X, y = data(m=80, n=30, seed=7)
+    y = y[:, 0]
+    rows = np.arange(X.shape[0], dtype=np.int64)
+    kw = dict(p=2.0, sigma=0.05, l1=0.02, iterate=iterate, radius=radius, n_features=30)
+    fused = run(PGSState(**kw), X, y)
+    general = PGSState(**kw)
+    Xd = np.ascontiguousarray(X.toarray())
+    general.run(Xd.ravel(), None, None, Xd.shape[1], y, np.ones(len(y)), rows, True)
+    np.testing.assert_allclose(np.asarray(fused.lam_a), np.asarray(general.lam_a),
+                               rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(fused.weights(), general.weights(), rtol=1e-12, atol=1e-15)
+    its = transcription(X, y, sigma=0.05, l1=0.02, radius=radius)
+    np.testing.assert_allclose(fused.weights(), combine(its, iterate), rtol=1e-9,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("iterate, radius", [("last", None), ("last", "auto"),
+                                             ("weighted2", None), ("weighted2", 0.3)])
+def test_coordinate_drops_and_re_enters(iterate, radius):
+    # feature 0 is pushed up by the first rows, then left alone while the threshold
+    # passes it (it drops to exactly 0), then pushed up again until it is back: every
+    # iterate on the way is the transcription's
+    rng = np.random.default_rng(11)
+    m, n = 90, 6
+    dense = rng.standard_normal((m, n)) * (rng.random((m, n)) < 0.4)
+    dense[:, 0] = 0.0
+    dense[:10, 0] = 1.0
+    dense[60:, 0] = 3.0
+    X = sp.csr_matrix(dense)
+    y = np.where(np.arange(m) % 3 == 0, -1.0, 1.0)
+    y[:10] = y[60:] = 1.0
+    kw = dict(sigma=0.05, l1=0.1, radius=radius)
+    its = transcription(X, y, **kw)
+    trail = np.array([w[1, 0] for w in its])  # feature 0 (row 0 is the intercept)
+    assert trail[9] != 0.0 and np.any(trail[10:60] == 0.0) and trail[-1] != 0.0
+    st = PGSState(p=2.0, iterate=iterate, n_features=n, **kw)
+    for t in range(m):  # one row a call: each iterate compared on the way
+        run(st, X[t:t + 1], y[t:t + 1])
+        np.testing.assert_allclose(st.weights("last"), its[t], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(st.weights(), combine(its, iterate), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("iterate, radius", [("last", None), ("weighted2", "auto")])
+def test_per_step_cost_does_not_sweep_the_width(iterate, radius):
+    # 2^24 coordinates and 3,000 rows of 20 entries: a step costs O(nnz) (the fused row
+    # kernel; heaps, lazy sums), never a sweep of the width
     rng = np.random.default_rng(0)
     m, width = 3000, 1 << 24
     cols = np.sort(rng.integers(0, width, size=(m, 20)), axis=1)
@@ -256,7 +305,7 @@ def test_per_step_cost_does_not_sweep_the_width():
     y = np.where(rng.random(m) > 0.5, 1.0, -1.0)
 
     def timed(l1):
-        st = PGSState(p=2.0, sigma=1e-3, l1=l1, iterate="weighted2", radius="auto",
+        st = PGSState(p=2.0, sigma=1e-3, l1=l1, iterate=iterate, radius=radius,
                       n_features=width)
         t0 = time.perf_counter()
         run(st, X, y)

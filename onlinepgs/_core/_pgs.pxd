@@ -162,8 +162,10 @@ cdef int _l1_push(L1Heap* h, double key, int64_t j, double ver) noexcept nogil
 
 cdef inline double soft_threshold(double lam, double thr) noexcept nogil:
     """sgn(lam) max(|lam| - thr, 0)."""
-    # branch-free (a margin's coordinates fall either side at random)
-    return copysign(fmax(fabs(lam) - thr, 0.0), lam)
+    # branch-free (a margin's coordinates fall either side at random); a comparison, not
+    # fmax, which without -ffast-math is a libm call (NaN rules) in the hot loops
+    cdef double a = fabs(lam) - thr
+    return copysign(a if a > 0.0 else 0.0, lam)
 
 
 cdef struct Part:

@@ -1603,6 +1603,58 @@ cdef inline double _margin_l1(const double* lam, Py_ssize_t K, Py_ssize_t S, Py_
     return t0
 
 
+cdef inline double _soft_clamp(double lam, double thr) noexcept nogil:
+    """soft(lam, thr) as lam - clamp(lam, -thr, thr): a min, a max and a subtraction (no
+    branch, no fabs/copysign masks), for the margin's loop. The same value as
+    `soft_threshold` bit for bit where |lam| > thr (lam -+ thr is sgn(lam) (|lam| - thr)
+    exactly: rounding is symmetric); +0 instead of a signed zero below it, which adds
+    nothing to a sum either way."""
+    cdef double c = lam if lam < thr else thr
+    c = c if c > -thr else -thr
+    return lam - c
+
+
+cdef inline double _sparse_dot_sq_l1(const double* lam, Py_ssize_t stride, double thr,
+                                     const double* vals, const index_t* idx,
+                                     Py_ssize_t nnz, double* xx) noexcept nogil:
+    """`sparse_dot_sq` of soft(lambda, thr) (one problem, sparse rows, l1 > 0): the
+    margin's soft thresholds read on the fly and ||x||^2 from the same loads, in two
+    independent sums."""
+    cdef double t0 = 0.0, t1 = 0.0, s0 = 0.0, s1 = 0.0, v0, v1
+    cdef Py_ssize_t e, half = nnz - (nnz & 1)
+    for e in range(0, half, 2):
+        v0 = vals[e]
+        v1 = vals[e + 1]
+        t0 += _soft_clamp(lam[idx[e] * stride], thr) * v0
+        t1 += _soft_clamp(lam[idx[e + 1] * stride], thr) * v1
+        s0 += v0 * v0
+        s1 += v1 * v1
+    if half < nnz:
+        v0 = vals[half]
+        t0 += _soft_clamp(lam[idx[half] * stride], thr) * v0
+        s0 += v0 * v0
+    xx[0] = s0 + s1
+    return t0 + t1
+
+
+cdef inline void _apply_row_l1(Core core, const double* vals, const index_t* idx,
+                               Py_ssize_t nnz, double cf) noexcept nogil:
+    """lambda -= cf * x for one sparse row of a single problem with l1 > 0 (p = 2): the
+    fast path of `_touch_l1`. Without heaps (the last iterate on R^n) nothing but lambda
+    moves: the threshold is read at the margins, so the row is one axpy (bit for bit
+    `_touch_l1`'s lambda_j - cf x_j). Otherwise each entry goes through `_touch_l1`
+    directly (no per-problem loop, no configuration branch of `_touch`)."""
+    cdef Py_ssize_t e
+    cdef double xv
+    if core.heaps == NULL and not _averaged(core.iterate):
+        sparse_axpy(core.lam + core.S, core.S, -cf, vals, idx, nnz)
+        return
+    for e in range(nnz):
+        xv = vals[e]
+        if xv != 0.0:
+            _touch_l1(core, <Py_ssize_t>idx[e] + 1, 0, cf * xv)
+
+
 cdef inline double _part_dot(Part pt, Py_ssize_t c, const double* vals, const index_t* idx,
                              Py_ssize_t nnz, bint dense) noexcept nogil:
     """sum_e x_e (the part's entry of coordinate j_e + 1) over a row's entries (the
@@ -1666,6 +1718,9 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     # kept, for a single-row step's N at p = 2 (see `_apply_row`)
     cdef bint one_sparse = K == 1 and not dense and self.l1 == 0.0
     cdef bint use_l1 = self.l1 > 0.0
+    # one problem, sparse rows, l1: the margin of soft(lambda, thr) and ||x||^2 in one
+    # loop, a single-row step's lambda by `_apply_row_l1`
+    cdef bint one_l1 = K == 1 and not dense and use_l1
     cdef double row_dot = 0.0, row_xx = 0.0
     cdef int64_t b_mistakes, top
     cdef double q = self.q, sigma = self.sigma, epsilon = self.epsilon
@@ -1780,6 +1835,9 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                 elif one_sparse:
                     z = sparse_dot_sq(core.phi + core.S, core.S, vals, idx, nnz, &row_xx)
                     row_dot = z
+                elif one_l1:
+                    z = _sparse_dot_sq_l1(core.lam + core.S, core.S, self.l1_thr, vals, idx,
+                                          nnz, &row_xx)
                 elif use_l1:
                     z = _margin_l1(core.lam, K, core.S, c, vals, idx, nnz, dense,
                                    self.l1_thr)
@@ -1906,6 +1964,13 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                     if row_xq != NULL:
                         xq = row_xq[row]
                     mov[0] = 1
+            elif one_l1:
+                cf = coefs[0]
+                if cf != 0.0:
+                    _apply_row_l1(core, vals, idx, nnz, cf)
+                    mov[0] = 1
+                # p = 2: sum_j x_j^2, from the margin's loop
+                xq = row_xq[row] if row_xq != NULL else row_xx
             else:
                 if row_xq != NULL:
                     xq = row_xq[row]
