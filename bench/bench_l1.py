@@ -58,6 +58,7 @@ from onlinepgs import PGSClassifier, SDCAClassifier, load_model, load_svmlight  
 
 DATA = Path(os.environ.get("ONLINEPGS_DATA", REPO.parent / "shared" / "data"))
 TOL = 0.002            # "equal accuracy": within this of the l2 model's
+EPS = 1e-9            # accuracies are ratios of counts: ties at exactly 0.002 count as within
 GOAL_SPARSER = 5.0     # at least this many times fewer non-zeros than l2
 GOAL_COST = 1.3        # l1's epoch at most this many times l2's
 FOLDS = 5
@@ -226,7 +227,7 @@ def nnz(coef):
 # ---- the report ------------------------------------------------------------------------------
 def frontier(results, bar):
     """The sparsest result within TOL of bar, or None."""
-    ok = [r for r in results if r["acc"] >= bar - TOL]
+    ok = [r for r in results if r["acc"] >= bar - TOL - EPS]
     return min(ok, key=lambda r: (r["nnz"], -r["acc"])) if ok else None
 
 
@@ -279,7 +280,7 @@ def cv_choice(cv, l2_settings):
     the largest l1 (the sparsest by design; ties: the higher CV accuracy); else the most
     accurate."""
     bar = max(cv[s] for s in l2_settings)
-    ok = [s for s in cv if s not in l2_settings and cv[s] >= bar - TOL]
+    ok = [s for s in cv if s not in l2_settings and cv[s] >= bar - TOL - EPS]
     if ok:
         return max(ok, key=lambda s: (s[-1], cv[s])), bar
     return max((s for s in cv if s not in l2_settings), key=cv.get), bar
@@ -368,7 +369,7 @@ def one_dataset(name, data, args, work, out, goals):
     l2_settings = [r["setting"] for r in l2]
     ours_cv, ours_cv_bar = cv_choice(cv_ours, l2_settings)
     # SGDClassifier has no l2 model in its grid: the same CV bar (our best l2 model)
-    sgd_cv = max((s for s in cv_sgd if cv_sgd[s] >= ours_cv_bar - TOL),
+    sgd_cv = max((s for s in cv_sgd if cv_sgd[s] >= ours_cv_bar - TOL - EPS),
                  key=lambda s: s[0], default=max(cv_sgd, key=cv_sgd.get))
     by_setting = {r["setting"]: r for r in ours + sgd}
 
