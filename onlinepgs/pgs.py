@@ -77,9 +77,11 @@ _COMMON_DOC = """
         them. Report them with ``iterate="last"``: an averaged iterate is zero only
         where every averaged iterate was. 0: none (the plain PGS). With sigma="auto"
         the race's runs share it. The intercept, a regularized constant feature, has
-        the l_1 term too. p = 2 only for now (p < 2, the random iterate and forget < 1
-        with an average are refused); not with `onlinepgs.dask`. See
-        docs/design/l1.md (choosing l1, the certificate).
+        the l_1 term too. p < 2 keeps the last iterate only (``iterate="last"``, no
+        forget < 1), its mirror map's scale within a relative 1e-6 of exact (an
+        expansion with exact recounts); the random iterate, and forget < 1 with an
+        average, are refused; not with `onlinepgs.dask`. See docs/design/l1.md
+        (choosing l1, p < 2, the certificate).
     radius : "auto", float > 0 or None, default="auto"
         The domain S of w. None: S = R^n (the paper's plain PGS). A number B: the l_p
         ball of radius B. "auto": the ball of radius
