@@ -22,8 +22,10 @@
 # default) the sums are counted again exactly at thr (O(coordinates reached)). The bound grows like (q d / x)^2 / 2 for the coordinates
 # that carry N: with lambda's active part growing like t, a recount lasts a fixed fraction
 # of t, so a stream of T steps makes O(log T) of them (measured in tests/test_l1_q.py).
-from libc.math cimport pow, fabs, copysign
+from libc.math cimport fabs, copysign
 from libc.stdint cimport int64_t
+
+from onlinepgs._core._regularizer cimport phi_power
 
 
 cdef struct L1Q:
@@ -39,16 +41,17 @@ cdef inline double l1q_tol() noexcept nogil:
     return 1e-6
 
 
-cdef inline void l1q_add(L1Q* st, double a, double q, double sign) noexcept nogil:
-    """Add (sign = 1) or remove (sign = -1) the terms of a coordinate with |lambda_j| = a."""
+cdef inline void l1q_add(L1Q* st, double a, double q, int quarters,
+                         double sign) noexcept nogil:
+    """Add (sign = 1) or remove (sign = -1) the terms of a coordinate with |lambda_j| = a
+    (one power, a few multiplies where q - 1 is a multiple of 1/4: phi_power)."""
     cdef double x = a - st.thr0, y
     if x <= 0.0:
         return
-    y = pow(x, q - 2.0)
-    st.s2 += sign * y
-    y *= x
+    y = phi_power(x, q, quarters)
     st.s1 += sign * y
     st.s0 += sign * y * x
+    st.s2 += sign * y / x
 
 
 cdef inline double l1q_estimate(const L1Q* st, double thr, double q,
@@ -68,10 +71,10 @@ cdef inline double l1q_estimate(const L1Q* st, double thr, double q,
     return low + (e if upper else 0.5 * e)
 
 
-cdef inline double l1q_link(double lam, double thr, double q1) noexcept nogil:
-    """sgn(lambda) (|lambda| - thr)_+^(q - 1) (q1 = q - 1): the l_q map's coordinate of a
+cdef inline double l1q_link(double lam, double thr, double q, int quarters) noexcept nogil:
+    """sgn(lambda) (|lambda| - thr)_+^(q - 1): the l_q map's coordinate of a
     soft-thresholded lambda; the weight is this times the scale."""
     cdef double x = fabs(lam) - thr
     if x <= 0.0:
         return 0.0
-    return copysign(pow(x, q1), lam)
+    return copysign(phi_power(x, q, quarters), lam)

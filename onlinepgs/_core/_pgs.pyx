@@ -1124,7 +1124,7 @@ cdef class PGSState:
         n = self._sweep(&coords)
         for i in range(n):
             j = coords[i] if coords != NULL else i
-            l1q_add(&fresh, fabs(self.lam[j, c]), q, 1.0)
+            l1q_add(&fresh, fabs(self.lam[j, c]), q, self.mm.quarters, 1.0)
         self.l1q[c] = fresh
         self.n_l1q_recounts += 1
 
@@ -1682,7 +1682,8 @@ cdef inline double _margin_l1(const double* lam, Py_ssize_t K, Py_ssize_t S, Py_
 
 cdef inline double _margin_l1q(const double* lam, Py_ssize_t K, Py_ssize_t S, Py_ssize_t c,
                                const double* vals, const index_t* idx, Py_ssize_t nnz,
-                               bint dense, double thr, double q1) noexcept nogil:
+                               bint dense, double thr, double q,
+                               int quarters) noexcept nogil:
     """`_margin_l1` for p < 2: sum_e x_e sgn(lambda_j) (|lambda_j| - thr)_+^(q-1) (l1q_link;
     a power only where the coordinate is active)."""
     cdef double t0 = 0.0
@@ -1690,7 +1691,8 @@ cdef inline double _margin_l1q(const double* lam, Py_ssize_t K, Py_ssize_t S, Py
     cdef const double* base = lam + (K + c) * S
     cdef Py_ssize_t KS = K * S
     for e in range(nnz):
-        t0 += l1q_link(base[(e if dense else <Py_ssize_t>idx[e]) * KS], thr, q1) * vals[e]
+        t0 += l1q_link(base[(e if dense else <Py_ssize_t>idx[e]) * KS], thr, q,
+                       quarters) * vals[e]
     return t0
 
 
@@ -1874,7 +1876,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                     row_dot = z
                 elif use_l1q:
                     z = _margin_l1q(core.lam, K, core.S, c, vals, idx, nnz, dense,
-                                    self.l1_thr, q - 1.0)
+                                    self.l1_thr, q, self.quarters)
                 elif use_l1:
                     z = _margin_l1(core.lam, K, core.S, c, vals, idx, nnz, dense,
                                    self.l1_thr)
@@ -1882,7 +1884,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                     z = _margin(core.phi, K, core.S, c, vals, idx, nnz, dense)
                 if use_l1q:
                     if fit_icpt:
-                        z += l1q_link(core.lam[c * core.S], self.l1_thr, q - 1.0) * icpt
+                        z += l1q_link(core.lam[c * core.S], self.l1_thr, q,
+                                      self.quarters) * icpt
                 elif use_l1:
                     if fit_icpt:
                         z += soft_threshold(core.lam[c * core.S], self.l1_thr) * icpt
