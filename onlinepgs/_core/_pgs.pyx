@@ -1141,10 +1141,10 @@ cdef class PGSState:
     cdef double _l1q_scale(self, Py_ssize_t c, double denom) noexcept nogil:
         """l1, p < 2: s with w_j = s sgn(lambda_j) (|lambda_j| - thr)_+^(q-1), i.e.
         grad r*(u / denom) for u = soft(lambda, thr): N^((2-q)/q) / ((q - 1) denom), times
-        the ball's factor, N = ||u||_q^q from its estimate (_l1q.pxd; on the ball its upper
-        bound, so that ||w||_p <= radius however N rounds)."""
+        the ball's factor, N = ||u||_q^q from its estimate (_l1q.pxd: an upper bound, so
+        that on the ball ||w||_p <= radius)."""
         cdef double bound, s, wnorm
-        cdef double n = l1q_estimate(self.l1q + c, self.l1_thr, self.q, &bound, self.bounded)
+        cdef double n = l1q_estimate(self.l1q + c, self.l1_thr, self.q, &bound)
         if n <= 0.0:
             if self.bounded:
                 self.w_norm[c] = 0.0
@@ -1166,7 +1166,7 @@ cdef class PGSState:
         if exact:
             x = np.abs(np.asarray(self.lam_a)[:, c]) - self.l1_thr
             return float(np.sum(x[x > 0] ** self.q))
-        return l1q_estimate(self.l1q + c, self.l1_thr, self.q, &bound, self.bounded)
+        return l1q_estimate(self.l1q + c, self.l1_thr, self.q, &bound)
 
     cdef void _l1_advance(self) noexcept nogil:
         # (thr is set only after the pops: the sums removed are about the old base)
