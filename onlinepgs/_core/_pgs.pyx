@@ -363,12 +363,14 @@ cdef class PGSState:
     Built by the estimators; exposed for tests, model files and the Dask layer.
     `to_dict()` / `from_dict()` round-trip it exactly.
 
-    ``l1`` (>= 0, p = 2) adds ``l1 ||w||_1`` to the objective ``sigma r(w) + mean loss``:
+    ``l1`` (>= 0) adds ``l1 ||w||_1`` to the objective ``sigma r(w) + mean loss``:
     the iterates are ``soft(lambda, D l1 / sigma) / D`` (D = (t + 1) sigma, or forgetting's),
     scaled onto the ball, so a coordinate is exactly 0 while ``|lambda_j| <= D l1 / sigma``;
     every coordinate is thresholded, the intercept's too (docs/design/core.md, "l1: soft
-    thresholds, lazily"). Not available (ValueError): p < 2, iterate="random", forgetting
-    with an averaged iterate, Dask lanes. With l1 > 0 the online duality gap of
+    thresholds, lazily"); for p < 2 the l_q map of the soft threshold, its scale from an
+    estimate of N within 2e-6 (_l1q.pxd, docs/design/l1.md "p < 2"), the last iterate only.
+    Not available (ValueError): p < 2 with an averaged iterate or forgetting,
+    iterate="random", forgetting with an averaged iterate, Dask lanes. With l1 > 0 the online duality gap of
     `stats_dict` is NaN (it lacks the l1 term); the regret bound is kept.
     """
     # the attributes are declared in _pgs.pxd (the merge, _merge.pyx, reads them)
