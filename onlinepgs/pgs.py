@@ -76,11 +76,13 @@ _COMMON_DOC = """
         zero in the iterate: sparse models while streaming, as FTRL-Proximal gives
         them. An averaged iterate (the default) is reported on the last iterate's
         support: l1 selects the coordinates, the average gives their values (as
-        accurate as the plain average, as sparse as the last iterate). 0: none (the plain PGS). With sigma="auto"
-        the race's runs share it. The intercept, a regularized constant feature, has
-        the l_1 term too. p = 2 only for now (p < 2, the random iterate and forget < 1
-        with an average are refused); not with `onlinepgs.dask`. See
-        docs/design/l1.md (choosing l1, the certificate).
+        accurate as the plain average, as sparse as the last iterate). 0: none (the
+        plain PGS). With sigma="auto" the race's runs share it. The intercept, a regularized constant feature, has
+        the l_1 term too. p < 2 keeps the last iterate only (``iterate="last"``, no
+        forget < 1), its mirror map's scale within a relative 1e-6 of exact (an
+        expansion with exact recounts); the random iterate, and forget < 1 with an
+        average, are refused; not with `onlinepgs.dask`. See docs/design/l1.md
+        (choosing l1, p < 2, the certificate).
     radius : "auto", float > 0 or None, default="auto"
         The domain S of w. None: S = R^n (the paper's plain PGS). A number B: the l_p
         ball of radius B. "auto": the ball of radius

@@ -39,11 +39,11 @@ needs_core = pytest.mark.skipif(not _core_has_l1(),
                                 reason="the compiled core has no l1 yet (PGSState(l1=...))")
 
 
-def core_takes(p):
-    """Skip a training test at a p the core's l1 refuses (its p < 2 path may not be built:
-    it says so in a ValueError); the certificate's tests cover every p regardless."""
+def core_takes(p, iterate="last"):
+    """Skip a training test at a p (and iterate) the core's l1 refuses (p < 2 keeps the last
+    iterate only: it says so in a ValueError); the certificate's tests cover every p."""
     try:
-        PGSState(l1=0.1, p=p)
+        PGSState(l1=0.1, p=p, iterate=iterate)
     except ValueError as exc:
         pytest.skip(f"the core's l1 refuses p={p}: {exc}")
 
@@ -323,7 +323,7 @@ def test_the_steps_are_composite_dual_averaging(p, radius, iterate):
     """One pass in order: coef_ and intercept_ are the transcription's iterate (its
     average for the averaged iterates), the intercept's constant feature thresholded like
     every coordinate."""
-    core_takes(p)
+    core_takes(p, iterate)
     X, y = problem(m=120)
     sigma, l1 = 0.05, 0.02
     clf = PGSClassifierLearner(sigma=sigma, l1=l1, p=p, radius=radius, iterate=iterate,
@@ -371,7 +371,8 @@ def test_the_certificate_of_a_trained_l1_model(p, radius):
     X, y = problem(m=200)
     sigma, l1 = 0.05, 0.03
     clf = PGSClassifier(sigma=sigma, l1=l1, p=p, radius=radius, fit_intercept=False,
-                        max_epochs=300, random_state=0).fit(X, y)
+                        max_epochs=300, random_state=0,
+                        iterate="weighted2" if p == 2 else "last").fit(X, y)
     cert = duality_gap(clf, X, y)
     _, p_star = scipy_optimum(X, y, "logistic", p, sigma, l1, radius)
     sub = cert.primal - p_star

@@ -322,7 +322,7 @@ def test_per_step_cost_does_not_sweep_the_width(iterate, radius):
 @pytest.mark.parametrize("kwargs, match", [
     (dict(l1=-1.0), "l1 must be"),
     (dict(l1=float("nan")), "l1 must be"),
-    (dict(l1=0.1, p=1.5), "needs p=2"),
+    (dict(l1=0.1, p=1.5, iterate="weighted2"), "keeps only the last iterate"),
     (dict(l1=0.1, iterate="random"), "iterate='random'"),
     (dict(l1=0.1, forget=0.9, iterate="weighted2"), "use iterate='last'"),
 ])

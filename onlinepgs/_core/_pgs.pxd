@@ -8,6 +8,7 @@ from libc.math cimport fabs, fmax, copysign
 from libc.stdint cimport uint64_t, int64_t
 
 from onlinepgs._core._mirror cimport Mirror, mirror_touch
+from onlinepgs._core._l1q cimport L1Q, l1q_add
 
 cdef enum:
     ITERATE_LAST = 0
@@ -112,6 +113,7 @@ cdef struct Core:
     const double* thr
     double* cum2
     L1Heap* heaps
+    L1Q* l1q  # l1 > 0 with p < 2: N(thr)'s sums per problem (_l1q.pxd), else NULL
     Py_ssize_t off_markp, off_ver
     Py_ssize_t K
     Py_ssize_t S  # doubles per (coordinate, problem) in the block
@@ -250,6 +252,13 @@ cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
     cdef Py_ssize_t idx = j * core.K + c, at = idx * core.S
     cdef double lam_old = core.lam[at], lam_new, phi_old = core.phi[at]
     cdef double inv_m, r_old, r_new, dn
+    if core.l1q != NULL:
+        # l1, p < 2 (last iterate only): lambda_j and its terms in N's sums
+        l1q_add(core.l1q + c, fabs(lam_old), core.mm.q, core.mm.quarters, -1.0)
+        lam_new = lam_old - delta
+        core.lam[at] = lam_new
+        l1q_add(core.l1q + c, fabs(lam_new), core.mm.q, core.mm.quarters, 1.0)
+        return
     if core.l1 > 0.0:
         _touch_l1(core, j, c, delta)
         return
@@ -347,6 +356,11 @@ cdef class PGSState:
     cdef public cnp.ndarray cum2_a
     cdef double[::1] cum2
     cdef L1Heap* heaps
+    # l1 > 0 with p < 2 (_l1q.pxd): N(thr)'s sums per problem, the tolerance of their
+    # estimate (l1q_tol(); not saved) and their exact recounts (a diagnostic)
+    cdef L1Q* l1q
+    cdef public double l1q_tol
+    cdef public int64_t n_l1q_recounts
     cdef public double tau, decay, weight_sum
     # how often lambda~ was brought back to G = 1 (a diagnostic, not saved)
     cdef public int64_t n_renorms
@@ -447,6 +461,9 @@ cdef class PGSState:
     cdef void _exact_norm(self, Py_ssize_t c, bint rescale) noexcept nogil
     cdef void _upkeep_norms(self, int* need_rescale, int* moved) noexcept nogil
     cdef void _l1_advance(self) noexcept nogil
+    cdef void _l1q_recount(self, Py_ssize_t c) noexcept nogil
+    cdef void _l1q_check(self) noexcept nogil
+    cdef double _l1q_scale(self, Py_ssize_t c, double denom) noexcept nogil
     cdef void _l1_recount(self, Py_ssize_t c) noexcept nogil
     cdef void _l1_settle_all(self, Py_ssize_t c) noexcept nogil
     cdef void _end_steps(self, int* need_rescale, int* moved, int64_t steps, double draw,

@@ -38,6 +38,7 @@ from onlinepgs._core._mirror cimport (Mirror, mirror_init, mirror_scale, mirror_
                                       mirror_touch, mirror_row, mirror_max, mirror_count,
                                       MIRROR_CHUNK)
 from onlinepgs._core._random cimport uniform01
+from onlinepgs._core._l1q cimport L1Q, l1q_add, l1q_estimate, l1q_link, l1q_tol
 from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_dot_sq_avg2,
                                       sparse_dot_sq_avgq, sparse_axpy,
                                       prefetch_gather, OPGS_PREFETCH)
@@ -119,9 +120,14 @@ def _check_l1(double l1, double p, str iterate, double forget):
         raise ValueError(f"l1 must be a finite number >= 0, got {l1!r}")
     if l1 == 0.0:
         return
-    if p != 2.0:
-        raise ValueError(f"l1={l1:g} needs p=2 (got p={p!r}): the l1 path of p < 2 is not "
-                         "built yet; use p=2 or l1=0")
+    if p != 2.0 and iterate != "last":
+        # p < 2 keeps N(thr) by an expansion about a reference threshold (_l1q.pxd); the
+        # averages would need it at every past step of every coordinate
+        raise ValueError(f"l1={l1:g} with p={p!r} < 2 keeps only the last iterate, not "
+                         f"iterate={iterate!r}; use iterate='last' (or p=2)")
+    if p != 2.0 and forget < 1.0:
+        raise ValueError(f"l1={l1:g} with p={p!r} < 2 does not support forget={forget!r}; "
+                         "use forget=1 (or p=2)")
     if iterate == "random":
         raise ValueError(f"l1={l1:g} with iterate='random' is not supported; use "
                          "iterate='last', 'average', 'weighted' or 'weighted2'")
@@ -357,13 +363,15 @@ cdef class PGSState:
     Built by the estimators; exposed for tests, model files and the Dask layer.
     `to_dict()` / `from_dict()` round-trip it exactly.
 
-    ``l1`` (>= 0, p = 2) adds ``l1 ||w||_1`` to the objective ``sigma r(w) + mean loss``:
+    ``l1`` (>= 0) adds ``l1 ||w||_1`` to the objective ``sigma r(w) + mean loss``:
     the iterates are ``soft(lambda, D l1 / sigma) / D`` (D = (t + 1) sigma, or forgetting's),
     scaled onto the ball, so a coordinate is exactly 0 while ``|lambda_j| <= D l1 / sigma``
     (in the averaged iterates too: they are reported on the last iterate's support);
     every coordinate is thresholded, the intercept's too (docs/design/core.md, "l1: soft
-    thresholds, lazily"). Not available (ValueError): p < 2, iterate="random", forgetting
-    with an averaged iterate, Dask lanes. With l1 > 0 the online duality gap of
+    thresholds, lazily"); for p < 2 the l_q map of the soft threshold, its scale from an
+    estimate of N within 2e-6 (_l1q.pxd, docs/design/l1.md "p < 2"), the last iterate only.
+    Not available (ValueError): p < 2 with an averaged iterate or forgetting,
+    iterate="random", forgetting with an averaged iterate, Dask lanes. With l1 > 0 the online duality gap of
     `stats_dict` is NaN (it lacks the l1 term); the regret bound is kept.
     """
     # the attributes are declared in _pgs.pxd (the merge, _merge.pyx, reads them)
@@ -409,7 +417,7 @@ cdef class PGSState:
         self.l1 = l1
         # l1 on the ball keeps its own norm, ||soft(lambda, thr)||, in the heaps: no N
         self.need_norm = ((not self.p_is_two) or self.bounded) and l1 == 0.0
-        self.l1_heap = l1 > 0.0 and (self.bounded or _averaged(ITERATES[iterate]))
+        self.l1_heap = l1 > 0.0 and p == 2.0 and (self.bounded or _averaged(ITERATES[iterate]))
         self.norm_low = self.mm.norm_low
         self.r_hi = self.mm.r_hi
         self.headroom = self.mm.headroom
@@ -466,6 +474,12 @@ cdef class PGSState:
             if self.heaps == NULL:
                 raise MemoryError()
         self.l1_thr = l1  # _denom(0) l1 / sigma
+        if l1 > 0.0 and p != 2.0:
+            # p < 2: N(thr) by its expansion about thr0, per problem (_l1q.pxd)
+            self.l1q_tol = l1q_tol()
+            self.l1q = <L1Q*>calloc(n_problems, sizeof(L1Q))
+            if self.l1q == NULL:
+                raise MemoryError()
         self.dim = 0
         self.span = 1
         self._allocate(1 + n_features)
@@ -480,6 +494,8 @@ cdef class PGSState:
                 free(self.heaps[c].ver)
             free(self.heaps)
             self.heaps = NULL
+        free(self.l1q)
+        self.l1q = NULL
 
     def _l1_rebuild(self):
         """Set the threshold from t and sigma, and build the heaps afresh from lambda:
@@ -491,6 +507,9 @@ cdef class PGSState:
         if self.l1 == 0.0:
             return
         self.l1_thr = thr = self._denom(self.t) * self.l1 / self.sigma
+        if self.l1q != NULL:
+            for c in range(self.n_problems):
+                self._l1q_recount(c)
         if self.heaps == NULL:
             return
         for c in range(self.n_problems):
@@ -779,6 +798,7 @@ cdef class PGSState:
         core.thr = &self.l1_thr
         core.cum2 = &self.cum2[0]
         core.heaps = self.heaps
+        core.l1q = self.l1q
         core.off_markp = self.off_markp
         core.off_ver = self.off_ver
         core.K = self.n_problems
@@ -839,6 +859,8 @@ cdef class PGSState:
         on R^n `_w_norm` computes that."""
         cdef double denom = self._denom(t)
         cdef double s, norm_q, wnorm
+        if self.l1q != NULL:
+            return self._l1q_scale(c, denom)
         if self.l1 > 0.0:
             # w = soft(lambda, thr) / denom, times the ball's factor (the heaps' norm)
             s = 1.0 / denom
@@ -1093,6 +1115,62 @@ cdef class PGSState:
         h.n2 = n2
         h.peak = n2
 
+    cdef void _l1q_recount(self, Py_ssize_t c) noexcept nogil:
+        """l1, p < 2: problem c's sums S_k counted exactly about the current threshold
+        (O(coordinates reached), _l1q.pxd)."""
+        cdef L1Q fresh
+        cdef Py_ssize_t i, j, n
+        cdef const int64_t* coords
+        cdef double q = self.q
+        fresh.thr0 = self.l1_thr
+        fresh.s0 = fresh.s1 = fresh.s2 = 0.0
+        n = self._sweep(&coords)
+        for i in range(n):
+            j = coords[i] if coords != NULL else i
+            l1q_add(&fresh, fabs(self.lam[j, c]), q, self.mm.quarters, 1.0)
+        self.l1q[c] = fresh
+        self.n_l1q_recounts += 1
+
+    cdef void _l1q_check(self) noexcept nogil:
+        """l1, p < 2, after the threshold moved: count N again where the estimate's
+        error bound passed l1q_tol() (_l1q.pxd)."""
+        cdef Py_ssize_t c
+        cdef double bound
+        for c in range(self.n_problems):
+            l1q_estimate(self.l1q + c, self.l1_thr, self.q, &bound)
+            if bound > self.l1q_tol:
+                self._l1q_recount(c)
+
+    cdef double _l1q_scale(self, Py_ssize_t c, double denom) noexcept nogil:
+        """l1, p < 2: s with w_j = s sgn(lambda_j) (|lambda_j| - thr)_+^(q-1), i.e.
+        grad r*(u / denom) for u = soft(lambda, thr): N^((2-q)/q) / ((q - 1) denom), times
+        the ball's factor, N = ||u||_q^q from its estimate (_l1q.pxd: an upper bound, so
+        that on the ball ||w||_p <= radius)."""
+        cdef double bound, s, wnorm
+        cdef double n = l1q_estimate(self.l1q + c, self.l1_thr, self.q, &bound)
+        if n <= 0.0:
+            if self.bounded:
+                self.w_norm[c] = 0.0
+            return 0.0
+        s = exp(log(n) * (2.0 - self.q) / self.q) / ((self.q - 1.0) * denom)
+        if self.bounded:
+            wnorm = (self.p - 1.0) * exp(log(n) / self.q) / denom
+            if wnorm > self.radius:
+                s *= self.radius / wnorm
+            self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
+        return s
+
+    def _l1q_norm_sum(self, int c=0, bint exact=False):
+        """l1, p < 2: N(thr) = sum_j (|lambda_j| - thr)_+^q of problem c as the state
+        estimates it (the scale's), or counted exactly (a diagnostic for the tests)."""
+        cdef double bound
+        if self.l1q == NULL:
+            raise ValueError("only a state with l1 > 0 and p < 2 keeps N(thr) this way")
+        if exact:
+            x = np.abs(np.asarray(self.lam_a)[:, c]) - self.l1_thr
+            return float(np.sum(x[x > 0] ** self.q))
+        return l1q_estimate(self.l1q + c, self.l1_thr, self.q, &bound)
+
     cdef void _l1_advance(self) noexcept nogil:
         # (thr is set only after the pops: the sums removed are about the old base)
         """After t moved: the new threshold; each problem's coordinates that fell to it
@@ -1106,6 +1184,8 @@ cdef class PGSState:
         thr = self._denom(self.t) * self.l1 / self.sigma
         if self.heaps == NULL:
             self.l1_thr = thr
+            if self.l1q != NULL:
+                self._l1q_check()
             return
         for c in range(self.n_problems):
             h = self.heaps + c
@@ -1249,6 +1329,9 @@ cdef class PGSState:
         a = np.abs(lam)
         soft = np.sign(lam) * np.maximum(a - thr, 0.0)
         if it == ITERATE_LAST:
+            if not self.p_is_two:
+                # p < 2: the l_q map of the soft threshold, times the scale (_l1q_scale)
+                soft = np.sign(soft) * np.abs(soft) ** (self.q - 1.0)
             return soft * np.asarray(self.s_a)
         block = np.asarray(self.block_a)
         pend = a * (np.asarray(self.cum_a) - block[:, :, self.off_mark]) - (
@@ -1655,6 +1738,22 @@ cdef inline void _apply_row_l1(Core core, const double* vals, const index_t* idx
             _touch_l1(core, <Py_ssize_t>idx[e] + 1, 0, cf * xv)
 
 
+cdef inline double _margin_l1q(const double* lam, Py_ssize_t K, Py_ssize_t S, Py_ssize_t c,
+                               const double* vals, const index_t* idx, Py_ssize_t nnz,
+                               bint dense, double thr, double q,
+                               int quarters) noexcept nogil:
+    """`_margin_l1` for p < 2: sum_e x_e sgn(lambda_j) (|lambda_j| - thr)_+^(q-1) (l1q_link;
+    a power only where the coordinate is active)."""
+    cdef double t0 = 0.0
+    cdef Py_ssize_t e
+    cdef const double* base = lam + (K + c) * S
+    cdef Py_ssize_t KS = K * S
+    for e in range(nnz):
+        t0 += l1q_link(base[(e if dense else <Py_ssize_t>idx[e]) * KS], thr, q,
+                       quarters) * vals[e]
+    return t0
+
+
 cdef inline double _part_dot(Part pt, Py_ssize_t c, const double* vals, const index_t* idx,
                              Py_ssize_t nnz, bint dense) noexcept nogil:
     """sum_e x_e (the part's entry of coordinate j_e + 1) over a row's entries (the
@@ -1718,9 +1817,10 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
     # kept, for a single-row step's N at p = 2 (see `_apply_row`)
     cdef bint one_sparse = K == 1 and not dense and self.l1 == 0.0
     cdef bint use_l1 = self.l1 > 0.0
+    cdef bint use_l1q = self.l1q != NULL
     # one problem, sparse rows, l1: the margin of soft(lambda, thr) and ||x||^2 in one
     # loop, a single-row step's lambda by `_apply_row_l1`
-    cdef bint one_l1 = K == 1 and not dense and use_l1
+    cdef bint one_l1 = K == 1 and not dense and use_l1 and not use_l1q
     cdef double row_dot = 0.0, row_xx = 0.0
     cdef int64_t b_mistakes, top
     cdef double q = self.q, sigma = self.sigma, epsilon = self.epsilon
@@ -1835,6 +1935,9 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                 elif one_sparse:
                     z = sparse_dot_sq(core.phi + core.S, core.S, vals, idx, nnz, &row_xx)
                     row_dot = z
+                elif use_l1q:
+                    z = _margin_l1q(core.lam, K, core.S, c, vals, idx, nnz, dense,
+                                    self.l1_thr, q, self.quarters)
                 elif one_l1:
                     z = _sparse_dot_sq_l1(core.lam + core.S, core.S, self.l1_thr, vals, idx,
                                           nnz, &row_xx)
@@ -1843,7 +1946,11 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                                    self.l1_thr)
                 else:
                     z = _margin(core.phi, K, core.S, c, vals, idx, nnz, dense)
-                if use_l1:
+                if use_l1q:
+                    if fit_icpt:
+                        z += l1q_link(core.lam[c * core.S], self.l1_thr, q,
+                                      self.quarters) * icpt
+                elif use_l1:
                     if fit_icpt:
                         z += soft_threshold(core.lam[c * core.S], self.l1_thr) * icpt
                 elif fit_icpt:

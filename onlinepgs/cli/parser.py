@@ -270,7 +270,8 @@ def build_parser():
     opts.add_argument("--l1", type=_l1, default=0.0,
                       help="weight of an l_1 term (sigma r(w) + L1 ||w||_1 + mean loss): "
                       "sparse models, every weight below its threshold exactly 0 (PGS: "
-                      "soft-thresholded dual averaging, averages on the last iterate's zeros; sdca: "
+                      "soft-thresholded dual averaging, averages on the last iterate's "
+                      "zeros; with --p below 2 only --iterate last; sdca: "
                       "Prox-SDCA, --p 2); 0: none")
     opts.add_argument("--l1-geometry", default="auto", choices=["auto", "l2", "lq"],
                       help="--solver sdca with --sigma 0 --l1 L1 (pure l_1): smooth it by "
