@@ -72,8 +72,11 @@ def combine(iterates, which):
         return W[-1]
     a = np.arange(1, len(W) + 1, dtype=float) ** {"average": 0, "weighted": 1,
                                                   "weighted2": 2}[which]
-    # with l1 the reported average lives on the last iterate's support (l1 selects)
-    return np.where(W[-1] != 0.0, np.tensordot(a, W, axes=1) / a.sum(), 0.0)
+    # with l1 the reported average lives on the last iterate's support (l1 selects the
+    # features; the intercept, row 0, keeps its average)
+    keep = W[-1] != 0.0
+    keep[0] = True
+    return np.where(keep, np.tensordot(a, W, axes=1) / a.sum(), 0.0)
 
 
 def data(m=60, n=25, density=0.3, seed=0, K=1):

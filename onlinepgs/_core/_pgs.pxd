@@ -223,8 +223,8 @@ cdef inline double _part_value(Part pt, Py_ssize_t j, Py_ssize_t c) noexcept nog
             return pt.snap[flat]
         return pt.rnd_s[c] * at[pt.off_phi]
     if pt.kind == PART_L1AVG:
-        if fabs(at[0]) <= pt.thr[0]:  # the average on the last iterate's support only
-            return 0.0
+        if j > 0 and fabs(at[0]) <= pt.thr[0]:
+            return 0.0  # the average on the last iterate's support (the intercept kept)
         return at[pt.off_acc] + l1_pending(at[0], at[pt.off_mark], at[pt.off_markp],
                                            pt.cum[c], pt.cum2[c], pt.thr[0])
     return 0.0

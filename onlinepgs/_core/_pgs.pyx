@@ -1339,7 +1339,9 @@ cdef class PGSState:
         pend = np.sign(lam) * np.maximum(pend, 0.0)
         # a coordinate the threshold has zeroed now is 0 in the reported average too:
         # l1 selects, the average gives the values (`_part_value`, the same rule)
-        return np.where(a > thr, np.asarray(self.acc_a) + pend, 0.0) / self._average_norm()
+        keep = a > thr
+        keep[0] = True  # the intercept is no feature to select: it keeps its average
+        return np.where(keep, np.asarray(self.acc_a) + pend, 0.0) / self._average_norm()
 
     def progressive_sums(self):
         """The progressive sums since the state was created: each row scored before it
