@@ -75,7 +75,7 @@ _COMMON_DOC = """
         coordinate whose running gradient sum stays below its threshold is exactly
         zero in the iterate: sparse models while streaming, as FTRL-Proximal gives
         them. An averaged iterate (the default) is reported on the last iterate's
-        support: l1 selects the coordinates, the average gives their values (as
+        support (the intercept keeps its average): l1 selects the coordinates, the average gives their values (as
         accurate as the plain average, as sparse as the last iterate). 0: none (the
         plain PGS). With sigma="auto" the race's runs share it. The intercept, a regularized constant feature, has
         the l_1 term too. p < 2 keeps the last iterate only (``iterate="last"``, no
