@@ -371,8 +371,9 @@ cdef class PGSState:
     thresholds, lazily"); for p < 2 the l_q map of the soft threshold, its scale from an
     estimate of N within 2e-6 (_l1q.pxd, docs/design/l1.md "p < 2"), the last iterate only.
     Not available (ValueError): p < 2 with an averaged iterate or forgetting,
-    iterate="random", forgetting with an averaged iterate, Dask lanes. With l1 > 0 the online duality gap of
-    `stats_dict` is NaN (it lacks the l1 term); the regret bound is kept.
+    iterate="random", forgetting with an averaged iterate, Dask lanes. With l1 > 0 the
+    online duality gap of `stats_dict` is NaN (it lacks the l1 term); the regret bound is
+    kept.
     """
     # the attributes are declared in _pgs.pxd (the merge, _merge.pyx, reads them)
 
