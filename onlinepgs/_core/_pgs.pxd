@@ -4,7 +4,7 @@
 # (_touch), which a merged entry goes through exactly as a step's.
 cimport cython
 cimport numpy as cnp
-from libc.math cimport fabs, fmax, copysign
+from libc.math cimport fabs, fmax, copysign, ceil, log1p
 from libc.stdint cimport uint64_t, int64_t
 
 from onlinepgs._core._mirror cimport Mirror, mirror_touch
@@ -108,13 +108,16 @@ cdef struct Core:
     int64_t* rnd_ver
     Mirror mm  # the l_q map's constants (_mirror.pxd)
     # l1 > 0 (p = 2): the threshold (a pointer: it moves every step), the running sum C2,
-    # the heaps (NULL without), the offsets of markp and ver in the block
+    # the heaps (NULL without), the offsets of markp and ver in the block; an average on
+    # R^n keeps instead each coordinate's step of its marks (off_mstep, > 0: l1_pending_at)
     double l1
+    double sigma
     const double* thr
     double* cum2
     L1Heap* heaps
     L1Q* l1q  # l1 > 0 with p < 2: N(thr)'s sums per problem (_l1q.pxd), else NULL
-    Py_ssize_t off_markp, off_ver
+    Py_ssize_t off_markp, off_ver, off_mstep
+    const int64_t* t  # the state's step count (the marks' step, off_mstep)
     Py_ssize_t K
     Py_ssize_t S  # doubles per (coordinate, problem) in the block
     int iterate
@@ -183,6 +186,10 @@ cdef struct Part:
     const double* cum2  # l1: the running sum of weighted scale times threshold
     const double* thr   # l1: the current threshold (lambda units)
     Py_ssize_t off_markp
+    Py_ssize_t off_mstep  # l1, an average on R^n: the marks' step (0: not kept)
+    const int64_t* t
+    double l1, sigma
+    int iterate
 
 
 cdef struct Rep:
@@ -223,11 +230,86 @@ cdef inline double _part_value(Part pt, Py_ssize_t j, Py_ssize_t c) noexcept nog
             return pt.snap[flat]
         return pt.rnd_s[c] * at[pt.off_phi]
     if pt.kind == PART_L1AVG:
-        if j > 0 and fabs(at[0]) <= pt.thr[0]:
-            return 0.0  # the average on the last iterate's support (the intercept kept)
+        if fabs(at[0]) <= pt.thr[0]:
+            if j > 0:
+                return 0.0  # the average on the last iterate's support
+            if pt.off_mstep > 0:  # the intercept keeps its average, up to where it fell
+                return at[pt.off_acc] + copysign(
+                    l1_closed_pending(fabs(at[0]), at[pt.off_mstep], pt.t[0], pt.sigma,
+                                      pt.l1, pt.iterate), at[0])
         return at[pt.off_acc] + l1_pending(at[0], at[pt.off_mark], at[pt.off_markp],
                                            pt.cum[c], pt.cum2[c], pt.thr[0])
     return 0.0
+
+
+cdef inline double _psi_tail(double x) noexcept nogil:
+    """psi(x) - ln x by its asymptotic series (x >= 32)."""
+    cdef double r = 1.0 / (x * x)
+    return -0.5 / x - r * (1.0 / 12.0 - r * (1.0 / 120.0 - r * (1.0 / 252.0
+                                                              - r * (1.0 / 240.0))))
+
+
+cdef inline double harmonic_diff(int64_t lo, int64_t hi) noexcept nogil:
+    """sum_{v = lo}^{hi} 1 / v for 1 <= lo (0 if hi < lo), to a few ulps: directly for
+    short ranges and below 32, else psi(hi + 1) - psi(lo) by the asymptotic series
+    (ln x - 1/(2x) - 1/(12x^2) + 1/(120x^4) - 1/(252x^6) + 1/(240x^8); the next term is
+    below 1e-17 from x = 32), its log as log1p of the range's relative length."""
+    cdef double s = 0.0, a, b
+    cdef int64_t v
+    if hi < lo:
+        return 0.0
+    if hi - lo < 32:
+        v = hi
+        while v >= lo:  # the small terms first
+            s += 1.0 / <double>v
+            v -= 1
+        return s
+    while lo < 32:
+        s += 1.0 / <double>lo
+        lo += 1
+    a = <double>lo
+    b = <double>hi + 1.0
+    return s + log1p((b - a) / a) + (_psi_tail(b) - _psi_tail(a))
+
+
+cdef inline double l1_closed_pending(double a, double mstep, int64_t now, double sigma,
+                                     double l1, int iterate) noexcept nogil:
+    """|the weighted sum| of an l1 coordinate's iterates on R^n (p = 2) for the steps
+    u = mstep + 1 .. min(now, u_end) after its marks, in closed form: lambda_j = +-a is
+    fixed there, w_j(u) = sgn (a - (u + 1) l1)_+ / ((u + 1) sigma), active up to the last
+    step u_end with (u + 1) l1 < a, weighted by 1, u or u^2. The same sum as the running
+    sums' `l1_pending` (which the pass uses while the coordinate is active), needed once
+    it fell to the threshold between two touches."""
+    cdef double x, n, lo_f, sum_w, sum_wv
+    cdef int64_t A = <int64_t>mstep + 1, B, lo, hi
+    if a <= (mstep + 2.0) * l1:
+        return 0.0  # not active at step mstep + 1 (B < A below, without a division)
+    x = a / l1
+    if x >= 4e18:
+        B = now
+    else:
+        B = <int64_t>ceil(x) - 2  # (u + 1) l1 < a
+        if B > now:
+            B = now
+    if B < A:
+        return 0.0
+    n = <double>(B - A + 1)
+    lo = A + 1  # v = u + 1
+    hi = B + 1
+    lo_f = <double>lo
+    if iterate == ITERATE_WEIGHTED2:
+        # sum u^2 = n A^2 + A n (n - 1) + (n - 1) n (2n - 1) / 6; u^2 / v = v - 2 + 1 / v
+        sum_w = (n * <double>A * <double>A + <double>A * n * (n - 1.0)
+                 + (n - 1.0) * n * (2.0 * n - 1.0) / 6.0)
+        sum_wv = 0.5 * n * (lo_f + <double>hi) - 2.0 * n + harmonic_diff(lo, hi)
+    elif iterate == ITERATE_WEIGHTED:
+        sum_w = 0.5 * n * (<double>A + <double>B)  # u / v = 1 - 1 / v
+        sum_wv = n - harmonic_diff(lo, hi)
+    else:
+        sum_w = n
+        sum_wv = harmonic_diff(lo, hi)
+    x = (a * sum_wv - l1 * sum_w) / sigma
+    return x if x > 0.0 else 0.0  # every term is >= 0 (rounding near the cut-off)
 
 
 cdef inline double l1_pending(double lam, double mark, double markp, double cum,
@@ -297,10 +379,19 @@ cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) 
     cdef double thr = core.thr[0], lam_old = f[0], a_old = fabs(lam_old), a_new, ver
     cdef L1Heap* h
     if _averaged(core.iterate):
-        core.acc[at] += l1_pending(lam_old, core.mark[at], f[core.off_markp],
-                                   core.cum[c], core.cum2[c], thr)
+        if core.off_mstep > 0 and a_old <= thr:
+            # fell to the threshold since its marks (no heap settled it then): the closed
+            # form up to that step; rare, the common case is the running sums' below
+            core.acc[at] += copysign(l1_closed_pending(a_old, f[core.off_mstep], core.t[0],
+                                                       core.sigma, core.l1, core.iterate),
+                                     lam_old)
+        else:
+            core.acc[at] += l1_pending(lam_old, core.mark[at], f[core.off_markp],
+                                       core.cum[c], core.cum2[c], thr)
         core.mark[at] = core.cum[c]
         f[core.off_markp] = core.cum2[c]
+        if core.off_mstep > 0:
+            f[core.off_mstep] = <double>core.t[0]
     f[0] = lam_old - delta
     if core.heaps == NULL:
         return
@@ -352,7 +443,7 @@ cdef class PGSState:
     cdef readonly double l1, l1_thr
     cdef readonly bint l1_heap
     cdef public int64_t n_l1_recounts  # exact recounts of the heaps (a diagnostic)
-    cdef readonly Py_ssize_t off_markp, off_ver
+    cdef readonly Py_ssize_t off_markp, off_ver, off_mstep
     cdef public cnp.ndarray cum2_a
     cdef double[::1] cum2
     cdef L1Heap* heaps
@@ -466,5 +557,6 @@ cdef class PGSState:
     cdef double _l1q_scale(self, Py_ssize_t c, double denom) noexcept nogil
     cdef void _l1_recount(self, Py_ssize_t c) noexcept nogil
     cdef void _l1_settle_all(self, Py_ssize_t c) noexcept nogil
+    cdef double _l1_pending_of(self, const double* f, Py_ssize_t c) noexcept nogil
     cdef void _end_steps(self, int* need_rescale, int* moved, int64_t steps, double draw,
                          bint add_to_sum) noexcept nogil

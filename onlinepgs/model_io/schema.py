@@ -572,6 +572,8 @@ def _build_state(header, arrays, path):
                 continue
             if key in _ADDED_IN_STATE_4 and version < 4:
                 continue  # written before they existed: from_dict makes them unknown (NaN)
+            if key == "l1_mark_steps" and key not in state_json:
+                continue  # an l1 average on R^n written with heaps: from_dict converts it
             if key not in state_json:
                 raise ModelFileError(path, f"malformed header: the solver state has no {key!r}")
             value = state_json[key]
