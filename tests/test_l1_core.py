@@ -7,6 +7,7 @@ w_1 .. w_T. The core does the same in O(nnz) a step (lazy thresholds, heaps of a
 coordinates); these tests check that every iterate is the transcription's.
 """
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -372,3 +373,131 @@ def test_progressive_loss_is_the_reported_sparse_average_s(iterate, radius):
     got = st.progressive_sums()["sum_weighted_loss"]
     np.testing.assert_allclose(got, total, rtol=1e-9)
     assert abs(got - plain) > 1e-6  # the restriction matters on this stream
+
+
+# ---- averages on R^n without heaps: folded sums, closed forms once a coordinate fell ----
+def test_harmonic_difference_against_fsum():
+    import math
+    from onlinepgs._core._pgs import _harmonic_diff
+    rng = np.random.default_rng(3)
+    cases = [(0, 0), (0, 1), (0, 300), (30, 31), (31, 95), (255, 257), (256, 400),
+             (5, 200_000), (10**9, 10**9 + 1000), (10**12, 10**12 + 70),
+             (10**13, 10**13 + 5000)]
+    for _ in range(300):
+        a = int(rng.integers(0, 10 ** int(rng.integers(1, 9))))
+        cases.append((a, a + int(rng.integers(0, 3000))))
+    for a, b in cases:  # sum_{k = a + 1}^{b} 1 / k
+        exact = math.fsum(1.0 / k for k in range(a + 1, b + 1))
+        got = _harmonic_diff(a + 1, b)
+        assert abs(got - exact) <= 2e-15 * exact, (a, b, got, exact)
+
+
+@pytest.mark.parametrize("iterate", ["average", "weighted", "weighted2"])
+def test_fallen_sums_against_direct_sums(iterate):
+    # a coordinate with |lambda| = a fixed is active while (u + 1) l1 < a: the running
+    # sums' terms after its last active step, up to now, summed one by one
+    import math
+    from onlinepgs._core._pgs import _l1_fallen
+    power = {"average": 0, "weighted": 1, "weighted2": 2}[iterate]
+    sigma, l1 = 0.03, 0.002
+    for a, now in [(0.5, 1000), (0.5, 249), (0.5, 250), (0.5, 251), (7.3, 5000),
+                   (7.3, 3650), (0.001, 10), (0.0031, 40), (123.4, 10**6)]:
+        after = [u for u in range(1, now + 1) if not (u + 1.0) * l1 < a]
+        dc = math.fsum(u ** power / ((u + 1.0) * sigma) for u in after)
+        dc2 = math.fsum(u ** power * l1 / sigma for u in after)
+        got = _l1_fallen(a, now, sigma, l1, iterate)
+        np.testing.assert_allclose(got, (dc, dc2), rtol=1e-12, atol=1e-300)
+
+
+def _drop_data():
+    # feature 0 pushed up by rows 0-9, left alone while the threshold passes it (inactive
+    # for ~45 steps), pushed again from row 60 until it is back
+    rng = np.random.default_rng(11)
+    m, n = 90, 6
+    dense = rng.standard_normal((m, n)) * (rng.random((m, n)) < 0.4)
+    dense[:, 0] = 0.0
+    dense[:10, 0] = 1.0
+    dense[60:, 0] = 3.0
+    y = np.where(np.arange(m) % 3 == 0, -1.0, 1.0)
+    y[:10] = y[60:] = 1.0
+    return sp.csr_matrix(dense), y
+
+
+@pytest.mark.parametrize("iterate", ["average", "weighted", "weighted2"])
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_long_drop_on_rn_read_every_step(iterate, batch_size):
+    X, y = _drop_data()
+    kw = dict(sigma=0.05, l1=0.1, batch_size=batch_size)
+    its = transcription(X, y, **kw)
+    trail = np.array([w[1, 0] for w in its])
+    assert np.count_nonzero(trail == 0.0) > 10 and trail[-1] != 0.0
+    st = PGSState(p=2.0, iterate=iterate, n_features=X.shape[1], **kw)
+    assert not st.l1_heap
+    for k, start in enumerate(range(0, X.shape[0], batch_size)):
+        run(st, X[start:start + batch_size], y[start:start + batch_size])
+        # the average mid-stream (the intercept's sum read while inactive too)
+        np.testing.assert_allclose(st.weights(), combine(its[:k + 1], iterate), rtol=1e-9,
+                                   atol=1e-12)
+        if 20 <= k <= 50:  # feature 0 inactive, its sum folded since its last touch
+            assert st._l1_folded_sum(1) != 0.0
+
+
+@pytest.mark.parametrize("how", ["dict", "copy", "restart", "sigma"])
+def test_save_copy_restart_and_sigma_in_the_middle_of_a_drop(how):
+    # at row 40 feature 0 has fallen to the threshold since its last touch
+    X, y = _drop_data()
+    kw = dict(sigma=0.05, l1=0.1)
+    st = PGSState(p=2.0, iterate="weighted2", n_features=X.shape[1], **kw)
+    run(st, X[:40], y[:40])
+    if how == "dict":
+        st = PGSState.from_dict(st.to_dict())
+    elif how == "copy":
+        st = st.copy()
+    else:
+        # with_sigma folds every sum and restarts the running sums C and C2 (the
+        # restart's code path); at the same sigma nothing else changes
+        st = st.with_sigma(0.05 if how == "restart" else 0.02)
+    run(st, X[40:], y[40:])
+    sig = np.r_[np.full(40, 0.05), np.full(50, 0.02 if how == "sigma" else 0.05)]
+    its = transcription(X, y, sigmas=sig, **kw)
+    np.testing.assert_allclose(st.weights(), combine(its, "weighted2"), rtol=1e-9,
+                               atol=1e-12)
+
+
+def test_state_written_with_the_heap_layout_loads():
+    # a state pickled by the version that kept heaps and marks for averages on R^n (block
+    # fields lam, acc, mark, markp, ver) after 40 rows of the drop data, feature 0
+    # inactive: unfolded on load, it continues as the transcription
+    import pickle
+    X, y = _drop_data()
+    with open(Path(__file__).parent / "model_files" / "l1_weighted2_heap_state.pkl",
+              "rb") as fh:
+        d = pickle.load(fh)
+    assert "l1_folded" not in d and d["block_a"].shape[2] == 5
+    st = PGSState.from_dict(d)
+    assert st.n_fields == 3
+    run(st, X[40:], y[40:])
+    its = transcription(X, y, sigma=0.05, l1=0.1)
+    np.testing.assert_allclose(st.weights(), combine(its, "weighted2"), rtol=1e-9,
+                               atol=1e-12)
+
+
+def test_model_file_written_with_the_heap_layout_loads(tmp_path):
+    # a PGSClassifier(sigma=0.05, l1=0.03, radius=None) file written by that version after
+    # 40 rows: loads, and continues as a model trained from scratch by this one
+    from onlinepgs import PGSClassifier, load_model, save_model
+    X, y = _drop_data()
+    old = load_model(Path(__file__).parent / "model_files" / "pgs_l1_weighted2_heap.pgs")
+    new = PGSClassifier(sigma=0.05, l1=0.03, iterate="weighted2", radius=None)
+    new.partial_fit(X[:40], y[:40], classes=[-1.0, 1.0])
+    np.testing.assert_allclose(old.coef_, new.coef_, rtol=1e-9, atol=1e-12)
+    for est in (old, new):
+        est.partial_fit(X[40:], y[40:])
+    np.testing.assert_allclose(old.coef_, new.coef_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(old.intercept_, new.intercept_, rtol=1e-9)
+    save_model(old, tmp_path / "again.pgs")  # written again in today's layout
+    np.testing.assert_array_equal(load_model(tmp_path / "again.pgs").coef_, old.coef_)
+
+
+def test_per_step_cost_averaged_on_rn_does_not_sweep_the_width():
+    test_per_step_cost_does_not_sweep_the_width("weighted2", None)

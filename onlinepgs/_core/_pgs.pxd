@@ -109,15 +109,15 @@ cdef struct Core:
     Mirror mm  # the l_q map's constants (_mirror.pxd)
     # l1 > 0 (p = 2): the threshold (a pointer: it moves every step), the running sum C2,
     # the heaps (NULL without), the offsets of markp and ver in the block; an average on
-    # R^n keeps instead each coordinate's step of its marks (off_mstep, > 0: l1_pending_at)
+    # R^n keeps no marks but a flag, off_on > 0 (`_touch_l1`, "folded")
     double l1
     double sigma
     const double* thr
     double* cum2
     L1Heap* heaps
     L1Q* l1q  # l1 > 0 with p < 2: N(thr)'s sums per problem (_l1q.pxd), else NULL
-    Py_ssize_t off_markp, off_ver, off_mstep
-    const int64_t* t  # the state's step count (the marks' step, off_mstep)
+    Py_ssize_t off_markp, off_ver, off_on
+    const int64_t* t  # the state's step count
     Py_ssize_t K
     Py_ssize_t S  # doubles per (coordinate, problem) in the block
     int iterate
@@ -186,7 +186,7 @@ cdef struct Part:
     const double* cum2  # l1: the running sum of weighted scale times threshold
     const double* thr   # l1: the current threshold (lambda units)
     Py_ssize_t off_markp
-    Py_ssize_t off_mstep  # l1, an average on R^n: the marks' step (0: not kept)
+    Py_ssize_t off_on  # l1, an average on R^n: the flag's offset (0: not kept)
     const int64_t* t
     double l1, sigma
     int iterate
@@ -230,13 +230,12 @@ cdef inline double _part_value(Part pt, Py_ssize_t j, Py_ssize_t c) noexcept nog
             return pt.snap[flat]
         return pt.rnd_s[c] * at[pt.off_phi]
     if pt.kind == PART_L1AVG:
-        if fabs(at[0]) <= pt.thr[0]:
-            if j > 0:
-                return 0.0  # the average on the last iterate's support
-            if pt.off_mstep > 0:  # the intercept keeps its average, up to where it fell
-                return at[pt.off_acc] + copysign(
-                    l1_closed_pending(fabs(at[0]), at[pt.off_mstep], pt.t[0], pt.sigma,
-                                      pt.l1, pt.iterate), at[0])
+        if j > 0 and fabs(at[0]) <= pt.thr[0]:
+            return 0.0  # the average on the last iterate's support (the intercept kept)
+        if pt.off_on > 0:
+            return l1_folded_total(at[0], at[pt.off_acc], at[pt.off_on], pt.cum[c],
+                                   pt.cum2[c], pt.thr[0], pt.t[0], pt.sigma, pt.l1,
+                                   pt.iterate)
         return at[pt.off_acc] + l1_pending(at[0], at[pt.off_mark], at[pt.off_markp],
                                            pt.cum[c], pt.cum2[c], pt.thr[0])
     return 0.0
@@ -272,44 +271,55 @@ cdef inline double harmonic_diff(int64_t lo, int64_t hi) noexcept nogil:
     return s + log1p((b - a) / a) + (_psi_tail(b) - _psi_tail(a))
 
 
-cdef inline double l1_closed_pending(double a, double mstep, int64_t now, double sigma,
-                                     double l1, int iterate) noexcept nogil:
-    """|the weighted sum| of an l1 coordinate's iterates on R^n (p = 2) for the steps
-    u = mstep + 1 .. min(now, u_end) after its marks, in closed form: lambda_j = +-a is
-    fixed there, w_j(u) = sgn (a - (u + 1) l1)_+ / ((u + 1) sigma), active up to the last
-    step u_end with (u + 1) l1 < a, weighted by 1, u or u^2. The same sum as the running
-    sums' `l1_pending` (which the pass uses while the coordinate is active), needed once
-    it fell to the threshold between two touches."""
-    cdef double x, n, lo_f, sum_w, sum_wv
-    cdef int64_t A = <int64_t>mstep + 1, B, lo, hi
-    if a <= (mstep + 2.0) * l1:
-        return 0.0  # not active at step mstep + 1 (B < A below, without a division)
-    x = a / l1
-    if x >= 4e18:
-        B = now
-    else:
-        B = <int64_t>ceil(x) - 2  # (u + 1) l1 < a
-        if B > now:
-            B = now
-    if B < A:
+cdef inline double l1_fallen(double a, int64_t now, double sigma, double l1, int iterate,
+                             double* dc2) noexcept nogil:
+    """The running sums' terms after an l1 coordinate fell to the threshold (R^n, p = 2):
+    with lambda_j = +-a fixed, it is active up to the last step u_end with
+    (u_end + 1) l1 < a; returns sum_u a_u s_u over u = u_end + 1 .. now (C's terms) and
+    leaves sum_u a_u s_u thr_u there in dc2 (C2's), in closed form: s_u = 1 / ((u + 1)
+    sigma), thr_u = (u + 1) l1, weights a_u = 1, u or u^2, so C2's terms are a_u l1 /
+    sigma and C's a polynomial plus a harmonic difference. C - that and C2 - dc2 are the
+    running sums as they stood at u_end."""
+    cdef double n, sum_w, sum_wv, A_f
+    cdef int64_t A, lo, hi
+    A = <int64_t>ceil(a / l1) - 1  # u_end + 1 (a / l1 <= now + 1 here: a <= thr)
+    if A < 1:
+        A = 1
+    if A > now:
+        dc2[0] = 0.0
         return 0.0
-    n = <double>(B - A + 1)
+    n = <double>(now - A + 1)
+    A_f = <double>A
     lo = A + 1  # v = u + 1
-    hi = B + 1
-    lo_f = <double>lo
+    hi = now + 1
     if iterate == ITERATE_WEIGHTED2:
         # sum u^2 = n A^2 + A n (n - 1) + (n - 1) n (2n - 1) / 6; u^2 / v = v - 2 + 1 / v
-        sum_w = (n * <double>A * <double>A + <double>A * n * (n - 1.0)
-                 + (n - 1.0) * n * (2.0 * n - 1.0) / 6.0)
-        sum_wv = 0.5 * n * (lo_f + <double>hi) - 2.0 * n + harmonic_diff(lo, hi)
+        sum_w = n * A_f * A_f + A_f * n * (n - 1.0) + (n - 1.0) * n * (2.0 * n - 1.0) / 6.0
+        sum_wv = 0.5 * n * (<double>lo + <double>hi) - 2.0 * n + harmonic_diff(lo, hi)
     elif iterate == ITERATE_WEIGHTED:
-        sum_w = 0.5 * n * (<double>A + <double>B)  # u / v = 1 - 1 / v
+        sum_w = 0.5 * n * (A_f + <double>now)  # u / v = 1 - 1 / v
         sum_wv = n - harmonic_diff(lo, hi)
     else:
         sum_w = n
         sum_wv = harmonic_diff(lo, hi)
-    x = (a * sum_wv - l1 * sum_w) / sigma
-    return x if x > 0.0 else 0.0  # every term is >= 0 (rounding near the cut-off)
+    dc2[0] = sum_w * l1 / sigma
+    return sum_wv / sigma
+
+
+cdef inline double l1_folded_total(double lam, double acc, double on, double cum,
+                                   double cum2, double thr, int64_t now, double sigma,
+                                   double l1, int iterate) noexcept nogil:
+    """The weighted sum of an l1 coordinate's iterates, an average on R^n ("folded": see
+    `_touch_l1`): acc + lambda_j C - sgn(lambda_j) C2 while active; once it fell to the
+    threshold since its last touch (on), the same with C and C2 as they stood then
+    (`l1_fallen`); acc alone when it was left inactive."""
+    cdef double dc, dc2
+    if fabs(lam) > thr:
+        return acc + lam * cum - copysign(cum2, lam)
+    if on == 0.0:
+        return acc
+    dc = l1_fallen(fabs(lam), now, sigma, l1, iterate, &dc2)
+    return acc + lam * (cum - dc) - copysign(cum2 - dc2, lam)
 
 
 cdef inline double l1_pending(double lam, double mark, double markp, double cum,
@@ -376,22 +386,40 @@ cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) 
     move lambda_j, and keep the active set (heap, s1, s2, n_act) exact."""
     cdef Py_ssize_t at = (j * core.K + c) * core.S
     cdef double* f = core.lam + at
-    cdef double thr = core.thr[0], lam_old = f[0], a_old = fabs(lam_old), a_new, ver
+    cdef double thr = core.thr[0], lam_old = f[0], a_old = fabs(lam_old), a_new, ver, total
+    cdef double lam_new, act_old, act_new
     cdef L1Heap* h
-    if _averaged(core.iterate):
-        if core.off_mstep > 0 and a_old <= thr:
-            # fell to the threshold since its marks (no heap settled it then): the closed
-            # form up to that step; rare, the common case is the running sums' below
-            core.acc[at] += copysign(l1_closed_pending(a_old, f[core.off_mstep], core.t[0],
-                                                       core.sigma, core.l1, core.iterate),
-                                     lam_old)
+    if core.off_on > 0:
+        # an average on R^n, folded: the sum of the iterates is acc_j + lambda_j C -
+        # sgn(lambda_j) C2 while j is active (as l2 keeps lambda_j C - acc_j) and acc_j
+        # while inactive, with the flag on = "left active at its last touch". A touch
+        # moves acc_j by the change of its active part: (on lambda_old - on' lambda_new) C
+        # - (on sgn_old - on' sgn_new) C2, delta C when it stays active with its sign (l2's
+        # update), nothing when it stays inactive; without branches, which a row's mix of
+        # active and inactive coordinates would mispredict. Only a coordinate that fell to
+        # the threshold since its touch (on, |lambda_j| <= thr: rare) takes C and C2 as they
+        # stood then (`l1_fallen`, closed forms): no heap, no marks
+        lam_new = lam_old - delta
+        f[0] = lam_new
+        act_old = <double>(a_old > thr)
+        act_new = <double>(fabs(lam_new) > thr)
+        if act_old != f[core.off_on]:
+            total = l1_folded_total(lam_old, core.acc[at], f[core.off_on], core.cum[c],
+                                    core.cum2[c], thr, core.t[0], core.sigma, core.l1,
+                                    core.iterate)
+            core.acc[at] = total - act_new * (lam_new * core.cum[c]
+                                              - copysign(core.cum2[c], lam_new))
         else:
-            core.acc[at] += l1_pending(lam_old, core.mark[at], f[core.off_markp],
-                                       core.cum[c], core.cum2[c], thr)
+            core.acc[at] += ((act_old * lam_old - act_new * lam_new) * core.cum[c]
+                             - (copysign(act_old, lam_old) - copysign(act_new, lam_new))
+                             * core.cum2[c])
+        f[core.off_on] = act_new
+        return
+    if _averaged(core.iterate):
+        core.acc[at] += l1_pending(lam_old, core.mark[at], f[core.off_markp],
+                                   core.cum[c], core.cum2[c], thr)
         core.mark[at] = core.cum[c]
         f[core.off_markp] = core.cum2[c]
-        if core.off_mstep > 0:
-            f[core.off_mstep] = <double>core.t[0]
     f[0] = lam_old - delta
     if core.heaps == NULL:
         return
@@ -443,7 +471,7 @@ cdef class PGSState:
     cdef readonly double l1, l1_thr
     cdef readonly bint l1_heap
     cdef public int64_t n_l1_recounts  # exact recounts of the heaps (a diagnostic)
-    cdef readonly Py_ssize_t off_markp, off_ver, off_mstep
+    cdef readonly Py_ssize_t off_markp, off_ver, off_on
     cdef public cnp.ndarray cum2_a
     cdef double[::1] cum2
     cdef L1Heap* heaps
@@ -557,6 +585,5 @@ cdef class PGSState:
     cdef double _l1q_scale(self, Py_ssize_t c, double denom) noexcept nogil
     cdef void _l1_recount(self, Py_ssize_t c) noexcept nogil
     cdef void _l1_settle_all(self, Py_ssize_t c) noexcept nogil
-    cdef double _l1_pending_of(self, const double* f, Py_ssize_t c) noexcept nogil
     cdef void _end_steps(self, int* need_rescale, int* moved, int64_t steps, double draw,
                          bint add_to_sum) noexcept nogil

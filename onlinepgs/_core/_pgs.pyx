@@ -419,8 +419,8 @@ cdef class PGSState:
         # l1 on the ball keeps its own norm, ||soft(lambda, thr)||, in the heaps: no N
         self.need_norm = ((not self.p_is_two) or self.bounded) and l1 == 0.0
         # l1 on the ball keeps the active coordinates in heaps (its norm moves with thr);
-        # an average on R^n keeps each coordinate's step of its marks instead (mstep: the
-        # closed form of its pending sum once it fell to the threshold, `l1_closed_pending`)
+        # an average on R^n keeps its sums folded instead, with a flag per coordinate
+        # (`_touch_l1`; closed forms once a coordinate fell to the threshold, `l1_fallen`)
         self.l1_heap = l1 > 0.0 and p == 2.0 and self.bounded
         l1_steps = l1 > 0.0 and p == 2.0 and not self.bounded and _averaged(ITERATES[iterate])
         self.norm_low = self.mm.norm_low
@@ -450,18 +450,18 @@ cdef class PGSState:
             fields.append("phi")
         if averaged:
             fields.append("acc")
-            if not self.p_is_two or l1 > 0.0:
+            if not self.p_is_two or self.l1_heap:
                 fields.append("mark")
-            if l1 > 0.0:
+            if self.l1_heap:
                 fields.append("markp")
         if self.l1_heap:
             fields.append("ver")
         if l1_steps:
-            fields.append("mstep")
+            fields.append("on")
         self.n_fields = len(fields)
         self.off_markp = fields.index("markp") if "markp" in fields else 0
         self.off_ver = fields.index("ver") if "ver" in fields else 0
-        self.off_mstep = fields.index("mstep") if "mstep" in fields else 0
+        self.off_on = fields.index("on") if "on" in fields else 0
         self.off_phi = fields.index("phi") if "phi" in fields else 0
         self.off_acc = fields.index("acc") if "acc" in fields else -1
         self.off_mark = fields.index("mark") if "mark" in fields else -1
@@ -504,24 +504,6 @@ cdef class PGSState:
             self.heaps = NULL
         free(self.l1q)
         self.l1q = NULL
-
-    def _l1_marks_from_heap_layout(self):
-        """A state written when an average on R^n kept heaps (no `l1_mark_steps`): its
-        last field held version counts and its inactive coordinates had nothing pending.
-        Settle the active ones with the running sums and mark every coordinate at the
-        current step, which is what the closed form then starts from."""
-        block = np.asarray(self.block_a)
-        lam = block[:, :, 0]
-        a = np.abs(lam)
-        thr = self._denom(self.t) * self.l1 / self.sigma
-        pend = a * (np.asarray(self.cum_a) - block[:, :, self.off_mark]) - (
-            np.asarray(self.cum2_a) - block[:, :, self.off_markp])
-        active = a > thr
-        block[:, :, self.off_acc] += np.where(active, np.sign(lam) * np.maximum(pend, 0.0),
-                                              0.0)
-        block[:, :, self.off_mark] = np.where(active, np.asarray(self.cum_a), 0.0)
-        block[:, :, self.off_markp] = np.where(active, np.asarray(self.cum2_a), 0.0)
-        block[:, :, self.off_mstep] = np.where(lam != 0.0, float(self.t), 0.0)
 
     def _l1_rebuild(self):
         """Set the threshold from t and sigma, and build the heaps afresh from lambda:
@@ -740,9 +722,9 @@ cdef class PGSState:
             d.update(tau=self.tau, decay=self.decay, weight_sum=self.weight_sum)
         if self.l1 > 0.0:
             d["cum2_a"] = np.array(self.cum2_a, copy=True) if copy else self.cum2_a
-        if self.off_mstep > 0:
-            # the block's last field is the marks' step (before: a heap's version count)
-            d["l1_mark_steps"] = 1
+        if self.off_on > 0:
+            # the sums folded with a flag (before: marks and a heap's version count)
+            d["l1_folded"] = 1
         for name in ("block_a", "snap_a", "snapv_a", "norm_a", "scale_a",
                      "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a",
                      "sum_conj_a", "sum_step_loss_a", "sum_reg_a"):
@@ -764,6 +746,8 @@ cdef class PGSState:
             raise ValueError(f"unsupported solver state version {d.get('version')!r}")
         cfg = d["config"]
         self = cls(**cfg, n_features=int(d["dim"]) - 1)
+        if self.off_on > 0 and not d.get("l1_folded"):
+            d = unfold_heap_layout(d)
         K = self.n_problems
         for name in ("block_a", "snap_a", "snapv_a"):
             arr = np.ascontiguousarray(d[name])
@@ -797,8 +781,6 @@ cdef class PGSState:
         self.rng = int(d["rng"])
         if self.l1 > 0.0:
             self.cum2_a[...] = d["cum2_a"]
-        if self.off_mstep > 0 and not d.get("l1_mark_steps"):
-            self._l1_marks_from_heap_layout()
         if self.need_norm:
             self._set_seen(None, coords if coords_known else self._reached(self.dim))
         self._bind()
@@ -832,7 +814,7 @@ cdef class PGSState:
         core.l1q = self.l1q
         core.off_markp = self.off_markp
         core.off_ver = self.off_ver
-        core.off_mstep = self.off_mstep
+        core.off_on = self.off_on
         core.t = &self.t
         core.sigma = self.sigma
         core.K = self.n_problems
@@ -861,7 +843,7 @@ cdef class PGSState:
         pt.cum2 = &self.cum2[0]
         pt.thr = &self.l1_thr
         pt.off_markp = self.off_markp
-        pt.off_mstep = self.off_mstep
+        pt.off_on = self.off_on
         pt.t = &self.t
         pt.l1 = self.l1
         pt.sigma = self.sigma
@@ -1121,11 +1103,12 @@ cdef class PGSState:
                 j = coords[i] if coords != NULL else i
                 f = &self.block[j, c, 0]
                 if f[0] == 0.0:
-                    continue  # never active since its marks (nothing pending; zero rows stay zero)
-                f[self.off_acc] += self._l1_pending_of(f, c)
-                f[self.off_mark] = 0.0
-                f[self.off_markp] = 0.0
-                f[self.off_mstep] = <double>self.t
+                    continue  # left inactive at its touch (its sum is acc; zero rows stay zero)
+                f[self.off_acc] = l1_folded_total(f[0], f[self.off_acc], f[self.off_on],
+                                                  self.cum[c], self.cum2[c], self.l1_thr,
+                                                  self.t, self.sigma, self.l1, self.iterate)
+                # with C = C2 = 0 an active one's sum is acc + 0; the others' is acc
+                f[self.off_on] = 1.0 if fabs(f[0]) > self.l1_thr else 0.0
             self.cum[c] = 0.0
             self.cum2[c] = 0.0
             return
@@ -1142,22 +1125,15 @@ cdef class PGSState:
         self.cum[c] = 0.0
         self.cum2[c] = 0.0
 
-    cdef double _l1_pending_of(self, const double* f, Py_ssize_t c) noexcept nogil:
-        """The signed pending sum of the coordinate whose block entry is f (problem c), an
-        average on R^n: the running sums' while it is active, else the closed form up to
-        the step it fell to the threshold."""
-        cdef double a = fabs(f[0])
-        if a > self.l1_thr:
-            return l1_pending(f[0], f[self.off_mark], f[self.off_markp], self.cum[c],
-                              self.cum2[c], self.l1_thr)
-        return copysign(l1_closed_pending(a, f[self.off_mstep], self.t, self.sigma, self.l1,
-                                          self.iterate), f[0])
-
-    def _l1_closed_pending(self, double lam, int64_t mstep):
-        """The closed form of a coordinate's pending sum (a diagnostic for the tests):
-        lambda_j = lam fixed since the marks of step mstep, up to now."""
-        return copysign(l1_closed_pending(fabs(lam), <double>mstep, self.t, self.sigma,
-                                          self.l1, self.iterate), lam)
+    def _l1_folded_sum(self, int j, int c=0):
+        """The weighted sum of coordinate j's iterates in problem c, an l1 average on R^n
+        (`l1_folded_total`: a diagnostic for the tests)."""
+        cdef const double* f = &self.block[j, c, 0]
+        if self.off_on == 0:
+            raise ValueError("only an l1 average on R^n keeps its sums folded")
+        return l1_folded_total(f[0], f[self.off_acc], f[self.off_on], self.cum[c],
+                               self.cum2[c], self.l1_thr, self.t, self.sigma, self.l1,
+                               self.iterate)
 
     cdef void _l1_recount(self, Py_ssize_t c) noexcept nogil:
         """Problem c's heap without its dead entries (re-heapified), and its s1, s2,
@@ -1407,21 +1383,22 @@ cdef class PGSState:
                 soft = np.sign(soft) * np.abs(soft) ** (self.q - 1.0)
             return soft * np.asarray(self.s_a)
         block = np.asarray(self.block_a)
-        pend = a * (np.asarray(self.cum_a) - block[:, :, self.off_mark]) - (
-            np.asarray(self.cum2_a) - block[:, :, self.off_markp])
-        pend = np.sign(lam) * np.maximum(pend, 0.0)
-        if self.off_mstep > 0:
-            # R^n: the intercept (the one coordinate reported off the support) may have
-            # fallen to the threshold since its marks: its closed form
+        if self.off_on > 0:
+            # R^n, folded sums (`l1_folded_total`); the intercept, the one coordinate
+            # reported off the support, may have fallen to the threshold since its touch
+            total = (np.asarray(self.acc_a) + lam * np.asarray(self.cum_a)
+                     - np.sign(lam) * np.asarray(self.cum2_a))
             for c in range(self.n_problems):
-                if a[0, c] <= thr:
-                    pend[0, c] = self._l1_closed_pending(lam[0, c],
-                                                         int(block[0, c, self.off_mstep]))
+                total[0, c] = self._l1_folded_sum(0, c)
+        else:
+            pend = a * (np.asarray(self.cum_a) - block[:, :, self.off_mark]) - (
+                np.asarray(self.cum2_a) - block[:, :, self.off_markp])
+            total = np.asarray(self.acc_a) + np.sign(lam) * np.maximum(pend, 0.0)
         # a coordinate the threshold has zeroed now is 0 in the reported average too:
         # l1 selects, the average gives the values (`_part_value`, the same rule)
         keep = a > thr
         keep[0] = True  # the intercept is no feature to select: it keeps its average
-        return np.where(keep, np.asarray(self.acc_a) + pend, 0.0) / self._average_norm()
+        return np.where(keep, total, 0.0) / self._average_norm()
 
     def progressive_sums(self):
         """The progressive sums since the state was created: each row scored before it
@@ -1803,14 +1780,15 @@ cdef inline double _sparse_dot_sq_l1(const double* lam, Py_ssize_t stride, doubl
 
 
 cdef inline double _sparse_dot_sq_l1avg(const double* blk, Py_ssize_t S, Py_ssize_t off_acc,
-                                        Py_ssize_t off_mark, Py_ssize_t off_markp, double thr,
-                                        double cum, double cum2, const double* vals,
-                                        const index_t* idx, Py_ssize_t nnz, double* xx,
-                                        double* rep) noexcept nogil:
+                                        Py_ssize_t off_mark, Py_ssize_t off_markp, bint folded,
+                                        double thr, double cum, double cum2,
+                                        const double* vals, const index_t* idx,
+                                        Py_ssize_t nnz, double* xx, double* rep) noexcept nogil:
     """`_sparse_dot_sq_l1` and, from the same loads, the reported average's dot
     (PART_L1AVG's `_part_value` summed over the row: 0 off the last iterate's support,
     else the settled sum plus the running sums' pending one) for one problem of sparse
-    rows: one loop over the row instead of two."""
+    rows: one loop over the row instead of two. folded: the sums of an average on R^n
+    (`l1_folded_total`, active: acc + lambda C - sgn(lambda) C2), else marks."""
     cdef double t0 = 0.0, s0 = 0.0, r0 = 0.0, v, lam, a, pend
     cdef const double* f
     cdef Py_ssize_t e
@@ -1821,7 +1799,10 @@ cdef inline double _sparse_dot_sq_l1avg(const double* blk, Py_ssize_t S, Py_ssiz
         t0 += _soft_clamp(lam, thr) * v
         s0 += v * v
         a = fabs(lam)
-        if a > thr:
+        if folded:  # a 0/1 factor, not a branch: active and inactive entries mix in a row
+            r0 += v * <double>(a > thr) * (f[off_acc] + lam * cum
+                                                   - copysign(cum2, lam))
+        elif a > thr:
             pend = a * (cum - f[off_mark]) - (cum2 - f[off_markp])
             if pend < 0.0:
                 pend = 0.0
@@ -2053,7 +2034,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                                     self.l1_thr, q, self.quarters)
                 elif rep_fused_l1:
                     z = _sparse_dot_sq_l1avg(core.lam + core.S, core.S, self.off_acc,
-                                             self.off_mark, self.off_markp, self.l1_thr,
+                                             self.off_mark, self.off_markp,
+                                             self.off_on > 0, self.l1_thr,
                                              core.cum[0], core.cum2[0], vals, idx, nnz,
                                              &row_xx, &rep_dot)
                 elif one_l1:
@@ -2297,3 +2279,39 @@ def _merge_module():
 
 def _rebuild_state(d):
     return PGSState.from_dict(d)
+
+
+def unfold_heap_layout(d):
+    """A state dict of an l1 average on R^n written when it kept heaps (block fields lam,
+    acc, mark, markp, ver; no ``l1_folded``) in today's layout (lam, acc, on): the sums
+    of the active coordinates folded (`_touch_l1`), the others' settled already (the heap
+    popped them). Other dicts are returned as they are."""
+    block = np.asarray(d.get("block_a"))
+    if d.get("l1_folded") or block.ndim != 3 or block.shape[2] != 5:
+        return d
+    lam, acc, mark, markp = (block[:, :, k] for k in range(4))
+    cum, cum2 = np.asarray(d["cum_a"]), np.asarray(d["cum2_a"])
+    thr = (int(d["t"]) + 1.0) * float(d["config"]["l1"])
+    a = np.abs(lam)
+    active = a > thr
+    total = acc + np.where(active, np.sign(lam) * np.maximum(
+        a * (cum - mark) - (cum2 - markp), 0.0), 0.0)
+    folded = np.where(active, total - lam * cum + np.sign(lam) * cum2, total)
+    d = dict(d, l1_folded=1)
+    d["block_a"] = np.ascontiguousarray(np.stack([lam, folded, active * 1.0], axis=2))
+    return d
+
+
+def _harmonic_diff(int64_t lo, int64_t hi):
+    """sum_{v = lo}^{hi} 1 / v as the core computes it (`harmonic_diff`; for the tests)."""
+    if lo < 1:
+        raise ValueError(f"lo must be >= 1, got {lo}")
+    return harmonic_diff(lo, hi)
+
+
+def _l1_fallen(double a, int64_t now, double sigma, double l1, str iterate):
+    """(C's terms, C2's terms) over the steps after a coordinate with |lambda_j| = a fell
+    to the threshold, up to step now (`l1_fallen`; for the tests)."""
+    cdef double dc2
+    cdef double dc = l1_fallen(a, now, sigma, l1, ITERATES[iterate], &dc2)
+    return dc, dc2
