@@ -470,7 +470,7 @@ def test_state_written_with_the_heap_layout_loads():
     # inactive: unfolded on load, it continues as the transcription
     import pickle
     X, y = _drop_data()
-    with open(Path(__file__).parent / "model_files" / "l1_weighted2_heap_state.pkl",
+    with open(Path(__file__).parent / "states" / "l1_weighted2_heap_state.pkl",
               "rb") as fh:
         d = pickle.load(fh)
     assert "l1_folded" not in d and d["block_a"].shape[2] == 5
