@@ -558,8 +558,7 @@ def _build_state(header, arrays, path):
                 raise ModelFileError(path, f"missing array {name}")
             arr = arrays[name]
             if key == "block_a" and "l1_folded" in template and "l1_folded" not in state_json:
-                state_dict[key] = arr  # an l1 average written with heaps: from_dict unfolds
-                continue              # it, then checks its shape
+                expected = arr  # an l1 average written with heaps: from_dict unfolds, checks
             if (arr.shape != expected.shape or arr.dtype.kind != expected.dtype.kind
                     or arr.dtype.itemsize != expected.dtype.itemsize):
                 raise ModelFileError(path, f"array {name} has dtype {arr.dtype.str} and shape "
