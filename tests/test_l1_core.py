@@ -276,15 +276,8 @@ def test_coordinate_drops_and_re_enters(iterate, radius):
     # feature 0 is pushed up by the first rows, then left alone while the threshold
     # passes it (it drops to exactly 0), then pushed up again until it is back: every
     # iterate on the way is the transcription's
-    rng = np.random.default_rng(11)
-    m, n = 90, 6
-    dense = rng.standard_normal((m, n)) * (rng.random((m, n)) < 0.4)
-    dense[:, 0] = 0.0
-    dense[:10, 0] = 1.0
-    dense[60:, 0] = 3.0
-    X = sp.csr_matrix(dense)
-    y = np.where(np.arange(m) % 3 == 0, -1.0, 1.0)
-    y[:10] = y[60:] = 1.0
+    X, y = _drop_data()
+    m, n = X.shape
     kw = dict(sigma=0.05, l1=0.1, radius=radius)
     its = transcription(X, y, **kw)
     trail = np.array([w[1, 0] for w in its])  # feature 0 (row 0 is the intercept)
