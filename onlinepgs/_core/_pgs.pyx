@@ -422,7 +422,7 @@ cdef class PGSState:
         # an average on R^n keeps its sums folded instead, with a flag per coordinate
         # (`_touch_l1`; closed forms once a coordinate fell to the threshold, `l1_fallen`)
         self.l1_heap = l1 > 0.0 and p == 2.0 and self.bounded
-        l1_steps = l1 > 0.0 and p == 2.0 and not self.bounded and _averaged(ITERATES[iterate])
+        l1_folded = l1 > 0.0 and p == 2.0 and not self.bounded and _averaged(ITERATES[iterate])
         self.norm_low = self.mm.norm_low
         self.r_hi = self.mm.r_hi
         self.headroom = self.mm.headroom
@@ -456,7 +456,7 @@ cdef class PGSState:
                 fields.append("markp")
         if self.l1_heap:
             fields.append("ver")
-        if l1_steps:
+        if l1_folded:
             fields.append("on")
         self.n_fields = len(fields)
         self.off_markp = fields.index("markp") if "markp" in fields else 0
