@@ -494,3 +494,26 @@ def test_model_file_written_with_the_heap_layout_loads(tmp_path):
 
 def test_per_step_cost_averaged_on_rn_does_not_sweep_the_width():
     test_per_step_cost_does_not_sweep_the_width("weighted2", None)
+
+
+@pytest.mark.parametrize("radius", ["auto", 50.0, 0.3])
+def test_last_iterate_on_a_ball_that_cannot_bind_needs_no_heap(radius):
+    # the last iterate on the ball: without its heap while the ball cannot bind (the
+    # factor exactly 1 from an upper bound of the norm), with it while it may ("auto"
+    # starts at radius 0 and grows; 50 never binds here; 0.3 binds): every iterate is
+    # the transcription's either way
+    X, y = _drop_data()
+    kw = dict(sigma=0.05, l1=0.02, radius=radius)
+    its = transcription(X, y, **kw)
+    st = PGSState(p=2.0, iterate="last", n_features=X.shape[1], **kw)
+    lazy = []
+    for t in range(X.shape[0]):
+        run(st, X[t:t + 1], y[t:t + 1])
+        np.testing.assert_allclose(st.weights(), its[t], rtol=1e-9, atol=1e-12)
+        lazy.append(st._l1_lazy())
+    if radius == 50.0:
+        assert all(lazy)
+    elif radius == 0.3:
+        assert not lazy[-1]
+    else:
+        assert lazy[-1] and not all(lazy)  # heap while the radius was small, then none

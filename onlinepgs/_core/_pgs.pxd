@@ -160,6 +160,14 @@ cdef struct L1Heap:
     double n_act
     double n2
     double peak
+    # the last iterate on the ball while it cannot bind ("lazy"): no heap (n = 0), only
+    # bn2 = sum_j (|lambda_j| - bbase)_+^2 at a fixed bbase <= thr, kept exactly a touch:
+    # an upper bound of ||soft(lambda, thr)||^2, so while s_t sqrt(bn2) <= radius the
+    # ball's factor is exactly 1 (`PGSState._l1_ball_scale`)
+    bint lazy
+    double bbase
+    double bn2
+    int64_t touches  # since bn2 was last counted exactly (a recount needs as many)
 
 
 cdef int _l1_push(L1Heap* h, double key, int64_t j, double ver) noexcept nogil
@@ -425,6 +433,13 @@ cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) 
         return
     h = core.heaps + c
     a_new = fabs(f[0])
+    if h.lazy:
+        a_old -= h.bbase
+        a_new -= h.bbase
+        h.bn2 += (a_new * a_new if a_new > 0.0 else 0.0) - (a_old * a_old if a_old > 0.0
+                                                            else 0.0)
+        h.touches += 1
+        return
     if a_old > thr:
         if a_new >= a_old:
             # its live entry's key (<= a_old) stays below |lambda_j|: when thr passes the
@@ -469,7 +484,7 @@ cdef class PGSState:
     # averages (per problem) and the heaps of the active coordinates (when the ball or an
     # average needs them: l1_heap)
     cdef readonly double l1, l1_thr
-    cdef readonly bint l1_heap
+    cdef readonly bint l1_heap, l1_lazy_ok
     cdef public int64_t n_l1_recounts  # exact recounts of the heaps (a diagnostic)
     cdef readonly Py_ssize_t off_markp, off_ver, off_on
     cdef public cnp.ndarray cum2_a
@@ -584,6 +599,8 @@ cdef class PGSState:
     cdef void _l1q_check(self) noexcept nogil
     cdef double _l1q_scale(self, Py_ssize_t c, double denom) noexcept nogil
     cdef void _l1_recount(self, Py_ssize_t c) noexcept nogil
+    cdef double _l1_ball_factor(self, Py_ssize_t c, double denom) noexcept nogil
+    cdef void _l1_lazy_recount(self, Py_ssize_t c, double denom) noexcept nogil
     cdef void _l1_settle_all(self, Py_ssize_t c) noexcept nogil
     cdef void _end_steps(self, int* need_rescale, int* moved, int64_t steps, double draw,
                          bint add_to_sum) noexcept nogil

@@ -422,6 +422,8 @@ cdef class PGSState:
         # an average on R^n keeps its sums folded instead, with a flag per coordinate
         # (`_touch_l1`; closed forms once a coordinate fell to the threshold, `l1_fallen`)
         self.l1_heap = l1 > 0.0 and p == 2.0 and self.bounded
+        # the last iterate on the ball drops its heap while the ball cannot bind
+        self.l1_lazy_ok = self.l1_heap and ITERATES[iterate] == ITERATE_LAST
         l1_folded = l1 > 0.0 and p == 2.0 and not self.bounded and _averaged(ITERATES[iterate])
         self.norm_low = self.mm.norm_low
         self.r_hi = self.mm.r_hi
@@ -481,6 +483,8 @@ cdef class PGSState:
             self.heaps = <L1Heap*>calloc(K, sizeof(L1Heap))
             if self.heaps == NULL:
                 raise MemoryError()
+            for c in range(K):
+                self.heaps[c].lazy = self.l1_lazy_ok  # lambda = 0: within any ball
         self.l1_thr = l1  # _denom(0) l1 / sigma
         if l1 > 0.0 and p != 2.0:
             # p < 2: N(thr) by its expansion about thr0, per problem (_l1q.pxd)
@@ -523,6 +527,7 @@ cdef class PGSState:
         for c in range(self.n_problems):
             h = self.heaps + c
             h.n = 0
+            h.lazy = False  # the heap afresh; lazy again below half the radius
             for j in range(self.dim):
                 a = fabs(self.lam[j, c])
                 if a > thr:
@@ -886,10 +891,7 @@ cdef class PGSState:
             # w = soft(lambda, thr) / denom, times the ball's factor (the heaps' norm)
             s = 1.0 / denom
             if self.bounded:
-                wnorm = sqrt(self.heaps[c].n2) / denom
-                if wnorm > self.radius:
-                    s *= self.radius / wnorm
-                self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
+                s *= self._l1_ball_factor(c, denom)
             return s
         if self.p_is_two:
             s = 1.0 / denom
@@ -966,6 +968,8 @@ cdef class PGSState:
                     self.heaps[c].s1 *= g
                     self.heaps[c].n2 *= g * g
                     self.heaps[c].peak *= g * g
+                    self.heaps[c].bbase *= g
+                    self.heaps[c].bn2 *= g * g
         self.decay = 1.0
         self.n_renorms += 1
         self.n_rescales += 1
@@ -1134,6 +1138,70 @@ cdef class PGSState:
         return l1_folded_total(f[0], f[self.off_acc], f[self.off_on], self.cum[c],
                                self.cum2[c], self.l1_thr, self.t, self.sigma, self.l1,
                                self.iterate)
+
+    cdef double _l1_ball_factor(self, Py_ssize_t c, double denom) noexcept nogil:
+        """The ball's factor min(1, radius / ||soft(lambda, thr) / denom||) with l1 (p = 2)
+        and w_norm[c]. The last iterate needs no heap while the ball cannot bind ("lazy",
+        see L1Heap): the factor is exactly 1 while its bound s sqrt(bn2) is within the
+        radius (with 1e-9 to spare for bn2's rounding); when the bound fails bn2 is counted
+        exactly at thr, and the heap is built when the ball may bind (the norm above 0.8
+        times the radius, or fewer touches since the last count than coordinates to count:
+        O(1) amortized); a heap's problem turns lazy again below half the radius. Lazy,
+        w_norm is the bound (it feeds only the online gap's sums, NaN with l1)."""
+        cdef L1Heap* h = self.heaps + c
+        cdef double wnorm
+        if h.lazy:
+            wnorm = sqrt(h.bn2 if h.bn2 > 0.0 else 0.0) / denom
+            if wnorm * (1.0 + 1e-9) <= self.radius:
+                self.w_norm[c] = wnorm
+                return 1.0
+            self._l1_lazy_recount(c, denom)
+            if h.lazy:
+                self.w_norm[c] = sqrt(h.bn2) / denom
+                return 1.0
+        wnorm = sqrt(h.n2) / denom
+        if self.l1_lazy_ok and wnorm <= 0.5 * self.radius:
+            h.lazy = True
+            h.bbase = h.base  # the heap's sums are about thr: exact, with the margin above
+            h.bn2 = h.n2 if h.n2 > 0.0 else 0.0
+            h.touches = 0
+            h.n = 0
+            h.n_act = h.s1 = h.n2 = h.peak = 0.0
+        self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
+        return self.radius / wnorm if wnorm > self.radius else 1.0
+
+    def _l1_lazy(self, int c=0):
+        """Whether problem c's ball runs without its heap now (a diagnostic for the tests)."""
+        return self.heaps != NULL and self.heaps[c].lazy
+
+    cdef void _l1_lazy_recount(self, Py_ssize_t c, double denom) noexcept nogil:
+        """A lazy problem whose bound failed: ||soft(lambda, thr)||^2 counted exactly (over
+        the coordinates reached); lazy again from thr if the ball is far from binding and
+        the count was paid for, else its heap built (`_l1_ball_factor`)."""
+        cdef L1Heap* h = self.heaps + c
+        cdef Py_ssize_t i, j, n
+        cdef const int64_t* coords
+        cdef double thr = self.l1_thr, a, n2 = 0.0
+        n = self._sweep(&coords)
+        for i in range(n):
+            j = coords[i] if coords != NULL else i
+            a = fabs(self.lam[j, c]) - thr
+            if a > 0.0:
+                n2 += a * a
+        self.n_l1_recounts += 1
+        if h.touches >= n and sqrt(n2) / denom <= 0.8 * self.radius:
+            h.bbase = thr
+            h.bn2 = n2
+            h.touches = 0
+            return
+        h.lazy = False
+        h.n = 0
+        for i in range(n):
+            j = coords[i] if coords != NULL else i
+            a = fabs(self.lam[j, c])
+            if a > thr:
+                _l1_push(h, a, j, self.block[j, c, self.off_ver])
+        self._l1_recount(c)
 
     cdef void _l1_recount(self, Py_ssize_t c) noexcept nogil:
         """Problem c's heap without its dead entries (re-heapified), and its s1, s2,
