@@ -601,6 +601,8 @@ cdef class PGSState:
     cdef void _l1_recount(self, Py_ssize_t c) noexcept nogil
     cdef double _l1_ball_factor(self, Py_ssize_t c, double denom) noexcept nogil
     cdef void _l1_lazy_recount(self, Py_ssize_t c, double denom) noexcept nogil
+    cdef int _l1_build_heap(self, Py_ssize_t c, const int64_t* coords,
+                            Py_ssize_t n) noexcept nogil
     cdef void _l1_settle_all(self, Py_ssize_t c) noexcept nogil
     cdef void _end_steps(self, int* need_rescale, int* moved, int64_t steps, double draw,
                          bint add_to_sum) noexcept nogil

@@ -513,27 +513,18 @@ cdef class PGSState:
         """Set the threshold from t and sigma, and build the heaps afresh from lambda:
         the coordinates above it, their sums and the norm (O(dim), at a load, a copy or a
         change of sigma)."""
-        cdef Py_ssize_t c, j
-        cdef double a, ver, thr
-        cdef L1Heap* h
+        cdef Py_ssize_t c
         if self.l1 == 0.0:
             return
-        self.l1_thr = thr = self._denom(self.t) * self.l1 / self.sigma
+        self.l1_thr = self._denom(self.t) * self.l1 / self.sigma
         if self.l1q != NULL:
             for c in range(self.n_problems):
                 self._l1q_recount(c)
         if self.heaps == NULL:
             return
         for c in range(self.n_problems):
-            h = self.heaps + c
-            h.n = 0
-            h.lazy = False  # the heap afresh; lazy again below half the radius
-            for j in range(self.dim):
-                a = fabs(self.lam[j, c])
-                if a > thr:
-                    if _l1_push(h, a, j, self.block[j, c, self.off_ver]):
-                        raise MemoryError()
-            self._l1_recount(c)
+            if self._l1_build_heap(c, NULL, self.dim):
+                raise MemoryError()
 
     def _widen_window(self):
         """Forgetting, p < 2: widen M's window from [M / 2, 2 M] to [M / 2^g, 2^g M],
@@ -752,7 +743,7 @@ cdef class PGSState:
         cfg = d["config"]
         self = cls(**cfg, n_features=int(d["dim"]) - 1)
         if self.off_on > 0 and not d.get("l1_folded"):
-            d = unfold_heap_layout(d)
+            d = _unfold_heap_layout(d)
         K = self.n_problems
         for name in ("block_a", "snap_a", "snapv_a"):
             arr = np.ascontiguousarray(d[name])
@@ -1194,14 +1185,26 @@ cdef class PGSState:
             h.bn2 = n2
             h.touches = 0
             return
+        self._l1_build_heap(c, coords, n)
+
+    cdef int _l1_build_heap(self, Py_ssize_t c, const int64_t* coords,
+                            Py_ssize_t n) noexcept nogil:
+        """Problem c's heap afresh from lambda over the n coordinates in coords (NULL:
+        0 .. n - 1): those above thr, then their sums and norm exactly (`_l1_recount`); its
+        lazy mode off (`_l1_ball_factor` turns it on again). 1 when out of memory."""
+        cdef L1Heap* h = self.heaps + c
+        cdef Py_ssize_t i, j
+        cdef double a
+        cdef int failed = 0
         h.lazy = False
         h.n = 0
         for i in range(n):
             j = coords[i] if coords != NULL else i
             a = fabs(self.lam[j, c])
-            if a > thr:
-                _l1_push(h, a, j, self.block[j, c, self.off_ver])
+            if a > self.l1_thr:
+                failed |= _l1_push(h, a, j, self.block[j, c, self.off_ver])
         self._l1_recount(c)
+        return failed
 
     cdef void _l1_recount(self, Py_ssize_t c) noexcept nogil:
         """Problem c's heap without its dead entries (re-heapified), and its s1, s2,
@@ -2349,7 +2352,7 @@ def _rebuild_state(d):
     return PGSState.from_dict(d)
 
 
-def unfold_heap_layout(d):
+def _unfold_heap_layout(d):
     """A state dict of an l1 average on R^n written when it kept heaps (block fields lam,
     acc, mark, markp, ver; no ``l1_folded``) in today's layout (lam, acc, on): the sums
     of the active coordinates folded (`_touch_l1`), the others' settled already (the heap
