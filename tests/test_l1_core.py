@@ -289,10 +289,12 @@ def test_coordinate_drops_and_re_enters(iterate, radius):
     np.testing.assert_allclose(st.weights(), combine(its, iterate), rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("iterate, radius", [("last", None), ("weighted2", "auto")])
-def test_per_step_cost_does_not_sweep_the_width(iterate, radius):
+@pytest.mark.parametrize("iterate, radius, p", [("last", None, 2.0), ("last", "auto", 2.0),
+                                                ("weighted2", "auto", 2.0)])
+def test_per_step_cost_does_not_sweep_the_width(iterate, radius, p):
     # 2^24 coordinates and 3,000 rows of 20 entries: a step costs O(nnz) (the fused row
-    # kernel; heaps, lazy sums), never a sweep of the width
+    # kernel; heaps, lazy sums), never a sweep of the width: the recounts of the ball's
+    # norm (or of N, p < 2) and the folds of the sums visit the coordinates reached
     rng = np.random.default_rng(0)
     m, width = 3000, 1 << 24
     cols = np.sort(rng.integers(0, width, size=(m, 20)), axis=1)
@@ -302,7 +304,7 @@ def test_per_step_cost_does_not_sweep_the_width(iterate, radius):
     y = np.where(rng.random(m) > 0.5, 1.0, -1.0)
 
     def timed(l1):
-        st = PGSState(p=2.0, sigma=1e-3, l1=l1, iterate=iterate, radius=radius,
+        st = PGSState(p=p, sigma=1e-3, l1=l1, iterate=iterate, radius=radius,
                       n_features=width)
         t0 = time.perf_counter()
         run(st, X, y)
@@ -310,7 +312,7 @@ def test_per_step_cost_does_not_sweep_the_width(iterate, radius):
 
     base = min(timed(0.0)[0] for _ in range(2))
     wide, st = min((timed(1e-4) for _ in range(2)), key=lambda r: r[0])
-    assert st.n_swept == 0
+    assert st.n_swept <= 4 * X.nnz, st.n_swept  # a sweep of the width would be 2^24
     # a sweep of 2^24 coordinates a step would take over a minute; the pass takes well
     # under a second on a quiet machine (its fresh pages cost more than the steps)
     assert wide < 10.0 + 4 * base
@@ -492,8 +494,25 @@ def test_model_file_written_with_the_heap_layout_loads(tmp_path):
     np.testing.assert_array_equal(load_model(tmp_path / "again.pgs").coef_, old.coef_)
 
 
+def test_recounts_of_n_with_p_below_two_visit_the_coordinates_reached():
+    # l1 with p < 2 counts N(thr) again when its expansion's error bound fails (_l1q.pxd):
+    # on this stream (each hashed feature seen about once, the threshold passing them
+    # fast) every few steps, each over the coordinates reached, never the 2^24 width
+    rng = np.random.default_rng(0)
+    m, width = 3000, 1 << 24
+    cols = np.sort(rng.integers(0, width, size=(m, 20)), axis=1)
+    X = sp.csr_matrix((rng.standard_normal(m * 20), cols.ravel(),
+                       np.arange(0, 20 * m + 1, 20)), shape=(m, width))
+    X.sum_duplicates()
+    y = np.where(rng.random(m) > 0.5, 1.0, -1.0)
+    st = run(PGSState(p=1.5, sigma=1e-3, l1=1e-4, iterate="last", n_features=width), X, y)
+    assert st.n_l1q_recounts > 0
+    assert st.n_swept <= st.n_l1q_recounts * (X.nnz + 1)
+    assert st.n_tracked <= X.nnz + 1
+
+
 def test_per_step_cost_averaged_on_rn_does_not_sweep_the_width():
-    test_per_step_cost_does_not_sweep_the_width("weighted2", None)
+    test_per_step_cost_does_not_sweep_the_width("weighted2", None, 2.0)
 
 
 @pytest.mark.parametrize("radius", ["auto", 50.0, 0.3])
@@ -517,3 +536,127 @@ def test_last_iterate_on_a_ball_that_cannot_bind_needs_no_heap(radius):
         assert not lazy[-1]
     else:
         assert lazy[-1] and not all(lazy)  # heap while the radius was small, then none
+
+
+# ---- averages on the ball: folded sums, a heap only while the ball may bind --------------
+@pytest.mark.parametrize("iterate", ["average", "weighted", "weighted2"])
+@pytest.mark.parametrize("radius", ["auto", 50.0, 0.3])
+def test_averages_on_a_ball_read_every_step(iterate, radius):
+    # the average on the ball keeps the folded sums of R^n: without a heap while the
+    # ball cannot bind (a coordinate that fell meanwhile in closed form, the factor was
+    # 1), with it while it may (the pops fold a coordinate as it falls)
+    X, y = _drop_data()
+    kw = dict(sigma=0.05, l1=0.1, radius=radius)
+    its = transcription(X, y, **kw)
+    st = PGSState(p=2.0, iterate=iterate, n_features=X.shape[1], **kw)
+    assert st.l1_heap and st.n_fields == 4  # lam, acc, ver, on
+    lazy = []
+    for k in range(X.shape[0]):
+        run(st, X[k:k + 1], y[k:k + 1])
+        np.testing.assert_allclose(st.weights(), combine(its[:k + 1], iterate), rtol=1e-9,
+                                   atol=1e-12)
+        lazy.append(st._l1_lazy())
+    if radius == 50.0:
+        assert all(lazy)
+    elif radius == 0.3:
+        assert not lazy[-1]
+    else:
+        assert lazy[-1] and not all(lazy)
+
+
+@pytest.mark.parametrize("iterate", ["average", "weighted2"])
+def test_averages_on_a_ball_of_any_radius(iterate):
+    # radii from binding at every step to never: the switches between heap and no heap
+    # fall at different points of the drop (a switch to the heap folds the coordinates
+    # that fell without it)
+    X, y = _drop_data()
+    for radius in np.geomspace(0.05, 5.0, 9):
+        kw = dict(sigma=0.05, l1=0.1, radius=float(radius), batch_size=2)
+        st = run(PGSState(p=2.0, iterate=iterate, n_features=X.shape[1], **kw), X, y)
+        np.testing.assert_allclose(st.weights(), combine(transcription(X, y, **kw), iterate),
+                                   rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("how", ["dict", "copy", "sigma"])
+def test_ball_without_heap_saved_in_the_middle_of_a_drop(how):
+    # radius 50 never binds: at row 40 feature 0 fell since its touch with no heap; the
+    # state as loaded builds its heap, which folds it in closed form first
+    X, y = _drop_data()
+    kw = dict(sigma=0.05, l1=0.1, radius=50.0)
+    st = run(PGSState(p=2.0, iterate="weighted2", n_features=X.shape[1], **kw), X[:40],
+             y[:40])
+    assert st._l1_lazy()
+    if how == "dict":
+        st = PGSState.from_dict(st.to_dict())
+    elif how == "copy":
+        st = st.copy()
+    else:
+        st = st.with_sigma(0.02)
+    assert st._l1_lazy() == (how == "sigma")  # at 0.02 the heap is dropped at once
+    run(st, X[40:], y[40:])
+    sig = np.r_[np.full(40, 0.05), np.full(50, 0.02 if how == "sigma" else 0.05)]
+    its = transcription(X, y, sigmas=sig, **kw)
+    np.testing.assert_allclose(st.weights(), combine(its, "weighted2"), rtol=1e-9,
+                               atol=1e-12)
+
+
+@pytest.fixture
+def restarts_every_step():
+    # the running sums C and C2 restart when a step's term falls below C / CUM_RANGE
+    # (2^20: after ~80,000 steps of iterate="average"); at 2 they restart at every step
+    from onlinepgs._core._pgs import _set_cum_range
+    old = _set_cum_range(2.0)
+    yield
+    _set_cum_range(old)
+
+
+@pytest.mark.parametrize("iterate", ["average", "weighted", "weighted2"])
+@pytest.mark.parametrize("radius", [None, 50.0, 0.3])
+def test_restarts_of_the_running_sums_in_a_drop(restarts_every_step, iterate, radius):
+    # a restart folds every coordinate's sums with C and C2 as they stand before the
+    # step's terms: a coordinate that fell since its touch takes the closed form up to
+    # the step before (not the step in progress)
+    X, y = _drop_data()
+    kw = dict(sigma=0.05, l1=0.1, radius=radius)
+    its = transcription(X, y, **kw)
+    st = PGSState(p=2.0, iterate=iterate, n_features=X.shape[1], **kw)
+    for k in range(X.shape[0]):
+        run(st, X[k:k + 1], y[k:k + 1])
+        np.testing.assert_allclose(st.weights(), combine(its[:k + 1], iterate), rtol=1e-9,
+                                   atol=1e-12)
+    assert st.n_restarts > 25
+
+
+def test_ball_state_written_with_marks_loads():
+    # a state pickled by the version that kept marks for averages on the ball (block
+    # fields lam, acc, mark, markp, ver; radius 0.3, its heap on) after 40 rows of the
+    # drop data: unfolded on load, it continues as the transcription
+    import pickle
+    X, y = _drop_data()
+    with open(Path(__file__).parent / "states" / "l1_weighted2_ball_marks_state.pkl",
+              "rb") as fh:
+        d = pickle.load(fh)
+    assert "l1_folded" not in d and d["block_a"].shape[2] == 5
+    st = PGSState.from_dict(d)
+    assert st.n_fields == 4
+    run(st, X[40:], y[40:])
+    its = transcription(X, y, sigma=0.05, l1=0.1, radius=0.3)
+    np.testing.assert_allclose(st.weights(), combine(its, "weighted2"), rtol=1e-9,
+                               atol=1e-12)
+
+
+def test_ball_model_file_written_with_marks_loads(tmp_path):
+    # a PGSClassifier(sigma=0.05, l1=0.03) file (radius "auto") written by that version
+    # after 40 rows: loads, and continues as a model trained from scratch by this one
+    from onlinepgs import PGSClassifier, load_model, save_model
+    X, y = _drop_data()
+    old = load_model(Path(__file__).parent / "model_files" / "pgs_l1_weighted2_ball_marks.pgs")
+    new = PGSClassifier(sigma=0.05, l1=0.03, iterate="weighted2")
+    new.partial_fit(X[:40], y[:40], classes=[-1.0, 1.0])
+    np.testing.assert_allclose(old.coef_, new.coef_, rtol=1e-9, atol=1e-12)
+    for est in (old, new):
+        est.partial_fit(X[40:], y[40:])
+    np.testing.assert_allclose(old.coef_, new.coef_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(old.intercept_, new.intercept_, rtol=1e-9)
+    save_model(old, tmp_path / "again.pgs")
+    np.testing.assert_array_equal(load_model(tmp_path / "again.pgs").coef_, old.coef_)

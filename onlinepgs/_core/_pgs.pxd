@@ -108,15 +108,15 @@ cdef struct Core:
     int64_t* rnd_ver
     Mirror mm  # the l_q map's constants (_mirror.pxd)
     # l1 > 0 (p = 2): the threshold (a pointer: it moves every step), the running sum C2,
-    # the heaps (NULL without), the offsets of markp and ver in the block; an average on
-    # R^n keeps no marks but a flag, off_on > 0 (`_touch_l1`, "folded")
+    # the heaps (NULL without), the offset of ver in the block; an average keeps its sums
+    # folded with a flag per coordinate at off_on > 0 (`_touch_l1`)
     double l1
     double sigma
     const double* thr
     double* cum2
     L1Heap* heaps
     L1Q* l1q  # l1 > 0 with p < 2: N(thr)'s sums per problem (_l1q.pxd), else NULL
-    Py_ssize_t off_markp, off_ver, off_on
+    Py_ssize_t off_ver, off_on
     const int64_t* t  # the state's step count
     Py_ssize_t K
     Py_ssize_t S  # doubles per (coordinate, problem) in the block
@@ -140,7 +140,7 @@ cdef enum:
 # units, `PGSState._l1_advance`), one min-heap per problem keyed by |lambda_j| with lazy
 # deletion (an entry is live while its version equals the coordinate's `ver` field, which
 # every touch bumps). thr only grows, so a coordinate leaves the active set when thr passes
-# its key: the heap pops it at that very step, which settles its lazy average exactly.
+# its key: the heap pops it at that very step, which folds its average's sums exactly.
 # A live entry's key may be below |lambda_j| (a touch that made |lambda_j| larger keeps it);
 # the pop then pushes it again at |lambda_j|.
 # Over the active coordinates it keeps n_act, s1 = sum (|lambda_j| - base) and n2 =
@@ -160,10 +160,11 @@ cdef struct L1Heap:
     double n_act
     double n2
     double peak
-    # the last iterate on the ball while it cannot bind ("lazy"): no heap (n = 0), only
-    # bn2 = sum_j (|lambda_j| - bbase)_+^2 at a fixed bbase <= thr, kept exactly a touch:
-    # an upper bound of ||soft(lambda, thr)||^2, so while s_t sqrt(bn2) <= radius the
-    # ball's factor is exactly 1 (`PGSState._l1_ball_scale`)
+    # the ball while it cannot bind ("lazy"): no heap (n = 0), only bn2 = sum_j
+    # (|lambda_j| - bbase)_+^2 at a fixed bbase <= thr, kept exactly a touch: an upper
+    # bound of ||soft(lambda, thr)||^2, so while s_t sqrt(bn2) <= radius the ball's factor
+    # is exactly 1 (`PGSState._l1_ball_factor`), and an average's coordinates that fell
+    # meanwhile have their sums in closed form, as on R^n
     bint lazy
     double bbase
     double bn2
@@ -193,8 +194,7 @@ cdef struct Part:
     const double* rnd_s
     const double* cum2  # l1: the running sum of weighted scale times threshold
     const double* thr   # l1: the current threshold (lambda units)
-    Py_ssize_t off_markp
-    Py_ssize_t off_on  # l1, an average on R^n: the flag's offset (0: not kept)
+    Py_ssize_t off_on  # l1, an average: the flag's offset
     const int64_t* t
     double l1, sigma
     int iterate
@@ -240,12 +240,8 @@ cdef inline double _part_value(Part pt, Py_ssize_t j, Py_ssize_t c) noexcept nog
     if pt.kind == PART_L1AVG:
         if j > 0 and fabs(at[0]) <= pt.thr[0]:
             return 0.0  # the average on the last iterate's support (the intercept kept)
-        if pt.off_on > 0:
-            return l1_folded_total(at[0], at[pt.off_acc], at[pt.off_on], pt.cum[c],
-                                   pt.cum2[c], pt.thr[0], pt.t[0], pt.sigma, pt.l1,
-                                   pt.iterate)
-        return at[pt.off_acc] + l1_pending(at[0], at[pt.off_mark], at[pt.off_markp],
-                                           pt.cum[c], pt.cum2[c], pt.thr[0])
+        return l1_folded_total(at[0], at[pt.off_acc], at[pt.off_on], pt.cum[c], pt.cum2[c],
+                               pt.thr[0], pt.t[0], pt.sigma, pt.l1, pt.iterate)
     return 0.0
 
 
@@ -317,10 +313,12 @@ cdef inline double l1_fallen(double a, int64_t now, double sigma, double l1, int
 cdef inline double l1_folded_total(double lam, double acc, double on, double cum,
                                    double cum2, double thr, int64_t now, double sigma,
                                    double l1, int iterate) noexcept nogil:
-    """The weighted sum of an l1 coordinate's iterates, an average on R^n ("folded": see
+    """The weighted sum of an l1 coordinate's iterates, an average ("folded": see
     `_touch_l1`): acc + lambda_j C - sgn(lambda_j) C2 while active; once it fell to the
     threshold since its last touch (on), the same with C and C2 as they stood then
-    (`l1_fallen`); acc alone when it was left inactive."""
+    (`l1_fallen`: on R^n, or on a ball without its heap, whose factor was 1 since; with a
+    heap the pop folded it at its fall); acc alone when it was left inactive. now: the
+    last step whose terms C and C2 hold."""
     cdef double dc, dc2
     if fabs(lam) > thr:
         return acc + lam * cum - copysign(cum2, lam)
@@ -328,22 +326,6 @@ cdef inline double l1_folded_total(double lam, double acc, double on, double cum
         return acc
     dc = l1_fallen(fabs(lam), now, sigma, l1, iterate, &dc2)
     return acc + lam * (cum - dc) - copysign(cum2 - dc2, lam)
-
-
-cdef inline double l1_pending(double lam, double mark, double markp, double cum,
-                              double cum2, double thr) noexcept nogil:
-    """The weighted sum of a coordinate's iterates since its last settle (l1, p = 2):
-    sum_u a_u s_u soft(lambda_j, thr_u) = sgn(lambda_j) (|lambda_j| (C - mark_j) -
-    (C2 - markp_j)) while it is active (|lambda_j| > thr, so above every thr_u since),
-    with C = sum_u a_u s_u and C2 = sum_u a_u s_u thr_u; 0 once inactive (its sum was
-    settled when thr passed it)."""
-    cdef double a = fabs(lam), v
-    if a <= thr:
-        return 0.0
-    v = a * (cum - mark) - (cum2 - markp)
-    if v < 0.0:  # rounding near the cut-off: every term is >= 0
-        v = 0.0
-    return v if lam > 0.0 else -v
 
 
 cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
@@ -390,25 +372,24 @@ cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
 
 
 cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) noexcept nogil:
-    """`_touch` with l1 > 0 (p = 2): settle the coordinate's lazy average up to now,
-    move lambda_j, and keep the active set (heap, s1, s2, n_act) exact."""
+    """`_touch` with l1 > 0 (p = 2): move lambda_j, keep the average's folded sums, and
+    on the ball the norm of the active set (heap, s1, n2, n_act; or the lazy bound)."""
     cdef Py_ssize_t at = (j * core.K + c) * core.S
     cdef double* f = core.lam + at
     cdef double thr = core.thr[0], lam_old = f[0], a_old = fabs(lam_old), a_new, ver, total
-    cdef double lam_new, act_old, act_new
+    cdef double lam_new = lam_old - delta, act_old, act_new
     cdef L1Heap* h
+    f[0] = lam_new
     if core.off_on > 0:
-        # an average on R^n, folded: the sum of the iterates is acc_j + lambda_j C -
-        # sgn(lambda_j) C2 while j is active (as l2 keeps lambda_j C - acc_j) and acc_j
-        # while inactive, with the flag on = "left active at its last touch". A touch
-        # moves acc_j by the change of its active part: (on lambda_old - on' lambda_new) C
-        # - (on sgn_old - on' sgn_new) C2, delta C when it stays active with its sign (l2's
-        # update), nothing when it stays inactive; without branches, which a row's mix of
-        # active and inactive coordinates would mispredict. Only a coordinate that fell to
-        # the threshold since its touch (on, |lambda_j| <= thr: rare) takes C and C2 as they
-        # stood then (`l1_fallen`, closed forms): no heap, no marks
-        lam_new = lam_old - delta
-        f[0] = lam_new
+        # an average, folded: the sum of the iterates is acc_j + lambda_j C - sgn(lambda_j)
+        # C2 while j is active (as l2 keeps lambda_j C - acc_j) and acc_j while inactive,
+        # with the flag on = "left active at its last touch". A touch moves acc_j by the
+        # change of its active part: (on lambda_old - on' lambda_new) C - (on sgn_old -
+        # on' sgn_new) C2, delta C when it stays active with its sign (l2's update),
+        # nothing when it stays inactive; without branches, which a row's mix of active
+        # and inactive coordinates would mispredict. Only a coordinate that fell to the
+        # threshold since its touch (on, |lambda_j| <= thr: rare; never while a heap pops
+        # them as they fall) takes C and C2 as they stood then (`l1_fallen`, closed forms)
         act_old = <double>(a_old > thr)
         act_new = <double>(fabs(lam_new) > thr)
         if act_old != f[core.off_on]:
@@ -422,17 +403,10 @@ cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) 
                              - (copysign(act_old, lam_old) - copysign(act_new, lam_new))
                              * core.cum2[c])
         f[core.off_on] = act_new
-        return
-    if _averaged(core.iterate):
-        core.acc[at] += l1_pending(lam_old, core.mark[at], f[core.off_markp],
-                                   core.cum[c], core.cum2[c], thr)
-        core.mark[at] = core.cum[c]
-        f[core.off_markp] = core.cum2[c]
-    f[0] = lam_old - delta
     if core.heaps == NULL:
         return
     h = core.heaps + c
-    a_new = fabs(f[0])
+    a_new = fabs(lam_new)
     if h.lazy:
         a_old -= h.bbase
         a_new -= h.bbase
@@ -481,12 +455,14 @@ cdef class PGSState:
     cdef readonly bint forgetting
     # l1 (docs/design/core.md "l1: soft thresholds, lazily"): the weight of ||w||_1, the
     # threshold in lambda's units (_denom(t) l1 / sigma), the running sum C2 of the
-    # averages (per problem) and the heaps of the active coordinates (when the ball or an
-    # average needs them: l1_heap)
+    # averages (per problem) and the heaps of the active coordinates (the ball's norm:
+    # l1_heap); l1_sum_t, the last step whose terms C and C2 hold (t, except within
+    # `_end_steps` before the step's terms are added; not saved: t at a load)
     cdef readonly double l1, l1_thr
-    cdef readonly bint l1_heap, l1_lazy_ok
+    cdef readonly bint l1_heap
+    cdef int64_t l1_sum_t
     cdef public int64_t n_l1_recounts  # exact recounts of the heaps (a diagnostic)
-    cdef readonly Py_ssize_t off_markp, off_ver, off_on
+    cdef readonly Py_ssize_t off_ver, off_on
     cdef public cnp.ndarray cum2_a
     cdef double[::1] cum2
     cdef L1Heap* heaps
@@ -502,6 +478,7 @@ cdef class PGSState:
     cdef public double radius
     cdef readonly int loss_code, iterate, batch_size, n_problems
     cdef readonly bint fit_intercept, multiclass, p_is_two, bounded, need_norm, radius_auto
+    cdef readonly bint keep_seen  # sweeps its coordinates: keeps a list of those reached
     # the coupled multiclass loss of the K problems (_multiclass.pxd's MC_*): MC_NONE is
     # one-vs-rest, K independent binary problems
     cdef readonly int mc_code

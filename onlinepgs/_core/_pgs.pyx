@@ -418,13 +418,17 @@ cdef class PGSState:
         self.l1 = l1
         # l1 on the ball keeps its own norm, ||soft(lambda, thr)||, in the heaps: no N
         self.need_norm = ((not self.p_is_two) or self.bounded) and l1 == 0.0
-        # l1 on the ball keeps the active coordinates in heaps (its norm moves with thr);
-        # an average on R^n keeps its sums folded instead, with a flag per coordinate
-        # (`_touch_l1`; closed forms once a coordinate fell to the threshold, `l1_fallen`)
+        # the states that sweep their coordinates now and then (N's upkeep; l1's recounts
+        # of the ball's norm and of N, the folds of its averages) keep a list of those the
+        # passes reached, so that a sweep is not one of the width (2^24 and more hashed)
+        self.keep_seen = self.need_norm or (l1 > 0.0 and (
+            self.bounded or p != 2.0 or _averaged(ITERATES[iterate])))
+        # l1 on the ball keeps the active coordinates in heaps while the ball may bind (its
+        # norm moves with thr; none while it cannot, `_l1_ball_factor`); an average keeps
+        # its sums folded with a flag per coordinate (`_touch_l1`; the heap's pops fold a
+        # coordinate as it falls to the threshold, else closed forms, `l1_fallen`)
         self.l1_heap = l1 > 0.0 and p == 2.0 and self.bounded
-        # the last iterate on the ball drops its heap while the ball cannot bind
-        self.l1_lazy_ok = self.l1_heap and ITERATES[iterate] == ITERATE_LAST
-        l1_folded = l1 > 0.0 and p == 2.0 and not self.bounded and _averaged(ITERATES[iterate])
+        l1_folded = l1 > 0.0 and p == 2.0 and _averaged(ITERATES[iterate])
         self.norm_low = self.mm.norm_low
         self.r_hi = self.mm.r_hi
         self.headroom = self.mm.headroom
@@ -452,16 +456,13 @@ cdef class PGSState:
             fields.append("phi")
         if averaged:
             fields.append("acc")
-            if not self.p_is_two or self.l1_heap:
+            if not self.p_is_two:
                 fields.append("mark")
-            if self.l1_heap:
-                fields.append("markp")
         if self.l1_heap:
             fields.append("ver")
         if l1_folded:
             fields.append("on")
         self.n_fields = len(fields)
-        self.off_markp = fields.index("markp") if "markp" in fields else 0
         self.off_ver = fields.index("ver") if "ver" in fields else 0
         self.off_on = fields.index("on") if "on" in fields else 0
         self.off_phi = fields.index("phi") if "phi" in fields else 0
@@ -484,7 +485,7 @@ cdef class PGSState:
             if self.heaps == NULL:
                 raise MemoryError()
             for c in range(K):
-                self.heaps[c].lazy = self.l1_lazy_ok  # lambda = 0: within any ball
+                self.heaps[c].lazy = True  # lambda = 0: within any ball
         self.l1_thr = l1  # _denom(0) l1 / sigma
         if l1 > 0.0 and p != 2.0:
             # p < 2: N(thr) by its expansion about thr0, per problem (_l1q.pxd)
@@ -569,13 +570,14 @@ cdef class PGSState:
         """Room for a list of dim / SEEN_DENSE + 1 coordinates (more are never kept: the
         list is dropped first; np.empty: pages are mapped only where written), keeping the coordinates reached; a state that had stopped tracking in
         its old width looks for them again, as they may be few in the new one (O(old dim),
-        like the growth's copy). p = 2 on R^n never sweeps and keeps no list."""
+        like the growth's copy). A state that never sweeps (p = 2 on R^n, the last
+        iterate) keeps no list."""
         coords = ()
-        if old_dim and self.need_norm:
+        if old_dim and self.keep_seen:
             coords = self._seen_coords()
             if coords is None:
                 coords = self._reached(old_dim)
-        room = self.dim // SEEN_DENSE + 1 if self.need_norm else 1
+        room = self.dim // SEEN_DENSE + 1 if self.keep_seen else 1
         self._set_seen(np.empty(room, dtype=np.int64), coords)
 
     def _reached(self, Py_ssize_t upto):
@@ -596,7 +598,7 @@ cdef class PGSState:
         self.seen.cap = seen_a.shape[0]
         self.seen.dim = self.dim
         self.seen.budget = SEEN_WORK * self.dim if budget is None else budget
-        self.seen.track = (self.need_norm and coords is not None
+        self.seen.track = (self.keep_seen and coords is not None
                            and n * SEEN_DENSE <= self.dim)
         if self.seen.track:
             seen_a[:n] = coords
@@ -612,8 +614,8 @@ cdef class PGSState:
     @property
     def n_tracked(self):
         """How many coordinates a sweep visits: those the passes reached, or dim once the
-        list was dropped (more than dim / 4 of them, or 2 dim updates checked; p = 2 on
-        R^n, which never sweeps, keeps none)."""
+        list was dropped (more than dim / 4 of them, or 2 dim updates checked; a state
+        that never sweeps keeps none)."""
         coords = self._seen_coords()
         return self.dim if coords is None else len(coords)
 
@@ -758,6 +760,7 @@ cdef class PGSState:
             getattr(self, name)[...] = d[name] if d["version"] >= 3 else np.nan
         for name in ("t", "n_examples", "n_mistakes", "rnd_t", "touches_since_exact"):
             setattr(self, name, int(d[name]))
+        (<PGSState>self).l1_sum_t = self.t  # a state is saved between steps
         # states written before `span` existed recount N on the old schedule
         self.span = max(1, min(int(d.get("span", self.dim)), self.dim))
         for name in ("sum_weight", "sum_loss", "sum_weighted_loss", "loss0_max"):
@@ -777,7 +780,7 @@ cdef class PGSState:
         self.rng = int(d["rng"])
         if self.l1 > 0.0:
             self.cum2_a[...] = d["cum2_a"]
-        if self.need_norm:
+        if self.keep_seen:
             self._set_seen(None, coords if coords_known else self._reached(self.dim))
         self._bind()
         self._l1_rebuild()  # l1: the threshold, heaps and norm (s_a was saved)
@@ -808,7 +811,6 @@ cdef class PGSState:
         core.cum2 = &self.cum2[0]
         core.heaps = self.heaps
         core.l1q = self.l1q
-        core.off_markp = self.off_markp
         core.off_ver = self.off_ver
         core.off_on = self.off_on
         core.t = &self.t
@@ -838,7 +840,6 @@ cdef class PGSState:
         pt.rnd_s = &self.rnd_s[0]
         pt.cum2 = &self.cum2[0]
         pt.thr = &self.l1_thr
-        pt.off_markp = self.off_markp
         pt.off_on = self.off_on
         pt.t = &self.t
         pt.l1 = self.l1
@@ -1084,56 +1085,41 @@ cdef class PGSState:
         self.norm_peak[c] = total
 
     cdef void _l1_settle_all(self, Py_ssize_t c) noexcept nogil:
-        """l1: fold every active coordinate's pending sum into acc and restart the
-        running sums C and C2 (with heaps the inactive ones have nothing pending, a touch
-        resets their marks; on R^n every coordinate reached is visited, the ones that
-        fell to the threshold since their marks by the closed form)."""
-        cdef L1Heap* h
+        """l1: fold every coordinate's running sums into acc and restart C and C2 (every
+        coordinate reached is visited; one that fell to the threshold since its touch, on
+        R^n or on a ball without its heap, by the closed form)."""
         cdef Py_ssize_t i, j, n
         cdef double* f
         cdef const int64_t* coords
-        if self.heaps == NULL:
-            n = self._sweep(&coords)
-            for i in range(n):
-                j = coords[i] if coords != NULL else i
-                f = &self.block[j, c, 0]
-                if f[0] == 0.0:
-                    continue  # left inactive at its touch (its sum is acc; zero rows stay zero)
-                f[self.off_acc] = l1_folded_total(f[0], f[self.off_acc], f[self.off_on],
-                                                  self.cum[c], self.cum2[c], self.l1_thr,
-                                                  self.t, self.sigma, self.l1, self.iterate)
-                # with C = C2 = 0 an active one's sum is acc + 0; the others' is acc
-                f[self.off_on] = 1.0 if fabs(f[0]) > self.l1_thr else 0.0
-            self.cum[c] = 0.0
-            self.cum2[c] = 0.0
-            return
-        h = self.heaps + c
-        for i in range(h.n):
-            j = h.j[i]
+        n = self._sweep(&coords)
+        for i in range(n):
+            j = coords[i] if coords != NULL else i
             f = &self.block[j, c, 0]
-            if f[self.off_ver] != h.ver[i]:
-                continue
-            f[self.off_acc] += l1_pending(f[0], f[self.off_mark], f[self.off_markp],
-                                          self.cum[c], self.cum2[c], self.l1_thr)
-            f[self.off_mark] = 0.0
-            f[self.off_markp] = 0.0
+            if f[0] == 0.0:
+                continue  # left inactive at its touch (its sum is acc; zero rows stay zero)
+            f[self.off_acc] = l1_folded_total(f[0], f[self.off_acc], f[self.off_on],
+                                              self.cum[c], self.cum2[c], self.l1_thr,
+                                              self.l1_sum_t, self.sigma, self.l1,
+                                              self.iterate)
+            # with C = C2 = 0 an active one's sum is acc + 0; the others' is acc
+            f[self.off_on] = 1.0 if fabs(f[0]) > self.l1_thr else 0.0
         self.cum[c] = 0.0
         self.cum2[c] = 0.0
 
     def _l1_folded_sum(self, int j, int c=0):
-        """The weighted sum of coordinate j's iterates in problem c, an l1 average on R^n
+        """The weighted sum of coordinate j's iterates in problem c, an l1 average
         (`l1_folded_total`: a diagnostic for the tests)."""
         cdef const double* f = &self.block[j, c, 0]
         if self.off_on == 0:
-            raise ValueError("only an l1 average on R^n keeps its sums folded")
+            raise ValueError("only an l1 average keeps its sums folded")
         return l1_folded_total(f[0], f[self.off_acc], f[self.off_on], self.cum[c],
-                               self.cum2[c], self.l1_thr, self.t, self.sigma, self.l1,
+                               self.cum2[c], self.l1_thr, self.l1_sum_t, self.sigma, self.l1,
                                self.iterate)
 
     cdef double _l1_ball_factor(self, Py_ssize_t c, double denom) noexcept nogil:
         """The ball's factor min(1, radius / ||soft(lambda, thr) / denom||) with l1 (p = 2)
-        and w_norm[c]. The last iterate needs no heap while the ball cannot bind ("lazy",
-        see L1Heap): the factor is exactly 1 while its bound s sqrt(bn2) is within the
+        and w_norm[c]. No heap while the ball cannot bind ("lazy", see L1Heap): the
+        factor is exactly 1 while its bound s sqrt(bn2) is within the
         radius (with 1e-9 to spare for bn2's rounding); when the bound fails bn2 is counted
         exactly at thr, and the heap is built when the ball may bind (the norm above 0.8
         times the radius, or fewer touches since the last count than coordinates to count:
@@ -1151,7 +1137,8 @@ cdef class PGSState:
                 self.w_norm[c] = sqrt(h.bn2) / denom
                 return 1.0
         wnorm = sqrt(h.n2) / denom
-        if self.l1_lazy_ok and wnorm <= 0.5 * self.radius:
+        if wnorm <= 0.5 * self.radius:
+            # (an average's flags are exact here: the pops folded every fallen coordinate)
             h.lazy = True
             h.bbase = h.base  # the heap's sums are about thr: exact, with the margin above
             h.bn2 = h.n2 if h.n2 > 0.0 else 0.0
@@ -1191,18 +1178,27 @@ cdef class PGSState:
                             Py_ssize_t n) noexcept nogil:
         """Problem c's heap afresh from lambda over the n coordinates in coords (NULL:
         0 .. n - 1): those above thr, then their sums and norm exactly (`_l1_recount`); its
-        lazy mode off (`_l1_ball_factor` turns it on again). 1 when out of memory."""
+        lazy mode off (`_l1_ball_factor` turns it on again). An average's coordinates that
+        fell to the threshold without a heap (the factor 1 since) are folded first, in
+        closed form: the heap's pops fold the others as they fall. 1 when out of memory."""
         cdef L1Heap* h = self.heaps + c
         cdef Py_ssize_t i, j
         cdef double a
+        cdef double* f
         cdef int failed = 0
         h.lazy = False
         h.n = 0
         for i in range(n):
             j = coords[i] if coords != NULL else i
-            a = fabs(self.lam[j, c])
+            f = &self.block[j, c, 0]
+            a = fabs(f[0])
             if a > self.l1_thr:
-                failed |= _l1_push(h, a, j, self.block[j, c, self.off_ver])
+                failed |= _l1_push(h, a, j, f[self.off_ver])
+            elif self.off_on > 0 and f[self.off_on] != 0.0:
+                f[self.off_acc] = l1_folded_total(f[0], f[self.off_acc], 1.0, self.cum[c],
+                                                  self.cum2[c], self.l1_thr, self.l1_sum_t,
+                                                  self.sigma, self.l1, self.iterate)
+                f[self.off_on] = 0.0
         self._l1_recount(c)
         return failed
 
@@ -1298,9 +1294,9 @@ cdef class PGSState:
         sums of the steps they were active in); the norm of soft(lambda, thr)."""
         cdef Py_ssize_t c, j
         cdef L1Heap* h
-        cdef double thr, a, v, d
+        cdef double thr, a, d
         cdef double* f
-        cdef bint averaged = _averaged(self.iterate)
+        cdef bint folded = self.off_on > 0
         thr = self._denom(self.t) * self.l1 / self.sigma
         if self.heaps == NULL:
             self.l1_thr = thr
@@ -1319,11 +1315,9 @@ cdef class PGSState:
                     _l1_sift_down(h, 0)
                     continue
                 if f[self.off_ver] == h.ver[0]:
-                    if averaged:
-                        v = a * (self.cum[c] - f[self.off_mark]) - (self.cum2[c]
-                                                                    - f[self.off_markp])
-                        if v > 0.0:
-                            f[self.off_acc] += v if f[0] > 0.0 else -v
+                    if folded:  # it was active up to the last step: C and C2 as they stand
+                        f[self.off_acc] += f[0] * self.cum[c] - copysign(self.cum2[c], f[0])
+                        f[self.off_on] = 0.0
                     a -= h.base
                     h.s1 -= a
                     h.n2 -= a * a
@@ -1384,6 +1378,7 @@ cdef class PGSState:
         cdef bint select = False
         cdef double wt, to_sum
         self.t += steps
+        self.l1_sum_t = self.t - steps  # C and C2 take the step's terms below
         if self.forgetting:
             # steps is 1 here (forgetting is refused on Dask, whose rounds merge many)
             self.decay *= self.forget
@@ -1415,6 +1410,7 @@ cdef class PGSState:
             if select:
                 self.rnd_ver[c] += 1
                 self.rnd_s[c] = self.s[c]
+        self.l1_sum_t = self.t
 
     # ---- read-out ------------------------------------------------------------------------
     def weights(self, str which=None):
@@ -1453,18 +1449,12 @@ cdef class PGSState:
                 # p < 2: the l_q map of the soft threshold, times the scale (_l1q_scale)
                 soft = np.sign(soft) * np.abs(soft) ** (self.q - 1.0)
             return soft * np.asarray(self.s_a)
-        block = np.asarray(self.block_a)
-        if self.off_on > 0:
-            # R^n, folded sums (`l1_folded_total`); the intercept, the one coordinate
-            # reported off the support, may have fallen to the threshold since its touch
-            total = (np.asarray(self.acc_a) + lam * np.asarray(self.cum_a)
-                     - np.sign(lam) * np.asarray(self.cum2_a))
-            for c in range(self.n_problems):
-                total[0, c] = self._l1_folded_sum(0, c)
-        else:
-            pend = a * (np.asarray(self.cum_a) - block[:, :, self.off_mark]) - (
-                np.asarray(self.cum2_a) - block[:, :, self.off_markp])
-            total = np.asarray(self.acc_a) + np.sign(lam) * np.maximum(pend, 0.0)
+        # the folded sums (`l1_folded_total`) of the active coordinates; the intercept,
+        # the one coordinate reported off the support, may have fallen since its touch
+        total = (np.asarray(self.acc_a) + lam * np.asarray(self.cum_a)
+                 - np.sign(lam) * np.asarray(self.cum2_a))
+        for c in range(self.n_problems):
+            total[0, c] = self._l1_folded_sum(0, c)
         # a coordinate the threshold has zeroed now is 0 in the reported average too:
         # l1 selects, the average gives the values (`_part_value`, the same rule)
         keep = a > thr
@@ -1851,16 +1841,14 @@ cdef inline double _sparse_dot_sq_l1(const double* lam, Py_ssize_t stride, doubl
 
 
 cdef inline double _sparse_dot_sq_l1avg(const double* blk, Py_ssize_t S, Py_ssize_t off_acc,
-                                        Py_ssize_t off_mark, Py_ssize_t off_markp, bint folded,
                                         double thr, double cum, double cum2,
                                         const double* vals, const index_t* idx,
                                         Py_ssize_t nnz, double* xx, double* rep) noexcept nogil:
     """`_sparse_dot_sq_l1` and, from the same loads, the reported average's dot
     (PART_L1AVG's `_part_value` summed over the row: 0 off the last iterate's support,
-    else the settled sum plus the running sums' pending one) for one problem of sparse
-    rows: one loop over the row instead of two. folded: the sums of an average on R^n
-    (`l1_folded_total`, active: acc + lambda C - sgn(lambda) C2), else marks."""
-    cdef double t0 = 0.0, s0 = 0.0, r0 = 0.0, v, lam, a, pend
+    else the folded sum acc + lambda C - sgn(lambda) C2, `l1_folded_total`) for one
+    problem of sparse rows: one loop over the row instead of two."""
+    cdef double t0 = 0.0, s0 = 0.0, r0 = 0.0, v, lam
     cdef const double* f
     cdef Py_ssize_t e
     for e in range(nnz):
@@ -1869,15 +1857,8 @@ cdef inline double _sparse_dot_sq_l1avg(const double* blk, Py_ssize_t S, Py_ssiz
         lam = f[0]
         t0 += _soft_clamp(lam, thr) * v
         s0 += v * v
-        a = fabs(lam)
-        if folded:  # a 0/1 factor, not a branch: active and inactive entries mix in a row
-            r0 += v * <double>(a > thr) * (f[off_acc] + lam * cum
-                                                   - copysign(cum2, lam))
-        elif a > thr:
-            pend = a * (cum - f[off_mark]) - (cum2 - f[off_markp])
-            if pend < 0.0:
-                pend = 0.0
-            r0 += v * (f[off_acc] + copysign(pend, lam))
+        # a 0/1 factor, not a branch: active and inactive entries mix in a row
+        r0 += v * <double>(fabs(lam) > thr) * (f[off_acc] + lam * cum - copysign(cum2, lam))
     xx[0] = s0
     rep[0] = r0
     return t0
@@ -2105,10 +2086,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                                     self.l1_thr, q, self.quarters)
                 elif rep_fused_l1:
                     z = _sparse_dot_sq_l1avg(core.lam + core.S, core.S, self.off_acc,
-                                             self.off_mark, self.off_markp,
-                                             self.off_on > 0, self.l1_thr,
-                                             core.cum[0], core.cum2[0], vals, idx, nnz,
-                                             &row_xx, &rep_dot)
+                                             self.l1_thr, core.cum[0], core.cum2[0], vals,
+                                             idx, nnz, &row_xx, &rep_dot)
                 elif one_l1:
                     z = _sparse_dot_sq_l1(core.lam + core.S, core.S, self.l1_thr, vals, idx,
                                           nnz, &row_xx)
@@ -2353,14 +2332,15 @@ def _rebuild_state(d):
 
 
 def _unfold_heap_layout(d):
-    """A state dict of an l1 average on R^n written when it kept heaps (block fields lam,
-    acc, mark, markp, ver; no ``l1_folded``) in today's layout (lam, acc, on): the sums
-    of the active coordinates folded (`_touch_l1`), the others' settled already (the heap
-    popped them). Other dicts are returned as they are."""
+    """A state dict of an l1 average written when it kept marks (block fields lam, acc,
+    mark, markp, ver; no ``l1_folded``) in today's layout: the sums of the active
+    coordinates folded (`_touch_l1`), the others' settled already (the heap popped them);
+    (lam, acc, on) on R^n, (lam, acc, ver, on) on the ball, which keeps its heap's
+    versions. Other dicts are returned as they are."""
     block = np.asarray(d.get("block_a"))
     if d.get("l1_folded") or block.ndim != 3 or block.shape[2] != 5:
         return d
-    lam, acc, mark, markp = (block[:, :, k] for k in range(4))
+    lam, acc, mark, markp, ver = (block[:, :, k] for k in range(5))
     cum, cum2 = np.asarray(d["cum_a"]), np.asarray(d["cum2_a"])
     thr = (int(d["t"]) + 1.0) * float(d["config"]["l1"])
     a = np.abs(lam)
@@ -2368,9 +2348,21 @@ def _unfold_heap_layout(d):
     total = acc + np.where(active, np.sign(lam) * np.maximum(
         a * (cum - mark) - (cum2 - markp), 0.0), 0.0)
     folded = np.where(active, total - lam * cum + np.sign(lam) * cum2, total)
+    fields = [lam, folded] + ([ver] if d["config"].get("radius") is not None else [])
     d = dict(d, l1_folded=1)
-    d["block_a"] = np.ascontiguousarray(np.stack([lam, folded, active * 1.0], axis=2))
+    d["block_a"] = np.ascontiguousarray(np.stack(fields + [active * 1.0], axis=2))
     return d
+
+
+def _set_cum_range(double value):
+    """Set CUM_RANGE (the running sums restart when a term falls below C / CUM_RANGE) and
+    return the old value: the tests make restarts happen every few steps with it."""
+    global CUM_RANGE
+    old = CUM_RANGE
+    if not value >= 1.0:
+        raise ValueError(f"CUM_RANGE must be >= 1, got {value!r}")
+    CUM_RANGE = value
+    return old
 
 
 def _harmonic_diff(int64_t lo, int64_t hi):
