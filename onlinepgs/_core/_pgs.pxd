@@ -328,6 +328,31 @@ cdef inline double l1_folded_total(double lam, double acc, double on, double cum
     return acc + lam * (cum - dc) - copysign(cum2 - dc2, lam)
 
 
+cdef inline double l1_acc_move(double lam_old, double lam_new, double act_old,
+                               double act_new, double cum, double cum2) noexcept nogil:
+    """The change of an average's folded acc_j at a touch (`_touch_l1`) that finds its
+    flag right (act_old, act_new: 1.0 where active before and after, act_old the flag):
+    minus the change of its active part, (on lambda_old - on' lambda_new) C - (on sgn_old
+    - on' sgn_new) C2; delta C when it stays active with its sign, exactly 0 when it
+    stays inactive. Products with the 0/1 doubles, not branches, which a row's mix of
+    active and inactive coordinates would mispredict (a conditional expression compiles
+    to a branch here)."""
+    return ((act_old * lam_old - act_new * lam_new) * cum
+            - (copysign(act_old, lam_old) - copysign(act_new, lam_new)) * cum2)
+
+
+cdef inline double l1_acc_refold(double lam_old, double lam_new, double acc, double on,
+                                 double act_new, double cum, double cum2, double thr,
+                                 int64_t t, double sigma, double l1,
+                                 int iterate) noexcept nogil:
+    """acc_j after a touch that finds its flag wrong (it fell to the threshold since its
+    last touch: rare): its sum in closed form (`l1_folded_total`), less the new active
+    part."""
+    cdef double total = l1_folded_total(lam_old, acc, on, cum, cum2, thr, t, sigma, l1,
+                                        iterate)
+    return total - act_new * (lam_new * cum - copysign(cum2, lam_new))
+
+
 cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
                         int* need_rescale) noexcept nogil:
     """lambda_j -= delta for problem c, keeping phi, N and the lazy iterates exact."""
@@ -376,32 +401,28 @@ cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) 
     on the ball the norm of the active set (heap, s1, n2, n_act; or the lazy bound)."""
     cdef Py_ssize_t at = (j * core.K + c) * core.S
     cdef double* f = core.lam + at
-    cdef double thr = core.thr[0], lam_old = f[0], a_old = fabs(lam_old), a_new, ver, total
-    cdef double lam_new = lam_old - delta, act_old, act_new
+    cdef double thr = core.thr[0], lam_old = f[0], a_old = fabs(lam_old), a_new, ver
+    cdef double lam_new = lam_old - delta
+    cdef double act_old, act_new
     cdef L1Heap* h
     f[0] = lam_new
     if core.off_on > 0:
         # an average, folded: the sum of the iterates is acc_j + lambda_j C - sgn(lambda_j)
         # C2 while j is active (as l2 keeps lambda_j C - acc_j) and acc_j while inactive,
         # with the flag on = "left active at its last touch". A touch moves acc_j by the
-        # change of its active part: (on lambda_old - on' lambda_new) C - (on sgn_old -
-        # on' sgn_new) C2, delta C when it stays active with its sign (l2's update),
-        # nothing when it stays inactive; without branches, which a row's mix of active
-        # and inactive coordinates would mispredict. Only a coordinate that fell to the
+        # change of its active part (`l1_acc_move`: l2's delta C when it stays active with
+        # its sign, nothing when it stays inactive). Only a coordinate that fell to the
         # threshold since its touch (on, |lambda_j| <= thr: rare; never while a heap pops
-        # them as they fall) takes C and C2 as they stood then (`l1_fallen`, closed forms)
+        # them as they fall) takes C and C2 as they stood then (`l1_acc_refold`)
         act_old = <double>(a_old > thr)
         act_new = <double>(fabs(lam_new) > thr)
-        if act_old != f[core.off_on]:
-            total = l1_folded_total(lam_old, core.acc[at], f[core.off_on], core.cum[c],
-                                    core.cum2[c], thr, core.t[0], core.sigma, core.l1,
-                                    core.iterate)
-            core.acc[at] = total - act_new * (lam_new * core.cum[c]
-                                              - copysign(core.cum2[c], lam_new))
+        if act_old == f[core.off_on]:
+            core.acc[at] += l1_acc_move(lam_old, lam_new, act_old, act_new, core.cum[c],
+                                        core.cum2[c])
         else:
-            core.acc[at] += ((act_old * lam_old - act_new * lam_new) * core.cum[c]
-                             - (copysign(act_old, lam_old) - copysign(act_new, lam_new))
-                             * core.cum2[c])
+            core.acc[at] = l1_acc_refold(lam_old, lam_new, core.acc[at], f[core.off_on],
+                                         act_new, core.cum[c], core.cum2[c], thr, core.t[0],
+                                         core.sigma, core.l1, core.iterate)
         f[core.off_on] = act_new
     if core.heaps == NULL:
         return

@@ -1876,10 +1876,58 @@ cdef inline void _apply_row_l1(Core core, const double* vals, const index_t* idx
     if core.heaps == NULL and not _averaged(core.iterate):
         sparse_axpy(core.lam + core.S, core.S, -cf, vals, idx, nnz)
         return
+    if core.off_on > 0 and (core.heaps == NULL or core.heaps[0].lazy):
+        _apply_row_l1avg(core, vals, idx, nnz, cf)
+        return
     for e in range(nnz):
         xv = vals[e]
         if xv != 0.0:
             _touch_l1(core, <Py_ssize_t>idx[e] + 1, 0, cf * xv)
+
+
+cdef inline void _apply_row_l1avg(Core core, const double* vals, const index_t* idx,
+                                  Py_ssize_t nnz, double cf) noexcept nogil:
+    """`_apply_row_l1` for an average with no heap kept (R^n, or the ball while it cannot
+    bind): `_touch_l1` entry by entry with the threshold, C and C2 read once for the row
+    (through `core` they are reloaded after every store to acc, which may alias them),
+    and the lazy ball's bound summed in the same loop."""
+    cdef double thr = core.thr[0], cum = core.cum[0], cum2 = core.cum2[0]
+    cdef Py_ssize_t e, S = core.S, off_acc = core.acc - core.lam, off_on = core.off_on
+    cdef L1Heap* h = core.heaps  # NULL on R^n; lazy here on the ball
+    cdef double xv, lam_old, lam_new, a_old, a_new, dn2 = 0.0, bbase = 0.0
+    cdef double* f
+    cdef double act_old, act_new
+    cdef int64_t touches = 0
+    if h != NULL:
+        bbase = h.bbase
+    for e in range(nnz):
+        xv = vals[e]
+        if xv == 0.0:
+            continue
+        f = core.lam + (<Py_ssize_t>idx[e] + 1) * S
+        lam_old = f[0]
+        lam_new = lam_old - cf * xv
+        f[0] = lam_new
+        a_old = fabs(lam_old)
+        a_new = fabs(lam_new)
+        act_old = <double>(a_old > thr)
+        act_new = <double>(a_new > thr)
+        if act_old == f[off_on]:
+            f[off_acc] += l1_acc_move(lam_old, lam_new, act_old, act_new, cum, cum2)
+        else:
+            f[off_acc] = l1_acc_refold(lam_old, lam_new, f[off_acc], f[off_on], act_new, cum,
+                                       cum2, thr, core.t[0], core.sigma, core.l1,
+                                       core.iterate)
+        f[off_on] = act_new
+        if h != NULL:
+            a_old -= bbase
+            a_new -= bbase
+            dn2 += (a_new * a_new if a_new > 0.0 else 0.0) - (a_old * a_old if a_old > 0.0
+                                                              else 0.0)
+            touches += 1
+    if h != NULL:
+        h.bn2 += dn2
+        h.touches += touches
 
 
 cdef inline double _margin_l1q(const double* lam, Py_ssize_t K, Py_ssize_t S, Py_ssize_t c,
