@@ -67,10 +67,11 @@ EPS = 1e-9            # accuracies are ratios of counts: ties at exactly 0.002 c
 GOAL_SPARSER = 5.0     # at least this many times fewer non-zeros than l2
 GOAL_COST = 1.3        # l1's epoch at most this many times l2's
 FOLDS = 5
-SIGMAS = (3e-5, 1e-5, 5e-6)
+# the smallest sigma and the l1 of 3e-5 and up reach scikit-learn's sparse end (its alpha
+# 3e-5 and 1e-4 settings, an l1 penalty alone: the elastic net near sigma = 0)
+SIGMAS = (3e-5, 1e-5, 5e-6, 2e-6)
 L2_SIGMAS = (1e-4, 3e-5, 1e-5, 5e-6)
-# the last two reach scikit-learn's sparse end (its alpha 3e-5 and 1e-4 settings)
-OUR_L1 = (2e-6, 5e-6, 1e-5, 2e-5, 4e-5, 8e-5)
+OUR_L1 = (2e-6, 5e-6, 1e-5, 2e-5, 3e-5, 4e-5, 8e-5)
 Q_P = 1.5  # p < 2's epoch cost is recorded at this p (no goal: the issue asks it measured)
 OUR_ITERATE = "weighted2"  # the default: with l1, the average on the last iterate's zeros
 RIVER = dict(alpha=1.0, l1=(0.3, 1.0))
@@ -78,6 +79,7 @@ VW_L1 = (0.3, 1.0, 3.0)
 SGD_ALPHA = (3e-6, 1e-5, 3e-5, 1e-4)
 TECH = (2, 3, 4, 5, 6, 7, 12, 13, 14, 15)  # comp.*, misc.forsale, sci.*
 COMP, REC, SCI = (2, 3, 4, 5, 6), (8, 9, 10, 11), (12, 13, 14, 15)
+AUTOS, SPORTS = (8, 9), (10, 11)
 
 
 def progress(message):
@@ -366,7 +368,8 @@ def one_dataset(name, data, args, work, out, goals):
                      "1 run", "-", r["nnz"], f"{r['spp']:.4f}"])
     out += ["### Every setting (trained on all training rows, scored on the test rows)", "",
             f"The bar: the best l2 PGS model, sigma={best_l2['setting'][0]:g}, test accuracy "
-            f"{bar:.4f} with {l2_nnz} non-zeros; within 0.002 means >= {bar - TOL:.4f}. "
+            f"{bar:.4f} with {l2_nnz} non-zeros; within 0.002 means >= {bar - TOL:.4f} "
+            f"(0.002 is {TOL * Xte.shape[0]:.1f} of the {Xte.shape[0]} test rows). "
             "Spread = max - min test accuracy over the seeds; CV = mean 5-fold "
             "cross-validation accuracy on the training part.", ""]
     out += table(["method", "setting", "test accuracy", "spread", "CV",
@@ -494,7 +497,7 @@ SCAN_SPLITS = (
     ("talk.politics.* vs religion", (17, 18, 19), (1, 16, 20)),
     ("comp.* vs sci.*", COMP, SCI),
     ("rec.* vs sci.*", REC, SCI),
-    ("autos, motorcycles vs sports", (8, 9), (10, 11)),
+    ("autos, motorcycles vs sports (news20am)", AUTOS, SPORTS),
 )
 SCAN_L2 = (1e-4, 3e-5, 1e-5, 3e-6)
 SCAN_SIGMAS = (3e-5, 1e-5, 5e-6, 3e-6)
@@ -543,9 +546,9 @@ def main():
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--river-passes", type=int, default=1)
     parser.add_argument("--epoch-repeats", type=int, default=5)
-    parser.add_argument("--datasets", default="imdb,news20,news20sci,splits",
-                        help="comma-separated: imdb, news20, news20sci, news20cr, splits "
-                        "(the news20 split scan of the optimum)")
+    parser.add_argument("--datasets", default="imdb,news20,news20sci,news20am,splits",
+                        help="comma-separated: imdb, news20, news20sci, news20cr, news20am, "
+                        "splits (the news20 split scan of the optimum)")
     args = parser.parse_args()
     import river
     import sklearn
@@ -563,7 +566,11 @@ def main():
     loaders = {"imdb": ("IMDB", imdb),
                "news20": ("news20, technical vs other groups", lambda: news20(TECH)),
                "news20sci": ("news20, sci.* vs the rest", lambda: news20(SCI)),
-               "news20cr": ("news20, comp.* vs rec.*", lambda: news20(COMP, REC))}
+               "news20cr": ("news20, comp.* vs rec.*", lambda: news20(COMP, REC)),
+               # picked after the scan below: one of the two splits of the nine where
+               # the elastic-net optimum itself is 5x sparser within 0.002
+               "news20am": ("news20, autos and motorcycles vs sports",
+                            lambda: news20(AUTOS, SPORTS))}
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as work:
         for key in args.datasets.split(","):
