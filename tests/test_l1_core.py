@@ -459,31 +459,37 @@ def test_save_copy_restart_and_sigma_in_the_middle_of_a_drop(how):
                                atol=1e-12)
 
 
-def test_state_written_with_the_heap_layout_loads():
-    # a state pickled by the version that kept heaps and marks for averages on R^n (block
-    # fields lam, acc, mark, markp, ver) after 40 rows of the drop data, feature 0
-    # inactive: unfolded on load, it continues as the transcription
+@pytest.mark.parametrize("name, radius, n_fields", [
+    ("l1_weighted2_heap_state.pkl", None, 3),  # lam, acc, on
+    ("l1_weighted2_ball_marks_state.pkl", 0.3, 4),  # lam, acc, ver, on (its heap on)
+])
+def test_state_written_with_marks_loads(name, radius, n_fields):
+    # states pickled by the version that kept marks for the averages (block fields lam,
+    # acc, mark, markp, ver) after 40 rows of the drop data, feature 0 inactive, on R^n
+    # and on a ball that binds: unfolded on load, each continues as the transcription
     import pickle
     X, y = _drop_data()
-    with open(Path(__file__).parent / "states" / "l1_weighted2_heap_state.pkl",
-              "rb") as fh:
+    with open(Path(__file__).parent / "states" / name, "rb") as fh:
         d = pickle.load(fh)
     assert "l1_folded" not in d and d["block_a"].shape[2] == 5
     st = PGSState.from_dict(d)
-    assert st.n_fields == 3
+    assert st.n_fields == n_fields
     run(st, X[40:], y[40:])
-    its = transcription(X, y, sigma=0.05, l1=0.1)
+    its = transcription(X, y, sigma=0.05, l1=0.1, radius=radius)
     np.testing.assert_allclose(st.weights(), combine(its, "weighted2"), rtol=1e-9,
                                atol=1e-12)
 
 
-def test_model_file_written_with_the_heap_layout_loads(tmp_path):
-    # a PGSClassifier(sigma=0.05, l1=0.03, radius=None) file written by that version after
-    # 40 rows: loads, and continues as a model trained from scratch by this one
+@pytest.mark.parametrize("name, radius", [("pgs_l1_weighted2_heap.pgs", None),
+                                          ("pgs_l1_weighted2_ball_marks.pgs", "auto")])
+def test_model_file_written_with_marks_loads(tmp_path, name, radius):
+    # PGSClassifier(sigma=0.05, l1=0.03) files written by that version after 40 rows, on
+    # R^n and on the ball ("auto"): each loads, and continues as a model trained from
+    # scratch by this one
     from onlinepgs import PGSClassifier, load_model, save_model
     X, y = _drop_data()
-    old = load_model(Path(__file__).parent / "model_files" / "pgs_l1_weighted2_heap.pgs")
-    new = PGSClassifier(sigma=0.05, l1=0.03, iterate="weighted2", radius=None)
+    old = load_model(Path(__file__).parent / "model_files" / name)
+    new = PGSClassifier(sigma=0.05, l1=0.03, iterate="weighted2", radius=radius)
     new.partial_fit(X[:40], y[:40], classes=[-1.0, 1.0])
     np.testing.assert_allclose(old.coef_, new.coef_, rtol=1e-9, atol=1e-12)
     for est in (old, new):
@@ -494,62 +500,25 @@ def test_model_file_written_with_the_heap_layout_loads(tmp_path):
     np.testing.assert_array_equal(load_model(tmp_path / "again.pgs").coef_, old.coef_)
 
 
-def test_recounts_of_n_with_p_below_two_visit_the_coordinates_reached():
-    # l1 with p < 2 counts N(thr) again when its expansion's error bound fails (_l1q.pxd):
-    # on this stream (each hashed feature seen about once, the threshold passing them
-    # fast) every few steps, each over the coordinates reached, never the 2^24 width
-    rng = np.random.default_rng(0)
-    m, width = 3000, 1 << 24
-    cols = np.sort(rng.integers(0, width, size=(m, 20)), axis=1)
-    X = sp.csr_matrix((rng.standard_normal(m * 20), cols.ravel(),
-                       np.arange(0, 20 * m + 1, 20)), shape=(m, width))
-    X.sum_duplicates()
-    y = np.where(rng.random(m) > 0.5, 1.0, -1.0)
-    st = run(PGSState(p=1.5, sigma=1e-3, l1=1e-4, iterate="last", n_features=width), X, y)
-    assert st.n_l1q_recounts > 0
-    assert st.n_swept <= st.n_l1q_recounts * (X.nnz + 1)
-    assert st.n_tracked <= X.nnz + 1
-
-
 def test_per_step_cost_averaged_on_rn_does_not_sweep_the_width():
     test_per_step_cost_does_not_sweep_the_width("weighted2", None, 2.0)
 
 
+# ---- the ball: a heap only while it may bind -----------------------------------------------
+@pytest.mark.parametrize("iterate", ["last", "average", "weighted", "weighted2"])
 @pytest.mark.parametrize("radius", ["auto", 50.0, 0.3])
-def test_last_iterate_on_a_ball_that_cannot_bind_needs_no_heap(radius):
-    # the last iterate on the ball: without its heap while the ball cannot bind (the
-    # factor exactly 1 from an upper bound of the norm), with it while it may ("auto"
-    # starts at radius 0 and grows; 50 never binds here; 0.3 binds): every iterate is
-    # the transcription's either way
+def test_ball_without_a_heap_while_it_cannot_bind(iterate, radius):
+    # without its heap while the ball cannot bind (the factor exactly 1 from an upper
+    # bound of the norm; an average's coordinate that fell meanwhile in closed form, as
+    # on R^n), with it while it may (the pops fold an average's coordinate as it falls).
+    # "auto" starts at radius 0 and grows; 50 never binds here; 0.3 binds. Every iterate
+    # is the transcription's either way
     X, y = _drop_data()
-    kw = dict(sigma=0.05, l1=0.02, radius=radius)
-    its = transcription(X, y, **kw)
-    st = PGSState(p=2.0, iterate="last", n_features=X.shape[1], **kw)
-    lazy = []
-    for t in range(X.shape[0]):
-        run(st, X[t:t + 1], y[t:t + 1])
-        np.testing.assert_allclose(st.weights(), its[t], rtol=1e-9, atol=1e-12)
-        lazy.append(st._l1_lazy())
-    if radius == 50.0:
-        assert all(lazy)
-    elif radius == 0.3:
-        assert not lazy[-1]
-    else:
-        assert lazy[-1] and not all(lazy)  # heap while the radius was small, then none
-
-
-# ---- averages on the ball: folded sums, a heap only while the ball may bind --------------
-@pytest.mark.parametrize("iterate", ["average", "weighted", "weighted2"])
-@pytest.mark.parametrize("radius", ["auto", 50.0, 0.3])
-def test_averages_on_a_ball_read_every_step(iterate, radius):
-    # the average on the ball keeps the folded sums of R^n: without a heap while the
-    # ball cannot bind (a coordinate that fell meanwhile in closed form, the factor was
-    # 1), with it while it may (the pops fold a coordinate as it falls)
-    X, y = _drop_data()
-    kw = dict(sigma=0.05, l1=0.1, radius=radius)
+    kw = dict(sigma=0.05, l1=0.1 if iterate != "last" else 0.02, radius=radius)
     its = transcription(X, y, **kw)
     st = PGSState(p=2.0, iterate=iterate, n_features=X.shape[1], **kw)
-    assert st.l1_heap and st.n_fields == 4  # lam, acc, ver, on
+    # lam, ver; an average's acc and flag
+    assert st.l1_heap and st.n_fields == (2 if iterate == "last" else 4)
     lazy = []
     for k in range(X.shape[0]):
         run(st, X[k:k + 1], y[k:k + 1])
@@ -561,7 +530,7 @@ def test_averages_on_a_ball_read_every_step(iterate, radius):
     elif radius == 0.3:
         assert not lazy[-1]
     else:
-        assert lazy[-1] and not all(lazy)
+        assert lazy[-1] and not all(lazy)  # heap while the radius was small, then none
 
 
 @pytest.mark.parametrize("iterate", ["average", "weighted2"])
@@ -625,38 +594,3 @@ def test_restarts_of_the_running_sums_in_a_drop(restarts_every_step, iterate, ra
         np.testing.assert_allclose(st.weights(), combine(its[:k + 1], iterate), rtol=1e-9,
                                    atol=1e-12)
     assert st.n_restarts > 25
-
-
-def test_ball_state_written_with_marks_loads():
-    # a state pickled by the version that kept marks for averages on the ball (block
-    # fields lam, acc, mark, markp, ver; radius 0.3, its heap on) after 40 rows of the
-    # drop data: unfolded on load, it continues as the transcription
-    import pickle
-    X, y = _drop_data()
-    with open(Path(__file__).parent / "states" / "l1_weighted2_ball_marks_state.pkl",
-              "rb") as fh:
-        d = pickle.load(fh)
-    assert "l1_folded" not in d and d["block_a"].shape[2] == 5
-    st = PGSState.from_dict(d)
-    assert st.n_fields == 4
-    run(st, X[40:], y[40:])
-    its = transcription(X, y, sigma=0.05, l1=0.1, radius=0.3)
-    np.testing.assert_allclose(st.weights(), combine(its, "weighted2"), rtol=1e-9,
-                               atol=1e-12)
-
-
-def test_ball_model_file_written_with_marks_loads(tmp_path):
-    # a PGSClassifier(sigma=0.05, l1=0.03) file (radius "auto") written by that version
-    # after 40 rows: loads, and continues as a model trained from scratch by this one
-    from onlinepgs import PGSClassifier, load_model, save_model
-    X, y = _drop_data()
-    old = load_model(Path(__file__).parent / "model_files" / "pgs_l1_weighted2_ball_marks.pgs")
-    new = PGSClassifier(sigma=0.05, l1=0.03, iterate="weighted2")
-    new.partial_fit(X[:40], y[:40], classes=[-1.0, 1.0])
-    np.testing.assert_allclose(old.coef_, new.coef_, rtol=1e-9, atol=1e-12)
-    for est in (old, new):
-        est.partial_fit(X[40:], y[40:])
-    np.testing.assert_allclose(old.coef_, new.coef_, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(old.intercept_, new.intercept_, rtol=1e-9)
-    save_model(old, tmp_path / "again.pgs")
-    np.testing.assert_array_equal(load_model(tmp_path / "again.pgs").coef_, old.coef_)
