@@ -174,6 +174,21 @@ cdef struct L1Heap:
 cdef int _l1_push(L1Heap* h, double key, int64_t j, double ver) noexcept nogil
 
 
+cdef union Bits:
+    double d
+    uint64_t u
+
+
+cdef inline double keep_if(double x, bint cond) noexcept nogil:
+    """x where cond, else +0.0, by a mask on its bits: no branch. In the l1 loops a row
+    mixes coordinates either side of the threshold at random, and gcc compiles a
+    conditional expression there, and even a product with a 0/1 double, to a branch."""
+    cdef Bits b
+    b.d = x
+    b.u &= -(<uint64_t>cond)
+    return b.d
+
+
 cdef inline double soft_threshold(double lam, double thr) noexcept nogil:
     """sgn(lam) max(|lam| - thr, 0)."""
     # branch-free (a margin's coordinates fall either side at random); a comparison, not
@@ -328,21 +343,20 @@ cdef inline double l1_folded_total(double lam, double acc, double on, double cum
     return acc + lam * (cum - dc) - copysign(cum2 - dc2, lam)
 
 
-cdef inline double l1_acc_move(double lam_old, double lam_new, double act_old,
-                               double act_new, double cum, double cum2) noexcept nogil:
+cdef inline double l1_acc_move(double lam_old, double lam_new, bint act_old,
+                               bint act_new, double cum, double cum2) noexcept nogil:
     """The change of an average's folded acc_j at a touch (`_touch_l1`) that finds its
-    flag right (act_old, act_new: 1.0 where active before and after, act_old the flag):
-    minus the change of its active part, (on lambda_old - on' lambda_new) C - (on sgn_old
-    - on' sgn_new) C2; delta C when it stays active with its sign, exactly 0 when it
-    stays inactive. Products with the 0/1 doubles, not branches, which a row's mix of
-    active and inactive coordinates would mispredict (a conditional expression compiles
-    to a branch here)."""
-    return ((act_old * lam_old - act_new * lam_new) * cum
-            - (copysign(act_old, lam_old) - copysign(act_new, lam_new)) * cum2)
+    flag right (act_old, act_new: active before and after, act_old the flag): minus the
+    change of its active part, (on lambda_old - on' lambda_new) C - (on sgn_old - on'
+    sgn_new) C2; delta C when it stays active with its sign, exactly 0 when it stays
+    inactive. Masks (`keep_if`), not branches."""
+    return ((keep_if(lam_old, act_old) - keep_if(lam_new, act_new)) * cum
+            - (keep_if(copysign(1.0, lam_old), act_old)
+               - keep_if(copysign(1.0, lam_new), act_new)) * cum2)
 
 
 cdef inline double l1_acc_refold(double lam_old, double lam_new, double acc, double on,
-                                 double act_new, double cum, double cum2, double thr,
+                                 bint act_new, double cum, double cum2, double thr,
                                  int64_t t, double sigma, double l1,
                                  int iterate) noexcept nogil:
     """acc_j after a touch that finds its flag wrong (it fell to the threshold since its
@@ -350,7 +364,7 @@ cdef inline double l1_acc_refold(double lam_old, double lam_new, double acc, dou
     part."""
     cdef double total = l1_folded_total(lam_old, acc, on, cum, cum2, thr, t, sigma, l1,
                                         iterate)
-    return total - act_new * (lam_new * cum - copysign(cum2, lam_new))
+    return total - keep_if(lam_new * cum - copysign(cum2, lam_new), act_new)
 
 
 cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
@@ -403,7 +417,7 @@ cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) 
     cdef double* f = core.lam + at
     cdef double thr = core.thr[0], lam_old = f[0], a_old = fabs(lam_old), a_new, ver
     cdef double lam_new = lam_old - delta
-    cdef double act_old, act_new
+    cdef bint act_old, act_new
     cdef L1Heap* h
     f[0] = lam_new
     if core.off_on > 0:
@@ -414,16 +428,16 @@ cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) 
         # its sign, nothing when it stays inactive). Only a coordinate that fell to the
         # threshold since its touch (on, |lambda_j| <= thr: rare; never while a heap pops
         # them as they fall) takes C and C2 as they stood then (`l1_acc_refold`)
-        act_old = <double>(a_old > thr)
-        act_new = <double>(fabs(lam_new) > thr)
-        if act_old == f[core.off_on]:
+        act_old = a_old > thr
+        act_new = fabs(lam_new) > thr
+        if act_old == (f[core.off_on] != 0.0):
             core.acc[at] += l1_acc_move(lam_old, lam_new, act_old, act_new, core.cum[c],
                                         core.cum2[c])
         else:
             core.acc[at] = l1_acc_refold(lam_old, lam_new, core.acc[at], f[core.off_on],
                                          act_new, core.cum[c], core.cum2[c], thr, core.t[0],
                                          core.sigma, core.l1, core.iterate)
-        f[core.off_on] = act_new
+        f[core.off_on] = keep_if(1.0, act_new)
     if core.heaps == NULL:
         return
     h = core.heaps + c

@@ -1857,8 +1857,8 @@ cdef inline double _sparse_dot_sq_l1avg(const double* blk, Py_ssize_t S, Py_ssiz
         lam = f[0]
         t0 += _soft_clamp(lam, thr) * v
         s0 += v * v
-        # a 0/1 factor, not a branch: active and inactive entries mix in a row
-        r0 += v * <double>(fabs(lam) > thr) * (f[off_acc] + lam * cum - copysign(cum2, lam))
+        # a mask, not a branch: active and inactive entries mix in a row
+        r0 += v * keep_if(f[off_acc] + lam * cum - copysign(cum2, lam), fabs(lam) > thr)
     xx[0] = s0
     rep[0] = r0
     return t0
@@ -1896,7 +1896,7 @@ cdef inline void _apply_row_l1avg(Core core, const double* vals, const index_t* 
     cdef L1Heap* h = core.heaps  # NULL on R^n; lazy here on the ball
     cdef double xv, lam_old, lam_new, a_old, a_new, dn2 = 0.0, bbase = 0.0
     cdef double* f
-    cdef double act_old, act_new
+    cdef bint act_old, act_new
     cdef int64_t touches = 0
     if h != NULL:
         bbase = h.bbase
@@ -1910,15 +1910,15 @@ cdef inline void _apply_row_l1avg(Core core, const double* vals, const index_t* 
         f[0] = lam_new
         a_old = fabs(lam_old)
         a_new = fabs(lam_new)
-        act_old = <double>(a_old > thr)
-        act_new = <double>(a_new > thr)
-        if act_old == f[off_on]:
+        act_old = a_old > thr
+        act_new = a_new > thr
+        if act_old == (f[off_on] != 0.0):
             f[off_acc] += l1_acc_move(lam_old, lam_new, act_old, act_new, cum, cum2)
         else:
             f[off_acc] = l1_acc_refold(lam_old, lam_new, f[off_acc], f[off_on], act_new, cum,
                                        cum2, thr, core.t[0], core.sigma, core.l1,
                                        core.iterate)
-        f[off_on] = act_new
+        f[off_on] = keep_if(1.0, act_new)
         if h != NULL:
             a_old -= bbase
             a_new -= bbase
