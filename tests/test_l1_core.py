@@ -594,3 +594,25 @@ def test_restarts_of_the_running_sums_in_a_drop(restarts_every_step, iterate, ra
         np.testing.assert_allclose(st.weights(), combine(its[:k + 1], iterate), rtol=1e-9,
                                    atol=1e-12)
     assert st.n_restarts > 25
+
+
+@pytest.mark.parametrize("radius", [None, 50.0, 0.3, "auto"])
+def test_width_grown_in_the_middle_of_a_drop(radius):
+    # rows of 2 features first, then all 6, the state made 1,000 wide between the two
+    # calls (as a chunk with new columns makes it): the list of coordinates reached
+    # follows (the sweeps visit 7, not 1,001), and the average is the transcription's
+    # over the rows as they came (zeros before)
+    X, y = _drop_data()
+    kw = dict(sigma=0.05, l1=0.1, radius=radius)
+    st = run(PGSState(p=2.0, iterate="weighted2", n_features=2, **kw), X[:30, :2], y[:30])
+    st.ensure_dim(1000)
+    wide = sp.hstack([X, sp.csr_matrix((X.shape[0], 1000 - X.shape[1]))], format="csr")
+    run(st, wide[30:], y[30:])
+    early = X.toarray()
+    early[:30, 2:] = 0.0
+    its = transcription(sp.csr_matrix(early), y, **kw)
+    w = st.weights()
+    np.testing.assert_allclose(w[:X.shape[1] + 1], combine(its, "weighted2"), rtol=1e-9,
+                               atol=1e-12)
+    assert not np.any(w[X.shape[1] + 1:])
+    assert st.n_tracked == X.shape[1] + 1
