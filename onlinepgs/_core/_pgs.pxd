@@ -367,6 +367,14 @@ cdef inline double l1_acc_refold(double lam_old, double lam_new, double acc, dou
     return total - keep_if(lam_new * cum - copysign(cum2, lam_new), act_new)
 
 
+cdef inline double l1_bound_move(double a_old, double a_new, double bbase) noexcept nogil:
+    """The change of the lazy ball's bound bn2 = sum_j (|lambda_j| - bbase)_+^2 when
+    |lambda_j| moves from a_old to a_new (L1Heap)."""
+    a_old -= bbase
+    a_new -= bbase
+    return (a_new * a_new if a_new > 0.0 else 0.0) - (a_old * a_old if a_old > 0.0 else 0.0)
+
+
 cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
                         int* need_rescale) noexcept nogil:
     """lambda_j -= delta for problem c, keeping phi, N and the lazy iterates exact."""
@@ -443,10 +451,7 @@ cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) 
     h = core.heaps + c
     a_new = fabs(lam_new)
     if h.lazy:
-        a_old -= h.bbase
-        a_new -= h.bbase
-        h.bn2 += (a_new * a_new if a_new > 0.0 else 0.0) - (a_old * a_old if a_old > 0.0
-                                                            else 0.0)
+        h.bn2 += l1_bound_move(a_old, a_new, h.bbase)
         h.touches += 1
         return
     if a_old > thr:

@@ -558,7 +558,7 @@ def _build_state(header, arrays, path):
                 raise ModelFileError(path, f"missing array {name}")
             arr = arrays[name]
             if key == "block_a" and "l1_folded" in template and "l1_folded" not in state_json:
-                expected = arr  # an l1 average written with heaps: from_dict unfolds, checks
+                expected = arr  # an l1 average written with marks: from_dict unfolds, checks
             if (arr.shape != expected.shape or arr.dtype.kind != expected.dtype.kind
                     or arr.dtype.itemsize != expected.dtype.itemsize):
                 raise ModelFileError(path, f"array {name} has dtype {arr.dtype.str} and shape "
@@ -575,7 +575,7 @@ def _build_state(header, arrays, path):
             if key in _ADDED_IN_STATE_4 and version < 4:
                 continue  # written before they existed: from_dict makes them unknown (NaN)
             if key == "l1_folded" and key not in state_json:
-                continue  # an l1 average on R^n written with heaps: from_dict unfolds it
+                continue  # an l1 average written with marks: from_dict unfolds it
             if key not in state_json:
                 raise ModelFileError(path, f"malformed header: the solver state has no {key!r}")
             value = state_json[key]
