@@ -270,6 +270,27 @@ def test_fused_row_kernel_matches_general_path(iterate, radius):
                                atol=1e-12)
 
 
+@pytest.mark.parametrize("radius", [None, "auto"])
+def test_an_average_leaves_the_training_path_bit_for_bit(radius):
+    # the fused margin of an average (`_sparse_dot_sq_l1avg`, two entries at a time, the
+    # reported average's dot from the same loads) adds the row's soft thresholds in the
+    # order of the last iterate's (`_sparse_dot_sq_l1`): keeping an average must not move
+    # lambda by a single bit. Rows of odd and even lengths, several passes
+    X, y = data(m=200, n=40, density=0.4, seed=11)
+    y = y[:, 0]
+    kw = dict(p=2.0, sigma=0.02, l1=0.01, radius=radius, n_features=40)
+    last = PGSState(iterate="last", **kw)
+    averaged = PGSState(iterate="weighted2", **kw)
+    for epoch in range(3):
+        rows = np.random.default_rng(epoch).permutation(X.shape[0])
+        run(last, X, y, rows)
+        run(averaged, X, y, rows)
+    assert len(set(np.diff(X.indptr) % 2)) == 2
+    np.testing.assert_array_equal(np.asarray(averaged.lam_a)[:, 0],
+                                  np.asarray(last.lam_a)[:, 0])
+    assert np.count_nonzero(np.asarray(last.lam_a)[:, 0]) > 20
+
+
 @pytest.mark.parametrize("iterate, radius", [("last", None), ("last", "auto"),
                                              ("weighted2", None), ("weighted2", 0.3)])
 def test_coordinate_drops_and_re_enters(iterate, radius):

@@ -9,6 +9,9 @@ from libc.stdint cimport uint64_t, int64_t
 
 from onlinepgs._core._mirror cimport Mirror, mirror_touch
 from onlinepgs._core._l1q cimport L1Q, l1q_add
+from onlinepgs._core._l1pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
+                                      opgs_hi, opgs_sub, opgs_mul, opgs_max, keep_if,
+                                      l1_acc_move)
 
 cdef enum:
     ITERATE_LAST = 0
@@ -174,21 +177,6 @@ cdef struct L1Heap:
 cdef int _l1_push(L1Heap* h, double key, int64_t j, double ver) noexcept nogil
 
 
-cdef union Bits:
-    double d
-    uint64_t u
-
-
-cdef inline double keep_if(double x, bint cond) noexcept nogil:
-    """x where cond, else +0.0, by a mask on its bits: no branch. In the l1 loops a row
-    mixes coordinates either side of the threshold at random, and gcc compiles a
-    conditional expression there, and even a product with a 0/1 double, to a branch."""
-    cdef Bits b
-    b.d = x
-    b.u &= -(<uint64_t>cond)
-    return b.d
-
-
 cdef inline double soft_threshold(double lam, double thr) noexcept nogil:
     """sgn(lam) max(|lam| - thr, 0)."""
     # branch-free (a margin's coordinates fall either side at random); a comparison, not
@@ -343,18 +331,6 @@ cdef inline double l1_folded_total(double lam, double acc, double on, double cum
     return acc + lam * (cum - dc) - copysign(cum2 - dc2, lam)
 
 
-cdef inline double l1_acc_move(double lam_old, double lam_new, bint act_old,
-                               bint act_new, double cum, double cum2) noexcept nogil:
-    """The change of an average's folded acc_j at a touch (`_touch_l1`) that finds its
-    flag right (act_old, act_new: active before and after, act_old the flag): minus the
-    change of its active part, (on lambda_old - on' lambda_new) C - (on sgn_old - on'
-    sgn_new) C2; delta C when it stays active with its sign, exactly 0 when it stays
-    inactive. Masks (`keep_if`), not branches."""
-    return ((keep_if(lam_old, act_old) - keep_if(lam_new, act_new)) * cum
-            - (keep_if(copysign(1.0, lam_old), act_old)
-               - keep_if(copysign(1.0, lam_new), act_new)) * cum2)
-
-
 cdef inline double l1_acc_refold(double lam_old, double lam_new, double acc, double on,
                                  bint act_new, double cum, double cum2, double thr,
                                  int64_t t, double sigma, double l1,
@@ -369,10 +345,11 @@ cdef inline double l1_acc_refold(double lam_old, double lam_new, double acc, dou
 
 cdef inline double l1_bound_move(double a_old, double a_new, double bbase) noexcept nogil:
     """The change of the lazy ball's bound bn2 = sum_j (|lambda_j| - bbase)_+^2 when
-    |lambda_j| moves from a_old to a_new (L1Heap)."""
-    a_old -= bbase
-    a_new -= bbase
-    return (a_new * a_new if a_new > 0.0 else 0.0) - (a_old * a_old if a_old > 0.0 else 0.0)
+    |lambda_j| moves from a_old to a_new (L1Heap): both in one pair, no branch."""
+    cdef opgs_pair d = opgs_max(opgs_sub(opgs_pair_of(a_old, a_new), opgs_pair_all(bbase)),
+                                opgs_pair_all(0.0))
+    d = opgs_mul(d, d)
+    return opgs_hi(d) - opgs_lo(d)
 
 
 cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
@@ -424,8 +401,8 @@ cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) 
     cdef Py_ssize_t at = (j * core.K + c) * core.S
     cdef double* f = core.lam + at
     cdef double thr = core.thr[0], lam_old = f[0], a_old = fabs(lam_old), a_new, ver
-    cdef double lam_new = lam_old - delta
-    cdef bint act_old, act_new
+    cdef double lam_new = lam_old - delta, move, on_new
+    cdef bint flag_right
     cdef L1Heap* h
     f[0] = lam_new
     if core.off_on > 0:
@@ -436,16 +413,15 @@ cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) 
         # its sign, nothing when it stays inactive). Only a coordinate that fell to the
         # threshold since its touch (on, |lambda_j| <= thr: rare; never while a heap pops
         # them as they fall) takes C and C2 as they stood then (`l1_acc_refold`)
-        act_old = a_old > thr
-        act_new = fabs(lam_new) > thr
-        if act_old == (f[core.off_on] != 0.0):
-            core.acc[at] += l1_acc_move(lam_old, lam_new, act_old, act_new, core.cum[c],
-                                        core.cum2[c])
+        move = l1_acc_move(lam_old, lam_new, thr, core.cum[c], core.cum2[c],
+                           f[core.off_on], &on_new, &flag_right)
+        if flag_right:
+            core.acc[at] += move
         else:
             core.acc[at] = l1_acc_refold(lam_old, lam_new, core.acc[at], f[core.off_on],
-                                         act_new, core.cum[c], core.cum2[c], thr, core.t[0],
-                                         core.sigma, core.l1, core.iterate)
-        f[core.off_on] = keep_if(1.0, act_new)
+                                         on_new != 0.0, core.cum[c], core.cum2[c], thr,
+                                         core.t[0], core.sigma, core.l1, core.iterate)
+        f[core.off_on] = on_new
     if core.heaps == NULL:
         return
     h = core.heaps + c

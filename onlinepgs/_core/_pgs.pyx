@@ -39,9 +39,11 @@ from onlinepgs._core._mirror cimport (Mirror, mirror_init, mirror_scale, mirror_
                                       MIRROR_CHUNK)
 from onlinepgs._core._random cimport uniform01
 from onlinepgs._core._l1q cimport L1Q, l1q_add, l1q_estimate, l1q_link, l1q_tol
+from onlinepgs._core._l1pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
+                                      opgs_hi, L1AvgSums, l1avg_add, keep_if, l1_acc_move)
 from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_dot_sq_avg2,
                                       sparse_dot_sq_avgq, sparse_axpy,
-                                      prefetch_gather, OPGS_PREFETCH)
+                                      prefetch_gather, OPGS_PREFETCH, not_inlined)
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
 
 cnp.import_array()
@@ -1713,9 +1715,9 @@ def _phi_power_check(const double[::1] r, double p):
     return scalar_a, packed_a
 
 
-cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
-                             Py_ssize_t nnz, double cf, int* need_rescale,
-                             bint want_xq, double dot, double xx) noexcept nogil:
+cdef double _apply_row(Core core, const double* vals, const index_t* idx, Py_ssize_t nnz,
+                       double cf, int* need_rescale, bint want_xq, double dot,
+                       double xx) noexcept nogil:
     """lambda -= cf * x for one sparse row of a single problem; returns sum_j |x_j|^q
     (for p < 2 only when want_xq: the caller may have it precomputed).
 
@@ -1725,7 +1727,8 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
     exact recount every MIRROR_RECOUNT * span updates bounds the rounding drift.
 
     The fast path of `_touch` for K = 1, k = 1 and canonical rows (unique indices): one
-    tight loop per concern, so no loop carries a branch on the configuration.
+    tight loop per concern, so no loop carries a branch on the configuration. Called, not
+    inlined (`not_inlined`).
     """
     cdef Py_ssize_t e, j, S = core.S
     # data feature j is coordinate j + 1, at (j + 1) * S in the block
@@ -1817,12 +1820,12 @@ cdef inline double _soft_clamp(double lam, double thr) noexcept nogil:
     return lam - c
 
 
-cdef inline double _sparse_dot_sq_l1(const double* lam, Py_ssize_t stride, double thr,
-                                     const double* vals, const index_t* idx,
-                                     Py_ssize_t nnz, double* xx) noexcept nogil:
+cdef double _sparse_dot_sq_l1(const double* lam, Py_ssize_t stride, double thr,
+                              const double* vals, const index_t* idx, Py_ssize_t nnz,
+                              double* xx) noexcept nogil:
     """`sparse_dot_sq` of soft(lambda, thr) (one problem, sparse rows, l1 > 0): the
     margin's soft thresholds read on the fly and ||x||^2 from the same loads, in two
-    independent sums."""
+    independent sums. Called, not inlined (`not_inlined`)."""
     cdef double t0 = 0.0, t1 = 0.0, s0 = 0.0, s1 = 0.0, v0, v1
     cdef Py_ssize_t e, half = nnz - (nnz & 1)
     for e in range(0, half, 2):
@@ -1840,28 +1843,38 @@ cdef inline double _sparse_dot_sq_l1(const double* lam, Py_ssize_t stride, doubl
     return t0 + t1
 
 
-cdef inline double _sparse_dot_sq_l1avg(const double* blk, Py_ssize_t S, Py_ssize_t off_acc,
-                                        double thr, double cum, double cum2,
-                                        const double* vals, const index_t* idx,
-                                        Py_ssize_t nnz, double* xx, double* rep) noexcept nogil:
+cdef double _sparse_dot_sq_l1avg(const double* blk, Py_ssize_t S, Py_ssize_t off_acc,
+                                 double thr, double cum, double cum2, const double* vals,
+                                 const index_t* idx, Py_ssize_t nnz, double* xx,
+                                 double* rep) noexcept nogil:
     """`_sparse_dot_sq_l1` and, from the same loads, the reported average's dot
     (PART_L1AVG's `_part_value` summed over the row: 0 off the last iterate's support,
     else the folded sum acc + lambda C - sgn(lambda) C2, `l1_folded_total`) for one
-    problem of sparse rows: one loop over the row instead of two."""
-    cdef double t0 = 0.0, s0 = 0.0, r0 = 0.0, v, lam
-    cdef const double* f
-    cdef Py_ssize_t e
-    for e in range(nnz):
-        v = vals[e]
-        f = blk + idx[e] * S
-        lam = f[0]
-        t0 += _soft_clamp(lam, thr) * v
-        s0 += v * v
-        # a mask, not a branch: active and inactive entries mix in a row
-        r0 += v * keep_if(f[off_acc] + lam * cum - copysign(cum2, lam), fabs(lam) > thr)
-    xx[0] = s0
-    rep[0] = r0
-    return t0
+    problem of sparse rows: one loop over the row instead of two, two entries at a time
+    (`l1avg_add`; the margin and ||x||^2 bit for bit `_sparse_dot_sq_l1`'s). Called,
+    not inlined (`not_inlined`)."""
+    cdef L1AvgSums sums
+    cdef opgs_pair zero = opgs_pair_all(0.0), vthr = opgs_pair_all(thr)
+    cdef opgs_pair vneg = opgs_pair_all(-thr), vcum = opgs_pair_all(cum)
+    cdef opgs_pair vcum2 = opgs_pair_all(cum2)
+    cdef const double* f0
+    cdef const double* f1
+    cdef Py_ssize_t e, half = nnz - (nnz & 1)
+    sums.margin = zero
+    sums.sq = zero
+    sums.rep = zero
+    for e in range(0, half, 2):
+        f0 = blk + idx[e] * S
+        f1 = blk + idx[e + 1] * S
+        l1avg_add(&sums, opgs_pair_of(f0[0], f1[0]), opgs_pair_of(f0[off_acc], f1[off_acc]),
+                  opgs_pair_of(vals[e], vals[e + 1]), vthr, vneg, vcum, vcum2)
+    if half < nnz:  # the last entry in the even lane, a zero entry in the odd one
+        f0 = blk + idx[half] * S
+        l1avg_add(&sums, opgs_pair_of(f0[0], 0.0), opgs_pair_of(f0[off_acc], 0.0),
+                  opgs_pair_of(vals[half], 0.0), vthr, vneg, vcum, vcum2)
+    xx[0] = opgs_lo(sums.sq) + opgs_hi(sums.sq)
+    rep[0] = opgs_lo(sums.rep) + opgs_hi(sums.rep)
+    return opgs_lo(sums.margin) + opgs_hi(sums.margin)
 
 
 cdef inline void _apply_row_l1(Core core, const double* vals, const index_t* idx,
@@ -1871,62 +1884,82 @@ cdef inline void _apply_row_l1(Core core, const double* vals, const index_t* idx
     moves: the threshold is read at the margins, so the row is one axpy (bit for bit
     `_touch_l1`'s lambda_j - cf x_j). Otherwise each entry goes through `_touch_l1`
     directly (no per-problem loop, no configuration branch of `_touch`)."""
+    cdef void (*kernel)(Core, const double*, const index_t*, Py_ssize_t,
+                        double) noexcept nogil
+    if core.heaps == NULL and not _averaged(core.iterate):
+        kernel = _apply_row_l1_axpy
+    elif core.off_on > 0 and (core.heaps == NULL or core.heaps[0].lazy):
+        kernel = _apply_row_l1avg
+    else:
+        kernel = _apply_row_l1_touches
+    kernel = <void (*)(Core, const double*, const index_t*, Py_ssize_t,
+                       double) noexcept nogil>not_inlined(<void*>kernel)
+    kernel(core, vals, idx, nnz, cf)
+
+
+cdef void _apply_row_l1_axpy(Core core, const double* vals, const index_t* idx,
+                             Py_ssize_t nnz, double cf) noexcept nogil:
+    """`_apply_row_l1` for the last iterate on R^n: lambda's axpy alone. Called, not
+    inlined (`not_inlined`)."""
+    sparse_axpy(core.lam + core.S, core.S, -cf, vals, idx, nnz)
+
+
+cdef void _apply_row_l1_touches(Core core, const double* vals, const index_t* idx,
+                                Py_ssize_t nnz, double cf) noexcept nogil:
+    """`_apply_row_l1` entry by entry through `_touch_l1` (the heaps of a ball that may
+    bind). Called, not inlined (`not_inlined`)."""
     cdef Py_ssize_t e
     cdef double xv
-    if core.heaps == NULL and not _averaged(core.iterate):
-        sparse_axpy(core.lam + core.S, core.S, -cf, vals, idx, nnz)
-        return
-    if core.off_on > 0 and (core.heaps == NULL or core.heaps[0].lazy):
-        _apply_row_l1avg(core, vals, idx, nnz, cf)
-        return
     for e in range(nnz):
         xv = vals[e]
         if xv != 0.0:
             _touch_l1(core, <Py_ssize_t>idx[e] + 1, 0, cf * xv)
 
 
-cdef inline void _apply_row_l1avg(Core core, const double* vals, const index_t* idx,
-                                  Py_ssize_t nnz, double cf) noexcept nogil:
+cdef void _apply_row_l1avg(Core core, const double* vals, const index_t* idx,
+                           Py_ssize_t nnz, double cf) noexcept nogil:
     """`_apply_row_l1` for an average with no heap kept (R^n, or the ball while it cannot
-    bind): `_touch_l1` entry by entry with the threshold, C and C2 read once for the row
-    (through `core` they are reloaded after every store to acc, which may alias them),
-    and the lazy ball's bound summed in the same loop. The folded glue repeats
-    `_touch_l1`'s on purpose: a shared helper taking pointers to acc and the flag cost
-    7% more instructions and ~10% of the epoch (gcc's code for the comparisons)."""
+    bind): `_touch_l1` entry by entry (`_l1avg_entries`, one loop for each case). Called,
+    not inlined (`not_inlined`)."""
+    cdef L1Heap* h = core.heaps  # NULL on R^n; lazy here on the ball
+    if h == NULL:
+        _l1avg_entries(core, vals, idx, nnz, cf, False)
+        return
+    h.bn2 += _l1avg_entries(core, vals, idx, nnz, cf, True)
+    h.touches += nnz
+
+
+cdef inline double _l1avg_entries(Core core, const double* vals, const index_t* idx,
+                                  Py_ssize_t nnz, double cf, bint ball) noexcept nogil:
+    """The loop of `_apply_row_l1avg`: the threshold, C and C2 read once for the row
+    (through `core` they are reloaded after every store to acc, which may alias them);
+    on the ball, returns the change of the lazy bound (`l1_bound_move`). An entry of
+    value 0 leaves lambda_j as it is and its flag right (a touch that finds the flag
+    wrong folds it: right at any step)."""
     cdef double thr = core.thr[0], cum = core.cum[0], cum2 = core.cum2[0]
     cdef Py_ssize_t e, S = core.S, off_acc = core.acc - core.lam, off_on = core.off_on
-    cdef L1Heap* h = core.heaps  # NULL on R^n; lazy here on the ball
-    cdef double xv, lam_old, lam_new, a_old, a_new, dn2 = 0.0, bbase = 0.0
+    cdef double lam_old, lam_new, move, on_new, dn2 = 0.0
+    cdef double bbase = core.heaps[0].bbase if ball else 0.0
+    cdef double* base = core.lam + S  # data feature j is coordinate j + 1
     cdef double* f
-    cdef bint act_old, act_new
-    cdef int64_t touches = 0
-    if h != NULL:
-        bbase = h.bbase
+    cdef bint flag_right
     for e in range(nnz):
-        xv = vals[e]
-        if xv == 0.0:
-            continue
-        f = core.lam + (<Py_ssize_t>idx[e] + 1) * S
+        f = base + <Py_ssize_t>idx[e] * S
         lam_old = f[0]
-        lam_new = lam_old - cf * xv
+        lam_new = lam_old - cf * vals[e]
         f[0] = lam_new
-        a_old = fabs(lam_old)
-        a_new = fabs(lam_new)
-        act_old = a_old > thr
-        act_new = a_new > thr
-        if act_old == (f[off_on] != 0.0):
-            f[off_acc] += l1_acc_move(lam_old, lam_new, act_old, act_new, cum, cum2)
+        move = l1_acc_move(lam_old, lam_new, thr, cum, cum2, f[off_on], &on_new,
+                           &flag_right)
+        if flag_right:
+            f[off_acc] += move
         else:
-            f[off_acc] = l1_acc_refold(lam_old, lam_new, f[off_acc], f[off_on], act_new, cum,
-                                       cum2, thr, core.t[0], core.sigma, core.l1,
+            f[off_acc] = l1_acc_refold(lam_old, lam_new, f[off_acc], f[off_on], on_new != 0.0,
+                                       cum, cum2, thr, core.t[0], core.sigma, core.l1,
                                        core.iterate)
-        f[off_on] = keep_if(1.0, act_new)
-        if h != NULL:
-            dn2 += l1_bound_move(a_old, a_new, bbase)
-            touches += 1
-    if h != NULL:
-        h.bn2 += dn2
-        h.touches += touches
+        f[off_on] = on_new
+        if ball:
+            dn2 += l1_bound_move(fabs(lam_old), fabs(lam_new), bbase)
+    return dn2
 
 
 cdef inline double _margin_l1q(const double* lam, Py_ssize_t K, Py_ssize_t S, Py_ssize_t c,
@@ -2056,6 +2089,24 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                                                         or rep.own.kind == PART_AVGQ)
     # one problem of sparse rows with l1 and an average: the same, `_sparse_dot_sq_l1avg`
     cdef bint rep_fused_l1 = one_l1 and not lane and rep.own.kind == PART_L1AVG
+    # the row kernels of a single-row step: called, not inlined (`not_inlined`)
+    cdef double (*apply_row)(Core, const double*, const index_t*, Py_ssize_t, double, int*,
+                             bint, double, double) noexcept nogil
+    apply_row = _apply_row
+    apply_row = <double (*)(Core, const double*, const index_t*, Py_ssize_t, double, int*,
+                            bint, double, double) noexcept nogil>not_inlined(<void*>apply_row)
+    cdef double (*dot_l1)(const double*, Py_ssize_t, double, const double*, const index_t*,
+                          Py_ssize_t, double*) noexcept nogil
+    dot_l1 = _sparse_dot_sq_l1
+    dot_l1 = <double (*)(const double*, Py_ssize_t, double, const double*, const index_t*,
+                         Py_ssize_t, double*) noexcept nogil>not_inlined(<void*>dot_l1)
+    cdef double (*dot_l1avg)(const double*, Py_ssize_t, Py_ssize_t, double, double, double,
+                             const double*, const index_t*, Py_ssize_t, double*,
+                             double*) noexcept nogil
+    dot_l1avg = _sparse_dot_sq_l1avg
+    dot_l1avg = <double (*)(const double*, Py_ssize_t, Py_ssize_t, double, double, double,
+                            const double*, const index_t*, Py_ssize_t, double*,
+                            double*) noexcept nogil>not_inlined(<void*>dot_l1avg)
     cdef double inv_w = 1.0, w_total, zr, ex_loss_r, best_r, zr0, rep_dot = 0.0
     cdef double b_wloss_r
     cdef int64_t b_mistakes_r
@@ -2132,12 +2183,12 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                     z = _margin_l1q(core.lam, K, core.S, c, vals, idx, nnz, dense,
                                     self.l1_thr, q, self.quarters)
                 elif rep_fused_l1:
-                    z = _sparse_dot_sq_l1avg(core.lam + core.S, core.S, self.off_acc,
-                                             self.l1_thr, core.cum[0], core.cum2[0], vals,
-                                             idx, nnz, &row_xx, &rep_dot)
+                    z = dot_l1avg(core.lam + core.S, core.S, self.off_acc, self.l1_thr,
+                                  core.cum[0], core.cum2[0], vals, idx, nnz, &row_xx,
+                                  &rep_dot)
                 elif one_l1:
-                    z = _sparse_dot_sq_l1(core.lam + core.S, core.S, self.l1_thr, vals, idx,
-                                          nnz, &row_xx)
+                    z = dot_l1(core.lam + core.S, core.S, self.l1_thr, vals, idx, nnz,
+                               &row_xx)
                 elif use_l1:
                     z = _margin_l1(core.lam, K, core.S, c, vals, idx, nnz, dense,
                                    self.l1_thr)
@@ -2263,8 +2314,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
             if one_sparse:
                 cf = coefs[0]
                 if cf != 0.0:
-                    xq = _apply_row(core, vals, idx, nnz, cf, resc, row_xq == NULL,
-                                    row_dot, row_xx)
+                    xq = apply_row(core, vals, idx, nnz, cf, resc, row_xq == NULL, row_dot,
+                                   row_xx)
                     if row_xq != NULL:
                         xq = row_xq[row]
                     mov[0] = 1

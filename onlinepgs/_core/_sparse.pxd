@@ -33,6 +33,24 @@ cdef extern from *:
     void OPGS_PREFETCH(const void* p) noexcept nogil
 
 
+cdef extern from *:
+    """
+    /* p, through an empty asm the compiler cannot see into: a call through the returned
+       pointer is not inlined (see `not_inlined`). Elsewhere than GCC and clang: p. */
+    static inline void* opgs_opaque(void* p) {
+    #if defined(__GNUC__) || defined(__clang__)
+        __asm__("" : "+r"(p));
+    #endif
+        return p;
+    }
+    """
+    # A function whose address goes through this is called, not inlined: a hot loop gets
+    # a function of its own and with it the registers (inlined into a caller as large as
+    # the PGS pass, gcc keeps its invariants on the stack and rebuilds its constants on
+    # every entry). One call a row costs nothing beside a loop over the row's entries.
+    void* not_inlined "opgs_opaque"(void* p) noexcept nogil
+
+
 cdef inline double sparse_dot(const double* w, Py_ssize_t stride, const double* vals,
                               const index_t* idx, Py_ssize_t nnz) noexcept nogil:
     """sum_e w[idx[e] * stride] * vals[e], in two independent sums (even and odd
