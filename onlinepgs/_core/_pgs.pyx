@@ -40,7 +40,7 @@ from onlinepgs._core._mirror cimport (Mirror, mirror_init, mirror_scale, mirror_
 from onlinepgs._core._random cimport uniform01
 from onlinepgs._core._l1q cimport L1Q, l1q_add, l1q_estimate, l1q_link, l1q_tol
 from onlinepgs._core._l1pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
-                                      opgs_hi, L1AvgSums, l1avg_add, keep_if, l1_acc_move)
+                                      opgs_hi, L1AvgSums, l1avg_add, l1_acc_move)
 from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_dot_sq_avg2,
                                       sparse_dot_sq_avgq, sparse_axpy,
                                       prefetch_gather, OPGS_PREFETCH, not_inlined)
