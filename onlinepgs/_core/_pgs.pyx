@@ -1882,14 +1882,18 @@ cdef inline void _apply_row_l1(Core core, const double* vals, const index_t* idx
     """lambda -= cf * x for one sparse row of a single problem with l1 > 0 (p = 2): the
     fast path of `_touch_l1`. Without heaps (the last iterate on R^n) nothing but lambda
     moves: the threshold is read at the margins, so the row is one axpy (bit for bit
-    `_touch_l1`'s lambda_j - cf x_j). Otherwise each entry goes through `_touch_l1`
-    directly (no per-problem loop, no configuration branch of `_touch`)."""
+    `_touch_l1`'s lambda_j - cf x_j). An average without a heap (R^n, or a ball that
+    cannot bind) takes `_apply_row_l1avg`, the last iterate on such a ball
+    `_apply_row_l1_bound`; with heaps each entry goes through `_touch_l1` directly (no
+    per-problem loop, no configuration branch of `_touch`)."""
     cdef void (*kernel)(Core, const double*, const index_t*, Py_ssize_t,
                         double) noexcept nogil
     if core.heaps == NULL and not _averaged(core.iterate):
         kernel = _apply_row_l1_axpy
     elif core.off_on > 0 and (core.heaps == NULL or core.heaps[0].lazy):
         kernel = _apply_row_l1avg
+    elif core.off_on == 0 and core.heaps != NULL and core.heaps[0].lazy:
+        kernel = _apply_row_l1_bound
     else:
         kernel = _apply_row_l1_touches
     kernel = <void (*)(Core, const double*, const index_t*, Py_ssize_t,
@@ -1902,6 +1906,26 @@ cdef void _apply_row_l1_axpy(Core core, const double* vals, const index_t* idx,
     """`_apply_row_l1` for the last iterate on R^n: lambda's axpy alone. Called, not
     inlined (`not_inlined`)."""
     sparse_axpy(core.lam + core.S, core.S, -cf, vals, idx, nnz)
+
+
+cdef void _apply_row_l1_bound(Core core, const double* vals, const index_t* idx,
+                              Py_ssize_t nnz, double cf) noexcept nogil:
+    """`_apply_row_l1` for the last iterate on a ball that cannot bind (no heap kept):
+    lambda's axpy and the change of the lazy bound (`l1_bound_move`) in one loop, as
+    `_touch_l1` makes them entry by entry. Called, not inlined (`not_inlined`)."""
+    cdef L1Heap* h = core.heaps
+    cdef double bbase = h.bbase, lam_old, lam_new, dn2 = 0.0
+    cdef double* base = core.lam + core.S  # data feature j is coordinate j + 1
+    cdef double* f
+    cdef Py_ssize_t e, S = core.S
+    for e in range(nnz):
+        f = base + <Py_ssize_t>idx[e] * S
+        lam_old = f[0]
+        lam_new = lam_old - cf * vals[e]
+        f[0] = lam_new
+        dn2 += l1_bound_move(fabs(lam_old), fabs(lam_new), bbase)
+    h.bn2 += dn2
+    h.touches += nnz
 
 
 cdef void _apply_row_l1_touches(Core core, const double* vals, const index_t* idx,
