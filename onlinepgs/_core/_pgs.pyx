@@ -1880,52 +1880,18 @@ cdef double _sparse_dot_sq_l1avg(const double* blk, Py_ssize_t S, Py_ssize_t off
 cdef inline void _apply_row_l1(Core core, const double* vals, const index_t* idx,
                                Py_ssize_t nnz, double cf) noexcept nogil:
     """lambda -= cf * x for one sparse row of a single problem with l1 > 0 (p = 2): the
-    fast path of `_touch_l1`. Without heaps (the last iterate on R^n) nothing but lambda
-    moves: the threshold is read at the margins, so the row is one axpy (bit for bit
-    `_touch_l1`'s lambda_j - cf x_j). An average without a heap (R^n, or a ball that
-    cannot bind) takes `_apply_row_l1avg`, the last iterate on such a ball
-    `_apply_row_l1_bound`; with heaps each entry goes through `_touch_l1` directly (no
-    per-problem loop, no configuration branch of `_touch`)."""
+    fast path of `_touch_l1`. Without a heap kept (R^n, or a ball that cannot bind) the
+    row takes `_apply_row_l1_lazy`; with heaps each entry goes through `_touch_l1`
+    directly (no per-problem loop, no configuration branch of `_touch`)."""
     cdef void (*kernel)(Core, const double*, const index_t*, Py_ssize_t,
                         double) noexcept nogil
-    if core.heaps == NULL and not _averaged(core.iterate):
-        kernel = _apply_row_l1_axpy
-    elif core.off_on > 0 and (core.heaps == NULL or core.heaps[0].lazy):
-        kernel = _apply_row_l1avg
-    elif core.off_on == 0 and core.heaps != NULL and core.heaps[0].lazy:
-        kernel = _apply_row_l1_bound
+    if core.heaps == NULL or core.heaps[0].lazy:
+        kernel = _apply_row_l1_lazy
     else:
         kernel = _apply_row_l1_touches
     kernel = <void (*)(Core, const double*, const index_t*, Py_ssize_t,
                        double) noexcept nogil>not_inlined(<void*>kernel)
     kernel(core, vals, idx, nnz, cf)
-
-
-cdef void _apply_row_l1_axpy(Core core, const double* vals, const index_t* idx,
-                             Py_ssize_t nnz, double cf) noexcept nogil:
-    """`_apply_row_l1` for the last iterate on R^n: lambda's axpy alone. Called, not
-    inlined (`not_inlined`)."""
-    sparse_axpy(core.lam + core.S, core.S, -cf, vals, idx, nnz)
-
-
-cdef void _apply_row_l1_bound(Core core, const double* vals, const index_t* idx,
-                              Py_ssize_t nnz, double cf) noexcept nogil:
-    """`_apply_row_l1` for the last iterate on a ball that cannot bind (no heap kept):
-    lambda's axpy and the change of the lazy bound (`l1_bound_move`) in one loop, as
-    `_touch_l1` makes them entry by entry. Called, not inlined (`not_inlined`)."""
-    cdef L1Heap* h = core.heaps
-    cdef double bbase = h.bbase, lam_old, lam_new, dn2 = 0.0
-    cdef double* base = core.lam + core.S  # data feature j is coordinate j + 1
-    cdef double* f
-    cdef Py_ssize_t e, S = core.S
-    for e in range(nnz):
-        f = base + <Py_ssize_t>idx[e] * S
-        lam_old = f[0]
-        lam_new = lam_old - cf * vals[e]
-        f[0] = lam_new
-        dn2 += l1_bound_move(fabs(lam_old), fabs(lam_new), bbase)
-    h.bn2 += dn2
-    h.touches += nnz
 
 
 cdef void _apply_row_l1_touches(Core core, const double* vals, const index_t* idx,
@@ -1940,27 +1906,39 @@ cdef void _apply_row_l1_touches(Core core, const double* vals, const index_t* id
             _touch_l1(core, <Py_ssize_t>idx[e] + 1, 0, cf * xv)
 
 
-cdef void _apply_row_l1avg(Core core, const double* vals, const index_t* idx,
-                           Py_ssize_t nnz, double cf) noexcept nogil:
-    """`_apply_row_l1` for an average with no heap kept (R^n, or the ball while it cannot
-    bind): `_touch_l1` entry by entry (`_l1avg_entries`, one loop for each case). Called,
-    not inlined (`not_inlined`)."""
+cdef void _apply_row_l1_lazy(Core core, const double* vals, const index_t* idx,
+                             Py_ssize_t nnz, double cf) noexcept nogil:
+    """`_apply_row_l1` with no heap kept (R^n, or a ball that cannot bind): one loop of
+    `_l1_entries` for each case (the average's folded sums or not, the lazy ball's bound
+    or not). Called, not inlined (`not_inlined`)."""
     cdef L1Heap* h = core.heaps  # NULL on R^n; lazy here on the ball
+    cdef bint averaged = core.off_on > 0
     if h == NULL:
-        _l1avg_entries(core, vals, idx, nnz, cf, False)
+        if averaged:
+            _l1_entries(core, vals, idx, nnz, cf, True, False)
+        else:  # the last iterate on R^n: the threshold is read at the margins
+            sparse_axpy(core.lam + core.S, core.S, -cf, vals, idx, nnz)
         return
-    h.bn2 += _l1avg_entries(core, vals, idx, nnz, cf, True)
+    if averaged:
+        h.bn2 += _l1_entries(core, vals, idx, nnz, cf, True, True)
+    else:
+        h.bn2 += _l1_entries(core, vals, idx, nnz, cf, False, True)
     h.touches += nnz
 
 
-cdef inline double _l1avg_entries(Core core, const double* vals, const index_t* idx,
-                                  Py_ssize_t nnz, double cf, bint ball) noexcept nogil:
-    """The loop of `_apply_row_l1avg`: the threshold, C and C2 read once for the row
-    (through `core` they are reloaded after every store to acc, which may alias them);
-    on the ball, returns the change of the lazy bound (`l1_bound_move`). An entry of
-    value 0 leaves lambda_j as it is and its flag right (a touch that finds the flag
-    wrong folds it: right at any step)."""
-    cdef double thr = core.thr[0], cum = core.cum[0], cum2 = core.cum2[0]
+cdef inline double _l1_entries(Core core, const double* vals, const index_t* idx,
+                               Py_ssize_t nnz, double cf, bint averaged,
+                               bint ball) noexcept nogil:
+    """The loop of `_apply_row_l1_lazy`, `_touch_l1` entry by entry (averaged and ball are
+    constants at each call, so each case compiles to its own loop): lambda's axpy; an average's
+    folded sums with the threshold, C and C2 read once for the row (through `core` they
+    are reloaded after every store to acc, which may alias them); on the ball, returns
+    the change of the lazy bound (`l1_bound_move`). An entry of value 0 leaves lambda_j
+    as it is and an average's flag right (a touch that finds the flag wrong folds it:
+    right at any step)."""
+    cdef double thr = core.thr[0]
+    cdef double cum = core.cum[0] if averaged else 0.0
+    cdef double cum2 = core.cum2[0] if averaged else 0.0
     cdef Py_ssize_t e, S = core.S, off_acc = core.acc - core.lam, off_on = core.off_on
     cdef double lam_old, lam_new, move, on_new, dn2 = 0.0
     cdef double bbase = core.heaps[0].bbase if ball else 0.0
@@ -1972,15 +1950,16 @@ cdef inline double _l1avg_entries(Core core, const double* vals, const index_t* 
         lam_old = f[0]
         lam_new = lam_old - cf * vals[e]
         f[0] = lam_new
-        move = l1_acc_move(lam_old, lam_new, thr, cum, cum2, f[off_on], &on_new,
-                           &flag_right)
-        if flag_right:
-            f[off_acc] += move
-        else:
-            f[off_acc] = l1_acc_refold(lam_old, lam_new, f[off_acc], f[off_on], on_new != 0.0,
-                                       cum, cum2, thr, core.t[0], core.sigma, core.l1,
-                                       core.iterate)
-        f[off_on] = on_new
+        if averaged:
+            move = l1_acc_move(lam_old, lam_new, thr, cum, cum2, f[off_on], &on_new,
+                               &flag_right)
+            if flag_right:
+                f[off_acc] += move
+            else:
+                f[off_acc] = l1_acc_refold(lam_old, lam_new, f[off_acc], f[off_on],
+                                           on_new != 0.0, cum, cum2, thr, core.t[0],
+                                           core.sigma, core.l1, core.iterate)
+            f[off_on] = on_new
         if ball:
             dn2 += l1_bound_move(fabs(lam_old), fabs(lam_new), bbase)
     return dn2
