@@ -590,6 +590,25 @@ def test_ball_without_heap_saved_in_the_middle_of_a_drop(how):
                                atol=1e-12)
 
 
+@pytest.mark.parametrize("iterate", ["last", "weighted2"])
+def test_heap_takes_an_entry_only_below_the_live_key(iterate):
+    # a ball that binds keeps its heap. Both coordinates (and the intercept) climb far
+    # above the threshold with a dip every third row: a dip that stays above the live
+    # entry's key pushes nothing (every dip used to push one: ~130 entries each here)
+    m = 400
+    X = sp.csr_matrix(np.tile([1.0, 0.5], (m, 1)))
+    y = np.where(np.arange(m) % 3 == 2, -1.0, 1.0)
+    kw = dict(sigma=0.05, l1=0.01, radius=0.3)
+    st = PGSState(p=2.0, iterate=iterate, n_features=2, **kw)
+    for k in range(0, m, 50):
+        run(st, X[k:k + 50], y[k:k + 50])
+        assert not st._l1_lazy()
+    assert st._l1_heap_entries() <= 10
+    np.testing.assert_allclose(st.weights(), combine(transcription(X, y, **kw), iterate),
+                               rtol=1e-9, atol=1e-12)
+    assert np.all(st.weights("last") != 0.0)
+
+
 @pytest.fixture
 def restarts_every_step():
     # the running sums C and C2 restart when a step's term falls below C / CUM_RANGE

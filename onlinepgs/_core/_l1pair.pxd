@@ -43,6 +43,10 @@ cdef extern from *:
     /* (lo of a, lo of b) and (hi of a, hi of b) */
     static inline opgs_pair opgs_los(opgs_pair a, opgs_pair b) { return _mm_unpacklo_pd(a, b); }
     static inline opgs_pair opgs_his(opgs_pair a, opgs_pair b) { return _mm_unpackhi_pd(a, b); }
+    /* bit 0: lo > 0, bit 1: hi > 0 */
+    static inline int opgs_pos_bits(opgs_pair a) {
+        return _mm_movemask_pd(_mm_cmpgt_pd(a, _mm_setzero_pd()));
+    }
     #else
     typedef struct { double lo, hi; } opgs_pair;
     typedef union { double d; uint64_t u; } opgs_bits;
@@ -74,6 +78,7 @@ cdef extern from *:
     }
     static inline opgs_pair opgs_los(opgs_pair a, opgs_pair b) { return opgs_pair_of(a.lo, b.lo); }
     static inline opgs_pair opgs_his(opgs_pair a, opgs_pair b) { return opgs_pair_of(a.hi, b.hi); }
+    static inline int opgs_pos_bits(opgs_pair a) { return (a.lo > 0.0) | ((a.hi > 0.0) << 1); }
     #endif
     """
     ctypedef struct opgs_pair:
@@ -92,6 +97,7 @@ cdef extern from *:
     opgs_pair opgs_sign_of(opgs_pair a, opgs_pair b) noexcept nogil
     opgs_pair opgs_los(opgs_pair a, opgs_pair b) noexcept nogil
     opgs_pair opgs_his(opgs_pair a, opgs_pair b) noexcept nogil
+    int opgs_pos_bits(opgs_pair a) noexcept nogil
 
 
 cdef union Bits:

@@ -111,7 +111,7 @@ cdef struct Core:
     int64_t* rnd_ver
     Mirror mm  # the l_q map's constants (_mirror.pxd)
     # l1 > 0 (p = 2): the threshold (a pointer: it moves every step), the running sum C2,
-    # the heaps (NULL without), the offset of ver in the block; an average keeps its sums
+    # the heaps (NULL without), the offset of the heap's key in the block; an average keeps its sums
     # folded with a flag per coordinate at off_on > 0 (`_touch_l1`)
     double l1
     double sigma
@@ -119,7 +119,7 @@ cdef struct Core:
     double* cum2
     L1Heap* heaps
     L1Q* l1q  # l1 > 0 with p < 2: N(thr)'s sums per problem (_l1q.pxd), else NULL
-    Py_ssize_t off_ver, off_on
+    Py_ssize_t off_key, off_on
     const int64_t* t  # the state's step count
     Py_ssize_t K
     Py_ssize_t S  # doubles per (coordinate, problem) in the block
@@ -141,11 +141,15 @@ cdef enum:
 
 # l1 > 0 (p = 2): the coordinates whose |lambda_j| is above the threshold thr (in lambda's
 # units, `PGSState._l1_advance`), one min-heap per problem keyed by |lambda_j| with lazy
-# deletion (an entry is live while its version equals the coordinate's `ver` field, which
-# every touch bumps). thr only grows, so a coordinate leaves the active set when thr passes
-# its key: the heap pops it at that very step, which folds its average's sums exactly.
-# A live entry's key may be below |lambda_j| (a touch that made |lambda_j| larger keeps it);
-# the pop then pushes it again at |lambda_j|.
+# deletion: an entry is live while its key equals the coordinate's `key` field (0 when it
+# has none: an inactive coordinate). thr only grows, so a coordinate leaves the active set
+# when thr passes its key: the heap pops it at that very step, which folds its average's
+# sums exactly. A live entry's key may be below |lambda_j|: a touch pushes a new entry
+# only when |lambda_j| falls below the live key (or the coordinate turns active), and the
+# pop of an entry whose coordinate is still active keys it again at |lambda_j|. Most
+# touches of an active coordinate push nothing: |lambda_j| rarely reaches a new low since
+# its last entry (the pushes were every touch that made |lambda_j| smaller, and the dead
+# entries they left made most of the heap's recounts).
 # Over the active coordinates it keeps n_act, s1 = sum (|lambda_j| - base) and n2 =
 # sum (|lambda_j| - base)^2 = ||soft(lambda, base)||^2 (the ball's norm) about the
 # threshold base they were last moved to: when thr grows by d, n2 -= 2 d s1 - n_act d^2
@@ -155,7 +159,6 @@ cdef enum:
 cdef struct L1Heap:
     double* key
     int64_t* j
-    double* ver
     Py_ssize_t n
     Py_ssize_t cap
     double base
@@ -174,7 +177,7 @@ cdef struct L1Heap:
     int64_t touches  # since bn2 was last counted exactly (a recount needs as many)
 
 
-cdef int _l1_push(L1Heap* h, double key, int64_t j, double ver) noexcept nogil
+cdef int _l1_push(L1Heap* h, double key, int64_t j) noexcept nogil
 
 
 cdef inline double soft_threshold(double lam, double thr) noexcept nogil:
@@ -395,14 +398,31 @@ cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
         core.norm_sum[c] += dn
 
 
+cdef inline void l1_avg_touch(Core core, double* f, double lam_old, double lam_new,
+                             double thr, double cum, double cum2, Py_ssize_t off_acc,
+                             Py_ssize_t off_on) noexcept nogil:
+    """An average's folded sum and flag at a touch of the coordinate at f (lambda_j moved
+    from lam_old to lam_new; C and C2 given): see `_touch_l1`."""
+    cdef double on_new
+    cdef bint flag_right
+    cdef double move = l1_acc_move(lam_old, lam_new, thr, cum, cum2, f[off_on], &on_new,
+                                   &flag_right)
+    if flag_right:
+        f[off_acc] += move
+    else:
+        f[off_acc] = l1_acc_refold(lam_old, lam_new, f[off_acc], f[off_on], on_new != 0.0,
+                                   cum, cum2, thr, core.t[0], core.sigma, core.l1,
+                                   core.iterate)
+    f[off_on] = on_new
+
+
 cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) noexcept nogil:
     """`_touch` with l1 > 0 (p = 2): move lambda_j, keep the average's folded sums, and
     on the ball the norm of the active set (heap, s1, n2, n_act; or the lazy bound)."""
     cdef Py_ssize_t at = (j * core.K + c) * core.S
     cdef double* f = core.lam + at
-    cdef double thr = core.thr[0], lam_old = f[0], a_old = fabs(lam_old), a_new, ver
-    cdef double lam_new = lam_old - delta, move, on_new
-    cdef bint flag_right
+    cdef double thr = core.thr[0], lam_old = f[0], a_old = fabs(lam_old), a_new
+    cdef double lam_new = lam_old - delta
     cdef L1Heap* h
     f[0] = lam_new
     if core.off_on > 0:
@@ -413,15 +433,8 @@ cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) 
         # its sign, nothing when it stays inactive). Only a coordinate that fell to the
         # threshold since its touch (on, |lambda_j| <= thr: rare; never while a heap pops
         # them as they fall) takes C and C2 as they stood then (`l1_acc_refold`)
-        move = l1_acc_move(lam_old, lam_new, thr, core.cum[c], core.cum2[c],
-                           f[core.off_on], &on_new, &flag_right)
-        if flag_right:
-            core.acc[at] += move
-        else:
-            core.acc[at] = l1_acc_refold(lam_old, lam_new, core.acc[at], f[core.off_on],
-                                         on_new != 0.0, core.cum[c], core.cum2[c], thr,
-                                         core.t[0], core.sigma, core.l1, core.iterate)
-        f[core.off_on] = on_new
+        l1_avg_touch(core, f, lam_old, lam_new, thr, core.cum[c], core.cum2[c],
+                     core.acc - core.lam, core.off_on)
     if core.heaps == NULL:
         return
     h = core.heaps + c
@@ -431,25 +444,27 @@ cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) 
         h.touches += 1
         return
     if a_old > thr:
-        if a_new >= a_old:
-            # its live entry's key (<= a_old) stays below |lambda_j|: when thr passes the
-            # key, the pop finds it still active and pushes it again at its value. Most
-            # touches of an active coordinate are these (lambda_j accumulates)
-            a_old -= h.base
+        a_old -= h.base
+        if a_new > thr:
+            # it stays active: its terms move. Its live entry (key <= a_old) still pops
+            # no later than thr passes |lambda_j|, unless |lambda_j| fell below that key
+            if a_new < f[core.off_key]:
+                f[core.off_key] = a_new
+                _l1_push(h, a_new, j)
             a_new -= h.base
             h.s1 += a_new - a_old
             h.n2 += (a_new - a_old) * (a_new + a_old)
             if h.n2 > h.peak:
                 h.peak = h.n2
             return
-        a_old -= h.base
         h.s1 -= a_old
         h.n2 -= a_old * a_old
         h.n_act -= 1.0
-    ver = f[core.off_ver] + 1.0
-    f[core.off_ver] = ver
+        f[core.off_key] = 0.0  # no entry of it is live now
+        return
     if a_new > thr:
-        _l1_push(h, a_new, j, ver)
+        f[core.off_key] = a_new
+        _l1_push(h, a_new, j)
         a_new -= h.base
         h.s1 += a_new
         h.n2 += a_new * a_new
@@ -478,7 +493,7 @@ cdef class PGSState:
     cdef readonly bint l1_heap
     cdef int64_t l1_sum_t
     cdef public int64_t n_l1_recounts  # exact recounts of the heaps (a diagnostic)
-    cdef readonly Py_ssize_t off_ver, off_on
+    cdef readonly Py_ssize_t off_key, off_on
     cdef public cnp.ndarray cum2_a
     cdef double[::1] cum2
     cdef L1Heap* heaps

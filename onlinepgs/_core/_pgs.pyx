@@ -40,7 +40,8 @@ from onlinepgs._core._mirror cimport (Mirror, mirror_init, mirror_scale, mirror_
 from onlinepgs._core._random cimport uniform01
 from onlinepgs._core._l1q cimport L1Q, l1q_add, l1q_estimate, l1q_link, l1q_tol
 from onlinepgs._core._l1pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
-                                      opgs_hi, L1AvgSums, l1avg_add, l1_acc_move)
+                                      opgs_max, opgs_sub, opgs_pos_bits,
+                                      opgs_hi, L1AvgSums, l1avg_add)
 from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_dot_sq_avg2,
                                       sparse_dot_sq_avgq, sparse_axpy,
                                       prefetch_gather, OPGS_PREFETCH, not_inlined)
@@ -114,6 +115,16 @@ cdef double RENORM_BELOW = 6.223015277861142e-61  # 2^-200
 # l1 on the ball: ||soft(lambda, thr)||^2 = s2 - 2 thr s1 + n_act thr^2 is counted again
 # exactly once it cancelled this much below s2 (its rounding is relative to s2)
 cdef double L1_CANCEL = 1048576.0  # 2^20
+# l1 on the ball: a lazy problem (no heap) whose bound failed builds its heap when the norm
+# counted then is above L1_HEAP_BUILD times the radius; a problem with its heap drops it
+# once the norm is at most L1_HEAP_DROP times the radius. Between the two, a heap that was
+# just built is not dropped at the next step; above the drop, a norm that soon reaches the
+# radius again is not counted from scratch every few steps. With "auto" (the radius grows
+# as the examples come) the ball binds through much of a first pass at a small sigma and
+# the norm then falls slowly: dropping at half the radius kept IMDB's heap a whole pass
+# longer (news20 two passes) for no binding step.
+cdef double L1_HEAP_BUILD = 0.9
+cdef double L1_HEAP_DROP = 0.8
 
 
 def _check_l1(double l1, double p, str iterate, double forget):
@@ -138,12 +149,11 @@ def _check_l1(double l1, double p, str iterate, double forget):
                          f"exactly, not iterate={iterate!r}; use iterate='last'")
 
 
-cdef int _l1_push(L1Heap* h, double key, int64_t j, double ver) noexcept nogil:
+cdef int _l1_push(L1Heap* h, double key, int64_t j) noexcept nogil:
     """Add an entry to a min-heap of active coordinates (1 when out of memory)."""
     cdef Py_ssize_t i, parent, cap
     cdef double* nk
     cdef int64_t* nj
-    cdef double* nv
     if h.n == h.cap:
         cap = 2 * h.cap if h.cap else 64
         nk = <double*>realloc(h.key, cap * sizeof(double))
@@ -154,10 +164,6 @@ cdef int _l1_push(L1Heap* h, double key, int64_t j, double ver) noexcept nogil:
         if nj == NULL:
             return 1
         h.j = nj
-        nv = <double*>realloc(h.ver, cap * sizeof(double))
-        if nv == NULL:
-            return 1
-        h.ver = nv
         h.cap = cap
     i = h.n
     h.n += 1
@@ -167,16 +173,14 @@ cdef int _l1_push(L1Heap* h, double key, int64_t j, double ver) noexcept nogil:
             break
         h.key[i] = h.key[parent]
         h.j[i] = h.j[parent]
-        h.ver[i] = h.ver[parent]
         i = parent
     h.key[i] = key
     h.j[i] = j
-    h.ver[i] = ver
     return 0
 
 
 cdef void _l1_sift_down(L1Heap* h, Py_ssize_t i) noexcept nogil:
-    cdef double key = h.key[i], ver = h.ver[i]
+    cdef double key = h.key[i]
     cdef int64_t j = h.j[i]
     cdef Py_ssize_t child
     while True:
@@ -189,11 +193,9 @@ cdef void _l1_sift_down(L1Heap* h, Py_ssize_t i) noexcept nogil:
             break
         h.key[i] = h.key[child]
         h.j[i] = h.j[child]
-        h.ver[i] = h.ver[child]
         i = child
     h.key[i] = key
     h.j[i] = j
-    h.ver[i] = ver
 
 
 cdef int _cmp_int64(const void* a, const void* b) noexcept nogil:
@@ -461,11 +463,11 @@ cdef class PGSState:
             if not self.p_is_two:
                 fields.append("mark")
         if self.l1_heap:
-            fields.append("ver")
+            fields.append("key")
         if l1_folded:
             fields.append("on")
         self.n_fields = len(fields)
-        self.off_ver = fields.index("ver") if "ver" in fields else 0
+        self.off_key = fields.index("key") if "key" in fields else 0
         self.off_on = fields.index("on") if "on" in fields else 0
         self.off_phi = fields.index("phi") if "phi" in fields else 0
         self.off_acc = fields.index("acc") if "acc" in fields else -1
@@ -506,7 +508,6 @@ cdef class PGSState:
             for c in range(self.n_problems):
                 free(self.heaps[c].key)
                 free(self.heaps[c].j)
-                free(self.heaps[c].ver)
             free(self.heaps)
             self.heaps = NULL
         free(self.l1q)
@@ -813,7 +814,7 @@ cdef class PGSState:
         core.cum2 = &self.cum2[0]
         core.heaps = self.heaps
         core.l1q = self.l1q
-        core.off_ver = self.off_ver
+        core.off_key = self.off_key
         core.off_on = self.off_on
         core.t = &self.t
         core.sigma = self.sigma
@@ -942,6 +943,8 @@ cdef class PGSState:
                 self.lam[j, c] *= g
                 if averaged:
                     self.acc[j, c] *= g
+                if self.off_key > 0:  # the heap's keys below take the same product
+                    self.block[j, c, self.off_key] *= g
         for c in range(K):
             # phi = (|lambda~| / M)^(q-1) is unchanged with M; for p = 2 phi is lambda~,
             # so the random iterate's scale takes 1 / G (its snapshots are weights)
@@ -1123,9 +1126,10 @@ cdef class PGSState:
         and w_norm[c]. No heap while the ball cannot bind ("lazy", see L1Heap): the
         factor is exactly 1 while its bound s sqrt(bn2) is within the radius (with 1e-9 to
         spare for bn2's rounding); when the bound fails bn2 is counted exactly at thr, and
-        the heap is built when the ball may bind (the norm above 0.8 times the radius, or
-        fewer touches since the last count than coordinates to count: O(1) amortized); a
-        heap's problem turns lazy again below half the radius. Lazy, w_norm is the bound
+        the heap is built when the ball may bind (the norm above L1_HEAP_BUILD times the
+        radius, or fewer touches since the last count than coordinates to count: O(1)
+        amortized); a heap's problem turns lazy again at L1_HEAP_DROP times the radius or
+        less. Lazy, w_norm is the bound
         (it feeds only the online gap's sums, NaN with l1)."""
         cdef L1Heap* h = self.heaps + c
         cdef double wnorm
@@ -1139,7 +1143,7 @@ cdef class PGSState:
                 self.w_norm[c] = sqrt(h.bn2) / denom
                 return 1.0
         wnorm = sqrt(h.n2) / denom
-        if wnorm <= 0.5 * self.radius:
+        if wnorm <= L1_HEAP_DROP * self.radius:
             # (an average's flags are exact here: the pops folded every fallen coordinate)
             h.lazy = True
             h.bbase = h.base  # the heap's sums are about thr: exact, with the margin above
@@ -1153,6 +1157,10 @@ cdef class PGSState:
     def _l1_lazy(self, int c=0):
         """Whether problem c's ball runs without its heap now (a diagnostic for the tests)."""
         return self.heaps != NULL and self.heaps[c].lazy
+
+    def _l1_heap_entries(self, int c=0):
+        """The entries in problem c's heap, live and dead (a diagnostic for the tests)."""
+        return self.heaps[c].n if self.heaps != NULL else 0
 
     cdef void _l1_lazy_recount(self, Py_ssize_t c, double denom) noexcept nogil:
         """A lazy problem whose bound failed: ||soft(lambda, thr)||^2 counted exactly (over
@@ -1169,7 +1177,7 @@ cdef class PGSState:
             if a > 0.0:
                 n2 += a * a
         self.n_l1_recounts += 1
-        if h.touches >= n and sqrt(n2) / denom <= 0.8 * self.radius:
+        if h.touches >= n and sqrt(n2) / denom <= L1_HEAP_BUILD * self.radius:
             h.bbase = thr
             h.bn2 = n2
             h.touches = 0
@@ -1195,8 +1203,11 @@ cdef class PGSState:
             f = &self.block[j, c, 0]
             a = fabs(f[0])
             if a > self.l1_thr:
-                failed |= _l1_push(h, a, j, f[self.off_ver])
-            elif self.off_on > 0 and f[self.off_on] != 0.0:
+                f[self.off_key] = a
+                failed |= _l1_push(h, a, j)
+                continue
+            f[self.off_key] = 0.0  # none live (a key left from an earlier heap is not)
+            if self.off_on > 0 and f[self.off_on] != 0.0:
                 f[self.off_acc] = l1_folded_total(f[0], f[self.off_acc], 1.0, self.cum[c],
                                                   self.cum2[c], self.l1_thr, self.l1_sum_t,
                                                   self.sigma, self.l1, self.iterate)
@@ -1211,18 +1222,28 @@ cdef class PGSState:
         cdef L1Heap* h = self.heaps + c
         cdef Py_ssize_t i, n = 0
         cdef double a, thr = self.l1_thr, s1 = 0.0, n2 = 0.0
+        cdef double* f
         self.n_l1_recounts += 1
         for i in range(h.n):
-            a = fabs(self.block[h.j[i], c, 0])
-            if self.block[h.j[i], c, self.off_ver] != h.ver[i] or a <= thr:
+            f = &self.block[h.j[i], c, 0]
+            if f[self.off_key] != h.key[i]:
+                continue  # dead
+            a = fabs(f[0])
+            if a <= thr:  # (not after the pops: every live key is above thr)
+                f[self.off_key] = 0.0
                 continue
-            h.key[n] = a  # its key afresh (a live key may lag |lambda_j|)
+            # its key afresh (a live key may lag |lambda_j|), the field negative until
+            # the loop ends: a second entry of the same key (the pop of one keyed it
+            # again at the value of the other) is not counted twice
+            f[self.off_key] = -a
+            h.key[n] = a
             h.j[n] = h.j[i]
-            h.ver[n] = h.ver[i]
             n += 1
             s1 += a - thr
             n2 += (a - thr) * (a - thr)
         h.n = n
+        for i in range(n):
+            self.block[h.j[i], c, self.off_key] = h.key[i]
         i = n // 2
         while i > 0:
             i -= 1
@@ -1311,12 +1332,13 @@ cdef class PGSState:
                 j = h.j[0]
                 f = &self.block[j, c, 0]
                 a = fabs(f[0])
-                if f[self.off_ver] == h.ver[0] and a > thr:
+                if f[self.off_key] == h.key[0] and a > thr:
                     # live, its key lagging |lambda_j|: still active, again at its value
                     h.key[0] = a
+                    f[self.off_key] = a
                     _l1_sift_down(h, 0)
                     continue
-                if f[self.off_ver] == h.ver[0]:
+                if f[self.off_key] == h.key[0]:
                     if folded:  # it was active up to the last step: C and C2 as they stand
                         f[self.off_acc] += f[0] * self.cum[c] - copysign(self.cum2[c], f[0])
                         f[self.off_on] = 0.0
@@ -1324,12 +1346,11 @@ cdef class PGSState:
                     h.s1 -= a
                     h.n2 -= a * a
                     h.n_act -= 1.0
-                    f[self.off_ver] += 1.0  # no entry of it is live now
+                    f[self.off_key] = 0.0  # no entry of it is live now
                 h.n -= 1
                 if h.n > 0:
                     h.key[0] = h.key[h.n]
                     h.j[0] = h.j[h.n]
-                    h.ver[0] = h.ver[h.n]
                     _l1_sift_down(h, 0)
             # the active sums about the new threshold
             d = thr - h.base
@@ -1881,29 +1902,87 @@ cdef inline void _apply_row_l1(Core core, const double* vals, const index_t* idx
                                Py_ssize_t nnz, double cf) noexcept nogil:
     """lambda -= cf * x for one sparse row of a single problem with l1 > 0 (p = 2): the
     fast path of `_touch_l1`. Without a heap kept (R^n, or a ball that cannot bind) the
-    row takes `_apply_row_l1_lazy`; with heaps each entry goes through `_touch_l1`
-    directly (no per-problem loop, no configuration branch of `_touch`)."""
+    row takes `_apply_row_l1_lazy`; with its heap `_apply_row_l1_heap` (`_touch_l1`'s
+    operations, no per-problem loop, no configuration branch of `_touch`)."""
     cdef void (*kernel)(Core, const double*, const index_t*, Py_ssize_t,
                         double) noexcept nogil
     if core.heaps == NULL or core.heaps[0].lazy:
         kernel = _apply_row_l1_lazy
     else:
-        kernel = _apply_row_l1_touches
+        kernel = _apply_row_l1_heap
     kernel = <void (*)(Core, const double*, const index_t*, Py_ssize_t,
                        double) noexcept nogil>not_inlined(<void*>kernel)
     kernel(core, vals, idx, nnz, cf)
 
 
-cdef void _apply_row_l1_touches(Core core, const double* vals, const index_t* idx,
-                                Py_ssize_t nnz, double cf) noexcept nogil:
-    """`_apply_row_l1` entry by entry through `_touch_l1` (the heaps of a ball that may
-    bind). Called, not inlined (`not_inlined`)."""
-    cdef Py_ssize_t e
-    cdef double xv
+cdef void _apply_row_l1_heap(Core core, const double* vals, const index_t* idx,
+                             Py_ssize_t nnz, double cf) noexcept nogil:
+    """`_apply_row_l1` with the heap of a ball that may bind: one loop of
+    `_l1_entries_heap` for an average or the last iterate. Called, not inlined
+    (`not_inlined`)."""
+    if core.off_on > 0:
+        _l1_entries_heap(core, vals, idx, nnz, cf, True)
+    else:
+        _l1_entries_heap(core, vals, idx, nnz, cf, False)
+
+
+cdef inline void _l1_entries_heap(Core core, const double* vals, const index_t* idx,
+                                  Py_ssize_t nnz, double cf, bint averaged) noexcept nogil:
+    """`_touch_l1` entry by entry for problem 0 with its heap kept, with the same
+    arithmetic (the same bits), the threshold, the heap's sums, C and C2 in locals for
+    the row (through `core` and the heap they are reloaded after every store to the
+    block, which may alias them), and the heap's sums moved without a branch: the heap's
+    base is the threshold (every advance and recount moves it there), so the shifted
+    values max(|lambda_j| - base, 0), old and new, are 0 exactly where j is inactive,
+    and `s1 += d_new - d_old`, `n2 += (d_new - d_old)(d_new + d_old)` cover its four
+    cases (a row mixes active and inactive coordinates at random: branches on them
+    mispredict). Only a push, a turn to active or a fall branches (rare: about one
+    touch in ten on IMDB's first pass)."""
+    cdef L1Heap* h = core.heaps
+    cdef double thr = core.thr[0]
+    cdef double s1 = h.s1, n2 = h.n2, peak = h.peak, n_act = h.n_act
+    cdef double cum = core.cum[0] if averaged else 0.0
+    cdef double cum2 = core.cum2[0] if averaged else 0.0
+    cdef opgs_pair vbase = opgs_pair_all(h.base), zero = opgs_pair_all(0.0), d
+    cdef Py_ssize_t e, j, S = core.S, off_acc = core.acc - core.lam
+    cdef Py_ssize_t off_on = core.off_on, off_key = core.off_key
+    cdef double xv, lam_old, lam_new, a_new, d_old, d_new
+    cdef double* f
+    cdef int act
     for e in range(nnz):
         xv = vals[e]
-        if xv != 0.0:
-            _touch_l1(core, <Py_ssize_t>idx[e] + 1, 0, cf * xv)
+        if xv == 0.0:
+            continue
+        j = <Py_ssize_t>idx[e] + 1  # data feature j is coordinate j + 1
+        f = core.lam + j * S
+        lam_old = f[0]
+        lam_new = lam_old - cf * xv
+        f[0] = lam_new
+        if averaged:
+            l1_avg_touch(core, f, lam_old, lam_new, thr, cum, cum2, off_acc, off_on)
+        a_new = fabs(lam_new)
+        d = opgs_max(opgs_sub(opgs_pair_of(fabs(lam_old), a_new), vbase), zero)
+        d_old = opgs_lo(d)
+        d_new = opgs_hi(d)
+        s1 += d_new - d_old
+        n2 += (d_new - d_old) * (d_new + d_old)
+        peak = n2 if n2 > peak else peak
+        # act: bit 0 active before, bit 1 after. A new entry when j turns active (2) or
+        # stays active (3) below its live entry's key; none live once it falls (1)
+        act = opgs_pos_bits(d)
+        if (<unsigned int>(act - 1) < 2) | ((act == 3) & (a_new < f[off_key])):
+            if act & 2:
+                f[off_key] = a_new
+                _l1_push(h, a_new, j)
+                if act == 2:
+                    n_act += 1.0
+            else:
+                f[off_key] = 0.0
+                n_act -= 1.0
+    h.s1 = s1
+    h.n2 = n2
+    h.peak = peak
+    h.n_act = n_act
 
 
 cdef void _apply_row_l1_lazy(Core core, const double* vals, const index_t* idx,
@@ -1940,26 +2019,17 @@ cdef inline double _l1_entries(Core core, const double* vals, const index_t* idx
     cdef double cum = core.cum[0] if averaged else 0.0
     cdef double cum2 = core.cum2[0] if averaged else 0.0
     cdef Py_ssize_t e, S = core.S, off_acc = core.acc - core.lam, off_on = core.off_on
-    cdef double lam_old, lam_new, move, on_new, dn2 = 0.0
+    cdef double lam_old, lam_new, dn2 = 0.0
     cdef double bbase = core.heaps[0].bbase if ball else 0.0
     cdef double* base = core.lam + S  # data feature j is coordinate j + 1
     cdef double* f
-    cdef bint flag_right
     for e in range(nnz):
         f = base + <Py_ssize_t>idx[e] * S
         lam_old = f[0]
         lam_new = lam_old - cf * vals[e]
         f[0] = lam_new
         if averaged:
-            move = l1_acc_move(lam_old, lam_new, thr, cum, cum2, f[off_on], &on_new,
-                               &flag_right)
-            if flag_right:
-                f[off_acc] += move
-            else:
-                f[off_acc] = l1_acc_refold(lam_old, lam_new, f[off_acc], f[off_on],
-                                           on_new != 0.0, cum, cum2, thr, core.t[0],
-                                           core.sigma, core.l1, core.iterate)
-            f[off_on] = on_new
+            l1_avg_touch(core, f, lam_old, lam_new, thr, cum, cum2, off_acc, off_on)
         if ball:
             dn2 += l1_bound_move(fabs(lam_old), fabs(lam_new), bbase)
     return dn2
@@ -2436,8 +2506,8 @@ def _unfold_marks_layout(d):
     """A state dict of an l1 average written when it kept marks (block fields lam, acc,
     mark, markp, ver; no ``l1_folded``) in today's layout: the sums of the active
     coordinates folded (`_touch_l1`), the others' settled already (the heap popped them);
-    (lam, acc, on) on R^n, (lam, acc, ver, on) on the ball, which keeps its heap's
-    versions. Other dicts are returned as they are."""
+    (lam, acc, on) on R^n, (lam, acc, key, on) on the ball (the heap's field, set afresh
+    when the heap is built at the load). Other dicts are returned as they are."""
     block = np.asarray(d.get("block_a"))
     if d.get("l1_folded") or block.ndim != 3 or block.shape[2] != 5:
         return d
