@@ -346,12 +346,18 @@ cdef inline double l1_acc_refold(double lam_old, double lam_new, double acc, dou
     return total - keep_if(lam_new * cum - copysign(cum2, lam_new), act_new)
 
 
-cdef inline double l1_bound_move(double a_old, double a_new, double bbase) noexcept nogil:
-    """The change of the lazy ball's bound bn2 = sum_j (|lambda_j| - bbase)_+^2 when
-    |lambda_j| moves from a_old to a_new (L1Heap): both in one pair, no branch."""
+cdef inline opgs_pair l1_bound_sq(double a_old, double a_new, double bbase) noexcept nogil:
+    """Coordinate j's terms of the lazy ball's bound bn2 = sum_j (|lambda_j| - bbase)_+^2
+    (L1Heap) before and after |lambda_j| moves from a_old to a_new, as the pair (old,
+    new): no branch. A row sums the pairs and moves bn2 by the difference once."""
     cdef opgs_pair d = opgs_max(opgs_sub(opgs_pair_of(a_old, a_new), opgs_pair_all(bbase)),
                                 opgs_pair_all(0.0))
-    d = opgs_mul(d, d)
+    return opgs_mul(d, d)
+
+
+cdef inline double l1_bound_move(double a_old, double a_new, double bbase) noexcept nogil:
+    """The change of bn2 (`l1_bound_sq`) at one touch."""
+    cdef opgs_pair d = l1_bound_sq(a_old, a_new, bbase)
     return opgs_hi(d) - opgs_lo(d)
 
 

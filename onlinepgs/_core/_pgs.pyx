@@ -40,7 +40,7 @@ from onlinepgs._core._mirror cimport (Mirror, mirror_init, mirror_scale, mirror_
 from onlinepgs._core._random cimport uniform01
 from onlinepgs._core._l1q cimport L1Q, l1q_add, l1q_estimate, l1q_link, l1q_tol
 from onlinepgs._core._l1pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
-                                      opgs_max, opgs_sub, opgs_pos_bits,
+                                      opgs_max, opgs_sub, opgs_add, opgs_pos_bits,
                                       opgs_hi, L1AvgSums, l1avg_add)
 from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_dot_sq_avg2,
                                       sparse_dot_sq_avgq, sparse_axpy,
@@ -2012,14 +2012,16 @@ cdef inline double _l1_entries(Core core, const double* vals, const index_t* idx
     constants at each call, so each case compiles to its own loop): lambda's axpy; an average's
     folded sums with the threshold, C and C2 read once for the row (through `core` they
     are reloaded after every store to acc, which may alias them); on the ball, returns
-    the change of the lazy bound (`l1_bound_move`). An entry of value 0 leaves lambda_j
+    the change of the lazy bound, the row's old and new terms summed as a pair
+    (`l1_bound_sq`) and subtracted once. An entry of value 0 leaves lambda_j
     as it is and an average's flag right (a touch that finds the flag wrong folds it:
     right at any step)."""
     cdef double thr = core.thr[0]
     cdef double cum = core.cum[0] if averaged else 0.0
     cdef double cum2 = core.cum2[0] if averaged else 0.0
     cdef Py_ssize_t e, S = core.S, off_acc = core.acc - core.lam, off_on = core.off_on
-    cdef double lam_old, lam_new, dn2 = 0.0
+    cdef double lam_old, lam_new
+    cdef opgs_pair sq = opgs_pair_all(0.0)
     cdef double bbase = core.heaps[0].bbase if ball else 0.0
     cdef double* base = core.lam + S  # data feature j is coordinate j + 1
     cdef double* f
@@ -2031,8 +2033,8 @@ cdef inline double _l1_entries(Core core, const double* vals, const index_t* idx
         if averaged:
             l1_avg_touch(core, f, lam_old, lam_new, thr, cum, cum2, off_acc, off_on)
         if ball:
-            dn2 += l1_bound_move(fabs(lam_old), fabs(lam_new), bbase)
-    return dn2
+            sq = opgs_add(sq, l1_bound_sq(fabs(lam_old), fabs(lam_new), bbase))
+    return opgs_hi(sq) - opgs_lo(sq)
 
 
 cdef inline double _margin_l1q(const double* lam, Py_ssize_t K, Py_ssize_t S, Py_ssize_t c,
