@@ -1462,27 +1462,41 @@ cdef class PGSState:
     def _l1_weights(self, int it):
         """`weights` with l1: soft thresholds of lambda (the last iterate), the lazy
         averages' settled sums plus the pending ones of the active coordinates, on the
-        last iterate's support (docs/design/l1.md, "Why exact zeros")."""
-        lam = np.asarray(self.lam_a)
-        thr = self.l1_thr
-        a = np.abs(lam)
-        soft = np.sign(lam) * np.maximum(a - thr, 0.0)
-        if it == ITERATE_LAST:
-            if not self.p_is_two:
-                # p < 2: the l_q map of the soft threshold, times the scale (_l1q_scale)
-                soft = np.sign(soft) * np.abs(soft) ** (self.q - 1.0)
-            return soft * np.asarray(self.s_a)
-        # the folded sums (`l1_folded_total`) of the active coordinates; the intercept,
-        # the one coordinate reported off the support, may have fallen since its touch
-        total = (np.asarray(self.acc_a) + lam * np.asarray(self.cum_a)
-                 - np.sign(lam) * np.asarray(self.cum2_a))
-        for c in range(self.n_problems):
-            total[0, c] = self._l1_folded_sum(0, c)
-        # a coordinate the threshold has zeroed now is 0 in the reported average too:
-        # l1 selects, the average gives the values (`_part_value`, the same rule)
-        keep = a > thr
-        keep[0] = True  # the intercept is no feature to select: it keeps its average
-        return np.where(keep, total, 0.0) / self._average_norm()
+        last iterate's support (docs/design/l1.md, "Why exact zeros"). One pass over the
+        coordinates into the result, no temporaries: over a hashed space of 2^24 the
+        vectorized form took 1.9 s and five times the result's memory for an average."""
+        cdef Py_ssize_t j, c, n = self.dim, K = self.n_problems
+        cdef double thr = self.l1_thr, qm1 = self.q - 1.0, lam, a, s, cum, cum2, norm = 1.0
+        cdef bint last = it == ITERATE_LAST, p_is_two = self.p_is_two
+        cdef double[:, :, ::1] block = self.block
+        cdef Py_ssize_t off_acc = self.off_acc
+        out = np.zeros((n, K))
+        cdef double[:, ::1] W = out
+        if not last:
+            norm = self._average_norm()
+        for c in range(K):
+            s = self.s[c]
+            cum = self.cum[c]
+            cum2 = self.cum2[c]
+            with nogil:
+                for j in range(n):
+                    lam = block[j, c, 0]
+                    a = fabs(lam) - thr
+                    if not a > 0.0:
+                        continue  # exactly 0 at or below the threshold (l1 selects)
+                    if last:
+                        # p < 2: the l_q map of the soft threshold, times the scale
+                        # (_l1q_scale)
+                        W[j, c] = copysign(a if p_is_two else pow(a, qm1), lam) * s
+                    else:
+                        # the folded sum of an active coordinate (`l1_folded_total`)
+                        W[j, c] = (block[j, c, off_acc] + lam * cum
+                                   - copysign(cum2, lam)) / norm
+            if not last:
+                # the intercept, the one coordinate reported off the support (it keeps its
+                # average), may have fallen since its touch
+                W[0, c] = self._l1_folded_sum(0, c) / norm
+        return out
 
     def progressive_sums(self):
         """The progressive sums since the state was created: each row scored before it
