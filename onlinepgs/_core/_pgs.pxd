@@ -10,8 +10,8 @@ from libc.stdint cimport uint64_t, int64_t
 from onlinepgs._core._mirror cimport Mirror, mirror_touch
 from onlinepgs._core._l1q cimport L1Q, l1q_add
 from onlinepgs._core._l1pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
-                                      opgs_hi, opgs_sub, opgs_mul, opgs_max, keep_if,
-                                      l1_acc_move)
+                                      opgs_hi, opgs_sub, opgs_mul, opgs_max, opgs_pos_bits,
+                                      keep_if, l1_acc_move)
 
 cdef enum:
     ITERATE_LAST = 0
@@ -346,12 +346,18 @@ cdef inline double l1_acc_refold(double lam_old, double lam_new, double acc, dou
     return total - keep_if(lam_new * cum - copysign(cum2, lam_new), act_new)
 
 
+cdef inline opgs_pair l1_above(double a_old, double a_new, double base) noexcept nogil:
+    """(|lambda_j| - base)_+ before and after |lambda_j| moves from a_old to a_new, as the
+    pair (old, new): no branch."""
+    return opgs_max(opgs_sub(opgs_pair_of(a_old, a_new), opgs_pair_all(base)),
+                    opgs_pair_all(0.0))
+
+
 cdef inline opgs_pair l1_bound_sq(double a_old, double a_new, double bbase) noexcept nogil:
     """Coordinate j's terms of the lazy ball's bound bn2 = sum_j (|lambda_j| - bbase)_+^2
-    (L1Heap) before and after |lambda_j| moves from a_old to a_new, as the pair (old,
-    new): no branch. A row sums the pairs and moves bn2 by the difference once."""
-    cdef opgs_pair d = opgs_max(opgs_sub(opgs_pair_of(a_old, a_new), opgs_pair_all(bbase)),
-                                opgs_pair_all(0.0))
+    (L1Heap) before and after a touch, as the pair (old, new). A row sums the pairs and
+    moves bn2 by the difference once."""
+    cdef opgs_pair d = l1_above(a_old, a_new, bbase)
     return opgs_mul(d, d)
 
 
@@ -404,6 +410,39 @@ cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
         core.norm_sum[c] += dn
 
 
+cdef inline void l1_heap_touch(L1Heap* h, double* key, Py_ssize_t j, double a_old,
+                              double a_new, double* s1, double* n2, double* peak,
+                              double* n_act) noexcept nogil:
+    """A touch of coordinate j (|lambda_j| from a_old to a_new) on a problem whose heap is
+    kept: its entry (key: the coordinate's `key` field) and the heap's sums s1, n2, peak,
+    n_act (the heap's own, or a row kernel's copies in registers). The heap's base is
+    the threshold (every advance and recount moves it there), so the shifted values
+    max(|lambda_j| - base, 0), old and new, are 0 exactly where j is inactive, and
+    `s1 += d_new - d_old`, `n2 += (d_new - d_old)(d_new + d_old)` cover the four cases
+    without a branch (a row mixes active and inactive coordinates at random: branches on
+    them mispredict). Only a push, a turn to active or a fall branches (rare: about one
+    touch in ten on IMDB's first pass)."""
+    cdef opgs_pair d = l1_above(a_old, a_new, h.base)
+    cdef double d_old = opgs_lo(d), d_new = opgs_hi(d)
+    # act: bit 0 active before, bit 1 after
+    cdef int act = opgs_pos_bits(d)
+    s1[0] += d_new - d_old
+    n2[0] += (d_new - d_old) * (d_new + d_old)
+    peak[0] = n2[0] if n2[0] > peak[0] else peak[0]
+    # a new entry when j turns active (2) or stays active (3) below its live entry's key
+    # (its entry pops no later than thr passes |lambda_j| otherwise); none live once it
+    # falls (1)
+    if (<unsigned int>(act - 1) < 2) | ((act == 3) & (a_new < key[0])):
+        if act & 2:
+            key[0] = a_new
+            _l1_push(h, a_new, j)
+            if act == 2:
+                n_act[0] += 1.0
+        else:
+            key[0] = 0.0
+            n_act[0] -= 1.0
+
+
 cdef inline void l1_avg_touch(Core core, double* f, double lam_old, double lam_new,
                              double thr, double cum, double cum2, Py_ssize_t off_acc,
                              Py_ssize_t off_on) noexcept nogil:
@@ -449,34 +488,7 @@ cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) 
         h.bn2 += l1_bound_move(a_old, a_new, h.bbase)
         h.touches += 1
         return
-    if a_old > thr:
-        a_old -= h.base
-        if a_new > thr:
-            # it stays active: its terms move. Its live entry (key <= a_old) still pops
-            # no later than thr passes |lambda_j|, unless |lambda_j| fell below that key
-            if a_new < f[core.off_key]:
-                f[core.off_key] = a_new
-                _l1_push(h, a_new, j)
-            a_new -= h.base
-            h.s1 += a_new - a_old
-            h.n2 += (a_new - a_old) * (a_new + a_old)
-            if h.n2 > h.peak:
-                h.peak = h.n2
-            return
-        h.s1 -= a_old
-        h.n2 -= a_old * a_old
-        h.n_act -= 1.0
-        f[core.off_key] = 0.0  # no entry of it is live now
-        return
-    if a_new > thr:
-        f[core.off_key] = a_new
-        _l1_push(h, a_new, j)
-        a_new -= h.base
-        h.s1 += a_new
-        h.n2 += a_new * a_new
-        h.n_act += 1.0
-        if h.n2 > h.peak:
-            h.peak = h.n2
+    l1_heap_touch(h, f + core.off_key, j, a_old, a_new, &h.s1, &h.n2, &h.peak, &h.n_act)
 
 
 @cython.final

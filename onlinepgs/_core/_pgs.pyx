@@ -40,8 +40,7 @@ from onlinepgs._core._mirror cimport (Mirror, mirror_init, mirror_scale, mirror_
 from onlinepgs._core._random cimport uniform01
 from onlinepgs._core._l1q cimport L1Q, l1q_add, l1q_estimate, l1q_link, l1q_tol
 from onlinepgs._core._l1pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
-                                      opgs_max, opgs_sub, opgs_add, opgs_pos_bits,
-                                      opgs_hi, L1AvgSums, l1avg_add)
+                                      opgs_add, opgs_hi, L1AvgSums, l1avg_add)
 from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_dot_sq_avg2,
                                       sparse_dot_sq_avgq, sparse_axpy,
                                       prefetch_gather, OPGS_PREFETCH, not_inlined)
@@ -1942,27 +1941,19 @@ cdef void _apply_row_l1_heap(Core core, const double* vals, const index_t* idx,
 
 cdef inline void _l1_entries_heap(Core core, const double* vals, const index_t* idx,
                                   Py_ssize_t nnz, double cf, bint averaged) noexcept nogil:
-    """`_touch_l1` entry by entry for problem 0 with its heap kept, with the same
-    arithmetic (the same bits), the threshold, the heap's sums, C and C2 in locals for
-    the row (through `core` and the heap they are reloaded after every store to the
-    block, which may alias them), and the heap's sums moved without a branch: the heap's
-    base is the threshold (every advance and recount moves it there), so the shifted
-    values max(|lambda_j| - base, 0), old and new, are 0 exactly where j is inactive,
-    and `s1 += d_new - d_old`, `n2 += (d_new - d_old)(d_new + d_old)` cover its four
-    cases (a row mixes active and inactive coordinates at random: branches on them
-    mispredict). Only a push, a turn to active or a fall branches (rare: about one
-    touch in ten on IMDB's first pass)."""
+    """`_touch_l1` entry by entry for problem 0 with its heap kept (`l1_heap_touch`, the
+    same bits), with the threshold, the heap's sums, C and C2 in locals for the row:
+    through `core` and the heap they are reloaded after every store to the block, which
+    may alias them."""
     cdef L1Heap* h = core.heaps
     cdef double thr = core.thr[0]
     cdef double s1 = h.s1, n2 = h.n2, peak = h.peak, n_act = h.n_act
     cdef double cum = core.cum[0] if averaged else 0.0
     cdef double cum2 = core.cum2[0] if averaged else 0.0
-    cdef opgs_pair vbase = opgs_pair_all(h.base), zero = opgs_pair_all(0.0), d
     cdef Py_ssize_t e, j, S = core.S, off_acc = core.acc - core.lam
     cdef Py_ssize_t off_on = core.off_on, off_key = core.off_key
-    cdef double xv, lam_old, lam_new, a_new, d_old, d_new
+    cdef double xv, lam_old, lam_new
     cdef double* f
-    cdef int act
     for e in range(nnz):
         xv = vals[e]
         if xv == 0.0:
@@ -1974,25 +1965,8 @@ cdef inline void _l1_entries_heap(Core core, const double* vals, const index_t* 
         f[0] = lam_new
         if averaged:
             l1_avg_touch(core, f, lam_old, lam_new, thr, cum, cum2, off_acc, off_on)
-        a_new = fabs(lam_new)
-        d = opgs_max(opgs_sub(opgs_pair_of(fabs(lam_old), a_new), vbase), zero)
-        d_old = opgs_lo(d)
-        d_new = opgs_hi(d)
-        s1 += d_new - d_old
-        n2 += (d_new - d_old) * (d_new + d_old)
-        peak = n2 if n2 > peak else peak
-        # act: bit 0 active before, bit 1 after. A new entry when j turns active (2) or
-        # stays active (3) below its live entry's key; none live once it falls (1)
-        act = opgs_pos_bits(d)
-        if (<unsigned int>(act - 1) < 2) | ((act == 3) & (a_new < f[off_key])):
-            if act & 2:
-                f[off_key] = a_new
-                _l1_push(h, a_new, j)
-                if act == 2:
-                    n_act += 1.0
-            else:
-                f[off_key] = 0.0
-                n_act -= 1.0
+        l1_heap_touch(h, f + off_key, j, fabs(lam_old), fabs(lam_new), &s1, &n2, &peak,
+                      &n_act)
     h.s1 = s1
     h.n2 = n2
     h.peak = peak
