@@ -656,3 +656,31 @@ def test_width_grown_in_the_middle_of_a_drop(radius):
                                atol=1e-12)
     assert not np.any(w[X.shape[1] + 1:])
     assert st.n_tracked == X.shape[1] + 1
+
+
+@pytest.mark.parametrize("iterate", ["last", "weighted2"])
+def test_lazy_ball_on_the_bound_of_lambda_then_binding(iterate):
+    # squared loss, targets scaled up 15x from row 150: the ball (radius 3) binds at the
+    # start (radius "small" against the first steps), then the lazy bound at thr, then,
+    # with room under the radius, the bound ||lambda||^2 (base 0: l2's cheap running sum);
+    # the larger targets push the norm past it, the bound fails and the heap takes over.
+    # Every iterate is the transcription's
+    rng = np.random.default_rng(5)
+    m, n = 240, 6
+    dense = rng.standard_normal((m, n)) * (rng.random((m, n)) < 0.5)
+    y = dense @ np.array([1.0, -0.5, 0.0, 0.0, 0.3, 0.0]) * np.where(np.arange(m) < 150,
+                                                                     0.2, 3.0)
+    X = sp.csr_matrix(dense)
+    kw = dict(sigma=0.05, l1=0.02, radius=3.0, loss="squared")
+    its = transcription(X, y, **kw)
+    st = PGSState(p=2.0, iterate=iterate, n_features=n, **kw)
+    trace = ""
+    for k in range(m):
+        run(st, X[k:k + 1], y[k:k + 1], classifier=False)
+        np.testing.assert_allclose(st.weights(), combine(its[:k + 1], iterate), rtol=1e-9,
+                                   atol=1e-12)
+        base = st._l1_bound_base()
+        trace += "h" if np.isnan(base) else "0" if base == 0.0 else "t"
+    assert trace.index("h") < trace.index("t") < trace.index("0")
+    assert trace.endswith("h") and "0" in trace[:150] and "0" not in trace[-50:]
+    assert np.linalg.norm(its[-1]) == pytest.approx(3.0)  # the ball binds at the end

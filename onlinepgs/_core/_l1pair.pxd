@@ -47,6 +47,8 @@ cdef extern from *:
     static inline int opgs_pos_bits(opgs_pair a) {
         return _mm_movemask_pd(_mm_cmpgt_pd(a, _mm_setzero_pd()));
     }
+    /* bit 0: the sign bit of lo, bit 1: of hi (set in a comparison's true lanes) */
+    static inline int opgs_sign_bits(opgs_pair a) { return _mm_movemask_pd(a); }
     #else
     typedef struct { double lo, hi; } opgs_pair;
     typedef union { double d; uint64_t u; } opgs_bits;
@@ -79,6 +81,9 @@ cdef extern from *:
     static inline opgs_pair opgs_los(opgs_pair a, opgs_pair b) { return opgs_pair_of(a.lo, b.lo); }
     static inline opgs_pair opgs_his(opgs_pair a, opgs_pair b) { return opgs_pair_of(a.hi, b.hi); }
     static inline int opgs_pos_bits(opgs_pair a) { return (a.lo > 0.0) | ((a.hi > 0.0) << 1); }
+    static inline int opgs_sign_bits(opgs_pair a) {
+        return (signbit(a.lo) != 0) | ((signbit(a.hi) != 0) << 1);
+    }
     #endif
     """
     ctypedef struct opgs_pair:
@@ -98,6 +103,7 @@ cdef extern from *:
     opgs_pair opgs_los(opgs_pair a, opgs_pair b) noexcept nogil
     opgs_pair opgs_his(opgs_pair a, opgs_pair b) noexcept nogil
     int opgs_pos_bits(opgs_pair a) noexcept nogil
+    int opgs_sign_bits(opgs_pair a) noexcept nogil
 
 
 cdef union Bits:

@@ -11,7 +11,7 @@ from onlinepgs._core._mirror cimport Mirror, mirror_touch
 from onlinepgs._core._l1q cimport L1Q, l1q_add
 from onlinepgs._core._l1pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
                                       opgs_hi, opgs_sub, opgs_mul, opgs_max, opgs_pos_bits,
-                                      keep_if, l1_acc_move)
+                                      opgs_abs_gt, opgs_sign_bits, keep_if, l1_acc_move)
 
 cdef enum:
     ITERATE_LAST = 0
@@ -171,10 +171,15 @@ cdef struct L1Heap:
     # bound of ||soft(lambda, thr)||^2, so while s_t sqrt(bn2) <= radius the ball's factor
     # is exactly 1 (`PGSState._l1_ball_factor`), and an average's coordinates that fell
     # meanwhile have their sums in closed form, as on R^n
+    # bbase = 0 makes bn2 ||lambda||^2, l2's running sum: the cheapest touch (two squares,
+    # no threshold), and a bound that does not loosen as thr grows; a recount picks it
+    # when it leaves the radius room (L1_ZERO_BASE), and a problem on bbase = thr counts
+    # again after (reached coordinates << backoff) touches to look for that room
     bint lazy
     double bbase
     double bn2
     int64_t touches  # since bn2 was last counted exactly (a recount needs as many)
+    int backoff
 
 
 cdef int _l1_push(L1Heap* h, double key, int64_t j) noexcept nogil
@@ -447,10 +452,27 @@ cdef inline void l1_avg_touch(Core core, double* f, double lam_old, double lam_n
                              double thr, double cum, double cum2, Py_ssize_t off_acc,
                              Py_ssize_t off_on) noexcept nogil:
     """An average's folded sum and flag at a touch of the coordinate at f (lambda_j moved
-    from lam_old to lam_new; C and C2 given): see `_touch_l1`."""
+    from lam_old to lam_new; C and C2 given): see `_touch_l1`.
+
+    Most touches are steady: j was active and stays active with its sign, or was inactive
+    and stays so, and its flag is right (it did not fall since its last touch). Whether a
+    coordinate is active mixes at random within a row, but whether it turns, flips or fell
+    does not (rare), so that one branch predicts well: a steady touch moves acc_j by
+    (lambda_old - lambda_new) C times the flag (1 or 0), the same bits as
+    `l1_acc_move`'s sum (whose C2 lane is a zero then), and leaves the flag as it is."""
+    cdef double on = f[off_on]
+    cdef opgs_pair lam = opgs_pair_of(lam_old, lam_new)
+    # bits 0-1: active before and after; 2-3: their signs; 4: the flag
+    cdef unsigned int code = (opgs_sign_bits(opgs_abs_gt(lam, opgs_pair_all(thr)))
+                              | (opgs_sign_bits(lam) << 2) | ((on != 0.0) << 4))
+    # the steady codes: inactive with the flag 0, either sign (0, 4, 8, 12); active with
+    # one sign and the flag 1 (3 | 16, 3 | 12 | 16): bits 0, 4, 8, 12, 19, 31
+    if (<unsigned int>0x80081111 >> code) & 1:
+        f[off_acc] += (lam_old - lam_new) * cum * on
+        return
     cdef double on_new
     cdef bint flag_right
-    cdef double move = l1_acc_move(lam_old, lam_new, thr, cum, cum2, f[off_on], &on_new,
+    cdef double move = l1_acc_move(lam_old, lam_new, thr, cum, cum2, on, &on_new,
                                    &flag_right)
     if flag_right:
         f[off_acc] += move

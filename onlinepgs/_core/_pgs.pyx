@@ -40,7 +40,7 @@ from onlinepgs._core._mirror cimport (Mirror, mirror_init, mirror_scale, mirror_
 from onlinepgs._core._random cimport uniform01
 from onlinepgs._core._l1q cimport L1Q, l1q_add, l1q_estimate, l1q_link, l1q_tol
 from onlinepgs._core._l1pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
-                                      opgs_add, opgs_hi, L1AvgSums, l1avg_add)
+                                      opgs_add, opgs_mul, opgs_hi, L1AvgSums, l1avg_add)
 from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_dot_sq_avg2,
                                       sparse_dot_sq_avgq, sparse_axpy,
                                       prefetch_gather, OPGS_PREFETCH, not_inlined)
@@ -124,6 +124,9 @@ cdef double L1_CANCEL = 1048576.0  # 2^20
 # longer (news20 two passes) for no binding step.
 cdef double L1_HEAP_BUILD = 0.9
 cdef double L1_HEAP_DROP = 0.8
+# a lazy ball's recount takes the bound at bbase = 0 (||lambda||^2) when it is within this
+# fraction of the radius: room for ||lambda|| to grow before the bound fails again
+cdef double L1_ZERO_BASE = 0.7
 
 
 def _check_l1(double l1, double p, str iterate, double forget):
@@ -1128,15 +1131,23 @@ cdef class PGSState:
         the heap is built when the ball may bind (the norm above L1_HEAP_BUILD times the
         radius, or fewer touches since the last count than coordinates to count: O(1)
         amortized); a heap's problem turns lazy again at L1_HEAP_DROP times the radius or
-        less. Lazy, w_norm is the bound
+        less. A lazy problem on bbase = thr also counts again after (coordinates reached
+        << backoff) touches, to move to bbase = 0 (`_l1_lazy_recount`): O(1) amortized
+        too. Lazy, w_norm is the bound
         (it feeds only the online gap's sums, NaN with l1)."""
         cdef L1Heap* h = self.heaps + c
         cdef double wnorm
+        cdef int64_t reached
         if h.lazy:
             wnorm = sqrt(h.bn2 if h.bn2 > 0.0 else 0.0) / denom
             if wnorm * (1.0 + 1e-9) <= self.radius:
                 self.w_norm[c] = wnorm
-                return 1.0
+                if h.bbase == 0.0:
+                    return 1.0
+                # on bbase = thr: count again, now and then, to move to bbase = 0
+                reached = self.seen.n if self.seen.track else self.dim
+                if h.touches < (reached << h.backoff):
+                    return 1.0
             self._l1_lazy_recount(c, denom)
             if h.lazy:
                 self.w_norm[c] = sqrt(h.bn2) / denom
@@ -1148,6 +1159,7 @@ cdef class PGSState:
             h.bbase = h.base  # the heap's sums are about thr: exact, with the margin above
             h.bn2 = h.n2 if h.n2 > 0.0 else 0.0
             h.touches = 0
+            h.backoff = 0
             h.n = 0
             h.n_act = h.s1 = h.n2 = h.peak = 0.0
         self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
@@ -1157,28 +1169,46 @@ cdef class PGSState:
         """Whether problem c's ball runs without its heap now (a diagnostic for the tests)."""
         return self.heaps != NULL and self.heaps[c].lazy
 
+    def _l1_bound_base(self, int c=0):
+        """Problem c's lazy bound's base bbase (0: the bound is ||lambda||^2), NaN with no
+        lazy bound (a diagnostic for the tests)."""
+        if self.heaps == NULL or not self.heaps[c].lazy:
+            return float("nan")
+        return self.heaps[c].bbase
+
     def _l1_heap_entries(self, int c=0):
         """The entries in problem c's heap, live and dead (a diagnostic for the tests)."""
         return self.heaps[c].n if self.heaps != NULL else 0
 
     cdef void _l1_lazy_recount(self, Py_ssize_t c, double denom) noexcept nogil:
-        """A lazy problem whose bound failed: ||soft(lambda, thr)||^2 counted exactly (over
-        the coordinates reached); lazy again from thr if the ball is far from binding and
-        the count was paid for, else its heap built (`_l1_ball_factor`)."""
+        """A lazy problem whose bound failed, or is due to count again: ||soft(lambda,
+        thr)||^2 and ||lambda||^2 counted exactly (over the coordinates reached); lazy
+        again if the ball is far from binding and the count was paid for, from bbase = 0
+        when ||lambda|| leaves room within the radius (L1_ZERO_BASE), else from thr (and
+        the next look for that room twice as far off); else its heap built
+        (`_l1_ball_factor`)."""
         cdef L1Heap* h = self.heaps + c
         cdef Py_ssize_t i, j, n
         cdef const int64_t* coords
-        cdef double thr = self.l1_thr, a, n2 = 0.0
+        cdef double thr = self.l1_thr, a, lam, n2 = 0.0, m2 = 0.0
         n = self._sweep(&coords)
         for i in range(n):
             j = coords[i] if coords != NULL else i
-            a = fabs(self.lam[j, c]) - thr
+            lam = self.lam[j, c]
+            m2 += lam * lam
+            a = fabs(lam) - thr
             if a > 0.0:
                 n2 += a * a
         self.n_l1_recounts += 1
         if h.touches >= n and sqrt(n2) / denom <= L1_HEAP_BUILD * self.radius:
-            h.bbase = thr
-            h.bn2 = n2
+            if sqrt(m2) / denom <= L1_ZERO_BASE * self.radius:
+                h.bbase = 0.0
+                h.bn2 = m2
+                h.backoff = 0
+            else:
+                h.bbase = thr
+                h.bn2 = n2
+                h.backoff = h.backoff + 1 if h.backoff < 30 else 30
             h.touches = 0
             return
         self._l1_build_heap(c, coords, n)
@@ -1982,26 +2012,33 @@ cdef void _apply_row_l1_lazy(Core core, const double* vals, const index_t* idx,
     cdef bint averaged = core.off_on > 0
     if h == NULL:
         if averaged:
-            _l1_entries(core, vals, idx, nnz, cf, True, False)
+            _l1_entries(core, vals, idx, nnz, cf, True, 0)
         else:  # the last iterate on R^n: the threshold is read at the margins
             sparse_axpy(core.lam + core.S, core.S, -cf, vals, idx, nnz)
         return
+    # (bbase = 0: the bound is ||lambda||^2, its terms squares: the same bits, less work)
     if averaged:
-        h.bn2 += _l1_entries(core, vals, idx, nnz, cf, True, True)
+        if h.bbase == 0.0:
+            h.bn2 += _l1_entries(core, vals, idx, nnz, cf, True, 2)
+        else:
+            h.bn2 += _l1_entries(core, vals, idx, nnz, cf, True, 1)
+    elif h.bbase == 0.0:
+        h.bn2 += _l1_entries(core, vals, idx, nnz, cf, False, 2)
     else:
-        h.bn2 += _l1_entries(core, vals, idx, nnz, cf, False, True)
+        h.bn2 += _l1_entries(core, vals, idx, nnz, cf, False, 1)
     h.touches += nnz
 
 
 cdef inline double _l1_entries(Core core, const double* vals, const index_t* idx,
                                Py_ssize_t nnz, double cf, bint averaged,
-                               bint ball) noexcept nogil:
+                               int ball) noexcept nogil:
     """The loop of `_apply_row_l1_lazy`, `_touch_l1` entry by entry (averaged and ball are
     constants at each call, so each case compiles to its own loop): lambda's axpy; an average's
     folded sums with the threshold, C and C2 read once for the row (through `core` they
-    are reloaded after every store to acc, which may alias them); on the ball, returns
-    the change of the lazy bound, the row's old and new terms summed as a pair
-    (`l1_bound_sq`) and subtracted once. An entry of value 0 leaves lambda_j
+    are reloaded after every store to acc, which may alias them); on the ball (ball 1,
+    or 2 when bbase = 0), returns the change of the lazy bound, the row's old and new
+    terms summed as a pair (`l1_bound_sq`; at bbase = 0 lambda_j^2 old and new, the
+    same bits) and subtracted once. An entry of value 0 leaves lambda_j
     as it is and an average's flag right (a touch that finds the flag wrong folds it:
     right at any step)."""
     cdef double thr = core.thr[0]
@@ -2020,8 +2057,11 @@ cdef inline double _l1_entries(Core core, const double* vals, const index_t* idx
         f[0] = lam_new
         if averaged:
             l1_avg_touch(core, f, lam_old, lam_new, thr, cum, cum2, off_acc, off_on)
-        if ball:
+        if ball == 1:
             sq = opgs_add(sq, l1_bound_sq(fabs(lam_old), fabs(lam_new), bbase))
+        elif ball == 2:
+            sq = opgs_add(sq, opgs_mul(opgs_pair_of(lam_old, lam_new),
+                                       opgs_pair_of(lam_old, lam_new)))
     return opgs_hi(sq) - opgs_lo(sq)
 
 
