@@ -122,13 +122,15 @@ def _data(tmp_path):
 
 
 def test_the_commands_paths_import_neither_scipy_nor_sklearn(tmp_path):
-    """train (with a holdout and mini-batches joined across chunks), predict, eval, gap:
+    """train (with a holdout and mini-batches joined across chunks, hashed, classes
+    given), predict, eval, gap:
     the chunks are the command's own CSR (issue 35: importing scipy.sparse took ~0.25 s
     of a 0.9 s run); what they print is checked against the library in test_cli.py."""
     data, model = _data(tmp_path), str(tmp_path / "m.pgs")
     for argv in (["train", data, "-o", model, "--quiet", "--holdout-every", "5",
                   "--batch-size", "2", "--chunk-rows", "64"],
                  ["train", data, "-o", str(tmp_path / "h.pgs"), "--quiet", "--bits", "4"],
+                 ["train", data, "-o", str(tmp_path / "c.pgs"), "--quiet", "--classes=-1,1"],
                  ["predict", model, data, "-o", str(tmp_path / "p.txt")],
                  ["eval", model, data],
                  ["gap", model, data]):
@@ -136,6 +138,8 @@ def test_the_commands_paths_import_neither_scipy_nor_sklearn(tmp_path):
         assert report["code"] == 0, (argv, err)
         heavy = [m for m in report["modules"] if m.split(".")[0] in ("scipy", "sklearn")]
         assert heavy == [], (argv[0], heavy)
+        if argv[0] == "train":  # np.unique's import of numpy.ma: ~7 ms of a cold start
+            assert "numpy.ma" not in report["modules"], argv
         # set before numpy's import (no OpenBLAS worker threads to start), unless given
         assert report["blas_threads"] == os.environ.get("OPENBLAS_NUM_THREADS", "1")
 

@@ -181,9 +181,10 @@ def parse_classes(text):
                              "such as 1..20") from None
         if not math.isfinite(labels[-1]):
             raise UsageError(f"argument --classes: {item!r} is not a finite number")
-    import numpy as np  # here: `onlinepgs info` imports this module, numpy-free
+    # here: `onlinepgs info` imports this module, numpy-free
+    from onlinepgs._checks import unique  # np.unique would import numpy.ma
 
-    labels = np.unique(labels)
+    labels = unique(labels)
     if labels.shape[0] < 2:
         raise UsageError(f"argument --classes: needs at least 2 distinct labels, got {text!r}")
     return labels
