@@ -111,8 +111,8 @@ cdef struct Core:
     int64_t* rnd_ver
     Mirror mm  # the l_q map's constants (_mirror.pxd)
     # l1 > 0 (p = 2): the threshold (a pointer: it moves every step), the running sum C2,
-    # the heaps (NULL without), the offset of the heap's key in the block; an average keeps its sums
-    # folded with a flag per coordinate at off_on > 0 (`_touch_l1`)
+    # the heaps (NULL without), the offset of the heap's key in the block; an average
+    # keeps its sums folded with a flag per coordinate at off_on > 0 (`_touch_l1`)
     double l1
     double sigma
     const double* thr
@@ -477,9 +477,8 @@ cdef inline void l1_avg_touch(Core core, double* f, double lam_old, double lam_n
     if flag_right:
         f[off_acc] += move
     else:
-        f[off_acc] = l1_acc_refold(lam_old, lam_new, f[off_acc], f[off_on], on_new != 0.0,
-                                   cum, cum2, thr, core.t[0], core.sigma, core.l1,
-                                   core.iterate)
+        f[off_acc] = l1_acc_refold(lam_old, lam_new, f[off_acc], on, on_new != 0.0, cum,
+                                   cum2, thr, core.t[0], core.sigma, core.l1, core.iterate)
     f[off_on] = on_new
 
 
@@ -496,7 +495,7 @@ cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) 
         # an average, folded: the sum of the iterates is acc_j + lambda_j C - sgn(lambda_j)
         # C2 while j is active (as l2 keeps lambda_j C - acc_j) and acc_j while inactive,
         # with the flag on = "left active at its last touch". A touch moves acc_j by the
-        # change of its active part (`l1_acc_move`: l2's delta C when it stays active with
+        # change of its active part (`l1_avg_touch`: l2's delta C when it stays active with
         # its sign, nothing when it stays inactive). Only a coordinate that fell to the
         # threshold since its touch (on, |lambda_j| <= thr: rare; never while a heap pops
         # them as they fall) takes C and C2 as they stood then (`l1_acc_refold`)
