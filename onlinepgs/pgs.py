@@ -694,10 +694,16 @@ class PGSLearner(LinearLearner):
                 else:
                     self._run(state, X, y_core, sw, order, self._classifier, power_sums)
             finally:
-                if race is not None:
+                if race is not None and race.states:
                     state = race.leader
-                self._install(state, getattr(self, "n_iter_", 0) + 1 if not first else 1,
-                              race=race, **extra)
+                elif race is not None:
+                    # every run of the race diverged (its error is on its way): the race
+                    # is over; the last leader, as it stood before its failed step, goes
+                    # on at its sigma (none on a first call)
+                    state, race = (None if first else self._state), None
+                if state is not None:
+                    self._install(state, getattr(self, "n_iter_", 0) + 1 if not first else 1,
+                                  race=race, **extra)
         return self
 
     def _settle_race(self, reason, epochs):

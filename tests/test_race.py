@@ -330,6 +330,31 @@ def test_every_run_diverging_fails_the_fit():
     assert [r["sigma"] for r in schedule.path] == [1e-1, 1e-2, 1e-3, 1e-4]
 
 
+@pytest.mark.parametrize("fitted_before", [False, True])
+def test_every_run_diverging_in_partial_fit_raises_its_error(fitted_before):
+    """partial_fit whose every race run diverges raises the divergence (not a KeyError of
+    the emptied race, nor an IndexError at the next call); a first call leaves no model,
+    a later one a model that says it is not usable, as a fixed sigma's does."""
+    X = np.array([[1e200], [2e200], [1e200]])
+    est = PGSRegressor(loss="squared", random_state=0)
+    if fitted_before:
+        est.partial_fit(X * 1e-200, [1.0, 2.0, 3.0])
+    with pytest.raises(PGSDivergedError, match="diverged"):
+        est.partial_fit(X, [1.0, 2.0, 3.0])
+    if not fitted_before:
+        assert not hasattr(est, "coef_")
+        return
+    fixed = PGSRegressor(loss="squared", sigma=est.sigma_, random_state=0)
+    fixed.partial_fit(X * 1e-200, [1.0, 2.0, 3.0])
+    with pytest.raises(PGSDivergedError):
+        fixed.partial_fit(X, [1.0, 2.0, 3.0])
+    for model in (est, fixed):
+        with pytest.raises(PGSDivergedError, match="not usable"):
+            model.predict(X * 1e-200)
+        with pytest.raises(PGSDivergedError):
+            model.partial_fit(X * 1e-200, [1.0, 2.0, 3.0])
+
+
 def test_regression_auto_is_near_the_best_fixed_sigma():
     X, y = _rows(n=6000, d=30, seed=5, regression=True)
     Xt, yt = X[4000:], y[4000:]

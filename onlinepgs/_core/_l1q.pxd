@@ -16,7 +16,7 @@
 # (left: convexity of x^q, also where x <= d, the left side being <= 0 there; right: the
 # second derivative of (x - d)^q is at most q (q - 1) x^(q-2) for d <= x, and for x < d the
 # quadratic x^2 - q d x + q (q - 1) d^2 / 2 has a negative discriminant when q > 2). So
-# L <= N(thr) <= L + E. The estimate is U = L + E, the second-order expansion (on the ball
+# L <= N(thr) <= L + E (d, like x, in units of m). The estimate is U = L + E, the second-order expansion (on the ball
 # an upper bound keeps the projected iterate inside it), relative error at most E / L; as
 # soon as E / (2 L) passes the state's l1q_tol (l1q_tol() by default) the sums are counted
 # again exactly at thr (O(coordinates reached)). Measured, U's error is far below its bound
@@ -27,12 +27,15 @@
 from libc.math cimport fabs, copysign
 from libc.stdint cimport int64_t
 
+from onlinepgs._core._mirror cimport Mirror
 from onlinepgs._core._regularizer cimport phi_power
 
 
 cdef struct L1Q:
     double thr0  # the reference threshold (lambda's units) the sums are about
-    double s0, s1, s2  # sum x^q, x^(q-1), x^(q-2) over x = |lambda_j| - thr0 > 0
+    double m, inv_m  # the scale of x = (|lambda_j| - thr0) / m, and its inverse
+    double s0, s1, s2  # sum x^q, x^(q-1), x^(q-2) over x > 0
+    int outgrown  # a touch passed r_hi m: the sums wait for the recount after the step
 
 
 # the default largest E / (2 L): N's estimate within twice that of exact, the scale
@@ -43,14 +46,17 @@ cdef inline double l1q_tol() noexcept nogil:
     return 1e-6
 
 
-cdef inline void l1q_add(L1Q* st, double a, double q, int quarters,
-                         double sign) noexcept nogil:
+cdef inline void l1q_add(L1Q* st, double a, Mirror mm, double sign) noexcept nogil:
     """Add (sign = 1) or remove (sign = -1) the terms of a coordinate with |lambda_j| = a
-    (one power, a few multiplies where q - 1 is a multiple of 1/4: phi_power)."""
-    cdef double x = a - st.thr0, y
-    if x <= 0.0:
+    (one power, a few multiplies where q - 1 is a multiple of 1/4: phi_power). A term past
+    the window parks the sums (`outgrown`) until the recount that ends the step."""
+    cdef double x = (a - st.thr0) * st.inv_m, y
+    if x <= 0.0 or st.outgrown:
         return
-    y = phi_power(x, q, quarters)
+    if x > mm.r_hi:
+        st.outgrown = 1
+        return
+    y = phi_power(x, mm.q, mm.quarters)
     st.s1 += sign * y
     st.s0 += sign * y * x
     st.s2 += sign * y / x
@@ -58,9 +64,13 @@ cdef inline void l1q_add(L1Q* st, double a, double q, int quarters,
 
 cdef inline double l1q_estimate(const L1Q* st, double thr, double q,
                                 double* bound) noexcept nogil:
-    """The estimate of N(thr) (thr >= thr0), the upper bound L + E, and in bound E / (2 L)
-    (infinite where L <= 0 and the sums are not empty: count again)."""
-    cdef double d = thr - st.thr0, low, e
+    """The estimate of N(thr) / m^q (thr >= thr0), the upper bound L + E, and in bound
+    E / (2 L) (infinite where L <= 0 and the sums are not empty, or where they are parked:
+    count again)."""
+    cdef double d = (thr - st.thr0) * st.inv_m, low, e
+    if st.outgrown:
+        bound[0] = 1e300
+        return 0.0
     if d <= 0.0:
         bound[0] = 0.0
         return st.s0 if st.s0 > 0.0 else 0.0
@@ -73,10 +83,11 @@ cdef inline double l1q_estimate(const L1Q* st, double thr, double q,
     return low + e
 
 
-cdef inline double l1q_link(double lam, double thr, double q, int quarters) noexcept nogil:
-    """sgn(lambda) (|lambda| - thr)_+^(q - 1): the l_q map's coordinate of a
-    soft-thresholded lambda; the weight is this times the scale."""
-    cdef double x = fabs(lam) - thr
+cdef inline double l1q_link(double lam, double thr, double inv_m, double q,
+                            int quarters) noexcept nogil:
+    """sgn(lambda) ((|lambda| - thr)_+ / m)^(q - 1): the l_q map's coordinate of a
+    soft-thresholded lambda in the scale's units; the weight is this times the scale."""
+    cdef double x = (fabs(lam) - thr) * inv_m
     if x <= 0.0:
         return 0.0
     return copysign(phi_power(x, q, quarters), lam)

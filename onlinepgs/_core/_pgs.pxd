@@ -380,10 +380,10 @@ cdef inline void _touch(Core core, Py_ssize_t j, Py_ssize_t c, double delta,
     cdef double inv_m, r_old, r_new, dn
     if core.l1q != NULL:
         # l1, p < 2 (last iterate only): lambda_j and its terms in N's sums
-        l1q_add(core.l1q + c, fabs(lam_old), core.mm.q, core.mm.quarters, -1.0)
+        l1q_add(core.l1q + c, fabs(lam_old), core.mm, -1.0)
         lam_new = lam_old - delta
         core.lam[at] = lam_new
-        l1q_add(core.l1q + c, fabs(lam_new), core.mm.q, core.mm.quarters, 1.0)
+        l1q_add(core.l1q + c, fabs(lam_new), core.mm, 1.0)
         return
     if core.l1 > 0.0:
         _touch_l1(core, j, c, delta)

@@ -499,6 +499,8 @@ cdef class PGSState:
             self.l1q = <L1Q*>calloc(n_problems, sizeof(L1Q))
             if self.l1q == NULL:
                 raise MemoryError()
+            for c in range(n_problems):
+                self.l1q[c].m = self.l1q[c].inv_m = 1.0
         self.dim = 0
         self.span = 1
         self._allocate(1 + n_features)
@@ -515,15 +517,23 @@ cdef class PGSState:
         free(self.l1q)
         self.l1q = NULL
 
-    def _l1_rebuild(self):
+    def _l1_rebuild(self, l1q_sums=None):
         """Set the threshold from t and sigma, and build the heaps afresh from lambda:
         the coordinates above it, their sums and the norm (O(dim), at a load, a copy or a
-        change of sigma)."""
+        change of sigma). p < 2: N(thr)'s sums are counted again, or, where `l1q_sums`
+        gives them (a load or a copy: the running state's own, estimate and all, so that
+        it continues bit for bit), taken as they are."""
         cdef Py_ssize_t c
         if self.l1 == 0.0:
             return
         self.l1_thr = self._denom(self.t) * self.l1 / self.sigma
-        if self.l1q != NULL:
+        if self.l1q != NULL and l1q_sums is not None:
+            for c in range(self.n_problems):
+                (self.l1q[c].thr0, self.l1q[c].m, self.l1q[c].s0, self.l1q[c].s1,
+                 self.l1q[c].s2) = [float(v) for v in l1q_sums[c]]
+                self.l1q[c].inv_m = 1.0 / self.l1q[c].m
+                self.l1q[c].outgrown = 0
+        elif self.l1q != NULL:
             for c in range(self.n_problems):
                 self._l1q_recount(c)
         if self.heaps == NULL:
@@ -725,6 +735,8 @@ cdef class PGSState:
             d.update(tau=self.tau, decay=self.decay, weight_sum=self.weight_sum)
         if self.l1 > 0.0:
             d["cum2_a"] = np.array(self.cum2_a, copy=True) if copy else self.cum2_a
+        if self.l1q != NULL:
+            d["l1q_a"] = self._l1q_sums()
         if self.off_on > 0:
             # the sums folded with a flag (before: marks and a heap's version count)
             d["l1_folded"] = 1
@@ -788,8 +800,22 @@ cdef class PGSState:
         if self.keep_seen:
             self._set_seen(None, coords if coords_known else self._reached(self.dim))
         self._bind()
-        self._l1_rebuild()  # l1: the threshold, heaps and norm (s_a was saved)
+        # l1: the threshold, heaps and norm (s_a was saved); p < 2: N's sums as they ran
+        # (files written before they were saved count them again)
+        l1q_sums = d.get("l1q_a")
+        if l1q_sums is not None:
+            l1q_sums = np.asarray(l1q_sums, dtype=np.float64)
+            if l1q_sums.shape != (K, 5) or not (np.isfinite(l1q_sums).all()
+                                                and (l1q_sums[:, 1] > 0).all()):
+                raise ValueError(f"solver state array l1q_a is not {K} rows of a reference "
+                                 "threshold, a positive scale and three finite sums")
+        self._l1_rebuild(l1q_sums)
         return self
+
+    def _l1q_sums(self):
+        """l1, p < 2: each problem's (thr0, m, S_0, S_1, S_2) (_l1q.pxd), as saved."""
+        return np.array([[self.l1q[c].thr0, self.l1q[c].m, self.l1q[c].s0, self.l1q[c].s1,
+                          self.l1q[c].s2] for c in range(self.n_problems)])
 
     def __reduce__(self):
         return (_rebuild_state, (self.to_dict(),))
@@ -1289,13 +1315,21 @@ cdef class PGSState:
         cdef L1Q fresh
         cdef Py_ssize_t i, j, n
         cdef const int64_t* coords
-        cdef double q = self.q
+        cdef double top = 0.0
         fresh.thr0 = self.l1_thr
         fresh.s0 = fresh.s1 = fresh.s2 = 0.0
+        fresh.outgrown = 0
         n = self._sweep(&coords)
         for i in range(n):
             j = coords[i] if coords != NULL else i
-            l1q_add(&fresh, fabs(self.lam[j, c]), q, self.mm.quarters, 1.0)
+            if fabs(self.lam[j, c]) > top:
+                top = fabs(self.lam[j, c])
+        # the mirror map's window about the largest active part (_l1q.pxd)
+        fresh.m = mirror_scale(self.mm, top - fresh.thr0 if top > fresh.thr0 else 0.0)
+        fresh.inv_m = 1.0 / fresh.m
+        for i in range(n):
+            j = coords[i] if coords != NULL else i
+            l1q_add(&fresh, fabs(self.lam[j, c]), self.mm, 1.0)
         self.l1q[c] = fresh
         self.n_l1q_recounts += 1
 
@@ -1303,16 +1337,18 @@ cdef class PGSState:
         """l1, p < 2, after the threshold moved: count N again where the estimate's
         error bound passed l1q_tol() (_l1q.pxd)."""
         cdef Py_ssize_t c
-        cdef double bound
+        cdef double bound, n
         for c in range(self.n_problems):
-            l1q_estimate(self.l1q + c, self.l1_thr, self.q, &bound)
-            if bound > self.l1q_tol:
+            n = l1q_estimate(self.l1q + c, self.l1_thr, self.q, &bound)
+            # the estimate's error, a term past the window (bound infinite), or every
+            # active part below m / r_hi (the window's other side; an empty set stays)
+            if bound > self.l1q_tol or (0.0 < n < self.mm.norm_low):
                 self._l1q_recount(c)
 
     cdef double _l1q_scale(self, Py_ssize_t c, double denom) noexcept nogil:
-        """l1, p < 2: s with w_j = s sgn(lambda_j) (|lambda_j| - thr)_+^(q-1), i.e.
-        grad r*(u / denom) for u = soft(lambda, thr): N^((2-q)/q) / ((q - 1) denom), times
-        the ball's factor, N = ||u||_q^q from its estimate (_l1q.pxd: an upper bound, so
+        """l1, p < 2: s with w_j = s sgn(lambda_j) ((|lambda_j| - thr)_+ / m)^(q-1), i.e.
+        grad r*(u / denom) for u = soft(lambda, thr): m N^((2-q)/q) / ((q - 1) denom), times
+        the ball's factor, N = ||u / m||_q^q from its estimate (_l1q.pxd: an upper bound, so
         that on the ball ||w||_p <= radius)."""
         cdef double bound, s, wnorm
         cdef double n = l1q_estimate(self.l1q + c, self.l1_thr, self.q, &bound)
@@ -1320,9 +1356,9 @@ cdef class PGSState:
             if self.bounded:
                 self.w_norm[c] = 0.0
             return 0.0
-        s = exp(log(n) * (2.0 - self.q) / self.q) / ((self.q - 1.0) * denom)
+        s = self.l1q[c].m * exp(log(n) * (2.0 - self.q) / self.q) / ((self.q - 1.0) * denom)
         if self.bounded:
-            wnorm = (self.p - 1.0) * exp(log(n) / self.q) / denom
+            wnorm = (self.p - 1.0) * self.l1q[c].m * exp(log(n) / self.q) / denom
             if wnorm > self.radius:
                 s *= self.radius / wnorm
             self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
@@ -1336,8 +1372,8 @@ cdef class PGSState:
             raise ValueError("only a state with l1 > 0 and p < 2 keeps N(thr) this way")
         if exact:
             x = np.abs(np.asarray(self.lam_a)[:, c]) - self.l1_thr
-            return float(np.sum(x[x > 0] ** self.q))
-        return l1q_estimate(self.l1q + c, self.l1_thr, self.q, &bound)
+            return float(np.sum((x[x > 0] / self.l1q[c].m) ** self.q)) * self.l1q[c].m ** self.q
+        return l1q_estimate(self.l1q + c, self.l1_thr, self.q, &bound) * self.l1q[c].m ** self.q
 
     cdef void _l1_advance(self) noexcept nogil:
         # (thr is set only after the pops: the sums removed are about the old base)
@@ -1496,6 +1532,7 @@ cdef class PGSState:
         vectorized form took 1.9 s and five times the result's memory for an average."""
         cdef Py_ssize_t j, c, n = self.dim, K = self.n_problems
         cdef double thr = self.l1_thr, qm1 = self.q - 1.0, lam, a, s, cum, cum2, norm = 1.0
+        cdef double inv_m = 1.0
         cdef bint last = it == ITERATE_LAST, p_is_two = self.p_is_two
         cdef double[:, :, ::1] block = self.block
         cdef Py_ssize_t off_acc = self.off_acc
@@ -1507,6 +1544,8 @@ cdef class PGSState:
             s = self.s[c]
             cum = self.cum[c]
             cum2 = self.cum2[c]
+            if self.l1q != NULL:
+                inv_m = self.l1q[c].inv_m
             with nogil:
                 for j in range(n):
                     lam = block[j, c, 0]
@@ -1514,9 +1553,9 @@ cdef class PGSState:
                     if not a > 0.0:
                         continue  # exactly 0 at or below the threshold (l1 selects)
                     if last:
-                        # p < 2: the l_q map of the soft threshold, times the scale
-                        # (_l1q_scale)
-                        W[j, c] = copysign(a if p_is_two else pow(a, qm1), lam) * s
+                        # p < 2: the l_q map of the soft threshold in the scale's units,
+                        # times the scale (_l1q_scale)
+                        W[j, c] = copysign(a if p_is_two else pow(a * inv_m, qm1), lam) * s
                     else:
                         # the folded sum of an active coordinate (`l1_folded_total`)
                         W[j, c] = (block[j, c, off_acc] + lam * cum
@@ -2067,7 +2106,7 @@ cdef inline double _l1_entries(Core core, const double* vals, const index_t* idx
 
 cdef inline double _margin_l1q(const double* lam, Py_ssize_t K, Py_ssize_t S, Py_ssize_t c,
                                const double* vals, const index_t* idx, Py_ssize_t nnz,
-                               bint dense, double thr, double q,
+                               bint dense, double thr, double inv_m, double q,
                                int quarters) noexcept nogil:
     """`_margin_l1` for p < 2: sum_e x_e sgn(lambda_j) (|lambda_j| - thr)_+^(q-1) (l1q_link;
     a power only where the coordinate is active)."""
@@ -2076,7 +2115,7 @@ cdef inline double _margin_l1q(const double* lam, Py_ssize_t K, Py_ssize_t S, Py
     cdef const double* base = lam + (K + c) * S
     cdef Py_ssize_t KS = K * S
     for e in range(nnz):
-        t0 += l1q_link(base[(e if dense else <Py_ssize_t>idx[e]) * KS], thr, q,
+        t0 += l1q_link(base[(e if dense else <Py_ssize_t>idx[e]) * KS], thr, inv_m, q,
                        quarters) * vals[e]
     return t0
 
@@ -2284,7 +2323,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                     row_dot = z
                 elif use_l1q:
                     z = _margin_l1q(core.lam, K, core.S, c, vals, idx, nnz, dense,
-                                    self.l1_thr, q, self.quarters)
+                                    self.l1_thr, self.l1q[c].inv_m, q, self.quarters)
                 elif rep_fused_l1:
                     z = dot_l1avg(core.lam + core.S, core.S, self.off_acc, self.l1_thr,
                                   core.cum[0], core.cum2[0], vals, idx, nnz, &row_xx,
@@ -2299,8 +2338,8 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                     z = _margin(core.phi, K, core.S, c, vals, idx, nnz, dense)
                 if use_l1q:
                     if fit_icpt:
-                        z += l1q_link(core.lam[c * core.S], self.l1_thr, q,
-                                      self.quarters) * icpt
+                        z += l1q_link(core.lam[c * core.S], self.l1_thr,
+                                      self.l1q[c].inv_m, q, self.quarters) * icpt
                 elif use_l1:
                     if fit_icpt:
                         z += soft_threshold(core.lam[c * core.S], self.l1_thr) * icpt

@@ -501,8 +501,7 @@ def _build_sdca_state(header, arrays, path):
 # state version 2 files load; the arrays version 3 added are then unknown (NaN)
 _READABLE_STATE_VERSIONS = (2, 3, STATE_VERSION)
 _ADDED_IN_STATE_3 = ("sum_conj_a", "sum_step_loss_a", "sum_reg_a")
-# the reported iterate's progressive sums (PGSState.progressive_sums)
-_ADDED_IN_STATE_4 = ("sum_weighted_loss_reported", "n_mistakes_reported")
+_ADDED_IN_STATE_4 = ("sum_weighted_loss_reported", "n_mistakes_reported")  # progressive_sums
 
 
 def _build_state(header, arrays, path):
@@ -550,9 +549,10 @@ def _build_state(header, arrays, path):
             continue
         if isinstance(expected, np.ndarray):
             name = f"state/{key}"
+            if name not in arrays and key == "l1q_a":
+                continue  # l1, p < 2, written before N's sums were saved: counted again
             if name not in arrays and version == 2 and key in _ADDED_IN_STATE_3:
-                # written before the online dual estimate existed: unknown from here on
-                state_dict[key] = np.full(expected.shape, np.nan)
+                state_dict[key] = np.full(expected.shape, np.nan)  # unknown from here on
                 continue
             if name not in arrays:
                 raise ModelFileError(path, f"missing array {name}")
