@@ -8,7 +8,9 @@ counters. A format plugs in a compiled parser with this protocol:
 
 * ``parse(buf, pos, end) -> (status, pos)``: parse the complete lines of
   ``buf[pos:end]``; status 1: a chunk is full (call again from pos), 2: a bad line
-  (``error_info()`` describes it), 0: all parsed;
+  (``error_info()`` describes it), 4: with on_error="skip", the first bad line was
+  skipped (``error_info()`` describes it; call again from pos), 0: all parsed; a parser
+  that describes its first skipped line later keeps it in ``first_skip`` instead;
 * ``decide()``: a deferred error of the pending rows (or None); ``pending_rows``;
   ``n_lines``, ``n_rows_out``, ``n_skipped``; ``release()`` at the end;
 
@@ -220,6 +222,16 @@ class LineReader:
         return self._parser.n_skipped
 
     @property
+    def first_skipped(self):
+        """With on_error="skip": the error of the first line skipped (its place and
+        reason, as it would have been raised), or None."""
+        found = getattr(self, "_first_skipped", None)
+        info = getattr(self._parser, "first_skip", None)
+        if found is None and info is not None:
+            found = self._first_skipped = self._error(info, None)
+        return found
+
+    @property
     def bytes_read(self):
         """Bytes consumed from the file on disk (compressed bytes for .gz/.bz2/.xz);
         0 for streams, whose size is unknown anyway."""
@@ -287,6 +299,8 @@ class LineReader:
                             yield chunk
                     elif status == 2:
                         raise self._or_corrupt(self._error(parser.error_info(), buf))
+                    elif status == 4:
+                        self._first_skipped = self._error(parser.error_info(), buf)
                     else:
                         break
                 start = end

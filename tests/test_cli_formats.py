@@ -541,3 +541,79 @@ def test_a_vw_file_for_a_csv_model_is_read_as_vw(tmp_path):
                      "--kind", "scores").stdout.split()[:40]
     np.testing.assert_allclose([float(v) for v in csv_scores],
                                [float(v) for v in got.split()], rtol=1e-9)
+
+
+@pytest.mark.parametrize("name, good, bad", [
+    ("d.svm", [b"1 1:0.5 3:1", b"-1 2:1", b"1 1:1 2:0.25", b"-1 3:0.5"],
+     [b"1 2:oops", b"x 1:1"]),
+    ("d.vw", [b"1 |f a b:0.5", b"-1 |f c", b"1 |g a", b"-1 |f b |g c:2"],
+     [b"1 |f a:1x", b"one |f a"]),
+    ("d.csv", [b"1,x,0.5", b"0,y,1", b"1,x,2", b"0,z,0.25"], [b"1,x,far", b"1,x"]),
+    ("d.jsonl", [b'{"label": 1, "features": {"a": "x"}}', b'{"label": -1, "features": {"b": 2}}',
+                 b'{"label": 1, "features": {"a": "y"}}', b'{"label": -1}'],
+     [b'{"label": 1, "features": {"a": [1]}}', b'{"label": 1,']),
+])
+def test_skip_bad_lines_of_every_format(tmp_path, name, good, bad):
+    """--skip-bad-lines (train, predict, eval, gap): the bad lines are skipped and
+    counted, the first named with its place and reason (also with --quiet); the model is
+    the one trained on the file without them, bit for bit; predict writes a line for
+    each good row. Without the option the first bad line stops the command."""
+    header = [b"y,a,p"] if name.endswith(".csv") else []
+    roles = ("--label", "y", "--numeric", "p") if name.endswith(".csv") else ()
+    lines = header + [good[0], bad[0], good[1], good[2], bad[1], good[3]]
+    data, clean = tmp_path / name, tmp_path / ("clean" + name[1:])
+    data.write_bytes(b"\n".join(lines) + b"\n")
+    clean.write_bytes(b"\n".join(header + good) + b"\n")
+    options = ("--quiet", "--sigma", "0.1", "--classes", "-1,1" if "csv" not in name
+               else "0,1", *roles)
+    stopped = run("train", data, "-o", tmp_path / "x.pgs", *options, check=False)
+    first_bad = len(header) + 2
+    assert stopped.returncode == 1 and f"{data}:{first_bad}:" in stopped.stderr
+    assert not (tmp_path / "x.pgs").exists()
+    skipped = run("train", data, "-o", tmp_path / "m.pgs", "--skip-bad-lines", *options)
+    run("train", clean, "-o", tmp_path / "c.pgs", *options)
+    message = skipped.stderr.strip().splitlines()
+    assert len(message) == 1, skipped.stderr
+    assert message[0].startswith(f"onlinepgs: {data}: skipped 2 bad lines; the first: "
+                                 f"{data}:{first_bad}:"), message
+    assert stopped.stderr.strip().endswith(message[0].split("; the first: ")[1].split(
+        f"{data}:{first_bad}:")[1])  # the same reason as the error
+    a, b = load_learner(str(tmp_path / "m.pgs")), load_learner(str(tmp_path / "c.pgs"))
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert a.online_stats_["n_examples"] == 4
+    for command in ("predict", "eval", "gap"):
+        got = run(command, tmp_path / "m.pgs", data, "--skip-bad-lines")
+        want = run(command, tmp_path / "m.pgs", clean)
+        assert got.stdout == want.stdout
+        assert got.stderr.strip() == message[0]
+        assert run(command, tmp_path / "m.pgs", data, check=False).returncode == 1
+
+
+def test_skip_bad_lines_is_refused_on_dask(tmp_path):
+    (tmp_path / "d.svm").write_bytes(b"1 1:1\n")
+    proc = run("train", tmp_path / "d.svm", "--skip-bad-lines", "--scheduler", "threads",
+               check=False)
+    assert proc.returncode == 2 and "argument --skip-bad-lines" in proc.stderr
+
+
+def test_a_headerless_csv_trains_with_no_header(tmp_path):
+    """--no-header: the first line is a row and the columns are named 1, 2, ...: the
+    model equals the one of the same rows under a header line naming them so; predict
+    and eval read the model's files alike. Without it the first row taken as a header is
+    refused with advice when its names look like data."""
+    rows = [b"1,x,0.5", b"0,y,1.5", b"1,x,2", b"0,z,0.25", b"1,y,3"]
+    (tmp_path / "bare.csv").write_bytes(b"\n".join(rows) + b"\n")
+    (tmp_path / "named.csv").write_bytes(b"\n".join([b"1,2,3"] + rows) + b"\n")
+    roles = ("--label", "1", "--numeric", "3", "--quiet", "--sigma", "0.1")
+    run("train", tmp_path / "bare.csv", "--no-header", *roles, "-o", tmp_path / "b.pgs")
+    run("train", tmp_path / "named.csv", *roles, "-o", tmp_path / "n.pgs")
+    b, n = load_learner(str(tmp_path / "b.pgs")), load_learner(str(tmp_path / "n.pgs"))
+    np.testing.assert_array_equal(b.coef_, n.coef_)
+    assert b.online_stats_["n_examples"] == 5
+    assert run("predict", tmp_path / "b.pgs", tmp_path / "bare.csv").stdout == \
+        run("predict", tmp_path / "n.pgs", tmp_path / "named.csv").stdout
+    assert "rows = 5" in run("eval", tmp_path / "b.pgs", tmp_path / "bare.csv").stdout
+    refused = run("train", tmp_path / "bare.csv", *roles, check=False)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "the first line looks like data" in refused.stderr
+    assert "--no-header" in refused.stderr

@@ -465,3 +465,22 @@ def test_memory_does_not_grow_with_the_source():
     finally:
         tracemalloc.stop()
     assert n == 120_000 and peak < 1 << 20, peak
+
+
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"])
+def test_header_false_reads_the_first_line_as_a_row(bom):
+    """header=False: columns named "1", "2", ... by position, every line a row (a byte
+    order mark dropped): the rows of the same lines under the header "1,2,3"."""
+    body = b"1,x,0.5\n0,y,\n1,,2\n"
+    kw = dict(label="1", numeric=["3"], n_bits=8, chunk_rows=None)
+    X, y, _ = next(iter(iter_csv(io.BytesIO(bom + body), header=False, **kw)))
+    X2, y2, _ = next(iter(iter_csv(io.BytesIO(b"1,2,3\n" + body), **kw)))
+    assert (X != X2).nnz == 0 and X.shape == (3, 256)
+    np.testing.assert_array_equal(y, [1, 0, 1])
+    np.testing.assert_array_equal(y, y2)
+    with pytest.raises(CSVError, match="without a header its columns are named 1 to 3"):
+        list(iter_csv(io.BytesIO(body), header=False, label="y"))
+    with pytest.raises(CSVError, match="the first line looks like data"):
+        list(iter_csv(io.BytesIO(b"1,1,3\n" + body)))
+    with pytest.raises(ValueError, match="header must be True"):
+        iter_csv(io.BytesIO(body), header="no")

@@ -172,6 +172,36 @@ def test_raw_columns_are_neither_signed_nor_crossed():
     assert dict(zip(X.indices.tolist(), X.data.tolist())) == want
 
 
+def test_a_namespace_named_from_a_nul_byte_is_hashed_and_signed():
+    """A namespace (VW), column (CSV) or record/JSON namespace whose name starts with a NUL
+    byte: letter 0 would make its entries raw columns, unhashed and unsigned. Every reader
+    puts its features in the column and with the sign of the hash (murmurhash3 of the name
+    seeded by the namespace's), as for any other name, and `::` crosses it."""
+    import io
+
+    from onlinepgs.formats import open_reader
+
+    ns = "\x00geo"
+    seed = murmurhash3_32(ns.encode(), 0, positive=True)
+    h = murmurhash3_32(b"fr", seed, positive=True)
+    want = {h % 2**10: -1.0 if h >> 31 else 1.0}
+    spec = FeatureSpec(10, 0, ())
+    got = {}
+    got["records"] = to_matrix(NamespacedRows(*records_to_rows([{ns: {"fr": 1}}], 0)[:4]),
+                               spec)
+    for fmt, data, columns in (("vw", b"1 |\x00geo fr\n", None),
+                               ("json", b'{"label": 1, "features": {"\\u0000geo": '
+                                        b'{"fr": 1}}}\n', None),
+                               ("csv", b"y,\x00geo\n1,fr\n", {"label": "y"})):
+        got[fmt] = next(iter(open_reader(io.BytesIO(data), fmt, spec=spec,
+                                         columns=columns)))[0]
+    for fmt, X in got.items():
+        assert dict(zip(X.indices.tolist(), X.data.tolist())) == want, fmt
+    crossed = to_matrix(NamespacedRows(*records_to_rows([{ns: {"fr": 1}, "a": 1.0}], 0)[:4]),
+                        FeatureSpec(10, 0, ("::",)))
+    assert crossed.nnz > 2  # the pair (and the squares) of the NUL-named namespace
+
+
 def test_widest_space_and_the_int64_path():
     rows = random_rows(random.Random(3), 20)
     X = to_matrix(rows, FeatureSpec(30, 0, ("ab",)))

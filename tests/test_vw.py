@@ -112,7 +112,8 @@ def _reference_line(line, seed):
                     raise ValueError
                 if colon:
                     weight = number(w)
-                letter, ns_seed, ns_name = name[0], murmur(name, seed), name
+                # the first byte; a NUL's is 0x80 (0 marks an unsigned raw column)
+                letter, ns_seed, ns_name = name[0] or 0x80, murmur(name, seed), name
                 part = part[len(token):]
             for token in part.split():
                 name, colon, value = token.partition(b":")

@@ -35,7 +35,7 @@ cimport numpy as cnp
 
 from onlinepgs._core._hashing cimport murmurhash3_x86_32
 from onlinepgs._core._lineparse cimport (LINE_EMPTY, LINE_ERROR, LINE_NOMEM, LINE_ROW,
-                                         ST_DONE, ST_ERROR, ST_FULL)
+                                         ST_DONE, ST_ERROR, ST_FULL, ST_SKIPPED)
 from onlinepgs._core._svmlight cimport parse_number
 
 cnp.import_array()
@@ -78,11 +78,12 @@ cdef class _Parser:
     """Field splitter, row parser and chunk buffers of one CSV stream.
 
     Parameters: delimiter (one byte), skip (on_error="skip"), chunk_rows (-1:
-    unbounded), names (collect each entry's "column^feature" name, for audits).
+    unbounded), names (collect each entry's "column^feature" name, for audits), header
+    (False: the first line is a row too; its fields only count the columns).
     """
     # settings
     cdef char delim
-    cdef bint skip, want_names
+    cdef bint skip, want_names, has_header
     cdef Py_ssize_t chunk_rows
     # columns (after configure)
     cdef public object header          # list of bytes (the header's fields), or None
@@ -123,12 +124,13 @@ cdef class _Parser:
     cdef Py_ssize_t err_line_start, err_bad_start, err_bad_end
 
     def __cinit__(self, bytes delimiter=b",", bint skip=False, Py_ssize_t chunk_rows=-1,
-                  bint names=False):
+                  bint names=False, bint header=True):
         if len(delimiter) != 1 or delimiter in (b'"', b"\n", b"\r"):
             raise ValueError(f"the delimiter must be one byte other than a quote or a "
                              f"line break, got {delimiter!r}")
         self.delim = delimiter[0]
         self.skip = skip
+        self.has_header = header
         self.chunk_rows = chunk_rows
         self.want_names = names
         self.cap_rows = 1024 if chunk_rows < 0 or chunk_rows > 1024 else chunk_rows
@@ -522,6 +524,11 @@ cdef class _Parser:
             self.n_lines += 1
             if self._header(base, p, le) == LINE_ERROR:
                 return ST_ERROR, p - base
+            if not self.has_header:  # the line is read again as the first row
+                self.n_lines -= 1
+                if le - p >= 3 and memcmp(p, b"\xef\xbb\xbf", 3) == 0:
+                    p += 3  # (its byte order mark dropped)
+                return ST_FULL, p - base
             return ST_FULL, nxt - base
         if not self.configured:
             raise RuntimeError("configure() the columns after reading the header")
@@ -543,6 +550,10 @@ cdef class _Parser:
                         status = ST_ERROR
                         break
                     self.n_skipped += 1
+                    if self.n_skipped == 1:  # the reader keeps the first one's place
+                        status = ST_SKIPPED
+                        p = nxt
+                        break
                 elif r == LINE_NOMEM:
                     status = -1
                     break

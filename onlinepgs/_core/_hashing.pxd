@@ -4,3 +4,14 @@ from libc.stdint cimport uint32_t, uint8_t
 
 cdef uint32_t murmurhash3_x86_32(const uint8_t* key, Py_ssize_t length,
                                  uint32_t seed) noexcept nogil
+
+
+cdef enum:
+    # the letter of a namespace whose name starts with a NUL byte: letter 0 is RAW_COLUMN
+    # (an unhashed, unsigned column index), which would lose the hash's sign
+    NUL_NAMESPACE_LETTER = 0x80
+
+
+cdef inline uint8_t ns_letter(uint8_t first) noexcept nogil:
+    """A namespace's letter from its name's first byte (never RAW_COLUMN, 0)."""
+    return NUL_NAMESPACE_LETTER if first == 0 else first

@@ -90,6 +90,17 @@ def murmurhash3(key, uint32_t seed=0):
     return murmurhash3_x86_32(<const uint8_t*>buf, n, seed)
 
 
+def namespace_letter(bytes name):
+    """The letter of a namespace named `name` (UTF-8 bytes, not empty): its first byte,
+    but 0x80 for a NUL byte (0 marks a raw, unsigned column).
+
+    >>> from onlinepgs._core._hashing import namespace_letter
+    >>> namespace_letter(b"user"), namespace_letter(b"\x00user")
+    (117, 128)
+    """
+    return ns_letter(<uint8_t>name[0])
+
+
 def _at_row(row, text):
     """The error at record `row` as `onlinepgs._checks.RowError` (the row as data, for
     callers that count rows their own way, e.g. a stream's records); imported when
@@ -321,7 +332,7 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False):
                                              "non-empty name", "empty namespace", key)
                     seed = _hash_text(key, hash_seed, row, "namespace")
                     buf = PyUnicode_AsUTF8AndSize(key, &n)  # valid: _hash_text took it
-                    letter = <uint8_t>buf[0]
+                    letter = ns_letter(<uint8_t>buf[0])
                     for inner, raw_inner in raw.items():
                         if raw_inner is None:
                             continue

@@ -11,6 +11,8 @@ cdef enum:
     ST_FULL = 1        # the chunk is full (parse again from the returned position)
     ST_ERROR = 2       # a bad line with on_error="raise" (see error_info)
     ST_NOMEM = 3
+    ST_SKIPPED = 4     # with on_error="skip", the first bad line, skipped (see error_info,
+                       # valid until the next call; parse again from the returned position)
 
 cdef enum:
     # line outcomes

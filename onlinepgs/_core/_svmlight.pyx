@@ -43,7 +43,7 @@ cimport numpy as cnp
 
 from onlinepgs._core._lineparse cimport (BadLine, LINE_EMPTY, LINE_ERROR, LINE_NOMEM,
                                          LINE_ROW, ST_DONE, ST_ERROR, ST_FULL, ST_NOMEM,
-                                         bad_line_info, mark_bad)
+                                         ST_SKIPPED, bad_line_info, mark_bad)
 
 cnp.import_array()
 
@@ -794,6 +794,10 @@ cdef class _Parser:
                         status = ST_ERROR
                         break
                     self.n_skipped += 1
+                    if self.n_skipped == 1:  # the reader keeps the first one's place
+                        status = ST_SKIPPED
+                        p = nxt
+                        break
                 elif r == LINE_NOMEM:
                     status = ST_NOMEM
                     break

@@ -35,10 +35,10 @@ from libc.string cimport memchr, memcpy
 import numpy as np
 cimport numpy as cnp
 
-from onlinepgs._core._hashing cimport murmurhash3_x86_32
+from onlinepgs._core._hashing cimport murmurhash3_x86_32, ns_letter
 from onlinepgs._core._lineparse cimport (BadLine, LINE_EMPTY, LINE_ERROR, LINE_NOMEM,
                                          LINE_ROW, ST_DONE, ST_ERROR, ST_FULL, ST_NOMEM,
-                                         bad_line_info, mark_bad)
+                                         ST_SKIPPED, bad_line_info, mark_bad)
 from onlinepgs._core._svmlight import _pow10_table
 
 cnp.import_array()
@@ -297,7 +297,7 @@ cdef class _Parser:
                 if colon != NULL and not _number(colon + 1, te, &nsw):
                     self.nnz = row_start
                     return self._fail(E_NS_WEIGHT, base, s, colon + 1, te, t, te)
-                letter = <uint8_t>t[0]
+                letter = ns_letter(<uint8_t>t[0])
                 seed = murmurhash3_x86_32(<const uint8_t*>t, q - t, self.seed)
                 ns_off = t - base
                 ns_n = <int32_t>(q - t)
@@ -383,6 +383,10 @@ cdef class _Parser:
                         status = ST_ERROR
                         break
                     self.n_skipped += 1
+                    if self.n_skipped == 1:  # the reader keeps the first one's place
+                        status = ST_SKIPPED
+                        p = le + 1 if le < e else e
+                        break
                 elif r == LINE_NOMEM:
                     status = ST_NOMEM
                     break

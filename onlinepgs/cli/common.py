@@ -20,19 +20,36 @@ def check_input(source, fmt="svmlight"):
         raise UserError(str(exc)) from None
 
 
-def open_reader(source, chunk_rows, zero_based, reading=None):
+def open_reader(source, chunk_rows, zero_based, reading=None, skip=False):
     """DATA (checked first) as chunks of `chunk_rows` rows: svmlight, or as `reading`
-    says (`reading_of`: the format, its hashing and CSV columns)."""
+    says (`reading_of`: the format, its hashing and CSV columns); `skip`
+    (--skip-bad-lines): bad lines are skipped and counted (`print_skipped`)."""
     from onlinepgs.formats import open_reader as open_format
 
     fmt, spec, columns = reading or ("svmlight", None, None)
     check_input(source, fmt)
     return open_format(source, fmt, chunk_rows=chunk_rows, zero_based=zero_based,
-                       spec=spec, columns=columns)
+                       spec=spec, columns=columns, on_error="skip" if skip else "raise")
+
+
+def print_skipped(source, n_skipped, first):
+    """--skip-bad-lines: how many lines of `source` were skipped, and the first's
+    error (its place and reason), on stderr; nothing when none were."""
+    if n_skipped:
+        where = f"; the first: {first}" if first else ""
+        print(f"{PROG}: {source}: skipped {n_skipped} bad line"
+              f"{'s' if n_skipped != 1 else ''}{where}", file=sys.stderr)
+
+
+def reader_skipped(source, reader):
+    """`print_skipped` for a reader read to its end."""
+    print_skipped(source, getattr(reader, "n_skipped", 0),
+                  getattr(reader, "first_skipped", None))
 
 
 # the CSV options of train and the reader's parameter each sets
-CSV_OPTIONS = ("label", "weight", "categorical", "numeric", "ignore", "delimiter", "label_map")
+CSV_OPTIONS = ("label", "weight", "categorical", "numeric", "ignore", "delimiter", "label_map",
+               "header")
 
 
 def train_input(args):

@@ -4,17 +4,18 @@ import json
 import math
 
 from onlinepgs.cli.common import (check_model, data_base, load, nonzero_text, open_reader,
-                                  reading_of)
+                                  reader_skipped, reading_of)
 from onlinepgs.streaming.errors import label_text
 
 
 def cmd_gap(args):
     from onlinepgs.duality import duality_gap_stream
     est, extra = load(args.model, "gap")
-    cert = duality_gap_stream(est, open_reader(args.data, args.chunk_rows,
-                                               data_base(args, extra),
-                                               reading_of(args.data, est, extra,
-                                                          args.format)))
+    reader = open_reader(args.data, args.chunk_rows, data_base(args, extra),
+                         reading_of(args.data, est, extra, args.format),
+                         skip=args.skip_bad_lines)
+    cert = duality_gap_stream(est, reader)
+    reader_skipped(args.data, reader)
     if args.json:
         result = cert.as_dict()
         if est._classifier and cert.dual_scale.shape[0] > 1:

@@ -223,6 +223,10 @@ def _input_options(command):
                        help="CSV/TSV: columns not read")
     group.add_argument("--delimiter", default=None,
                        help="CSV/TSV: the field separator (default: ',' for csv, tab for tsv)")
+    group.add_argument("--no-header", dest="header", action="store_false", default=None,
+                       help="CSV/TSV: the first line is a row, not column names; columns are "
+                       "named by position, 1, 2, ... (--label 1, --numeric 3,4); predict, "
+                       "eval and gap read the model's files alike")
 
 def build_parser():
     parser = argparse.ArgumentParser(
@@ -318,6 +322,7 @@ def build_parser():
     run.add_argument("--checkpoint-every", type=_positive_int, default=None, metavar="N",
                      help="save the model to -o every N rows (resumable with -i --resume)")
     run.add_argument("--quiet", action="store_true", help="no progress table")
+    _skip_option(run)
     run.add_argument("--audit", action="store_true",
                      help="collect the names of the features that land in each column "
                      "and save them with the model, for `info MODEL --weights` (bounded: "
@@ -421,6 +426,17 @@ def _reading(command):
                          help="input format (default: the one the model was trained on, "
                          "with its hashing, interactions and CSV columns; else by DATA's "
                          "extension)")
+    _skip_option(command)
+
+
+def _skip_option(command):
+    """--skip-bad-lines, of every command that reads DATA."""
+    command.add_argument("--skip-bad-lines", action="store_true",
+                         help="skip a line that cannot be read (a bad number, label or "
+                         "field count, bad JSON, ...) instead of stopping at it; the count "
+                         "and the first one's place and reason are printed at the end (also "
+                         "with --quiet). predict writes no line for a skipped one (as for a "
+                         "blank line); gap certifies the rows read")
 
 
 

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from onlinepgs.cli.common import (check_labels, check_output, data_base, load,
-                                  open_reader, reading_of)
+                                  open_reader, reader_skipped, reading_of)
 from onlinepgs.cli.errors import UserError
 from onlinepgs.streaming.errors import label_text
 
@@ -23,9 +23,10 @@ def cmd_predict(args):
         # weights from or ignored (its rows are scored, not trained on)
         columns = {**columns, "absent_ok": ("label", "weight", "ignore")}
     reader = open_reader(args.data, args.chunk_rows, data_base(args, extra),
-                         (fmt, spec, columns))
+                         (fmt, spec, columns), skip=args.skip_bad_lines)
     if args.output == "-":
         _write_predictions(est, reader, args.kind, sys.stdout)
+        reader_skipped(args.data, reader)
         return 0
     # a new file replaces the old only once complete, as model files do
     from onlinepgs.model_io import replace_atomically
@@ -37,6 +38,7 @@ def cmd_predict(args):
             _write_predictions(est, reader, args.kind, text)
 
     replace_atomically(args.output, write)
+    reader_skipped(args.data, reader)
     return 0
 
 
@@ -97,7 +99,8 @@ def cmd_eval(args):
     # memory does not grow with the rows (onlinepgs._metrics)
     metrics = StreamMetrics(est.classes_ if est._classifier else None)
     reader = open_reader(args.data, args.chunk_rows, data_base(args, extra),
-                         reading_of(args.data, est, extra, args.format))
+                         reading_of(args.data, est, extra, args.format),
+                         skip=args.skip_bad_lines)
     for X, y, w, line_of in read_ahead(reader):
         if est._classifier:  # at its line, before the rest of the file is scored
             check_labels(y, est.classes_, args.data, line_of, what="the model's classes")
@@ -109,6 +112,7 @@ def cmd_eval(args):
             predicted = est.predict(X)
             _check_scores(predicted, args.data, line_of)
             metrics.add_regressed(y, predicted)
+    reader_skipped(args.data, reader)
     if not metrics.rows:
         raise UserError(f"{args.data}: no rows")
     for key, value in metrics.result().items():

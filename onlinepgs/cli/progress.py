@@ -3,7 +3,7 @@ counts, a byte bar on terminals, and the engine's events onto both."""
 import os
 import sys
 
-from onlinepgs.cli.common import class_note
+from onlinepgs.cli.common import class_note, print_skipped
 from onlinepgs.cli.errors import PROG
 
 
@@ -104,9 +104,15 @@ def show_progress(table, bar):
         elif event.kind == "classes":  # the first chunk decided them: say so, and where
             table.notes.append(class_note(event.classes, f"the labels of the first chunk "
                                           f"of {event.source}; --classes gives them all"))
-        elif event.n_skipped:
-            print(f"{PROG}: {event.source}: skipped {event.n_skipped} bad lines",
-                  file=sys.stderr)
+        else:
+            report_skipped(event)
     return show
+
+
+def report_skipped(event):
+    """A source read to its end with bad lines skipped (--skip-bad-lines): how many, and
+    the first's place and reason, on stderr (also with --quiet)."""
+    if event.kind == "source" and event.n_skipped:
+        print_skipped(event.source, event.n_skipped, event.first_skipped)
 
 

@@ -13,7 +13,7 @@ from onlinepgs.cli.common import (check_model, check_output, class_note, data_ba
 from onlinepgs.cli.errors import PROG, UsageError, UserError
 from onlinepgs.cli.parser import (CLASSIFICATION_LOSSES, MODEL_OPTIONS, SIZE_SUFFIXES,
                                   flag_of)
-from onlinepgs.cli.progress import ByteProgress, ProgressTable, show_progress
+from onlinepgs.cli.progress import ByteProgress, ProgressTable, report_skipped, show_progress
 from onlinepgs.streaming.errors import label_text
 
 
@@ -29,6 +29,9 @@ def cmd_train(args):
             "needs -o MODEL (the names are saved with the model)" if args.output is None
             else "collects names on the streaming PGS run only (not with --solver sdca "
             "or --scheduler)"))
+    if args.skip_bad_lines and args.scheduler is not None:
+        raise UsageError("argument --skip-bad-lines: not with --scheduler (onlinepgs.dask's "
+                         "file source stops at a bad line, naming it)")
     kept = train_input(args)  # sets args.bits (hashed formats) and args.interactions
     if kept["format"] != "svmlight" and (args.solver == "sdca" or args.scheduler):
         option = "--solver sdca" if args.solver == "sdca" else "--scheduler"
@@ -87,7 +90,9 @@ def cmd_train(args):
         est, classes=given_classes, passes=args.passes, chunk_rows=args.chunk_rows,
         zero_based=base, holdout_every=args.holdout_every, checkpoint_path=args.output,
         checkpoint_every=args.checkpoint_every, resume=checkpoint,
-        progress=show_progress(table, bar) if table.enabled else None,
+        # quiet: no table rows to report, only the skipped lines
+        progress=show_progress(table, bar) if table.enabled else report_skipped,
+        next_report=None if table.enabled else (lambda done: None),
         extra={"input": kept})
     trainer.final_state = not args.no_state
     _keep_names(args, est, trainer, sources)
@@ -300,6 +305,8 @@ def _read_as(sources, args, est, kept):
         given = args.format or (None if args.initial else format_of(source.name))
         fmt, spec, columns = reading_of(source.name, est, {"input": kept}, given)
         options = {} if spec is None else {"spec": spec, "columns": columns}
+        if args.skip_bad_lines:
+            options["on_error"] = "skip"
         out.append(FileSource(source.name, fmt, **options))
     return out
 

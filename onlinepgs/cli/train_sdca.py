@@ -5,8 +5,8 @@ import time
 import numpy as np
 
 from onlinepgs.cli.common import (check_input, check_labels, check_output, open_reader,
-                                  class_note, nonzero_line, parse_classes, save, saved,
-                                  unsaved)
+                                  class_note, nonzero_line, parse_classes, reader_skipped,
+                                  save, saved, unsaved)
 from onlinepgs._checks import row_of_entry
 from onlinepgs.cli.errors import PROG, UsageError, UserError
 from onlinepgs.cli.parser import flag_of
@@ -58,7 +58,7 @@ def train_sdca(args):
     base = args.zero_based
     blocks, labels = [], []
     for source in args.data:
-        reader = open_reader(source, args.chunk_rows, base)
+        reader = open_reader(source, args.chunk_rows, base, skip=args.skip_bad_lines)
         lines = 0
         for X, y in reader:
             if base == "auto" and isinstance(reader.zero_based, bool):
@@ -70,8 +70,7 @@ def train_sdca(args):
             _check_sdca_width(args, X, source, line_of, base)
             blocks.append(X)
             labels.append(y)
-        if getattr(reader, "n_skipped", 0):
-            print(f"{PROG}: {source}: skipped {reader.n_skipped} bad lines", file=sys.stderr)
+        reader_skipped(source, reader)
     if not blocks:
         raise UserError(f"{', '.join(args.data)}: no training rows were read")
     width = max(X.shape[1] for X in blocks)

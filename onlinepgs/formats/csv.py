@@ -1,11 +1,12 @@
-"""Streaming reader of CSV/TSV logs with a header: each column its own namespace.
+"""Streaming reader of CSV/TSV logs: each column its own namespace.
 
-`iter_csv` reads a delimited text source whose first line names the columns and
-yields ``(X, y, w)`` chunks: ``X`` the rows' features hashed into ``2**n_bits``
-columns (`onlinepgs.features.to_matrix`, interactions included), ``y`` the labels,
-``w`` the weights (None without a weight column). The parsing runs in
-`onlinepgs._core._csv` with the GIL released; reading (compression, stdin, blocks of
-bounded size) is `onlinepgs._lines.LineReader`'s.
+`iter_csv` reads a delimited text source whose first line names the columns (or, with
+``header=False``, whose columns are named by their position, "1", "2", ...) and yields
+``(X, y, w)`` chunks: ``X`` the rows' features hashed into ``2**n_bits`` columns
+(`onlinepgs.features.to_matrix`, interactions included), ``y`` the labels, ``w`` the
+weights (None without a weight column). The parsing runs in `onlinepgs._core._csv` with
+the GIL released; reading (compression, stdin, blocks of bounded size) is
+`onlinepgs._lines.LineReader`'s.
 
 Each column has one role: the label, the weight, numeric, categorical, or ignored; a
 column named in no role is categorical (a log's IDs are categories). A column is the
@@ -20,7 +21,7 @@ namespace named by its header (letter: its first byte, for interactions):
 import numpy as np
 
 from onlinepgs._core._csv import ROLES, _Parser
-from onlinepgs._core._hashing import murmurhash3
+from onlinepgs._core._hashing import murmurhash3, namespace_letter
 from onlinepgs._lines import InputError, LineReader, check_reader_params
 from onlinepgs.compressed import show_bytes
 from onlinepgs.features import namespace_seed
@@ -129,7 +130,7 @@ class CSVReader(LineReader):
     def __init__(self, source, *, label=None, weight=None, categorical=(), numeric=(),
                  ignore=(), delimiter=",", n_bits=18, hash_seed=0, interactions=(),
                  chunk_rows=10_000, on_error="raise", audit=None, label_map=None,
-                 absent_ok=(), block_size=1 << 20):
+                 absent_ok=(), header=True, block_size=1 << 20):
         self._to_close = []  # (close() may run even when a check below fails)
         check_reader_params(chunk_rows, on_error, block_size)
         if not isinstance(delimiter, str) or len(delimiter.encode("utf-8")) != 1 \
@@ -145,12 +146,16 @@ class CSVReader(LineReader):
             raise ValueError(f"absent_ok takes the roles 'label', 'weight' and 'ignore', "
                              f"got {unknown[0]!r}")
         self._absent_ok = absent_ok
+        if not isinstance(header, bool):
+            raise ValueError(f"header must be True (the first line names the columns) or "
+                             f"False (columns named 1, 2, ...), got {header!r}")
+        self._has_header = header
         self._audit = audit
         self.columns = None
         self.roles = None
         self._parser = _Parser(delimiter.encode("ascii"), on_error == "skip",
                                -1 if chunk_rows is None else int(chunk_rows),
-                               audit is not None)
+                               audit is not None, header)
         super().__init__(source, block_size)
 
     # ---- the header ---------------------------------------------------------------
@@ -160,6 +165,8 @@ class CSVReader(LineReader):
     def _configure(self):
         """Decide each column's role, namespace letter and seeds from the header."""
         raw = self._parser.header
+        if not self._has_header:  # the first row only counts the columns
+            raw = [str(i + 1).encode("ascii") for i in range(len(raw))]
         columns = []
         for i, name in enumerate(raw):
             try:
@@ -172,22 +179,27 @@ class CSVReader(LineReader):
                                          "of the header needs one)")
             if text in columns:
                 raise self._header_error(f"column '{text}' appears twice in the header "
-                                         f"(fields {columns.index(text) + 1} and {i + 1})",
-                                         text)
+                                         f"(fields {columns.index(text) + 1} and {i + 1})"
+                                         + _data_hint(raw), text)
             columns.append(text)
         missing = [(role, name) for name, role in self._named.items()
                    if name not in columns and role not in self._absent_ok]
         if missing:
             role, name = missing[0]
+            known = ", ".join(columns) if len(columns) <= 20 else \
+                ", ".join(columns[:20]) + f", ... ({len(columns)} in all)"
             raise self._header_error(
-                f"the {role} column '{name}' is not in the header (columns: "
-                f"{', '.join(columns)})", name)
+                f"the {role} column '{name}' is not in the "
+                + (f"header (columns: {known})" + _data_hint(raw) if self._has_header else
+                   f"file: without a header its columns are named 1 to {len(columns)}"),
+                name)
         roles = {name: self._named.get(name, "categorical") for name in columns}
         seed = self._spec.hash_seed
         seeds = [namespace_seed(name, seed) for name in columns]
         encoded = [name.encode("utf-8") for name in columns]
         self._parser.configure(
-            [ROLES[roles[name]] for name in columns], [name[0] for name in encoded], seeds,
+            [ROLES[roles[name]] for name in columns],
+            [namespace_letter(name) for name in encoded], seeds,
             [murmurhash3(name, s) for name, s in zip(encoded, seeds)], encoded,
             self._label_map)
         self.columns, self.roles = columns, roles
@@ -233,6 +245,8 @@ class CSVReader(LineReader):
             what = f"bad weight '{bad}' {where}: not a positive number"
         elif kind == "number":
             what = f"bad number '{bad}' {where}"
+        elif kind == "empty_header" and not self._has_header:
+            what = "empty first line: a CSV source without a header starts with a row"
         elif kind == "empty_header":
             what = "empty header line: a CSV source starts with its column names"
         else:  # pragma: no cover - all kinds are listed above
@@ -244,11 +258,24 @@ class CSVReader(LineReader):
 CSVReader.error_class = CSVError
 
 
+def _data_hint(fields):
+    """Advice for a header whose names look like data (a number among them): the file
+    may have no header line."""
+    for field in fields:
+        try:
+            float(field)
+        except ValueError:
+            continue
+        return ("; the first line looks like data: a file without a header is read with "
+                "header=False (train --no-header), its columns named 1, 2, ...")
+    return ""
+
+
 def iter_csv(source, *, label=None, weight=None, categorical=(), numeric=(), ignore=(),
              delimiter=",", n_bits=18, hash_seed=0, interactions=(), chunk_rows=10_000,
-             on_error="raise", audit=None, label_map=None, absent_ok=(),
+             on_error="raise", audit=None, label_map=None, absent_ok=(), header=True,
              block_size=1 << 20):
-    """Read a CSV/TSV log with a header as a stream of ``(X, y, w)`` chunks.
+    """Read a CSV/TSV log as a stream of ``(X, y, w)`` chunks.
 
     Memory does not depend on the size of the source: it is read ``block_size`` bytes
     at a time and at most one chunk of rows is held.
@@ -292,6 +319,11 @@ def iter_csv(source, *, label=None, weight=None, categorical=(), numeric=(), ign
         Roles whose column may be missing from the header (else an error): a file to
         predict need not have the label or weight column (its labels are NaN, ``w``
         None) nor a column training ignored.
+    header : bool, default=True
+        Whether the first line names the columns. False: every line is a row and the
+        columns are named by their position, ``"1"``, ``"2"``, ... (``label="1"``; a
+        column's namespace letter is its name's first character, so ``"1"`` is shared
+        by columns 1 and 10 to 19 for interactions).
     block_size : int >= 1, default=1 << 20
         Bytes read (after decompression) at a time.
 
@@ -334,4 +366,4 @@ def iter_csv(source, *, label=None, weight=None, categorical=(), numeric=(), ign
                      numeric=numeric, ignore=ignore, delimiter=delimiter, n_bits=n_bits,
                      hash_seed=hash_seed, interactions=interactions, chunk_rows=chunk_rows,
                      on_error=on_error, audit=audit, label_map=label_map,
-                     absent_ok=absent_ok, block_size=block_size)
+                     absent_ok=absent_ok, header=header, block_size=block_size)

@@ -19,6 +19,8 @@ first byte of its name. Reading (compression, stdin, bounded blocks) is
 """
 import json
 import math
+import re
+import sys
 from array import array
 
 import numpy as np
@@ -104,6 +106,7 @@ class _Parser:
         self.want_names = names
         self.n_lines = self.n_skipped = self.n_rows_out = 0
         self._error = None
+        self.first_skip = None  # (what, line, column, text) of the first line skipped
         self._lines = []  # (features, line number, line, label, weight) not hashed yet
         self._new_chunk()
 
@@ -143,11 +146,11 @@ class _Parser:
                 except _Bad as bad:
                     if not self._hash():  # a bad feature on an earlier line comes first
                         return 2, pos
+                    what, column, text = bad.args
                     if not self.skip:
-                        what, column, text = bad.args
                         self._error = (what, self.n_lines, column, text)
                         return 2, pos
-                    self.n_skipped += 1
+                    self._skipped((what, self.n_lines, column, text))
             pos = nxt
             if self.chunk_rows > 0 and len(self.labels) + len(self._lines) >= self.chunk_rows:
                 if not self._hash():
@@ -171,6 +174,15 @@ class _Parser:
                        show_bytes(text[exc.pos:exc.pos + 20].encode("utf-8")))
         except RecursionError:
             raise _Bad("bad JSON: nested too deeply", None, "")
+        except ValueError:
+            # Python reads at most sys.get_int_max_str_digits() digits of an integer
+            # literal (4,300 by default): a longer one is out of any number's range
+            digits = re.search(rb"\d{%d,}" % max(sys.get_int_max_str_digits(), 1), line)
+            if digits is None:
+                raise
+            raise _Bad(f"bad JSON: an integer of {digits.end() - digits.start():,} digits "
+                       "is out of range", digits.start() + 1,
+                       show_bytes(line[digits.start():digits.start() + 20]) + "...")
         if not isinstance(obj, dict):
             raise _Bad(f"a line must be a JSON object, got {_kind(obj)}", 1,
                        show_bytes(line[:20]))
@@ -199,26 +211,35 @@ class _Parser:
         """Hash the pending lines' features into the chunk; False at a bad feature when
         raising (`error_info`), else its line skipped."""
         lines, self._lines = self._lines, []
-        while lines:
+        start = 0  # the lines before it are hashed or skipped (an index, not a copy of
+        # the rest at each bad line: skipping stays linear in the chunk)
+        while start < len(lines):
             try:
-                rows = records_to_rows([entry[0] for entry in lines], self.hash_seed,
-                                       self.want_names)
+                rows = records_to_rows((lines[i][0] for i in range(start, len(lines))),
+                                       self.hash_seed, self.want_names)
             except RowError as exc:
+                bad = start + exc.row
                 if exc.row:  # the lines before it are good
-                    self._add(records_to_rows([entry[0] for entry in lines[:exc.row]],
+                    self._add(records_to_rows([entry[0] for entry in lines[start:bad]],
                                               self.hash_seed, self.want_names),
-                              lines[:exc.row])
-                _, _, _, number, line = lines[exc.row]
+                              lines[start:bad])
+                _, _, _, number, line = lines[bad]
+                what, column, text = _feature_error(exc, line).args
                 if not self.skip:
-                    what, column, text = _feature_error(exc, line).args
                     self._error = (what, number, column, text)
                     return False
-                self.n_skipped += 1
-                lines = lines[exc.row + 1:]
+                self._skipped((what, number, column, text))
+                start = bad + 1
                 continue
-            self._add(rows, lines)
+            self._add(rows, lines[start:] if start else lines)
             break
         return True
+
+    def _skipped(self, info):
+        """Count a skipped line; the first one's (what, line, column, text) is kept."""
+        self.n_skipped += 1
+        if self.first_skip is None:
+            self.first_skip = info
 
     def _add(self, rows, lines):
         ns, hashes, values, indptr, names = rows

@@ -34,7 +34,8 @@ class Progress(NamedTuple):
     the learner's ``online_stats_`` after its mini-batch, ``label``, ``prediction`` (the
     solver's score of the row before its update) and ``n_features`` (the row's non-zero
     entries) describe it), "chunk" (after each chunk read), "source" (a source read
-    to its end; ``n_skipped`` lines the reader skipped) or "classes" (a classifier's
+    to its end; ``n_skipped`` lines the reader skipped, ``first_skipped`` the first's
+    error, its place and reason, as text) or "classes" (a classifier's
     classes taken from the first chunk's labels, none being given or in the model:
     ``classes``, before that chunk is trained). Every event has ``rows`` (rows
     read by this run), ``bytes_read`` and ``bytes_total`` (None unless every source is
@@ -53,6 +54,7 @@ class Progress(NamedTuple):
     n_features: Any = None
     n_skipped: int = 0
     classes: Any = None
+    first_skipped: Any = None
 
 
 class StreamResult(NamedTuple):
@@ -172,6 +174,21 @@ def _take(X, rows):
     if hasattr(X, "iloc"):  # a pandas chunk: X[...] would select columns
         return X.iloc[rows]
     return X[rows]
+
+
+def _narrow(X):
+    """A piece of a sparse chunk as wide as its own entries need: the chunk's width is
+    its widest row's, and a piece without that row must not widen the model (the budget
+    of max_model_bytes would refuse it with no row to name). Other kinds as they are."""
+    indices = getattr(X, "indices", None)
+    if indices is None or getattr(X, "format", "csr") != "csr":
+        return X
+    width = int(indices.max()) + 1 if X.nnz else 1
+    if width >= X.shape[1]:
+        return X
+    from onlinepgs._csr import like
+
+    return like(X, X.data, X.indices, X.indptr, (X.shape[0], width))
 
 
 def _join(A, B):
@@ -385,7 +402,8 @@ class StreamTrainer:
                 pass_rows += self._train_source(source, pass_index, file_index, skip,
                                                 pass_rows)
                 self._bytes_before += source.size or 0
-                self._event("source", pass_index, source, n_skipped=source.n_skipped)
+                self._event("source", pass_index, source, n_skipped=source.n_skipped,
+                            first_skipped=source.first_skipped)
             if pass_index == 0 and self.passes > 1:
                 # sigma="auto": later passes read the rows again, whose progressive loss
                 # is no held-out estimate: the race ends with the first pass, as in fit
@@ -549,7 +567,8 @@ class StreamTrainer:
         done = learner.online_stats_["n_examples"] if self._fitted else 0
 
         def fit(a, b):
-            self._fit(_take(X, slice(a, b)), _take(y, slice(a, b)),
+            part = X if (a, b) == (0, n) else _narrow(_take(X, slice(a, b)))
+            self._fit(part, _take(y, slice(a, b)),
                       None if w is None else w[a:b], lambda i: where(a + i), rows[a:b])
 
         start = 0

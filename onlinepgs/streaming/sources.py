@@ -129,6 +129,12 @@ class FileSource:
     def n_skipped(self):
         return getattr(self.reader, "n_skipped", 0)
 
+    @property
+    def first_skipped(self):
+        """The first skipped line's error as text (its place and reason), or None."""
+        first = getattr(self.reader, "first_skipped", None)
+        return None if first is None else str(first)
+
 
 def _is_chunk(item):
     """Whether an item of an iterable is an (X, y) or (X, y, w) chunk rather than an
@@ -149,6 +155,7 @@ class IterableSource:
     bytes_read = 0
     zero_based = None
     n_skipped = 0
+    first_skipped = None
 
     def __init__(self, items, name="the stream"):
         self.items, self.name = items, name
