@@ -20,6 +20,7 @@ sign follow from it), so two names with one full hash are one feature. Once a ca
 reached later new features are not recorded and ``capped`` says so (``info`` prints it).
 """
 import base64
+import threading
 import zlib
 
 import numpy as np
@@ -33,6 +34,9 @@ LIMIT = 1_000_000
 PER_COLUMN = 3
 MAX_NAME = 200
 MAX_CHARS = 32 * 2**20
+# crossed entries (interactions) recorded at a time: a chunk of wide rows under -q has
+# millions, and their keys, hashes and positions cost ~100 bytes each while recorded
+BLOCK_ENTRIES = 2**18
 _VERSION = 2  # 2: each name kept with its sign in the column ("+" or "-" first)
 
 
@@ -93,6 +97,9 @@ class FeatureNames:
         self._names = {}    # column -> the first names met there
         self._more = {}     # column -> further distinct features met there
         self._chars = 0
+        # the reader's thread records while a checkpoint (the trainer's thread) takes a
+        # snapshot (`to_dict`): one at a time, so that a snapshot is consistent
+        self._lock = threading.Lock()
 
     @classmethod
     def for_columns(cls, zero_based=None):
@@ -125,19 +132,36 @@ class FeatureNames:
             raise ValueError(f"the rows are hashed into 2**{spec.n_bits} columns, the "
                              f"collector's model into 2**{self.n_bits}")
         self.interactions = tuple(spec.interactions or ())
+        if self._full():
+            return
         ns = np.asarray(rows.ns, np.uint8)
         hashes = np.asarray(rows.hashes, np.uint32)
         indptr = np.asarray(rows.indptr, np.int64)
         raw = ns == RAW_COLUMN
         keys = np.where(raw, -(hashes.astype(np.int64) + 1), hashes.astype(np.int64))
-        groups = [(keys, hashes, rows.names.__getitem__)]
-        if self.interactions and hashes.shape[0]:
-            row_of = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
-            for letters in _concrete(self.interactions, np.unique(ns[~raw])):
-                tuples = _crossed(ns, row_of, letters)
-                if tuples[0].shape[0]:
-                    groups.append(_crossed_group(tuples, hashes, rows.names))
-        self._record(groups)
+        row_of = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+        if not (self.interactions and hashes.shape[0]):
+            self._record([(keys, hashes, rows.names.__getitem__, row_of)])
+            return
+        tuples = _concrete(self.interactions, np.unique(ns[~raw]))
+        # blocks of rows with at most BLOCK_ENTRIES crossed entries (bounded memory; one
+        # row may exceed it alone); the order met is the rows' either way (`_record`)
+        crossed = _crossed_bound(ns, row_of, indptr.shape[0] - 1, tuples)
+        start = 0
+        for stop in _blocks(crossed, BLOCK_ENTRIES):
+            a, b = int(indptr[start]), int(indptr[stop])
+            part_rows = row_of[a:b] - start
+            groups = [(keys[a:b], hashes[a:b], lambda i, a=a: rows.names[a + i],
+                       part_rows + start)]
+            for letters in tuples:
+                factors = _crossed(ns[a:b], part_rows, letters)
+                if factors[0].shape[0]:
+                    groups.append(_crossed_group([f + a for f in factors], hashes,
+                                                 rows.names, row_of))
+            self._record(groups)
+            if self._full():
+                return
+            start = stop
 
     def add_columns(self, indices, zero_based):
         """Record an svmlight chunk's column indices (before any folding into
@@ -146,12 +170,24 @@ class FeatureNames:
         idx = np.asarray(indices, np.int64)
         keys = -(idx + 1)
         offset = 0 if zero_based is True else 1
-        self._record([(keys, idx, lambda i: str(int(idx[i]) + offset))])
+        self._record([(keys, idx, lambda i: str(int(idx[i]) + offset),
+                       np.zeros(idx.shape[0], np.int64))])
+
+    def _full(self):
+        """Whether no feature can be recorded any more (the feature cap reached: a new
+        one is dropped, a known one changes nothing)."""
+        return self.capped and self._seen.shape[0] >= self.limit
 
     def _record(self, groups):
-        """Record groups of entries (keys, hashes or indices, name of entry i): each new
-        key's column and (while there is room) name. Python works on the new features
-        only: the known ones are found in the sorted key array."""
+        """Record groups of entries (keys, hashes or indices, name of entry i, the row
+        of each entry): each new key's column and (while there is room) name, in the
+        order met, row by row (a row's own entries before its crossed ones), whatever
+        the chunks. Python works on the new features only: the known ones are found in
+        the sorted key array."""
+        with self._lock:
+            self._record_locked(groups)
+
+    def _record_locked(self, groups):
         keys = np.concatenate([g[0] for g in groups])
         if not keys.shape[0]:
             return
@@ -163,7 +199,8 @@ class FeatureNames:
         new, first = unique[~known], first[~known]
         if not new.shape[0]:
             return
-        order = np.argsort(first, kind="stable")  # the features in the order met
+        rows_of = np.concatenate([g[3] for g in groups])
+        order = np.lexsort((first, rows_of[first]))  # the features in the order met
         new, first = new[order], first[order]
         room = max(self.limit - seen.shape[0], 0)
         if new.shape[0] > room:  # those met first are kept (and named) still
@@ -223,6 +260,10 @@ class FeatureNames:
         arrays zlib-compressed in base64, the names one string, a line each."""
         if self.offset is not None:
             return {"version": _VERSION, "columns_offset": self.offset}
+        with self._lock:  # a consistent snapshot while the reader records (checkpoints)
+            return self._as_dict()
+
+    def _as_dict(self):
         columns = np.array(sorted(set(self._names) | set(self._more)), np.int64)
         kept = [self._names.get(c, []) for c in columns.tolist()]
         return {"version": _VERSION, "n_bits": self.n_bits, "hash_seed": self.hash_seed,
@@ -371,15 +412,40 @@ def _crossed(ns, row_of, letters):
     return factors
 
 
-def _crossed_group(factors, hashes, names):
-    """(keys, hashes, namer) of crossed entries: h = (h_a * P) ^ h_b (uint32), then
-    times P xor h_c for a triple; names "a^x*b^y"."""
+def _crossed_group(factors, hashes, names, row_of):
+    """(keys, hashes, namer, rows) of crossed entries: h = (h_a * P) ^ h_b (uint32),
+    then times P xor h_c for a triple; names "a^x*b^y"."""
     h = hashes[factors[0]]
     with np.errstate(over="ignore"):
         for f in factors[1:]:
             h = (h * np.uint32(FNV_PRIME)) ^ hashes[f]
     return (h.astype(np.int64), h,
-            lambda i: "*".join(names[int(f[i])] for f in factors))
+            lambda i: "*".join(names[int(f[i])] for f in factors), row_of[factors[0]])
+
+
+def _crossed_bound(ns, row_of, n_rows, tuples):
+    """Per row, an upper bound of its crossed entries: for each letter tuple the product
+    of the row's entries of each letter (exact but for repeated letters)."""
+    bound = np.zeros(n_rows, np.int64)
+    for letters in tuples:
+        product = np.ones(n_rows, np.int64)
+        for letter in letters:
+            product *= np.bincount(row_of[ns == letter], minlength=n_rows)
+        bound += product
+    return bound
+
+
+def _blocks(sizes, most):
+    """The ends of consecutive runs of `sizes` summing to at most `most` each (a run of
+    one item may exceed it), the last end len(sizes)."""
+    ends, total = [], 0
+    for i, size in enumerate(sizes.tolist()):
+        if total and total + size > most:
+            ends.append(i)
+            total = 0
+        total += size
+    ends.append(len(sizes))
+    return ends
 
 
 # ---- info --weights ---------------------------------------------------------------------

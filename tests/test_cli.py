@@ -858,6 +858,19 @@ def _edited_checkpoint(tmp_path, ckpt, **changes):
     ({"passes": 0}, "extra.stream.passes is 0: not a positive integer"),
     ({"holdout_every": "7"}, "extra.stream.holdout_every is '7'"),
     ({"data": "d.svm"}, "extra.stream.data is 'd.svm': not a list of file names"),
+    # counts that disagree with each other or with the model: another model's position
+    ({"pass_rows": 5}, "extra.stream (start_examples 0, pass 0, pass_rows 5, rows 600; 0 "
+                       "held out) is not this model's: it has trained on 600 rows"),
+    ({"rows": 10**30}, "extra.stream.rows is 10000000000000000000000000000"),
+    ({"pass_rows": 10**30}, "extra.stream.pass_rows is 1000000000000000000000000000000: "
+                            "not a non-negative integer (at most 2**53)"),
+    ({"rows": 500}, "pass_rows 0, rows 500; 0 held out) is not this model's: it has "
+                    "trained on 600 rows, which 0 whole pass(es) and the 500 rows"),
+    ({"start_examples": 7}, "it has trained on 600 rows"),
+    ({"pass": 1, "passes": 2}, "pass 1, pass_rows 0, rows 600; 0 held out) is not this "
+                               "model's"),
+    ({"holdout": [0.0, 3.0]}, "extra.stream.holdout is [0.0, 3.0]: held-out rows in a run "
+                              "without a hold-out"),
 ])
 def test_a_hand_edited_checkpoint_position_is_refused(tmp_path, capsys, changes, message):
     """Every field of the position is checked (type, range, the other fields): one
@@ -883,24 +896,30 @@ def test_a_checkpoint_position_beyond_the_data_is_refused(tmp_path, capsys):
     data, ckpt = _checkpoint_then_fail(tmp_path, [])
     out = tmp_path / "out.pgs"
     # a checkpoint written before the run's options were recorded: only this run's
-    old = _edited_checkpoint(tmp_path, ckpt, passes=None, data=None, **{"pass": 3})
+    old = _edited_checkpoint(tmp_path, ckpt, passes=None, data=None, start_examples=None,
+                             **{"pass": 3})
     capsys.readouterr()
     assert main(["train", str(data), "-i", str(old), "--resume", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "resumes in pass 4 (extra.stream.pass = 3), this run " \
                                    "has --passes 1" in err, err
-    old = _edited_checkpoint(tmp_path, ckpt, passes=None, data=None, file=1)
+    old = _edited_checkpoint(tmp_path, ckpt, passes=None, data=None, start_examples=None,
+                             file=1)
     assert main(["train", str(data), "-i", str(old), "--resume", "-o", str(out)]) == 2
     assert "resumes in file 2 (extra.stream.file = 1), this run reads 1 file(s)" \
         in capsys.readouterr().err
-    far = _edited_checkpoint(tmp_path, ckpt, rows=10**30)
+    far = _edited_checkpoint(tmp_path, ckpt, rows=10**15, start_examples=None)
     assert main(["train", str(data), "-i", str(far), "--resume", "-o", str(out)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{data}: has 1000 rows, but the checkpoint {far} " \
-                                   f"resumes after row {10**30} of it" in err, err
+                                   f"resumes after row {10**15} of it" in err, err
     assert not out.exists()
     # the end of the file is a position too: nothing left to train, the model is final
-    end = _edited_checkpoint(tmp_path, ckpt, rows=1000)
+    # (a checkpoint that records its start: refused, the model has 600 rows, not 1000)
+    assert main(["train", str(data), "-i", str(_edited_checkpoint(tmp_path, ckpt, rows=1000)),
+                 "--resume", "-o", str(out), "--quiet"]) == 1
+    assert "it has trained on 600 rows" in capsys.readouterr().err
+    end = _edited_checkpoint(tmp_path, ckpt, rows=1000, start_examples=None)
     assert main(["train", str(data), "-i", str(end), "--resume", "-o", str(out),
                  "--quiet"]) == 0
     np.testing.assert_array_equal(load_model(out).coef_, load_model(end).coef_)

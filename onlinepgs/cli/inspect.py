@@ -124,7 +124,9 @@ def cmd_info(args):
         return 0
     # everything checked before anything is printed: an error, not half a report
     extra = header.get("extra") or {}
-    position = checkpoint_position(args.model, extra) if "stream" in extra else None
+    seen = (header.get("online_stats") or {}).get("n_examples")
+    position = checkpoint_position(args.model, extra, seen if type(seen) is int else None) \
+        if "stream" in extra else None
     params = header.get("params", {})
     print(f"model: {args.model}")
     for key in ("estimator", "format_version", "onlinepgs_version"):

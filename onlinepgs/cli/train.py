@@ -281,7 +281,8 @@ def _continued(args):
         raise UserError(f"{args.initial}: not a checkpoint (no stream position); "
                         "drop --resume to continue training on new data")
     checkpoint = streaming.Checkpoint(
-        args.initial, est, streaming.checkpoint_position(args.initial, extra),
+        args.initial, est, streaming.checkpoint_position(
+            args.initial, extra, est.online_stats_["n_examples"]),
         extra["zero_based"] if isinstance(extra.get("zero_based"), bool) else None)
     try:
         streaming.check_resume(checkpoint, args.data, args.passes, args.holdout_every)

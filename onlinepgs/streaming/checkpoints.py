@@ -4,13 +4,20 @@ The position (``extra["stream"]``) is a JSON object::
 
     {"data": [names of the sources], "pass": p, "file": f, "rows": r,
      "pass_rows": rows of pass p before source f, "holdout": [loss sum, rows],
-     "holdout_every": N or null, "passes": P}
+     "holdout_every": N or null, "passes": P, "start_examples": n0}
 
 meaning: passes 0..p-1 and sources 0..f-1 of pass p are in the model, and the first
 ``r`` rows of source f (its rows, held-out ones included, counted from 0). ``holdout``
 sums the held-out losses of pass p up to there. The run options that decide which rows
 are trained (``holdout_every``, ``passes``) are recorded so that a resume with other
-values is refused rather than silently training other rows.
+values is refused rather than silently training other rows. ``start_examples`` is the
+rows the model had trained on when the run began (a run of ``-i MODEL`` continues one).
+
+Every field is checked against the others and against the model it is saved with: the
+held-out rows of the pass are every N-th of its ``pass_rows + rows`` rows, and the model
+has trained on ``start_examples + p T + (pass_rows + rows - held)`` rows for some whole
+pass of T >= that last term (T = that term when p = 0). A hand-edited position fails
+these checks rather than resuming into another model.
 """
 from typing import Any, NamedTuple
 
@@ -32,10 +39,16 @@ def checkpoint_extra(zero_based, finished, position=None):
     return out
 
 
-def checkpoint_position(path, extra):
+# the largest count a position may hold (rows of a stream, examples): far beyond any
+# stream, and within int64 so that no arithmetic on it overflows
+MAX_COUNT = 2**53
+
+
+def checkpoint_position(path, extra, n_examples=None):
     """The stream position of a checkpoint's ``extra``, every field checked for its type
-    and range and against the others (a hand-edited file must not skip training or
-    crash).
+    and range and against the others, and against ``n_examples``, the rows the model
+    saved with it has trained on, where given (a hand-edited file must not skip
+    training, train other rows or crash).
 
     Raises
     ------
@@ -53,20 +66,20 @@ def checkpoint_position(path, extra):
         return ModelFileError(path, f"checkpoint position {name} is {shown}: {why}")
 
     def count(value, low):
-        return type(value) is int and value >= low
+        return type(value) is int and low <= value <= MAX_COUNT
 
     if not isinstance(position, dict):
         raise bad(None, "not an object")
     for field in ("pass", "file", "rows"):
         if field not in position:
             raise ModelFileError(path, f"checkpoint position extra.stream has no {field!r}")
-    for field in ("pass", "file", "rows", "pass_rows"):
+    for field in ("pass", "file", "rows", "pass_rows", "start_examples"):
         if field in position and not count(position[field], 0):
-            raise bad(field, "not a non-negative integer")
+            raise bad(field, "not a non-negative integer (at most 2**53)")
     if "passes" in position and not count(position["passes"], 1):
-        raise bad("passes", "not a positive integer")
+        raise bad("passes", "not a positive integer (at most 2**53)")
     if position.get("holdout_every") is not None and not count(position["holdout_every"], 1):
-        raise bad("holdout_every", "neither null nor a positive integer")
+        raise bad("holdout_every", "neither null nor a positive integer (at most 2**53)")
     if "data" in position and not (isinstance(position["data"], list) and position["data"]
                                    and all(isinstance(name, str) for name in position["data"])):
         raise bad("data", "not a list of file names")
@@ -84,7 +97,36 @@ def checkpoint_position(path, extra):
     if "data" in position and position["file"] >= len(position["data"]):
         raise bad("file", f"beyond the run's {len(position['data'])} file(s) "
                           "(extra.stream.data; counted from 0)")
+    _check_counts(path, position, bad, n_examples)
     return position
+
+
+def _check_counts(path, position, bad, n_examples):
+    """The position's counts against each other and the model's (module docstring)."""
+    read = position.get("pass_rows", 0) + position["rows"]  # rows of this pass so far
+    every = position.get("holdout_every")
+    if "holdout" in position and "holdout_every" in position:
+        held = read // every if every else 0
+        if position["holdout"][1] != held:
+            raise bad("holdout", f"not {held} held-out rows: every "
+                      f"{every}-th of the pass's {read} rows (extra.stream.pass_rows + "
+                      "rows)" if every else "held-out rows in a run without a hold-out")
+    if n_examples is None or "start_examples" not in position:
+        return  # written before the start was recorded: the fields' own checks only
+    held = int(position["holdout"][1]) if "holdout" in position else 0
+    this_pass = read - held
+    earlier = n_examples - position["start_examples"] - this_pass
+    p = position["pass"]
+    if earlier < 0 or (p == 0 and earlier) or (p and (earlier % p or earlier // p < this_pass)):
+        from onlinepgs.model_io import ModelFileError
+
+        fields = ", ".join(f"{name} {position[name]}" for name in
+                           ("start_examples", "pass", "pass_rows", "rows") if name in position)
+        raise ModelFileError(path, f"checkpoint position extra.stream ({fields}; {held} "
+                             f"held out) is not this model's: it has trained on "
+                             f"{n_examples} rows, which {p} whole pass(es) and the "
+                             f"{this_pass} rows trained of pass {p} after start_examples "
+                             "do not make")
 
 
 class Checkpoint(NamedTuple):
@@ -120,7 +162,9 @@ def read_checkpoint(path):
         raise ModelFileError(path, "not a checkpoint (no stream position); train it on "
                                    "new data without resuming")
     base = extra.get("zero_based")
-    return Checkpoint(str(path), learner, checkpoint_position(path, extra),
+    n_examples = learner.online_stats_["n_examples"] if hasattr(learner, "online_stats_") \
+        else None
+    return Checkpoint(str(path), learner, checkpoint_position(path, extra, n_examples),
                       base if isinstance(base, bool) else None)
 
 

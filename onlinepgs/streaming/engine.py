@@ -384,6 +384,10 @@ class StreamTrainer:
         self._sorted_classes = None if self._classes is None else _sorted(self._classes)
         done = learner.online_stats_["n_examples"] if self._fitted else 0
         self._report_at = self.next_report(done) if self.progress else None
+        # the rows the model had when the run began (a checkpoint's position checks the
+        # rows its model has trained on against it)
+        self._start_examples = (at["start_examples"] if "start_examples" in at
+                                else done if self.resume is None else None)
         sizes = [source.size for source in sources]
         self._bytes_total = (None if None in sizes else sum(sizes) * self.passes)
         # held-out rows are every N-th row of a pass (its sources in order), the same rows
@@ -471,6 +475,8 @@ class StreamTrainer:
                     "holdout": [self._holdout[0] - float(np.sum(held_losses)),
                                 self._holdout[1] - held_rows.shape[0]],
                     **{name: getattr(self, name) for name in RUN_OPTIONS}}
+                if self._start_examples is not None:
+                    position["start_examples"] = int(self._start_examples)
                 self._save(checkpoint_extra(self.zero_based, False, position))
                 self.last_checkpoint = self._rows_seen
         if rows_in_file < skip:
