@@ -346,6 +346,31 @@ def check_dense(X, n_features=None, owner="the model"):
     return X
 
 
+def check_weight_sum(sw, before=0.0, passes=1):
+    """Refuse sample weights (class weights applied) whose running sum, from `before`
+    (the model's so far) over `passes` passes, leaves the double range: the solver's
+    sums and the objective's mean would be infinite (a model of zeros or NaN). The
+    error names the row where it does; dividing every weight by one factor (and a
+    fixed sigma by it too) gives the same model."""
+    if not sw.shape[0]:
+        return
+    with np.errstate(over="ignore"):
+        running = before + np.cumsum(sw)
+        total = before + (running[-1] - before) * passes
+    if np.isfinite(total):
+        return
+    i = int(np.argmax(~np.isfinite(running))) if not np.isfinite(running[-1]) else None
+    why = ("the sample weights (times their class weights) add up beyond the double "
+           "range (1.8e308)")
+    fix = ("; divide every weight by one factor (with a fixed sigma, sigma too): the "
+           "model is the same")
+    if i is None:
+        raise ValueError(f"{why} over {passes} passes (one pass: {running[-1] - before:g})"
+                         f"{fix}")
+    raise RowError(i, f": {why} with this row's weight {py(sw[i])!r} (the sum before it "
+                   f"{py(running[i - 1] if i else before)!r}){fix}")
+
+
 def check_weights(sample_weight, n_rows):
     """Sample weights: one finite value >= 0 a row (a scalar: the same for every row)."""
     if sample_weight is None:

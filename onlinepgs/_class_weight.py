@@ -135,6 +135,24 @@ def stream_weights(codes, sw, counts, total, n_classes):
     return weights, counts, float(seen[-1])
 
 
+def objective_weights(est):
+    """The class weights (in ``classes_`` order) of the objective a fitted classifier
+    minimizes, for its certificate: a dict's, or "balanced" from the class counts it
+    holds (`fit`'s exact ``W / (K W_c)``; a stream's estimate at its end); None for no
+    class weights or an estimator without them."""
+    class_weight = getattr(est, "class_weight", None)
+    classes = getattr(est, "classes_", None)
+    if class_weight is None or classes is None:
+        return None
+    if class_weight != BALANCED:
+        return per_class(class_weight, classes, type(est).__name__)
+    counts = np.asarray(getattr(est, "class_counts_", np.zeros(len(classes))), np.float64)
+    weights = np.ones(len(classes))
+    some = counts > 0
+    weights[some] = counts.sum() / (len(classes) * counts[some])
+    return weights
+
+
 def _check_value(est):
     """The parameter's type (a later partial_fit call checks no other parameter)."""
     check_params({"class_weight": est.class_weight}, {"class_weight": CONSTRAINT},

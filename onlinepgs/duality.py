@@ -59,6 +59,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from onlinepgs._class_weight import objective_weights
 from onlinepgs._checks import check_csr, check_dense, check_labels, check_weights
 from onlinepgs._core._losses import (
     CLASSIFICATION_LOSSES,
@@ -195,6 +196,14 @@ class _RegularizerConjugate:
         if self.radius == 0.0:  # the "auto" ball of radius 0: S = {0}
             return 0.0 if not np.any(w) else math.inf
         return regularizer_value(w, self.p, self.radius)
+
+    def _outside(self, w):
+        """Whether r(w) is +inf because w lies outside the domain (reg_value's rule), not
+        because ||w||_p^2 overflowed."""
+        if self.radius == 0.0:
+            return bool(np.any(w))
+        radius = self.radius if self.radius is not None else math.inf
+        return bool(math.isfinite(radius) and norm(w, self.p) > radius * (1.0 + 1e-12))
 
     def _rstar(self, norm_q):
         # r_S* depends on theta only through ||theta||_q: a 1-vector of that norm will do
@@ -423,7 +432,14 @@ class _Certificate(_RegularizerConjugate):
             dual[c] = self._dual(c, scale[c], t)
         return self._finish(primal, dual, scale)
 
+    def _full_w(self, c):
+        """Problem c's weights with the intercept's, as the regularizer sees them."""
+        w = self.coef[:, c]
+        return np.concatenate([[self.w0[c]], w]) if self.fit_intercept else w
+
     def _finish(self, primal, dual, scale):
+        outside = [self._outside(self._full_w(c)) for c in range(self.K)]
+        _check_representable(primal, dual, self.w_sum, outside)
         gap = primal - dual
         total_primal, total_dual = float(primal.sum()), float(dual.sum())
         total_gap = total_primal - total_dual
@@ -491,6 +507,26 @@ class _Certificate(_RegularizerConjugate):
         if top >= 1.0 and self._dual_l1(c, z, 1.0) >= value:  # the compiled conjugates
             best, value = 1.0, self._dual_l1(c, z, 1.0)
         return primal, value, best
+
+
+def _check_representable(primal, dual, w_sum, outside):
+    """Refuse a certificate whose sums left the double range: an infinite or NaN primal
+    or dual is no bound (an overflowing weight sum made the mean 0 or NaN, a huge model
+    made r(w) infinite); the message says which and what to rescale. A primal of +inf
+    for a model outside its domain (``outside``, a bool a problem) is the truth."""
+    primal = np.where(np.asarray(outside) & np.isposinf(primal), 0.0, primal)
+    if not math.isfinite(w_sum):
+        raise ValueError("the sample weights add up beyond the double range (1.8e308): the "
+                         "objective's mean is not representable; divide every weight by "
+                         "one factor (the same objective up to that factor)")
+    bad = [(name, float(v)) for name, a in (("P(w)", primal), ("the dual value", dual))
+           for v in np.ravel(a) if not math.isfinite(v)]
+    if bad:
+        name, value = bad[0]
+        raise ValueError(f"{name} is {value} at this model: its objective is beyond the "
+                         "double range (the weights' norm or a loss overflowed), so no "
+                         "certificate holds; a model trained on rescaled data (smaller "
+                         "sample weights or feature values) can be certified")
 
 
 # ---- fitted onlinepgs models --------------------------------------------------------------
@@ -612,6 +648,10 @@ class _MulticlassCertificate(_RegularizerConjugate):
             at_one = self._dual_at(A, Z, 1.0)  # s = 1 is always a candidate
             if at_one >= dual:
                 s, dual = 1.0, at_one
+        outside = any(self._outside(np.concatenate([[self.w0[k]], self.coef[k]])
+                                    if value.fit_intercept else self.coef[k])
+                      for k in range(self.coef.shape[0]))
+        _check_representable(np.array([primal]), np.array([dual]), self.weight, [outside])
         gap = primal - dual
         one = np.ones(1)
         return DualityGap(primal=primal, dual=dual, gap=gap,
@@ -638,13 +678,26 @@ def _certificate_of_model(value, scale_dual):
         scale_dual=scale_dual, l1=value.l1)
 
 
-def _model_rows(value, X, y, sample_weight):
+def _model_rows(value, X, y, sample_weight, class_weights=None):
     """Validated rows of a model: (X as CSR or dense float64, Y (rows, K) in the loss's
-    encoding, sample weights)."""
+    encoding, sample weights times the class weights of the rows' labels, when the
+    model was trained with them: `_class_weight.objective_weights`)."""
     X = value.matrix(X)
     Y = value.targets(y, X.shape[0])
     sw = check_weights(sample_weight, X.shape[0])
+    if class_weights is not None:
+        sw = sw * class_weights[_label_codes(value.classes, y)]
     return X, Y, sw
+
+
+def _label_codes(classes, y):
+    """Each label's index in the model's (sorted) classes; the labels are classes."""
+    y = np.asarray(y)
+    try:
+        return np.searchsorted(classes, y)
+    except TypeError:  # labels of mixed types: one at a time
+        index = {label: i for i, label in enumerate(classes.tolist())}
+        return np.array([index[label] for label in y.tolist()], dtype=np.intp)
 
 
 def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epochs=0):
@@ -719,7 +772,7 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
         raise ValueError(f"refine_epochs must be an int >= 0, got {refine_epochs!r}")
     value = _value_of(model)
     cert = _certificate_of_model(value, scale_dual)
-    X, Y, sw = _model_rows(value, X, y, sample_weight)
+    X, Y, sw = _model_rows(value, X, y, sample_weight, objective_weights(model))
     for start in range(0, X.shape[0], _BLOCK_ROWS):
         stop = start + _BLOCK_ROWS
         cert.add(X[start:stop], Y[start:stop], sw[start:stop])
@@ -817,6 +870,7 @@ def duality_gap_stream(model, source, *, chunk_rows=10_000, zero_based="auto",
 
     value = _value_of(model)
     cert = _certificate_of_model(value, scale_dual)
+    class_weights = objective_weights(model)
     if isinstance(source, (str, bytes, os.PathLike)) or hasattr(source, "read"):
         chunks = iter_svmlight(source, chunk_rows=chunk_rows, zero_based=zero_based)
         name = chunks.source_name
@@ -844,7 +898,7 @@ def duality_gap_stream(model, source, *, chunk_rows=10_000, zero_based="auto",
                                  f"{label!r} is not one of the model's classes "
                                  f"{value.classes.tolist()}")
         try:
-            X, Y, sw = _model_rows(value, X, y, sample_weight)
+            X, Y, sw = _model_rows(value, X, y, sample_weight, class_weights)
         except ValueError as exc:
             raise ValueError(f"{name}, chunk {index} (rows from {first + 1}, counted from "
                              f"1): {exc}") from None

@@ -20,7 +20,7 @@ array([1])
 """
 import numpy as np
 
-from onlinepgs import _class_weight, _race
+from onlinepgs import _checks, _class_weight, _race
 from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,  # noqa: F401
                              _training, _unchanged_on_error)
 from onlinepgs._checks import AtRows, check_random_state, py, row_of_entry
@@ -607,6 +607,7 @@ class PGSLearner(LinearLearner):
 
     def _fit_unguarded(self, X, y, sample_weight):
         X, y_core, n_problems, multiclass, extra, sw = self._fit_inputs(X, y, sample_weight)
+        _checks.check_weight_sum(sw, passes=self.max_epochs)
         self._check_width(X, n_problems)  # a new state, whatever a former fit had
         rng = check_random_state(self.random_state)
         race = state = None
@@ -668,6 +669,7 @@ class PGSLearner(LinearLearner):
         sw = self._validate_weights(sample_weight, X.shape[0])
         if self._classifier:
             sw = _class_weight.partial_fit_weights(self, sw, y_core, multiclass, extra, first)
+        _checks.check_weight_sum(sw, 0.0 if first else self._state.sum_weight)
         self._check_width(X, n_problems, have=0 if first else self._state.dim - 1)
         # everything is validated: from here on nothing can fail half-way
         power_sums = self._row_power_sums(X)

@@ -642,6 +642,7 @@ cdef class PGSState:
     cdef void _exact_norm(self, Py_ssize_t c, bint rescale) noexcept nogil
     cdef void _upkeep_norms(self, int* need_rescale, int* moved) noexcept nogil
     cdef void _l1_advance(self) noexcept nogil
+    cdef double _l1_overflowed_factor(self, Py_ssize_t c, double denom) noexcept nogil
     cdef void _l1q_recount(self, Py_ssize_t c) noexcept nogil
     cdef void _l1q_check(self) noexcept nogil
     cdef double _l1q_scale(self, Py_ssize_t c, double denom) noexcept nogil

@@ -922,6 +922,9 @@ cdef class PGSState:
                 wnorm = self.mscale[c] * sqrt(self.norm_sum[c]) / denom
                 if wnorm > self.radius:
                     s *= self.radius / wnorm
+                    if not isfinite(wnorm):  # ||lambda|| / denom beyond the double range:
+                        # the projection's s = radius / ||lambda|| needs no denom
+                        s = self.radius / self.mscale[c] / sqrt(self.norm_sum[c])
                 self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
             return s
         if self.norm_sum[c] <= 0.0:
@@ -935,6 +938,8 @@ cdef class PGSState:
             wnorm = (self.p - 1.0) * norm_q / denom
             if wnorm > self.radius:
                 s *= self.radius / wnorm
+                if not (isfinite(wnorm) and isfinite(s)):
+                    s = _projected_scale(self.radius, self.norm_sum[c], self.q)
             self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
         return s
 
@@ -1189,7 +1194,35 @@ cdef class PGSState:
             h.n = 0
             h.n_act = h.s1 = h.n2 = h.peak = 0.0
         self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
+        if not isfinite(wnorm):
+            # the sums of squares overflowed (|lambda_j| near 1e154 and more: sample
+            # weights of 1e308): the factor from the norm counted exactly, scaled
+            return self._l1_overflowed_factor(c, denom)
         return self.radius / wnorm if wnorm > self.radius else 1.0
+
+    cdef double _l1_overflowed_factor(self, Py_ssize_t c, double denom) noexcept nogil:
+        """`_l1_ball_factor` where ||soft(lambda, thr)||^2 leaves the double range: the
+        norm as top * sqrt(sum (x_j / top)^2), top the largest active part x_j (two
+        sweeps of the coordinates reached, on this rare path only), and the factor
+        radius denom / norm in that order."""
+        cdef Py_ssize_t i, j, n
+        cdef const int64_t* coords
+        cdef double top = 0.0, total = 0.0, x
+        n = self._sweep(&coords)
+        for i in range(n):
+            j = coords[i] if coords != NULL else i
+            x = fabs(self.block[j, c, 0]) - self.l1_thr
+            if x > top:
+                top = x
+        if top <= 0.0:
+            return 1.0
+        for i in range(n):
+            j = coords[i] if coords != NULL else i
+            x = fabs(self.block[j, c, 0]) - self.l1_thr
+            if x > 0.0:
+                total += (x / top) * (x / top)
+        x = self.radius / top / sqrt(total) * denom
+        return x if x < 1.0 else 1.0
 
     def _l1_lazy(self, int c=0):
         """Whether problem c's ball runs without its heap now (a diagnostic for the tests)."""
@@ -1361,6 +1394,8 @@ cdef class PGSState:
             wnorm = (self.p - 1.0) * self.l1q[c].m * exp(log(n) / self.q) / denom
             if wnorm > self.radius:
                 s *= self.radius / wnorm
+                if not (isfinite(wnorm) and isfinite(s)):
+                    s = _projected_scale(self.radius, n, self.q)
             self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
         return s
 
@@ -1816,6 +1851,14 @@ def _phi_power_check(const double[::1] r, double p):
     if n:
         phi_power_many(&r[0], &packed[0], n, q, quarters)
     return scalar_a, packed_a
+
+
+cdef inline double _projected_scale(double radius, double norm, double q) noexcept nogil:
+    """The s of w = s phi on the ball's boundary, radius N^(-1/p) (||phi||_p = N^(1/p),
+    p = q / (q - 1)): the projection without M or t, for the rare state whose norm over
+    (t + 1) sigma leaves the double range while the projected iterate does not (sample
+    weights of 1e308: the usual s * radius / ||w|| collapsed to 0)."""
+    return radius * exp(log(norm) * (1.0 - q) / q)
 
 
 cdef double _apply_row(Core core, const double* vals, const index_t* idx, Py_ssize_t nnz,

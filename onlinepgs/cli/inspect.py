@@ -11,10 +11,19 @@ from onlinepgs.streaming.errors import label_text
 def cmd_gap(args):
     from onlinepgs.duality import duality_gap_stream
     est, extra = load(args.model, "gap")
+    if args.refine and (getattr(est, "l1", 0) or getattr(est, "multi_class", "ovr") != "ovr"):
+        from onlinepgs.cli.errors import UsageError
+
+        raise UsageError("argument --refine: SDCA's epochs refine one-vs-rest models "
+                         f"without l1; {args.model} has " + (
+                             f"l1={est.l1:g}" if getattr(est, "l1", 0) else
+                             f"multi_class={est.multi_class!r}") + " (gap without --refine "
+                         "certifies it in one pass)")
     reader = open_reader(args.data, args.chunk_rows, data_base(args, extra),
                          reading_of(args.data, est, extra, args.format),
                          skip=args.skip_bad_lines)
-    cert = duality_gap_stream(est, reader)
+    cert = duality_gap_stream(est, reader) if not args.refine else _refined(est, reader,
+                                                                            args)
     reader_skipped(args.data, reader)
     if args.json:
         result = cert.as_dict()
@@ -29,6 +38,32 @@ def cmd_gap(args):
         for label, value in zip(est.classes_, cert.gap_per_problem):
             print(f"gap[{label_text(label)}] = {value:.12g}")
     return 0
+
+
+def _refined(est, reader, args):
+    """--refine N: the rows held in memory, the dual point improved by N epochs of SDCA
+    (`duality_gap(..., refine_epochs=N)`)."""
+    import numpy as np
+
+    from onlinepgs._csr import vstack, widen
+    from onlinepgs.cli.errors import UserError
+    from onlinepgs.duality import duality_gap
+
+    blocks, labels, weights = [], [], []
+    for chunk in reader:  # (X, y), or (X, y, w) from a format with weights
+        X, w = chunk[0], chunk[2] if len(chunk) == 3 else None
+        blocks.append(X)
+        labels.append(chunk[1])
+        weights.append(np.ones(X.shape[0]) if w is None else w)
+    if not blocks:
+        raise UserError(f"{args.data}: no rows: the duality gap needs at least one row")
+    width = max(X.shape[1] for X in blocks)
+    try:
+        return duality_gap(est, vstack([widen(X, width) for X in blocks]),
+                           np.concatenate(labels), np.concatenate(weights),
+                           refine_epochs=args.refine)
+    except ValueError as exc:
+        raise UserError(f"{args.data}: {exc}") from None
 
 
 def _json_safe(value):

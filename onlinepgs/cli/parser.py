@@ -380,6 +380,14 @@ def build_parser():
     _model_and_data(gap)
     gap.add_argument("--json", action="store_true",
                      help="print the certificate as JSON (per-problem values included)")
+    gap.add_argument("--refine", type=_count, default=0, metavar="EPOCHS",
+                     help="improve the dual point by EPOCHS epochs of SDCA before "
+                     "certifying (LOADS DATA into memory; about two passes an epoch). The "
+                     "hinge, absolute and epsilon-insensitive losses need it for a tight "
+                     "bound: rows on a kink of the loss want dual values the one-pass dual "
+                     "point cannot give (a hinge model of a9a: relative gap 0.91 in one "
+                     "pass, 0.0025 with --refine 20); one-vs-rest models without l1 (0: "
+                     "one pass, bounded memory)")
     _reading(gap)
 
     info = sub.add_parser("info", help="describe a model file")

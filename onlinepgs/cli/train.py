@@ -365,6 +365,9 @@ def _train_error(exc, trainer, args):
             # (the state kept is not saved: the message's word on it does not apply)
             exc = UserError(f"{exc.where}: training diverged: "
                             f"{in_flags(getattr(error, 'reason', None) or str(error))}")
+        elif getattr(error, "rows", ()) and exc.line is not None:
+            # an error that names its rows (`AtRows`): in the file's words, lines
+            exc = UserError(str(exc.in_source_words()))
     if trainer.last_checkpoint is not None:  # say what the output file now holds
         return UserError(f"{str(exc).splitlines()[0]} [{args.output} holds the last "
                          f"checkpoint; resume with -i {args.output} --resume]")
