@@ -298,13 +298,24 @@ def as_matrix(X, n_bits, hash_seed, n_features=None, dense=None, interactions=()
     return X
 
 
-def _refuse_nonfinite(values):
+def _refuse_nonfinite(values, X=None):
+    """A non-finite entry of X (its `values`: CSR X's data, or the dense X) as an error
+    naming its row and column (the command maps the row to its line; a crossed entry of
+    -q that overflowed shows here too)."""
     with np.errstate(invalid="ignore"):
         finite = np.isfinite(values).all() if values.size else True
-    if not finite:
-        what = ("NaN" if np.isnan(values).any()
-                else "infinity or a value too large for dtype('float64')")
-        raise ValueError(f"Input X contains {what}.")
+    if finite:
+        return
+    what = ("NaN" if np.isnan(values).any()
+            else "infinity or a value too large for dtype('float64')")
+    at = int(np.flatnonzero(~np.isfinite(np.ravel(values)))[0])
+    if X is not None:  # CSR: the entry's row and column
+        row, column = row_of_entry(X, at), int(X.indices[at])
+    else:
+        row, column = divmod(at, values.shape[1] if values.ndim == 2 else 1)
+    raise RowError(row, f": Input X contains {what} ({py(np.ravel(values)[at])!r} in "
+                   f"column {column}; an interaction of -q whose factors' product overflows "
+                   "shows as one)")
 
 
 def check_csr(X, min_features=1):
@@ -314,7 +325,7 @@ def check_csr(X, min_features=1):
         raise ValueError("Complex data not supported")
     if X.dtype != np.float64:
         X = X.astype(np.float64)
-    _refuse_nonfinite(X.data)
+    _refuse_nonfinite(X.data, X)
     _refuse_empty(X.shape, min_features)
     return X
 

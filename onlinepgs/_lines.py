@@ -22,12 +22,15 @@ import operator
 import os
 import sys
 
-from onlinepgs.compressed import (DECOMPRESSION_ERRORS, NON_BLOCKING, Steps, compression_of,
-                                  decompressing, read_bytes)
+from onlinepgs.compressed import (DECOMPRESSION_ERRORS, MAGIC, NON_BLOCKING, Steps,
+                                  compression_of, decompressing, read_bytes, show_bytes)
 
 __all__ = ["InputError", "LineReader", "corrupt_error", "check_reader_params"]
 
 _PAD = 64  # spare bytes after the data in the read buffer (the parser reads past lines)
+# a file named so must hold that compression (its magic bytes), else it is refused
+_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz"}
+_MAGIC_OF = {kind: magic for magic, kind in MAGIC}
 
 
 class InputError(ValueError):
@@ -177,6 +180,15 @@ class LineReader:
             head += bytes(part)
         stream = _Prefixed(head, raw)
         kind = compression_of(head)
+        named = _SUFFIXES.get(os.path.splitext(name)[1].lower()) if name[:1] != "<" else None
+        if named is not None and head and kind != named:
+            # a .bz2 whose magic is damaged must not be read as text (its bytes would be
+            # "column 1's name is not UTF-8" or worse: rows of garbage)
+            raise self.error_class(
+                f"{name}:1: not a {named} file, as its name says: it begins with "
+                f"'{head[:6].hex(' ')}' where a {named} stream begins with "
+                f"'{_MAGIC_OF[named].hex(' ')}' (damaged, or misnamed: rename it)",
+                name, 1, None, show_bytes(head))
         if kind is not None:
             self._compression = kind
             stream = decompressing(kind, stream)

@@ -352,3 +352,41 @@ def test_notes_wait_for_the_table_so_an_early_error_is_the_only_line(tmp_path, c
     assert err == (f"onlinepgs: error: {bad}:1: label 7 is not one of the classes [1, 2, 3]"
                    " (set by --classes, the model, or the first chunk's labels; pass "
                    "--classes to give them all)\n")
+
+
+def test_resource_and_overflow_errors_say_where_how_much_and_what_to_do(tmp_path):
+    """A crossed value that overflows (1e200 * 1e200 by -q) named no line ("Input X
+    contains infinity"); a .bz2 with damaged magic bytes was read as plain text; -b 28
+    without the memory ended in a bare "out of memory" and -b 30 advised --bits, which
+    was given. Each is one line: the line and column, the file's kind, the memory the
+    state needs and the options that shrink it."""
+    import bz2
+    import resource
+
+    def run(*argv, limit=None):
+        def cap():
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+        done = subprocess.run(EXE + [str(a) for a in argv], capture_output=True, text=True,
+                              timeout=120, preexec_fn=cap if limit else None)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        line, = done.stderr.strip().splitlines()
+        return line
+
+    (tmp_path / "ov.vw").write_text("-1 |a z:1 |b w:1\n1 |a x:1e200 |b y:1e200\n")
+    line = run("train", tmp_path / "ov.vw", "-q", "ab", "--quiet")
+    assert f"{tmp_path / 'ov.vw'}:2: Input X contains infinity" in line
+    assert "an interaction of -q" in line
+    damaged = bytearray(bz2.compress(b"y,a\n1,x\n0,z\n"))
+    damaged[0] = ord("X")
+    (tmp_path / "d.csv.bz2").write_bytes(bytes(damaged))
+    line = run("train", tmp_path / "d.csv.bz2", "--label", "y", "--quiet")
+    assert f"{tmp_path / 'd.csv.bz2'}:1: not a bz2 file, as its name says" in line
+    (tmp_path / "t.svm").write_text("1 1:1\n-1 2:1\n")
+    for bits, sigma, needs in (("28", [], "about 18.0 GiB (18 bytes a column, for each of "
+                                          "the 4 runs of --sigma auto)"),
+                               ("30", ["--sigma", "1e-3"], "about 18.0 GiB (18 bytes a "
+                                                           "column)")):
+        line = run("train", tmp_path / "t.svm", "-b", bits, "--quiet", *sigma,
+                   limit=2 * 2**30)
+        assert f"out of memory for the model of 2**{bits} columns (-b {bits})" in line
+        assert needs in line and "a smaller -b halves it" in line and "--bits" not in line

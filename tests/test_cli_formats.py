@@ -617,3 +617,39 @@ def test_a_headerless_csv_trains_with_no_header(tmp_path):
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert "the first line looks like data" in refused.stderr
     assert "--no-header" in refused.stderr
+
+
+def test_predict_refuses_a_file_whose_columns_are_not_the_models(tmp_path):
+    """A CSV-trained model read any file as CSV: an svmlight file's first line became a
+    header and its rows were scored silently. The model file keeps the columns it was
+    trained on (extra.input.header); predict, eval and gap refuse a file with another
+    column or without one of them (the label, weight and ignored columns may be absent
+    from a file to predict), naming the first mismatch; order does not matter."""
+    from onlinepgs.model_io import read_header
+
+    (tmp_path / "t.csv").write_bytes(b"y,a,b,id\n1,x,u,1\n0,z,v,2\n1,x,v,3\n")
+    run("train", tmp_path / "t.csv", "--label", "y", "--ignore", "id", "--sigma", "0.1",
+        "-o", tmp_path / "m.pgs", "--quiet")
+    assert read_header(str(tmp_path / "m.pgs"))["extra"]["input"]["header"] == \
+        ["y", "a", "b", "id"]
+    (tmp_path / "reordered.csv").write_bytes(b"b,a\nu,x\nv,z\n")
+    got = run("predict", tmp_path / "m.pgs", tmp_path / "reordered.csv").stdout.split()
+    assert got == run("predict", tmp_path / "m.pgs", tmp_path / "t.csv").stdout.split()[:2]
+    cases = [("s.svm", b"1 1:1 3:1\n0 2:1\n", "column '1 1:1 3:1' is not one the model "
+                                               "was trained on"),
+             ("extra.csv", b"y,a,b,c\n1,x,u,k\n", "column 'c' is not one the model was "
+                                                  "trained on"),
+             ("short.csv", b"y,a\n1,x\n", "the model's column 'b' is missing")]
+    for name, content, message in cases:
+        (tmp_path / name).write_bytes(content)
+        for command in ("predict", "eval", "gap"):
+            proc = run(command, tmp_path / "m.pgs", tmp_path / name, check=False)
+            assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+            line, = proc.stderr.strip().splitlines()
+            assert f"{tmp_path / name}:1: {message}" in line, line
+    # training on with -i may bring columns (new namespaces): not refused, recorded
+    (tmp_path / "more.csv").write_bytes(b"y,a,b,id,c\n1,x,u,4,k\n")
+    run("train", tmp_path / "more.csv", "-i", tmp_path / "m.pgs", "-o", tmp_path / "m2.pgs",
+        "--quiet")
+    assert read_header(str(tmp_path / "m2.pgs"))["extra"]["input"]["header"] == \
+        ["y", "a", "b", "id", "c"]

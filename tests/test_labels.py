@@ -62,3 +62,32 @@ def test_a_none_record_is_named(records, row):
     est = PGSClassifier(n_bits=4).fit([{"w": 1.0}, {"v": 1.0}], [0, 1])
     with pytest.raises(ValueError, match=rf"^row {row} is None"):
         est.predict(records)
+
+
+def test_a_stray_label_beside_minus_one_and_one_is_refused_at_its_line(tmp_path, capsys):
+    """A +-1 file with one stray 0 in its first chunk silently trained a 3-class model
+    (the classes come from the first chunk's labels). The command stops at the stray
+    label's line, naming the option that makes it legitimate; with --classes (or
+    classes= in Python) the K classes train; labels 0..2 are no binary file's and train."""
+    from onlinepgs import load_model
+    from onlinepgs.cli import main
+    from onlinepgs.pgs import PGSClassifierLearner
+    from onlinepgs.streaming import StrayLabelError, train_stream
+
+    rows = [f"{1 if i % 3 else -1} {1 + i % 5}:1 {7 + i % 2}:0.5" for i in range(60)]
+    rows[40] = "0 2:1"
+    data = tmp_path / "d.svm"
+    data.write_text("\n".join(rows) + "\n")
+    assert main(["train", str(data), "-o", str(tmp_path / "m.pgs"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{data}:41: label 0 beside -1 and 1" in err
+    assert "--classes -1,0,1" in err and not (tmp_path / "m.pgs").exists()
+    assert main(["train", str(data), "-o", str(tmp_path / "m.pgs"), "--quiet",
+                 "--classes", "-1,0,1"]) == 0
+    assert load_model(tmp_path / "m.pgs").classes_.tolist() == [-1, 0, 1]
+    with pytest.raises(StrayLabelError) as info:
+        train_stream(PGSClassifierLearner(), [str(data)])
+    assert str(info.value.line) == "41"
+    three = tmp_path / "three.svm"
+    three.write_text("0 1:1\n1 2:1\n2 3:1\n")
+    assert main(["train", str(three), "-o", str(tmp_path / "t.pgs"), "--quiet"]) == 0

@@ -79,12 +79,14 @@ def train_input(args):
     return out
 
 
-def reading_of(source, est, extra, given=None):
+def reading_of(source, est, extra, given=None, scoring=True):
     """How to read `source` for a model (predict, eval, gap, train -i): the format
     (`given` --format, else the one the model was trained on, else by the extension;
     an extension naming a hashed format wins over the model's hashed format: a .vw file
     is VW text for a model trained on CSV, hashed alike; stdin is read as the model's),
-    the model's hashing and interactions, the CSV columns it was trained with."""
+    the model's hashing and interactions, the CSV columns it was trained with (`scoring`:
+    and, for CSV/TSV, the model's header, which the file must match; training on with
+    -i may bring new columns)."""
     from onlinepgs.features import FeatureSpec
     from onlinepgs.formats import DEFAULT_BITS, format_of
 
@@ -102,7 +104,13 @@ def reading_of(source, est, extra, given=None):
     # the interactions are the learner's parameter (saved with it): one home
     spec = FeatureSpec(n_bits, getattr(est, "hash_seed", 0) or 0,
                        tuple(getattr(est, "interactions", None) or ()))
-    return fmt, spec, kept.get("columns")
+    columns = kept.get("columns")
+    header = kept.get("header")
+    if scoring and fmt in ("csv", "tsv") and kept.get("format") in ("csv", "tsv") and \
+            isinstance(header, list) and all(isinstance(name, str) for name in header):
+        # the model's columns: a file with others is refused (the first mismatch named)
+        columns = {**(columns or {}), "expected_columns": header}
+    return fmt, spec, columns
 
 
 def _formats():

@@ -93,7 +93,7 @@ def cmd_train(args):
         # quiet: no table rows to report, only the skipped lines
         progress=show_progress(table, bar) if table.enabled else report_skipped,
         next_report=None if table.enabled else (lambda done: None),
-        extra={"input": kept})
+        extra={"input": _input_record(kept, sources)})
     trainer.final_state = not args.no_state
     _keep_names(args, est, trainer, sources)
     start = time.perf_counter()
@@ -221,6 +221,23 @@ def _keep_names(args, est, trainer, sources):
         trainer.extra["feature_names"] = names.to_dict  # as collected at each save
 
 
+def _input_record(kept, sources):
+    """The model file's ``extra["input"]`` at each save: `kept` (the format, the CSV
+    roles) and, for CSV/TSV, the columns read so far (the model's, then each source's
+    header in turn), which predict, eval and gap then require of their files."""
+    if kept.get("format") not in ("csv", "tsv"):
+        return kept
+
+    def record():
+        header = list(kept.get("header") or [])
+        for source in sources:
+            for name in getattr(source.reader, "columns", None) or ():
+                if name not in header:
+                    header.append(name)
+        return {**kept, "header": header} if header else kept
+    return record
+
+
 def _column_names(source, chunks, names):
     """`source.chunks` that records each chunk's column indices in `names`."""
     def named(chunk_rows, zero_based):
@@ -304,7 +321,8 @@ def _read_as(sources, args, est, kept):
     out = []
     for source in sources:
         given = args.format or (None if args.initial else format_of(source.name))
-        fmt, spec, columns = reading_of(source.name, est, {"input": kept}, given)
+        fmt, spec, columns = reading_of(source.name, est, {"input": kept}, given,
+                                        scoring=False)
         options = {} if spec is None else {"spec": spec, "columns": columns}
         if args.skip_bad_lines:
             options["on_error"] = "skip"
@@ -338,14 +356,20 @@ def _train_error(exc, trainer, args):
     from onlinepgs._class_weight import ClassWeightError
 
     base = trainer.zero_based
-    if isinstance(exc, streaming.OutOfMemory):
+    est = trainer.learner
+    if isinstance(exc, (streaming.OutOfMemory, MemoryError)) and est.n_bits is not None:
+        exc = _no_memory_for_bits(est, trainer, args)
+    elif isinstance(exc, streaming.OutOfMemory):
         index = exc.column + (0 if base is True else 1)
         exc = UserError(f"{exc.where}: out of memory for a model over {exc.n_features} "
                         f"features (feature index {index}); --bits BITS hashes the "
                         "features into 2**BITS columns")
     elif isinstance(exc, MemoryError):
-        exc = UserError("out of memory")
+        exc = UserError(f"{', '.join(args.data)}: out of memory while training: "
+                        "free memory or train on smaller chunks (--chunk-rows)")
     elif isinstance(exc, streaming.MissingLabelError):
+        exc = UserError(f"{exc.where}: {exc.reason}")
+    elif isinstance(exc, streaming.StrayLabelError):
         exc = UserError(f"{exc.where}: {exc.reason}")
     elif isinstance(exc, streaming.LabelError):
         exc = UserError(f"{exc.where}: {exc.reason}{_WHY_CLASSES}")
@@ -372,6 +396,21 @@ def _train_error(exc, trainer, args):
         return UserError(f"{str(exc).splitlines()[0]} [{args.output} holds the last "
                          f"checkpoint; resume with -i {args.output} --resume]")
     return exc
+
+
+def _no_memory_for_bits(est, trainer, args):
+    """Out of memory with a width set by hashing (-b): what the state of 2**BITS
+    columns takes, and the options that shrink it."""
+    classes = trainer._classes
+    n_problems = 1 if classes is None or len(classes) <= 2 else len(classes)
+    runs = est._states_held()
+    needed = (2**est.n_bits + 1) * est._bytes_per_feature(n_problems) * runs
+    race = f", for each of the {runs} runs of --sigma auto" if runs > 1 else ""
+    advice = "; a fixed --sigma trains one" if runs > 1 else ""
+    return UserError(f"out of memory for the model of 2**{est.n_bits} columns (-b "
+                     f"{est.n_bits}): its solver state takes about {needed / 2**30:.1f} GiB "
+                     f"({est._bytes_per_feature(n_problems)} bytes a column{race}); a "
+                     f"smaller -b halves it at each step{advice}")
 
 
 def _too_wide(exc, at, base):

@@ -130,7 +130,7 @@ class CSVReader(LineReader):
     def __init__(self, source, *, label=None, weight=None, categorical=(), numeric=(),
                  ignore=(), delimiter=",", n_bits=18, hash_seed=0, interactions=(),
                  chunk_rows=10_000, on_error="raise", audit=None, label_map=None,
-                 absent_ok=(), header=True, block_size=1 << 20):
+                 absent_ok=(), header=True, expected_columns=None, block_size=1 << 20):
         self._to_close = []  # (close() may run even when a check below fails)
         check_reader_params(chunk_rows, on_error, block_size)
         if not isinstance(delimiter, str) or len(delimiter.encode("utf-8")) != 1 \
@@ -150,6 +150,12 @@ class CSVReader(LineReader):
             raise ValueError(f"header must be True (the first line names the columns) or "
                              f"False (columns named 1, 2, ...), got {header!r}")
         self._has_header = header
+        if expected_columns is not None and not (
+                isinstance(expected_columns, (list, tuple))
+                and all(isinstance(name, str) for name in expected_columns)):
+            raise ValueError(f"expected_columns must be a list of column names, got "
+                             f"{expected_columns!r}")
+        self._expected = None if expected_columns is None else list(expected_columns)
         self._audit = audit
         self.columns = None
         self.roles = None
@@ -182,6 +188,7 @@ class CSVReader(LineReader):
                                          f"(fields {columns.index(text) + 1} and {i + 1})"
                                          + _data_hint(raw), text)
             columns.append(text)
+        self._check_expected(columns, raw)
         missing = [(role, name) for name, role in self._named.items()
                    if name not in columns and role not in self._absent_ok]
         if missing:
@@ -203,6 +210,30 @@ class CSVReader(LineReader):
             [murmurhash3(name, s) for name, s in zip(encoded, seeds)], encoded,
             self._label_map)
         self.columns, self.roles = columns, roles
+
+    def _check_expected(self, columns, raw):
+        """The header against `expected_columns` (a model's): no other column, and each of
+        those named in no role present (the roles' columns are checked as always, with
+        absent_ok); the first mismatch named."""
+        if self._expected is None:
+            return
+        # a column given a role is the role check's (it knows which may be absent)
+        may_lack = set(self._named)
+        known = ", ".join(self._expected[:20]) + (
+            f", ... ({len(self._expected)} in all)" if len(self._expected) > 20 else "")
+        unknown = [name for name in columns if name not in self._expected]
+        missing = [name for name in self._expected
+                   if name not in columns and name not in may_lack]
+        if not (unknown or missing):
+            return
+        what = (f"column '{unknown[0]}' is not one the model was trained on"
+                if unknown else f"the model's column '{missing[0]}' is missing")
+        raise self._header_error(
+            f"{what}: the model reads CSV/TSV with the columns {known}, and this header "
+            f"has {', '.join(columns[:20])}" + (" ..." if len(columns) > 20 else "")
+            + ("" if self._has_header else " (no header: columns by position)")
+            + "; is it the model's kind of file? (--format names another)"
+            + _data_hint(raw), unknown[0] if unknown else missing[0])
 
     def _generate(self):
         yield from super()._generate()
@@ -274,7 +305,7 @@ def _data_hint(fields):
 def iter_csv(source, *, label=None, weight=None, categorical=(), numeric=(), ignore=(),
              delimiter=",", n_bits=18, hash_seed=0, interactions=(), chunk_rows=10_000,
              on_error="raise", audit=None, label_map=None, absent_ok=(), header=True,
-             block_size=1 << 20):
+             expected_columns=None, block_size=1 << 20):
     """Read a CSV/TSV log as a stream of ``(X, y, w)`` chunks.
 
     Memory does not depend on the size of the source: it is read ``block_size`` bytes
@@ -324,6 +355,11 @@ def iter_csv(source, *, label=None, weight=None, categorical=(), numeric=(), ign
         columns are named by their position, ``"1"``, ``"2"``, ... (``label="1"``; a
         column's namespace letter is its name's first character, so ``"1"`` is shared
         by columns 1 and 10 to 19 for interactions).
+    expected_columns : list of str or None, default=None
+        The columns a model was trained on (its file's ``extra.input.header``): the
+        source may have no other, and must have each that no role names (the roles'
+        columns are checked as always, with ``absent_ok``), else a `CSVError` names the
+        first mismatch. Order does not matter.
     block_size : int >= 1, default=1 << 20
         Bytes read (after decompression) at a time.
 
@@ -366,4 +402,5 @@ def iter_csv(source, *, label=None, weight=None, categorical=(), numeric=(), ign
                      numeric=numeric, ignore=ignore, delimiter=delimiter, n_bits=n_bits,
                      hash_seed=hash_seed, interactions=interactions, chunk_rows=chunk_rows,
                      on_error=on_error, audit=audit, label_map=label_map,
-                     absent_ok=absent_ok, header=header, block_size=block_size)
+                     absent_ok=absent_ok, header=header, expected_columns=expected_columns,
+                     block_size=block_size)

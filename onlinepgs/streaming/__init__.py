@@ -24,7 +24,8 @@ _HOMES = {
     "whole_batches": "_batches",
     **dict.fromkeys(["Progress", "StreamResult", "StreamTrainer", "train_stream"], "engine"),
     **dict.fromkeys(["ClassesError", "EmptyStreamError", "LabelError", "LearnerError",
-                     "MissingLabelError", "OutOfMemory", "ReadOnceError", "ResumeError", "StreamError"], "errors"),
+                     "MissingLabelError", "OutOfMemory", "ReadOnceError", "ResumeError",
+                     "StrayLabelError", "StreamError"], "errors"),
     **dict.fromkeys(["Checkpoint", "check_resume", "checkpoint_extra", "checkpoint_position",
                      "read_checkpoint"], "checkpoints"),
     "read_ahead": "sources",
@@ -34,7 +35,7 @@ __all__ = ["whole_batches", "train_stream", "StreamTrainer", "StreamResult", "Pr
            "Checkpoint", "read_checkpoint", "check_resume", "checkpoint_position",
            "checkpoint_extra",
            "read_ahead", "StreamError", "LabelError", "MissingLabelError", "ClassesError",
-           "LearnerError",
+           "LearnerError", "StrayLabelError",
            "OutOfMemory", "ReadOnceError", "ResumeError", "EmptyStreamError"]
 
 

@@ -23,7 +23,7 @@ from onlinepgs.streaming.checkpoints import (RUN_OPTIONS, checkpoint_extra,
                                              check_resume)
 from onlinepgs.streaming.errors import (ClassesError, EmptyStreamError, LabelError,
                                         LearnerError, MissingLabelError, OutOfMemory,
-                                        ResumeError, StreamError)
+                                        ResumeError, StrayLabelError, StreamError)
 from onlinepgs.streaming.sources import check_passes, make_sources
 
 
@@ -259,6 +259,19 @@ def _label_kind(values):
         else:
             return None
     return "number" if kind in "biuf" else "text" if kind in "US" else None
+
+
+def _refuse_stray_labels(y, labels, source, where, first_row):
+    """The first chunk's labels as classes: -1 and +1 (a binary file's) with others
+    beside them are refused (`StrayLabelError`, at the first other label's row) rather
+    than silently trained as K classes."""
+    if labels.dtype.kind not in "iuf" or not (np.any(labels == -1) and np.any(labels == 1)):
+        return
+    if labels.shape[0] == 2:
+        return
+    i = int(np.flatnonzero((np.asarray(y) != -1) & (np.asarray(y) != 1))[0])
+    raise StrayLabelError(y[i], labels, source=source.name, in_file=source.in_file,
+                          line=where(i), record=_record(first_row, i))
 
 
 def first_unknown_label(y, classes):
@@ -518,6 +531,7 @@ class StreamTrainer:
             if labels.shape[0] < 2:
                 raise ClassesError(labels.tolist(), source=source.name,
                                    in_file=source.in_file)
+            _refuse_stray_labels(y, labels, source, where, first_row)
             self._classes, self._origin = labels, "first chunk"
             self._sorted_classes = _sorted(labels)
             self._event("classes", self._pass, source, classes=labels)

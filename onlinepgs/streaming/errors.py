@@ -101,6 +101,21 @@ class LabelError(StreamError):
         super().__init__(reason, message=message, **where)
 
 
+class StrayLabelError(LabelError):
+    """The first chunk's labels hold -1 and +1, a binary file's, and others: a stray
+    label would silently make a model of K classes. ``label`` is the first other one,
+    ``classes`` all the labels seen; classes given (or the model's) make them legitimate."""
+
+    def __init__(self, label, classes, **where):
+        self.label, self.classes, self.origin = label, classes, "first chunk"
+        shown = ",".join(label_text(c) for c in classes)
+        StreamError.__init__(
+            self, f"label {label_text(label)} beside -1 and 1, a binary file's labels: a "
+            f"stray label? The classes come from the first chunk's labels; to train the "
+            f"{len(classes)} classes {shown}, give them (--classes {shown}, or classes=)",
+            **where)
+
+
 class MissingLabelError(LabelError):
     """A training row without a label (a VW line with none, an empty label cell):
     ``label`` is NaN, ``classes`` None."""
