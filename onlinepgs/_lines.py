@@ -31,6 +31,19 @@ _PAD = 64  # spare bytes after the data in the read buffer (the parser reads pas
 # a file named so must hold that compression (its magic bytes), else it is refused
 _SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz"}
 _MAGIC_OF = {kind: magic for magic, kind in MAGIC}
+_SNIFF = 512  # bytes looked at to tell a misnamed text file from a damaged stream
+
+
+def _looks_like_text(head):
+    """Whether bytes read like a text file's start: UTF-8 (a character cut at the end
+    aside) with no NUL and no control character but tab, line breaks and form feed."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:
+            return False
+        text = head[:exc.start].decode("utf-8")
+    return not any(ord(c) < 32 and c not in "\t\n\r\f" for c in text)
 
 
 class InputError(ValueError):
@@ -178,17 +191,24 @@ class LineReader:
             if not part:
                 break
             head += bytes(part)
-        stream = _Prefixed(head, raw)
         kind = compression_of(head)
         named = _SUFFIXES.get(os.path.splitext(name)[1].lower()) if name[:1] != "<" else None
-        if named is not None and head and kind != named:
-            # a .bz2 whose magic is damaged must not be read as text (its bytes would be
-            # "column 1's name is not UTF-8" or worse: rows of garbage)
-            raise self.error_class(
-                f"{name}:1: not a {named} file, as its name says: it begins with "
-                f"'{head[:6].hex(' ')}' where a {named} stream begins with "
-                f"'{_MAGIC_OF[named].hex(' ')}' (damaged, or misnamed: rename it)",
-                name, 1, None, show_bytes(head))
+        if named is not None and kind is None and head:
+            # named compressed, no compression's magic: a plain text file misnamed is read
+            # as text (as ever), but binary bytes are a damaged stream, which must not be
+            # read as text ("column 1's name is not UTF-8", or rows of garbage)
+            while len(head) < _SNIFF:
+                part = read_bytes(raw, _SNIFF - len(head))
+                if not part:
+                    break
+                head += bytes(part)
+            if not _looks_like_text(head):
+                raise self.error_class(
+                    f"{name}:1: not a {named} file, as its name says, nor text: it begins "
+                    f"with '{head[:6].hex(' ')}' where a {named} stream begins with "
+                    f"'{_MAGIC_OF[named].hex(' ')}' (a damaged {named} file?)",
+                    name, 1, None, show_bytes(head[:6]))
+        stream = _Prefixed(head, raw)
         if kind is not None:
             self._compression = kind
             stream = decompressing(kind, stream)
