@@ -98,7 +98,7 @@ def test_predict_and_eval_read_as_the_model_was_trained(tmp_path):
         "--quiet", "-b", 16)
     with zipfile.ZipFile(tmp_path / "m.pgs") as zf:
         header = json.loads(zf.read("header.json"))
-    assert header["extra"]["input"] == {"format": "vw"}
+    assert header["extra"]["input"] == {"format": "vw", "vw_hashing": 2}
     est = load_learner(str(tmp_path / "m.pgs"))
     svm, _ = as_svmlight(text, 16)
     from onlinepgs.svmlight import load_svmlight
@@ -142,10 +142,10 @@ def test_train_refuses_a_line_without_label(tmp_path):
 
 
 def test_bad_vw_line_is_one_line_with_its_column(tmp_path):
-    (tmp_path / "d.vw").write_bytes(b"1 |f a\n-1 |f b:zz\n")
+    (tmp_path / "d.vw").write_bytes(b"1 |f a\n-1 |f b:2zz\n")  # (b:zz: a string value)
     proc = run("train", tmp_path / "d.vw", "--quiet", check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
-    assert f"{tmp_path / 'd.vw'}:2:9: bad feature value 'zz'" in proc.stderr
+    assert f"{tmp_path / 'd.vw'}:2:9: bad feature value '2zz'" in proc.stderr
 
 
 def test_interactions_need_a_namespaced_format(tmp_path):
@@ -382,7 +382,7 @@ def test_a_label_not_in_the_map_is_one_line_with_its_place(tmp_path):
     ("d.tsv", b"y\tp\n1\t2\n0\tfar\n", ":3:3:"),
     ("d.jsonl", b'{"label": 1}\n{"label": 1, "features": {"a": [2]}}\n', ":2:27:"),
     ("d.jsonl", b'{"label": 1}\n{"label": 1,\n', ":2:"),
-    ("d.vw", b"1 |f a\n1 |f a:b\n", ":2:8:"),
+    ("d.vw", b"1 |f a\n1 |f a:1b\n", ":2:8:"),
 ])
 def test_bad_input_of_each_format_is_one_line(tmp_path, name, content, where):
     (tmp_path / name).write_bytes(content)

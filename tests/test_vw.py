@@ -95,12 +95,12 @@ def _reference_line(line, seed):
     if glued:
         tokens = tokens[:-1]
     tokens = [t for t in tokens if not t.startswith(b"'")]
-    if len(tokens) > 2 or any(b":" in t for t in tokens[:1]):
+    if len(tokens) > 3 or any(b":" in t for t in tokens[:1]):
         raise ValueError
     label = number(tokens[0]) if tokens else math.nan
     importance = number(tokens[1]) if len(tokens) > 1 else 1.0
-    if importance < 0:
-        raise ValueError
+    if importance < 0 or (len(tokens) > 2 and number(tokens[2]) != 0):
+        raise ValueError  # VW's initial prediction: 0 only
     entries = []
     if bar:
         for part in (b"|" + rest).split(b"|")[1:]:
@@ -113,16 +113,55 @@ def _reference_line(line, seed):
                 if colon:
                     weight = number(w)
                 # the first byte; a NUL's is 0x80 (0 marks an unsigned raw column)
-                letter, ns_seed, ns_name = name[0] or 0x80, murmur(name, seed), name
+                letter, ns_seed, ns_name = name[0] or 0x80, hashstring(name, seed), name
                 part = part[len(token):]
-            for token in part.split():
-                name, colon, value = token.partition(b":")
-                if not name:
-                    raise ValueError
-                v = number(value) if colon else 1.0
-                shown = _text(name) if ns_name is None else f"{_text(ns_name)}^{_text(name)}"
-                entries.append((letter, murmur(name, ns_seed), v * weight, shown))
+            entries += _features(part, letter, ns_seed, weight, ns_name)
     return label, importance, entries
+
+
+def hashstring(name, seed):
+    """VW's hash of a name: a name of digits only is its number plus the seed (mod
+    2**32), any other murmurhash3 of its bytes."""
+    if name.isdigit() and name.isascii():
+        return (int(name) + seed) % 2**32
+    return murmur(name, seed)
+
+
+def _features(part, letter, ns_seed, weight, ns_name):
+    """A namespace's features as VW reads them: "name[:value]"; ":value" the k-th
+    anonymous one (the seed plus k); blanks after ':' skipped; an empty value is 1; a
+    value that does not start as a number is a string, chained: hash(value, hash(name))."""
+    blank, entries, anon, i = b" \t\r\v\f", [], 0, 0
+    while True:
+        while i < len(part) and part[i] in blank:
+            i += 1
+        if i == len(part):
+            return entries
+        start = i
+        while i < len(part) and part[i] not in blank and part[i] != ord(":"):
+            i += 1
+        name, v = part[start:i], 1.0
+        if name:
+            h = hashstring(name, ns_seed)
+        else:
+            h, anon = (ns_seed + anon) % 2**32, anon + 1
+        if i < len(part):
+            j = i + 1 if part[i] == ord(":") else i
+            if part[i] == ord(":"):
+                while j < len(part) and part[j] in blank:
+                    j += 1
+            k = j
+            while k < len(part) and part[k] not in blank:
+                k += 1
+            value = part[j:k]
+            if part[i] == ord(":") and value:
+                if re.match(rb"[+-]?\.?[0-9]|[+-]?(?i:inf|nan)", value):
+                    v = number(value)
+                else:
+                    h, name = murmur(value, h), name + b"^" + value
+            i = k if part[i] == ord(":") else i
+        shown = _text(name) if ns_name is None else f"{_text(ns_name)}^{_text(name)}"
+        entries.append((letter, h, v * weight, shown))
 
 
 def _text(name):
@@ -229,15 +268,17 @@ ERRORS = [
     (b"1 |f a\nx |f a\n", 2, 1, "bad label 'x'"),
     (b"1:0.5 2:1 |f a\n", 1, 1, "multiclass / cost-sensitive labels are not supported"),
     (b"1 -2 |f a\n", 1, 3, "bad importance weight '-2'"),
-    (b"1 2 3 |f a\n", 1, 5, "unexpected '3'"),
+    (b"1 2 3 |f a\n", 1, 5, "VW's initial prediction '3' (the third number before the "
+                            "first '|') is not supported"),
+    (b"1 2 0 4 |f a\n", 1, 7, "unexpected '4'"),
     (b"1 |f:x a\n", 1, 6, "bad namespace weight 'x'"),
     (b"1 |:2 a\n", 1, 4, "empty namespace name"),
     (b"1 |f a:1x\n", 1, 8, "bad feature value '1x'"),
     (b"1 |f a:nan\n", 1, 8, "bad feature value 'nan'"),
     (b"1 |f a:1e999\n", 1, 8, "bad feature value '1e999'"),
-    (b"1 |f :3\n", 1, 6, "empty feature name"),
-    (b"1 |f a:\n", 1, 8, "bad feature value ''"),
+    (b"1 |f :3x\n", 1, 7, "bad feature value '3x'"),
     (b"1 |f a:1:2\n", 1, 8, "bad feature value '1:2'"),
+    (b"1 |f x:0.7\x00\n", 1, 8, "bad feature value '0.7\\x00'"),
 ]
 
 
@@ -254,7 +295,7 @@ def test_errors_name_line_and_column(text, line, column, what):
 
 
 def test_skip_counts_bad_lines():
-    text = b"1 |f a\nx |f a\n-1 |f b:q\n-1 |f b\n"
+    text = b"1 |f a\nx |f a\n-1 |f b:1q\n-1 |f b\n"
     reader = iter_vw(io.BytesIO(text), on_error="skip")
     (X, y, w), = reader
     assert y.tolist() == [1.0, -1.0]

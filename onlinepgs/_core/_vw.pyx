@@ -30,7 +30,7 @@ this extension's C source): exact, correctly rounded; NaN and infinities are err
 cimport cython
 from cpython.mem cimport PyMem_RawFree, PyMem_RawRealloc
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memchr, memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 import numpy as np
 cimport numpy as cnp
@@ -75,12 +75,12 @@ cdef enum:
     E_NS_WEIGHT = 5
     E_NS_EMPTY = 6
     E_VALUE = 7
-    E_NAME_EMPTY = 8
+    E_INITIAL = 8
 
 ERROR_KINDS = {
     E_LABEL: "label", E_MULTICLASS: "multiclass", E_IMPORTANCE: "importance",
     E_EXTRA: "extra", E_NS_WEIGHT: "namespace_weight", E_NS_EMPTY: "namespace_empty",
-    E_VALUE: "value", E_NAME_EMPTY: "name_empty",
+    E_VALUE: "value", E_INITIAL: "initial",
 }
 
 cdef double NAN = float("nan")
@@ -105,6 +105,46 @@ cdef inline const char* _field_end(const char* p, const char* e) noexcept nogil:
 
 cdef inline bint _number(const char* s, const char* e, double* out) noexcept nogil:
     return svm_parse_double(s, e, out) and _finite(out[0])
+
+
+cdef inline bint _digits(const char* s, const char* e, uint32_t* out) noexcept nogil:
+    """Whether [s, e) is all decimal digits (not empty); its value modulo 2^32 in out
+    (VW's hashstring: such a name's index is the number plus the namespace's hash)."""
+    cdef uint32_t v = 0
+    if s == e:
+        return False
+    while s < e:
+        if s[0] < 48 or s[0] > 57:
+            return False
+        v = v * 10 + <uint32_t>(s[0] - 48)
+        s += 1
+    out[0] = v
+    return True
+
+
+cdef inline bint _numeric_start(const char* s, const char* e) noexcept nogil:
+    """Whether a feature value reads as a number (VW's parseFloat takes a prefix): a
+    digit, a sign or point before a digit, or nan/inf; else it is a string value."""
+    cdef const char* p = s
+    if p < e and (p[0] == 43 or p[0] == 45):  # '+', '-'
+        p += 1
+    if p < e and p[0] == 46:  # '.'
+        p += 1
+    if p < e and 48 <= p[0] <= 57:
+        return True
+    p = s + 1 if s < e and (s[0] == 43 or s[0] == 45) else s
+    return e - p >= 3 and (p[0] | 32) in (105, 110) and (p[1] | 32) in (110, 97) \
+        and (p[2] | 32) in (102, 110)  # inf, nan (any case)
+
+
+cdef inline uint32_t _name_hash(const char* s, const char* e, uint32_t seed,
+                                bint vw_numbers) noexcept nogil:
+    """A name's hash under `seed`: VW's hashstring (an all-digit name is its number
+    plus the seed) where vw_numbers, else murmurhash3 of its bytes."""
+    cdef uint32_t v
+    if vw_numbers and _digits(s, e, &v):
+        return v + seed
+    return murmurhash3_x86_32(<const uint8_t*>s, e - s, seed)
 
 
 @cython.final
@@ -132,7 +172,7 @@ cdef class _Parser:
     cdef list names
     # settings
     cdef uint32_t seed
-    cdef bint skip, fast_path
+    cdef bint skip, fast_path, vw_numbers
     cdef Py_ssize_t chunk_rows
     # counters over the stream
     cdef public int64_t n_lines, n_skipped, n_rows_out
@@ -140,8 +180,9 @@ cdef class _Parser:
     cdef BadLine bad_line  # where the last bad line went wrong (error_info)
 
     def __cinit__(self, uint32_t hash_seed=0, bint skip=False, Py_ssize_t chunk_rows=-1,
-                  bint audit=False, bint fast_path=True):
+                  bint audit=False, bint fast_path=True, bint vw_numbers=True):
         self.seed = hash_seed
+        self.vw_numbers = vw_numbers
         self.skip = skip
         self.chunk_rows = chunk_rows
         self.audit = audit
@@ -241,6 +282,8 @@ cdef class _Parser:
         cdef const char* colon
         cdef double label = NAN, importance = 1.0, v, nsw
         cdef int n_numbers = 0
+        cdef uint32_t h, anon
+        cdef const char* vt
         cdef bint glued, any_field = False
         cdef uint8_t letter
         cdef uint32_t seed
@@ -272,6 +315,11 @@ cdef class _Parser:
             elif n_numbers == 1:
                 if not _number(t, te, &importance) or importance < 0:
                     return self._fail(E_IMPORTANCE, base, s, t, te, t, te)
+            elif n_numbers == 2:
+                # VW's initial prediction: 0 is no offset; another is refused (no model
+                # here takes a per-row offset of the margin)
+                if not _number(t, te, &v) or v != 0.0:
+                    return self._fail(E_INITIAL, base, s, t, te, t, te)
             else:
                 return self._fail(E_EXTRA, base, s, t, te, t, te)
             n_numbers += 1
@@ -298,10 +346,11 @@ cdef class _Parser:
                     self.nnz = row_start
                     return self._fail(E_NS_WEIGHT, base, s, colon + 1, te, t, te)
                 letter = ns_letter(<uint8_t>t[0])
-                seed = murmurhash3_x86_32(<const uint8_t*>t, q - t, self.seed)
+                seed = _name_hash(t, q, self.seed, self.vw_numbers)
                 ns_off = t - base
                 ns_n = <int32_t>(q - t)
                 p = te
+            anon = 0  # VW numbers a namespace's anonymous features from 0
             while True:  # the namespace's features
                 p = _skip_ws(p, le)
                 if p == le or p[0] == 124:
@@ -311,6 +360,11 @@ cdef class _Parser:
                     p += 1
                 q = p  # the name's end
                 v = 1.0
+                if q == t:  # ":value", VW's anonymous feature: the namespace's hash + k
+                    h = seed + anon
+                    anon += 1
+                else:
+                    h = _name_hash(t, q, seed, self.vw_numbers)
                 if p < le and p[0] == 58:  # ':' value
                     te = NULL
                     if fast:
@@ -319,20 +373,28 @@ cdef class _Parser:
                                 and vw_cls[<uint8_t>te[0]] != 2:
                             te = NULL  # not followed by whitespace, '|' or the end
                     if te == NULL:
-                        te = _field_end(p + 1, le)
-                        if not _number(p + 1, te, &v):
-                            self.nnz = row_start
-                            return self._fail(E_VALUE, base, s, p + 1, te, t, te)
+                        # as VW reads it: blanks after ':' skipped; no value (the line's
+                        # end or a '|') is 1; a value that is no number is a string,
+                        # chained: hash(value, hash(name)), value 1 ("color:red")
+                        vt = _skip_ws(p + 1, le)
+                        te = _field_end(vt, le)
+                        if vt == te:
+                            v = 1.0
+                        elif _numeric_start(vt, te):
+                            if not _number(vt, te, &v):
+                                self.nnz = row_start
+                                return self._fail(E_VALUE, base, s, vt, te, t, te)
+                        else:
+                            h = murmurhash3_x86_32(<const uint8_t*>vt, te - vt, h)
+                            v = 1.0
+                            q = te  # the name audited: "name:value"
                     p = te
-                if q == t:
-                    self.nnz = row_start
-                    return self._fail(E_NAME_EMPTY, base, s, t, p, t, p)
                 if nnz == self.cap_nnz:
                     if not self._grow_nnz(nnz + 1):
                         self.nnz = row_start
                         return LINE_NOMEM
                 self.ns[nnz] = letter
-                self.hashes[nnz] = murmurhash3_x86_32(<const uint8_t*>t, q - t, seed)
+                self.hashes[nnz] = h
                 self.values[nnz] = v * nsw
                 if self.audit:
                     self.name_at[nnz] = t - base
@@ -377,6 +439,8 @@ cdef class _Parser:
                 le = <const char*>memchr(p, 10, e - p)
                 if le == NULL:
                     le = e
+                if self.n_lines == 1 and le - p >= 3 and memcmp(p, b"\xef\xbb\xbf", 3) == 0:
+                    p += 3  # a UTF-8 byte order mark before the first line
                 r = self._line(base, p, le, self.fast_path and le < e and le < fast_limit)
                 if r == LINE_ERROR:
                     if not self.skip:
@@ -406,8 +470,9 @@ cdef class _Parser:
         cdef Py_ssize_t i
         cdef bytes block = bytes(buf)
         for i in range(first, self.nnz):
+            # (a string value's entry is "name:value": VW's audit shows name^value)
             name = block[self.name_at[i]:self.name_at[i] + self.name_len[i]].decode(
-                "utf-8", "backslashreplace")
+                "utf-8", "backslashreplace").replace(":", "^", 1)
             if self.ns_at[i] >= 0:
                 name = block[self.ns_at[i]:self.ns_at[i] + self.ns_len[i]].decode(
                     "utf-8", "backslashreplace") + "^" + name

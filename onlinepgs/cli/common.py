@@ -47,6 +47,10 @@ def reader_skipped(source, reader):
                   getattr(reader, "first_skipped", None))
 
 
+# VW text hashed as VW hashes it (numeric names index as their number plus the
+# namespace's hash); a model of VW text without it was trained reading them as text
+VW_HASHING = 2
+
 # the CSV options of train and the reader's parameter each sets
 CSV_OPTIONS = ("label", "weight", "categorical", "numeric", "ignore", "delimiter", "label_map",
                "header")
@@ -74,6 +78,8 @@ def train_input(args):
     if hashed and args.bits is None:
         args.bits = DEFAULT_BITS  # VW's -b default: names need hashing
     out = {"format": formats[0]}
+    if formats[0] == "vw":
+        out["vw_hashing"] = VW_HASHING
     if columns:
         out["columns"] = columns
     return out
@@ -105,6 +111,10 @@ def reading_of(source, est, extra, given=None, scoring=True):
     spec = FeatureSpec(n_bits, getattr(est, "hash_seed", 0) or 0,
                        tuple(getattr(est, "interactions", None) or ()))
     columns = kept.get("columns")
+    if fmt == "vw":
+        # a model of VW text trained before VW's hashing of numeric names reads them so
+        old = kept.get("format") == "vw" and kept.get("vw_hashing") != VW_HASHING
+        return fmt, spec, ({"vw_numbers": False} if old else None)
     header = kept.get("header")
     if scoring and fmt in ("csv", "tsv") and kept.get("format") in ("csv", "tsv") and \
             isinstance(header, list) and all(isinstance(name, str) for name in header):

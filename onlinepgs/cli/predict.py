@@ -19,8 +19,9 @@ def cmd_predict(args):
         raise UserError(f"{args.model}: probabilities need the logistic loss "
                         f"(this model's loss is {est.loss!r})")
     fmt, spec, columns = reading_of(args.data, est, extra, args.format)
-    if columns:  # a file to predict need not have the columns training took labels,
-        # weights from or ignored (its rows are scored, not trained on)
+    if columns and fmt in ("csv", "tsv"):
+        # a file to predict need not have the columns training took labels, weights from
+        # or ignored (its rows are scored, not trained on)
         columns = {**columns, "absent_ok": ("label", "weight", "ignore")}
     reader = open_reader(args.data, args.chunk_rows, data_base(args, extra),
                          (fmt, spec, columns), skip=args.skip_bad_lines)

@@ -95,8 +95,9 @@ def open_reader(source, fmt, *, chunk_rows=10_000, spec=None, zero_based="auto",
     audit : feature-name collector or None
         Namespaced formats only.
     columns : dict or None
-        CSV/TSV column roles: ``label``, ``weight``, ``categorical``, ``numeric``,
-        ``ignore``, ``delimiter``.
+        The format's own options: CSV/TSV column roles (``label``, ``weight``,
+        ``categorical``, ``numeric``, ``ignore``, ``delimiter``, ...); VW text's
+        ``vw_numbers`` (see `iter_vw`).
 
     Returns
     -------
@@ -119,7 +120,7 @@ def open_reader(source, fmt, *, chunk_rows=10_000, spec=None, zero_based="auto",
                "interactions": tuple(spec.interactions), "chunk_rows": chunk_rows,
                "on_error": on_error, "audit": audit}
     if fmt == "vw":
-        return iter_vw(source, **hashing)
+        return iter_vw(source, **hashing, **(columns or {}))
     if fmt == "json":
         return iter_jsonl(source, **hashing)
     roles = dict(columns or {})

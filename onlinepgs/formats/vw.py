@@ -41,7 +41,9 @@ _WHAT = {
     "namespace_weight": "bad namespace weight '{}'",
     "namespace_empty": "empty namespace name in '{}'",
     "value": "bad feature value '{}'",
-    "name_empty": "empty feature name in '{}'",
+    "initial": ("VW's initial prediction '{}' (the third number before the first '|') is "
+                "not supported: no model here takes a per-row offset of its score; give 0 "
+                "or drop it"),
 }
 
 
@@ -74,14 +76,17 @@ class VWReader(LineReader):
     zero_based = None
 
     def __init__(self, source, *, n_bits=18, hash_seed=0, interactions=(),
-                 chunk_rows=10_000, on_error="raise", audit=None, block_size=1 << 20):
+                 chunk_rows=10_000, on_error="raise", audit=None, vw_numbers=True,
+                 block_size=1 << 20):
         check_reader_params(chunk_rows, on_error, block_size)
+        if not isinstance(vw_numbers, bool):
+            raise ValueError(f"vw_numbers must be True or False, got {vw_numbers!r}")
         _check_spec(n_bits, hash_seed)
         self.spec = FeatureSpec(int(n_bits), int(hash_seed), tuple(interactions))
         self._audit = audit
         self._parser = _Parser(int(hash_seed), on_error == "skip",
                                -1 if chunk_rows is None else int(chunk_rows),
-                               audit is not None)
+                               audit is not None, vw_numbers=vw_numbers)
         super().__init__(source, block_size)
 
     def _error(self, info, block):
@@ -104,25 +109,34 @@ VWReader.error_class = VWError
 
 
 def iter_vw(source, *, n_bits=18, hash_seed=0, interactions=(), chunk_rows=10_000,
-            on_error="raise", audit=None, block_size=1 << 20):
-    """Read VW text as a stream of ``(X, y, w)`` chunks.
+            on_error="raise", audit=None, vw_numbers=True, block_size=1 << 20):
+    """Read VW text as a stream of ``(X, y, w)`` chunks, hashed as VW hashes it.
 
-    A line is ``[label [importance]] ['tag]|namespace[:weight] feature[:value] ...
-    |other ...``:
+    A line is ``[label [importance [initial]]] ['tag]|namespace[:weight]
+    feature[:value] ... |other ...``:
 
     * before the first ``|``: the label (a number; absent: NaN, a line to predict), the
-      importance weight (a number >= 0, default 1) and a tag (``'tag``, or a token
-      glued to the bar as in ``1 tag|f a``), which is ignored;
+      importance weight (a number >= 0, default 1), VW's initial prediction (0 only:
+      another is refused, no model here takes a per-row offset) and a tag (``'tag``, or
+      a token glued to the bar as in ``1 tag|f a``), which is ignored;
     * ``| ...`` (a bar and whitespace) opens the default namespace; ``|name`` or
       ``|name:weight`` a named one, whose weight multiplies its features' values;
-    * a feature is ``name`` (value 1) or ``name:value``; names are hashed as strings
-      (``13`` too) with murmurhash3, seeded by the namespace's full name, into
-      ``2**n_bits`` columns (`onlinepgs.features`); the namespace's first byte is
-      its letter for ``interactions``.
+    * a feature is ``name`` (value 1) or ``name:value``. Names are hashed with
+      murmurhash3 seeded by the namespace's hash (the default namespace's: `hash_seed`;
+      a named one's: its name hashed with `hash_seed`), as VW hashes them, so that its
+      features land in VW's columns: a name of digits only is its number plus that seed
+      (``|f 123`` is column 123 + hash("f")); ``:value`` without a name is the
+      namespace's k-th anonymous feature, the seed plus k; a value that is no number is
+      a string, ``color:red`` hashing "red" with the hash of "color" as seed (value 1),
+      ``a:b:c`` the value "b:c"; blanks after ``:`` are skipped and ``a:`` alone is 1.
+      The namespace's first byte is its letter for ``interactions``.
 
-    Fields are separated by spaces or tabs; lines end with LF or CRLF; a blank line is
-    not a row. Memory, compression (gzip, bz2, xz by magic bytes), stdin (``"-"``) and
-    errors work as in `onlinepgs.svmlight.iter_svmlight`.
+    Fields are separated by spaces or tabs; lines end with LF or CRLF; a UTF-8 byte
+    order mark before the first line is dropped; a blank line is not a row. Memory,
+    compression (gzip, bz2, xz by magic bytes), stdin (``"-"``) and errors work as in
+    `onlinepgs.svmlight.iter_svmlight`. A value that starts as a number and is none
+    (``1x``, ``0.7`` then a NUL byte), or not finite, is an error (VW warns and reads a
+    part of it): ``on_error="skip"`` skips such lines and counts them.
 
     Parameters
     ----------
@@ -141,6 +155,10 @@ def iter_vw(source, *, n_bits=18, hash_seed=0, interactions=(), chunk_rows=10_00
         A bad line raises `VWError`, or is skipped (counted in ``n_skipped``).
     audit : feature-name collector or None, default=None
         Given: the entries' names (``namespace^feature``) go to ``audit.add``.
+    vw_numbers : bool, default=True
+        Names (of features and namespaces) of digits only index as VW's (their number
+        plus the seed); False hashes them as text, as models trained before this rule
+        read (the command keeps such a model's rule).
     block_size : int >= 1, default=1 << 20
         Bytes read at a time.
 
@@ -154,8 +172,9 @@ def iter_vw(source, *, n_bits=18, hash_seed=0, interactions=(), chunk_rows=10_00
     Raises
     ------
     VWError
-        On a malformed line (bad label, importance, namespace weight or value, an
-        empty name, VW's multiclass labels), naming the source, line, column and text.
+        On a malformed line (bad label, importance, initial prediction, namespace
+        weight or value, VW's multiclass labels), naming the source, line, column and
+        text.
 
     Examples
     --------
@@ -168,4 +187,4 @@ def iter_vw(source, *, n_bits=18, hash_seed=0, interactions=(), chunk_rows=10_00
     """
     return VWReader(source, n_bits=n_bits, hash_seed=hash_seed,
                     interactions=interactions, chunk_rows=chunk_rows, on_error=on_error,
-                    audit=audit, block_size=block_size)
+                    audit=audit, vw_numbers=vw_numbers, block_size=block_size)
