@@ -157,6 +157,10 @@ class LinearLearner:
     def _check_solver_params(self):
         """The solver's rules on its parameters beyond their types (a subclass's)."""
 
+    def _weight_passes(self):
+        """How many times a fit adds up the sample weights (PGS: once an epoch)."""
+        return 1
+
     def _fit(self, X, y, sample_weight):
         with _training(self):
             # a new model: coef_ dense, as scikit-learn's fit gives
@@ -170,9 +174,12 @@ class LinearLearner:
         self._check_finite_params()
         X = self._validate_X(X, reset=True)
         y_core, n_problems, multiclass, extra = self._encode_targets(X, y, fit=True)
-        sw = self._validate_weights(sample_weight, X.shape[0])
+        raw = self._validate_weights(sample_weight, X.shape[0])
+        _checks.check_weight_sum(raw)  # "balanced" divides sums of them
+        sw = raw
         if self._classifier:
-            sw = _class_weight.fit_weights(self, sw, y_core, multiclass, extra)
+            sw = _class_weight.fit_weights(self, raw, y_core, multiclass, extra)
+        _checks.check_weight_sum(sw, passes=self._weight_passes(), raw=raw)
         if X.shape[0] and not sw.any():
             raise ValueError("sample_weight is zero for every row: there is nothing to fit"
                              if getattr(self, "class_weight", None) is None else

@@ -7,6 +7,7 @@ parameters (a small constraint language that the scikit-learn layer translates i
 own) and random states. The scikit-learn estimator classes may check more on top
 (feature names, scikit-learn's messages) through the hooks of `onlinepgs._base`.
 """
+import math
 import numbers
 
 import numpy as np
@@ -357,12 +358,13 @@ def check_dense(X, n_features=None, owner="the model"):
     return X
 
 
-def check_weight_sum(sw, before=0.0, passes=1):
+def check_weight_sum(sw, before=0.0, passes=1, raw=None):
     """Refuse sample weights (class weights applied) whose running sum, from `before`
     (the model's so far) over `passes` passes, leaves the double range: the solver's
     sums and the objective's mean would be infinite (a model of zeros or NaN). The
-    error names the row where it does; dividing every weight by one factor (and a
-    fixed sigma by it too) gives the same model."""
+    error names the row where it does and its weight (`raw`: the sample weights
+    before the class weights, named beside the product); dividing every weight by one
+    factor (and a fixed sigma by it too) gives the same model."""
     if not sw.shape[0]:
         return
     with np.errstate(over="ignore"):
@@ -371,15 +373,38 @@ def check_weight_sum(sw, before=0.0, passes=1):
     if np.isfinite(total):
         return
     i = int(np.argmax(~np.isfinite(running))) if not np.isfinite(running[-1]) else None
-    why = ("the sample weights (times their class weights) add up beyond the double "
-           "range (1.8e308)")
+    weighed = raw is not None and bool(np.any(raw != sw))
+    why = (f"the sample weights{' (times their class weights)' if weighed else ''} add up "
+           "beyond the double range (1.8e308)")
     fix = ("; divide every weight by one factor (with a fixed sigma, sigma too): the "
            "model is the same")
     if i is None:
         raise ValueError(f"{why} over {passes} passes (one pass: {running[-1] - before:g})"
                          f"{fix}")
-    raise RowError(i, f": {why} with this row's weight {py(sw[i])!r} (the sum before it "
+    weight = f"weight {py(sw[i])!r}"
+    if weighed and raw[i] != sw[i]:
+        product = f"{py(sw[i])!r} in all" if np.isfinite(sw[i]) else "an overflowing product"
+        weight = f"sample weight {py(raw[i])!r} times its class weight ({product})"
+    raise RowError(i, f": {why} with this row's {weight} (the sum before it "
                    f"{py(running[i - 1] if i else before)!r}){fix}")
+
+
+# weights whose largest lies beyond these powers of two are brought near 1 by `in_units`
+_FAR_WEIGHT = 2.0 ** 256
+
+
+def in_units(sw):
+    """``(sw * 2**-e, e)``: sample weights >= 0 in units of a power of two near their
+    largest when that lies beyond 2**256 or below 2**-256 (e = 0 otherwise, sw as it
+    is), for an objective that averages by their sum and so is the same in any unit
+    (SDCA's, the certificates'): its sums and per-row products then stay in the
+    double range however large or small the weights. Exact (a power of two), but for
+    weights below 2**-1074 of the largest."""
+    top = float(np.max(sw, initial=0.0))
+    if top == 0.0 or 1.0 / _FAR_WEIGHT <= top <= _FAR_WEIGHT:
+        return sw, 0
+    e = math.frexp(top)[1]
+    return np.ldexp(sw, -e), e
 
 
 def check_weights(sample_weight, n_rows):

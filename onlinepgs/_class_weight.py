@@ -85,9 +85,7 @@ def batch_weights(class_weight, codes, sw, n_classes, owner, classes):
     (its rows weigh 0 whatever it is)."""
     counts = np.bincount(codes, weights=sw, minlength=n_classes)
     if class_weight == BALANCED:
-        weights = np.ones(n_classes)
-        some = counts > 0
-        weights[some] = counts.sum() / (n_classes * counts[some])
+        weights = balanced_of_counts(counts)
     else:
         weights = per_class(class_weight, classes, owner)
     return weights[codes], counts
@@ -129,7 +127,7 @@ def stream_weights(codes, sw, counts, total, n_classes):
     running[1:] = sw
     seen = np.cumsum(running)[1:]
     nothing = of_class <= 0
-    weights = seen / (n_classes * np.where(nothing, 1.0, of_class))
+    weights = _ratio(seen, np.where(nothing, 1.0, of_class), n_classes)
     if nothing.any():
         weights[nothing] = 1.0
     return weights, counts, float(seen[-1])
@@ -146,11 +144,30 @@ def objective_weights(est):
         return None
     if class_weight != BALANCED:
         return per_class(class_weight, classes, type(est).__name__)
-    counts = np.asarray(getattr(est, "class_counts_", np.zeros(len(classes))), np.float64)
-    weights = np.ones(len(classes))
+    return balanced_of_counts(np.asarray(getattr(est, "class_counts_",
+                                                 np.zeros(len(classes))), np.float64))
+
+
+def balanced_of_counts(counts):
+    """"balanced" of the (weighted) class counts: ``W / (K W_c)``, 1 for a class that
+    weighs nothing."""
+    weights = np.ones(counts.shape[0])
     some = counts > 0
-    weights[some] = counts.sum() / (len(classes) * counts[some])
+    weights[some] = _ratio(counts.sum(), counts[some], counts.shape[0])
     return weights
+
+
+def _ratio(total, count, n_classes):
+    """``total / (n_classes * count)``, scikit-learn's expression and rounding, or
+    ``total / count / n_classes`` where ``n_classes * count`` alone leaves the double
+    range (a class count near 1e308 whose weight, about 1 / n_classes, does not)."""
+    with np.errstate(over="ignore"):  # a weight that does overflow is refused later
+        denominator = n_classes * count
+        ratio = total / denominator
+        wide = np.isinf(denominator)
+        if np.any(wide):
+            ratio = np.where(wide, total / np.where(wide, count, 1.0) / n_classes, ratio)
+    return ratio
 
 
 def _check_value(est):
@@ -175,7 +192,8 @@ def fit_weights(est, sw, y_core, multiclass, extra):
                                     classes.shape[0], est._owner, classes)
     if class_weight == BALANCED:
         extra["class_counts_"], extra["class_counts_total_"] = counts, float(counts.sum())
-    return sw * weights
+    with np.errstate(over="ignore"):  # an overflowing product is refused with its row
+        return sw * weights
 
 
 def partial_fit_weights(est, sw, y_core, multiclass, extra, first):
@@ -205,8 +223,9 @@ def partial_fit_weights(est, sw, y_core, multiclass, extra, first):
     if counts is not None:
         balanced, extra["class_counts_"], extra["class_counts_total_"] = stream_weights(
             codes, sw, counts, total, n_classes)
-    if class_weight == BALANCED:
-        return sw * balanced
     if class_weight is None:
         return sw
-    return sw * per_class(class_weight, classes, est._owner)[codes]
+    with np.errstate(over="ignore"):  # an overflowing product is refused with its row
+        if class_weight == BALANCED:
+            return sw * balanced
+        return sw * per_class(class_weight, classes, est._owner)[codes]

@@ -60,7 +60,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from onlinepgs._class_weight import objective_weights
-from onlinepgs._checks import check_csr, check_dense, check_labels, check_weights
+from onlinepgs._checks import (AtRows, RowError, check_csr, check_dense, check_labels,
+                               check_weights, in_units)
 from onlinepgs._core._losses import (
     CLASSIFICATION_LOSSES,
     LOSS_CODES,
@@ -252,7 +253,48 @@ class _RegularizerConjugate:
         return inner * float((u / t) ** (q - 1.0) @ absz)
 
 
-class _Certificate(_RegularizerConjugate):
+class _WeightUnit:
+    """Sample weights in units of a power of two, for sums that would otherwise leave
+    the double range: P and D average by the sum of the weights, so they are the same
+    in any unit (weights of 1e308 certify as weights of 1 do). The unit is set by the
+    first chunk's largest weight (`_checks.in_units`) and raised, with every sum so far
+    scaled down by the same power of two (exact), when a chunk's largest weight lies
+    2**256 beyond it: a handful of times at most. Subclasses list their sums in
+    ``_weighted`` (attribute names; arrays scaled in place)."""
+
+    _unit = None  # the exponent e: weights are held as sw * 2**-e
+
+    def _in_unit(self, sw):
+        top = float(np.max(sw, initial=0.0))
+        if top == 0.0:
+            return sw
+        if self._unit is None:
+            sw, self._unit = in_units(sw)
+            return sw
+        e = math.frexp(top)[1]
+        if e > self._unit + 256:  # far beyond the unit: raise it
+            shift = self._unit - e
+            for name in self._weighted:
+                value = getattr(self, name)
+                if isinstance(value, np.ndarray):
+                    np.ldexp(value, shift, out=value)
+                elif isinstance(value, list):  # pending (columns, values) pairs
+                    for _, v in value:
+                        np.ldexp(v, shift, out=v)
+                else:
+                    setattr(self, name, math.ldexp(value, shift))
+            self._unit = e
+        return np.ldexp(sw, -self._unit) if self._unit else sw
+
+    def add(self, X, Y, sw):
+        """Rows X (CSR or dense, float64), labels Y (rows, K) in the loss's encoding,
+        weights sw (rows,) >= 0."""
+        # a sum that overflows anyway is no bound: `_check_representable` refuses it
+        with np.errstate(over="ignore", invalid="ignore"):
+            self._add_rows(X, Y, self._in_unit(sw))
+
+
+class _Certificate(_WeightUnit, _RegularizerConjugate):
     """The sums behind P and D for K problems, fed one chunk of rows at a time.
 
     ``coef`` is (n_features, K), ``w0`` the K intercept weights (the constant feature's
@@ -327,9 +369,10 @@ class _Certificate(_RegularizerConjugate):
         np.add.at(self.far_v, where, vals)
         self.far_pending, self.n_pending = [], 0
 
-    def add(self, X, Y, sw):
-        """Rows X (CSR or dense, float64), labels Y (rows, K) in the loss's encoding,
-        weights sw (rows,) >= 0."""
+    _weighted = ("v", "far_v", "far_pending", "v0", "loss_sum", "conj_sum", "lin_sum",
+                 "curv_sum", "w_sum")
+
+    def _add_rows(self, X, Y, sw):
         rows = X.shape[0]
         if rows == 0:
             return
@@ -523,10 +566,11 @@ def _check_representable(primal, dual, w_sum, outside):
            for v in np.ravel(a) if not math.isfinite(v)]
     if bad:
         name, value = bad[0]
-        raise ValueError(f"{name} is {value} at this model: its objective is beyond the "
-                         "double range (the weights' norm or a loss overflowed), so no "
-                         "certificate holds; a model trained on rescaled data (smaller "
-                         "sample weights or feature values) can be certified")
+        raise ValueError(f"{name} comes out {value} at this model: a term of its "
+                         "objective (sigma r(w) from the weights' norm, or a weighted "
+                         "loss) leaves the double range, so no certificate can be "
+                         "computed; a model trained on rescaled data (smaller sample "
+                         "weights or feature values) can be certified")
 
 
 # ---- fitted onlinepgs models --------------------------------------------------------------
@@ -558,7 +602,7 @@ def _value_of(model):
     return value
 
 
-class _MulticlassCertificate(_RegularizerConjugate):
+class _MulticlassCertificate(_WeightUnit, _RegularizerConjugate):
     """The certificate of a coupled multiclass model (multinomial, Crammer-Singer):
     ``P(W) = sum_k h(w_k) + (1/W) sum_i c_i l(W^T x_i; y_i)`` with ``h = sigma r + l1
     ||.||_1`` over S for each class's vector (the intercept's weight inside it; S = R^n or
@@ -593,7 +637,9 @@ class _MulticlassCertificate(_RegularizerConjugate):
         self.m, self.weight, self.loss_sum, self.gy_sum, self.conj_sum = 0, 0.0, 0.0, 0.0, 0.0
         self.T = np.zeros((value.coef.shape[1] + 1, K))  # X1^T (c g), the constant first
 
-    def add(self, X, Y, sw):
+    _weighted = ("weight", "loss_sum", "gy_sum", "conj_sum", "T")
+
+    def _add_rows(self, X, Y, sw):
         value = self.value
         if X.shape[0] == 0:
             return
@@ -686,7 +732,16 @@ def _model_rows(value, X, y, sample_weight, class_weights=None):
     Y = value.targets(y, X.shape[0])
     sw = check_weights(sample_weight, X.shape[0])
     if class_weights is not None:
-        sw = sw * class_weights[_label_codes(value.classes, y)]
+        factors = class_weights[_label_codes(value.classes, y)]
+        with np.errstate(over="ignore"):
+            weighed = sw * factors
+        wide = np.flatnonzero(np.isinf(weighed))
+        if wide.size:
+            i = int(wide[0])
+            raise RowError(i, f": its sample weight {sw[i].item()!r} times its class weight "
+                           f"{factors[i].item()!r} is beyond the double range (1.8e308); "
+                           "divide every sample weight by one factor (the same objective)")
+        sw = weighed
     return X, Y, sw
 
 
@@ -730,7 +785,14 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
     y : array-like of shape (n_samples,)
         Labels among ``classes_`` (classifier) or targets (regressor).
     sample_weight : array-like of shape (n_samples,), default=None
-        The c_i of the objective (1 for every row by default).
+        The c_i of the objective (1 for every row by default), times the class weight
+        of the row's label when `model` is a classifier trained with ``class_weight``
+        (a dict's as given; "balanced" as ``W / (K W_c)`` from the class counts the
+        model holds, a stream's estimate at its end; a `LinearModel` value carries no
+        class weights: pass them here). The objective averages by their sum, so it is
+        the same in any unit: weights of 1e308 are summed in a power-of-two unit and
+        certified exactly; a row whose weight times its class weight overflows is
+        refused, naming it.
     scale_dual : bool, default=True
         Choose the best factor s of the dual point (False: s = 1, the plain a(w)).
     refine_epochs : int >= 0, default=0
@@ -741,6 +803,8 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
         one-sided limits, which SDCA finds); a few epochs then bring the certificate
         down towards the true suboptimality. SDCA's dual is that of R^n, a lower bound
         on the ball's optimum too (``r_ball* <= r*``). Costs about two passes an epoch.
+        At a small sigma the epochs tighten every loss's bound (the one-pass dual point's
+        errors are amplified by ``1 / (sigma W)``).
 
     Returns
     -------
@@ -752,7 +816,8 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
     ------
     ValueError
         The model's weights or intercept are not finite (a diverged or damaged
-        model: no bound holds for it), naming the first such entry; or bad rows.
+        model: no bound holds for it), naming the first such entry; a term of the
+        objective beyond the double range (no bound can be computed); or bad rows.
 
     Examples
     --------
@@ -797,6 +862,7 @@ def _refined(value, result, X, Y, sw, epochs):
     Xc = sp.csr_matrix(X, dtype=np.float64) if not sp.issparse(X) else X.tocsr()
     Xc = sp.csr_matrix((np.asarray(Xc.data, np.float64), Xc.indices, Xc.indptr), Xc.shape)
     margins = np.asarray(value.scores(X), dtype=np.float64).reshape(X.shape[0], -1)
+    sw, _ = in_units(sw)  # the same objective in any unit: no overflow from 1e308s
     # the core averages by the rows m, the objective by the weights' sum W: its problem
     # with sigma * W / m has our optimum and objectives W / m times ours
     scale = float(sw.sum()) / X.shape[0]
@@ -832,7 +898,10 @@ def duality_gap_stream(model, source, *, chunk_rows=10_000, zero_based="auto",
     source : str, os.PathLike, "-", binary file object, or iterable of chunks
         An svmlight / libsvm source as `onlinepgs.iter_svmlight` reads it (plain, gzip,
         bz2 or xz; ``"-"`` is stdin), or an iterable of ``(X, y)`` or
-        ``(X, y, sample_weight)`` chunks of anything `duality_gap` accepts.
+        ``(X, y, sample_weight)`` chunks of anything `duality_gap` accepts. The sample
+        weights are `duality_gap`'s, times the model's class weights alike; the sums
+        move to a larger power-of-two unit when a chunk's weights lie 2**256 beyond the
+        first chunk's (so a stream of weights near 1e308 is certified exactly).
     chunk_rows : int, default=10_000
         Rows per chunk read from an svmlight source.
     zero_based : bool or "auto", default="auto"
@@ -900,6 +969,10 @@ def duality_gap_stream(model, source, *, chunk_rows=10_000, zero_based="auto",
         try:
             X, Y, sw = _model_rows(value, X, y, sample_weight, class_weights)
         except ValueError as exc:
+            if isinstance(exc, AtRows) and exc.rows:  # its row, counted in the stream
+                worded = exc.worded(lambda row: f"row {first + row + 1} (counted from 1)")
+                raise ValueError(f"{name}{', ' if worded.startswith('row ') else ': '}"
+                                 f"{worded}") from None
             raise ValueError(f"{name}, chunk {index} (rows from {first + 1}, counted from "
                              f"1): {exc}") from None
         cert.add(X, Y, sw)

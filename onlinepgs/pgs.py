@@ -427,6 +427,9 @@ class PGSLearner(LinearLearner):
         """Whether sigma is chosen by a race (sigma="auto")."""
         return isinstance(self.sigma, str)
 
+    def _weight_passes(self):
+        return self.max_epochs  # the state's sum of the weights grows each epoch
+
     def _new_race(self, n_features, n_problems, multiclass, rng):
         """A race at row 0 (sigma="auto"): the schedule and its start runs' states."""
         schedule = _race.SigmaSchedule(self.loss, n_problems=n_problems,
@@ -607,7 +610,6 @@ class PGSLearner(LinearLearner):
 
     def _fit_unguarded(self, X, y, sample_weight):
         X, y_core, n_problems, multiclass, extra, sw = self._fit_inputs(X, y, sample_weight)
-        _checks.check_weight_sum(sw, passes=self.max_epochs)
         self._check_width(X, n_problems)  # a new state, whatever a former fit had
         rng = check_random_state(self.random_state)
         race = state = None
@@ -666,10 +668,15 @@ class PGSLearner(LinearLearner):
         X = self._validate_X(X, reset=first)
         y_core, n_problems, multiclass, extra = self._encode_targets(
             X, y, fit=first, classes=classes)
-        sw = self._validate_weights(sample_weight, X.shape[0])
+        raw = self._validate_weights(sample_weight, X.shape[0])
+        # "balanced" adds them up since the stream's start (class_counts_total_)
+        _checks.check_weight_sum(raw, 0.0 if first else getattr(self, "class_counts_total_",
+                                                                0.0))
+        sw = raw
         if self._classifier:
-            sw = _class_weight.partial_fit_weights(self, sw, y_core, multiclass, extra, first)
-        _checks.check_weight_sum(sw, 0.0 if first else self._state.sum_weight)
+            sw = _class_weight.partial_fit_weights(self, raw, y_core, multiclass, extra,
+                                                   first)
+        _checks.check_weight_sum(sw, 0.0 if first else self._state.sum_weight, raw=raw)
         self._check_width(X, n_problems, have=0 if first else self._state.dim - 1)
         # everything is validated: from here on nothing can fail half-way
         power_sums = self._row_power_sums(X)

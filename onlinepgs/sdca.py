@@ -26,7 +26,7 @@ import numpy as np
 
 from onlinepgs import _class_weight
 from onlinepgs._base import ClassifierLearner, LinearLearner, RegressorLearner
-from onlinepgs._checks import ConvergenceWarning, check_random_state
+from onlinepgs._checks import ConvergenceWarning, check_random_state, in_units
 from onlinepgs._core import CLASSIFICATION_LOSSES, REGRESSION_LOSSES
 from onlinepgs._core import loss_derivative as _loss_derivative
 from onlinepgs._core._sdca import ORDERS, SDCAProblem
@@ -334,6 +334,9 @@ class SDCALearner(LinearLearner):
         X, y_core, n_problems, multiclass, extra, sw = self._fit_inputs(X, y, sample_weight)
         Xc = X if sp.issparse(X) else sp.csr_matrix(X)
         rng = check_random_state(self.random_state)
+        # the objective is the same for weights in any unit: weights far from 1 (1e308)
+        # are solved in units of 2**unit, so that no sum or product overflows
+        sw, unit = in_units(sw)
         # the objective averages by the sum of the weights W, the core's by the rows m:
         # the core's problem with sigma and l1 times W / m has the same minimizer and
         # objectives W / m times ours (weights k_i are k_i copies of the rows)
@@ -341,7 +344,8 @@ class SDCALearner(LinearLearner):
         if "classes_" in extra:
             self.classes_ = extra["classes_"]  # the warm start compares against it
         if multiclass and getattr(self, "multi_class", "ovr") != "ovr":
-            return self._fit_coupled(Xc, y_core, n_problems, extra, sw, rng, scale)
+            self._fit_coupled(Xc, y_core, n_problems, extra, sw, rng, scale)
+            return self._in_callers_units(unit)
         margins = self._pgs_margins(Xc, y_core, sw, rng)
         problems, converged = [], True
         for c in range(n_problems):
@@ -368,6 +372,7 @@ class SDCALearner(LinearLearner):
         for name, value in extra.items():
             setattr(self, name, value)
         self._install(problems, multiclass, scale, X.shape[1])
+        self._in_callers_units(unit)
         relative_gaps = np.array([prob.relative_gap() for prob in problems])
         if not converged:
             warnings.warn(
@@ -375,6 +380,13 @@ class SDCALearner(LinearLearner):
                 f"{self.tol:g} in max_epochs={self.max_epochs} epochs (relative gap "
                 f"{np.max(relative_gaps):.3g}); raise max_epochs or tol.",
                 self._convergence_warning)
+        return self
+
+    def _in_callers_units(self, unit):
+        """dual_coef_ of weights solved in units of 2**unit (`in_units`) in the caller's."""
+        if unit:
+            with np.errstate(over="ignore"):  # beyond the double range: it is infinite
+                self.dual_coef_ = np.ldexp(self.dual_coef_, unit)
         return self
 
     def _fit_coupled(self, Xc, y_core, n_classes, extra, sw, rng, scale):

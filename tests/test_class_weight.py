@@ -461,3 +461,52 @@ def test_check_estimator_with_balanced():
         results = check_estimator(est, on_fail=None, expected_failed_checks=xfail)
         failures = [c for c in results if c["status"] == "failed"]
         assert not failures, [(c["check_name"], c["exception"]) for c in failures]
+
+
+def test_balanced_weights_of_counts_near_the_double_range():
+    """A class whose weighted count nears 1e308 weighs about 1 / K, which is finite:
+    computing K * n_c first overflowed to inf and gave its rows the weight 0 (after a
+    RuntimeWarning), in fit, on a stream and in the certificate's weights. Rows of
+    sample weight 1e308 and 1: n = 1e308 + 1 = 1e308, so the big row's class weighs
+    1e308 / (2 * 1e308) = 1/2 and the other 1e308 / 2."""
+    from onlinepgs._class_weight import batch_weights, objective_weights
+
+    codes, sw = np.array([0, 1]), np.array([1.0, 1e308])
+    with np.errstate(all="raise"):
+        w, _, total = stream_weights(codes, sw, np.zeros(2), 0.0, 2)
+        assert w.tolist() == [1.0 / 2, 1e308 / 1e308 / 2] and total == 1e308
+        w, counts = batch_weights("balanced", codes, sw, 2, "test", np.array([0, 1]))
+        assert w.tolist() == [1e308 / 2, 0.5] and counts.tolist() == [1.0, 1e308]
+        clf = PGSClassifier(class_weight="balanced")
+        clf.classes_, clf.class_counts_ = np.array([0, 1]), counts
+        assert objective_weights(clf).tolist() == [1e308 / 2, 0.5]
+        # scikit-learn's own expression where it does not overflow, bit for bit
+        w, _ = batch_weights("balanced", codes, np.array([1.0, 3.0]), 2, "test", codes)
+        assert w.tolist() == [4.0 / (2 * 1.0), 4.0 / (2 * 3.0)]
+
+
+def test_weights_whose_sum_overflows_are_refused_naming_the_row_and_its_class_weight():
+    """Sample weights whose sum leaves the double range are refused at their row by fit
+    and partial_fit, PGS and SDCA, naming the sample weight (with "balanced" they were
+    named "inf", its class weight overflowed first; SDCA said "l1 must be a finite
+    number >= 0, got nan"); a product with a dict's class weight that overflows names
+    both."""
+    X, y = np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), np.array([1, 0, 1])
+    for class_weight in ("balanced", {1: 3.0}, None):
+        calls = [lambda: PGSClassifier(class_weight=class_weight, max_epochs=1).fit(
+                     X, y, sample_weight=[1e308, 1e308, 1.0]),
+                 lambda: PGSClassifier(class_weight=class_weight).partial_fit(
+                     X, y, classes=[0, 1], sample_weight=[1e308, 1e308, 1.0]),
+                 lambda: SDCAClassifier(class_weight=class_weight).fit(
+                     X, y, sample_weight=[1e308, 1e308, 1.0])]
+        for call in calls:
+            with pytest.raises(ValueError, match=r"^row 1: the sample weights add up beyond "
+                               r"the double range \(1.8e308\) with this row's weight "
+                               r"1e\+308 \(the sum before it 1e\+308\)"):
+                call()
+    for est in (PGSClassifier(class_weight={1: 3.0}), SDCAClassifier(class_weight={1: 3.0})):
+        with pytest.raises(ValueError, match=r"^row 2: the sample weights \(times their class "
+                           r"weights\) add up beyond the double range \(1.8e308\) with this "
+                           r"row's sample weight 1e\+308 times its class weight \(an "
+                           r"overflowing product\)"):
+            est.fit(X, y, sample_weight=[1.0, 1.0, 1e308])

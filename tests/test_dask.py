@@ -830,3 +830,17 @@ def test_fuzz_mutated_file_in_the_dask_source(mutations, kind):
             return
     assert expected is None and np.isin(y, [-1, 1]).all()
     assert est.online_stats_["n_examples"] == X.shape[0]
+
+
+def test_a_block_whose_weights_add_up_beyond_the_double_range_is_refused_at_its_row():
+    """Two importance weights of 1e308 in one block: their sum overflows in the lane's
+    state (it diverged with the reason "the loss's derivative overflowed"); the block is
+    refused naming its partition, row and weight, as partial_fit refuses it."""
+    X, y = make_data(m=40, n=4)
+    sw = np.ones(40)
+    sw[[3, 5]] = 1e308
+    with pytest.raises(ValueError, match=r"^partition 0, row 5 .*the sample weights add up "
+                                         r"beyond the double range \(1.8e308\) with this "
+                                         r"row's weight 1e\+308"):
+        opd.fit(PGSClassifier(sigma=0.1), dask_rows(X, [20, 20]), y, sample_weight=sw,
+                classes=[-1, 1], n_lanes=1)

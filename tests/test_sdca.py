@@ -591,3 +591,34 @@ def test_auto_check_schedule():
     with pytest.warns(ConvergenceWarning):
         longer.fit(X, y)
     np.testing.assert_array_equal(auto.gap_history_, longer.gap_history_[auto.gap_epochs_ - 1])
+
+
+@pytest.mark.parametrize("loss", ["hinge", "logistic", "squared"])
+def test_weights_far_from_one_solve_the_same_objective(loss):
+    """SDCA's objective averages by the sum of the weights: weights 2**1000 times
+    larger (or smaller) are the same problem, solved in a power-of-two unit to the same
+    bits (dual_coef_ in the caller's units); weights near 1e300 to rounding. They were
+    refused with "l1 must be a finite number >= 0, got nan", or fitted after overflow
+    warnings (a hinge model of 1e-304 weights, a regressor of NaN)."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 3)
+    y = X @ [1.0, 2.0, -1.0] if loss == "squared" else np.where(X[:, 0] > 0, 1, -1)
+    sw = rng.uniform(0.5, 1.5, 60)
+    est = (SDCARegressor if loss == "squared" else SDCAClassifier)(
+        loss=loss, sigma=0.01, tol=1e-10, max_epochs=5000, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plain = est.fit(X, y, sample_weight=sw)
+        coef, dual, primal = plain.coef_.copy(), plain.dual_coef_.copy(), plain.primal_objective_
+        for shift in (1000, -1000):
+            far = est.fit(X, y, sample_weight=np.ldexp(sw, shift))
+            np.testing.assert_array_equal(far.coef_, coef)
+            np.testing.assert_array_equal(far.dual_coef_, np.ldexp(dual, shift))
+            assert far.primal_objective_ == primal
+        near = est.fit(X, y, sample_weight=sw * 1e300)
+        np.testing.assert_allclose(near.coef_, coef, rtol=1e-6, atol=1e-6)
+        one = np.ones(60)
+        one[7] = 1e308  # one row outweighs the rest: the problem of that row alone
+        big = est.fit(X, y, sample_weight=one)
+        alone = est.fit(X, y, sample_weight=(np.arange(60) == 7) * 1.0)
+        np.testing.assert_allclose(big.coef_, alone.coef_, rtol=1e-6, atol=1e-6)

@@ -2,16 +2,18 @@
 certificate of a model's objective on data)."""
 import json
 import math
+import sys
 
 from onlinepgs.cli.common import (check_model, data_base, load, nonzero_text, open_reader,
                                   reader_skipped, reading_of)
+from onlinepgs.cli.errors import PROG
 from onlinepgs.streaming.errors import label_text
 
 
 def cmd_gap(args):
     from onlinepgs.duality import duality_gap_stream
     est, extra = load(args.model, "gap")
-    if args.refine and (getattr(est, "l1", 0) or getattr(est, "multi_class", "ovr") != "ovr"):
+    if args.refine and not _refinable(est):
         from onlinepgs.cli.errors import UsageError
 
         raise UsageError("argument --refine: SDCA's epochs refine one-vs-rest models "
@@ -25,10 +27,19 @@ def cmd_gap(args):
     cert = duality_gap_stream(est, reader) if not args.refine else _refined(est, reader,
                                                                             args)
     reader_skipped(args.data, reader)
+    if (not args.refine and _refinable(est) and est.loss in _KINKED
+            and cert.relative_gap > _LOOSE):
+        print(f"{PROG}: note: relative gap {cert.relative_gap:.2g} in one pass, which for "
+              f"the {est.loss} loss can be far above the model's true suboptimality (rows "
+              "on its kink); --refine 20 tightens it by SDCA epochs, rows in memory",
+              file=sys.stderr)
+    weighing = _class_weights(est)
     if args.json:
         result = cert.as_dict()
         if est._classifier and cert.dual_scale.shape[0] > 1:
             result["classes"] = est.classes_.tolist()
+        if weighing is not None:
+            result["class_weight"], result["class_weight_from"] = weighing
         print(json.dumps(_json_safe(result), indent=2))
         return 0
     print(f"rows = {cert.n_rows}")
@@ -37,7 +48,35 @@ def cmd_gap(args):
     if cert.gap_per_problem.shape[0] > 1:  # one-vs-rest problems, one per class
         for label, value in zip(est.classes_, cert.gap_per_problem):
             print(f"gap[{label_text(label)}] = {value:.12g}")
+    if weighing is not None:
+        weights, source = weighing
+        print("class_weight = " + ",".join(f"{label}:{value:.9g}" for label, value in
+                                           weights.items()) + f" ({source})")
     return 0
+
+
+def _class_weights(est):
+    """``({label: weight}, where they come from)`` of the class weights the certificate
+    applies (the model's: `_class_weight.objective_weights`), or None."""
+    from onlinepgs._class_weight import BALANCED, objective_weights
+
+    weights = objective_weights(est)
+    if weights is None:
+        return None
+    source = ("balanced: W / (K W_c) from the class counts the model holds, those of "
+              "its training rows (a stream's estimate at its end)"
+              if est.class_weight == BALANCED else "the model's class_weight")
+    return {label_text(c): float(w) for c, w in zip(est.classes_, weights)}, source
+
+
+# a relative gap above this in one pass, for a loss with a kink, draws the note on --refine
+_LOOSE = 1e-2
+_KINKED = ("hinge", "absolute", "epsilon_insensitive")
+
+
+def _refinable(est):
+    """Whether --refine applies: SDCA's epochs are one-vs-rest's, without l1."""
+    return not getattr(est, "l1", 0) and getattr(est, "multi_class", "ovr") == "ovr"
 
 
 def _refined(est, reader, args):

@@ -8,7 +8,7 @@ row is named by the source's ``where(row)``.
 import numpy as np
 import scipy.sparse as sp
 
-from onlinepgs._checks import row_of_entry
+from onlinepgs._checks import RowError, check_weight_sum, row_of_entry
 from onlinepgs.distributed import _estimator as estimator_api
 
 __all__ = ["Block", "all_finite", "block_meta", "finish_block"]
@@ -155,6 +155,10 @@ def finish_block(spec, X, y, sw, part, row0, where):
             raise ValueError(f"sample_weight must be finite and >= 0; {where(int(bad[0]))} "
                              f"has {sw[bad[0]]!r}")
         sw = np.ascontiguousarray(sw)
+        try:  # a block's own sum (a lane's state adds them up as it trains)
+            check_weight_sum(sw)
+        except RowError as exc:
+            raise ValueError(exc.worded(where)) from None
     block.X, block.y, block.sw = X, np.ascontiguousarray(y_core, dtype=np.float64), sw
     block.shared_bytes = _shared_bytes(X, given)
     block.rps = estimator_api.row_power_sums(spec, X)
