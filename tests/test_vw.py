@@ -61,25 +61,68 @@ def test_murmur_transcription_matches_known_values():
     assert murmur(b"Hello, world!", 1234) == 0xFAF6CDB3
 
 
-NUMBER = re.compile(rb"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\Z")
+# VW's parse_float (parse_primitives.h): a fast path of spaces, '-', digits, '.' digits,
+# e/E '-' digits (each part optional) when a space, tab, newline or the end follows it;
+# else C's strtof
+FAST = re.compile(rb" *(-?)(\d*)(?:\.(\d*))?(?:[eE](-?)(\d*))?")
+STRTOF = re.compile(rb"[ \t\n\v\f\r]*([+-]?(?:0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*"
+                    rb"|\.[0-9a-fA-F]+)(?:[pP][+-]?\d+)?|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+                    rb"|(?i:inf(?:inity)?|nan)))")
 
 
-def number(token):
-    if not NUMBER.match(token):
-        raise ValueError(token)
-    value = float(token)
-    if not math.isfinite(value):
-        raise ValueError(token)
+def vw_float(rest):
+    """(consumed, value, digits) of VW's parse_float at the start of `rest`: consumed 0
+    when it reads nothing (VW: a string value)."""
+    m = FAST.match(rest)
+    end = m.end()
+    if end == len(rest) or rest[end:end + 1] in (b" ", b"\t", b"\n"):
+        if end == 0:
+            return 0, 0.0, False
+        sign, whole, frac, exp_sign, exp_digits = m.groups()
+        if not (whole or frac):
+            return end, 0.0, False  # "-", ".", "e5": 0
+        text = sign + whole + b"." + (frac or b"") + (
+            b"e" + exp_sign + exp_digits if exp_digits else b"")  # "1e", "5e-": dropped
+        return end, float(text), True
+    m = STRTOF.match(rest)
+    if not m:
+        return 0, 0.0, False
+    token = m.group(1)
+    if token.lstrip(b"+-")[:2].lower() == b"0x":
+        return m.end(), float.fromhex(token.decode()), True
+    return m.end(), float(token), any(c in b"0123456789" for c in token)
+
+
+def whole_number(word):
+    """A label word, importance or namespace weight: a finite number with a digit
+    that VW reads whole (VW reads a part of other words, or 0 with a warning)."""
+    consumed, value, digits = vw_float(word)
+    if consumed != len(word) or not digits or not math.isfinite(value):
+        raise ValueError(word)
     return value
 
 
+def hashstring(name, seed):
+    """VW's hashstring: bytes up to 0x20 trimmed at both ends; digits only (or nothing)
+    is the number plus the seed (mod 2**32), anything else murmurhash3 of its bytes."""
+    name = name.strip(bytes(range(33)))
+    if all(48 <= c <= 57 for c in name):
+        return (int(name or b"0") + seed) % 2**32
+    return murmur(name, seed)
+
+
 def reference(text, seed=0):
-    """Rows of VW text as (label, importance, [(letter, hash, value, name)]) per the
-    grammar of onlinepgs.formats.vw; raises ValueError(line number) on a bad line."""
+    """Rows of VW text as (label, importance, [(letter, hash, value, name)]) as VW's
+    text parser reads them (parse_example_text.cc, transcribed), or ValueError(line
+    number) where the reader refuses a line: VW warns and reads a part of it, or reads
+    a non-finite number, a non-zero initial prediction, more than three label words."""
     rows = []
     for number_, line in enumerate(text.split(b"\n"), 1):
-        line = line.replace(b"\r", b" ")
-        if not line.strip():
+        if line.startswith(b"\xef\xbb\xbf"):
+            line = line[3:]
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if not line:
             continue
         try:
             rows.append(_reference_line(line, seed))
@@ -89,88 +132,84 @@ def reference(text, seed=0):
 
 
 def _reference_line(line, seed):
-    head, bar, rest = line.partition(b"|")
-    tokens = head.split()
-    glued = bool(bar) and head and not head[-1:].isspace()
-    if glued:
-        tokens = tokens[:-1]
-    tokens = [t for t in tokens if not t.startswith(b"'")]
-    if len(tokens) > 3 or any(b":" in t for t in tokens[:1]):
+    head = line.split(b"|", 1)[0]
+    if b"\t" in head:  # what precedes a tab in the label section is dropped
+        head = head.split(b"\t", 1)[1]
+    words = [w for w in head.split(b" ") if w]
+    if words and (not head.endswith(b" ") or words[-1].startswith(b"'")):
+        words.pop()  # the tag
+    if len(words) > 3 or any(b":" in w for w in words[:1]):
         raise ValueError
-    label = number(tokens[0]) if tokens else math.nan
-    importance = number(tokens[1]) if len(tokens) > 1 else 1.0
-    if importance < 0 or (len(tokens) > 2 and number(tokens[2]) != 0):
+    label = whole_number(words[0]) if words else math.nan
+    importance = whole_number(words[1]) if len(words) > 1 else 1.0
+    if importance < 0 or (len(words) > 2 and whole_number(words[2]) != 0):
         raise ValueError  # VW's initial prediction: 0 only
     entries = []
-    if bar:
-        for part in (b"|" + rest).split(b"|")[1:]:
-            letter, ns_seed, weight, ns_name = 32, seed, 1.0, None
-            if part[:1] and not part[:1].isspace():
-                token = part.split()[0]
-                name, colon, w = token.partition(b":")
-                if not name:
-                    raise ValueError
-                if colon:
-                    weight = number(w)
-                # the first byte; a NUL's is 0x80 (0 marks an unsigned raw column)
-                letter, ns_seed, ns_name = name[0] or 0x80, hashstring(name, seed), name
-                part = part[len(token):]
-            entries += _features(part, letter, ns_seed, weight, ns_name)
+    i, n = line.find(b"|"), len(line)
+    while 0 <= i < n and line[i:i + 1] == b"|":  # VW's list_name_space
+        i += 1
+        # the default namespace's seed: murmurhash3 of the empty string (0 for seed 0)
+        letter, ns_seed, weight, ns_name, anon = 32, murmur(b"", seed), 1.0, None, 0
+        if line[i:i + 1] == b":":
+            raise ValueError  # VW warns: a namespace without a name
+        if i < n and line[i:i + 1] not in (b" ", b"\t", b"|", b"\r"):
+            j = i
+            while j < n and line[j:j + 1] not in (b" ", b":", b"\t", b"|", b"\r"):
+                j += 1
+            ns_name = line[i:j]
+            # the first byte; a NUL's is 0x80 (0 marks an unsigned raw column)
+            letter, ns_seed, i = ns_name[0] or 0x80, hashstring(ns_name, seed), j
+            if line[i:i + 1] == b":":
+                consumed, weight, digits = vw_float(line[i + 1:])
+                i += 1 + consumed
+                if not consumed or not digits or not math.isfinite(weight) or (
+                        i < n and line[i:i + 1] not in (b" ", b"\t", b"|", b"\r")):
+                    raise ValueError  # VW reads 0 or a part of it
+        while i < n and line[i:i + 1] in (b" ", b"\t"):  # VW's list_features
+            i += 1
+            if i == n or line[i:i + 1] in (b" ", b"\t", b"|", b"\r"):
+                continue
+            j = i
+            while j < n and line[j:j + 1] not in (b" ", b":", b"\t", b"|", b"\r"):
+                j += 1
+            name, i, string, v = line[i:j], j, None, weight
+            if line[i:i + 1] == b":":
+                consumed, value, _ = vw_float(line[i + 1:])
+                if consumed:
+                    i += 1 + consumed
+                    if not math.isfinite(value) or (
+                            i < n and line[i:i + 1] not in (b" ", b"\t", b"|", b"\r")):
+                        raise ValueError  # VW warns and reads a part of the line
+                    v = value * weight
+                else:  # a string: blanks skipped, to the next blank; value 1
+                    j = i + 1
+                    while j < n and line[j:j + 1] in (b" ", b"\t", b"\r"):
+                        j += 1
+                    k = j
+                    while k < n and line[k:k + 1] not in (b" ", b"\t", b"\r"):
+                        k += 1
+                    string, i, v = line[j:k], k, 1.0
+            if string:
+                h = hashstring(string, hashstring(name, ns_seed))
+            elif name:
+                h = hashstring(name, ns_seed)
+            else:
+                h, anon = (ns_seed + anon) % 2**32, anon + 1
+            if v == 0:
+                continue  # VW keeps no feature of value 0
+            shown = _text(name) + ("^" + _text(string) if string else "")
+            entries.append((letter, h, v, shown if ns_name is None
+                            else f"{_text(ns_name)}^{shown}"))
     return label, importance, entries
-
-
-def hashstring(name, seed):
-    """VW's hash of a name: a name of digits only is its number plus the seed (mod
-    2**32), any other murmurhash3 of its bytes."""
-    if name.isdigit() and name.isascii():
-        return (int(name) + seed) % 2**32
-    return murmur(name, seed)
-
-
-def _features(part, letter, ns_seed, weight, ns_name):
-    """A namespace's features as VW reads them: "name[:value]"; ":value" the k-th
-    anonymous one (the seed plus k); blanks after ':' skipped; an empty value is 1; a
-    value that does not start as a number is a string, chained: hash(value, hash(name))."""
-    blank, entries, anon, i = b" \t\r\v\f", [], 0, 0
-    while True:
-        while i < len(part) and part[i] in blank:
-            i += 1
-        if i == len(part):
-            return entries
-        start = i
-        while i < len(part) and part[i] not in blank and part[i] != ord(":"):
-            i += 1
-        name, v = part[start:i], 1.0
-        if name:
-            h = hashstring(name, ns_seed)
-        else:
-            h, anon = (ns_seed + anon) % 2**32, anon + 1
-        if i < len(part):
-            j = i + 1 if part[i] == ord(":") else i
-            if part[i] == ord(":"):
-                while j < len(part) and part[j] in blank:
-                    j += 1
-            k = j
-            while k < len(part) and part[k] not in blank:
-                k += 1
-            value = part[j:k]
-            if part[i] == ord(":") and value:
-                if re.match(rb"[+-]?\.?[0-9]|[+-]?(?i:inf|nan)", value):
-                    v = number(value)
-                else:
-                    h, name = murmur(value, h), name + b"^" + value
-            i = k if part[i] == ord(":") else i
-        shown = _text(name) if ns_name is None else f"{_text(ns_name)}^{_text(name)}"
-        entries.append((letter, h, v * weight, shown))
 
 
 def _text(name):
     return name.decode("utf-8", "backslashreplace")
 
 
-def parse_all(text, seed=0, audit=False, fast_path=True, skip=False):
+def parse_all(text, seed=0, audit=False, fast_path=True, skip=False, vw_numbers=True):
     """The compiled parser over one block (with the reader's padding)."""
-    parser = _Parser(seed, skip, -1, audit, fast_path)
+    parser = _Parser(seed, skip, -1, audit, fast_path, vw_numbers=vw_numbers)
     buf = bytearray(text) + bytes(64)
     status, pos = parser.parse(buf, 0, len(text))
     if status == 2:
@@ -199,13 +238,25 @@ def assert_same(text, seed=0, fast_path=True):
 EXAMPLES = [
     b"1 |f a b:2 c\n",
     b"-1 2.5 'tag1|user u9 age:0.5 |ad a3:-1e-3 |  x y:7\n",
-    b"0 tag|ns:2 13 013:0.25\n",          # a tag glued to the bar; integer-looking names
+    b"0 tag|ns:2 13 013:0.25\n",          # a tag glued to the bar; numeric names
     b"|f a b\n",                           # no label: a line to predict
-    b"3 |f a:1|g b:2\n",                   # a bar ends a value
+    b"3 |f a:1|g b:2\n",                   # a bar ends a number
     b"1 | a:+.5 b:5. c:1E2\r\n",          # CRLF, default namespace, number forms
-    b"1\n",                                # a row without features
-    "\n  \t \n-1 1 |fé héllo:3\n".encode(),  # blank lines; UTF-8 names
-    b"1 0 |f a\n1 |f a:0\n",               # importance 0; value 0 kept
+    b"1\n1 2\n1 \n",                       # no bar: the last word touching the end is a tag
+    "\n\r\n  \t \n-1 1 |fé héllo:3\n".encode(),  # empty lines; blanks: a row; UTF-8
+    b"1 0 |f a\n1 |f a:0 b:-0\n",          # importance 0; value 0: no feature
+    # anonymous features (a string value is none), a tab before a string value, blanks
+    # before a number, nothing after ':'
+    b"1 |f :0.5 x :red :2 y:\t5 z: 7 w: v:\n",
+    b"k\t1 2 |f a\n1\t|f a\n",                # what precedes a tab in the label section
+    # a string runs through '|'; numbers VW reads as 0 (no feature), dangling exponents,
+    # '+', hexadecimal
+    b"1 |f a:red|g b c:- d:. e:e5 f:1e g:.5e- h:+3 i:0x1p-2 j:-0x.8\n",
+    b"1 |f:2 a:red b:3 c:\n",              # a string's value is 1 whatever the weight
+    b"1 |f a\x0bb \x0bc\x0b 12\x0c\x00 |\x0b a\n",  # bytes up to 0x20: name bytes, trimmed
+    b"1 |f a\n\xef\xbb\xbf-1 |f b\n",        # a byte order mark at any line's start
+    b"1 |f a\rb c |g d\n",                  # a \r inside a line ends its features
+    b"1 |g 4294967297 -13 0x1 |7 a\n",      # numbers mod 2**32; numeric namespace
 ]
 
 
@@ -221,8 +272,14 @@ def test_namespace_seeds_use_the_full_name():
     ns, hashes, *_ = parse_all(b"1 |user a |url a\n")
     assert ns.tolist() == [ord("u"), ord("u")]
     assert hashes.tolist() == [murmur(b"a", murmur(b"user", 0)), murmur(b"a", murmur(b"url", 0))]
+    # VW seeds the default namespace with the hash of the empty string (0 for seed 0)
     _, hashes, *_ = parse_all(b"1 | a\n", seed=5)
-    assert hashes.tolist() == [murmur(b"a", 5)]
+    assert hashes.tolist() == [murmur(b"a", murmur(b"", 5))] != [murmur(b"a", 5)]
+    _, hashes, *_ = parse_all(b"1 | a\n", seed=0)
+    assert hashes.tolist() == [murmur(b"a", 0)]
+    # models trained before VW's hashing read as they were trained: the seed itself
+    _, hashes, *_ = parse_all(b"1 | a 12\n", seed=5, vw_numbers=False)
+    assert hashes.tolist() == [murmur(b"a", 5), murmur(b"12", 5)]
 
 
 def dense(rows, n_bits):
@@ -279,6 +336,15 @@ ERRORS = [
     (b"1 |f :3x\n", 1, 7, "bad feature value '3x'"),
     (b"1 |f a:1:2\n", 1, 8, "bad feature value '1:2'"),
     (b"1 |f x:0.7\x00\n", 1, 8, "bad feature value '0.7\\x00'"),
+    (b"1 |f a:inf\n", 1, 8, "bad feature value 'inf'"),
+    (b"1 |f a:1\x0b\n", 1, 8, "bad feature value '1\\x0b'"),
+    (b"1 |f a:  1x\n", 1, 10, "bad feature value '1x'"),
+    (b"1 |f: a\n", 1, 6, "bad namespace weight ''"),
+    (b"1 |f:- a\n", 1, 6, "bad namespace weight '-'"),
+    (b"1 x 2 |f a\n", 1, 3, "bad importance weight 'x'"),
+    (b"'t 1 |f a\n", 1, 1, "bad label ''t'"),         # a tag is the last word only
+    (b"- |f a\n", 1, 1, "bad label '-'"),              # VW reads 0 (with a warning)
+    (b"1x |f a\n", 1, 1, "bad label '1x'"),            # VW reads a part of it
 ]
 
 
@@ -354,11 +420,16 @@ def test_audit_collector_gets_the_names():
     list(iter_vw(io.BytesIO(b"1 |user u9 |  x\n-1 'a|ad a3\n"), audit=names, chunk_rows=1,
                  block_size=8))
     assert names.seen == ["user^u9", "x", "ad^a3"]
+    # as VW's audit names them: a string value after '^' (blanks before it not shown),
+    # an anonymous feature by its namespace, no feature of value 0
+    names = Names()
+    list(iter_vw(io.BytesIO(b"1 |f color:   red a:b:c :2 z:0 | s:t\n"), audit=names))
+    assert names.seen == ["f^color^red", "f^a^b:c", "f^", "s^t"]
 
 
 # ---- fuzzing ------------------------------------------------------------------------
 NAME = st.binary(min_size=1, max_size=6).filter(
-    lambda b: not any(c in b for c in b" \t\r\n\v\f|:'"))
+    lambda b: not any(c in b for c in b" \t\r\n|:'"))
 VALUE = st.one_of(st.integers(-10**6, 10**6).map(str),
                   st.floats(-1e6, 1e6, allow_nan=False).map(repr),
                   st.sampled_from(["0.5", ".25", "3.", "-1e-5", "+2"]))

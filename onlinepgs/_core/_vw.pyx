@@ -6,30 +6,45 @@ block, into namespaced rows (`onlinepgs.features.NamespacedRows` arrays) with th
 labels and importance weights. One pass over the bytes, the GIL released, no Python
 object per line or entry (except the entries' names, made only when auditing).
 
-Grammar of a line (fields separated by runs of spaces or tabs; ``\\r`` before the
-newline is whitespace)::
+A line is read as VW's text parser reads it (parse_example_text.cc, parse_float,
+hashstring and the simple label of VW 9), so that its features land in VW's columns;
+where VW warns and reads a part of a line, or reads a number that is not finite, the
+line is an error here (a located one, or skipped with on_error="skip")::
 
-    [label [importance]] ['tag] |namespace[:weight] feature[:value] ... |other ...
+    [label [importance [initial]]] ['tag] |namespace[:weight] feature[:value] ... |other
 
-* the label section is what precedes the first ``|``: a label (a decimal number; none:
-  NaN, a test line), an importance weight (a decimal number >= 0, default 1), and a
-  tag: a token starting with ``'`` or a token glued to the bar (``1 t|f a``); the tag
-  is kept out of the features;
-* ``|`` followed by whitespace opens the default namespace (letter 32, seed
-  hash_seed); else the namespace's name runs to the next whitespace, with an optional
-  ``:weight`` that multiplies its features' values; its letter is the name's first
-  byte, its seed murmurhash3(name, hash_seed);
-* a feature is ``name[:value]`` (value 1 without ``:``); the name (any bytes but
-  whitespace, ``|`` and ``:``) is hashed as a string with the namespace's seed, so
-  ``13`` and ``013`` are different features. A ``|`` ends a feature too (``a:1|g b``);
-* a line of whitespace only is not a row.
+* a UTF-8 byte order mark at a line's start and one ``\r`` before its ``\n`` are
+  dropped; an empty line is not a row, any other line is (blanks only: a row to
+  predict, without features);
+* the label section precedes the first ``|``: what comes before a tab in it is
+  dropped (VW's rule, for key<TAB>example input); its words are separated by spaces;
+  the last word is a tag (ignored) when it starts with ``'`` or touches the bar (or
+  the end of a line without one); the others are the label (none: NaN), the
+  importance weight (>= 0, default 1) and VW's initial prediction (0 only);
+* after ``|``, a blank, another ``|`` or the end opens the default namespace (letter
+  32, seed: murmurhash3 of the empty string under hash_seed, 0 for seed 0); else a
+  name runs to a blank, ``:``, ``|`` or ``\r`` (letter: its first byte; seed: its
+  hash) with an optional ``:weight``; fields are separated by spaces and tabs, a
+  ``\r`` inside a line ends its features;
+* a feature is ``name[:value]``; a name is hashed by VW's hashstring with its
+  namespace's seed (bytes up to 0x20 trimmed at both ends; digits only: the number
+  plus the seed; else murmurhash3), ``:value`` without a name is the namespace's k-th
+  anonymous feature (the seed plus k); a value is read by VW's parse_float: a number
+  (times the namespace's weight; 0 drops the feature, as ``-``, ``.`` or ``e5`` read
+  0), or, when no number starts it (blanks skipped), a string that runs to the next
+  blank (``|`` and ``:`` included): ``name^string`` hashed as hashstring(string,
+  hashstring(name, seed)), value 1 whatever the namespace's weight; nothing after
+  ``:`` is a string too (value 1).
 
 Numbers use the svmlight reader's number parser (svmlight_parser.c, included in
-this extension's C source): exact, correctly rounded; NaN and infinities are errors.
+this extension's C source): exact, correctly rounded; a number VW reads by its fast
+path with dangling parts (``1e``, ``.5e-``) is read without them, a hexadecimal one
+by strtod; NaN and infinities are errors.
 """
 cimport cython
 from cpython.mem cimport PyMem_RawFree, PyMem_RawRealloc
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport strtod
 from libc.string cimport memchr, memcmp, memcpy
 
 import numpy as np
@@ -55,17 +70,20 @@ cdef extern from "svmlight_parser.c":
 # this extension's copy of the number parser's tables (see _svmlight)
 for _i, (_hi, _lo) in enumerate(_pow10_table()):
     svm_set_pow10(_i, _hi, _lo)
-for _c in (32, 9, 13, 11, 12):  # space, \t, \r, \v, \f
+# what may follow a value read by the fast path: what ends a value for VW (a blank, '|',
+# '\r') or the line ('\n'); not '#' (no comments in VW text), \v or \f (a value's
+# junk for VW)
+for _c in (32, 9, 13, 124):  # space, \t, \r, '|'
     svm_cls[_c] = 1
-svm_cls[ord("#")] = 2
 svm_cls[ord("\n")] = 3
 
-# byte classes of the VW grammar: 1 = whitespace, 2 = '|', 3 = ':', 0 = else
+# byte classes of the VW grammar: 1 = a separator (space, tab), 2 = '|', 3 = ':',
+# 4 = '\r' (ends a name and the line's features), 0 = else (a name's byte)
 cdef uint8_t vw_cls[256]
-for _c in (32, 9, 13, 11, 12):
-    vw_cls[_c] = 1
+vw_cls[32] = vw_cls[9] = 1
 vw_cls[ord("|")] = 2
 vw_cls[ord(":")] = 3
+vw_cls[13] = 4
 
 cdef enum:
     E_LABEL = 1
@@ -90,59 +108,164 @@ cdef inline bint _finite(double v) noexcept nogil:
     return v - v == 0.0
 
 
-cdef inline const char* _skip_ws(const char* p, const char* e) noexcept nogil:
-    while p < e and vw_cls[<uint8_t>p[0]] == 1:
+cdef inline bint _digit(char c) noexcept nogil:
+    return <unsigned char>(c - 48) < 10
+
+
+cdef inline bint _ends_value(const char* p, const char* e) noexcept nogil:
+    """Whether a value may end at p for VW: the end, a separator, '|' or '\\r'."""
+    return p == e or (vw_cls[<uint8_t>p[0]] != 0 and vw_cls[<uint8_t>p[0]] != 3)
+
+
+cdef inline const char* _word_end(const char* p, const char* e) noexcept nogil:
+    """Where a value's text ends for a message: the next separator, '|' or '\\r'."""
+    while not _ends_value(p, e):
         p += 1
     return p
 
 
-cdef inline const char* _field_end(const char* p, const char* e) noexcept nogil:
-    """The end of a field: the next whitespace or '|' (':' included in the field)."""
-    while p < e and vw_cls[<uint8_t>p[0]] != 1 and vw_cls[<uint8_t>p[0]] != 2:
-        p += 1
-    return p
+cdef enum:
+    NUM_NONE = 0       # no number: a string value
+    NUM_OK = 1         # a finite number
+    NUM_NONFINITE = 2  # NaN or an infinity (VW reads them; an error here)
 
 
-cdef inline bint _number(const char* s, const char* e, double* out) noexcept nogil:
-    return svm_parse_double(s, e, out) and _finite(out[0])
-
-
-cdef inline bint _digits(const char* s, const char* e, uint32_t* out) noexcept nogil:
-    """Whether [s, e) is all decimal digits (not empty); its value modulo 2^32 in out
-    (VW's hashstring: such a name's index is the number plus the namespace's hash)."""
-    cdef uint32_t v = 0
-    if s == e:
-        return False
-    while s < e:
-        if s[0] < 48 or s[0] > 57:
-            return False
-        v = v * 10 + <uint32_t>(s[0] - 48)
-        s += 1
-    out[0] = v
-    return True
-
-
-cdef inline bint _numeric_start(const char* s, const char* e) noexcept nogil:
-    """Whether a feature value reads as a number (VW's parseFloat takes a prefix): a
-    digit, a sign or point before a digit, or nan/inf; else it is a string value."""
+cdef int _strtof(const char* s, const char* e, double* out, const char** stop,
+                 bint* digits) noexcept nogil:
+    """What C's strtof reads at s (VW's slow path of parse_float), bounded by e:
+    blanks, a sign, then a decimal number, a hexadecimal one, or inf/nan."""
     cdef const char* p = s
+    cdef const char* t
+    cdef const char* q
+    cdef char buf[128]
+    cdef char* end
+    cdef Py_ssize_t n
+    while p < e and (p[0] == 32 or 9 <= p[0] <= 13):
+        p += 1
+    t = p
     if p < e and (p[0] == 43 or p[0] == 45):  # '+', '-'
         p += 1
+    if p < e and ((p[0] | 32) == 105 or (p[0] | 32) == 110):  # i, n
+        if e - p >= 3 and (p[0] | 32) == 105 and (p[1] | 32) == 110 and (p[2] | 32) == 102:
+            stop[0] = p + 3
+            return NUM_NONFINITE
+        if e - p >= 3 and (p[0] | 32) == 110 and (p[1] | 32) == 97 and (p[2] | 32) == 110:
+            stop[0] = p + 3
+            return NUM_NONFINITE
+        return NUM_NONE
+    if e - p >= 3 and p[0] == 48 and (p[1] | 32) == 120:  # "0x": strtod reads it exactly
+        n = min(e - t, <Py_ssize_t>sizeof(buf) - 1)
+        memcpy(buf, t, n)
+        buf[n] = 0
+        out[0] = strtod(buf, &end)
+        if end == buf:
+            return NUM_NONE
+        stop[0] = t + (end - buf)
+        digits[0] = True
+        return NUM_OK if _finite(out[0]) else NUM_NONFINITE
+    q = p
+    while p < e and _digit(p[0]):
+        p += 1
+    digits[0] = p > q
     if p < e and p[0] == 46:  # '.'
         p += 1
-    if p < e and 48 <= p[0] <= 57:
-        return True
-    p = s + 1 if s < e and (s[0] == 43 or s[0] == 45) else s
-    return e - p >= 3 and (p[0] | 32) in (105, 110) and (p[1] | 32) in (110, 97) \
-        and (p[2] | 32) in (102, 110)  # inf, nan (any case)
+        q = p
+        while p < e and _digit(p[0]):
+            p += 1
+        digits[0] = digits[0] or p > q
+    if not digits[0]:
+        return NUM_NONE
+    if p < e and (p[0] | 32) == 101:  # an exponent, when digits follow
+        q = p + 1
+        if q < e and (q[0] == 43 or q[0] == 45):
+            q += 1
+        if q < e and _digit(q[0]):
+            while q < e and _digit(q[0]):
+                q += 1
+            p = q
+    stop[0] = p
+    svm_parse_double(t, p, out)
+    return NUM_OK if _finite(out[0]) else NUM_NONFINITE
 
 
-cdef inline uint32_t _name_hash(const char* s, const char* e, uint32_t seed,
-                                bint vw_numbers) noexcept nogil:
-    """A name's hash under `seed`: VW's hashstring (an all-digit name is its number
-    plus the seed) where vw_numbers, else murmurhash3 of its bytes."""
-    cdef uint32_t v
-    if vw_numbers and _digits(s, e, &v):
+cdef int _vw_float(const char* s, const char* e, double* out, const char** stop,
+                   bint* digits) noexcept nogil:
+    """A number at s as VW's parse_float reads it, bounded by e: NUM_NONE (none, VW's
+    end_idx 0), or NUM_OK / NUM_NONFINITE with *stop after it and *digits whether it
+    has any digit. The fast path first: spaces, '-', digits, '.' digits, e/E '-'
+    digits, each part optional, taken when followed by a space, tab, '\\n' or e (its
+    value: 0 without digits, a dangling exponent dropped); else strtof."""
+    cdef const char* p = s
+    cdef const char* m
+    cdef const char* num_end
+    cdef const char* q
+    cdef bint any_digit = False
+    while p < e and p[0] == 32:
+        p += 1
+    m = p
+    if p < e and p[0] == 45:
+        p += 1
+    while p < e and _digit(p[0]):
+        p += 1
+        any_digit = True
+    if p < e and p[0] == 46:
+        p += 1
+        while p < e and _digit(p[0]):
+            p += 1
+            any_digit = True
+    num_end = p
+    if p < e and (p[0] | 32) == 101:
+        p += 1
+        if p < e and p[0] == 45:
+            p += 1
+        q = p
+        while p < e and _digit(p[0]):
+            p += 1
+        if p > q:
+            num_end = p
+    if p == e or p[0] == 32 or p[0] == 9 or p[0] == 10:
+        if p == s:
+            return NUM_NONE
+        stop[0] = p
+        digits[0] = any_digit
+        if not any_digit:
+            out[0] = 0.0
+            return NUM_OK
+        svm_parse_double(m, num_end, out)
+        return NUM_OK if _finite(out[0]) else NUM_NONFINITE
+    return _strtof(s, e, out, stop, digits)
+
+
+cdef inline bint _whole_number(const char* s, const char* e, double* out) noexcept nogil:
+    """Whether the word [s, e) is a finite number with a digit, read whole by VW's
+    parse_float (labels, weights: VW would read a part of other words). A decimal
+    number (svm_parse_double's syntax, which VW reads whole, to the same value) first."""
+    cdef const char* stop = s
+    cdef bint digits = False
+    if svm_parse_double(s, e, out):
+        return _finite(out[0])
+    return _vw_float(s, e, out, &stop, &digits) == NUM_OK and digits and stop == e
+
+
+cdef inline uint32_t _hashstring(const char* s, const char* e, uint32_t seed,
+                                 bint vw_numbers) noexcept nogil:
+    """A name's hash under `seed` ([s, e) not empty): VW's hashstring where vw_numbers
+    (bytes up to 0x20 trimmed at both ends; then digits only, or nothing, is the
+    number, modulo 2^32, plus the seed), else murmurhash3 of its bytes."""
+    cdef uint32_t v = 0
+    cdef const char* p
+    if not vw_numbers:
+        return murmurhash3_x86_32(<const uint8_t*>s, e - s, seed)
+    if <uint8_t>s[0] <= 32 or <uint8_t>e[-1] <= 32:  # (callers' names are not empty)
+        while s < e and <uint8_t>s[0] <= 32:
+            s += 1
+        while e > s and <uint8_t>e[-1] <= 32:
+            e -= 1
+    p = s
+    while p < e and _digit(p[0]):
+        v = v * 10 + <uint32_t>(p[0] - 48)
+        p += 1
+    if p == e:
         return v + seed
     return murmurhash3_x86_32(<const uint8_t*>s, e - s, seed)
 
@@ -152,7 +275,9 @@ cdef class _Parser:
     """Line parser and chunk buffers of one VW text stream (see the module docstring).
 
     Parameters: hash_seed, skip (on_error="skip"), chunk_rows (-1: unbounded), audit
-    (keep each entry's name), fast_path (False: exact number parsing only, for tests).
+    (keep each entry's name), fast_path (False: exact number parsing only, for tests),
+    vw_numbers (False: names hashed as text and the default namespace seeded with
+    hash_seed itself, the reading of models trained before VW's hashing).
     """
     # current chunk
     cdef uint8_t* ns
@@ -167,11 +292,13 @@ cdef class _Parser:
     cdef bint audit
     cdef int64_t* name_at
     cdef int64_t* ns_at             # -1: the default namespace
+    cdef int64_t* value_at          # a string value's offset; -1: none
     cdef int32_t* name_len
     cdef int32_t* ns_len
+    cdef int32_t* value_len
     cdef list names
     # settings
-    cdef uint32_t seed
+    cdef uint32_t seed, default_seed
     cdef bint skip, fast_path, vw_numbers
     cdef Py_ssize_t chunk_rows
     # counters over the stream
@@ -183,6 +310,9 @@ cdef class _Parser:
                   bint audit=False, bint fast_path=True, bint vw_numbers=True):
         self.seed = hash_seed
         self.vw_numbers = vw_numbers
+        # VW seeds its default namespace with the hash of the empty string (0 for seed 0)
+        self.default_seed = murmurhash3_x86_32(NULL, 0, hash_seed) if vw_numbers \
+            else hash_seed
         self.skip = skip
         self.chunk_rows = chunk_rows
         self.audit = audit
@@ -208,6 +338,8 @@ cdef class _Parser:
         PyMem_RawFree(self.ns_at)
         PyMem_RawFree(self.name_len)
         PyMem_RawFree(self.ns_len)
+        PyMem_RawFree(self.value_at)
+        PyMem_RawFree(self.value_len)
         self.ns = NULL
         self.hashes = NULL
         self.values = NULL
@@ -218,6 +350,8 @@ cdef class _Parser:
         self.ns_at = NULL
         self.name_len = NULL
         self.ns_len = NULL
+        self.value_at = NULL
+        self.value_len = NULL
         self.cap_rows = self.cap_nnz = 0
 
     @property
@@ -239,8 +373,10 @@ cdef class _Parser:
             return False
         if self.audit and not (_realloc(<void**>&self.name_at, cap * 8)
                                and _realloc(<void**>&self.ns_at, cap * 8)
+                               and _realloc(<void**>&self.value_at, cap * 8)
                                and _realloc(<void**>&self.name_len, cap * 4)
-                               and _realloc(<void**>&self.ns_len, cap * 4)):
+                               and _realloc(<void**>&self.ns_len, cap * 4)
+                               and _realloc(<void**>&self.value_len, cap * 4)):
             return False
         self.cap_nnz = cap
         return True
@@ -271,136 +407,167 @@ cdef class _Parser:
     # ---- one line -----------------------------------------------------------------
     cdef int _line(self, const char* base, const char* s, const char* le,
                    bint fast) noexcept nogil:
-        """Parse the line [s, le) (le: its '\\n' or the end of the data); fast: the
-        line ends with a '\\n' at least 8 bytes before the end of the buffer, so the
-        fast number parser (which reads up to 7 bytes past a '\\n') may be used."""
-        cdef const char* bar = <const char*>memchr(s, 124, le - s)  # '|'
+        """Parse the line [s, le) (le: its '\\n' or the end of the data; s after a byte
+        order mark); fast: the line ends with a '\\n' at least 8 bytes before the end
+        of the buffer, so the fast number parser (which reads up to 7 bytes past a
+        '\\n') may be used."""
+        cdef const char* end = le - 1 if le > s and le[-1] == 13 else le  # VW drops one \r
+        cdef const char* bar
         cdef const char* p
         cdef const char* t
         cdef const char* te
         cdef const char* q
-        cdef const char* colon
+        cdef const char* ls
+        cdef const char* lend
+        cdef const char* vs
+        cdef const char* ve
         cdef double label = NAN, importance = 1.0, v, nsw
-        cdef int n_numbers = 0
+        cdef int n_words = 0, r
         cdef uint32_t h, anon
-        cdef const char* vt
-        cdef bint glued, any_field = False
+        cdef bint digits
         cdef uint8_t letter
         cdef uint32_t seed
         cdef int64_t ns_off
         cdef int32_t ns_n
         cdef Py_ssize_t row_start = self.nnz, nnz = self.nnz
+        if end == s:
+            return LINE_EMPTY  # any other line is a row, as in VW (blanks: one to predict)
+        bar = <const char*>memchr(s, 124, end - s)  # '|'
         if bar == NULL:
-            bar = le
-        # the label section
-        glued = bar < le and bar > s and vw_cls[<uint8_t>bar[-1]] != 1
-        p = s
+            bar = end
+        # the label section: what precedes a tab in it is dropped; words are separated
+        # by spaces; the last one is a tag if it starts with "'" or touches the section's
+        # end (VW's substring_to_example)
+        ls = <const char*>memchr(s, 9, bar - s)
+        ls = s if ls == NULL else ls + 1
+        lend = bar
+        te = bar
+        while te > ls and te[-1] == 32:
+            te -= 1
+        if te > ls:
+            t = te
+            while t > ls and t[-1] != 32:
+                t -= 1
+            if te == bar or t[0] == 39:
+                lend = t
+        p = ls
         while True:
-            p = _skip_ws(p, bar)
-            if p == bar:
+            while p < lend and p[0] == 32:
+                p += 1
+            if p == lend:
                 break
             t = p
-            te = p
-            while te < bar and vw_cls[<uint8_t>te[0]] != 1:
-                te += 1
-            p = te
-            any_field = True
-            if t[0] == 39 or (glued and te == bar):  # "'tag" or a tag glued to the bar
-                continue
-            if n_numbers == 0:
-                if memchr(t, 58, te - t) != NULL:  # ':' in a label: VW's other labels
-                    return self._fail(E_MULTICLASS, base, s, t, te, t, te)
-                if not _number(t, te, &label):
-                    return self._fail(E_LABEL, base, s, t, te, t, te)
-            elif n_numbers == 1:
-                if not _number(t, te, &importance) or importance < 0:
-                    return self._fail(E_IMPORTANCE, base, s, t, te, t, te)
-            elif n_numbers == 2:
+            while p < lend and p[0] != 32:
+                p += 1
+            if n_words == 0:
+                if memchr(t, 58, p - t) != NULL:  # ':' in a label: VW's other labels
+                    return self._fail(E_MULTICLASS, base, s, t, p, t, p)
+                if not _whole_number(t, p, &label):
+                    return self._fail(E_LABEL, base, s, t, p, t, p)
+            elif n_words == 1:
+                if not _whole_number(t, p, &importance) or importance < 0:
+                    return self._fail(E_IMPORTANCE, base, s, t, p, t, p)
+            elif n_words == 2:
                 # VW's initial prediction: 0 is no offset; another is refused (no model
                 # here takes a per-row offset of the margin)
-                if not _number(t, te, &v) or v != 0.0:
-                    return self._fail(E_INITIAL, base, s, t, te, t, te)
+                if not _whole_number(t, p, &v) or v != 0.0:
+                    return self._fail(E_INITIAL, base, s, t, p, t, p)
             else:
-                return self._fail(E_EXTRA, base, s, t, te, t, te)
-            n_numbers += 1
-        if bar == le and not any_field:
-            return LINE_EMPTY
-        # the namespaces
+                return self._fail(E_EXTRA, base, s, t, p, t, p)
+            n_words += 1
+        # the namespaces (VW's tc_parser)
         p = bar
-        while p < le:  # p at a '|'
+        while p < end and p[0] == 124:  # p at a '|'; a '\\r' ends the features
             p += 1
             letter = 32
-            seed = self.seed
+            seed = self.default_seed
             nsw = 1.0
             ns_off = -1
             ns_n = 0
-            if p < le and vw_cls[<uint8_t>p[0]] != 1 and vw_cls[<uint8_t>p[0]] != 2:
-                t = p
-                te = _field_end(p, le)
-                colon = <const char*>memchr(t, 58, te - t)
-                q = te if colon == NULL else colon
-                if q == t:
-                    self.nnz = row_start
-                    return self._fail(E_NS_EMPTY, base, s, t, te, t, te)
-                if colon != NULL and not _number(colon + 1, te, &nsw):
-                    self.nnz = row_start
-                    return self._fail(E_NS_WEIGHT, base, s, colon + 1, te, t, te)
-                letter = ns_letter(<uint8_t>t[0])
-                seed = _name_hash(t, q, self.seed, self.vw_numbers)
-                ns_off = t - base
-                ns_n = <int32_t>(q - t)
-                p = te
             anon = 0  # VW numbers a namespace's anonymous features from 0
-            while True:  # the namespace's features
-                p = _skip_ws(p, le)
-                if p == le or p[0] == 124:
-                    break
+            if p < end and vw_cls[<uint8_t>p[0]] == 3:
+                self.nnz = row_start
+                return self._fail(E_NS_EMPTY, base, s, p, _word_end(p, end), p,
+                                  _word_end(p, end))
+            if p < end and vw_cls[<uint8_t>p[0]] == 0:
                 t = p
-                while p < le and vw_cls[<uint8_t>p[0]] == 0:
+                while p < end and vw_cls[<uint8_t>p[0]] == 0:
+                    p += 1
+                letter = ns_letter(<uint8_t>t[0])
+                seed = _hashstring(t, p, self.seed, self.vw_numbers)
+                ns_off = t - base
+                ns_n = <int32_t>(p - t)
+                if p < end and p[0] == 58:  # ':' weight
+                    te = _word_end(p + 1, end)
+                    if not (_vw_float(p + 1, end, &nsw, &q, &digits) == NUM_OK and digits
+                            and _ends_value(q, end)):
+                        self.nnz = row_start
+                        return self._fail(E_NS_WEIGHT, base, s, p + 1, te, t, te)
+                    p = q
+            while p < end and vw_cls[<uint8_t>p[0]] == 1:  # the namespace's features
+                p += 1
+                if p == end or (vw_cls[<uint8_t>p[0]] != 0 and vw_cls[<uint8_t>p[0]] != 3):
+                    continue
+                t = p
+                while p < end and vw_cls[<uint8_t>p[0]] == 0:
                     p += 1
                 q = p  # the name's end
-                v = 1.0
-                if q == t:  # ":value", VW's anonymous feature: the namespace's hash + k
-                    h = seed + anon
-                    anon += 1
-                else:
-                    h = _name_hash(t, q, seed, self.vw_numbers)
-                if p < le and p[0] == 58:  # ':' value
+                v = nsw
+                vs = NULL
+                if p < end and p[0] == 58:  # ':' value
                     te = NULL
                     if fast:
-                        te = svm_fast_double_at(p + 1, &v)
-                        if te != NULL and te < le and vw_cls[<uint8_t>te[0]] != 1 \
-                                and vw_cls[<uint8_t>te[0]] != 2:
-                            te = NULL  # not followed by whitespace, '|' or the end
+                        te = svm_fast_double_at(p + 1, &v)  # ends at what may end it
                     if te == NULL:
-                        # as VW reads it: blanks after ':' skipped; no value (the line's
-                        # end or a '|') is 1; a value that is no number is a string,
-                        # chained: hash(value, hash(name)), value 1 ("color:red")
-                        vt = _skip_ws(p + 1, le)
-                        te = _field_end(vt, le)
-                        if vt == te:
+                        r = _vw_float(p + 1, end, &v, &te, &digits)
+                        if r == NUM_NONE:
+                            # no number: a string, blanks before it skipped, running to
+                            # the next blank ('|' and ':' included); value 1
+                            vs = p + 1
+                            while vs < end and (vw_cls[<uint8_t>vs[0]] == 1
+                                                or vw_cls[<uint8_t>vs[0]] == 4):
+                                vs += 1
+                            ve = vs
+                            while ve < end and vw_cls[<uint8_t>ve[0]] != 1 \
+                                    and vw_cls[<uint8_t>ve[0]] != 4:
+                                ve += 1
+                            te = ve
                             v = 1.0
-                        elif _numeric_start(vt, te):
-                            if not _number(vt, te, &v):
-                                self.nnz = row_start
-                                return self._fail(E_VALUE, base, s, vt, te, t, te)
-                        else:
-                            h = murmurhash3_x86_32(<const uint8_t*>vt, te - vt, h)
-                            v = 1.0
-                            q = te  # the name audited: "name:value"
+                        elif r == NUM_NONFINITE or not _ends_value(te, end):
+                            # VW reads a part of it (and warns) or a non-finite number
+                            self.nnz = row_start
+                            vs = p + 1
+                            while vs < end and vs[0] == 32:
+                                vs += 1
+                            return self._fail(E_VALUE, base, s, vs, _word_end(vs, end), t,
+                                              _word_end(vs, end))
+                    if vs == NULL:
+                        v *= nsw
                     p = te
+                if vs != NULL and ve > vs:  # name:string, chained
+                    h = _hashstring(vs, ve, _hashstring(t, q, seed, self.vw_numbers),
+                                    self.vw_numbers)
+                elif q > t:
+                    h = _hashstring(t, q, seed, self.vw_numbers)
+                else:  # ":value", VW's anonymous feature: the namespace's hash plus k
+                    h = seed + anon
+                    anon += 1
+                if v == 0.0:
+                    continue  # VW keeps no feature of value 0
                 if nnz == self.cap_nnz:
                     if not self._grow_nnz(nnz + 1):
                         self.nnz = row_start
                         return LINE_NOMEM
                 self.ns[nnz] = letter
                 self.hashes[nnz] = h
-                self.values[nnz] = v * nsw
+                self.values[nnz] = v
                 if self.audit:
                     self.name_at[nnz] = t - base
                     self.name_len[nnz] = <int32_t>(q - t)
                     self.ns_at[nnz] = ns_off
                     self.ns_len[nnz] = ns_n
+                    self.value_at[nnz] = -1 if vs == NULL or ve == vs else vs - base
+                    self.value_len[nnz] = 0 if vs == NULL else <int32_t>(ve - vs)
                 nnz += 1
                 self.nnz = nnz
         if self.n_rows == self.cap_rows:
@@ -439,8 +606,8 @@ cdef class _Parser:
                 le = <const char*>memchr(p, 10, e - p)
                 if le == NULL:
                     le = e
-                if self.n_lines == 1 and le - p >= 3 and memcmp(p, b"\xef\xbb\xbf", 3) == 0:
-                    p += 3  # a UTF-8 byte order mark before the first line
+                if <uint8_t>p[0] == 0xef and le - p >= 3 and memcmp(p, b"\xef\xbb\xbf", 3) == 0:
+                    p += 3  # a UTF-8 byte order mark (VW drops one at any line's start)
                 r = self._line(base, p, le, self.fast_path and le < e and le < fast_limit)
                 if r == LINE_ERROR:
                     if not self.skip:
@@ -466,13 +633,16 @@ cdef class _Parser:
 
     cdef _keep_names(self, const unsigned char[::1] buf, Py_ssize_t first):
         """The names of the entries [first, nnz) parsed from buf, before buf is
-        reused: "namespace^feature", or "feature" in the default namespace."""
+        reused, as VW's audit shows them: "namespace^feature", "feature" in the default
+        namespace, "^string" after a string value's name."""
         cdef Py_ssize_t i
         cdef bytes block = bytes(buf)
         for i in range(first, self.nnz):
-            # (a string value's entry is "name:value": VW's audit shows name^value)
             name = block[self.name_at[i]:self.name_at[i] + self.name_len[i]].decode(
-                "utf-8", "backslashreplace").replace(":", "^", 1)
+                "utf-8", "backslashreplace")
+            if self.value_at[i] >= 0:
+                name += "^" + block[self.value_at[i]:self.value_at[i] + self.value_len[i]
+                                    ].decode("utf-8", "backslashreplace")
             if self.ns_at[i] >= 0:
                 name = block[self.ns_at[i]:self.ns_at[i] + self.ns_len[i]].decode(
                     "utf-8", "backslashreplace") + "^" + name

@@ -1,9 +1,10 @@
 """Streaming reader of Vowpal Wabbit's text format.
 
 A line reads ``label [importance] ['tag]|namespace[:weight] feature[:value] ... |other
-...`` (the grammar in full: `iter_vw`). Features are hashed per namespace into
-``2**n_bits`` columns (`onlinepgs.features`); interactions between namespaces are
-made by `onlinepgs.features.to_matrix`.
+...``, as VW's own text parser reads it (the grammar in full: `iter_vw`). Features are
+hashed per namespace, as VW hashes them, into ``2**n_bits`` columns
+(`onlinepgs.features`); interactions between namespaces are made by
+`onlinepgs.features.to_matrix`.
 """
 import numpy as np
 
@@ -25,10 +26,10 @@ class VWError(InputError):
     >>> import io
     >>> from onlinepgs.formats import iter_vw
     >>> try:
-    ...     list(iter_vw(io.BytesIO(b"1 |f a:2\\n-1 |f a:x\\n")))
+    ...     list(iter_vw(io.BytesIO(b"1 |f a:2\\n-1 |f a:2x\\n")))
     ... except VWError as e:
     ...     print(e)
-    <stream>:2:9: bad feature value 'x' in "a:x"
+    <stream>:2:9: bad feature value '2x' in "a:2x"
     """
 
 
@@ -113,30 +114,41 @@ def iter_vw(source, *, n_bits=18, hash_seed=0, interactions=(), chunk_rows=10_00
     """Read VW text as a stream of ``(X, y, w)`` chunks, hashed as VW hashes it.
 
     A line is ``[label [importance [initial]]] ['tag]|namespace[:weight]
-    feature[:value] ... |other ...``:
+    feature[:value] ... |other ...``, read as VW 9's text parser reads it, so that its
+    features land in VW's columns:
 
-    * before the first ``|``: the label (a number; absent: NaN, a line to predict), the
-      importance weight (a number >= 0, default 1), VW's initial prediction (0 only:
-      another is refused, no model here takes a per-row offset) and a tag (``'tag``, or
-      a token glued to the bar as in ``1 tag|f a``), which is ignored;
-    * ``| ...`` (a bar and whitespace) opens the default namespace; ``|name`` or
-      ``|name:weight`` a named one, whose weight multiplies its features' values;
-    * a feature is ``name`` (value 1) or ``name:value``. Names are hashed with
-      murmurhash3 seeded by the namespace's hash (the default namespace's: `hash_seed`;
-      a named one's: its name hashed with `hash_seed`), as VW hashes them, so that its
-      features land in VW's columns: a name of digits only is its number plus that seed
-      (``|f 123`` is column 123 + hash("f")); ``:value`` without a name is the
-      namespace's k-th anonymous feature, the seed plus k; a value that is no number is
-      a string, ``color:red`` hashing "red" with the hash of "color" as seed (value 1),
-      ``a:b:c`` the value "b:c"; blanks after ``:`` are skipped and ``a:`` alone is 1.
-      The namespace's first byte is its letter for ``interactions``.
+    * before the first ``|``: what precedes a tab is dropped (VW's rule, for
+      key<TAB>example lines); of the words (separated by spaces) the last is a tag,
+      ignored, when it starts with ``'`` or touches the bar (or the end of a line
+      without one); the others are the label (none: NaN, a line to predict), the
+      importance weight (a number >= 0, default 1) and VW's initial prediction (0 only:
+      another is refused, no model here takes a per-row offset);
+    * ``|`` followed by a blank, ``|`` or the end opens the default namespace; ``|name``
+      or ``|name:weight`` a named one (its name runs to a blank, ``:``, ``|`` or
+      ``\r``), whose weight multiplies its features' numeric values;
+    * a feature is ``name`` (value 1) or ``name:value``. Names are hashed as VW hashes
+      them: murmurhash3 seeded by the namespace's hash (the default namespace's:
+      murmurhash3 of the empty string under `hash_seed`, 0 for seed 0; a named one's:
+      its name hashed with `hash_seed`), bytes up to 0x20 trimmed at both ends, and a
+      name of digits only is its number plus that seed (``|f 123`` is column 123 +
+      hash("f")); ``:value`` without a name is the namespace's k-th anonymous feature,
+      the seed plus k. A value is read as VW's parse_float reads it (blanks after ``:``
+      skipped; ``1e``, ``+2``, ``0x10`` are numbers; ``-``, ``.``, ``e5`` are 0): a
+      value of 0 makes no feature; a value that no number starts is a string, running
+      to the next blank (``|`` and ``:`` included): ``color:red`` hashes "red" with
+      the hash of "color" as seed, value 1 whatever the namespace's weight; nothing
+      after ``:`` is the value 1. The namespace's first byte is its letter for
+      ``interactions``.
 
-    Fields are separated by spaces or tabs; lines end with LF or CRLF; a UTF-8 byte
-    order mark before the first line is dropped; a blank line is not a row. Memory,
-    compression (gzip, bz2, xz by magic bytes), stdin (``"-"``) and errors work as in
-    `onlinepgs.svmlight.iter_svmlight`. A value that starts as a number and is none
-    (``1x``, ``0.7`` then a NUL byte), or not finite, is an error (VW warns and reads a
-    part of it): ``on_error="skip"`` skips such lines and counts them.
+    Fields are separated by spaces and tabs; a ``\r`` before the ``\n`` is dropped and
+    one inside a line ends its features; a UTF-8 byte order mark at a line's start is
+    dropped; an empty line is not a row, a line of blanks is one (without label or
+    features). Memory, compression (gzip, bz2, xz by magic bytes), stdin (``"-"``) and
+    errors work as in `onlinepgs.svmlight.iter_svmlight`. Where VW warns and reads a
+    part of a line (``a:1x``, ``a:0.7`` then a NUL byte, a label ``x``), where it reads
+    a label, importance or namespace weight that is not one whole number (``1x``,
+    ``-``: a part, or 0), and for NaN or infinite numbers, the line is an error:
+    ``on_error="skip"`` skips such lines and counts them.
 
     Parameters
     ----------
@@ -157,8 +169,9 @@ def iter_vw(source, *, n_bits=18, hash_seed=0, interactions=(), chunk_rows=10_00
         Given: the entries' names (``namespace^feature``) go to ``audit.add``.
     vw_numbers : bool, default=True
         Names (of features and namespaces) of digits only index as VW's (their number
-        plus the seed); False hashes them as text, as models trained before this rule
-        read (the command keeps such a model's rule).
+        plus the seed) and the default namespace is seeded as VW seeds it; False hashes
+        names as text and seeds the default namespace with `hash_seed`, as models
+        trained before these rules read (the command keeps such a model's rule).
     block_size : int >= 1, default=1 << 20
         Bytes read at a time.
 
