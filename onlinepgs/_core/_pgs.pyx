@@ -45,6 +45,11 @@ from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_dot_sq_avg2
                                       sparse_dot_sq_avgq, sparse_axpy,
                                       prefetch_gather, OPGS_PREFETCH, not_inlined)
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
+from onlinepgs import _layout
+from onlinepgs._layout import StateLayout
+
+if _layout.SEEN_DENSE != SEEN_DENSE:  # the list's room (_layout) and its drop rule (here)
+    raise ImportError("onlinepgs._layout.SEEN_DENSE differs from the compiled core's")
 
 cnp.import_array()
 
@@ -456,18 +461,14 @@ cdef class PGSState:
         self.decay = 1.0
         self.weight_sum = 0.0
         K = n_problems
-        averaged = _averaged(self.iterate)
-        fields = ["lam"]
-        if not self.p_is_two:
-            fields.append("phi")
-        if averaged:
-            fields.append("acc")
-            if not self.p_is_two:
-                fields.append("mark")
-        if self.l1_heap:
-            fields.append("key")
-        if l1_folded:
-            fields.append("on")
+        # the fields of a (coordinate, problem) and the arrays that grow with the width:
+        # onlinepgs._layout, which max_model_bytes and the model files read too
+        self.layout = StateLayout(p=p, iterate=iterate, l1=l1, radius=radius,
+                                  batch_size=batch_size, n_problems=n_problems)
+        fields = self.layout.fields
+        if self.layout.keeps_seen != self.keep_seen or ("key" in fields) != self.l1_heap \
+                or ("on" in fields) != l1_folded:
+            raise AssertionError("onlinepgs._layout disagrees with PGSState")
         self.n_fields = len(fields)
         self.off_key = fields.index("key") if "key" in fields else 0
         self.off_on = fields.index("on") if "on" in fields else 0
@@ -559,27 +560,28 @@ cdef class PGSState:
 
     # ---- storage ---------------------------------------------------------------
     def _allocate(self, Py_ssize_t new_dim):
-        """Grow the state to new_dim coordinates; new coordinates are zero."""
-        K = self.n_problems
-        block = cache_aligned_zeros((new_dim, K, self.n_fields))
+        """Grow the state to new_dim coordinates, its arrays as `self.layout` gives them
+        (onlinepgs._layout); new coordinates are zero."""
+        shapes = self.layout.arrays(new_dim)
+        block = cache_aligned_zeros(shapes["block_a"][0])
         if self.dim:
             block[: self.dim] = self.block_a
         self.block_a = block
-        random = self.iterate == ITERATE_RANDOM
-        for name, dtype in (("snap_a", np.float64), ("snapv_a", np.int64)):
+        for name in ("snap_a", "snapv_a"):
             # the random iterate's snapshots; a placeholder row otherwise
-            new = np.zeros((new_dim if random else 1, K), dtype=dtype)
-            if random and self.dim:
+            shape, dtype = shapes[name]
+            new = np.zeros(shape, dtype=dtype)
+            if shape[0] > 1 and self.dim:
                 new[: self.dim] = getattr(self, name)
             setattr(self, name, new)
         old_dim = self.dim
         self.dim = new_dim
         self._views()
         self._grow_seen(old_dim)
-        scratch = new_dim if self.batch_size > 1 else 1  # mini-batch gradient accumulator
-        self.grad_acc = np.zeros(scratch * K)
-        self.is_touched = np.zeros(scratch, dtype=np.uint8)
-        self.touched = np.zeros(scratch, dtype=np.int64)
+        # the mini-batch's gradient accumulator and touched marks (one entry without)
+        self.grad_acc = np.zeros(*shapes["grad_acc"])
+        self.is_touched = np.zeros(*shapes["is_touched"])
+        self.touched = np.zeros(*shapes["touched"])
 
     def _grow_seen(self, Py_ssize_t old_dim):
         """Room for a list of dim / SEEN_DENSE + 1 coordinates (more are never kept: the
@@ -592,8 +594,20 @@ cdef class PGSState:
             coords = self._seen_coords()
             if coords is None:
                 coords = self._reached(old_dim)
-        room = self.dim // SEEN_DENSE + 1 if self.keep_seen else 1
-        self._set_seen(np.empty(room, dtype=np.int64), coords)
+        self._set_seen(np.empty(*self.layout.arrays(self.dim)["seen_a"]), coords)
+
+    @property
+    def nbytes(self):
+        """Bytes of every array the state holds (as NumPy's ``nbytes``: the arrays that
+        grow with the width, `self.layout.nbytes(dim)`, and those of K entries)."""
+        held = (self.block_a, self.snap_a, self.snapv_a, self.seen_a, self.cum2_a,
+                self.norm_a, self.scale_a, self.s_a, self.cum_a, self.rnd_s_a, self.regret_a,
+                self.rnd_ver_a, self.sum_conj_a, self.sum_step_loss_a, self.sum_reg_a,
+                self.grad_acc, self.is_touched, self.touched, self.coefs, self.margins_buf,
+                self.flag_rescale, self.flag_moved, self.step_gq, self.mc_grad,
+                self.mc_scores, self.b_loss_c, self.b_conj_c, self.w_norm, self.norm_peak,
+                self.inv_scale)
+        return sum(np.asarray(a).nbytes for a in held)
 
     def _reached(self, Py_ssize_t upto):
         """The coordinates below `upto` with a non-zero field (sorted): O(upto)."""
