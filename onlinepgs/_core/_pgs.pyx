@@ -1552,38 +1552,52 @@ cdef class PGSState:
     # ---- read-out ------------------------------------------------------------------------
     def weights(self, str which=None):
         """The (dim, K) weights of the chosen iterate (intercept feature in row 0)."""
+        return self.weights_of(self.block_a, self.snap_a, self.snapv_a, which)
+
+    def weights_of(self, block, snap=None, snapv=None, str which=None, bint intercept=True):
+        """The (n, K) weights of the chosen iterate at n coordinates whose fields are
+        `block` (n, K, n_fields: rows of a block like this state's) and, for the random
+        iterate, `snap` and `snapv` (n, K), with this state's scalars (its step count,
+        scales, running sums, threshold): a coordinate's weight depends on its own
+        fields and the scalars only, so rows read from a model file in slices give the
+        weights of the whole state (`onlinepgs.model_io.reported`) bit for bit.
+        ``intercept``: the first row is coordinate 0, the intercept's (an l1 average
+        reports it off the support)."""
         it = self.iterate if which is None else ITERATES[which]
         if it != self.iterate and it != ITERATE_LAST:
             raise ValueError("this state keeps only the last iterate and its own "
                              f"{self.config()['iterate']!r} iterate")
-        phi = np.asarray(self.phi_a)
-        s = np.asarray(self.s_a)
+        block = np.asarray(block, dtype=np.float64)
+        if block.ndim != 3 or block.shape[1:] != (self.n_problems, self.n_fields):
+            raise ValueError(f"block has shape {block.shape}, expected (n, "
+                             f"{self.n_problems}, {self.n_fields})")
         if self.t == 0:
-            return np.zeros((self.dim, self.n_problems))
+            return np.zeros((block.shape[0], self.n_problems))
         if self.l1 > 0.0:
-            return self._l1_weights(it)
+            return self._l1_weights(np.ascontiguousarray(block), it, intercept)
+        phi = block[:, :, self.off_phi]
+        s = np.asarray(self.s_a)
         if it == ITERATE_LAST:
             return phi * s
         if _averaged(it):
             if self.p_is_two:
-                total = phi * self.cum_a - self.acc_a
+                total = phi * self.cum_a - block[:, :, self.off_acc]
             else:
-                total = self.acc_a + phi * (self.cum_a - self.mark_a)
+                total = block[:, :, self.off_acc] + phi * (self.cum_a - block[:, :, self.off_mark])
             return total / self._average_norm()
-        snapped = self.snapv_a == self.rnd_ver_a
-        return np.where(snapped, self.snap_a, phi * self.rnd_s_a)
+        snapped = snapv == self.rnd_ver_a
+        return np.where(snapped, snap, phi * self.rnd_s_a)
 
-    def _l1_weights(self, int it):
-        """`weights` with l1: soft thresholds of lambda (the last iterate), the lazy
+    def _l1_weights(self, const double[:, :, ::1] block, int it, bint intercept):
+        """`weights_of` with l1: soft thresholds of lambda (the last iterate), the lazy
         averages' settled sums plus the pending ones of the active coordinates, on the
         last iterate's support (docs/design/l1.md, "Why exact zeros"). One pass over the
         coordinates into the result, no temporaries: over a hashed space of 2^24 the
         vectorized form took 1.9 s and five times the result's memory for an average."""
-        cdef Py_ssize_t j, c, n = self.dim, K = self.n_problems
+        cdef Py_ssize_t j, c, n = block.shape[0], K = self.n_problems
         cdef double thr = self.l1_thr, qm1 = self.q - 1.0, lam, a, s, cum, cum2, norm = 1.0
         cdef double inv_m = 1.0
         cdef bint last = it == ITERATE_LAST, p_is_two = self.p_is_two
-        cdef double[:, :, ::1] block = self.block
         cdef Py_ssize_t off_acc = self.off_acc
         out = np.zeros((n, K))
         cdef double[:, ::1] W = out
@@ -1609,10 +1623,13 @@ cdef class PGSState:
                         # the folded sum of an active coordinate (`l1_folded_total`)
                         W[j, c] = (block[j, c, off_acc] + lam * cum
                                    - copysign(cum2, lam)) / norm
-            if not last:
+            if not last and intercept and n:
                 # the intercept, the one coordinate reported off the support (it keeps its
                 # average), may have fallen since its touch
-                W[0, c] = self._l1_folded_sum(0, c) / norm
+                W[0, c] = l1_folded_total(block[0, c, 0], block[0, c, off_acc],
+                                          block[0, c, self.off_on], cum, cum2, thr,
+                                          self.l1_sum_t, self.sigma, self.l1,
+                                          self.iterate) / norm
         return out
 
     def progressive_sums(self):
