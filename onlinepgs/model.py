@@ -93,7 +93,9 @@ class LinearModel:
     Parameters
     ----------
     coef : array-like, scipy.sparse matrix or SparseWeights, shape (n_problems, n_features)
-        Dense weights (held dense) or sparse ones (held sparse, explicit zeros dropped).
+        Dense weights (held dense; a read-only C-contiguous float64 array owning its
+        data is held as it is, otherwise copied) or sparse ones (held sparse, explicit
+        zeros dropped).
     intercept_weight : array-like of shape (n_problems,), default=zeros
         The constant feature's weights (``intercept = intercept_scaling *
         intercept_weight``).
@@ -146,6 +148,11 @@ class LinearModel:
             coef = SparseWeights.from_scipy(coef)
         if isinstance(coef, SparseWeights):
             self._coef, self._sparse = None, coef
+        elif (isinstance(coef, np.ndarray) and coef.dtype == np.float64 and coef.ndim == 2
+              and coef.flags.c_contiguous and not coef.flags.writeable and coef.base is None):
+            # a value already (read-only, owning its data): held as it is, not copied (a
+            # model file's 2**24 weights loaded once, not twice)
+            self._coef, self._sparse = coef, None
         else:
             coef = np.array(coef, dtype=np.float64, order="C", ndmin=2)
             if coef.ndim != 2:

@@ -28,16 +28,17 @@ from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES, 
 from onlinepgs._core._pgs import (MULTI_CLASS, check_p, multi_class_code, power_is_cheap,
                                   row_power_sums)
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
+from onlinepgs._layout import StateLayout
 from onlinepgs.model import LinearModel
 
 __all__ = ["PGSClassifierLearner", "PGSRegressorLearner", "PGSDivergedError",
            "ModelTooLargeError", "MAX_MODEL_BYTES"]
 
-# The default of max_model_bytes: 1 GiB of solver state, 2**26 features of a binary
-# model with the default iterate and p = 2 (16 bytes each; a quarter as many with
-# sigma="auto", whose race holds 4 states at first). Real vocabularies pass with
-# room to spare (news20: 62k features x 20 classes, 32 bytes each: 40 MB; imdb's 90k
-# features: 1.4 MB); one stray index of 4e8 (6.4 GB) does not.
+# The default of max_model_bytes: 1 GiB of solver state, 59.6 million features of a
+# binary model with the default iterate, radius and p = 2 (18 bytes each, onlinepgs._layout;
+# a quarter as many with sigma="auto", whose race holds 4 states at first). Real
+# vocabularies pass with room to spare (news20: 62k features x 20 classes, 322 bytes
+# each: 20 MB; imdb's 90k features: 1.6 MB); one stray index of 4e8 (7.2 GB) does not.
 MAX_MODEL_BYTES = 2**30
 
 # Parameters fixed by the solver's state: changing one needs a fresh fit.
@@ -143,13 +144,17 @@ _COMMON_DOC = """
         whose feature indices would make the state larger, with a
         `ModelTooLargeError` naming the row and the column (one stray index of 4e8
         would otherwise make a 6.4 GB model). The state takes
-        ``8 * n_problems * f`` bytes per feature, f = 1 (p = 2, iterate "last"), 2 (p = 2
-        and an averaged iterate, or p < 2), 4 (p < 2, averaged), plus
-        ``16 * n_problems`` for iterate "random" and ``8 * n_problems + 9`` for
-        ``batch_size > 1``. sigma="auto" holds the race's 4 start runs' states at once
-        (its first rows), and the budget counts all 4: the default 1 GiB holds
-        2**30 / (4 * 18), about 14.9 million, features of a binary model with the default
-        options (4 times as many with a numeric sigma: one state). None: no limit.
+        ``8 * n_problems * f`` bytes per feature, f its fields (`onlinepgs._layout`, the
+        one definition the state allocates from): 1 (p = 2, iterate "last"), 2 (p = 2
+        and an averaged iterate, or p < 2), 4 (p < 2, averaged), one more with l1 on a
+        ball (p = 2) and one more with l1 and an averaged iterate (p = 2); plus
+        ``16 * n_problems`` for iterate "random", ``8 * n_problems + 9`` for
+        ``batch_size > 1`` and 2 for the list of coordinates reached (p < 2, a ball, or
+        l1 but for its last iterate on R^n at p = 2). sigma="auto" holds the race's 4
+        start runs' states at once (its first rows), and the budget counts all 4: the
+        default 1 GiB holds 2**30 / (4 * 18), about 14.9 million, features of a binary
+        model with the default options (4 times as many with a numeric sigma: one
+        state). None: no limit.
         With ``n_bits`` the width is 2**n_bits, chosen by you, and not limited.
     forget : float in (0, 1], default=1.0
         Forgetting for drifting streams: each step multiplies the past's sum of gradients
@@ -452,18 +457,12 @@ class PGSLearner(LinearLearner):
         except _race.RaceDivergedError as exc:
             raise exc.errors[-1] from None
 
-    def _bytes_per_feature(self, n_problems):
-        """Bytes of solver state per feature (PGSState's arrays, see max_model_bytes)."""
-        averaged = self.iterate in ("average", "weighted", "weighted2")
-        fields = (1 + averaged) * (1 if self.p == 2.0 else 2)  # lam, acc; phi, mark
-        per = 8 * n_problems * fields
-        if self.iterate == "random":
-            per += 16 * n_problems  # snapshots and their versions
-        if self.batch_size > 1:
-            per += 8 * n_problems + 9  # the mini-batch's gradient and touched marks
-        if self.p != 2.0 or self.radius is not None:
-            per += 2  # the list of coordinates reached: at most a quarter of the width
-        return per
+    def _layout(self, n_problems):
+        """The solver state's per-coordinate layout at these parameters
+        (`onlinepgs._layout`: what PGSState allocates, what max_model_bytes counts)."""
+        return StateLayout(p=float(self.p), iterate=self.iterate, l1=float(self.l1),
+                           radius=self.radius, batch_size=int(self.batch_size),
+                           n_problems=n_problems)
 
     def _check_width(self, X, n_problems, where=None, have=0):
         """Refuse, before any allocation, a width of X beyond the max_model_bytes budget.
@@ -476,9 +475,9 @@ class PGSLearner(LinearLearner):
         width = X.shape[1]
         if budget is None or self.n_bits is not None or width <= have:
             return
-        per = self._bytes_per_feature(n_problems)  # of one state
+        layout = self._layout(n_problems)  # of one state
         runs = self._states_held(have)
-        limit = budget // (per * runs)  # the most features the budget holds
+        limit = layout.max_width(budget // runs)  # the most features the budget holds
         if width <= limit:
             return
         row = column = None
@@ -490,7 +489,7 @@ class PGSLearner(LinearLearner):
                 row = row_of_entry(X, beyond[0])
                 column = int(X.indices[X.indptr[row]:X.indptr[row + 1]].max())
                 width = column + 1
-        needed = width * per * runs
+        needed = layout.nbytes(width + 1) * runs
         if row is None:
             at = (f"X has {X.shape[1]} columns",)
         else:
@@ -502,7 +501,7 @@ class PGSLearner(LinearLearner):
                 " That is")
         raise ModelTooLargeError(
             (*at, f": a model over {width} features needs {_size(needed)} of solver "
-             f"state ({per} bytes a feature){held} beyond max_model_bytes={budget} "
+             f"state ({layout.per_feature} bytes a feature){held} beyond max_model_bytes={budget} "
              f"({limit} features); a stray feature index? Hash the features with n_bits "
              "(2**n_bits columns), or raise max_model_bytes (None: no limit)"),
             row=row, column=column, n_features=width, needed=needed, budget=budget)

@@ -101,11 +101,14 @@ def test_train_refuses_a_stray_feature_index_before_allocating(tmp_path):
     assert load_model(model).coef_.shape == (1, 4096)
     small = tmp_path / "small.svm"
     small.write_bytes(b"1 1:1\n-1 1000:1\n")
+    from onlinepgs.pgs import PGSClassifierLearner
+
+    budget = str(PGSClassifierLearner()._layout(1).nbytes(1001))  # 1000 features: 18,057
     assert main(["train", str(small), "-o", str(model), "--quiet",
-                 "--max-model-bytes", "18000", "--sigma", "1e-4"]) == 0
+                 "--max-model-bytes", budget, "--sigma", "1e-4"]) == 0
     assert load_model(model).coef_.shape == (1, 1000)
     assert main(["train", str(small), "-o", str(model), "--quiet", "--zero-based", "0",
-                 "--max-model-bytes", "18000", "--sigma", "1e-4"]) == 1  # 1001 features
+                 "--max-model-bytes", budget, "--sigma", "1e-4"]) == 1  # 1001 features
     assert main(["train", str(small), "-o", str(model), "--quiet", "--zero-based", "0",
                  "--max-model-bytes", "none", "--sigma", "1e-4"]) == 0
 

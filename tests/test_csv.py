@@ -13,10 +13,9 @@ import sys
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzzing import MUTATIONS, mutate
+from fuzzing import MUTATIONS, fuzzer, mutate
 from onlinepgs._core._hashing import murmurhash3
 from onlinepgs.formats.csv import CSVError, iter_csv
 from shared_data import shared
@@ -169,15 +168,13 @@ def tables(draw):
     return out.getvalue().encode("utf-8"), kw
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tables(), st.sampled_from([None, 1, 2, 5]), st.sampled_from([1, 3, 64, 1 << 20]))
+@fuzzer(150, tables(), st.sampled_from([None, 1, 2, 5]), st.sampled_from([1, 3, 64, 1 << 20]))
 def test_generated_tables_match_the_transcription(table, chunk_rows, block_size):
     data, kw = table
     assert_agrees(data, chunk_rows=chunk_rows, block_size=block_size, **kw)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tables(), MUTATIONS, st.sampled_from(["raise", "skip"]))
+@fuzzer(150, tables(), MUTATIONS, st.sampled_from(["raise", "skip"]))
 def test_damaged_tables_give_a_clean_error(table, mutations, on_error):
     """Random edits of a valid table: rows, or a CSVError naming its line; never a crash
     or another exception."""
@@ -196,8 +193,7 @@ def rows_or_clean_error(make_reader, error_class):
         assert e.line >= 1 and str(e).startswith(f"<stream>:{e.line}")
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.binary(max_size=200))
+@fuzzer(200, st.binary(max_size=200))
 def test_random_bytes_give_rows_or_a_clean_error(data):
     try:
         list(iter_csv(io.BytesIO(b"a,b\n" + data), numeric=["b"], n_bits=6))

@@ -1,13 +1,13 @@
 """Feature hashing and record/stream input."""
 import random
 import string
-from datetime import timedelta
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from fuzzing import fuzzer
 from sklearn.utils import murmurhash3_32
 
 from onlinepgs import PGSClassifier, PGSRegressor
@@ -208,10 +208,8 @@ def _valid(record, n_bits):
     return True
 
 
-@settings(max_examples=300, deadline=timedelta(seconds=5),
-          suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(RECORDS, min_size=1, max_size=5), st.sampled_from([None, 6]),
-       st.integers(1, 3))
+@fuzzer(300, st.lists(RECORDS, min_size=1, max_size=5), st.sampled_from([None, 6]),
+        st.integers(1, 3))
 def test_fuzz_record_input(records, n_bits, chunk_rows):
     """Any records: either the model of the documented mapping (the same as partial_fit
     on the CSR rows written independently, `expected_row`), or a one-line ValueError

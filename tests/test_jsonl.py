@@ -12,10 +12,9 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzzing import MUTATIONS, mutate
+from fuzzing import MUTATIONS, fuzzer, mutate
 from onlinepgs._core._hashing import murmurhash3
 from onlinepgs.formats.csv import iter_csv
 from onlinepgs.formats.jsonl import JSONLinesError, iter_jsonl
@@ -93,9 +92,8 @@ OBJ = st.fixed_dictionaries({}, optional={
             lambda parts: {**parts[0], **parts[1]})})
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(OBJ, max_size=10), st.sampled_from([None, 1, 3]),
-       st.sampled_from([1, 7, 1 << 20]), st.sampled_from([0, 99]))
+@fuzzer(150, st.lists(OBJ, max_size=10), st.sampled_from([None, 1, 3]),
+        st.sampled_from([1, 7, 1 << 20]), st.sampled_from([0, 99]))
 def test_generated_lines_match_the_transcription(objs, chunk_rows, block_size, seed):
     data = dump(objs, blank={1, 4})
     want, y0, w0 = transcribe(objs, seed)
@@ -208,16 +206,14 @@ def test_skip_drops_exactly_the_bad_lines():
     assert (reader.n_rows, reader.n_skipped, reader.n_lines) == (3, 3, 6)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(OBJ, min_size=1, max_size=6), MUTATIONS, st.sampled_from(["raise", "skip"]))
+@fuzzer(150, st.lists(OBJ, min_size=1, max_size=6), MUTATIONS, st.sampled_from(["raise", "skip"]))
 def test_damaged_lines_give_a_clean_error(objs, mutations, on_error):
     rows_or_clean_error(lambda: iter_jsonl(io.BytesIO(mutate(dump(objs), mutations)),
                                            n_bits=8, chunk_rows=2, block_size=5,
                                            on_error=on_error), JSONLinesError)
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.binary(max_size=100))
+@fuzzer(150, st.binary(max_size=100))
 def test_random_bytes_give_rows_or_a_clean_error(data):
     try:
         list(iter_jsonl(io.BytesIO(data), n_bits=6))

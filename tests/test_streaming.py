@@ -9,12 +9,16 @@ import pathlib
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import strategies as st
 
+from fuzzing import MUTATIONS, fuzzer, mutate
 from onlinepgs import PGSClassifier, PGSRegressor, load_svmlight
 from onlinepgs.streaming import (ClassesError, EmptyStreamError, LabelError, LearnerError,
                                  ReadOnceError, ResumeError, StreamError, StreamTrainer,
                                  read_checkpoint, train_stream, whole_batches)
+from onlinepgs.model_io import ModelFileError
 from onlinepgs.svmlight import SvmlightError
+from test_model_io import raw_parts, write_parts
 
 
 def write_svmlight(path, n=3000, n_features=50, seed=0, classes=(-1, 1)):
@@ -354,3 +358,73 @@ def test_fit_stream_is_the_engine_over_one_iterable():
     c = PGSClassifier(random_state=0).fit_stream(zip(records, labels), chunk_rows=7)
     d = PGSClassifier(random_state=0).partial_fit(records, labels, classes=[0, 1])
     assert_same_model(c, d)
+
+
+# ---- checkpoints, fuzzed ------------------------------------------------------------------
+class _Stop(Exception):
+    pass
+
+
+@pytest.fixture
+def checkpoint_file(data, tmp_path):
+    """A checkpoint of a 2-pass run over `data` (3,000 rows), stopped in its second pass
+    at row 600 (4,300 rows in)."""
+    model = tmp_path / "cp.pgs"
+
+    def stop(event):
+        if event.kind == "chunk" and event.pass_index == 1 and event.rows >= 4300:
+            raise _Stop
+
+    trainer = StreamTrainer(PGSClassifier(sigma=1e-3, random_state=0), passes=2,
+                            holdout_every=7, checkpoint_path=str(model),
+                            checkpoint_every=900, chunk_rows=300, progress=stop)
+    with pytest.raises(_Stop):
+        trainer.run(data)
+    return model
+
+
+POSITION_FIELDS = ["pass", "file", "rows", "pass_rows", "passes", "holdout_every", "data",
+                   "holdout"]
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-2, 7000)
+                           | st.floats(-10, 1e4) | st.text(max_size=3),
+                           lambda inner: st.lists(inner, max_size=3), max_leaves=4)
+
+
+@fuzzer(40, st.dictionaries(st.sampled_from(POSITION_FIELDS), JSON_VALUES, max_size=3),
+        st.lists(st.sampled_from(POSITION_FIELDS), max_size=2), MUTATIONS, st.booleans())
+def test_fuzzed_checkpoints_resume_or_refuse_in_one_line(data, checkpoint_file, tmp_path,
+                                                         changes, dropped, mutations,
+                                                         damaged_bytes):
+    """A checkpoint with its stream position edited (fields changed or dropped; the
+    checksum valid: a hand-edited file), or its bytes damaged: reading it gives the
+    saved learner and a position, or a one-line ModelFileError naming the file; a
+    resume from a position read trains the rows after it, (passes - pass) x 3,000 -
+    rows of them, or refuses in one line before training a wrong model (ResumeError,
+    or a ModelFileError), never anything else."""
+    target = tmp_path / "edited.pgs"
+    header, arrays = raw_parts(checkpoint_file)
+    original = read_checkpoint(checkpoint_file)
+    if damaged_bytes:
+        target.write_bytes(mutate(checkpoint_file.read_bytes(), mutations))
+    else:
+        position = header["extra"]["stream"]
+        position.update(changes)
+        for field in dropped:
+            position.pop(field, None)
+        write_parts(target, header, arrays)
+    try:
+        checkpoint = read_checkpoint(target)
+    except ModelFileError as exc:
+        assert "\n" not in str(exc) and str(target) in str(exc), str(exc)
+        return
+    if damaged_bytes:  # the checksum let it through: the very checkpoint saved
+        assert checkpoint.position == original.position
+    assert_same_model(checkpoint.learner, original.learner)
+    position = checkpoint.position
+    try:
+        run = train_stream(checkpoint.learner, data, resume=checkpoint, passes=2,
+                           holdout_every=7, chunk_rows=500)
+    except (ResumeError, ModelFileError) as exc:
+        assert "\n" not in str(exc), str(exc)
+        return
+    assert run.rows == (2 - position["pass"]) * 3000 - position["rows"]

@@ -12,14 +12,12 @@ import threading
 import time
 import zlib
 import tracemalloc
-from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import sklearn.datasets
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import load_svmlight_file
 
@@ -28,7 +26,7 @@ from onlinepgs._core._svmlight import _fast_float, _parse_float, _Parser
 from onlinepgs.compressed import MAGIC
 from onlinepgs.svmlight import SvmlightError, SvmlightReader, iter_svmlight, load_svmlight
 
-from fuzzing import MUTATIONS, mutate
+from fuzzing import MUTATIONS, fuzzer, mutate
 from shared_data import DEFAULT_DATA, shared
 
 REPO = Path(__file__).resolve().parents[1]
@@ -700,8 +698,7 @@ def test_long_offending_text_is_shortened():
 
 # ---- numbers --------------------------------------------------------------------------
 
-@settings(max_examples=200, deadline=timedelta(seconds=5))
-@given(st.floats(allow_nan=False, allow_infinity=False), st.integers(0, 3))
+@fuzzer(200, st.floats(allow_nan=False, allow_infinity=False), st.integers(0, 3))
 def test_number_parser_matches_float_on_floats(x, fmt):
     s = [repr(x), f"{x:.17e}", f"{x:.6g}", f"{x:.25e}"][fmt]
     assert _parse_float(s.encode()) == float(s)
@@ -711,14 +708,12 @@ def test_number_parser_matches_float_on_floats(x, fmt):
 NUMBER = st.from_regex(r"\A[+-]?([0-9]{0,30}\.[0-9]{1,30}|[0-9]{1,30}\.?)([eE][+-]?[0-9]{1,3})?\Z")
 
 
-@settings(max_examples=200, deadline=timedelta(seconds=5))
-@given(NUMBER)
+@fuzzer(200, NUMBER)
 def test_number_parser_matches_float_on_decimal_strings(s):
     assert _parse_float(s.encode()) == float(s)
 
 
-@settings(max_examples=200, deadline=timedelta(seconds=5))
-@given(st.text(alphabet="0123456789+-.eEinfatxX_ ", max_size=12))
+@fuzzer(200, st.text(alphabet="0123456789+-.eEinfatxX_ ", max_size=12))
 def test_number_parser_rejects_what_it_should(s):
     got = _parse_float(s.encode())
     if got is None:
@@ -812,9 +807,8 @@ def test_fast_number_path_boundaries():
     assert taken > len(cases) // 3
 
 
-@settings(max_examples=500, deadline=timedelta(seconds=5))
-@given(st.one_of(NUMBER, st.from_regex(r"\A[+-]?[0-9]\.[0-9]{0,9}\Z"),
-                 st.floats(allow_nan=False, allow_infinity=False).map(repr)))
+@fuzzer(500, st.one_of(NUMBER, st.from_regex(r"\A[+-]?[0-9]\.[0-9]{0,9}\Z"),
+        st.floats(allow_nan=False, allow_infinity=False).map(repr)))
 def test_fast_number_path_matches_float(s):
     v = _fast_float(s.encode())
     if v is not None:
@@ -895,12 +889,10 @@ LINE = st.builds(
 EOL = st.sampled_from(["\n", "\r\n", " \n", "\n\n"])
 
 
-@settings(max_examples=250, deadline=timedelta(seconds=5),
-          suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(LINE, EOL), max_size=12), st.booleans(),
-       st.sampled_from([1, 5, 64, 1 << 20]), st.sampled_from([1, 3, None]),
-       st.sampled_from(["raise", "skip"]), st.sampled_from(["auto", True, False]),
-       st.sampled_from([None, 11, 12]))
+@fuzzer(250, st.lists(st.tuples(LINE, EOL), max_size=12), st.booleans(),
+        st.sampled_from([1, 5, 64, 1 << 20]), st.sampled_from([1, 3, None]),
+        st.sampled_from(["raise", "skip"]), st.sampled_from(["auto", True, False]),
+        st.sampled_from([None, 11, 12]))
 def test_fast_path_agrees_with_exact_line_parser(lines, last_eol, block_size, chunk_rows,
                                                  on_error, zero_based, n_features):
     """The fast path (lines it takes) and the exact line parser (all lines) give the
@@ -963,10 +955,8 @@ def read_all(data, **kw):
     return chunks
 
 
-@settings(max_examples=200, deadline=timedelta(seconds=5),
-          suppress_health_check=[HealthCheck.too_slow])
-@given(st.binary(max_size=300), st.integers(1, 40), st.integers(1, 5),
-       st.sampled_from(["raise", "skip"]), st.sampled_from(["auto", True, False]))
+@fuzzer(200, st.binary(max_size=300), st.integers(1, 40), st.integers(1, 5),
+        st.sampled_from(["raise", "skip"]), st.sampled_from(["auto", True, False]))
 def test_fuzz_random_bytes(data, block_size, chunk_rows, on_error, zero_based):
     read_all(data, block_size=block_size, chunk_rows=chunk_rows, on_error=on_error,
              zero_based=zero_based)
@@ -974,10 +964,8 @@ def test_fuzz_random_bytes(data, block_size, chunk_rows, on_error, zero_based):
     read_all(b"BZh" + data)       # looks like bz2
 
 
-@settings(max_examples=200, deadline=timedelta(seconds=5),
-          suppress_health_check=[HealthCheck.too_slow])
-@given(MUTATIONS, st.integers(1, 30), st.integers(1, 4), st.sampled_from(["raise", "skip"]),
-       st.sampled_from([None, 12]))
+@fuzzer(200, MUTATIONS, st.integers(1, 30), st.integers(1, 4), st.sampled_from(["raise", "skip"]),
+        st.sampled_from([None, 12]))
 def test_fuzz_mutated_valid_file(mutations, block_size, chunk_rows, on_error, n_features):
     data = mutate(VALID, mutations)
     got = read_all(data, block_size=block_size, chunk_rows=chunk_rows, on_error=on_error,
@@ -991,10 +979,8 @@ def test_fuzz_mutated_valid_file(mutations, block_size, chunk_rows, on_error, n_
             assert_same(a[0], b[0])
 
 
-@settings(max_examples=200, deadline=timedelta(seconds=5),
-          suppress_health_check=[HealthCheck.too_slow])
-@given(MUTATIONS, st.sampled_from(["gz", "bz2", "xz"]), st.integers(1, 3), st.booleans(),
-       st.sampled_from([16, 1 << 20]))
+@fuzzer(200, MUTATIONS, st.sampled_from(["gz", "bz2", "xz"]), st.integers(1, 3), st.booleans(),
+        st.sampled_from([16, 1 << 20]))
 def test_fuzz_mutated_compressed_file(mutations, kind, n_streams, padded, block_size):
     """Damaged files of one or more streams: the only error is SvmlightError, and what
     is read without an error is what the standard library's decompression of the whole
@@ -1023,9 +1009,8 @@ SEP = st.sampled_from([b" ", b"\t", b"  ", b" \t "])
 EOL = st.sampled_from([b"\n", b"\r\n", b" # note\n", b"\n\n", b"\n# c\n"])
 
 
-@settings(max_examples=200, deadline=timedelta(seconds=5))
-@given(st.lists(st.tuples(ROW, SEP, EOL, st.booleans()), max_size=25), st.integers(1, 50),
-       st.integers(1, 6))
+@fuzzer(200, st.lists(st.tuples(ROW, SEP, EOL, st.booleans()), max_size=25), st.integers(1, 50),
+        st.integers(1, 6))
 def test_random_valid_files(rows, block_size, chunk_rows):
     """Generated valid files read back to what was written, whatever the chunking."""
     text, expect = b"", []
@@ -1130,12 +1115,10 @@ class ShortReads:
         return out
 
 
-@settings(max_examples=150, deadline=timedelta(seconds=5),
-          suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(ROW, SEP, EOL, st.booleans()), max_size=25),
-       st.sampled_from(["plain", "gz", "bz2", "xz"]), st.integers(1, 3),
-       st.lists(st.integers(1, 70), min_size=1, max_size=5), st.integers(1, 50),
-       st.sampled_from([1, 4, None]))
+@fuzzer(150, st.lists(st.tuples(ROW, SEP, EOL, st.booleans()), max_size=25),
+        st.sampled_from(["plain", "gz", "bz2", "xz"]), st.integers(1, 3),
+        st.lists(st.integers(1, 70), min_size=1, max_size=5), st.integers(1, 50),
+        st.sampled_from([1, 4, None]))
 def test_fuzz_every_way_of_reading_gives_the_same_rows(rows, kind, n_streams, sizes,
                                                        block_size, chunk_rows):
     """Valid files, plain or compressed in one to three streams (xz with stream

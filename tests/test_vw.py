@@ -12,10 +12,10 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume
 from hypothesis import strategies as st
 
-from fuzzing import MUTATIONS, mutate
+from fuzzing import MUTATIONS, fuzzer, mutate
 from onlinepgs._core._vw import _Parser
 from onlinepgs.compressed import compression_of
 from onlinepgs.formats import format_of, iter_vw, open_reader
@@ -448,17 +448,15 @@ LINE = st.tuples(st.none() | VALUE, st.none() | st.floats(0, 100).map(repr),
     + b" " + b" ".join(t[3]))
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(LINE, min_size=1, max_size=8), st.integers(0, 2**32 - 1),
-       st.sampled_from([b"\n", b"\r\n"]))
+@fuzzer(60, st.lists(LINE, min_size=1, max_size=8), st.integers(0, 2**32 - 1),
+        st.sampled_from([b"\n", b"\r\n"]))
 def test_fuzz_valid_lines_round_trip(lines, seed, newline):
     text = newline.join(lines) + newline
     assert_same(text, seed, fast_path=True)
     assert_same(text, seed, fast_path=False)
 
 
-@settings(max_examples=80, deadline=None)
-@given(st.lists(LINE, min_size=1, max_size=5), MUTATIONS, st.integers(1, 40))
+@fuzzer(80, st.lists(LINE, min_size=1, max_size=5), MUTATIONS, st.integers(1, 40))
 def test_fuzz_damaged_bytes_never_crash(lines, mutations, block):
     text = mutate(b"\n".join(lines) + b"\n", mutations)
     assume(compression_of(text[:6]) is None)  # not a damaged gzip/bz2/xz stream

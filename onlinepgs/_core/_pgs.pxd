@@ -548,6 +548,7 @@ cdef class PGSState:
     cdef public double radius
     cdef readonly int loss_code, iterate, batch_size, n_problems
     cdef readonly bint fit_intercept, multiclass, p_is_two, bounded, need_norm, radius_auto
+    cdef readonly object layout  # onlinepgs._layout.StateLayout: fields and arrays
     cdef readonly bint keep_seen  # sweeps its coordinates: keeps a list of those reached
     # the coupled multiclass loss of the K problems (_multiclass.pxd's MC_*): MC_NONE is
     # one-vs-rest, K independent binary problems

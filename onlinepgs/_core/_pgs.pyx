@@ -45,6 +45,11 @@ from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_dot_sq_avg2
                                       sparse_dot_sq_avgq, sparse_axpy,
                                       prefetch_gather, OPGS_PREFETCH, not_inlined)
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
+from onlinepgs import _layout
+from onlinepgs._layout import StateLayout
+
+if _layout.SEEN_DENSE != SEEN_DENSE:  # the list's room (_layout) and its drop rule (here)
+    raise ImportError("onlinepgs._layout.SEEN_DENSE differs from the compiled core's")
 
 cnp.import_array()
 
@@ -456,18 +461,14 @@ cdef class PGSState:
         self.decay = 1.0
         self.weight_sum = 0.0
         K = n_problems
-        averaged = _averaged(self.iterate)
-        fields = ["lam"]
-        if not self.p_is_two:
-            fields.append("phi")
-        if averaged:
-            fields.append("acc")
-            if not self.p_is_two:
-                fields.append("mark")
-        if self.l1_heap:
-            fields.append("key")
-        if l1_folded:
-            fields.append("on")
+        # the fields of a (coordinate, problem) and the arrays that grow with the width:
+        # onlinepgs._layout, which max_model_bytes and the model files read too
+        self.layout = StateLayout(p=p, iterate=iterate, l1=l1, radius=radius,
+                                  batch_size=batch_size, n_problems=n_problems)
+        fields = self.layout.fields
+        if self.layout.keeps_seen != self.keep_seen or ("key" in fields) != self.l1_heap \
+                or ("on" in fields) != l1_folded:
+            raise AssertionError("onlinepgs._layout disagrees with PGSState")
         self.n_fields = len(fields)
         self.off_key = fields.index("key") if "key" in fields else 0
         self.off_on = fields.index("on") if "on" in fields else 0
@@ -559,27 +560,28 @@ cdef class PGSState:
 
     # ---- storage ---------------------------------------------------------------
     def _allocate(self, Py_ssize_t new_dim):
-        """Grow the state to new_dim coordinates; new coordinates are zero."""
-        K = self.n_problems
-        block = cache_aligned_zeros((new_dim, K, self.n_fields))
+        """Grow the state to new_dim coordinates, its arrays as `self.layout` gives them
+        (onlinepgs._layout); new coordinates are zero."""
+        shapes = self.layout.arrays(new_dim)
+        block = cache_aligned_zeros(shapes["block_a"][0])
         if self.dim:
             block[: self.dim] = self.block_a
         self.block_a = block
-        random = self.iterate == ITERATE_RANDOM
-        for name, dtype in (("snap_a", np.float64), ("snapv_a", np.int64)):
+        for name in ("snap_a", "snapv_a"):
             # the random iterate's snapshots; a placeholder row otherwise
-            new = np.zeros((new_dim if random else 1, K), dtype=dtype)
-            if random and self.dim:
+            shape, dtype = shapes[name]
+            new = np.zeros(shape, dtype=dtype)
+            if shape[0] > 1 and self.dim:
                 new[: self.dim] = getattr(self, name)
             setattr(self, name, new)
         old_dim = self.dim
         self.dim = new_dim
         self._views()
         self._grow_seen(old_dim)
-        scratch = new_dim if self.batch_size > 1 else 1  # mini-batch gradient accumulator
-        self.grad_acc = np.zeros(scratch * K)
-        self.is_touched = np.zeros(scratch, dtype=np.uint8)
-        self.touched = np.zeros(scratch, dtype=np.int64)
+        # the mini-batch's gradient accumulator and touched marks (one entry without)
+        self.grad_acc = np.zeros(*shapes["grad_acc"])
+        self.is_touched = np.zeros(*shapes["is_touched"])
+        self.touched = np.zeros(*shapes["touched"])
 
     def _grow_seen(self, Py_ssize_t old_dim):
         """Room for a list of dim / SEEN_DENSE + 1 coordinates (more are never kept: the
@@ -592,8 +594,20 @@ cdef class PGSState:
             coords = self._seen_coords()
             if coords is None:
                 coords = self._reached(old_dim)
-        room = self.dim // SEEN_DENSE + 1 if self.keep_seen else 1
-        self._set_seen(np.empty(room, dtype=np.int64), coords)
+        self._set_seen(np.empty(*self.layout.arrays(self.dim)["seen_a"]), coords)
+
+    @property
+    def nbytes(self):
+        """Bytes of every array the state holds (as NumPy's ``nbytes``: the arrays that
+        grow with the width, `self.layout.nbytes(dim)`, and those of K entries)."""
+        held = (self.block_a, self.snap_a, self.snapv_a, self.seen_a, self.cum2_a,
+                self.norm_a, self.scale_a, self.s_a, self.cum_a, self.rnd_s_a, self.regret_a,
+                self.rnd_ver_a, self.sum_conj_a, self.sum_step_loss_a, self.sum_reg_a,
+                self.grad_acc, self.is_touched, self.touched, self.coefs, self.margins_buf,
+                self.flag_rescale, self.flag_moved, self.step_gq, self.mc_grad,
+                self.mc_scores, self.b_loss_c, self.b_conj_c, self.w_norm, self.norm_peak,
+                self.inv_scale)
+        return sum(np.asarray(a).nbytes for a in held)
 
     def _reached(self, Py_ssize_t upto):
         """The coordinates below `upto` with a non-zero field (sorted): O(upto)."""
@@ -1538,38 +1552,52 @@ cdef class PGSState:
     # ---- read-out ------------------------------------------------------------------------
     def weights(self, str which=None):
         """The (dim, K) weights of the chosen iterate (intercept feature in row 0)."""
+        return self.weights_of(self.block_a, self.snap_a, self.snapv_a, which)
+
+    def weights_of(self, block, snap=None, snapv=None, str which=None, bint intercept=True):
+        """The (n, K) weights of the chosen iterate at n coordinates whose fields are
+        `block` (n, K, n_fields: rows of a block like this state's) and, for the random
+        iterate, `snap` and `snapv` (n, K), with this state's scalars (its step count,
+        scales, running sums, threshold): a coordinate's weight depends on its own
+        fields and the scalars only, so rows read from a model file in slices give the
+        weights of the whole state (`onlinepgs.model_io.reported`) bit for bit.
+        ``intercept``: the first row is coordinate 0, the intercept's (an l1 average
+        reports it off the support)."""
         it = self.iterate if which is None else ITERATES[which]
         if it != self.iterate and it != ITERATE_LAST:
             raise ValueError("this state keeps only the last iterate and its own "
                              f"{self.config()['iterate']!r} iterate")
-        phi = np.asarray(self.phi_a)
-        s = np.asarray(self.s_a)
+        block = np.asarray(block, dtype=np.float64)
+        if block.ndim != 3 or block.shape[1:] != (self.n_problems, self.n_fields):
+            raise ValueError(f"block has shape {block.shape}, expected (n, "
+                             f"{self.n_problems}, {self.n_fields})")
         if self.t == 0:
-            return np.zeros((self.dim, self.n_problems))
+            return np.zeros((block.shape[0], self.n_problems))
         if self.l1 > 0.0:
-            return self._l1_weights(it)
+            return self._l1_weights(np.ascontiguousarray(block), it, intercept)
+        phi = block[:, :, self.off_phi]
+        s = np.asarray(self.s_a)
         if it == ITERATE_LAST:
             return phi * s
         if _averaged(it):
             if self.p_is_two:
-                total = phi * self.cum_a - self.acc_a
+                total = phi * self.cum_a - block[:, :, self.off_acc]
             else:
-                total = self.acc_a + phi * (self.cum_a - self.mark_a)
+                total = block[:, :, self.off_acc] + phi * (self.cum_a - block[:, :, self.off_mark])
             return total / self._average_norm()
-        snapped = self.snapv_a == self.rnd_ver_a
-        return np.where(snapped, self.snap_a, phi * self.rnd_s_a)
+        snapped = snapv == self.rnd_ver_a
+        return np.where(snapped, snap, phi * self.rnd_s_a)
 
-    def _l1_weights(self, int it):
-        """`weights` with l1: soft thresholds of lambda (the last iterate), the lazy
+    def _l1_weights(self, const double[:, :, ::1] block, int it, bint intercept):
+        """`weights_of` with l1: soft thresholds of lambda (the last iterate), the lazy
         averages' settled sums plus the pending ones of the active coordinates, on the
         last iterate's support (docs/design/l1.md, "Why exact zeros"). One pass over the
         coordinates into the result, no temporaries: over a hashed space of 2^24 the
         vectorized form took 1.9 s and five times the result's memory for an average."""
-        cdef Py_ssize_t j, c, n = self.dim, K = self.n_problems
+        cdef Py_ssize_t j, c, n = block.shape[0], K = self.n_problems
         cdef double thr = self.l1_thr, qm1 = self.q - 1.0, lam, a, s, cum, cum2, norm = 1.0
         cdef double inv_m = 1.0
         cdef bint last = it == ITERATE_LAST, p_is_two = self.p_is_two
-        cdef double[:, :, ::1] block = self.block
         cdef Py_ssize_t off_acc = self.off_acc
         out = np.zeros((n, K))
         cdef double[:, ::1] W = out
@@ -1595,10 +1623,13 @@ cdef class PGSState:
                         # the folded sum of an active coordinate (`l1_folded_total`)
                         W[j, c] = (block[j, c, off_acc] + lam * cum
                                    - copysign(cum2, lam)) / norm
-            if not last:
+            if not last and intercept and n:
                 # the intercept, the one coordinate reported off the support (it keeps its
                 # average), may have fallen since its touch
-                W[0, c] = self._l1_folded_sum(0, c) / norm
+                W[0, c] = l1_folded_total(block[0, c, 0], block[0, c, off_acc],
+                                          block[0, c, self.off_on], cum, cum2, thr,
+                                          self.l1_sum_t, self.sigma, self.l1,
+                                          self.iterate) / norm
         return out
 
     def progressive_sums(self):

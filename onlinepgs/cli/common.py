@@ -175,12 +175,13 @@ def check_model(path):
 
 def load(path, command):
     """The model of a file as its sklearn-free learner (`onlinepgs.model_io.load_learner`:
-    the command never imports scikit-learn), with a note on stderr when the file is an
-    unfinished run's checkpoint."""
+    the command never imports scikit-learn), its reported model only (state=False: not
+    the solver states, whose memory may be many times the weights'), with a note on
+    stderr when the file is an unfinished run's checkpoint."""
     from onlinepgs.model_io import load_learner
 
     check_model(path)
-    est, header = load_learner(path, return_header=True)
+    est, header = load_learner(path, return_header=True, state=False)
     extra = header.get("extra") or {}
     if extra.get("finished") is False:
         print(f"{PROG}: note: {path} is a checkpoint of an unfinished training run "

@@ -174,7 +174,7 @@ def _header_and_classes(path):
     classifier = any(entry.get("name") == "attributes/classes_"
                      for entry in header.get("arrays", ()))
     try:  # the model, for its classes and the count of an older PGS file's weights
-        est = load_learner(path)
+        est = load_learner(path, state=False)
     except ModelFileError:
         if classifier:
             raise

@@ -404,12 +404,13 @@ def _no_memory_for_bits(est, trainer, args):
     classes = trainer._classes
     n_problems = 1 if classes is None or len(classes) <= 2 else len(classes)
     runs = est._states_held()
-    needed = (2**est.n_bits + 1) * est._bytes_per_feature(n_problems) * runs
+    layout = est._layout(n_problems)  # onlinepgs._layout: what the state allocates
+    needed = layout.nbytes(2**est.n_bits + 1) * runs
     race = f", for each of the {runs} runs of --sigma auto" if runs > 1 else ""
     advice = "; a fixed --sigma trains one" if runs > 1 else ""
     return UserError(f"out of memory for the model of 2**{est.n_bits} columns (-b "
                      f"{est.n_bits}): its solver state takes about {needed / 2**30:.1f} GiB "
-                     f"({est._bytes_per_feature(n_problems)} bytes a column{race}); a "
+                     f"({layout.per_feature} bytes a column{race}); a "
                      f"smaller -b halves it at each step{advice}")
 
 

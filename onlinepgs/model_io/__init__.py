@@ -99,7 +99,8 @@ and every entry read must lie within the file, beside the others, so the arrays
 allocated add up to at most the file's size and a few KiB declaring gigabytes are
 refused at once (loading peaks at about 3 times the file's size; a PGS state stored
 by its non-zero rows, `~onlinepgs.model_io.staterows`, at about 3 times the state's
-dense size, bounded there). ``header.json``
+dense size, bounded there; ``load_learner(path, state=False)`` at the reported model's
+weights and a few MB, `~onlinepgs.model_io.reported`). ``header.json``
 has at most 64 MiB and nests at most 64 levels of lists and objects (checked before
 it is parsed); integers in it have at most 4096 bits. `save_model` refuses what a
 reader would refuse, so every file it writes loads.
@@ -125,7 +126,8 @@ version (entries carry a fixed timestamp).
 `~onlinepgs.model_io.container` (the zip, the checksum, reading with bounded memory),
 `~onlinepgs.model_io.atomic` (`replace_atomically`: temporary file, lock, fsync, rename),
 `~onlinepgs.model_io.schema` (estimators and learners to and from the header and
-arrays), `~onlinepgs.model_io.jsonvalues` (the header's JSON values and their limits) and
+arrays), `~onlinepgs.model_io.reported` (a PGS file's reported model without its
+states), `~onlinepgs.model_io.jsonvalues` (the header's JSON values and their limits) and
 `~onlinepgs.model_io.errors` (`ModelFileError`). None of them imports scikit-learn;
 `load_model` does, to build the estimators.
 
@@ -256,14 +258,26 @@ def load_model(path, *, return_header=False):
     return _load(path, return_header, sklearn=True)
 
 
-def load_learner(path, *, return_header=False):
+def load_learner(path, *, return_header=False, state=True):
     """`load_model` without scikit-learn: the same model as the learner its class stands on.
 
     A file of a ``PGSClassifier`` gives an `onlinepgs.pgs.PGSClassifierLearner` (and so
     on for ``PGSRegressor``, ``SDCAClassifier``, ``SDCARegressor``): the same parameters,
     fitted attributes and solver state, predicting, certifying and continuing training
     bit for bit as the estimator does. The command line loads models with it, so that
-    it never imports scikit-learn. Parameters, returns and errors as `load_model`.
+    it never imports scikit-learn. Parameters, returns and errors as `load_model`, and:
+
+    Parameters
+    ----------
+    state : bool, default=True
+        False: the reported model only, as if the file had been saved without its
+        solver state (``save_model(..., state=False)``): the same weights, bit for bit,
+        intercepts, classes, statistics and sigma, computed from a PGS state read in
+        slices of rows, without the dense state or a sigma race's other runs
+        (`onlinepgs.model_io.reported`): reading costs the weights (held sparse when
+        that is smaller, as such a file holds them) and a few MB, not the state. It
+        predicts, evaluates and certifies, but cannot be trained further. What
+        ``predict``, ``eval``, ``gap`` and ``info`` load.
 
     Examples
     --------
@@ -279,13 +293,20 @@ def load_learner(path, *, return_header=False):
     >>> type(loaded).__name__, bool(np.array_equal(loaded.predict(X), reg.predict(X)))
     ('PGSRegressorLearner', True)
     """
-    return _load(path, return_header, sklearn=False)
+    return _load(path, return_header, sklearn=False, state=state)
 
 
-def _load(path, return_header, sklearn):
+def _load(path, return_header, sklearn, state=True):
     from onlinepgs.model_io import schema
 
     path = os.fspath(path)
+    if not state:
+        from onlinepgs.model_io.reported import load_reported
+
+        with container.Archive(path) as archive:
+            archive.header()
+            estimator, header = load_reported(archive, sklearn)
+        return (estimator, header) if return_header else estimator
     raw, arrays = container.read(path, verify=True)
     header = from_json(raw)
     estimator = schema.build(header, arrays, path, sklearn=sklearn)

@@ -308,12 +308,18 @@ def _numpy_dtype_ok(dtype):
                 or dt.itemsize == 0 or dt.subdtype is not None)
 
 
-def _read_arrays(zf, header, path, room):
-    """Every listed array, checked against its listed dtype and shape; sizes are checked
-    against the file's before anything is allocated."""
+# a streamed entry is read (hashed, or cut in rows) this many bytes at a time
+_SLICE_BYTES = 4 * 2**20
+
+
+def _read_arrays(zf, header, path, room, keep=None):
+    """(every listed array that ``keep(name)`` wants, the SHA-256 object over every
+    array's bytes): each entry checked against its listed dtype and shape, sizes
+    against the file's before anything is allocated; an array not kept is hashed in
+    slices of _SLICE_BYTES, never held (keep None: all are kept)."""
     import numpy as np
 
-    arrays = {}
+    arrays, h = {}, hashlib.sha256()
     for entry in header["arrays"]:
         name = entry["name"]
         member = name + ".npy"
@@ -330,7 +336,14 @@ def _read_arrays(zf, header, path, room):
                                        f"{nbytes} bytes of data")
         try:
             with zf.open(info) as f:
-                arr = _read_npy(f, dtype, shape, name, path)
+                fortran = _npy_header(f, dtype, shape, name, path)
+                if keep is None or keep(name) or (fortran and len(shape) > 1):
+                    arr = _read_npy(f, dtype, shape, fortran)
+                    h.update(arr.reshape(-1).view(np.uint8))
+                    arrays[name] = arr
+                else:  # C order: the bytes the checksum takes, as they come
+                    for data in _data_slices(f, nbytes, _SLICE_BYTES):
+                        h.update(data)
         except ModelFileError:
             raise
         except (zipfile.BadZipFile, zlib.error) as exc:
@@ -339,13 +352,12 @@ def _read_arrays(zf, header, path, room):
         except (OSError, TypeError, SyntaxError, MemoryError) + _DAMAGED as exc:
             raise ModelFileError(path, f"array {name} is not a valid .npy entry "
                                        f"({describe(exc)})") from None
-        arrays[name] = arr
-    return arrays
+    return arrays, h
 
 
-def _read_npy(f, dtype, shape, name, path):
-    """One .npy entry, checked against the header before any data is allocated."""
-    import numpy as np
+def _npy_header(f, dtype, shape, name, path):
+    """Whether a .npy entry is in Fortran order, its header read and checked against
+    the table's dtype and shape before any data is allocated."""
     from numpy.lib import format as _npy
 
     version = _npy.read_magic(f)
@@ -359,6 +371,13 @@ def _read_npy(f, dtype, shape, name, path):
         raise ModelFileError(path, f"array {name} has dtype {found_dtype.str} and shape "
                                    f"{found_shape}, but the header lists dtype {dtype.str} "
                                    f"and shape {shape}")
+    return fortran
+
+
+def _read_npy(f, dtype, shape, fortran):
+    """The data of one .npy entry after its header, as a C-contiguous array."""
+    import numpy as np
+
     arr = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
     buffer = memoryview(arr.reshape(-1, order="A").view(np.uint8)) if arr.size else b""
     filled = 0
@@ -372,10 +391,82 @@ def _read_npy(f, dtype, shape, name, path):
     return np.ascontiguousarray(arr)
 
 
-def _verify(header, arrays, path):
-    if _digest(header, arrays) != header["checksum"]["digest"]:
-        raise ModelFileError(path, "corrupted file: checksum mismatch (the header or the "
-                                   "arrays changed after the file was written)")
+def _data_slices(f, nbytes, step):
+    """The `nbytes` bytes of data left in `f`, `step` bytes at a time (the last slice
+    shorter), then nothing more: the entry's CRC-32 is checked at its end."""
+    left = nbytes
+    while left:
+        data = f.read(min(step, left))
+        if not data:
+            raise ValueError(f"the data ends after {nbytes - left} of {nbytes} bytes")
+        left -= len(data)
+        yield data
+    if f.read(1):
+        raise ValueError("data after the array's end")
+
+
+class Archive:
+    """An open model file, read in two passes without holding what is not needed:
+    `read` checks the header and every array and verifies the checksum, keeping the
+    arrays asked for; `rows` then reads one of the others a slice of rows at a time
+    (the reported model's weights from a solver state, `onlinepgs.model_io.reported`),
+    from the same open file (a model replaced meanwhile is not mixed in)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.zf = _open_archive(path)
+        self.raw = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.zf.close()
+
+    def read(self, verify=True, keep=None):
+        """(raw header, the arrays `keep` wants, or None unless `verify`)."""
+        self.header()
+        return self.raw, self.arrays(keep) if verify else None
+
+    def header(self):
+        """The raw header (non-finite floats still tagged), its format checked."""
+        self.room = _Room(self.zf)
+        self.raw = _read_raw_header(self.zf, self.path, self.room)
+        self.left = self.room.left  # what the arrays may claim, pass after pass
+        return self.raw
+
+    def arrays(self, keep=None):
+        """The arrays ``keep(name)`` wants (None: all), after `header`: every array read,
+        checked and hashed, and the checksum verified."""
+        self.room.left = self.left
+        arrays, h = _read_arrays(self.zf, self.raw, self.path, self.room, keep)
+        h.update(_canonical(self.raw))
+        if h.hexdigest() != self.raw["checksum"]["digest"]:
+            raise ModelFileError(self.path, "corrupted file: checksum mismatch (the header "
+                                            "or the arrays changed after the file was "
+                                            "written)")
+        return arrays
+
+    def rows(self, name, n_rows):
+        """Array `name` (C order, checked by `arrays`, not held) in slices of `n_rows`
+        rows (the last one shorter), in order; the same errors as `arrays`."""
+        import numpy as np
+
+        entry = next(e for e in self.raw["arrays"] if e["name"] == name)
+        dtype, shape = np.dtype(entry["dtype"]), tuple(entry["shape"])
+        row_bytes = dtype.itemsize * math.prod(shape[1:])
+        step = max(1, n_rows * row_bytes)
+        try:
+            with self.zf.open(name + ".npy") as f:
+                if _npy_header(f, dtype, shape, name, self.path) and len(shape) > 1:
+                    raise ValueError("an array in Fortran order is not read by rows")
+                for data in _data_slices(f, row_bytes * shape[0], step):
+                    yield np.frombuffer(data, dtype).reshape((-1,) + shape[1:])
+        except ModelFileError:
+            raise
+        except (OSError, MemoryError) + _DAMAGED as exc:
+            raise ModelFileError(self.path, f"corrupted file: {name}.npy is damaged "
+                                            f"({describe(exc)})") from None
 
 
 class _NeedsNumpy(Exception):
@@ -393,7 +484,7 @@ def read_plain(path, keep=()):
             raw = _read_raw_header(zf, path, room)
             h, kept = hashlib.sha256(), {}
             for entry in raw["arrays"]:
-                data = _plain_npy(zf, entry, room, path, h)
+                data = _plain_npy(zf, entry, room, path, h, entry["name"] in keep)
                 if entry["name"] in keep:
                     kept[entry["name"]] = (entry["dtype"], tuple(entry["shape"]), data)
     except _NeedsNumpy:
@@ -404,9 +495,10 @@ def read_plain(path, keep=()):
     return raw, kept
 
 
-def _plain_npy(zf, entry, room, path, h):
-    """The data bytes of one .npy entry (added to the checksum `h`), checked as
-    `_read_arrays` and `_read_npy` check it; _NeedsNumpy where they may not agree."""
+def _plain_npy(zf, entry, room, path, h, keep):
+    """The data bytes of one .npy entry (added to the checksum `h`; None unless `keep`:
+    then read in slices, never held whole), checked as `_read_arrays` checks it;
+    _NeedsNumpy where they may not agree."""
     plain = _plain_dtype(entry["dtype"])
     if plain is None:
         raise _NeedsNumpy
@@ -432,13 +524,12 @@ def _plain_npy(zf, entry, room, path, h):
                     or fields.get("fortran_order") is not False
                     or fields.get("shape") != tuple(entry["shape"]) or len(fields) != 3):
                 raise _NeedsNumpy
-            data = f.read(nbytes)
-            if len(data) != nbytes or f.read(1):  # the last read checks the CRC-32
-                raise _NeedsNumpy
+            # the whole entry, or slices hashed as they come; the end checks the CRC-32
+            for data in _data_slices(f, nbytes, nbytes if keep else _SLICE_BYTES):
+                h.update(data)
     except (OSError, SyntaxError, MemoryError, RecursionError) + _DAMAGED:
         raise _NeedsNumpy from None
-    h.update(data)
-    return data
+    return data if keep and nbytes else (b"" if keep else None)
 
 
 def plain_values(dtype, shape, data):
@@ -463,14 +554,10 @@ _STRUCT_CODES = {("b", 1): "?", ("i", 1): "b", ("i", 2): "h", ("i", 4): "i", ("i
                  ("f", 2): "e", ("f", 4): "f", ("f", 8): "d"}
 
 
-def read(path, *, verify=True):
-    """(raw header, arrays or None) of a model file, checked as far as `verify` asks."""
-    with _open_archive(path) as zf:
-        room = _Room(zf)
-        raw = _read_raw_header(zf, path, room)
-        if not verify:
-            return raw, None
-        arrays = _read_arrays(zf, raw, path, room)
-    _verify(raw, arrays, path)
-    return raw, arrays
+def read(path, *, verify=True, keep=None):
+    """(raw header, arrays or None) of a model file, checked as far as `verify` asks;
+    every array is read, checked and hashed, those ``keep(name)`` rejects never held
+    (keep None: all are returned)."""
+    with Archive(path) as archive:
+        return archive.read(verify, keep)
 

@@ -23,7 +23,7 @@ from onlinepgs.model_io.errors import ModelFileError, describe, short
 from onlinepgs.model_io.jsonvalues import (class_weight_from_json as _class_weight_from_json,
                                             class_weight_to_json as _class_weight_to_json,
                                             to_json)
-from onlinepgs.model_io.staterows import add_state, expand
+from onlinepgs.model_io.staterows import add_state, expand, state_template
 from onlinepgs.model_io.stateless import (stateless_header, stateless_inconsistency,
                                            stateless_model)
 from onlinepgs.model_io.weights import SPARSE_ARRAYS, add_sdca_weights, pgs_count, read_sdca_coef
@@ -534,7 +534,7 @@ def _build_state(header, arrays, path):
                                    f"({dim}, {short(config.get('n_problems'))}, ...) for the "
                                    "solver state's dim and n_problems")
     try:
-        template = PGSState(**config, n_features=dim - 1).to_dict()
+        template = state_template(config, dim)  # allocates no state of dim coordinates
     except (TypeError, ValueError, OverflowError, MemoryError) as exc:
         raise ModelFileError(path, f"malformed header: invalid solver configuration "
                                    f"({describe(exc)})") from None

@@ -23,7 +23,9 @@ from onlinepgs.model_io.errors import ModelFileError, short
 __all__ = ["NO_STATE", "stateless_header", "stateless_model", "stateless_inconsistency"]
 
 NO_STATE = ("it was saved without its solver state (save_model(..., state=False), train "
-            "--no-state): it predicts but cannot be trained further; fit it again on the data")
+            "--no-state) or loaded without it (load_learner(..., state=False)): it predicts "
+            "but cannot be trained further; fit it again on the data, or load a file with "
+            "its state whole")
 
 
 def stateless_header(model):
@@ -53,7 +55,8 @@ def stateless_model(estimator, weights, attributes, header, path):
         fit_intercept=estimator.fit_intercept, intercept_scaling=estimator.intercept_scaling,
         n_bits=fitted.get("n_bits"), hash_seed=fitted.get("hash_seed", 0),
         n_features_in=attributes["n_features_in_"], solver="pgs",
-        interactions=fitted.get("interactions"))
+        interactions=fitted.get("interactions"),
+        multi_class=fitted.get("multi_class", "ovr") if estimator._classifier else "ovr")
     stats = header.get("online_stats")
     if not isinstance(stats, dict):
         raise ModelFileError(path, "malformed header: online_stats is not an object")

@@ -18,9 +18,11 @@ model beyond that is stored dense).
 """
 import numpy as np
 
+from onlinepgs._core._pgs import PGSState
+from onlinepgs._layout import StateLayout
 from onlinepgs.model_io.errors import ModelFileError, short
 
-__all__ = ["compact", "expand", "ROWS"]
+__all__ = ["compact", "expand", "state_template", "ROWS"]
 
 ROWS = "stored_rows"
 _ENTRY_BYTES = 250  # zip and .npy headers of one more entry (see weights.py)
@@ -37,7 +39,7 @@ def compact(state_dict):
     arrays cut to their non-zero rows when that makes the file smaller."""
     dim = int(state_dict["dim"])
     arrays = {k: v for k, v in state_dict.items() if isinstance(v, np.ndarray)}
-    per_row = sorted(k for k, v in arrays.items() if v.ndim >= 1 and v.shape[0] == dim)
+    per_row = StateLayout.of(state_dict["config"]).row_arrays(dim)
     if dim < 2 or not per_row:
         return arrays, None
     kept = np.zeros(dim, dtype=bool)
@@ -116,3 +118,15 @@ def add_state(state_dict, add_array, prefix, scalar):
     if rows is not None:
         scalars[ROWS] = rows
     return scalars
+
+
+def state_template(config, dim):
+    """What a state of `config` over `dim` coordinates holds, as `PGSState.to_dict`
+    gives it, for checking a file's state against: the scalars and the arrays of K
+    entries of a state of no features, and the saved arrays of a row per coordinate as
+    `onlinepgs._layout` has them at `dim` (read-only views of one element: nothing of
+    the width is allocated). The constructor's errors for a bad configuration."""
+    template = PGSState(**config, n_features=0).to_dict()
+    for key, (shape, dtype) in StateLayout.of(config).saved(dim).items():
+        template[key] = np.broadcast_to(np.empty((), dtype=dtype), shape)
+    return template

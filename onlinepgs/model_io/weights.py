@@ -21,7 +21,7 @@ import sys
 
 from onlinepgs.model_io.errors import ModelFileError  # no numpy: `info` counts without it
 
-__all__ = ["add_sdca_weights", "read_sdca_coef", "SPARSE_ARRAYS", "pgs_count", "count_plain"]
+__all__ = ["add_sdca_weights", "read_sdca_coef", "sparse_is_smaller", "SPARSE_ARRAYS", "pgs_count", "count_plain"]
 
 SPARSE_ARRAYS = ("state/coef_indptr", "state/coef_indices", "state/coef_data")
 # each further .npy entry costs its zip headers (local and central, with the name) and
@@ -34,12 +34,17 @@ def _sparse_bytes(K, d, nnz):
     return 8 * (K + 1) + (index + 8) * nnz + 2 * _ENTRY_BYTES
 
 
+def sparse_is_smaller(K, d, nnz):
+    """Whether K x d weights with nnz non-zeros take fewer bytes in a file sparse."""
+    return _sparse_bytes(K, d, nnz) < 8 * K * d
+
+
 def add_sdca_weights(model, add_array):
     """Write an SDCA model's weights with ``add_array(name, array)``, sparse when that is
     smaller than dense; returns the state's header entries beside ``"solver"``."""
     K, d = model.n_problems, model.n_features
     sparse = model.coef_sparse  # the held one, or the dense weights' non-zeros
-    if _sparse_bytes(K, d, sparse.nnz) >= 8 * K * d:
+    if not sparse_is_smaller(K, d, sparse.nnz):
         add_array("state/coef", model.coef)
         return {}
     for name, values in zip(SPARSE_ARRAYS, (sparse.indptr, sparse.indices, sparse.data)):
