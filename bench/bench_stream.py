@@ -13,14 +13,19 @@ Measures, on a data set decompressed to plain text (``--data imdb``, the default
   ``linear_model.LogisticRegression`` (its defaults), one pass;
 
 medians of ``--repeats`` runs, methods interleaved, with test accuracy on the test file;
-and, with ``--memory``, the peak RSS of ``onlinepgs train -`` fed a generated 200 MB and
-2 GB stream through a pipe. IMDB is read from $ONLINEPGS_DATA (``imdb_train.svm.gz``,
-``imdb_test.svm.gz``), else from ``shared/data`` beside the checkout.
+with ``--memory``, the peak RSS of ``onlinepgs train -`` fed a generated 200 MB and 2 GB
+stream through a pipe; with ``--test-then-train``, the event-by-event loop of a stream
+(``predict_proba`` of a one-row CSR input, then ``partial_fit`` on it) per row at 2^16 to
+2^22 columns (``--widths``) for every configuration (p, l1, ball, iterates, sigma="auto",
+multiclass, regression), against River's ``predict_proba_one`` + ``learn_one``. IMDB is
+read from $ONLINEPGS_DATA (``imdb_train.svm.gz``, ``imdb_test.svm.gz``), else from
+``shared/data`` beside the checkout.
 
     python bench/bench_stream.py --sigma 1e-5 --p 1.8 --repeats 9 --out stream_selected.md
     python bench/bench_stream.py --data a9a --river --repeats 5 --out stream_a9a.md
     python bench/bench_stream.py --select --out stream_select.md
     python bench/bench_stream.py --memory --out stream_memory.md
+    python bench/bench_stream.py --test-then-train --repeats 3 --out stream_events.md
 """
 import argparse
 import gzip
@@ -247,6 +252,157 @@ def memory(args, out):
             f"{'met' if large / small <= 1.10 else 'NOT met'})"]
 
 
+# --test-then-train: name -> (estimator parameters, task, prediction method); the
+# scikit-learn estimators, except "learner": the sklearn-free one the command trains
+# (`onlinepgs.pgs`), whose input checks cost less per call
+EVENT_CONFIGS = {
+    "default (sigma auto, weighted2, ball auto)": ({}, "binary", "predict_proba"),
+    "default, sklearn-free learner": ({}, "learner", "predict_proba"),
+    "default, predict": ({}, "binary", "predict"),
+    "sigma 1e-4, weighted2": ({"sigma": 1e-4}, "binary", "predict_proba"),
+    "sigma 1e-4, last": ({"sigma": 1e-4, "iterate": "last"}, "binary", "predict_proba"),
+    "sigma 1e-4, average": ({"sigma": 1e-4, "iterate": "average"}, "binary", "predict_proba"),
+    "sigma 1e-4, weighted": ({"sigma": 1e-4, "iterate": "weighted"}, "binary", "predict_proba"),
+    "sigma 1e-4, random": ({"sigma": 1e-4, "iterate": "random"}, "binary", "predict_proba"),
+    "sigma 1e-4, R^n (radius None)": ({"sigma": 1e-4, "radius": None}, "binary",
+                                      "predict_proba"),
+    "sigma 1e-4, radius 10": ({"sigma": 1e-4, "radius": 10.0}, "binary", "predict_proba"),
+    "p 1.5": ({"sigma": 1e-4, "p": 1.5}, "binary", "predict_proba"),
+    "p 1.01": ({"sigma": 1e-4, "p": 1.01}, "binary", "predict_proba"),
+    "l1 1e-5": ({"sigma": 1e-4, "l1": 1e-5}, "binary", "predict_proba"),
+    "l1 1e-5, p 1.5, last": ({"sigma": 1e-4, "l1": 1e-5, "p": 1.5, "iterate": "last"},
+                             "binary", "predict_proba"),
+    "4 classes, one-vs-rest": ({"sigma": 1e-4}, "multi", "predict_proba"),
+    "4 classes, multinomial": ({"sigma": 1e-4, "multi_class": "multinomial"}, "multi",
+                               "predict_proba"),
+    "4 classes, Crammer-Singer": ({"sigma": 1e-4, "loss": "hinge",
+                                   "multi_class": "crammer_singer"}, "multi",
+                                  "decision_function"),
+    "regressor (sigma auto)": ({}, "regression", "predict"),
+}
+
+
+def event_rows(width, n_rows, task, nnz=20, seed=0):
+    """n_rows one-row CSR inputs of `width` columns (about nnz entries spread over the
+    width, as hashed features are) and their targets, learnable from a hidden model of
+    the columns modulo 1024; and the same rows as dicts (River's input)."""
+    import scipy.sparse as sp
+
+    rng = np.random.RandomState(seed)
+    hidden = rng.randn(1024, 4)
+    rows, dicts, targets = [], [], []
+    for _ in range(n_rows):
+        cols = np.unique(rng.randint(0, width, nnz)).astype(np.int32)
+        vals = rng.rand(cols.shape[0])
+        score = vals @ hidden[cols % 1024]
+        rows.append(sp.csr_matrix((vals, cols, [0, cols.shape[0]]), shape=(1, width)))
+        dicts.append(dict(zip(cols.tolist(), vals.tolist())))
+        targets.append(score[0] if task == "regression" else
+                       int(score[0] > 0) if task == "binary" else int(np.argmax(score)))
+    return rows, dicts, np.array(targets)
+
+
+def event_streams(name, widths, n_rows, warm):
+    """Configuration `name` at each width: (the estimator after the first `warm` rows in
+    one partial_fit, at the model's full width, the prediction method, the next n_rows
+    one-row CSR inputs and their targets)."""
+    import scipy.sparse as sp
+
+    from onlinepgs import PGSClassifier, PGSRegressor
+    from onlinepgs.pgs import PGSClassifierLearner
+
+    params, task, method = EVENT_CONFIGS[name]
+    make = {"regression": PGSRegressor, "learner": PGSClassifierLearner}.get(task, PGSClassifier)
+    task = "binary" if task == "learner" else task
+    streams = {}
+    for b in widths:
+        rows, _, y = event_rows(2**b, warm + n_rows, task)
+        # the budget of sigma="auto"'s four runs at 2^24 columns is above the default's
+        est = make(**params, random_state=0, max_model_bytes=None)
+        fit = {} if task == "regression" else {"classes": np.unique(y)}
+        est.partial_fit(sp.vstack(rows[:warm]).tocsr(), y[:warm], **fit)
+        streams[b] = (est, getattr(est, method), rows[warm:], y[warm:])
+    return streams
+
+
+def river_stream(n_rows, warm):
+    """River's LogisticRegression (its defaults) after the first `warm` binary rows (as
+    dicts), with the next n_rows and their targets."""
+    from river import linear_model
+
+    _, dicts, y = event_rows(2**22, warm + n_rows, "binary")
+    model = linear_model.LogisticRegression()
+    for x, target in zip(dicts[:warm], y[:warm]):
+        model.learn_one(x, bool(target))
+    return model, dicts[warm:], y[warm:] > 0
+
+
+def cpu_per_row(step, rows, targets):
+    """CPU seconds of this process per row of `step(x, target)` over the rows."""
+    start = time.process_time()
+    for x, target in zip(rows, targets):
+        step(x, target)
+    return (time.process_time() - start) / len(rows)
+
+
+def test_then_train(args, out):
+    widths = [int(b) for b in args.widths.split(",")]
+    names = list(EVENT_CONFIGS) if not args.configs else [
+        n for n in EVENT_CONFIGS if any(c in n for c in args.configs.split(";"))]
+    block = args.block
+    out += [f"Test then train, event by event: the first {args.warm} rows in one partial_fit, "
+            f"then for each of {args.rows} rows (about 20 non-zeros spread over the width) "
+            "the prediction (predict_proba, or the method named) of the one-row CSR input, "
+            f"then partial_fit on it. CPU milliseconds per row (time.process_time), the "
+            f"median over blocks of {block} rows, the widths' blocks (and River's) "
+            f"interleaved, {args.repeats} runs; the ratio is 2^22's time over "
+            f"2^{widths[0]}'s (goal: at most 1.2x).", ""]
+    per_row = {(name, b): [] for name in names for b in widths}
+    river = []
+    for _ in range(args.repeats):
+        for name in names:
+            streams = event_streams(name, widths, args.rows, args.warm)
+            their = river_stream(args.rows, args.warm) if args.river else None
+            for start in range(0, args.rows, block):
+                part = slice(start, start + block)
+                for b in widths:
+                    est, predict, rows, y = streams[b]
+
+                    def step(x, target, est=est, predict=predict):
+                        predict(x)
+                        est.partial_fit(x, [target])
+                    per_row[name, b].append(cpu_per_row(step, rows[part], y[part]))
+                if their is not None:
+                    model, dicts, labels = their
+
+                    def river_step(x, target, model=model):
+                        model.predict_proba_one(x)
+                        model.learn_one(x, target)
+                    river.append(cpu_per_row(river_step, dicts[part], labels[part]))
+            del streams
+    ratio_at = 22 if 22 in widths else widths[-1]
+    rows = ["| configuration | " + " | ".join(f"2^{b} (ms)" for b in widths)
+            + f" | 2^{ratio_at} / 2^{widths[0]} |", "|---" * (len(widths) + 2) + "|"]
+    worst = 0.0
+    for name in names:
+        med = {b: 1e3 * float(np.median(per_row[name, b])) for b in widths}
+        ratio = med[ratio_at] / med[widths[0]]
+        worst = max(worst, ratio)
+        rows.append(f"| {name} | " + " | ".join(f"{med[b]:.3f}" for b in widths)
+                    + f" | {ratio:.2f} |")
+    out += rows + [""]
+    out.append(f"largest ratio 2^{ratio_at} / 2^{widths[0]}: {worst:.2f} (goal <= 1.2: "
+               f"{'met' if worst <= 1.2 else 'NOT met'})")
+    if args.river:
+        ms = 1e3 * float(np.median(river))
+        out.append(f"River LogisticRegression (its defaults), predict_proba_one + learn_one "
+                   f"of the rows as dicts: {ms:.3f} ms per row")
+        for name in names[:2]:
+            ours = 1e3 * float(np.median(per_row[name, ratio_at]))
+            out.append(f"{name} at 2^{ratio_at}: {ours:.3f} ms per row, {ours / ms:.1f}x "
+                       "River's time")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -259,12 +415,25 @@ def main():
     parser.add_argument("--sigma", type=float, default=1e-4)
     parser.add_argument("--p", type=float, default=2.0)
     parser.add_argument("--iterate", default="weighted2")
+    parser.add_argument("--test-then-train", action="store_true",
+                        help="time predict then partial_fit per row at several widths")
+    parser.add_argument("--widths", default="16,20,22",
+                        help="--test-then-train: the widths' powers of 2 (e.g. 16,20,22,24)")
+    parser.add_argument("--rows", type=int, default=2000,
+                        help="--test-then-train: rows timed per run")
+    parser.add_argument("--warm", type=int, default=300,
+                        help="--test-then-train: rows of the first partial_fit")
+    parser.add_argument("--block", type=int, default=100,
+                        help="--test-then-train: rows per timed block")
+    parser.add_argument("--configs",
+                        help="--test-then-train: ';'-separated parts of configuration names")
     parser.add_argument("--out")
     args = parser.parse_args()
     out = [f"Command: `{shlex.join(['python'] + sys.argv)}`", "",
            f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, load average "
            f"{os.getloadavg()[0]:.2f}", ""]
-    (memory if args.memory else select_sigma if args.select else throughput)(args, out)
+    (memory if args.memory else select_sigma if args.select
+     else test_then_train if args.test_then_train else throughput)(args, out)
     text = "\n".join(out) + "\n"
     print(text)
     if args.out:

@@ -26,7 +26,7 @@ from onlinepgs import _checks, _class_weight
 from onlinepgs._checks import NotFittedError, available_if, check_params, is_records
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs.features import parse_interactions
-from onlinepgs.model import LinearModel, proba_from_scores
+from onlinepgs.model import LinearModel, labels_from_scores, proba_from_scores
 
 __all__ = ["LinearLearner", "ClassifierLearner", "RegressorLearner"]
 
@@ -281,17 +281,21 @@ class LinearLearner:
         return self._make_model()
 
     def _scores(self, X):
-        """(model, (rows, K) scores of X): the model read once, then X checked as the
-        learner checks it for prediction."""
+        """((rows, K) scores of X, classes, multi_class): the model read once, then X
+        checked as the learner checks it for prediction; the classes (None: a regressor)
+        and how K > 2 scores make probabilities are that model's."""
         model = self.model_
+        X = self._prediction_matrix(X)
+        return model.scores(X), model.classes, model.multi_class
+
+    def _prediction_matrix(self, X):
+        """X checked as the learner checks it for prediction (CSR or dense float64)."""
         X = _checks.single_record(X)
         records = is_records(X)
         X = self._as_matrix(X, fitted=True)
         if sp.issparse(X):
-            X = self._check_sparse(X, records)
-        else:
-            X = self._check_dense(X, reset=False)
-        return model, model.scores(X)
+            return self._check_sparse(X, records)
+        return self._check_dense(X, reset=False)
 
     def _weights(self):
         """(coef (K, n_features), intercept (K,)) of the fitted model."""
@@ -370,21 +374,21 @@ class ClassifierLearner:
 
     def decision_function(self, X):
         """Signed scores: shape (n_samples,) for two classes, else (n_samples, n_classes)."""
-        _, scores = self._scores(X)
+        scores, _, _ = self._scores(X)
         return scores.ravel() if scores.shape[1] == 1 else scores
 
     def predict(self, X):
         """Predicted class labels."""
-        model, scores = self._scores(X)
-        return model.predict_from_scores(scores.ravel() if scores.shape[1] == 1 else scores)
+        scores, classes, _ = self._scores(X)
+        return labels_from_scores(scores.ravel() if scores.shape[1] == 1 else scores, classes)
 
     @available_if(_is_logistic)
     def predict_proba(self, X):
         """Class probabilities (logistic loss only): for K > 2 the softmax of the scores
         (multi_class="multinomial") or the one-vs-rest sigmoids normalised."""
-        model, scores = self._scores(X)
+        scores, _, multi_class = self._scores(X)
         return proba_from_scores(scores.ravel() if scores.shape[1] == 1 else scores,
-                                 model.multi_class)
+                                 multi_class)
 
     @available_if(_is_logistic)
     def predict_log_proba(self, X):
@@ -411,7 +415,7 @@ class RegressorLearner:
 
     def predict(self, X):
         """Predicted targets."""
-        _, scores = self._scores(X)
+        scores, _, _ = self._scores(X)
         return scores.ravel()
 
     @property

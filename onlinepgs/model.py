@@ -68,6 +68,17 @@ def proba_from_scores(scores, multi_class="ovr"):
                      where=total > 0)
 
 
+def labels_from_scores(scores, classes):
+    """Labels from `decision_function`'s scores: ``classes[1]`` where a binary score is
+    positive (else ``classes[0]``), the argmax's class for K > 2; classes None (a
+    regressor): the scores, its targets."""
+    if classes is None:
+        return scores
+    if scores.ndim == 1:
+        return classes[(scores > 0).astype(int)]
+    return classes[np.argmax(scores, axis=1)]
+
+
 class LinearModel:
     """A fitted linear model: ``score_k(x) = <coef[k], x> + intercept[k]``, k one problem.
 
@@ -320,11 +331,7 @@ class LinearModel:
 
     def predict_from_scores(self, scores):
         """Labels (classifier) or targets (regressor) from `decision_function`'s scores."""
-        if not self.is_classifier:
-            return scores
-        if scores.ndim == 1:
-            return self.classes[(scores > 0).astype(int)]
-        return self.classes[np.argmax(scores, axis=1)]
+        return labels_from_scores(scores, self.classes)
 
     def predict(self, X):
         """Predicted labels (classifier) or targets (regressor)."""

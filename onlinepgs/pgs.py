@@ -23,7 +23,7 @@ import numpy as np
 from onlinepgs import _checks, _class_weight, _race
 from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,  # noqa: F401
                              _training, _unchanged_on_error)
-from onlinepgs._checks import AtRows, check_random_state, py, row_of_entry
+from onlinepgs._checks import AtRows, check_random_state, is_records, py, row_of_entry
 from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES, PGSState
 from onlinepgs._core._pgs import (MULTI_CLASS, check_p, multi_class_code, power_is_cheap,
                                   row_power_sums)
@@ -696,11 +696,15 @@ class PGSLearner(LinearLearner):
                     for grown in (race.states.values() if race is not None else (state,)):
                         grown.ensure_dim(X.shape[1])
                     extra["n_features_in_"] = X.shape[1]
+            diverged = False
             try:
                 if race is not None:
                     self._race_pass(race, X, y_core, sw, order, power_sums)
                 else:
                     self._run(state, X, y_core, sw, order, self._classifier, power_sums)
+            except PGSDivergedError:
+                diverged = True
+                raise
             finally:
                 if race is not None and race.states:
                     state = race.leader
@@ -712,6 +716,10 @@ class PGSLearner(LinearLearner):
                 if state is not None:
                     self._install(state, getattr(self, "n_iter_", 0) + 1 if not first else 1,
                                   race=race, **extra)
+                    if diverged:
+                        # its weights may not be finite: predictions read the whole model,
+                        # which says whether it is usable (`_scores`)
+                        self._cache["diverged"] = True
         return self
 
     def _settle_race(self, reason, epochs):
@@ -776,10 +784,46 @@ class PGSLearner(LinearLearner):
                 n_bits=fitted["n_bits"], hash_seed=fitted["hash_seed"],
                 n_features_in=self.n_features_in_, solver="pgs",
                 interactions=fitted.get("interactions"),
-                multi_class=fitted.get("multi_class", "ovr") if self._classifier else "ovr")
+                multi_class=self._fitted_multi_class())
             if finite:
                 cache["model"] = model
             return model
+
+    def _scores(self, X):
+        """`LinearLearner._scores`, where a few sparse rows (records too) are scored from
+        the solver state at their coordinates (`PGSState.scores`, O(nnz K)) while no
+        model was read out since the last training call, rather than by reading out the
+        model's every weight (O(width K)): predicting between partial_fit calls (test
+        then train, row by row) costs O(nnz) whatever the width. The scores are those
+        of the model read out, bit for bit. Rows with as many entries as the model has
+        coordinates, and dense rows, are scored by the model (read once, then kept until
+        the next training call), as are the rows of a state a divergence left (whose
+        model may not be usable: reading it out says so) and scores that are not finite
+        (the model then says whether its weights are)."""
+        self._check_fitted()
+        cache = self._cache
+        if "model" in cache or "diverged" in cache:  # (a weights-only file's: no state)
+            return super()._scores(X)
+        x, dim = _checks.single_record(X), self._state.dim
+        if not ((sp.issparse(x) and x.nnz + x.shape[0] < dim)
+                or (is_records(x) and len(x) < dim)):
+            return super()._scores(X)  # the model first, then X (an unusable model says so)
+        X = self._prediction_matrix(x)
+        if sp.issparse(X):
+            with self._lock("_state_lock"):  # not halfway through a partial_fit pass
+                cache, state = self._cache, self._state
+                if ("model" not in cache and "diverged" not in cache
+                        and X.nnz + X.shape[0] < state.dim):
+                    scores = state.scores(X.data, X.indices, X.indptr)
+                    if np.isfinite(scores).all():
+                        return (scores, self.classes_ if self._classifier else None,
+                                self._fitted_multi_class())
+        model = self.model_
+        return model.scores(X), model.classes, model.multi_class
+
+    def _fitted_multi_class(self):
+        """How the fitted model's K > 2 classes were learned ("ovr" for a regressor)."""
+        return self._state_params.get("multi_class", "ovr") if self._classifier else "ovr"
 
     @property
     def sigma_(self):

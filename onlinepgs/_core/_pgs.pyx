@@ -24,7 +24,8 @@ import math
 
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport pow, fabs, sqrt, log, exp, exp2, log2, copysign, isfinite, floor, INFINITY
+from libc.math cimport (pow, fabs, sqrt, log, exp, exp2, log2, copysign, isfinite, floor,
+                        signbit, INFINITY)
 from libc.stdint cimport uint64_t, int64_t, int32_t
 from libc.stdlib cimport malloc, free, qsort, calloc, realloc
 from libc.string cimport memcpy
@@ -365,6 +366,128 @@ def check_p(double p):
 def power_is_cheap(double p):
     """True where |x|^(q-1) takes square roots and multiplies, not a log and an exp."""
     return p == 2.0 or phi_quarters(p / (p - 1.0)) > 0
+
+
+# ---- read-out: an iterate's weights at any coordinate, nothing settled --------------------
+# `weights` reads every coordinate through `_read_weight`, `scores` the coordinates of its
+# rows: one formula for a weight, so a row scored from the state gets the bits of the
+# model read out whole. The averages and the random iterate are read as the pass reads
+# the reported iterate's margins (`_part_value`, _pgs.pxd). A read-out changes nothing.
+cdef enum:
+    READ_ZERO = 0  # t = 0: w_0 = 0
+    READ_LAST = 1  # s_c phi_j (phi = lambda for p = 2)
+    READ_L1_LAST = 2  # l1: s_c times soft(lambda_j, thr) through the l_q map (p < 2)
+    READ_SUMS = 3  # an average: the part's weighted sum over the weights' total
+    READ_RANDOM = 4  # the random iterate: the part's value (a snapshot or rnd_s phi_j)
+
+
+cdef struct Readout:
+    int kind
+    Part pt  # the lazy sums of the state's own iterate, as its pass reads them
+    const double* s
+    const L1Q* l1q  # l1 with p < 2: the scale of the soft thresholds' powers
+    double qm1, norm
+    bint p_is_two
+
+
+cdef Readout _readout(PGSState st, int it):
+    """How iterate `it` (the state's own or the last) is read from the state's fields."""
+    cdef Readout rd
+    rd.pt = st._part()
+    rd.s = &st.s[0]
+    rd.l1q = st.l1q
+    rd.qm1 = st.q - 1.0
+    rd.norm = st._average_norm() if _averaged(it) else 1.0
+    rd.p_is_two = st.p_is_two
+    if st.t == 0:
+        rd.kind = READ_ZERO
+    elif it == ITERATE_LAST:
+        rd.kind = READ_L1_LAST if st.l1 > 0.0 else READ_LAST
+    elif _averaged(it):
+        rd.kind = READ_SUMS
+    else:
+        rd.kind = READ_RANDOM
+    return rd
+
+
+cdef inline double _read_weight(Readout rd, int kind, Py_ssize_t j,
+                                Py_ssize_t c) noexcept nogil:
+    """Coordinate j's weight in problem c (j = 0: the intercept's constant feature), for
+    the Readout's kind (passed apart: a constant where a loop reads one kind, which the
+    compiler then folds). By value, as `Core`: its fields stay in registers across the
+    caller's stores."""
+    cdef const double* at
+    cdef double lam, a
+    if kind == READ_SUMS:
+        return _part_value(rd.pt, j, c) / rd.norm
+    if kind == READ_RANDOM:
+        return _part_value(rd.pt, j, c)
+    if kind == READ_ZERO:
+        return 0.0
+    at = rd.pt.blk + (j * rd.pt.K + c) * rd.pt.S
+    if kind == READ_LAST:
+        return at[rd.pt.off_phi] * rd.s[c]
+    lam = at[0]
+    a = fabs(lam) - rd.pt.thr[0]
+    if not a > 0.0:
+        return 0.0  # exactly 0 at or below the threshold (l1 selects)
+    # p < 2: the l_q map of the soft threshold in the scale's units, times the scale
+    # (`_l1q_scale`)
+    return copysign(a if rd.p_is_two else pow(a * rd.l1q[c].inv_m, rd.qm1), lam) * rd.s[c]
+
+
+cdef inline void _read_range(Readout rd, int kind, Py_ssize_t dim, double* out) noexcept nogil:
+    cdef Py_ssize_t j, c, K = rd.pt.K
+    cdef double w
+    # l1's zeros: out's stand (pages they fill are never touched)
+    cdef bint sparse = kind == READ_L1_LAST or (kind == READ_SUMS and rd.pt.kind == PART_L1AVG)
+    for c in range(K):
+        for j in range(dim):
+            w = _read_weight(rd, kind, j, c)
+            if sparse and w == 0.0 and not signbit(w):
+                continue
+            out[j * K + c] = w
+
+
+cdef void _read_all(Readout rd, Py_ssize_t dim, double* out) noexcept nogil:
+    """Every coordinate's weights into out, (dim, K) C order and zeros (l1 writes its
+    non-zeros only): one loop per kind, each compiled for its kind alone."""
+    if rd.kind == READ_LAST:
+        _read_range(rd, READ_LAST, dim, out)
+    elif rd.kind == READ_L1_LAST:
+        _read_range(rd, READ_L1_LAST, dim, out)
+    elif rd.kind == READ_SUMS:
+        _read_range(rd, READ_SUMS, dim, out)
+    elif rd.kind == READ_RANDOM:
+        _read_range(rd, READ_RANDOM, dim, out)
+
+
+cdef void _read_scores(Readout rd, const double* vals, const index_t* idx,
+                       const int64_t* ptr, Py_ssize_t n_rows, Py_ssize_t width,
+                       bint fit_intercept, double intercept_scaling,
+                       double* out) noexcept nogil:
+    """(n_rows, K) scores of CSR rows into out: each row's products x_e w_(j+1) summed in
+    the row's order from 0 (entries at columns >= width weigh 0 and are skipped), then
+    the intercept added: the operations of scipy's CSR product and the model's
+    intercept, so the bits of the model read out whole."""
+    cdef Py_ssize_t i, e, c, K = rd.pt.K
+    cdef uint64_t j
+    cdef double x
+    cdef double* row
+    for i in range(n_rows):
+        row = out + i * K
+        for c in range(K):
+            row[c] = 0.0
+        for e in range(ptr[i], ptr[i + 1]):
+            j = <uint64_t>idx[e]  # a negative index wraps past width: skipped
+            if j >= <uint64_t>width:
+                continue
+            x = vals[e]
+            for c in range(K):
+                row[c] += x * _read_weight(rd, rd.kind, <Py_ssize_t>j + 1, c)
+        for c in range(K):
+            row[c] += (_read_weight(rd, rd.kind, 0, c) * intercept_scaling
+                       if fit_intercept else 0.0)
 
 
 @cython.final
@@ -730,9 +853,10 @@ cdef class PGSState:
         return self._as_dict(True)
 
     def copy(self):
-        """An independent copy of the state (each array copied once). The list of the
-        coordinates reached is copied too: finding it again is a scan of the whole block,
-        which a race's fork (`with_sigma`) would pay each time."""
+        """An independent copy of the state (each array copied once; where the state
+        keeps the list of the coordinates reached, their rows only). The list is copied
+        too: finding it again is a scan of the whole block, which a race's fork
+        (`with_sigma`) would pay each time."""
         return PGSState._restore(self._as_dict(False), self._seen_coords(), True)
 
     def _as_dict(self, bint copy):
@@ -778,13 +902,20 @@ cdef class PGSState:
         if self.off_on > 0 and not d.get("l1_folded"):
             d = _unfold_marks_layout(d)
         K = self.n_problems
+        # a copy's list of coordinates reached: every other coordinate holds zeros in every
+        # field, as the fresh arrays do, so only the list's are copied: O(reached), not
+        # O(width), for a race's forks (docs/design/auto-sigma.md)
+        sparse_copy = coords_known and coords is not None and self.keep_seen
         for name in ("block_a", "snap_a", "snapv_a"):
             arr = np.ascontiguousarray(d[name])
-            expected = getattr(self, name).shape
-            if arr.shape != expected:
+            target = getattr(self, name)
+            if arr.shape != target.shape:
                 raise ValueError(f"solver state array {name} has shape {arr.shape}, "
-                                 f"expected {expected}")
-            getattr(self, name)[...] = arr
+                                 f"expected {target.shape}")
+            if sparse_copy and arr.shape[0] == self.dim:
+                target[coords] = arr[coords]
+            else:
+                target[...] = arr
         for name in ("norm_a", "scale_a", "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a"):
             getattr(self, name)[...] = d[name]
         for name in ("sum_conj_a", "sum_step_loss_a", "sum_reg_a"):
@@ -1551,7 +1682,12 @@ cdef class PGSState:
 
     # ---- read-out ------------------------------------------------------------------------
     def weights(self, str which=None):
-        """The (dim, K) weights of the chosen iterate (intercept feature in row 0)."""
+        """The (dim, K) weights of the chosen iterate (intercept feature in row 0).
+
+        One pass over the coordinates into the result (`_read_weight`), no temporaries:
+        over a hashed space of 2^24, l1's average in vectorized form took 1.9 s and five
+        times the result's memory. O(dim K): to score a few rows, `scores` reads their
+        coordinates only."""
         return self.weights_of(self.block_a, self.snap_a, self.snapv_a, which)
 
     def weights_of(self, block, snap=None, snapv=None, str which=None, bint intercept=True):
@@ -1559,78 +1695,102 @@ cdef class PGSState:
         `block` (n, K, n_fields: rows of a block like this state's) and, for the random
         iterate, `snap` and `snapv` (n, K), with this state's scalars (its step count,
         scales, running sums, threshold): a coordinate's weight depends on its own
-        fields and the scalars only, so rows read from a model file in slices give the
-        weights of the whole state (`onlinepgs.model_io.reported`) bit for bit.
-        ``intercept``: the first row is coordinate 0, the intercept's (an l1 average
-        reports it off the support)."""
+        fields and the scalars only (`_read_weight`), so rows read from a model file in
+        slices give the weights of the whole state (`onlinepgs.model_io.reported`) bit
+        for bit. ``intercept``: the first row is coordinate 0, the intercept's (an l1
+        average reports it off the support)."""
         it = self.iterate if which is None else ITERATES[which]
         if it != self.iterate and it != ITERATE_LAST:
             raise ValueError("this state keeps only the last iterate and its own "
                              f"{self.config()['iterate']!r} iterate")
-        block = np.asarray(block, dtype=np.float64)
-        if block.ndim != 3 or block.shape[1:] != (self.n_problems, self.n_fields):
-            raise ValueError(f"block has shape {block.shape}, expected (n, "
+        cdef const double[:, :, ::1] blk = np.ascontiguousarray(block, dtype=np.float64)
+        if blk.shape[1] != self.n_problems or blk.shape[2] != self.n_fields:
+            raise ValueError(f"block has shape {np.shape(block)}, expected (n, "
                              f"{self.n_problems}, {self.n_fields})")
-        if self.t == 0:
-            return np.zeros((block.shape[0], self.n_problems))
-        if self.l1 > 0.0:
-            return self._l1_weights(np.ascontiguousarray(block), it, intercept)
-        phi = block[:, :, self.off_phi]
-        s = np.asarray(self.s_a)
-        if it == ITERATE_LAST:
-            return phi * s
-        if _averaged(it):
-            if self.p_is_two:
-                total = phi * self.cum_a - block[:, :, self.off_acc]
-            else:
-                total = block[:, :, self.off_acc] + phi * (self.cum_a - block[:, :, self.off_mark])
-            return total / self._average_norm()
-        snapped = snapv == self.rnd_ver_a
-        return np.where(snapped, snap, phi * self.rnd_s_a)
-
-    def _l1_weights(self, const double[:, :, ::1] block, int it, bint intercept):
-        """`weights_of` with l1: soft thresholds of lambda (the last iterate), the lazy
-        averages' settled sums plus the pending ones of the active coordinates, on the
-        last iterate's support (docs/design/l1.md, "Why exact zeros"). One pass over the
-        coordinates into the result, no temporaries: over a hashed space of 2^24 the
-        vectorized form took 1.9 s and five times the result's memory for an average."""
-        cdef Py_ssize_t j, c, n = block.shape[0], K = self.n_problems
-        cdef double thr = self.l1_thr, qm1 = self.q - 1.0, lam, a, s, cum, cum2, norm = 1.0
-        cdef double inv_m = 1.0
-        cdef bint last = it == ITERATE_LAST, p_is_two = self.p_is_two
-        cdef Py_ssize_t off_acc = self.off_acc
-        out = np.zeros((n, K))
+        cdef Py_ssize_t n = blk.shape[0], j
+        cdef const double[:, ::1] sn
+        cdef const int64_t[:, ::1] sv
+        cdef Readout rd = _readout(self, it)
+        out = np.zeros((n, self.n_problems))
+        if n == 0:
+            return out
         cdef double[:, ::1] W = out
-        if not last:
-            norm = self._average_norm()
-        for c in range(K):
-            s = self.s[c]
-            cum = self.cum[c]
-            cum2 = self.cum2[c]
-            if self.l1q != NULL:
-                inv_m = self.l1q[c].inv_m
-            with nogil:
-                for j in range(n):
-                    lam = block[j, c, 0]
-                    a = fabs(lam) - thr
-                    if not a > 0.0:
-                        continue  # exactly 0 at or below the threshold (l1 selects)
-                    if last:
-                        # p < 2: the l_q map of the soft threshold in the scale's units,
-                        # times the scale (_l1q_scale)
-                        W[j, c] = copysign(a if p_is_two else pow(a * inv_m, qm1), lam) * s
-                    else:
-                        # the folded sum of an active coordinate (`l1_folded_total`)
-                        W[j, c] = (block[j, c, off_acc] + lam * cum
-                                   - copysign(cum2, lam)) / norm
-            if not last and intercept and n:
-                # the intercept, the one coordinate reported off the support (it keeps its
-                # average), may have fallen since its touch
-                W[0, c] = l1_folded_total(block[0, c, 0], block[0, c, off_acc],
-                                          block[0, c, self.off_on], cum, cum2, thr,
-                                          self.l1_sum_t, self.sigma, self.l1,
-                                          self.iterate) / norm
+        rd.pt.blk = &blk[0, 0, 0]
+        rd.pt.dim = n
+        if rd.kind == READ_RANDOM:
+            sn = np.ascontiguousarray(snap, dtype=np.float64).reshape(n, self.n_problems)
+            sv = np.ascontiguousarray(snapv, dtype=np.int64).reshape(n, self.n_problems)
+            rd.pt.snap = &sn[0, 0]
+            rd.pt.snapv = &sv[0, 0]
+        with nogil:
+            _read_all(rd, n, &W[0, 0])
+            if not intercept and rd.kind == READ_SUMS and rd.pt.kind == PART_L1AVG:
+                # row 0 is no intercept here: on the last iterate's support like the rest
+                for j in range(self.n_problems):
+                    if fabs(blk[0, j, 0]) <= rd.pt.thr[0]:
+                        W[0, j] = 0.0
         return out
+
+    def scores(self, data, indices, indptr):
+        """The (rows, K) scores ``<w, x> + intercept`` of CSR rows (data, indices, indptr)
+        by the reported iterate, read from the lazy state at the rows' coordinates only:
+        O(nnz K), whatever the width, nothing settled, the GIL released.
+
+        The scores of the model `weights()` gives, bit for bit: each row's products summed
+        in its order from 0, then ``intercept_scaling`` times coordinate 0's weight added
+        (0 without ``fit_intercept``), as scipy's CSR product and `LinearModel.scores` do.
+        Columns at or past the state's features weigh 0.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from onlinepgs._core import PGSState
+        >>> st = PGSState(iterate="average", n_features=3)
+        >>> x, y = np.array([1.0, 0.0, 2.0]), np.ones(1)
+        >>> st.run(x, None, None, 3, y, np.ones(1), np.arange(1), True)
+        >>> W = st.weights()
+        >>> data, indices, indptr = np.array([1.0, 2.0]), np.array([0, 2]), np.array([0, 2])
+        >>> bool(st.scores(data, indices, indptr)[0, 0] == 1.0 * W[1, 0] + 2.0 * W[3, 0] + W[0, 0])
+        True
+        """
+        cdef const double[::1] d = np.ascontiguousarray(data, dtype=np.float64)
+        offsets = np.ascontiguousarray(indptr, dtype=np.int64)
+        cdef const int64_t[::1] ptr = offsets
+        cdef const int32_t[::1] ind32
+        cdef const int64_t[::1] ind64
+        cdef Py_ssize_t i, n_rows = ptr.shape[0] - 1
+        cdef Readout rd = _readout(self, self.iterate)
+        cdef const double* vals = &d[0] if d.shape[0] else NULL
+        cdef double[:, ::1] out
+        if n_rows < 0:
+            raise ValueError("indptr must hold n_rows + 1 offsets")
+        result = np.empty((n_rows, self.n_problems))
+        if n_rows == 0:
+            return result
+        for i in range(n_rows):
+            if ptr[i] > ptr[i + 1]:
+                raise ValueError("indptr must not decrease")
+        if ptr[0] < 0 or ptr[n_rows] > d.shape[0]:
+            raise ValueError("indptr points past data")
+        out = result
+        indices = np.asarray(indices)
+        if indices.dtype == np.int32:
+            ind32 = np.ascontiguousarray(indices)
+            if ind32.shape[0] < ptr[n_rows]:
+                raise ValueError("indices is shorter than data")
+            with nogil:
+                _read_scores(rd, vals, &ind32[0] if ind32.shape[0] else NULL, &ptr[0], n_rows,
+                             self.dim - 1, self.fit_intercept, self.intercept_scaling,
+                             &out[0, 0])
+        else:
+            ind64 = np.ascontiguousarray(indices, dtype=np.int64)
+            if ind64.shape[0] < ptr[n_rows]:
+                raise ValueError("indices is shorter than data")
+            with nogil:
+                _read_scores(rd, vals, &ind64[0] if ind64.shape[0] else NULL, &ptr[0], n_rows,
+                             self.dim - 1, self.fit_intercept, self.intercept_scaling,
+                             &out[0, 0])
+        return result
 
     def progressive_sums(self):
         """The progressive sums since the state was created: each row scored before it

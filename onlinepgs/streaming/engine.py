@@ -696,27 +696,15 @@ def _loss_rows(learner, X, y):
 def _online_prediction(learner, x, fitted):
     """The reported model's prediction for a row before its update (the iterate the
     learner reports, whose progressive loss the table shows beside it): a regressor's or
-    binary classifier's raw score, a multiclass model's predicted class. A learner
-    without PGS's state shows its model's score."""
+    binary classifier's raw score, a multiclass model's predicted class. PGS scores the
+    row from its state at the row's coordinates (O(nnz), whatever the width)."""
     if not fitted:
         return 0.0
-    state = getattr(learner, "_state", None)
-    if state is None or not hasattr(learner, "_as_matrix"):
-        score = (learner.decision_function(x) if learner._classifier
-                 else learner.predict(x))
-        score = np.asarray(score).ravel()
-        if score.shape[0] == 1:
-            return float(score[0])
-        return float(learner.classes_[int(np.argmax(score))])
-    W = state.weights()  # (1 + n_features, n_problems), intercept in row 0
-    x = learner._as_matrix(x, fitted=True).tocsr()  # hashed as training sees it
-    seen = x.indices < W.shape[0] - 1
-    scores = x.data[seen] @ W[1 + x.indices[seen]]
-    if learner.fit_intercept:
-        scores = scores + W[0] * learner.intercept_scaling
-    if scores.shape[0] == 1:
-        return float(scores[0])
-    return float(learner.classes_[int(np.argmax(scores))])
+    score = learner.decision_function(x) if learner._classifier else learner.predict(x)
+    score = np.asarray(score).ravel()
+    if score.shape[0] == 1:
+        return float(score[0])
+    return float(learner.classes_[int(np.argmax(score))])
 
 
 class _Batcher:
