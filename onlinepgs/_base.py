@@ -22,7 +22,7 @@ import weakref
 
 import numpy as np
 
-from onlinepgs import _checks, _class_weight
+from onlinepgs import _checks, _class_weight, _options
 from onlinepgs._checks import NotFittedError, available_if, check_params, is_records
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs.features import parse_interactions
@@ -80,14 +80,16 @@ def _is_logistic(est):
 class LinearLearner:
     """What every linear learner of the package shares (see the module docstring).
 
-    A subclass sets ``_constraints`` (its parameters' constraints, in the language of
-    `onlinepgs._checks.check_params`), ``_public_name`` (the class name in model files
-    and messages: the scikit-learn estimator's) and implements ``_make_model()`` (the
-    fitted `LinearModel`) and training. A fitted learner has ``_state``.
+    A subclass sets ``_solver`` ("pgs" or "sdca": whose rules apply, `onlinepgs._options`),
+    ``_constraints`` (its parameters' ranges, `onlinepgs._options.learner_constraints`),
+    ``_public_name`` (the class name in model files and messages: the scikit-learn
+    estimator's) and implements ``_make_model()`` (the fitted `LinearModel`) and
+    training. A fitted learner has ``_state``.
     """
 
     _classifier = False
     _public_name = None
+    _solver = None
     _constraints = {}
 
     # ---- parameters (scikit-learn's conventions, without it) ------------------------------
@@ -126,36 +128,21 @@ class LinearLearner:
         return self._public_name or type(self).__name__
 
     def _validate_params(self):
+        """The parameters' ranges (`onlinepgs._options`; the scikit-learn layer checks
+        the same table through scikit-learn's ``_validate_params``)."""
         check_params(self.get_params(deep=False), self._constraints, self._owner)
 
-    # the numeric parameters that must be finite (None and strings are other choices)
-    _finite_params = ()
+    def _check_rules(self):
+        """The rules on the parameters beyond their ranges (`onlinepgs._options`:
+        finite numbers, the combinations the solver refuses), before any data."""
+        params = self.get_params(deep=False)
+        words = _options.Words(self._owner)
+        _options.check_finite(params, self._solver, words)
+        _options.learner_rules(params, self._solver, words)
 
-    def _check_finite_params(self):
-        """Refuse non-finite numeric parameters, then the solver's own rules."""
-        for name in self._finite_params:
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, str) and not np.isfinite(value):
-                raise ValueError(f"The '{name}' parameter of {self._owner} must be finite, "
-                                 f"got {value!r}.")
-        self._interactions(check=True)
-        self._check_solver_params()
-
-    def _interactions(self, check=False):
-        """The normalized ``interactions`` parameter (`onlinepgs.features`); ``check``:
-        refuse bad ones in the parameter's name, and interactions without ``n_bits``."""
-        value = getattr(self, "interactions", None)
-        try:
-            interactions = parse_interactions(value)
-        except ValueError as exc:
-            raise ValueError(f"The 'interactions' parameter of {self._owner}: {exc}") from None
-        if check and interactions and self.n_bits is None:
-            raise ValueError(f"The 'interactions' parameter of {self._owner} needs n_bits: "
-                             "interactions are hashed into 2**n_bits columns")
-        return interactions
-
-    def _check_solver_params(self):
-        """The solver's rules on its parameters beyond their types (a subclass's)."""
+    def _interactions(self):
+        """The normalized ``interactions`` parameter (checked by `_check_rules`)."""
+        return parse_interactions(getattr(self, "interactions", None))
 
     def _weight_passes(self):
         """How many times a fit adds up the sample weights (PGS: once an epoch)."""
@@ -171,7 +158,7 @@ class LinearLearner:
         """A fit's checked parameters and inputs: ``(X, y_core, n_problems, multiclass,
         fitted attributes, sample weights)``."""
         self._validate_params()
-        self._check_finite_params()
+        self._check_rules()
         X = self._validate_X(X, reset=True)
         y_core, n_problems, multiclass, extra = self._encode_targets(X, y, fit=True)
         raw = self._validate_weights(sample_weight, X.shape[0])

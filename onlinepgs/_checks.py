@@ -2,10 +2,11 @@
 
 One home for what PGS and SDCA learners, the fitted value (`onlinepgs.model`), the
 certificates and the command line check: records and their hashing, matrices (NumPy and
-SciPy only), sample weights, labels (THE label check, `check_labels`), target encoding,
-parameters (a small constraint language that the scikit-learn layer translates into its
-own) and random states. The scikit-learn estimator classes may check more on top
-(feature names, scikit-learn's messages) through the hooks of `onlinepgs._base`.
+SciPy only), sample weights, labels (THE label check, `check_labels`), target encoding
+and random states. The rules about parameters are `onlinepgs._options`' (re-exported
+here: `check_params`, `InvalidParameterError`). The scikit-learn estimator classes may
+check more on top (feature names, scikit-learn's messages) through the hooks of
+`onlinepgs._base`.
 """
 import math
 import numbers
@@ -15,6 +16,7 @@ import numpy as np
 from onlinepgs._core._hashing import records_to_csr, records_to_rows
 from onlinepgs._csr import like, widen
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
+from onlinepgs._options import InvalidParameterError, check_params  # noqa: F401
 
 __all__ = ["NotFittedError", "ConvergenceWarning", "InvalidParameterError", "RowError",
            "AtRows", "row_of_entry", "check_params",
@@ -29,10 +31,6 @@ class NotFittedError(ValueError, AttributeError):
 
 class ConvergenceWarning(UserWarning):
     """A solver stopped before its tolerance (scikit-learn's estimators warn with its own)."""
-
-
-class InvalidParameterError(ValueError, TypeError):
-    """A parameter outside its constraints (as scikit-learn's, by its bases and message)."""
 
 
 class AtRows:
@@ -100,76 +98,7 @@ def py(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-# ---- parameters ---------------------------------------------------------------------------
-# A constraint is None, "boolean", "random_state", "verbose", a class (an instance of it),
-# ("str", options) or (kind, low, high, closed) with kind "real" or "int", low/high None for
-# unbounded and closed one of "left", "right", "both", "neither" (scikit-learn's Interval).
-def _in_interval(value, constraint):
-    kind, low, high, closed = constraint
-    wanted = numbers.Integral if kind == "int" else numbers.Real
-    if not isinstance(value, wanted) or (isinstance(value, (bool, np.bool_))
-                                         and kind == "real"):
-        return False
-    if kind == "real" and np.isnan(value):
-        return False
-    if low is not None and (value < low or (value == low and closed in ("right", "neither"))):
-        return False
-    if high is not None and (value > high or (value == high and closed in ("left", "neither"))):
-        return False
-    return True
-
-
-def _satisfies(value, constraint):
-    if constraint is None:
-        return value is None
-    if constraint == "boolean":
-        return isinstance(value, (bool, np.bool_))
-    if constraint == "random_state":
-        return (value is None or isinstance(value, np.random.RandomState)
-                or _in_interval(value, ("int", 0, 2**32 - 1, "both")))
-    if constraint == "verbose":
-        return isinstance(value, (bool, np.bool_)) or _in_interval(value, ("int", 0, None, "left"))
-    if isinstance(constraint, type):
-        return isinstance(value, constraint)
-    if constraint[0] == "str":
-        return isinstance(value, str) and value in constraint[1]
-    return _in_interval(value, constraint)
-
-
-def _describe(constraint):
-    if constraint is None:
-        return "None"
-    if constraint == "boolean":
-        return "an instance of 'bool'"
-    if constraint == "random_state":
-        return "an int in the range [0, 4294967295], an instance of 'RandomState' or None"
-    if constraint == "verbose":
-        return "an int in the range [0, inf) or an instance of 'bool'"
-    if isinstance(constraint, type):
-        return f"an instance of {constraint.__name__!r}"
-    if constraint[0] == "str":
-        return "a str among {" + ", ".join(repr(o) for o in sorted(constraint[1])) + "}"
-    kind, low, high, closed = constraint
-    left = "[" if closed in ("left", "both") and low is not None else "("
-    right = "]" if closed in ("right", "both") and high is not None else ")"
-    return (f"{'an int' if kind == 'int' else 'a float'} in the range {left}"
-            f"{'-inf' if low is None else low}, {'inf' if high is None else high}{right}")
-
-
-def check_params(params, constraints, owner):
-    """Refuse the first parameter of `params` (a dict) outside its `constraints`, with
-    scikit-learn's message (``The 'sigma' parameter of PGSClassifier must be ...``)."""
-    for name, allowed in constraints.items():
-        value = params[name]
-        if any(_satisfies(value, c) for c in allowed):
-            continue
-        described = [_describe(c) for c in allowed]
-        text = (described[0] if len(described) == 1
-                else ", ".join(described[:-1]) + " or " + described[-1])
-        raise InvalidParameterError(f"The {name!r} parameter of {owner} must be {text}. "
-                                    f"Got {value!r} instead.")
-
-
+# ---- parameters: their rules are onlinepgs._options' (check_params, InvalidParameterError)
 def check_random_state(seed):
     """A RandomState from None, an int or a RandomState (scikit-learn's rule)."""
     if seed is None:

@@ -19,18 +19,17 @@ class counts itself). The counts are the learner's fitted attributes
 resumed run weighs its rows exactly as an uninterrupted one
 (docs/design/estimators.md, "Class weights").
 """
-import numbers
 
 import numpy as np
 
+from onlinepgs import _options
 from onlinepgs._checks import check_params, py
 
 __all__ = ["BALANCED", "ClassWeightError", "CONSTRAINT", "per_class", "batch_weights",
            "stream_weights", "codes_of", "fit_weights", "partial_fit_weights"]
 
 BALANCED = "balanced"
-# the parameter's constraint, in onlinepgs._checks.check_params' language
-CONSTRAINT = [None, dict, ("str", {BALANCED})]
+CONSTRAINT = _options.CLASS_WEIGHT  # the parameter's range (onlinepgs._options)
 
 
 class ClassWeightError(ValueError):
@@ -68,8 +67,7 @@ def per_class(class_weight, classes, owner):
                                    f"which is not one of the classes {labels}", label,
                                    labels, "unknown")
         value = py(value)
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-                or not (np.isfinite(value) and value >= 0):
+        if _options.bad_class_weight({label: value}) is not None:
             raise ClassWeightError(f"class_weight of {owner} gives the class {label!r} the "
                                    f"weight {value!r}; a class weight is a finite number "
                                    ">= 0", label, labels, "weight")

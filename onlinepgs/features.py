@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from onlinepgs._options import parse_interactions  # noqa: F401 (the rule's home)
+
 __all__ = ["DEFAULT_NAMESPACE", "RAW_COLUMN", "WILDCARD", "NamespacedRows", "FeatureSpec",
            "namespace_seed", "parse_interactions", "to_matrix", "interaction_names",
            "expanded_input", "input_is_expanded"]
@@ -85,59 +87,6 @@ def namespace_seed(name, hash_seed):
     from onlinepgs._core._hashing import murmurhash3
 
     return hash_seed if name == "" else murmurhash3(name, hash_seed)
-
-
-def parse_interactions(interactions):
-    """The normalized interactions: a tuple of distinct strings of 2 or 3 letters.
-
-    Parameters
-    ----------
-    interactions : None or iterable of str
-        Each a string of namespace letters (``"ab"`` pairs, ``"abc"`` triples; ``":"``
-        any letter, ``"::"`` all pairs). A letter is one ASCII character: the first byte
-        of a namespace's name (``" "`` the default namespace).
-
-    Returns
-    -------
-    tuple of str
-        In the given order, a repeated interaction once (twice would count its
-        features twice).
-
-    Raises
-    ------
-    ValueError
-        A bare string (a list of them is expected), an empty interaction, one of 1 or
-        more than 3 letters, a non-ASCII or NUL letter.
-
-    Examples
-    --------
-    >>> parse_interactions(["ab", "::", "ab", "abc"])
-    ('ab', '::', 'abc')
-    >>> parse_interactions(None)
-    ()
-    """
-    if interactions is None:
-        return ()
-    if isinstance(interactions, (str, bytes)):
-        raise ValueError(f"interactions must be a list of strings such as ['ab'], got the "
-                         f"string {interactions!r}")
-    out = []
-    for item in interactions:
-        if not isinstance(item, str):
-            raise ValueError(f"interaction {item!r} is not a string of namespace letters")
-        if not item:
-            raise ValueError("an interaction is empty: give 2 or 3 namespace letters "
-                             "such as 'ab'")
-        bad = [c for c in item if ord(c) > 127 or c == "\0"]
-        if bad:
-            raise ValueError(f"interaction {item!r} has the letter {bad[0]!r}: a namespace "
-                             "letter is one ASCII character (the first byte of its name)")
-        if len(item) not in (2, 3):
-            raise ValueError(f"interaction {item!r} has {len(item)} letter(s): pairs "
-                             "('ab') and triples ('abc') are supported")
-        if item not in out:
-            out.append(item)
-    return tuple(out)
 
 
 def _letters(interactions):

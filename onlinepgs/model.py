@@ -25,6 +25,7 @@ import numpy as np
 
 from onlinepgs._checks import (as_matrix, available_if, check_csr, check_dense, encode_targets,
                                is_records, single_record)
+from onlinepgs._options import MULTI_CLASS_LOSS  # the loss each multi_class needs
 from onlinepgs.features import parse_interactions
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs._weights import SparseWeights
@@ -32,8 +33,6 @@ from onlinepgs._weights import SparseWeights
 __all__ = ["LinearModel"]
 
 _PROBABILISTIC = ("logistic",)
-# multi_class: one-vs-rest, or one loss of the K scores and the binary loss it needs
-MULTI_CLASS_LOSS = {"ovr": None, "multinomial": "logistic", "crammer_singer": "hinge"}
 
 
 def _sigmoid(z):

@@ -20,13 +20,12 @@ array([1])
 """
 import numpy as np
 
-from onlinepgs import _checks, _class_weight, _race
+from onlinepgs import _checks, _class_weight, _options, _race
 from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,  # noqa: F401
                              _training, _unchanged_on_error)
 from onlinepgs._checks import AtRows, check_random_state, is_records, py, row_of_entry
-from onlinepgs._core import CLASSIFICATION_LOSSES, ITERATES, REGRESSION_LOSSES, PGSState
-from onlinepgs._core._pgs import (MULTI_CLASS, check_p, multi_class_code, power_is_cheap,
-                                  row_power_sums)
+from onlinepgs._core import PGSState
+from onlinepgs._core._pgs import power_is_cheap, row_power_sums
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs._layout import StateLayout
 from onlinepgs.model import LinearModel
@@ -348,27 +347,7 @@ def _size(n_bytes):
 class PGSLearner(LinearLearner):
     """PGS training shared by the classifier and the regressor (see the module docstring)."""
 
-    _constraints = {
-        "p": [("real", 1, 2, "right")],
-        "sigma": [("str", {"auto"}), ("real", 0, None, "neither")],
-        "l1": [("real", 0, None, "left")],
-        "radius": [None, ("str", {"auto"}), ("real", 0, None, "neither")],
-        "batch_size": [("int", 1, None, "left")],
-        "iterate": [("str", set(ITERATES))],
-        "fit_intercept": ["boolean"],
-        "intercept_scaling": [("real", 0, None, "neither")],
-        "max_epochs": [("int", 1, None, "left")],
-        "tol": [None, ("real", 0, None, "left")],
-        "n_iter_no_change": [("int", 1, None, "left")],
-        "shuffle": ["boolean"],
-        "random_state": ["random_state"],
-        "epsilon": [("real", 0, None, "left")],
-        "n_bits": [None, ("int", 1, 30, "both")],
-        "hash_seed": [("int", 0, 2**32 - 1, "both")],
-        "max_model_bytes": [None, ("int", 1, None, "left")],
-        "forget": [("real", 0, 1, "right")],
-        "interactions": [None, list, tuple],
-    }
+    _solver = "pgs"
 
     def __init__(self, loss, *, p=2.0, sigma="auto", l1=0.0, radius="auto", batch_size=1,
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
@@ -395,12 +374,6 @@ class PGSLearner(LinearLearner):
         self.max_model_bytes = max_model_bytes
         self.forget = forget
         self.interactions = interactions
-
-    _finite_params = ("p", "sigma", "l1", "radius", "intercept_scaling", "epsilon", "tol",
-                      "forget")
-
-    def _check_solver_params(self):
-        check_p(float(self.p))  # before the data: p too near 1 is refused with its reason
 
     def _new_state(self, n_features, n_problems, multiclass, rng):
         """A fresh solver state at the sigma parameter (a number); its own RNG (the random
@@ -653,7 +626,7 @@ class PGSLearner(LinearLearner):
         the state."""
         if first:
             self._validate_params()
-            self._check_finite_params()
+            self._check_rules()
         else:
             self._check_state_params()
 
@@ -947,10 +920,7 @@ class PGSClassifierLearner(ClassifierLearner, PGSLearner):
     scikit-learn's conventions to).
 """ + _INIT_DOC.format("PGSClassifier")
     _public_name = "PGSClassifier"
-    _constraints = {**PGSLearner._constraints,
-                    "loss": [("str", set(CLASSIFICATION_LOSSES))],
-                    "class_weight": _class_weight.CONSTRAINT,
-                    "multi_class": [("str", set(MULTI_CLASS))]}
+    _constraints = _options.learner_constraints("pgs", "classifier")
 
     def __init__(self, loss="logistic", *, p=2.0, sigma="auto", l1=0.0, radius="auto",
                  batch_size=1, iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
@@ -967,13 +937,6 @@ class PGSClassifierLearner(ClassifierLearner, PGSLearner):
                          forget=forget, interactions=interactions)
         self.class_weight = class_weight
         self.multi_class = multi_class
-
-    def _check_solver_params(self):
-        super()._check_solver_params()
-        try:
-            multi_class_code(self.multi_class, self.loss)
-        except ValueError as exc:  # the loss it needs, in the parameter's name
-            raise ValueError(f"The 'multi_class' parameter of {self._owner}: {exc}") from None
 
     def fit(self, X, y, sample_weight=None):
         """Run `max_epochs` passes of PGS over (X, y) from a fresh state.
@@ -1019,7 +982,7 @@ class PGSRegressorLearner(RegressorLearner, PGSLearner):
     scikit-learn's conventions to).
 """ + _INIT_DOC.format("PGSRegressor")
     _public_name = "PGSRegressor"
-    _constraints = {**PGSLearner._constraints, "loss": [("str", set(REGRESSION_LOSSES))]}
+    _constraints = _options.learner_constraints("pgs", "regressor")
 
     def __init__(self, loss="squared", *, p=2.0, sigma="auto", l1=0.0, radius="auto",
                  batch_size=1, iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,

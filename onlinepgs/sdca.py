@@ -24,12 +24,11 @@ import warnings
 
 import numpy as np
 
-from onlinepgs import _class_weight
+from onlinepgs import _options
 from onlinepgs._base import ClassifierLearner, LinearLearner, RegressorLearner
 from onlinepgs._checks import ConvergenceWarning, check_random_state, in_units
-from onlinepgs._core import CLASSIFICATION_LOSSES, REGRESSION_LOSSES
 from onlinepgs._core import loss_derivative as _loss_derivative
-from onlinepgs._core._sdca import ORDERS, SDCAProblem
+from onlinepgs._core._sdca import SDCAProblem
 from onlinepgs._core._sdca_multiclass import MulticlassSDCA
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs.model import LinearModel
@@ -145,26 +144,6 @@ _ATTRS_DOC = """
     n_features_in_ : int
 """
 
-_CONSTRAINTS = {
-    "p": [("real", 1, 2, "right")],
-    "sigma": [("real", 0, None, "left")],
-    "l1": [("real", 0, None, "left")],
-    "fit_intercept": ["boolean"],
-    "intercept_scaling": [("real", 0, None, "neither")],
-    "tol": [("real", 0, None, "left")],
-    "max_epochs": [("int", 1, None, "left")],
-    "order": [("str", set(ORDERS))],
-    "check_every": [("int", 1, None, "left"), ("str", {"auto"})],
-    "shrinking": ["boolean"],
-    "random_state": ["random_state"],
-    "epsilon": [("real", 0, None, "left")],
-    "verbose": ["verbose"],
-    "n_bits": [None, ("int", 1, 30, "both")],
-    "hash_seed": [("int", 0, 2**32 - 1, "both")],
-    "interactions": [None, list, tuple],
-    "l1_geometry": [("str", {"auto", "l2", "lq"})],
-}
-
 
 _MULTI_CLASS_DOC = """    multi_class : {"ovr", "multinomial", "crammer_singer"}, default="ovr"
         K > 2 classes: K one-vs-rest problems ("ovr"), or K weight vectors coupled by one
@@ -251,6 +230,7 @@ class SDCALearner(LinearLearner):
     no solver state between calls (no ``partial_fit``).
     """
 
+    _solver = "sdca"
     _pgs_class = None
     _convergence_warning = ConvergenceWarning
     multi_class = "ovr"  # regressors' (classifiers set it in __init__)
@@ -281,29 +261,6 @@ class SDCALearner(LinearLearner):
 
     def fit(self, X, y, sample_weight=None):
         return self._fit(X, y, sample_weight)
-
-    _finite_params = ("p", "sigma", "l1", "intercept_scaling", "epsilon", "tol")
-
-    def _check_solver_params(self):
-        name = self._owner
-        if self.sigma == 0 and self.l1 == 0:
-            raise ValueError(f"{name}: sigma=0 needs l1 > 0 (pure l_1); with neither "
-                             "term the problem has no regularizer")
-        if self.l1 > 0 and self.p != 2:
-            raise ValueError(f"{name}: l1 > 0 (elastic net, l_1) needs p=2, got p={self.p!r}")
-        init = self.init
-        if isinstance(init, str):
-            if init not in ("zero", "pgs"):
-                raise ValueError(f"{name}: init must be 'zero', 'pgs' or a fitted "
-                                 f"{self._pgs_class._public_name}, got {init!r}")
-            if init == "pgs" and self.sigma == 0:
-                raise ValueError(f"{name}: init='pgs' needs sigma > 0 (PGS has no pure "
-                                 "l_1 objective)")
-        elif not isinstance(init, self._pgs_class):
-            raise ValueError(f"{name}: init must be 'zero', 'pgs' or a fitted "
-                             f"{self._pgs_class._public_name}, got {type(init).__name__}")
-        else:
-            init._check_fitted()
 
     def _pgs_margins(self, X, y_core, sw, rng):
         """The starting PGS model's margins, shape (n_samples, n_problems), or None."""
@@ -464,10 +421,8 @@ class SDCAClassifierLearner(ClassifierLearner, SDCALearner):
     ``model_`` the fitted model as a value (`onlinepgs.model.LinearModel`)."""
     _public_name = "SDCAClassifier"
     _pgs_class = PGSClassifierLearner
-    _constraints = {**_CONSTRAINTS, "loss": [("str", set(CLASSIFICATION_LOSSES))],
-                    "init": [("str", {"zero", "pgs"}), PGSClassifierLearner],
-                    "class_weight": _class_weight.CONSTRAINT,
-                    "multi_class": [("str", {"ovr", "multinomial", "crammer_singer"})]}
+    _constraints = _options.learner_constraints("sdca", "classifier")
+    _constraints["init"] = [*_constraints["init"], PGSClassifierLearner]  # or fitted PGS
 
     def __init__(self, loss="logistic", *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
                  intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",
@@ -482,28 +437,6 @@ class SDCAClassifierLearner(ClassifierLearner, SDCALearner):
                          l1_geometry=l1_geometry)
         self.class_weight = class_weight
         self.multi_class = multi_class
-
-    # the loss each coupled multiclass model needs
-    _MULTI_CLASS_LOSS = {"multinomial": "logistic", "crammer_singer": "hinge"}
-
-    def _check_solver_params(self):
-        super()._check_solver_params()
-        mc = self.multi_class
-        if mc == "ovr":
-            return
-        name, wanted = self._owner, self._MULTI_CLASS_LOSS[mc]
-        if self.loss != wanted:
-            raise ValueError(f"{name}: multi_class={mc!r} needs loss={wanted!r}, got "
-                             f"loss={self.loss!r}")
-        if self.p != 2:
-            raise ValueError(f"{name}: multi_class={mc!r} needs p=2, got p={self.p!r}")
-        if self.l1 != 0:
-            raise ValueError(f"{name}: multi_class={mc!r} has no l1 term yet (l1={self.l1!r}); "
-                             "use multi_class='ovr' for l_1")
-        if self.sigma == 0:
-            raise ValueError(f"{name}: multi_class={mc!r} needs sigma > 0")
-        if not (isinstance(self.init, str) and self.init == "zero"):
-            raise ValueError(f"{name}: multi_class={mc!r} starts from init='zero' only")
 
     def fit(self, X, y, sample_weight=None):
         """Solve the dual to the relative gap `tol` (or `max_epochs`).
@@ -529,8 +462,8 @@ class SDCARegressorLearner(RegressorLearner, SDCALearner):
     ``model_`` the fitted model as a value (`onlinepgs.model.LinearModel`)."""
     _public_name = "SDCARegressor"
     _pgs_class = PGSRegressorLearner
-    _constraints = {**_CONSTRAINTS, "loss": [("str", set(REGRESSION_LOSSES))],
-                    "init": [("str", {"zero", "pgs"}), PGSRegressorLearner]}
+    _constraints = _options.learner_constraints("sdca", "regressor")
+    _constraints["init"] = [*_constraints["init"], PGSRegressorLearner]  # or fitted PGS
 
     def __init__(self, loss="squared", *, p=2.0, sigma=1e-4, l1=0.0, fit_intercept=True,
                  intercept_scaling=1.0, tol=1e-6, max_epochs=1000, order="permutation",

@@ -982,4 +982,4 @@ def test_p_near_1_trains_a_finite_model_and_too_near_is_a_usage_error(tmp_path, 
     capsys.readouterr()
     done = run("train", path, "-o", tmp_path / "n.pgs", "--p", "1.00000001")
     assert done.returncode == 2 and done.stderr.count(b"\n") == 1
-    assert b"argument --p: p=1.00000001 is too close to 1" in done.stderr
+    assert b"argument --p: --p 1.00000001 is too close to 1" in done.stderr

@@ -430,7 +430,7 @@ def test_locality_needs_a_cluster():
     X, y = make_data(m=40)
     with pytest.raises(ValueError, match="locality=True places lanes on the workers"):
         opd.fit(PGSClassifier(), dask_rows(X, [20, 20]), y, locality=True)
-    with pytest.raises(ValueError, match="locality must be True or False"):
+    with pytest.raises(ValueError, match="locality must be an instance of 'bool'. Got 'yes'"):
         opd.fit(PGSClassifier(), dask_rows(X, [20, 20]), y, locality="yes")
 
 

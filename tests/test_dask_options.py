@@ -14,26 +14,30 @@ from onlinepgs.distributed.options import RunOptions  # noqa: E402
 
 # (argument, bad value, exception, what the message says after the argument's name)
 BAD = [
-    ("passes", 0, ValueError, "must be an int >= 1, got 0"),
-    ("passes", 1.5, ValueError, "must be an int >= 1, got 1.5"),
-    ("passes", True, ValueError, "must be an int >= 1, got True"),
-    ("n_lanes", 0, ValueError, "must be an int >= 1, got 0"),
-    ("n_lanes", "2", ValueError, "must be an int >= 1, got '2'"),
-    ("slice_rows", "big", ValueError, "must be \"auto\" or an int >= 1, got 'big'"),
-    ("slice_rows", 0, ValueError, "must be \"auto\" or an int >= 1, got 0"),
-    ("shuffle", "no", ValueError, "must be True or False, got 'no'"),
-    ("shuffle", None, ValueError, "must be True or False, got None"),
-    ("random_state", -1, ValueError, "must be None, an int in [0, 2**32 - 1] or a "
-                                     "numpy.random.RandomState, got -1"),
-    ("random_state", 2**32, ValueError, "must be None, an int in [0, 2**32 - 1]"),
-    ("random_state", "seed", ValueError, "must be None, an int in [0, 2**32 - 1]"),
-    ("n_features", -1, ValueError, "must be an int >= 0, got -1"),
-    ("zero_based", "yes", ValueError, "must be True, False or \"auto\", got 'yes'"),
-    ("zero_based", 1, ValueError, "must be True, False or \"auto\", got 1"),
-    ("blocksize", 0, ValueError, "must be an int >= 1, got 0"),
-    ("block_rows", 0, ValueError, "must be an int >= 1, got 0"),
-    ("callback", 3, TypeError, "must be callable, got 3"),
-    ("locality", "yes", ValueError, "must be True or False, got 'yes'"),
+    ("passes", 0, ValueError, "must be an int in the range [1, inf). Got 0 instead."),
+    ("passes", 1.5, ValueError, "must be an int in the range [1, inf). Got 1.5 instead."),
+    ("passes", True, ValueError, "must be an int in the range [1, inf). Got True instead."),
+    ("n_lanes", 0, ValueError, "must be None or an int in the range [1, inf). Got 0"),
+    ("n_lanes", "2", ValueError, "must be None or an int in the range [1, inf). Got '2'"),
+    ("slice_rows", "big", ValueError, "must be a str among {'auto'} or an int in the range "
+                                      "[1, inf). Got 'big' instead."),
+    ("slice_rows", 0, ValueError, "must be a str among {'auto'} or an int in the range "
+                                  "[1, inf). Got 0 instead."),
+    ("shuffle", "no", ValueError, "must be an instance of 'bool'. Got 'no' instead."),
+    ("shuffle", None, ValueError, "must be an instance of 'bool'. Got None instead."),
+    ("random_state", -1, ValueError, "must be an int in the range [0, 4294967295], an "
+                                     "instance of 'RandomState' or None. Got -1 instead."),
+    ("random_state", 2**32, ValueError, "must be an int in the range [0, 4294967295]"),
+    ("random_state", "seed", ValueError, "must be an int in the range [0, 4294967295]"),
+    ("n_features", -1, ValueError, "must be None or an int in the range [0, inf). Got -1"),
+    ("zero_based", "yes", ValueError, "must be an instance of 'bool' or a str among "
+                                      "{'auto'}. Got 'yes' instead."),
+    ("zero_based", 1, ValueError, "must be an instance of 'bool' or a str among {'auto'}. "
+                                  "Got 1 instead."),
+    ("blocksize", 0, ValueError, "must be None or an int in the range [1, inf). Got 0"),
+    ("block_rows", 0, ValueError, "must be None or an int in the range [1, inf). Got 0"),
+    ("callback", 3, TypeError, "must be None or a callable. Got 3 instead."),
+    ("locality", "yes", ValueError, "must be an instance of 'bool'. Got 'yes' instead."),
     ("locality", True, ValueError, "=True places lanes on the workers of a cluster: pass "
                                    "client="),
     ("client", "tcp://127.0.0.1:8786", TypeError, "must be a distributed.Client, got str"),
@@ -74,8 +78,8 @@ def test_estimator_and_classes_are_checked_before_any_work(watched):
     with pytest.raises(TypeError, match="trains a PGSClassifier or PGSRegressor, got "
                                         "object"):
         opd.fit(object(), X, y)
-    with pytest.raises(ValueError, match="^classes is for classifiers; this is a "
-                                         "regressor$"):
+    with pytest.raises(ValueError, match=r"^classes applies to classification losses only "
+                                         r"\(loss='squared' is a regression loss\)$"):
         opd.fit(PGSRegressor(), X, y, classes=[-1, 1])
     assert made == []
     # the same data, with good options, trains (and so reads every block)

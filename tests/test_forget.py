@@ -205,7 +205,7 @@ def test_chunking_and_round_trip_are_bit_for_bit(p, iterate, batch_size):
 
 @pytest.mark.parametrize("bad", [0.0, -0.5, 1.5, float("nan")])
 def test_forget_outside_0_1_is_refused(bad):
-    with pytest.raises(ValueError, match=r"forget must be in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"The 'forget' parameter of PGSState must be a float in the range \(0, 1\]"):
         PGSState(forget=bad)
     X, y = np.eye(2), np.array([0, 1])
     with pytest.raises(ValueError, match="forget"):
@@ -261,7 +261,7 @@ def test_dask_refuses_forgetting():
     import onlinepgs.dask as opd
 
     X, y, Y, loss, K, multiclass = _problem("binary", 200)
-    with pytest.raises(ValueError, match=r"forget=0\.9 is not supported by distributed"):
+    with pytest.raises(ValueError, match=r"onlinepgs.dask does not forget \(forget=0\.9\)"):
         opd.fit(PGSClassifier(forget=0.9), da.from_array(X, chunks=100),
                 da.from_array(y, chunks=100), classes=[-1.0, 1.0])
 
@@ -331,10 +331,10 @@ def test_command_forget_is_kept_by_the_model(tmp_path):
     assert again.returncode == 0, again.stderr
     assert load_model(tmp_path / "m2.pgs")._state.forget == 0.99
     bad = _cli("train", str(data), "--forget", "1.5")
-    assert bad.returncode == 2 and "--forget: expected a number in (0, 1], got '1.5'" in bad.stderr
+    assert bad.returncode == 2 and "argument --forget must be a float in the range (0, 1]. Got 1.5" in bad.stderr
     assert len(bad.stderr.strip().splitlines()[-1]) < 200
     sdca = _cli("train", str(data), "--solver", "sdca", "--forget", "0.9")
     assert sdca.returncode == 2 and "--forget" in sdca.stderr
     dask = _cli("train", str(data), "--scheduler", "threads", "--forget", "0.9")
-    assert dask.returncode != 0 and "--forget 0.9 is not available with --scheduler" \
+    assert dask.returncode == 2 and "--scheduler does not forget (--forget 0.9)" \
         in dask.stderr, dask.stderr

@@ -430,14 +430,18 @@ def test_model_files_omit_l1_at_zero(tmp_path):
 
 
 # ---- the command ---------------------------------------------------------------------------
-@pytest.mark.parametrize("value", ["-1", "nan", "inf", "abc"])
-def test_bad_l1_on_the_command_is_a_one_line_error(tmp_path, value):
+@pytest.mark.parametrize("value, says", [
+    ("-1", "argument --l1 must be a float in the range [0, inf). Got -1.0 instead."),
+    ("nan", "argument --l1 must be a float in the range [0, inf). Got nan instead."),
+    ("inf", "argument --l1 must be finite, got inf."),
+    ("abc", "argument --l1: expected a number, got 'abc'")])
+def test_bad_l1_on_the_command_is_a_one_line_error(tmp_path, value, says):
     path = tmp_path / "d.svm"
     write_svmlight(path, n=50)
     done = run("train", path, f"--l1={value}")
     err = done.stderr.decode().strip().splitlines()
     assert done.returncode == 2
-    assert err[-1].endswith(f"argument --l1: expected a finite number >= 0, got '{value}'")
+    assert err[-1].endswith(says)
     assert "Traceback" not in done.stderr.decode()
 
 
@@ -445,14 +449,15 @@ def test_the_command_refuses_l1_where_it_is_not_available(tmp_path):
     path = tmp_path / "d.svm"
     write_svmlight(path, n=50)
     done = run("train", path, "--l1", "0.01", "--scheduler", "threads", "--sigma", "0.1")
-    assert done.returncode != 0
-    assert done.stderr.decode().strip().splitlines()[-1].endswith(
-        "--l1 0.01 is not available with --scheduler (the merge of the lanes' rounds is "
-        "not that of a sparse model's thresholds); train without --scheduler")
+    assert done.returncode == 2
+    assert done.stderr.decode().strip().splitlines()[-1] == (
+        "onlinepgs train: error: argument --l1: --scheduler does not train an l_1 term "
+        "(--l1 0.01): the lanes' soft thresholds do not merge into one process's sparse "
+        "model; train with --l1 0, or without --scheduler")
     done = run("train", path, "--l1", "0.01", "--solver", "sdca", "--p", "1.5")
     assert done.returncode == 2
-    assert "argument --l1: --solver sdca takes an l_1 term with --p 2 only" in \
-        done.stderr.decode()
+    assert "argument --l1: --solver sdca with an l_1 term (--l1 0.01) needs --p 2 " \
+        "(Prox-SDCA), got --p 1.5" in done.stderr.decode()
     assert "--l1" in run("train", "--help").stdout.decode()
 
 

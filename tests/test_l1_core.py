@@ -15,7 +15,6 @@ import scipy.optimize
 import scipy.sparse as sp
 
 from onlinepgs._core import PGSState
-from onlinepgs._core._pgs import _check_l1
 
 LOSSES = {
     "logistic": (lambda z, y: np.logaddexp(0.0, -y * z),
@@ -340,8 +339,8 @@ def test_per_step_cost_does_not_sweep_the_width(iterate, radius, p):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(l1=-1.0), "l1 must be"),
-    (dict(l1=float("nan")), "l1 must be"),
+    (dict(l1=-1.0), "'l1' parameter of PGSState must be"),
+    (dict(l1=float("nan")), "'l1' parameter of PGSState must be"),
     (dict(l1=0.1, p=1.5, iterate="weighted2"), "keeps only the last iterate"),
     (dict(l1=0.1, iterate="random"), "iterate='random'"),
     (dict(l1=0.1, forget=0.9, iterate="weighted2"), "use iterate='last'"),
@@ -353,14 +352,18 @@ def test_refusals(kwargs, match):
 
 def test_distributed_lanes_refuse_l1():
     st = PGSState(l1=0.1, n_features=3)
-    with pytest.raises(ValueError, match="l1=0.1 is not supported by distributed"):
+    with pytest.raises(ValueError, match=r"onlinepgs.dask does not train an l_1 term "
+                                         r"\(l1=0.1\)"):
         st.fork()
 
 
-def test_check_l1_accepts_supported():
-    _check_l1(0.0, 1.5, "random", 0.5)
-    _check_l1(0.2, 2.0, "weighted2", 1.0)
-    _check_l1(0.2, 2.0, "last", 0.9)
+def test_supported_l1_settings_make_states():
+    """The l1 rules (onlinepgs._options) refuse only what the core cannot run exactly."""
+    for kwargs in (dict(l1=0.0, p=1.5, iterate="random", forget=0.5),
+                   dict(l1=0.2, p=2.0, iterate="weighted2", forget=1.0),
+                   dict(l1=0.2, p=2.0, iterate="last", forget=0.9),
+                   dict(l1=0.2, p=1.5, iterate="last", forget=1.0)):
+        PGSState(**kwargs)
 
 
 @pytest.mark.parametrize("iterate", ["average", "weighted2"])

@@ -356,10 +356,10 @@ def test_learner_without_sklearn_and_dask_refusal():
     b = PGSClassifier(multi_class="crammer_singer", loss="hinge", sigma=1e-2,
                       random_state=0).fit(X, labels)
     np.testing.assert_array_equal(a.coef_, b.coef_)
-    from onlinepgs.distributed._estimator import check_trainable
+    from onlinepgs.distributed._estimator import check_params
 
     with pytest.raises(ValueError, match="multi_class"):
-        check_trainable(PGSClassifier(multi_class="multinomial"))
+        check_params(PGSClassifier(multi_class="multinomial"), True, [0, 1, 2])
 
 
 def test_state_round_trip_and_refusals():

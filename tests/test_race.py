@@ -423,7 +423,7 @@ def test_train_sigma_auto_prints_and_saves_the_choice(tmp_path):
     refused = subprocess.run(exe + [str(data), "--sigma", "auto", "--solver", "sdca"],
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and refused.stderr.strip().endswith(
-        "argument --sigma: auto races PGS runs over a stream; --solver sdca needs a number")
+        "argument --sigma: --sigma auto races PGS runs over a stream; --solver sdca needs a number")
 
 
 @pytest.mark.parametrize("options", [dict(batch_size=7), dict(p=1.5), dict(n_bits=4),

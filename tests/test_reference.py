@@ -330,7 +330,7 @@ def test_core_matches_reference_very_near_p_1(p, loss, which):
 
 def test_p_too_near_1_is_refused_with_its_reason():
     """Past q - 1 = 2^23 each rounding of lambda would be amplified over 1e-9 in w."""
-    from onlinepgs._core._pgs import check_p
+    from onlinepgs._options import check_p
 
     check_p(1.0 + 2.0**-23)
     with pytest.raises(ValueError, match=r"p=1\.00000001 is too close to 1: .*q - 1 = "

@@ -247,7 +247,7 @@ def test_bad_l1_geometry_is_refused():
     with pytest.raises(ValueError, match="l1_geometry"):
         SDCARegressor(sigma=0.0, l1=0.1, l1_geometry="l1").fit(X, y)
     Xc = sp.csr_matrix(X)
-    with pytest.raises(ValueError, match="l1_geometry must be one of"):
+    with pytest.raises(ValueError, match="The 'l1_geometry' parameter of SDCAProblem must be a str among"):
         SDCAProblem(Xc.data, Xc.indices, Xc.indptr, 10, y, np.ones(20), loss="squared",
                     sigma=0.0, l1=0.1, l1_geometry="L2")
 

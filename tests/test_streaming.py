@@ -250,7 +250,7 @@ def test_errors_carry_their_place(data, tmp_path):
         train_stream(PGSClassifier(), str(empty))
     with pytest.raises(StreamError, match="nowhere.svm: no such file"):
         train_stream(PGSClassifier(), str(tmp_path / "nowhere.svm"))
-    with pytest.raises(ValueError, match="classes apply to classifiers only"):
+    with pytest.raises(ValueError, match=r"classes applies to classification losses only \(loss='squared'"):
         train_stream(PGSRegressor(), data, classes=[-1, 1])
 
 
@@ -331,9 +331,9 @@ def test_records_resume_too_and_wait_for_whole_batches(tmp_path):
 
 
 @pytest.mark.parametrize("options, match", [
-    ({"passes": 0}, "passes must be a positive integer, got 0"),
-    ({"chunk_rows": 2.5}, "chunk_rows must be a positive integer, got 2.5"),
-    ({"holdout_every": 0}, "holdout_every must be a positive integer or None"),
+    ({"passes": 0}, r"passes must be an int in the range \[1, inf\). Got 0 instead"),
+    ({"chunk_rows": 2.5}, r"chunk_rows must be an int in the range \[1, inf\). Got 2.5"),
+    ({"holdout_every": 0}, r"holdout_every must be None or an int in the range \[1, inf\). Got 0"),
     ({"checkpoint_every": 10}, "checkpoint_every needs checkpoint_path"),
 ])
 def test_bad_options_are_refused_before_any_work(options, match):

@@ -17,6 +17,7 @@ cimport numpy as cnp
 from libc.stdint cimport int64_t
 
 from onlinepgs._core._pgs cimport PGSState, Core, _averaged, _touch, _note_new, _seen_spend
+from onlinepgs._options import PYTHON, dask_rules
 
 cnp.import_array()
 
@@ -56,18 +57,9 @@ def fork(PGSState self):
     each lane's own steps stand in for the round's (the merge rescales them, see
     `onlinepgs.distributed.rounds.average_factor`).
     """
-    if self.l1 > 0.0:
-        # a lane's soft thresholds and lazy sums (settled when the threshold passes a
-        # coordinate) follow its own step count: merging lanes is not one pass's l1 step
-        raise ValueError(
-            f"l1={self.l1:g} is not supported by distributed training (lanes' soft "
-            "thresholds and lazy sums do not merge exactly); train with l1=0 or in one "
-            "process")
-    if self.forgetting:
-        # a round's lanes each decay the shared past on their own; merging them is not
-        # the forgetting of the same rows in one pass (docs/design/forgetting.md)
-        raise ValueError(f"forget={self.forget!r} is not supported by distributed "
-                         "training (onlinepgs.dask); use forget=1.0 there")
+    # what lanes cannot merge exactly (l1, forgetting, coupled losses): the rules of
+    # onlinepgs.dask, which refuses them before any work (onlinepgs._options)
+    dask_rules(self.config(), PYTHON)
     cfg = self.config()
     if not _averaged(self.iterate):
         cfg["iterate"] = "last"

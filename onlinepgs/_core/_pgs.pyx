@@ -46,6 +46,7 @@ from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_dot_sq_avg2
                                       sparse_dot_sq_avgq, sparse_axpy,
                                       prefetch_gather, OPGS_PREFETCH, not_inlined)
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
+from onlinepgs._options import PYTHON, check_pgs_state, learner_rules
 from onlinepgs import _layout
 from onlinepgs._layout import StateLayout
 
@@ -55,10 +56,9 @@ if _layout.SEEN_DENSE != SEEN_DENSE:  # the list's room (_layout) and its drop r
 cnp.import_array()
 
 # the multiclass losses: one-vs-rest (K binary problems), or one loss of the K scores
-# coupling them (_multiclass.pxd), with the binary loss it needs
+# coupling them (_multiclass.pxd; the binary loss each needs: onlinepgs._options)
 MULTI_CLASS = {"ovr": MC_NONE, "multinomial": MC_MULTINOMIAL,
                "crammer_singer": MC_CRAMMER_SINGER}
-MULTI_CLASS_LOSS = {"multinomial": "logistic", "crammer_singer": "hinge"}
 
 
 def multi_class_code(multi_class, str loss="logistic", bint multiclass=True):
@@ -76,9 +76,7 @@ def multi_class_code(multi_class, str loss="logistic", bint multiclass=True):
         raise ValueError(f"multi_class must be one of {sorted(MULTI_CLASS)}, "
                          f"got {multi_class!r}")
     if name != "ovr":
-        if loss != MULTI_CLASS_LOSS[name]:
-            raise ValueError(f"multi_class={name!r} needs loss={MULTI_CLASS_LOSS[name]!r}, "
-                             f"got loss={loss!r}")
+        learner_rules({"multi_class": name, "loss": loss}, "pgs", PYTHON)
         if not multiclass:
             raise ValueError(f"multi_class={name!r} couples the K > 2 problems of a "
                              "multiclass state (multiclass=True)")
@@ -97,10 +95,9 @@ ITERATES = {"last": ITERATE_LAST, "average": ITERATE_AVERAGE,
 STATE_VERSION = 4  # 4: the reported iterate's progressive sums
 # The l_q map's window of M, its headroom, its narrowing near p = 1 and N's recount
 # rule: _mirror.pxd, shared with SDCA.
-# Past this q - 1 the weights are not worth computing: phi = (|lambda_j| / M)^(q-1) turns
-# each rounding of lambda (a relative 1.1e-16) into (q - 1) times that in the weights, over
-# 1e-9, and the window of M (_mirror.pxd) is so narrow that its refreshes dominate the run.
-cdef double MAX_Q_MINUS_1 = 8388608.0  # 2^23, p - 1 = 1.19e-7
+# How near 1 p may come (q - 1 at most 2^23) is a rule of onlinepgs._options
+# (MAX_Q_MINUS_1, check_p): past it the weights are not worth computing, and the window
+# of M (_mirror.pxd) is so narrow that its refreshes dominate the run.
 # The lazy averages for p < 2 take differences C - mark_j of the running sum C of weighted
 # scales: a term far below C is lost in it, and with it coordinate j's weight for that
 # step. s_t falls steeply as lambda grows between refreshes of M when q is large (by up to
@@ -133,28 +130,6 @@ cdef double L1_HEAP_DROP = 0.8
 # a lazy ball's recount takes the bound at bbase = 0 (||lambda||^2) when it is within this
 # fraction of the radius: room for ||lambda|| to grow before the bound fails again
 cdef double L1_ZERO_BASE = 0.7
-
-
-def _check_l1(double l1, double p, str iterate, double forget):
-    """Raise ValueError for an l1 the core cannot run exactly, naming the fix."""
-    if not (l1 >= 0.0 and isfinite(l1)):
-        raise ValueError(f"l1 must be a finite number >= 0, got {l1!r}")
-    if l1 == 0.0:
-        return
-    if p != 2.0 and iterate != "last":
-        # p < 2 keeps N(thr) by an expansion about a reference threshold (_l1q.pxd); the
-        # averages would need it at every past step of every coordinate
-        raise ValueError(f"l1={l1:g} with p={p!r} < 2 keeps only the last iterate, not "
-                         f"iterate={iterate!r}; use iterate='last' (or p=2)")
-    if p != 2.0 and forget < 1.0:
-        raise ValueError(f"l1={l1:g} with p={p!r} < 2 does not support forget={forget!r}; "
-                         "use forget=1 (or p=2)")
-    if iterate == "random":
-        raise ValueError(f"l1={l1:g} with iterate='random' is not supported; use "
-                         "iterate='last', 'average', 'weighted' or 'weighted2'")
-    if forget < 1.0 and iterate != "last":
-        raise ValueError(f"l1={l1:g} with forget={forget!r} keeps only the last iterate "
-                         f"exactly, not iterate={iterate!r}; use iterate='last'")
 
 
 cdef int _l1_push(L1Heap* h, double key, int64_t j) noexcept nogil:
@@ -340,29 +315,6 @@ def cache_aligned_zeros(shape):
     return raw[start:start + n * 8].view(np.float64).reshape(shape)
 
 
-def check_p(double p):
-    """Raise ValueError unless PGS computes the weights at p accurately: 1 < p <= 2, and
-    q - 1 = 1 / (p - 1) at most 2^23 (see MAX_Q_MINUS_1), with the reason.
-
-    Examples
-    --------
-    >>> from onlinepgs._core._pgs import check_p
-    >>> check_p(1.0001)
-    >>> check_p(1.00000001)
-    Traceback (most recent call last):
-    ...
-    ValueError: p=1.00000001 is too close to 1: ...
-    """
-    if not (1.0 < p <= 2.0):
-        raise ValueError(f"p must be in (1, 2], got {p!r}")
-    if 1.0 / (p - 1.0) > MAX_Q_MINUS_1:
-        raise ValueError(
-            f"p={p!r} is too close to 1: the weights take |lambda_j|^(q-1), q - 1 = "
-            f"1/(p - 1) = {1.0 / (p - 1.0):.3g}, which turns each rounding of lambda into "
-            f"a relative error over 1e-9 of the weights; use p >= "
-            f"{1.0 + 1.0 / MAX_Q_MINUS_1:.9g}")
-
-
 def power_is_cheap(double p):
     """True where |x|^(q-1) takes square roots and multiplies, not a log and an exp."""
     return p == 2.0 or phi_quarters(p / (p - 1.0)) > 0
@@ -516,24 +468,12 @@ cdef class PGSState:
                  bint fit_intercept=True, double intercept_scaling=1.0, double epsilon=0.1,
                  Py_ssize_t n_features=0, uint64_t seed=0, double forget=1.0,
                  double l1=0.0, multi_class="ovr"):
-        check_p(p)
-        _check_l1(l1, p, iterate, forget)
-        if not (0.0 < forget <= 1.0):
-            raise ValueError(f"forget must be in (0, 1] (1: no forgetting), got {forget!r}")
-        if not (sigma > 0.0 and isfinite(sigma)):
-            raise ValueError(f"sigma must be a positive finite number, got {sigma!r}")
-        if isinstance(radius, str):
-            if radius != "auto":
-                raise ValueError(f"radius must be None, 'auto' or a positive number, got {radius!r}")
-        elif radius is not None and not (radius > 0.0 and isfinite(radius)):
-            raise ValueError(f"radius must be None, 'auto' or a positive finite number, "
-                             f"got {radius!r}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
-        if loss not in LOSS_CODES:
-            raise ValueError(f"unknown loss {loss!r}; expected one of {sorted(LOSS_CODES)}")
-        if iterate not in ITERATES:
-            raise ValueError(f"iterate must be one of {sorted(ITERATES)}, got {iterate!r}")
+        # the learners' rules (onlinepgs._options): a state is never built from options
+        # they refuse
+        check_pgs_state(p=p, sigma=sigma, radius=radius, loss=loss, batch_size=batch_size,
+                        iterate=iterate, fit_intercept=bool(fit_intercept),
+                        intercept_scaling=intercept_scaling, epsilon=epsilon, forget=forget,
+                        l1=l1, multi_class=multi_class)
         if n_problems < 1:
             raise ValueError("n_problems must be >= 1")
         self.p = p

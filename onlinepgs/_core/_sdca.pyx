@@ -103,6 +103,7 @@ from onlinepgs._core._mirror cimport (Mirror, mirror_init, mirror_scale, mirror_
 from onlinepgs._core._random cimport below
 from onlinepgs._core._sparse cimport index_t, sparse_dot, sparse_axpy
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
+from onlinepgs._options import check_sdca_problem
 
 cnp.import_array()
 
@@ -535,26 +536,11 @@ cdef class SDCAProblem:
                  bint fit_intercept=True, double intercept_scaling=1.0, double epsilon=0.1,
                  str order="permutation", uint64_t seed=0, alpha0=None, bint shrinking=True,
                  str l1_geometry="l2"):
-        if loss not in LOSS_CODES:
-            raise ValueError(f"unknown loss {loss!r}; expected one of {sorted(LOSS_CODES)}")
-        if not (1.0 < p <= 2.0):
-            raise ValueError(f"p must be in (1, 2], got {p!r}")
-        if not (l1 >= 0.0 and isfinite(l1)):
-            raise ValueError(f"l1 must be a finite number >= 0, got {l1!r}")
-        if not (sigma >= 0.0 and isfinite(sigma)) or (sigma == 0.0 and l1 == 0.0):
-            raise ValueError(f"sigma must be a positive finite number (or 0 with l1 > 0), "
-                             f"got {sigma!r}")
-        if l1 > 0.0 and p != 2.0:
-            raise ValueError(f"l1 > 0 (elastic net, l_1) needs p = 2, got p={p!r}")
-        if order not in ORDERS:
-            raise ValueError(f"order must be one of {sorted(ORDERS)}, got {order!r}")
-        if l1_geometry not in GEOMETRIES:
-            raise ValueError(f"l1_geometry must be one of {list(GEOMETRIES)}, got "
-                             f"{l1_geometry!r}")
-        if not (intercept_scaling > 0.0 and isfinite(intercept_scaling)):
-            raise ValueError(f"intercept_scaling must be > 0, got {intercept_scaling!r}")
-        if not (epsilon >= 0.0 and isfinite(epsilon)):
-            raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
+        # the learners' rules (onlinepgs._options): no problem of options they refuse
+        check_sdca_problem(loss=loss, p=p, sigma=sigma, l1=l1,
+                           fit_intercept=bool(fit_intercept),
+                           intercept_scaling=intercept_scaling, epsilon=epsilon, order=order,
+                           l1_geometry=l1_geometry)
         self.loss = loss
         self.loss_code = LOSS_CODES[loss]
         self.classification = loss in CLASSIFICATION_LOSSES

@@ -64,6 +64,7 @@ from onlinepgs._core._multiclass cimport (mc_loss_grad, mc_conjugate, MC_MULTINO
                                           MC_CRAMMER_SINGER)
 from onlinepgs._core._random cimport below
 from onlinepgs._core._sdca import next_check
+from onlinepgs._options import check_sdca_problem
 
 cnp.import_array()
 
@@ -296,8 +297,10 @@ cdef class MulticlassSDCA:
         if multi_class not in MULTI_CLASS_CODES:
             raise ValueError(f"multi_class must be one of {sorted(MULTI_CLASS_CODES)}, "
                              f"got {multi_class!r}")
-        if not sigma > 0:
-            raise ValueError(f"multiclass SDCA needs sigma > 0, got {sigma!r}")
+        # the learners' rules (onlinepgs._options): a coupled loss needs sigma > 0
+        check_sdca_problem(multi_class=multi_class, sigma=sigma,
+                           intercept_scaling=intercept_scaling,
+                           fit_intercept=bool(fit_intercept))
         self.data = np.ascontiguousarray(data, dtype=np.float64)
         self.indices = np.ascontiguousarray(indices, dtype=np.int32)
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)

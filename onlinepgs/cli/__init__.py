@@ -22,7 +22,8 @@ imported only when that command runs, so ``onlinepgs --help`` imports no numpy):
 
 ================  ===================================================================
 `errors`          `UserError` (exit 1), `UsageError` (exit 2), the program's name
-`parser`          `build_parser`, the argument types, ``train``'s model options
+`parser`          `build_parser`, the argument types (parsing only: the rules about
+                  options are `onlinepgs._options`', checked by `main` after parsing)
 `common`          what commands share: inputs, outputs, loading a model, classes
 `progress`        ``train``'s progress table and byte bar
 `train`           ``train`` on the streaming engine, ``-i`` / ``--resume``
@@ -37,6 +38,7 @@ import importlib
 import os
 import sys
 
+from onlinepgs._options import OptionError, check_command
 from onlinepgs.cli.errors import PROG, UsageError, UserError
 from onlinepgs.cli.parser import build_parser, given_options
 
@@ -84,6 +86,11 @@ def main(argv=None):
     args = parser.parse_args(argv)  # exits with 2 on usage errors
     if args.command == "train":
         args.given = given_options(argv)
+    try:  # every rule about the options, before any input is opened
+        check_command(args)
+    except OptionError as exc:
+        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     # The command multiplies no dense matrices (its chunks are sparse, the core is its
     # own): OpenBLAS's worker threads would only cost numpy's import their start-up,
     # about 30 ms of CPU. A value the user set is kept; numpy already imported (main
@@ -94,7 +101,7 @@ def main(argv=None):
     try:
         with _chunks(args):
             return command(args)
-    except UsageError as exc:
+    except (UsageError, OptionError) as exc:  # OptionError: -i's model with the flags
         print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:

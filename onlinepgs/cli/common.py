@@ -5,6 +5,7 @@ import os
 import sys
 import time
 
+from onlinepgs._options import CSV_OPTIONS  # train's CSV options (the reader's parameters)
 from onlinepgs.cli.errors import PROG, UsageError, UserError
 from onlinepgs.streaming.errors import label_text
 
@@ -51,30 +52,20 @@ def reader_skipped(source, reader):
 # namespace's hash); a model of VW text without it was trained reading them as text
 VW_HASHING = 2
 
-# the CSV options of train and the reader's parameter each sets
-CSV_OPTIONS = ("label", "weight", "categorical", "numeric", "ignore", "delimiter", "label_map",
-               "header")
-
 
 def train_input(args):
     """train's input as the model file keeps it (``extra["input"]``): the format (the
     first DATA's) and the CSV columns; sets ``args.bits`` (-b, default 18 for a hashed
     format) and ``args.interactions`` (-q and --interactions together: the learner's
-    parameter, saved with it). Refuses options that the input cannot use."""
+    parameter, saved with it). What the input cannot use was refused before
+    (`onlinepgs._options.check_command`)."""
     from onlinepgs.formats import DEFAULT_BITS, HASHED, format_of
 
     formats = [format_of(source, args.format) for source in args.data]
     hashed = any(fmt in HASHED for fmt in formats)
-    interactions = list(args.quadratic or []) + list(args.interactions or [])
-    args.interactions = interactions
-    if interactions and not hashed:
-        raise UsageError("argument -q/--interactions: cross namespaces, which svmlight "
-                         "input has none of; give vw, csv, tsv or json input (--format)")
+    args.interactions = list(args.quadratic or []) + list(args.interactions or [])
     columns = {name: getattr(args, name) for name in CSV_OPTIONS
                if getattr(args, name) is not None}
-    if columns and not any(fmt in ("csv", "tsv") for fmt in formats):
-        flag = "--" + next(iter(columns))
-        raise UsageError(f"argument {flag}: applies to csv or tsv input (--format)")
     if hashed and args.bits is None:
         args.bits = DEFAULT_BITS  # VW's -b default: names need hashing
     out = {"format": formats[0]}

@@ -1,86 +1,53 @@
-"""The command's options: `build_parser`, the argument types, and the model options of
-``train`` (the learner parameter each sets).
+"""The command's options: `build_parser` and the argument types, which parse text into
+values and check nothing else: every rule about the values (ranges, combinations) is
+`onlinepgs._options`' (`check_command`, run by `main` right after parsing).
 
 Imports neither numpy nor the compiled core: ``onlinepgs --help`` and a usage error
-only parse. The loss and iterate names are therefore written out here; a test checks them
-against the core's (tests/test_cli.py::test_parser_names_are_the_cores).
+only parse. The loss and iterate names are `onlinepgs._options`' (a test checks them
+against the core's: tests/test_cli_imports.py::test_parser_names_are_the_cores).
 """
 import argparse
 import math
 
 from onlinepgs import __version__
+from onlinepgs._options import (CLASSIFICATION_LOSSES, ITERATES, MODEL_OPTIONS,  # noqa: F401
+                                REGRESSION_LOSSES)
 from onlinepgs.cli.errors import PROG
-
-# the core's names (onlinepgs._core: CLASSIFICATION_LOSSES, REGRESSION_LOSSES, ITERATES),
-# not imported from it: the compiled core imports numpy
-CLASSIFICATION_LOSSES = ("hinge", "logistic", "squared_hinge", "smooth_hinge")
-REGRESSION_LOSSES = ("squared", "absolute", "huber", "epsilon_insensitive")
-ITERATES = ("last", "average", "weighted", "weighted2", "random")
 
 
 def _radius(text):
+    """--radius: auto, none, or a number."""
     if text in ("auto", "none", "None"):
         return None if text.lower() == "none" else "auto"
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected 'auto', 'none' or a number, got {text!r}")
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"radius must be positive and finite, got {text!r}")
-    return value
 
 
-def _forget(text):
-    """--forget: a factor in (0, 1]."""
+def _number(text):
+    """A number (its range is onlinepgs._options')."""
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
-        value = math.nan
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
-    return value
-
-
-def _l1(text):
-    """--l1: a finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
 
 
 def _sigma(text):
     if text == "auto":
         return text
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected 'auto' or a number, got {text!r}")
-    return value  # its range is the estimator's check, in the flag's words
 
 
-def _positive_int(text):
+def _int(text):
+    """An integer (its range is onlinepgs._options')."""
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _count(text):
-    """--top: a non-negative integer."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or a positive integer, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
 
 
 def _zero_based(text):
@@ -101,7 +68,7 @@ def _model_bytes(text):
         value = float(number) * scale
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value >= 1):
+    if not math.isfinite(value):
         raise argparse.ArgumentTypeError(
             f"expected a size in bytes such as 4G, 512M or 1000000000, or none; got {text!r}")
     return int(value)
@@ -137,10 +104,8 @@ def _class_weight(text):
         try:
             value = float(weight)
         except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and value >= 0):
             raise argparse.ArgumentTypeError(
-                f"{item!r}: the weight {weight!r} is not a finite number >= 0")
+                f"{item!r}: the weight {weight!r} is not a number") from None
         if key in weights:
             raise argparse.ArgumentTypeError(f"{item!r}: the label {label!r} is given twice")
         weights[key] = value
@@ -151,19 +116,6 @@ def _class_weight(text):
 FORMATS = ("svmlight", "vw", "csv", "tsv", "json")
 FORMAT_HELP = ("input format (default: by DATA's extension: .vw, .csv, .tsv, .json/.jsonl/"
                ".ndjson, also under .gz/.bz2/.xz; else svmlight, and for stdin)")
-
-
-def _letters(size):
-    """-q / --interactions: namespace letters (first bytes of namespace names), ':'
-    for any; `size` the lengths allowed."""
-    def check(text):
-        if len(text.encode("utf-8")) not in size or " " in text:
-            raise argparse.ArgumentTypeError(
-                f"expected {' or '.join(map(str, size))} namespace letters (the first "
-                f"letters of namespace names, ':' for any), e.g. "
-                f"{'ab' if 2 in size else 'abc'}; got {text!r}")
-        return text
-    return check
 
 
 def _columns(text):
@@ -196,12 +148,12 @@ def _input_options(command):
     """How train reads DATA: the format, hashing, interactions, CSV columns."""
     group = command.add_argument_group("input")
     group.add_argument("--format", choices=FORMATS, default=None, help=FORMAT_HELP)
-    group.add_argument("-q", "--quadratic", action="append", type=_letters((2,)),
+    group.add_argument("-q", "--quadratic", action="append",
                        default=None, metavar="AB",
                        help="cross the features of namespaces starting with letter A with "
                        "those starting with B (VW's -q; ':' matches any letter, -q :: all "
                        "pairs); repeatable; vw, csv, tsv and json input")
-    group.add_argument("--interactions", action="append", type=_letters((2, 3)),
+    group.add_argument("--interactions", action="append",
                        default=None, metavar="ABC",
                        help="like -q, for pairs or triples (--interactions abc); repeatable")
     group.add_argument("--label", metavar="COL", default=None,
@@ -271,7 +223,7 @@ def build_parser():
                       help="regularization weight, or auto: a race of runs over a grid of "
                       "sigma, judged by their progressive loss (the choice is printed and "
                       "saved) (default: auto (PGS), 1e-4 (--solver sdca))")
-    opts.add_argument("--l1", type=_l1, default=0.0,
+    opts.add_argument("--l1", type=_number, default=0.0,
                       help="weight of an l_1 term (sigma r(w) + L1 ||w||_1 + mean loss): "
                       "sparse models, every weight below its threshold exactly 0 (PGS: "
                       "soft-thresholded dual averaging, averages on the last iterate's "
@@ -285,7 +237,7 @@ def build_parser():
                       "the data")
     opts.add_argument("--radius", type=_radius, default="auto",
                       help="domain: auto (default), none (R^n) or a number (l_p ball)")
-    opts.add_argument("--batch-size", type=_positive_int, default=1, help="rows per step (k)")
+    opts.add_argument("--batch-size", type=_int, default=1, help="rows per step (k)")
     opts.add_argument("--iterate", default="weighted2", choices=sorted(ITERATES))
     opts.add_argument("--no-intercept", action="store_true")
     opts.add_argument("--intercept-scaling", type=float, default=1.0)
@@ -297,7 +249,7 @@ def build_parser():
                       "default 18)")
     opts.add_argument("--hash-seed", type=int, default=0, help="seed of the --bits hash")
     opts.add_argument("--random-seed", type=int, default=0, help="seed of the random iterate")
-    opts.add_argument("--forget", type=_forget, default=1.0, metavar="GAMMA",
+    opts.add_argument("--forget", type=_number, default=1.0, metavar="GAMMA",
                       help="forgetting for drifting data: each step weighs the past by "
                       "GAMMA, a memory of about 1/(1-GAMMA) steps (e.g. 0.999); 1: none")
     opts.add_argument("--classes", default=None,
@@ -312,14 +264,14 @@ def build_parser():
                       "as it goes (n rows so far, n_c of the row's class, K classes) "
                       "(default: none)")
     run = train.add_argument_group("run")
-    run.add_argument("--passes", type=_positive_int, default=1,
+    run.add_argument("--passes", type=_int, default=1,
                      help="passes over the data (regular files only: not stdin or pipes)")
-    run.add_argument("--chunk-rows", type=_positive_int, default=2_000,
+    run.add_argument("--chunk-rows", type=_int, default=2_000,
                      help="rows per chunk read and trained at once (memory: one chunk)")
     run.add_argument("--zero-based", type=_zero_based, default="auto", metavar="{auto,0,1}")
-    run.add_argument("--holdout-every", type=_positive_int, default=None, metavar="N",
+    run.add_argument("--holdout-every", type=_int, default=None, metavar="N",
                      help="hold out every N-th row from training and report its loss")
-    run.add_argument("--checkpoint-every", type=_positive_int, default=None, metavar="N",
+    run.add_argument("--checkpoint-every", type=_int, default=None, metavar="N",
                      help="save the model to -o every N rows (resumable with -i --resume)")
     run.add_argument("--quiet", action="store_true", help="no progress table")
     _skip_option(run)
@@ -342,11 +294,11 @@ def build_parser():
                       help="train on the dask.distributed cluster whose scheduler is at "
                       "ADDRESS (e.g. tcp://127.0.0.1:8786), or 'threads' for Dask's local "
                       "threads; DATA must be files the workers can read")
-    dist.add_argument("--lanes", type=_positive_int, default=None,
+    dist.add_argument("--lanes", type=_int, default=None,
                       help="slices trained at once per round (default: the worker threads)")
-    dist.add_argument("--slice-rows", type=_positive_int, default=65536,
+    dist.add_argument("--slice-rows", type=_int, default=65536,
                       help="rows each lane trains per round (default 65536)")
-    dist.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+    dist.add_argument("--connect-timeout", type=_number, default=10.0, metavar="SECONDS",
                       help="give up reaching the scheduler after this long (default 10)")
 
     predict = sub.add_parser("predict", help="write one prediction per row")
@@ -387,7 +339,7 @@ def build_parser():
     gap.add_argument("--json", action="store_true",
                      help="print the certificate as JSON (per-problem values and the "
                      "class weights included)")
-    gap.add_argument("--refine", type=_count, default=0, metavar="EPOCHS",
+    gap.add_argument("--refine", type=_int, default=0, metavar="EPOCHS",
                      help="improve the dual point by EPOCHS epochs of SDCA from the "
                      "model's own before certifying (LOADS DATA into memory; about two "
                      "passes an epoch). The hinge, absolute and epsilon-insensitive losses "
@@ -407,7 +359,7 @@ def build_parser():
                       help="print the non-zero weights, largest |weight| first, with the "
                       "names of the features in each column (hashed models: names "
                       "collected by train --audit; one block a class for one-vs-rest)")
-    info.add_argument("--top", type=_count, default=20, metavar="N",
+    info.add_argument("--top", type=_int, default=20, metavar="N",
                       help="with --weights: the N largest weights of each class (0: all)")
     for command in sub.choices.values():
         _show_defaults(command)
@@ -437,7 +389,7 @@ def _model_and_data(command):
 
 def _reading(command):
     """How predict, eval and gap read DATA."""
-    command.add_argument("--chunk-rows", type=_positive_int, default=10_000)
+    command.add_argument("--chunk-rows", type=_int, default=10_000)
     command.add_argument("--zero-based", type=_zero_based, default="auto", metavar="{auto,0,1}")
     command.add_argument("--format", choices=FORMATS, default=None,
                          help="input format (default: the one the model was trained on, "
@@ -455,17 +407,6 @@ def _skip_option(command):
                          "with --quiet). predict writes no line for a skipped one (as for a "
                          "blank line); gap certifies the rows read")
 
-
-
-# the model options of `train` (argparse names; ignored with -i, where the model keeps
-# its own) and the estimator's parameter each sets
-MODEL_OPTIONS = {"loss": "loss", "p": "p", "sigma": "sigma", "l1": "l1",
-                  "l1_geometry": "l1_geometry", "radius": "radius",
-                  "batch_size": "batch_size", "iterate": "iterate",
-                  "no_intercept": "fit_intercept", "intercept_scaling": "intercept_scaling",
-                  "epsilon": "epsilon", "bits": "n_bits", "hash_seed": "hash_seed",
-                  "random_seed": "random_state", "forget": "forget",
-                  "class_weight": "class_weight", "multi_class": "multi_class"}
 
 
 def flag_of(option):

@@ -11,8 +11,7 @@ from onlinepgs.cli.common import (check_model, check_output, class_note, data_ba
                                   in_flags, parse_classes, print_summary, reading_of,
                                   train_input, unsaved)
 from onlinepgs.cli.errors import PROG, UsageError, UserError
-from onlinepgs.cli.parser import (CLASSIFICATION_LOSSES, MODEL_OPTIONS, SIZE_SUFFIXES,
-                                  flag_of)
+from onlinepgs.cli.parser import MODEL_OPTIONS, SIZE_SUFFIXES, flag_of
 from onlinepgs.cli.progress import ByteProgress, ProgressTable, report_skipped, show_progress
 from onlinepgs.streaming.errors import label_text
 
@@ -20,34 +19,14 @@ from onlinepgs.streaming.errors import label_text
 def cmd_train(args):
     """`train`: the options into the streaming engine (onlinepgs.streaming), its
     progress onto stderr and its errors into one line."""
-    if args.output is None and args.checkpoint_every is not None:
-        raise UsageError("argument --checkpoint-every: needs -o MODEL (the file the "
-                         "checkpoints are written to)")
-    if args.audit and (args.output is None or args.solver == "sdca"
-                       or args.scheduler is not None):
-        raise UsageError("argument --audit: " + (
-            "needs -o MODEL (the names are saved with the model)" if args.output is None
-            else "collects names on the streaming PGS run only (not with --solver sdca "
-            "or --scheduler)"))
-    if args.skip_bad_lines and args.scheduler is not None:
-        raise UsageError("argument --skip-bad-lines: not with --scheduler (onlinepgs.dask's "
-                         "file source stops at a bad line, naming it)")
+    # the options' rules were checked by main (onlinepgs._options.check_command)
     kept = train_input(args)  # sets args.bits (hashed formats) and args.interactions
-    if kept["format"] != "svmlight" and (args.solver == "sdca" or args.scheduler):
-        option = "--solver sdca" if args.solver == "sdca" else "--scheduler"
-        raise UsageError(f"argument {option}: reads svmlight input only; "
-                         f"{args.data[0]} is {kept['format']} input")
     if args.solver == "sdca":
         from onlinepgs.cli.train_sdca import train_sdca
 
         return train_sdca(args)
-    if "l1_geometry" in getattr(args, "given", ()):
-        raise UsageError("argument --l1-geometry: an SDCA option (with --solver sdca "
-                         "--sigma 0 --l1 L1)")
     from onlinepgs import streaming
 
-    if args.resume and not args.initial:
-        raise UsageError("argument --resume: needs -i MODEL (the checkpoint to resume)")
     given_classes = parse_classes(args.classes) if args.classes else None
     sources = _train_sources(args)  # every input checked before any work
     check_output(args.output, args.data)
@@ -64,17 +43,7 @@ def cmd_train(args):
     sources = _read_as(sources, args, est, kept)
     # a run option (-i included): the budget guards this run's data, not the model
     est.set_params(max_model_bytes=args.max_model_bytes)
-    if given_classes is not None and not est._classifier:
-        # partial_fit of a regressor takes no classes
-        why = (f"the model {args.initial} has the {est.loss!r} loss" if args.initial
-               else f"--loss {args.loss} is a regression loss")
-        raise UsageError(f"argument --classes: applies to classification losses only ({why})")
     if args.scheduler is not None:
-        if getattr(est, "class_weight", None) is not None or hasattr(est, "class_counts_"):
-            raise UsageError(f"argument --scheduler: the model {args.initial} weighs "
-                             "classes (class_weight), which onlinepgs.dask does not"
-                             if args.initial else "argument --class-weight: not available "
-                             "with --scheduler (onlinepgs.dask does not weigh classes)")
         from onlinepgs.cli.train_dask import train_on_dask
 
         return train_on_dask(args, est, base)
@@ -130,65 +99,22 @@ def sigma_note(est):
             f"{len(tried)} sigmas tried, {tried[0]:.0e}..{tried[-1]:.0e}; {state})"]
 
 
-# options of the streaming PGS run that `train --solver sdca` does not take
 def estimator_from_args(args):
     """The learner the options describe (`onlinepgs.pgs`, or `onlinepgs.sdca` with
-    ``--solver sdca``): sklearn-free, so that the command never imports scikit-learn."""
-    from onlinepgs._checks import InvalidParameterError
-    from onlinepgs._core._pgs import check_p
+    ``--solver sdca``; `onlinepgs._options.learner_params`, whose rules `main` checked):
+    sklearn-free, so that the command never imports scikit-learn."""
+    from onlinepgs._options import learner_params
 
-    sdca = getattr(args, "solver", "pgs") == "sdca"
-    if args.sigma is None:  # PGS races sigma; SDCA solves for one
-        args.sigma = 1e-4 if sdca else "auto"
-    common = dict(loss=args.loss, p=args.p, sigma=args.sigma, l1=getattr(args, "l1", 0.0),
-                  fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
-                  epsilon=args.epsilon, n_bits=args.bits, hash_seed=args.hash_seed,
-                  random_state=args.random_seed,
-                  interactions=list(getattr(args, "interactions", None) or []) or None)
-    classifier = args.loss in CLASSIFICATION_LOSSES
-    class_weight = getattr(args, "class_weight", None)
-    if class_weight is not None and not classifier:
-        raise UsageError(f"argument --class-weight: applies to classification losses only "
-                         f"(--loss {args.loss} is a regression loss)")
-    weighing = {"class_weight": class_weight} if classifier else {}
-    multi_class = getattr(args, "multi_class", "ovr")
-    if multi_class != "ovr" and not classifier:
-        raise UsageError(f"argument --multi-class: applies to classification losses only "
-                         f"(--loss {args.loss} is a regression loss)")
-    if classifier:
-        weighing["multi_class"] = multi_class
-    if sdca:
-        from onlinepgs.sdca import SDCAClassifierLearner, SDCARegressorLearner
-
-        if args.sigma == "auto":
-            raise UsageError("argument --sigma: auto races PGS runs over a stream; "
-                             "--solver sdca needs a number")
-
-        if common["l1"] > 0 and args.p != 2.0:
-            raise UsageError(f"argument --l1: --solver sdca takes an l_1 term with --p 2 "
-                             f"only (Prox-SDCA), got --p {args.p:g}")
-        cls = SDCAClassifierLearner if classifier else SDCARegressorLearner
-        est = cls(**common, **weighing, l1_geometry=getattr(args, "l1_geometry", "auto"))
+    solver, task, params = learner_params(args)
+    args.sigma = params["sigma"]  # its default decided: "auto" (PGS) or 1e-4 (SDCA)
+    if solver == "sdca":
+        from onlinepgs.sdca import SDCAClassifierLearner as classifier
+        from onlinepgs.sdca import SDCARegressorLearner as regressor
     else:
-        from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
+        from onlinepgs.pgs import PGSClassifierLearner as classifier
+        from onlinepgs.pgs import PGSRegressorLearner as regressor
+    return (classifier if task == "classifier" else regressor)(**params)
 
-        cls = PGSClassifierLearner if classifier else PGSRegressorLearner
-        est = cls(radius=args.radius, batch_size=args.batch_size, iterate=args.iterate,
-                  forget=args.forget, **common, **weighing)
-    try:  # before any data is read, and in the options' own names
-        est._validate_params()
-    except InvalidParameterError as exc:
-        message = str(exc)
-        for option, param in MODEL_OPTIONS.items():
-            prefix = f"The '{param}' parameter of {est._owner}"
-            if message.startswith(prefix):
-                message = f"argument {flag_of(option)}" + message[len(prefix):]
-        raise UsageError(message) from None
-    try:
-        check_p(args.p)
-    except ValueError as exc:
-        raise UsageError(f"argument {flag_of('p')}: {exc}") from None
-    return est
 
 def _keep_names(args, est, trainer, sources):
     """--audit: collect the names of the features in each column as the sources are
@@ -271,6 +197,7 @@ def _continued(args):
     """-i MODEL: the model, its checkpoint when --resume (refused unless this run can
     resume it), and the feature base to read the data with."""
     from onlinepgs import streaming
+    from onlinepgs._options import check_train_model
     from onlinepgs.model_io import load_learner
     from onlinepgs.pgs import PGSLearner
 
@@ -286,6 +213,9 @@ def _continued(args):
         raise UserError(f"{args.initial}: an {header.get('estimator', type(est).__name__)} "
                         "model (SDCA); -i continues PGS models only: train it again with "
                         "--solver sdca on all the data")
+    # the rules on the model's options with this run's flags (--classes, --scheduler)
+    check_train_model(args, est.get_params(), args.initial, regressor=not est._classifier,
+                      balanced=hasattr(est, "class_counts_"))
     extra = header.get("extra") or {}
     base = data_base(args, extra)
     ignored = _ignored_options(args, est)

@@ -16,19 +16,7 @@ def train_on_dask(args, est, base):
     from onlinepgs.streaming import checkpoint_extra
     from onlinepgs.svmlight import iter_svmlight
 
-    for flag, used in (("-", "-" in args.data), ("--resume", args.resume),
-                       ("--checkpoint-every", args.checkpoint_every),
-                       ("--holdout-every", args.holdout_every)):
-        if used:
-            raise UserError(f"{flag} is not available with --scheduler (rounds read the "
-                            "files on the workers)")
-    if est.forget < 1.0:  # also a model's of -i
-        raise UserError(f"--forget {est.forget} is not available with --scheduler (the lanes "
-                        "of a round would each decay the shared past); train without it")
-    if est.l1 > 0:  # also a model's of -i
-        raise UserError(f"--l1 {est.l1:g} is not available with --scheduler (the merge of "
-                        "the lanes' rounds is not that of a sparse model's thresholds); "
-                        "train without --scheduler")
+    # what --scheduler refuses (of the flags, of -i's model): onlinepgs._options' rules
     try:
         import onlinepgs.dask as opd
     except ImportError as exc:

@@ -8,14 +8,9 @@ from onlinepgs.cli.common import (check_input, check_labels, check_output, open_
                                   class_note, nonzero_line, parse_classes, reader_skipped,
                                   save, saved, unsaved)
 from onlinepgs._checks import row_of_entry
-from onlinepgs.cli.errors import PROG, UsageError, UserError
-from onlinepgs.cli.parser import flag_of
+from onlinepgs.cli.errors import PROG, UserError
 from onlinepgs.cli.train import estimator_from_args
 from onlinepgs.streaming.errors import label_text
-
-
-_NOT_SDCA = (("initial", "-i"), ("resume", "--resume"), ("holdout_every", "--holdout-every"),
-             ("checkpoint_every", "--checkpoint-every"), ("scheduler", "--scheduler"))
 
 
 def train_sdca(args):
@@ -29,32 +24,11 @@ def train_sdca(args):
     from onlinepgs.streaming.engine import widen
     from onlinepgs.streaming.sources import lines_of
 
-    for name, flag in _NOT_SDCA:
-        if getattr(args, name):
-            raise UsageError(f"argument {flag}: not available with --solver sdca (it trains "
-                             "once on all of DATA, loaded into memory)")
-    for option in ("radius", "batch_size", "iterate", "forget"):
-        if option in getattr(args, "given", ()):
-            raise UsageError(f"argument {flag_of(option)}: a PGS option; --solver sdca solves "
-                             "over R^n on all rows")
-    if args.passes > 1:
-        raise UsageError("argument --passes: --solver sdca runs its own epochs (until the "
-                         "duality gap reaches its tolerance)")
     for source in args.data:
         check_input(source)
     check_output(args.output, args.data)
-    est = estimator_from_args(args)
-    multi_class = getattr(args, "multi_class", "ovr")
-    if multi_class != "ovr":
-        wanted = {"multinomial": "logistic", "crammer_singer": "hinge"}[multi_class]
-        if args.loss != wanted:
-            raise UsageError(f"argument --multi-class: {multi_class} needs --loss {wanted}, "
-                             f"got --loss {args.loss}")
-        est.multi_class = multi_class
+    est = estimator_from_args(args)  # its options' rules: main's check_command
     classes = parse_classes(args.classes) if args.classes else None
-    if classes is not None and not est._classifier:
-        raise UsageError(f"argument --classes: applies to classification losses only "
-                         f"(--loss {args.loss} is a regression loss)")
     base = args.zero_based
     blocks, labels = [], []
     for source in args.data:

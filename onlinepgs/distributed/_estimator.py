@@ -9,7 +9,7 @@ adapt. What it uses of a `PGSClassifier` / `PGSRegressor` `est`:
 * fitted attributes: ``classes_``, ``n_features_in_``, ``n_iter_``, ``_state`` (the
   solver's `PGSState`), ``_race`` (sigma="auto": the `SigmaRace` of its live runs, or
   None), ``_classifier`` (class attribute);
-* methods: ``_validate_params``, ``_check_finite_params``, ``_check_state_params``,
+* methods: ``_validate_params``, ``_check_rules``, ``_check_state_params``,
   ``_check_width``, ``_auto``, ``_new_state``, ``_new_race``, ``_install``, and, on the
   workers (a clone of `est` with ``classes_`` set, the "spec"), ``_as_matrix``,
   ``_encode_targets``, ``_row_power_sums``;
@@ -23,6 +23,7 @@ Nothing here imports scikit-learn: ``onlinepgs train --scheduler`` runs without 
 import numpy as np
 import scipy.sparse as sp
 
+from onlinepgs import _options
 from onlinepgs._base import _training
 from onlinepgs._race import SigmaRace, SigmaSchedule
 from onlinepgs._checks import check_random_state
@@ -38,25 +39,11 @@ __all__ = ["PGSDivergedError", "as_matrix", "batch_size", "check_block_width",
 
 # ---- the estimator the driver trains ----------------------------------------------------
 def check_trainable(est):
-    """TypeError unless `est` is an estimator `onlinepgs.dask` trains."""
+    """TypeError unless `est` is an estimator `onlinepgs.dask` trains (what it refuses of
+    its parameters is `check_params`')."""
     if not isinstance(est, PGSLearner):
         raise TypeError("onlinepgs.dask trains a PGSClassifier or PGSRegressor, got "
                         f"{type(est).__name__}")
-    if est.l1 != 0:
-        # a round's lanes soft-threshold their own lambda; the merged rounds are not
-        # exactly one process's sparse model, and onlinepgs.dask only does what is exact
-        raise ValueError(f"onlinepgs.dask does not train an l_1 term (l1={est.l1!r}): "
-                         "train with l1=0, or with fit / partial_fit in one process")
-    if getattr(est, "class_weight", None) is not None or hasattr(est, "class_counts_"):
-        # its rounds would not keep a 'balanced' model's class counts
-        raise ValueError(f"onlinepgs.dask does not weigh classes (class_weight="
-                         f"{est.class_weight!r}, or a model trained with 'balanced'); give "
-                         "the weights as sample_weight")
-    if getattr(est, "multi_class", "ovr") != "ovr":
-        # the lanes' merge and statistics are written for one-vs-rest problems
-        raise ValueError(f"onlinepgs.dask trains one-vs-rest models only (multi_class="
-                         f"{est.multi_class!r}); train it with fit, partial_fit or the "
-                         "command without --scheduler")
 
 
 def training(est):
@@ -70,14 +57,20 @@ def is_fitted(est):
     return hasattr(est, "_state")
 
 
-def check_params(est, first):
-    """Check the parameters: all of them for a first training, else that those the
-    solver state depends on did not change since it began."""
+def check_params(est, first, classes):
+    """Check the parameters (`onlinepgs._options`): all of them for a first training,
+    else that those the solver state depends on did not change since it began; then
+    what Dask refuses of them (l1, forgetting, class weights, coupled multiclass
+    losses), and `classes` of a regressor."""
     if first:
         est._validate_params()
-        est._check_finite_params()
+        est._check_rules()
     else:
         est._check_state_params()
+    params = est.get_params(deep=False)
+    words = _options.Words()
+    _options.dask_rules(params, words, balanced=hasattr(est, "class_counts_"))
+    _options.check_stream_run({"loss": est.loss, "classes": classes}, words)
 
 
 def name_of(est):

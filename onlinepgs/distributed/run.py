@@ -22,8 +22,9 @@ def train(est, X, y, sample_weight, classes, options):
     """Train `est` on X (y, sample_weight: a dask array's) as `options` (`RunOptions`)
     say; return it, fitted."""
     estimator_api.check_trainable(est)
-    if classes is not None and not estimator_api.is_classifier(est):
-        raise ValueError("classes is for classifiers; this is a regressor")
+    # every option before any work: the estimator's, Dask's (options: RunOptions')
+    first = options.fresh or not estimator_api.is_fitted(est)
+    estimator_api.check_params(est, first, classes)
     backend = (DistributedBackend(options.client) if options.client is not None
                else LocalBackend())
     try:
@@ -35,7 +36,6 @@ def train(est, X, y, sample_weight, classes, options):
 
 def _train_guarded(est, X, y, sample_weight, classes, options, backend):
     first = options.fresh or not estimator_api.is_fitted(est)
-    estimator_api.check_params(est, first)
     n_lanes = options.n_lanes
     lanes_wanted = n_lanes if n_lanes is not None else backend.n_threads()
     source = make_source(X, y, sample_weight, est, options, lanes_wanted, backend,

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from onlinepgs._checks import check_labels, row_of_entry, unique
+from onlinepgs._options import check_stream_run
 from onlinepgs.streaming._batches import whole_batches
 from onlinepgs.streaming.checkpoints import (RUN_OPTIONS, checkpoint_extra,
                                              check_resume)
@@ -345,20 +346,12 @@ class StreamTrainer:
                  zero_based="auto", holdout_every=None, checkpoint_path=None,
                  checkpoint_every=None, resume=None, progress=None, next_report=None,
                  extra=None):
-        for name, value, least in (("passes", passes, 1), ("chunk_rows", chunk_rows, 1),
-                                   ("holdout_every", holdout_every, None),
-                                   ("checkpoint_every", checkpoint_every, None)):
-            if value is None and least is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
-                    or value < 1:
-                raise ValueError(f"{name} must be a positive integer"
-                                 f"{'' if least else ' or None'}, got {value!r}")
-        if checkpoint_every is not None and checkpoint_path is None:
-            raise ValueError("checkpoint_every needs checkpoint_path (the file to write)")
-        if classes is not None and not learner._classifier:
-            raise ValueError(f"classes apply to classifiers only (the learner has the "
-                             f"{learner.loss!r} loss)")
+        # the run's options by onlinepgs._options' rules (the learner's: at `run`)
+        check_stream_run({"passes": passes, "chunk_rows": chunk_rows,
+                          "zero_based": zero_based, "holdout_every": holdout_every,
+                          "checkpoint_every": checkpoint_every,
+                          "checkpoint_path": checkpoint_path, "classes": classes,
+                          "loss": getattr(learner, "loss", None)})
         if zero_based == "auto" and resume is not None \
                 and isinstance(resume.zero_based, bool):
             zero_based = resume.zero_based
@@ -390,6 +383,9 @@ class StreamTrainer:
             at = self.resume.position
         learner = self.learner
         self._fitted = _trained(learner)
+        check = getattr(learner, "_check_call_params", None)
+        if check is not None:  # the learner's options, before any source is read
+            check(not self._fitted)
         self._classes = self.classes
         self._origin = "given"
         if self._classes is None and learner._classifier and self._fitted:
