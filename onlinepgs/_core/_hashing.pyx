@@ -264,16 +264,114 @@ cdef class _Entries:
         self.count = k + 1
         return 0
 
+    cdef int truncate(self, Py_ssize_t k) except -1:
+        """Keep the first k entries (a skipped record's are dropped)."""
+        array.resize_smart(self.ns, k)
+        array.resize_smart(self.hashes, k)
+        array.resize_smart(self.values, k)
+        self.count = k
+        return 0
 
-def records_to_rows(records, uint32_t hash_seed, bint names=False):
+
+cdef Py_ssize_t _push_record(object record, Py_ssize_t row, uint32_t hash_seed,
+                             _Entries out, list name_out) except -1:
+    """Push the entries of one record (the rules of `records_to_rows`) onto `out`, their
+    names onto `name_out` unless None; returns how many; an error names `row`."""
+    cdef Py_ssize_t pushed = 0, col
+    cdef uint32_t seed, h
+    cdef uint8_t letter
+    cdef double value
+    cdef const char* buf
+    cdef Py_ssize_t n
+    items = record.items() if isinstance(record, dict) else record
+    try:
+        iterator = iter(items)
+    except TypeError:
+        raise _at_row(row, f": expected a dict {{feature: value}} or a sequence of "
+                         f"(feature, value) pairs, got {type(record).__name__}") from None
+    for pair in iterator:
+        try:
+            key, raw = pair
+        except (TypeError, ValueError):
+            raise _at_row(row, f": expected (feature, value) pairs, got "
+                             f"{pair!r:.60}") from None
+        if raw is None:
+            continue
+        if isinstance(key, str):
+            if isinstance(raw, dict):
+                if not key:
+                    raise _at_feature(row, ": a namespace (a dict value) needs a "
+                                         "non-empty name", "empty namespace", key)
+                seed = _hash_text(key, hash_seed, row, "namespace")
+                buf = PyUnicode_AsUTF8AndSize(key, &n)  # valid: _hash_text took it
+                letter = ns_letter(<uint8_t>buf[0])
+                for inner, raw_inner in raw.items():
+                    if raw_inner is None:
+                        continue
+                    if isinstance(inner, str):
+                        name = inner
+                    elif isinstance(inner, int) and not isinstance(inner, bool):
+                        name = str(inner)  # hashed as its text, as VW hashes "13"
+                    else:
+                        raise _at_row(row, f", namespace {key!r:.40}: feature "
+                                         f"{inner!r:.40} is not a str")
+                    if isinstance(raw_inner, str):
+                        name = name + "=" + raw_inner
+                        value = 1.0
+                    elif isinstance(raw_inner, dict):
+                        raise _at_feature(row, f", namespace {key!r:.40}: feature "
+                                             f"{inner!r:.40} is a dict (namespaces do "
+                                             "not nest)", "nest", inner, key, raw_inner)
+                    else:
+                        value = _number(raw_inner, row, inner, key)
+                    h = _hash_text(name, seed, row, "feature", key)
+                    out.push(letter, h, value)
+                    if name_out is not None:
+                        name_out.append(key + "^" + name)
+                    pushed += 1
+                continue
+            if isinstance(raw, str):
+                name = key + "=" + raw
+                value = 1.0
+            else:
+                name = key
+                value = _number(raw, row, key)
+            h = _hash_text(name, hash_seed, row, "feature")
+            out.push(DEFAULT_NAMESPACE, h, value)
+            if name_out is not None:
+                name_out.append(name)
+            pushed += 1
+            continue
+        try:
+            col = key.__index__()
+        except (AttributeError, TypeError, OverflowError):
+            raise _at_row(row, f": feature {key!r:.40} is neither a str nor an "
+                             "int") from None
+        if col < 0:
+            raise _at_row(row, f": negative feature index {key!r}")
+        if isinstance(raw, (str, dict)):
+            raise _at_row(row, f": feature index {col} has the value {raw!r:.40}: a "
+                             "column index takes a number (name a namespace or a "
+                             "category by a str)")
+        value = _number(raw, row, key)
+        out.push(RAW_COLUMN, <uint32_t>(col & 0xFFFFFFFF), value)  # masked later
+        if name_out is not None:
+            name_out.append(str(col))
+        pushed += 1
+    return pushed
+
+
+def records_to_rows(records, uint32_t hash_seed, bint names=False,
+                    list skipped=None):
     """Records as namespaced rows: the arrays of `onlinepgs.features.NamespacedRows`.
 
     A record is a dict (or a sequence of (key, value) pairs):
 
     * str key, number value: a feature of the default namespace, hashed by its name;
     * str key, str value: the feature ``"key=value"``, value 1 (a category);
-    * str key, dict value: a namespace (its first UTF-8 byte is the letter, its full
-      name seeds its features' hash) of features by the two rules above (one level);
+    * str key, dict value: a namespace (its first UTF-8 byte is the letter, 0x80 for a
+      NUL byte; its full name seeds its features' hash) of features by the two rules
+      above (one level);
     * int key, number value: a raw column (the index, not hashed nor signed);
     * None value: no feature; bool value: 0 or 1.
 
@@ -284,6 +382,10 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False):
     names : bool
         Also the entries' names (``"key"``, ``"key=value"``, ``"ns^key"``, the index as
         text), for an audit.
+    skipped : list or None
+        None: a bad record raises. A list: a bad record is left out (no row) and
+        ``(its index among the records, its RowError)`` appended, the rest read on (a
+        reader's skip mode: one pass, whatever the bad records).
 
     Returns
     -------
@@ -292,7 +394,7 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False):
     Raises
     ------
     onlinepgs._checks.RowError
-        Naming the record (row) and the feature.
+        Naming the record (row) and the feature (unless `skipped` is a list).
 
     Examples
     --------
@@ -302,90 +404,24 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False):
     >>> ns.tolist(), v.tolist(), ptr.tolist(), names
     ([32, 103, 0], [1.0, 2.0, 1.0], [0, 3], ['user=u9', 'geo^fr', '3'])
     """
-    cdef Py_ssize_t row = 0, count = 0, col
-    cdef uint32_t seed, h
-    cdef uint8_t letter
-    cdef double value
-    cdef const char* buf
-    cdef Py_ssize_t n
+    cdef Py_ssize_t row = 0, count = 0
     cdef _Entries out = _Entries()
     indptr, name_out = [0], ([] if names else None)
+    if skipped is not None:
+        from onlinepgs._checks import RowError
     for record in records:
-        items = record.items() if isinstance(record, dict) else record
-        try:
-            iterator = iter(items)
-        except TypeError:
-            raise _at_row(row, f": expected a dict {{feature: value}} or a sequence of "
-                             f"(feature, value) pairs, got {type(record).__name__}") from None
-        for pair in iterator:
+        if skipped is None:
+            count += _push_record(record, row, hash_seed, out, name_out)
+        else:
             try:
-                key, raw = pair
-            except (TypeError, ValueError):
-                raise _at_row(row, f": expected (feature, value) pairs, got "
-                                 f"{pair!r:.60}") from None
-            if raw is None:
+                count += _push_record(record, row, hash_seed, out, name_out)
+            except RowError as exc:  # its entries (and names) so far are dropped
+                out.truncate(count)
+                if name_out is not None:
+                    del name_out[count:]
+                skipped.append((row, exc.with_traceback(None)))  # (no frames kept)
+                row += 1
                 continue
-            if isinstance(key, str):
-                if isinstance(raw, dict):
-                    if not key:
-                        raise _at_feature(row, ": a namespace (a dict value) needs a "
-                                             "non-empty name", "empty namespace", key)
-                    seed = _hash_text(key, hash_seed, row, "namespace")
-                    buf = PyUnicode_AsUTF8AndSize(key, &n)  # valid: _hash_text took it
-                    letter = ns_letter(<uint8_t>buf[0])
-                    for inner, raw_inner in raw.items():
-                        if raw_inner is None:
-                            continue
-                        if isinstance(inner, str):
-                            name = inner
-                        elif isinstance(inner, int) and not isinstance(inner, bool):
-                            name = str(inner)  # hashed as its text, as VW hashes "13"
-                        else:
-                            raise _at_row(row, f", namespace {key!r:.40}: feature "
-                                             f"{inner!r:.40} is not a str")
-                        if isinstance(raw_inner, str):
-                            name = name + "=" + raw_inner
-                            value = 1.0
-                        elif isinstance(raw_inner, dict):
-                            raise _at_feature(row, f", namespace {key!r:.40}: feature "
-                                                 f"{inner!r:.40} is a dict (namespaces do "
-                                                 "not nest)", "nest", inner, key, raw_inner)
-                        else:
-                            value = _number(raw_inner, row, inner, key)
-                        h = _hash_text(name, seed, row, "feature", key)
-                        out.push(letter, h, value)
-                        if names:
-                            name_out.append(key + "^" + name)
-                        count += 1
-                    continue
-                if isinstance(raw, str):
-                    name = key + "=" + raw
-                    value = 1.0
-                else:
-                    name = key
-                    value = _number(raw, row, key)
-                h = _hash_text(name, hash_seed, row, "feature")
-                out.push(DEFAULT_NAMESPACE, h, value)
-                if names:
-                    name_out.append(name)
-                count += 1
-                continue
-            try:
-                col = key.__index__()
-            except (AttributeError, TypeError, OverflowError):
-                raise _at_row(row, f": feature {key!r:.40} is neither a str nor an "
-                                 "int") from None
-            if col < 0:
-                raise _at_row(row, f": negative feature index {key!r}")
-            if isinstance(raw, (str, dict)):
-                raise _at_row(row, f": feature index {col} has the value {raw!r:.40}: a "
-                                 "column index takes a number (name a namespace or a "
-                                 "category by a str)")
-            value = _number(raw, row, key)
-            out.push(RAW_COLUMN, <uint32_t>(col & 0xFFFFFFFF), value)  # masked later
-            if names:
-                name_out.append(str(col))
-            count += 1
         indptr.append(count)
         row += 1
     return (np.frombuffer(out.ns, dtype=np.uint8), np.frombuffer(out.hashes, dtype=np.uint32),

@@ -59,6 +59,22 @@ class _Bad(Exception):
     """A bad line: what, the byte column (or None), the text."""
 
 
+# a JSON string (skipped whole: digits in a name are no number) or number; group 1: the
+# integer part of a number without a fraction or an exponent
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|(-?\d+)(?![.eE\d])|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?')
+
+
+def _long_integer(line):
+    """The match of the first integer literal of `line` (outside strings) with more
+    digits than Python converts, or None."""
+    limit = sys.get_int_max_str_digits()
+    for token in _TOKEN.finditer(line):
+        integer = token.group(1)
+        if integer is not None and limit and len(integer.lstrip(b"-")) > limit:
+            return token
+    return None
+
+
 def _kind(value):
     return {list: "a list", str: "a string", dict: "an object", bool: "a boolean",
             type(None): "null"}.get(type(value), "a number")
@@ -144,13 +160,15 @@ class _Parser:
                 try:
                     self._lines.append((*self._row(line), self.n_lines, line))
                 except _Bad as bad:
-                    if not self._hash():  # a bad feature on an earlier line comes first
+                    # a bad feature on an earlier line comes first (skipping: only for
+                    # the first line skipped, whose place is kept; the rest just count)
+                    if (not self.skip or self.first_skip is None) and not self._hash():
                         return 2, pos
                     what, column, text = bad.args
                     if not self.skip:
                         self._error = (what, self.n_lines, column, text)
                         return 2, pos
-                    self._skipped((what, self.n_lines, column, text))
+                    self._skipped(lambda: (what, self.n_lines, column, text))
             pos = nxt
             if self.chunk_rows > 0 and len(self.labels) + len(self._lines) >= self.chunk_rows:
                 if not self._hash():
@@ -177,12 +195,12 @@ class _Parser:
         except ValueError:
             # Python reads at most sys.get_int_max_str_digits() digits of an integer
             # literal (4,300 by default): a longer one is out of any number's range
-            digits = re.search(rb"\d{%d,}" % max(sys.get_int_max_str_digits(), 1), line)
-            if digits is None:
+            literal = _long_integer(line)
+            if literal is None:
                 raise
-            raise _Bad(f"bad JSON: an integer of {digits.end() - digits.start():,} digits "
-                       "is out of range", digits.start() + 1,
-                       show_bytes(line[digits.start():digits.start() + 20]) + "...")
+            raise _Bad(f"bad JSON: an integer of {len(literal.group().lstrip(b'-')):,} "
+                       "digits is out of range", literal.start() + 1,
+                       show_bytes(line[literal.start():literal.start() + 20]) + "...")
         if not isinstance(obj, dict):
             raise _Bad(f"a line must be a JSON object, got {_kind(obj)}", 1,
                        show_bytes(line[:20]))
@@ -211,35 +229,38 @@ class _Parser:
         """Hash the pending lines' features into the chunk; False at a bad feature when
         raising (`error_info`), else its line skipped."""
         lines, self._lines = self._lines, []
-        start = 0  # the lines before it are hashed or skipped (an index, not a copy of
-        # the rest at each bad line: skipping stays linear in the chunk)
-        while start < len(lines):
-            try:
-                rows = records_to_rows((lines[i][0] for i in range(start, len(lines))),
-                                       self.hash_seed, self.want_names)
-            except RowError as exc:
-                bad = start + exc.row
-                if exc.row:  # the lines before it are good
-                    self._add(records_to_rows([entry[0] for entry in lines[start:bad]],
-                                              self.hash_seed, self.want_names),
-                              lines[start:bad])
-                _, _, _, number, line = lines[bad]
-                what, column, text = _feature_error(exc, line).args
-                if not self.skip:
-                    self._error = (what, number, column, text)
-                    return False
-                self._skipped((what, number, column, text))
-                start = bad + 1
-                continue
-            self._add(rows, lines[start:] if start else lines)
-            break
+        if not lines:
+            return True
+        if self.skip:  # one pass: bad records are left out and listed
+            bad = []
+            rows = records_to_rows([entry[0] for entry in lines], self.hash_seed,
+                                   self.want_names, bad)
+            for index, exc in bad:
+                self._skipped(lambda: _feature_info(exc, lines[index]))
+            if bad:
+                left_out = {index for index, _ in bad}
+                lines = [entry for i, entry in enumerate(lines) if i not in left_out]
+            self._add(rows, lines)
+            return True
+        try:
+            rows = records_to_rows([entry[0] for entry in lines], self.hash_seed,
+                                   self.want_names)
+        except RowError as exc:
+            if exc.row:  # the lines before it are good
+                self._add(records_to_rows([entry[0] for entry in lines[:exc.row]],
+                                          self.hash_seed, self.want_names),
+                          lines[:exc.row])
+            self._error = _feature_info(exc, lines[exc.row])
+            return False
+        self._add(rows, lines)
         return True
 
     def _skipped(self, info):
-        """Count a skipped line; the first one's (what, line, column, text) is kept."""
+        """Count a skipped line; the first one's (what, line, column, text) is kept
+        (`info()`: worded only for the first, so that skipping costs what reading does)."""
         self.n_skipped += 1
         if self.first_skip is None:
-            self.first_skip = info
+            self.first_skip = info()
 
     def _add(self, rows, lines):
         ns, hashes, values, indptr, names = rows
@@ -263,6 +284,14 @@ class _Parser:
         self.n_rows_out += len(self.labels)
         self._new_chunk()
         return out
+
+
+def _feature_info(exc, entry):
+    """(what, line number, column, text) of `records_to_rows`'s error at a feature of
+    the pending line `entry`."""
+    _, _, _, number, line = entry
+    what, column, text = _feature_error(exc, line).args
+    return what, number, column, text
 
 
 def _feature_error(exc, line):
