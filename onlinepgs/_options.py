@@ -164,9 +164,12 @@ class Words:
         if option == "fit_intercept":
             return "--no-intercept" if not value else "an intercept (no --no-intercept)"
         text = f"{self.name(option).split('/')[-1]} {self.value(option, value)}"
-        if self.model is not None and option not in (self.given or ()) and not suggested:
+        if suggested or option in (self.given or ()):
+            return text
+        if self.model is not None:
             return f"the model's {text}"
-        return text
+        # a model option the user did not type is the default: say so
+        return text if self.given is None or option in _RUN else f"the default {text}"
 
     def subject(self, option):
         """The subject of a range error."""

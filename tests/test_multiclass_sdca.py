@@ -231,7 +231,7 @@ def test_cli_end_to_end(tmp_path):
               "-o", str(tmp_path / "x.opgs"))
     assert bad.returncode != 0
     assert bad.stderr.strip().splitlines()[-1].endswith(
-        "crammer_singer needs --loss hinge, got --loss logistic")
+        "crammer_singer needs --loss hinge, got the default --loss logistic")
 
 
 def test_shrinking_changes_the_time_not_the_optimum():
