@@ -1,5 +1,6 @@
 """What several commands share: checking inputs and outputs, reading data, loading a
-model file, labels and classes, the closing summary, an estimator's advice in flags."""
+model file, the learner the options describe, labels and classes, the closing summary,
+an estimator's advice in flags."""
 import math
 import os
 import sys
@@ -254,8 +255,41 @@ def check_labels(y, classes, source, line_of, what="the classes", why=""):
                         f"{what} [{', '.join(label_text(c) for c in classes)}]{why}")
 
 
+def estimator_from_args(args):
+    """The learner the options describe (`onlinepgs.pgs`, or `onlinepgs.sdca` with
+    ``--solver sdca``; `onlinepgs._options.learner_params`, whose rules `main` checked):
+    sklearn-free, so that the command never imports scikit-learn."""
+    from onlinepgs._options import learner_params
+
+    solver, task, params = learner_params(args)
+    args.sigma = params["sigma"]  # its default decided: "auto" (PGS) or 1e-4 (SDCA)
+    if solver == "sdca":
+        from onlinepgs.sdca import SDCAClassifierLearner as classifier
+        from onlinepgs.sdca import SDCARegressorLearner as regressor
+    else:
+        from onlinepgs.pgs import PGSClassifierLearner as classifier
+        from onlinepgs.pgs import PGSRegressorLearner as regressor
+    return (classifier if task == "classifier" else regressor)(**params)
+
+
+def _sigma_note(est):
+    """The summary's line on sigma's choice (``sigma = 1e-03 (auto: ...)``) when the
+    model races it (sigma="auto"), else none."""
+    if est.get_params().get("sigma") != "auto":
+        return []
+    path = est.sigma_path_
+    tried = sorted({run["sigma"] for record in path for run in record.get("runs", ())}
+                   | {est.sigma_}, reverse=True)
+    live = getattr(est, "_race", None)
+    state = ("settled" if live is None or live.schedule.settled else
+             f"racing on: {len(live.states)} run{'s' if len(live.states) > 1 else ''} live")
+    return [f"sigma = {est.sigma_:.0e} (auto: the best progressive loss of "
+            f"{len(tried)} sigmas tried, {tried[0]:.0e}..{tried[-1]:.0e}; {state})"]
+
+
 def print_summary(est, args, start, before=(), after=()):
-    """VW's closing lines on stderr, with extra lines before and after the regret bound."""
+    """VW's closing lines on stderr, with extra lines before and after the regret bound
+    (and sigma's choice after them, when the model races it)."""
     import numpy as np  # here: `onlinepgs info` imports this module, numpy-free
 
     stats = est.online_stats_
@@ -271,7 +305,8 @@ def print_summary(est, args, start, before=(), after=()):
                      + ("" if rate is None else f", progressive error rate = {rate:.6f}"))
     regret = (f"{np.sum(stats['regret_bound']):.6g}" if getattr(est, "forget", 1.0) == 1.0
               else "none with --forget (the bound is the unweighted objective's)")
-    lines += [*before, f"regret bound = {regret}", *after, nonzero_line(est),
+    lines += [*before, f"regret bound = {regret}", *after, *_sigma_note(est),
+              nonzero_line(est),
               f"seconds = {time.perf_counter() - start:.2f}", f"model = {saved(args.output)}"]
     print("\n".join(lines), file=sys.stderr)
 

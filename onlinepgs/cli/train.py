@@ -8,8 +8,8 @@ import sys
 import time
 
 from onlinepgs.cli.common import (check_model, check_output, class_note, data_base,
-                                  in_flags, parse_classes, print_summary, reading_of,
-                                  train_input, unsaved)
+                                  estimator_from_args, in_flags, parse_classes,
+                                  print_summary, reading_of, train_input, unsaved)
 from onlinepgs.cli.errors import PROG, UsageError, UserError
 from onlinepgs.cli.parser import MODEL_OPTIONS, SIZE_SUFFIXES, flag_of
 from onlinepgs.cli.progress import ByteProgress, ProgressTable, report_skipped, show_progress
@@ -78,42 +78,10 @@ def cmd_train(args):
             which = f", pass {args.passes}" if args.passes > 1 else ""
             held = [f"holdout average loss = {run.holdout_loss:.6f} "
                     f"({run.holdout_rows} rows{which})"]
-        print_summary(est, args, start, before=held, after=sigma_note(est))
+        print_summary(est, args, start, before=held)
     elif args.output is None:
         print(unsaved(args), file=sys.stderr)
     return 0
-
-
-def sigma_note(est):
-    """The summary's line on sigma's choice (``sigma = 1e-03 (auto: ...)``) when the
-    model races it (sigma="auto"), else none."""
-    if est.get_params().get("sigma") != "auto":
-        return []
-    path = est.sigma_path_
-    tried = sorted({run["sigma"] for record in path for run in record.get("runs", ())}
-                   | {est.sigma_}, reverse=True)
-    live = getattr(est, "_race", None)
-    state = ("settled" if live is None or live.schedule.settled else
-             f"racing on: {len(live.states)} run{'s' if len(live.states) > 1 else ''} live")
-    return [f"sigma = {est.sigma_:.0e} (auto: the best progressive loss of "
-            f"{len(tried)} sigmas tried, {tried[0]:.0e}..{tried[-1]:.0e}; {state})"]
-
-
-def estimator_from_args(args):
-    """The learner the options describe (`onlinepgs.pgs`, or `onlinepgs.sdca` with
-    ``--solver sdca``; `onlinepgs._options.learner_params`, whose rules `main` checked):
-    sklearn-free, so that the command never imports scikit-learn."""
-    from onlinepgs._options import learner_params
-
-    solver, task, params = learner_params(args)
-    args.sigma = params["sigma"]  # its default decided: "auto" (PGS) or 1e-4 (SDCA)
-    if solver == "sdca":
-        from onlinepgs.sdca import SDCAClassifierLearner as classifier
-        from onlinepgs.sdca import SDCARegressorLearner as regressor
-    else:
-        from onlinepgs.pgs import PGSClassifierLearner as classifier
-        from onlinepgs.pgs import PGSRegressorLearner as regressor
-    return (classifier if task == "classifier" else regressor)(**params)
 
 
 def _keep_names(args, est, trainer, sources):

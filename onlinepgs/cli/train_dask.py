@@ -86,10 +86,7 @@ def train_on_dask(args, est, base):
             client.close()
     save(est, args.output, checkpoint_extra(base, True), state=not args.no_state)
     if not args.quiet:
-        from onlinepgs.cli.train import sigma_note
-
-        print_summary(est, args, start, after=[f"rounds = {len(rounds)} on {args.scheduler}",
-                                               *sigma_note(est)])
+        print_summary(est, args, start, after=[f"rounds = {len(rounds)} on {args.scheduler}"])
     elif args.output is None:
         print(unsaved(args), file=sys.stderr)
     return 0

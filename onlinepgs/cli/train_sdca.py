@@ -5,11 +5,10 @@ import time
 import numpy as np
 
 from onlinepgs.cli.common import (check_input, check_labels, check_output, open_reader,
-                                  class_note, nonzero_line, parse_classes, reader_skipped,
-                                  save, saved, unsaved)
+                                  class_note, estimator_from_args, nonzero_line,
+                                  parse_classes, reader_skipped, save, saved, unsaved)
 from onlinepgs._checks import row_of_entry
 from onlinepgs.cli.errors import PROG, UserError
-from onlinepgs.cli.train import estimator_from_args
 from onlinepgs.streaming.errors import label_text
 
 
