@@ -10,7 +10,7 @@ The layers (docs/design/estimators.md):
   `onlinepgs._checks`) and prediction through the value (``model_``);
 * the learners, which add one solver's training: `onlinepgs.pgs` and `onlinepgs.sdca`'s
   ``*Learner`` classes, used as they are by the command line;
-* the scikit-learn estimators (`onlinepgs.estimators`, `onlinepgs.sdca`): the learners
+* the scikit-learn estimators (`onlinepgs.estimators`): the learners
   with scikit-learn's base classes and checks on top (its parameter validation, feature
   names, messages), through the hooks below (``_check_fitted``, ``_check_sparse``,
   ``_check_dense``, ``_check_discrete``, ``_column``, ``_array``).

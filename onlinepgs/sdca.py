@@ -6,7 +6,7 @@ model is from the optimum. Input handling (validation, hashing, label encoding,
 prediction) is the shared base's (`onlinepgs._base`), so PGS and SDCA read data and score
 identically. `SDCAClassifierLearner` / `SDCARegressorLearner` hold the training; the
 scikit-learn estimators `onlinepgs.SDCAClassifier` / `SDCARegressor` (defined in
-`onlinepgs.estimators`, importable from here too) add scikit-learn's conventions on top.
+`onlinepgs.estimators`) add scikit-learn's conventions on top.
 
 Examples
 --------
@@ -490,13 +490,3 @@ class SDCARegressorLearner(RegressorLearner, SDCALearner):
         self
         """
         return self._fit(X, y, sample_weight)
-
-
-def __getattr__(name):
-    # the scikit-learn estimators live with the others (`onlinepgs.estimators`); this
-    # module imports no scikit-learn until they are asked for
-    if name in ("SDCAClassifier", "SDCARegressor"):
-        from onlinepgs import estimators
-
-        return getattr(estimators, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
