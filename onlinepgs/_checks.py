@@ -4,7 +4,8 @@ One home for what PGS and SDCA learners, the fitted value (`onlinepgs.model`), t
 certificates and the command line check: records and their hashing, matrices (NumPy and
 SciPy only), sample weights, labels (THE label check, `check_labels`), target encoding
 and random states. The rules about parameters are `onlinepgs._options`' (re-exported
-here: `check_params`, `InvalidParameterError`). The scikit-learn estimator classes may
+here: `check_params`, `InvalidParameterError`), the errors that name rows
+`onlinepgs._row_errors`' (`RowError`, `AtRows`, re-exported too). The scikit-learn estimator classes may
 check more on top (feature names, scikit-learn's messages) through the hooks of
 `onlinepgs._base`.
 """
@@ -17,6 +18,7 @@ from onlinepgs._core._hashing import records_to_csr, records_to_rows
 from onlinepgs._csr import like, widen
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs._options import InvalidParameterError, check_params  # noqa: F401
+from onlinepgs._row_errors import AtRows, RowError  # noqa: F401 (their home)
 
 __all__ = ["NotFittedError", "ConvergenceWarning", "InvalidParameterError", "RowError",
            "AtRows", "row_of_entry", "check_params",
@@ -31,45 +33,6 @@ class NotFittedError(ValueError, AttributeError):
 
 class ConvergenceWarning(UserWarning):
     """A solver stopped before its tolerance (scikit-learn's estimators warn with its own)."""
-
-
-class AtRows:
-    """What an error that concerns rows of the call has: its rows as data.
-
-    ``pieces`` is the message as text (str) and rows of the call (ints, from 0) in turn;
-    ``rows`` the rows it names and ``row`` the one to blame (by default the first).
-    ``str(error)`` names each row in the call's words (``_in_call``: "row 3");
-    `worded` names them in a caller's (`fit_stream`: "record 17 of the stream"), so a
-    caller that counts rows its own way rewords the same sentence without parsing it.
-    """
-
-    pieces = ()
-    rows = ()
-    row = None
-
-    @staticmethod
-    def _in_call(row):
-        return f"row {row}"
-
-    def _message(self, pieces, row=None):
-        """Record `pieces` (or a plain message) and return the message in the call's words."""
-        self.pieces = (pieces,) if isinstance(pieces, str) else tuple(pieces)
-        self.rows = tuple(int(p) for p in self.pieces if not isinstance(p, str))
-        self.row = row if row is not None else (self.rows[0] if self.rows else None)
-        return self.worded(self._in_call)
-
-    def worded(self, name):
-        """The message with row i of the call named ``name(i)``."""
-        return "".join(p if isinstance(p, str) else name(int(p)) for p in self.pieces)
-
-
-class RowError(AtRows, ValueError):
-    """Bad input at a row of the call: ``RowError(3, ": string feature 'w' needs
-    hashing")`` says "row 3: string feature 'w' needs hashing" and has ``row == 3``
-    (see `AtRows`; ``row=`` blames another row than the first named)."""
-
-    def __init__(self, *pieces, row=None):
-        super().__init__(self._message(pieces, row))
 
 
 def unique(values):

@@ -830,7 +830,7 @@ def _given(args, name):
 
 
 def _check_train(args, words):
-    from onlinepgs.formats import DEFAULT_BITS, HASHED, format_of
+    from onlinepgs.formats.registry import DEFAULT_BITS, HASHED, format_of
 
     flags = {"initial": args.initial, "resume": args.resume, "scheduler": args.scheduler,
              "output": args.output}

@@ -15,6 +15,8 @@ from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from cpython cimport array
 import array as _array
 
+from onlinepgs._row_errors import RowError
+
 if _array.array("I").itemsize != 4:  # pragma: no cover - the hashes are 32-bit
     raise ImportError("onlinepgs needs a 32-bit C unsigned int")
 
@@ -102,10 +104,8 @@ def namespace_letter(bytes name):
 
 
 def _at_row(row, text):
-    """The error at record `row` as `onlinepgs._checks.RowError` (the row as data, for
-    callers that count rows their own way, e.g. a stream's records); imported when
-    needed, as `onlinepgs._checks` imports this module."""
-    from onlinepgs._checks import RowError
+    """The error at record `row` as a `RowError` (the row as data, for callers that
+    count rows their own way, e.g. a stream's records)."""
     return RowError(row, text)
 
 
@@ -393,7 +393,7 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False,
 
     Raises
     ------
-    onlinepgs._checks.RowError
+    onlinepgs._row_errors.RowError
         Naming the record (row) and the feature (unless `skipped` is a list).
 
     Examples
@@ -407,8 +407,6 @@ def records_to_rows(records, uint32_t hash_seed, bint names=False,
     cdef Py_ssize_t row = 0, count = 0
     cdef _Entries out = _Entries()
     indptr, name_out = [0], ([] if names else None)
-    if skipped is not None:
-        from onlinepgs._checks import RowError
     for record in records:
         if skipped is None:
             count += _push_record(record, row, hash_seed, out, name_out)

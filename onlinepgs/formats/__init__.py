@@ -5,47 +5,15 @@
 * ``csv`` / ``tsv``: logs with a header (`iter_csv`);
 * ``json``: JSON lines (`iter_jsonl`).
 
-`format_of` picks a format from ``--format`` or the file's extension; `open_reader`
+`format_of` picks a format from ``--format`` or the file's extension (it lives with the
+formats' names in `onlinepgs.formats.registry`, which imports no reader); `open_reader`
 opens a source in a format, as an iterator of ``(X, y)`` (svmlight) or ``(X, y, w)``
 chunks (the namespaced formats: ``w`` importance weights or None).
 """
-import os
+from onlinepgs.formats.registry import DEFAULT_BITS, FORMATS, HASHED, format_of
 
 __all__ = ["FORMATS", "HASHED", "DEFAULT_BITS", "format_of", "open_reader", "iter_vw",
            "iter_csv", "iter_jsonl"]
-
-FORMATS = ("svmlight", "vw", "csv", "tsv", "json")
-HASHED = ("vw", "csv", "tsv", "json")  # formats of named features: always hashed
-DEFAULT_BITS = 18  # columns 2**18 for a hashed format when --bits is not given (VW's)
-_EXTENSIONS = {".vw": "vw", ".csv": "csv", ".tsv": "tsv", ".json": "json",
-               ".jsonl": "json", ".ndjson": "json"}
-_COMPRESSED = (".gz", ".bz2", ".xz")
-
-
-def format_of(path, given=None):
-    """The format of a source: `given` (``--format``) if any, else by the extension
-    (``.vw``; ``.csv``; ``.tsv``; ``.json``, ``.jsonl``, ``.ndjson``; a ``.gz``,
-    ``.bz2`` or ``.xz`` suffix is looked through), else svmlight (stdin too).
-
-    Examples
-    --------
-    >>> from onlinepgs.formats import format_of
-    >>> format_of("clicks.vw.gz"), format_of("log.TSV"), format_of("a9a.svm")
-    ('vw', 'tsv', 'svmlight')
-    >>> format_of("-"), format_of("-", "vw")
-    ('svmlight', 'vw')
-    """
-    if given is not None:
-        if given not in FORMATS:
-            raise ValueError(f"unknown format {given!r}: one of {', '.join(FORMATS)}")
-        return given
-    if not isinstance(path, (str, os.PathLike)) or os.fspath(path) == "-":
-        return "svmlight"
-    name = os.path.basename(os.fspath(path)).lower()
-    stem, ext = os.path.splitext(name)
-    if ext in _COMPRESSED:
-        ext = os.path.splitext(stem)[1]
-    return _EXTENSIONS.get(ext, "svmlight")
 
 
 def iter_vw(source, **options):
