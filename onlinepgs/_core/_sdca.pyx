@@ -38,7 +38,8 @@ The logistic root is found in x = b when it lies in (0, 1/2] and in x = 1 - b ot
 so x never loses digits to 1 - b; h(x) = log((1-x)/x) - kappa x - A is convex and decreasing
 there, so Newton converges monotonically once left of the root, and a step that would
 leave the bracket falls back to bisection. Each row caches its log-odds log((1-b)/b), so a
-converged row's step costs no log at all.
+converged row's step costs no log at all. The steps, and the dual boxes and slopes that
+shrinking reads, are inline functions of their own unit (_sdca_steps.pxd).
 
 Primal-dual bookkeeping: p = 2 keeps w = v in one dense array (dot product and axpy, no
 scale, no powers). The elastic net keeps v and w = soft(v, l1/sigma) side by side. p < 2
@@ -101,6 +102,8 @@ from onlinepgs._core._mirror cimport (Mirror, mirror_init, mirror_scale, mirror_
                                       mirror_cancelled, mirror_drift_due, mirror_link,
                                       mirror_touch, mirror_row, mirror_max, mirror_count)
 from onlinepgs._core._random cimport below
+from onlinepgs._core._sdca_steps cimport (_clip, _step, _box_lo, _box_hi, _gradient,
+                                          _soft)
 from onlinepgs._core._sparse cimport index_t, sparse_dot, sparse_axpy
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
 from onlinepgs._options import check_sdca_problem
@@ -122,130 +125,6 @@ cdef enum:
     ORDER_RANDOM = 2
 
 ORDERS = {"cyclic": ORDER_CYCLIC, "permutation": ORDER_PERMUTATION, "random": ORDER_RANDOM}
-
-
-# ---- the one-dimensional steps -------------------------------------------------------------
-cdef inline double _clip(double x, double lo, double hi) noexcept nogil:
-    return lo if x < lo else (hi if x > hi else x)
-
-
-cdef inline double _logistic_root(double kappa, double A, double x, double* lodds,
-                                  double sg) noexcept nogil:
-    """The root in (0, 1/2] of h(x) = log((1-x)/x) - kappa x - A, given h(1/2) <= 0.
-
-    x is the starting point (the previous value when it is usable). h is convex and
-    decreasing on (0, 1/2]: from the left of the root Newton increases monotonically to it;
-    from the right it lands left of the root, or below the bracket, where we bisect.
-    Convergence is quadratic with e' / x <= (e / x)^2 / 2 (h'' <= 1/x^2, |h'| >= 1/x), so a
-    step below 1e-4 x leaves an error below 5e-9 x: one Newton step from the cached value
-    usually suffices, which saves the second log of most rows (a9a, logistic: 7% of the
-    instructions against a 1e-6 x test); the gap check evaluates the true conjugates, so
-    the certificate does not depend on it. The test comes before the bracket, since a step
-    that rounds to nothing must not be mistaken for an overshoot.
-
-    lodds[0] caches the row's log-odds log((1-b)/b) (sg = +1: x = b; sg = -1: x = 1 - b), so
-    the first iteration at the previous value takes no log, and a converged row's step
-    none at all; the accepted step updates it to first order (error <= (step/x)^2 / 2).
-    """
-    cdef double lo = 0.0, hi = 0.5, hx, xn, t, step, lx
-    cdef bint cached = (x > 0.0 and x <= 0.5) and isfinite(lodds[0])
-    cdef int it
-    if not (x > 0.0 and x <= 0.5):
-        x = 0.25
-    for it in range(100):
-        if cached:
-            lx = sg * lodds[0]
-            cached = False
-        else:
-            lx = log((1.0 - x) / x)
-        hx = lx - kappa * x - A
-        if hx > 0.0:
-            lo = x
-        elif hx < 0.0:
-            hi = x
-        else:
-            lodds[0] = sg * lx
-            return x
-        t = x * (1.0 - x)
-        step = hx * t / (1.0 + kappa * t)
-        xn = x + step
-        if fabs(step) <= 1e-4 * x:
-            lodds[0] = sg * (lx - step / t)
-            return xn
-        if xn <= lo or xn >= hi:
-            xn = 0.5 * (lo + hi) if lo > 0.0 else 0.1 * x
-        x = xn
-    lodds[0] = sg * log((1.0 - x) / x)
-    return x
-
-
-cdef inline double _step(int loss, double b0, double z, double y, double kappa,
-                         double eps, double* lodds) noexcept nogil:
-    """The maximizer b of the Option I model (module docstring), in units of sw_i s_i."""
-    cdef double u, A, t
-    if loss == HINGE:
-        return _clip(b0 + (1.0 - y * z) / kappa, 0.0, 1.0)
-    elif loss == LOGISTIC:
-        u = y * z
-        # the root lies in (0, 1/2] iff G(1/2) = -u - kappa (1/2 - b0) <= 0
-        if u + kappa * (0.5 - b0) >= 0.0:
-            return _logistic_root(kappa, u - kappa * b0, b0, lodds, 1.0)
-        return 1.0 - _logistic_root(kappa, -(u + kappa * (1.0 - b0)), 1.0 - b0, lodds, -1.0)
-    elif loss == SQUARED_HINGE:
-        return fmax((1.0 - y * z + kappa * b0) / (0.5 + kappa), 0.0)
-    elif loss == SMOOTH_HINGE:
-        return _clip((1.0 - y * z + kappa * b0) / (1.0 + kappa), 0.0, 1.0)
-    elif loss == SQUARED:
-        return (y - z + kappa * b0) / (0.5 + kappa)
-    elif loss == ABSOLUTE:
-        return _clip(b0 + (y - z) / kappa, -1.0, 1.0)
-    elif loss == HUBER:
-        return _clip((y - z + kappa * b0) / (1.0 + kappa), -eps, eps)
-    else:  # EPSILON_INSENSITIVE
-        t = b0 + (y - z) / kappa
-        return _clip(copysign(fmax(fabs(t) - eps / kappa, 0.0), t), -1.0, 1.0)
-
-
-cdef inline double _box_lo(int loss, double eps) noexcept nogil:
-    if loss == HINGE or loss == SMOOTH_HINGE or loss == SQUARED_HINGE or loss == LOGISTIC:
-        return 0.0
-    if loss == HUBER:
-        return -eps
-    if loss == SQUARED:
-        return -INFINITY
-    return -1.0
-
-
-cdef inline double _box_hi(int loss, double eps) noexcept nogil:
-    if loss == SQUARED_HINGE or loss == SQUARED:
-        return INFINITY
-    if loss == HUBER:
-        return eps
-    return 1.0
-
-
-cdef inline double _gradient(int loss, double b0, double z, double y, double eps) noexcept nogil:
-    """d/db of the row's dual term minus b s z at b0 (the model's slope at d = 0), for the
-    box-constrained losses that shrinking applies to. eps-insensitive: the slope away from
-    the kink at 0 is what the bounds +-1 need."""
-    if loss == HINGE:
-        return 1.0 - y * z
-    elif loss == SMOOTH_HINGE:
-        return 1.0 - b0 - y * z
-    elif loss == SQUARED_HINGE:
-        return 1.0 - 0.5 * b0 - y * z
-    elif loss == ABSOLUTE:
-        return y - z
-    elif loss == HUBER:
-        return y - b0 - z
-    else:  # EPSILON_INSENSITIVE
-        return y - z - copysign(eps, b0)
-
-
-cdef inline double _soft(double v, double c) noexcept nogil:
-    return copysign(fmax(fabs(v) - c, 0.0), v)
-
-
 
 
 # Raw pointers of one problem for the hot loops, passed by value so that the compiler keeps
