@@ -28,8 +28,8 @@ Parts (``--parts``, comma-separated; all by default):
   with and without ``--sigma auto`` from plain text;
 * ``commands``: whole processes, defaults (and ``--sigma auto`` where the package has it):
   ``onlinepgs train`` (its progress table's final average loss) then ``onlinepgs eval``
-  (test log loss) against VW's command (``python bench/vw_run.py``'s one pass, here without
-  ``--quiet`` for its table) on a9a and IMDB text;
+  (test log loss) against VW's driver in a Python process (``VW_TRAIN``: one pass,
+  without ``--quiet`` for its table) on a9a and IMDB text;
 * ``goals``: issue 34's goals tabulated from the parts run in the same call (auto against
   the best fixed sigma, VW, the better SGD default; regression: against the best fixed
   sigma and a constant).

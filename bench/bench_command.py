@@ -5,30 +5,57 @@ start-up, imports, reading, training, writing the model), measured by
 ``/usr/bin/time -f '%e %U %S %M'``; the commands of a comparison run in turn (A B A B
 ...), after one warm-up run each, and the figures are medians of ``--repeats`` runs;
 a ratio is the median of the ratios of the pairs (pairing keeps it meaningful when the
-machine's speed drifts). The commands:
+machine's speed drifts). VW's peer is its own driver in a Python process,
+``python -c "$VW_DRIVER" "OPTIONS"`` (`VW_DRIVER`: ``vowpalwabbit.Workspace(OPTIONS)``,
+``run_parser()``, ``finish()``). ``onlinepgs`` runs as ``python -m onlinepgs.cli`` from
+this checkout, its sources compiled to bytecode first (as ``pip install`` does; without
+it each start compiles them again, about 0.3 s when PYTHONDONTWRITEBYTECODE is set).
+
+The default mode, on IMDB (``--data-dir`` holds ``imdb_train.svm.gz`` and
+``imdb_test.svm.gz``):
 
 * ``onlinepgs --help`` and ``onlinepgs info MODEL`` alone;
 * ``onlinepgs train imdb_train.svm -o m.pgs --quiet`` (the defaults: sigma auto) against
-  ``python bench/vw_run.py imdb_train.vw`` (``vowpalwabbit.Workspace("-d FILE
-  --loss_function logistic --quiet")`` then ``run_parser()``), the same rows in VW's
-  text format (``label |f index:value ...``);
+  VW's driver with ``-d imdb_train.vw --loss_function logistic --quiet``, the same rows in
+  VW's text format (``label |f index:value ...``);
 * the same on IMDB's training rows five times over (240 MB);
 * test accuracy of both models on imdb_test (``onlinepgs eval``; VW ``-t -i -p``).
 
-``onlinepgs`` runs as ``python -m onlinepgs.cli`` from this checkout, its sources
-compiled to bytecode first (as ``pip install`` does; without it each start compiles
-them again, about 0.3 s when PYTHONDONTWRITEBYTECODE is set).
+    python bench/bench_command.py --data-dir DIR --repeats 7 --out docs/bench/command.md#imdb
 
-    python bench/bench_command.py --data-dir DIR --repeats 7 --out docs/bench/command.md
+``--logs`` mode, issue 35's log goals: ``onlinepgs train`` on a CSV log (each column its
+own namespace, categorical values hashed) against VW's driver on the same rows converted
+to its text format (each column a namespace named by the column), the same hashing width
+(``-b 18``) and the same interactions (``-q``), both with their defaults otherwise
+(logistic loss, one pass; onlinepgs races sigma). Measured:
 
-DIR holds ``imdb_train.svm.gz`` and ``imdb_test.svm.gz``; needs ``pip install
-vowpalwabbit``.
+* test ROC AUC and log loss (scikit-learn's metrics over each tool's probabilities:
+  ``onlinepgs predict --kind probabilities``; VW's ``-t -i MODEL -p PRED --link logistic``);
+* whole-process wall time and peak RSS of training, ``--repeats`` runs of each tool in
+  turn after a warm-up, medians, and the median of the per-pair ratios; on the
+  70,000-row training file as is and on the file repeated ``--scale`` times (throughput
+  beyond the start-up).
+
+The logs (``--data-dir``, else $ONLINEPGS_DATA): ``talkingdata_100k.csv.gz`` (TalkingData's
+click sample; ``attributed_time`` leaks the label and is dropped, ``click_time`` becomes
+its hour) and ``flight_delays_100k.csv.gz`` (US departures; ``DepTime`` becomes its hour,
+``Distance`` its hundreds). Columns are renamed so that their first letters (the letters
+``-q`` names namespaces by, in both tools) differ. A seeded 70/30 split.
+
+    python bench/bench_command.py --logs --data-dir DATA --repeats 5 --scale 10 \
+        --out docs/bench/command.md#logs
+
+Needs ``pip install vowpalwabbit`` (and scikit-learn for ``--logs``).
 """
 import argparse
 import compileall
+import csv
 import gzip
+import io
 import os
 import platform
+import random
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -36,8 +63,19 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
+from _record import write_record  # bench/, the directory of this script
+
 REPO = Path(__file__).resolve().parents[1]
-VW_RUN = REPO / "bench" / "vw_run.py"
+# VW's own driver over the options given as the one argument: the peer process
+VW_DRIVER = ("import sys, vowpalwabbit\n"
+             "w = vowpalwabbit.Workspace(sys.argv[1]); w.run_parser(); w.finish()\n")
+
+
+def vw_driver(options):
+    """The command of VW's driver in a Python process with `options`."""
+    return [sys.executable, "-c", VW_DRIVER, options]
 
 
 def prepare(data_dir, workdir, copies):
@@ -108,11 +146,9 @@ def ratio(ours, theirs, field=0):
 
 def accuracy_vw(train, test, workdir, env):
     model, pred = workdir / "model.vw", workdir / "pred.vw.txt"
-    code = ("import sys, vowpalwabbit\n"
-            "w = vowpalwabbit.Workspace(sys.argv[1]); w.run_parser(); w.finish()\n")
     for options in (f"-d {train} --loss_function logistic --quiet -f {model}",
                     f"-d {test} -i {model} -t --quiet -p {pred}"):
-        subprocess.run([sys.executable, "-c", code, options], env=env, check=True)
+        subprocess.run(vw_driver(options), env=env, check=True)
     labels = [float(line.split(" ", 1)[0]) for line in open(test)]
     scores = [float(line.split()[0]) for line in open(pred)]
     return sum((s > 0) == (y > 0) for s, y in zip(scores, labels)) / len(labels)
@@ -127,17 +163,179 @@ def accuracy_ours(model, test, env):
     raise SystemExit(f"no accuracy in eval's output:\n{done.stdout}")
 
 
-def main():
+# ---- --logs mode ----------------------------------------------------------------------
+# set -> (source file, label column, [(new name, function of the row -> cell text)],
+#         interactions)
+SETS = {
+    "talkingdata": (
+        "talkingdata_100k.csv.gz", "is_attributed",
+        [("ip", lambda r: r["ip"]), ("app", lambda r: r["app"]),
+         ("device", lambda r: r["device"]), ("os", lambda r: r["os"]),
+         ("channel", lambda r: r["channel"]),
+         ("hour", lambda r: r["click_time"].split(" ")[1].split(":")[0])],
+        ["ao", "ac", "dc", "oc"]),
+    "flights": (
+        "flight_delays_100k.csv.gz", "dep_delayed_15min",
+        [("month", lambda r: r["Month"]), ("day", lambda r: r["DayofMonth"]),
+         ("weekday", lambda r: r["DayOfWeek"]),
+         ("hour", lambda r: str(int(r["DepTime"]) // 100)),
+         ("carrier", lambda r: r["UniqueCarrier"]), ("from", lambda r: r["Origin"]),
+         ("to", lambda r: r["Dest"]), ("span", lambda r: str(int(r["Distance"]) // 100))],
+        ["ft", "ch", "fh", "th"]),
+}
+BITS = 18
+
+
+def label_of(text):
+    """A log's label cell as 0/1 (is_attributed is 0/1; dep_delayed_15min is N/Y)."""
+    return {"0": 0, "1": 1, "N": 0, "Y": 1}[text]
+
+
+def prepare_log(name, data_dir, work, scale):
+    """The set's train/test CSV and VW files (and the train files repeated `scale`
+    times) in `work`; returns their paths and the test labels (0/1)."""
+    source, label, columns, _ = SETS[name]
+    with gzip.open(Path(data_dir) / source, "rt", newline="") as f:
+        rows = list(csv.DictReader(f))
+    random.Random(0).shuffle(rows)
+    cut = int(0.7 * len(rows))
+    paths = {}
+    for part, chosen in (("train", rows[:cut]), ("test", rows[cut:])):
+        table = [[fn(r) for _, fn in columns] + [str(label_of(r[label]))] for r in chosen]
+        header = [c for c, _ in columns] + ["label"]
+        copies = scale if part == "train" else 1
+        for suffix, times in ((part, 1), (f"{part}_x{copies}", copies)):
+            if suffix in paths or (times == 1 and suffix != part):
+                continue
+            out = io.StringIO()
+            writer = csv.writer(out, lineterminator="\n")
+            writer.writerow(header)
+            for _ in range(times):
+                writer.writerows(table)
+            (work / f"{name}_{suffix}.csv").write_text(out.getvalue())
+            # VW: "label |column value ..." (the column's namespace; -1/+1 labels)
+            lines = []
+            for cells in table:
+                feats = " ".join(f"|{c} {v.replace(' ', '_').replace(':', '_')}"
+                                 for c, v in zip(header[:-1], cells[:-1]))
+                lines.append(f"{'1' if cells[-1] == '1' else '-1'} {feats}\n")
+            (work / f"{name}_{suffix}.vw").write_text("".join(lines) * times)
+            paths[suffix] = (work / f"{name}_{suffix}.csv", work / f"{name}_{suffix}.vw")
+        if part == "test":
+            y_test = np.array([int(t[-1]) for t in table])
+    return paths, y_test
+
+
+def ours_train(csv_path, model, interactions):
+    q = [a for inter in interactions for a in ("-q", inter)]
+    return ([sys.executable, "-m", "onlinepgs.cli", "train", str(csv_path), "--label", "label",
+             "-b", str(BITS), *q, "-o", str(model), "--quiet"])
+
+
+def vw_train(vw_path, model, interactions):
+    q = " ".join(f"-q {inter}" for inter in interactions)
+    return vw_driver(f"-d {vw_path} --loss_function logistic -b {BITS} {q} -f {model} --quiet")
+
+
+def interleaved(a, b, repeats, env):
+    """Medians of `repeats` runs of commands a and b in turn after a warm-up of each:
+    (a wall, a MiB, b wall, b MiB, median of the a/b wall ratios)."""
+    runs = compare({"a": a, "b": b}, repeats, env)
+    med = statistics.median
+    return (med(r[0] for r in runs["a"]), med(r[2] for r in runs["a"]),
+            med(r[0] for r in runs["b"]), med(r[2] for r in runs["b"]),
+            ratio(runs["b"], runs["a"]))
+
+
+def scores(name, paths, interactions, work, env, y_test):
+    """Test AUC and log loss of each tool trained once on the train file."""
+    from sklearn.metrics import log_loss, roc_auc_score
+
+    tag = "q" if interactions else "plain"
+    ours_model, vw_model = work / f"{name}_{tag}.pgs", work / f"{name}_{tag}.vw.model"
+    subprocess.run(ours_train(paths["train"][0], ours_model, interactions), check=True,
+                   env=env)
+    subprocess.run(vw_train(paths["train"][1], vw_model, interactions), check=True, env=env)
+    out = subprocess.run([sys.executable, "-m", "onlinepgs.cli", "predict", str(ours_model),
+                          str(paths["test"][0]), "--kind", "probabilities"], check=True,
+                         env=env, capture_output=True, text=True).stdout.splitlines()
+    classes = out[0].split(":", 1)[1].split()
+    p_ours = np.array([float(line.split()[classes.index("1")]) for line in out[1:]])
+    pred = work / f"{name}_{tag}.vw.pred"
+    subprocess.run(vw_driver(f"-t -i {vw_model} -d {paths['test'][1]} -p {pred} "
+                             "--link logistic --quiet"), check=True, env=env)
+    p_vw = np.array([float(line.split()[0]) for line in pred.read_text().splitlines()])
+    clip = lambda p: np.clip(p, 1e-15, 1 - 1e-15)  # noqa: E731
+    return {"ours": (roc_auc_score(y_test, p_ours), log_loss(y_test, clip(p_ours))),
+            "vw": (roc_auc_score(y_test, p_vw), log_loss(y_test, clip(p_vw)))}
+
+
+def run_logs(args, given):
+    """--logs: the CSV logs against VW (module docstring); returns the record's text."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="onlinepgs-logs-") as tmp:
+        work = Path(tmp)
+        for name in args.sets.split(","):
+            paths, y_test = prepare_log(name, args.data_dir, work, args.scale)
+            for interactions in ([], SETS[name][3]):
+                tag = " ".join(f"-q {i}" for i in interactions) or "none"
+                quality = scores(name, paths, interactions, work, env, y_test)
+                times = {}
+                for size in ("train", f"train_x{args.scale}"):
+                    csv_path, vw_path = paths[size]
+                    times[size] = interleaved(
+                        ours_train(csv_path, work / "t.pgs", interactions),
+                        vw_train(vw_path, work / "t.vw.model", interactions),
+                        args.repeats, env)
+                big = times[f"train_x{args.scale}"]
+                small = times["train"]
+                rows.append(
+                    f"| {name} | {tag} | {quality['ours'][0]:.4f} / {quality['ours'][1]:.4f} "
+                    f"| {quality['vw'][0]:.4f} / {quality['vw'][1]:.4f} "
+                    f"| {small[0]:.2f} / {small[1]:.0f} | {small[2]:.2f} / {small[3]:.0f} "
+                    f"| {1 / small[4]:.2f} | {big[0]:.2f} / {big[1]:.0f} "
+                    f"| {big[2]:.2f} / {big[3]:.0f} | {1 / big[4]:.2f} |")
+                print(rows[-1], flush=True)
+    head = ("| log | interactions | onlinepgs test AUC / log loss | VW test AUC / log loss "
+            "| onlinepgs train, 70k rows: s / MiB | VW: s / MiB | VW time / ours "
+            f"| onlinepgs, {args.scale}x rows: s / MiB | VW: s / MiB | VW time / ours |\n"
+            "|---|---|---|---|---|---|---|---|---|---|")
+    cmd = "python bench/bench_command.py " + " ".join(shlex.quote(a) for a in given)
+    return (f"# Logs from CSV against Vowpal Wabbit\n\n`{cmd}`\n\n"
+            f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+            f"-b {BITS}, {args.repeats} interleaved runs, medians.\n\n{head}\n"
+            + "\n".join(rows) + "\n")
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", required=True,
-                        help="directory with imdb_train.svm.gz and imdb_test.svm.gz")
-    parser.add_argument("--workdir", help="where the text copies go (default: a temporary "
-                        "directory, removed at the end)")
+    parser.add_argument("--logs", action="store_true", help="the CSV logs (TalkingData, "
+                        "flights) with and without interactions, instead of IMDB")
+    parser.add_argument("--data-dir", default=os.environ.get("ONLINEPGS_DATA"),
+                        help="directory with imdb_train.svm.gz and imdb_test.svm.gz (--logs: "
+                        "the logs' .csv.gz); default $ONLINEPGS_DATA")
+    parser.add_argument("--workdir", help="where IMDB's text copies go (default: a "
+                        "temporary directory, removed at the end)")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--copies", type=int, default=5, help="copies of IMDB's training "
                         "rows in the large file")
-    parser.add_argument("--out", help="write the markdown report here too")
-    args = parser.parse_args()
+    parser.add_argument("--sets", default="talkingdata,flights", help="--logs: the logs")
+    parser.add_argument("--scale", type=int, default=10, help="--logs: copies of a log's "
+                        "training rows in the large file")
+    parser.add_argument("--out", help="write the markdown report here too (FILE#NAME: as "
+                        "the section NAME of FILE, bench/_record.py)")
+    args = parser.parse_args(argv)
+    if not args.data_dir:
+        parser.error("--data-dir (or $ONLINEPGS_DATA) is needed")
+    if args.logs:
+        given = ["DATA" if a == args.data_dir else a
+                 for a in (sys.argv[1:] if argv is None else argv)]
+        report = run_logs(args, given)
+        print(report)
+        if args.out:
+            write_record(args.out, report)
+        return
     keep = args.workdir is not None
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_command_"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -149,35 +347,37 @@ def main():
             paths["train"], paths["test"], paths["big"])
         model, big_model = workdir / "m.pgs", workdir / "m_big.pgs"
         ours = [sys.executable, "-m", "onlinepgs.cli"]
-        theirs = [sys.executable, str(VW_RUN)]
         load = os.getloadavg()[0]
         lines = [f"Whole processes, cold, medians of {args.repeats} runs in turn after a "
                  f"warm-up ({platform.processor() or platform.machine()}, "
                  f"{os.cpu_count()} cores, load average {load:.1f} at the start, Python "
                  f"{platform.python_version()}); wall "
                  "seconds (min-max), CPU seconds (user + system), peak RSS MiB. "
-                 "`onlinepgs` is `python -m onlinepgs.cli`, `vw_run.py` is "
-                 "`python bench/vw_run.py`.", "",
+                 "`onlinepgs` is `python -m onlinepgs.cli`, `vw FILE` is VW's driver "
+                 "in a Python process with `-d FILE --loss_function logistic --quiet` "
+                 "(`bench/bench_command.py`'s `VW_DRIVER`).", "",
                  "| run | command | wall s | cpu s | peak MiB |", "|---|---|---|---|---|"]
         table = {}
         table.update(compare({"help": ours + ["--help"]}, args.repeats, env))
         timed(ours + ["train", str(svm), "-o", str(model), "--quiet"], env)
         table.update(compare({"info": ours + ["info", str(model)]}, args.repeats, env))
         small = compare({"train": ours + ["train", str(svm), "-o", str(model), "--quiet"],
-                         "vw": theirs + [str(vw)]}, args.repeats, env)
+                         "vw": vw_driver(f"-d {vw} --loss_function logistic --quiet")},
+                        args.repeats, env)
         big = compare({"train": ours + ["train", str(big_svm), "-o", str(big_model),
                                         "--quiet"],
-                       "vw": theirs + [str(big_vw)]}, args.repeats, env)
+                       "vw": vw_driver(f"-d {big_vw} --loss_function logistic --quiet")},
+                      args.repeats, env)
         size, big_size = os.path.getsize(svm) / 1e6, os.path.getsize(big_svm) / 1e6
         lines += [row("help", "onlinepgs --help", table["help"]),
                   row("info", "onlinepgs info m.pgs", table["info"]),
                   row(f"IMDB train ({size:.0f} MB)",
                       "onlinepgs train imdb_train.svm -o m.pgs --quiet", small["train"]),
-                  row("", "vw_run.py imdb_train.vw", small["vw"]),
+                  row("", "vw imdb_train.vw", small["vw"]),
                   row(f"IMDB train x{args.copies} ({big_size:.0f} MB)",
                       f"onlinepgs train imdb_train_x{args.copies}.svm -o m.pgs --quiet",
                       big["train"]),
-                  row("", f"vw_run.py imdb_train_x{args.copies}.vw", big["vw"])]
+                  row("", f"vw imdb_train_x{args.copies}.vw", big["vw"])]
         acc = {"ours": accuracy_ours(model, svm_test, env),
                "vw": accuracy_vw(vw, vw_test, workdir, env),
                "ours_big": accuracy_ours(big_model, svm_test, env),
@@ -193,7 +393,7 @@ def main():
         report = "\n".join(lines) + "\n"
         print(report)
         if args.out:
-            Path(args.out).write_text(report)
+            write_record(args.out, report)
     finally:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -14,6 +14,15 @@ Default mode (IMDB, logistic loss, sigma in {1e-4, 1e-5}):
 each ``iterate`` ("last", "average", "weighted", "weighted2", "random"), median over 3 seeds, on
 imdb, a9a and w8a (w8a has no test file: stratified 80/20 split, seed 0).
 
+``--radius`` mode: test accuracy with radius="auto" (the default domain) against R^n.
+
+``--wide`` mode (generated rows, no data files): the same 20,000 rows of 30 non-zeros in
+5,000 columns and spread over 5,000,000; the second of two ``partial_fit`` calls is timed
+(the first makes the model), for p = 1.5 on a ball of radius 1 and on R^n and for p = 2
+on R^n, medians of ``--repeats`` interleaved runs. Per-example work should not depend on
+the width: what differs is memory latency (the state of 5,000,000 features spans 80-160
+MB).
+
 Objective: PGS p=2 minimises ``sigma/2 ||w||^2 + mean logistic loss``, which is
 SGDClassifier's objective with ``alpha = sigma`` and LogisticRegression's with
 ``C = 1 / (sigma m)`` (m training rows). SGD and LogisticRegression leave the
@@ -23,7 +32,8 @@ Run from the repository root (the compiled extension must be built in place)::
 
     python bench/bench_core.py --quick            # 5000 training rows, 1 repeat
     python bench/bench_core.py --out results.md   # full run
-    python bench/bench_core.py --iterates --out iterates.md
+    python bench/bench_core.py --wide --repeats 5 --out docs/bench/core.md#wide
+    python bench/bench_core.py --iterates --out docs/bench/core.md#iterates
     python bench/bench_core.py --timing-only --repeats 7   # the epoch ratios only (~2 min)
 """
 import argparse
@@ -39,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy
+import scipy.sparse as sp
 import sklearn
 from sklearn.datasets import load_svmlight_file
 from sklearn.exceptions import ConvergenceWarning
@@ -49,6 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the in-place build, when run as bench/bench_core.py
 import onlinepgs  # noqa: E402
 from onlinepgs import PGSClassifier  # noqa: E402
+from _record import write_record  # noqa: E402  (bench/, the directory of this script)
 
 DEFAULT_DATA = Path(os.environ.get("ONLINEPGS_DATA", REPO.parent / "shared" / "data"))
 SIGMAS = (1e-4, 1e-5)
@@ -365,6 +377,46 @@ def run_radius(args, out):
                     rows)
 
 
+# ---- --wide mode -----------------------------------------------------------------------
+def wide_rows(dim, m=20_000, k=30, seed=0):
+    """m rows of k non-zeros in 5,000 columns, spread evenly over `dim` columns."""
+    rng = np.random.RandomState(seed)
+    cols = rng.randint(0, 5000, size=(m, k)) * (dim // 5000)  # the same rows, spread
+    cols.sort(axis=1)
+    X = sp.csr_matrix((rng.rand(m * k), cols.ravel(), np.arange(0, m * k + 1, k)),
+                      shape=(m, dim))
+    X.sum_duplicates()
+    return X, np.where(rng.rand(m) > 0.5, 1, -1)
+
+
+def wide_seconds(X, y, p, radius):
+    """The second partial_fit's seconds (the first makes the model) and the coordinates
+    the state swept."""
+    est = PGSClassifier(p=p, radius=radius, sigma=1e-4, random_state=0)
+    est.partial_fit(X[:10], y[:10], classes=[-1, 1])
+    start = CLOCK()
+    est.partial_fit(X, y)
+    return CLOCK() - start, est._state.n_swept
+
+
+def run_wide(args, out):
+    """The same rows in 5,000 and in 5,000,000 columns (module docstring)."""
+    out += ["## Wide feature spaces: the second partial_fit's seconds, medians of "
+            f"{args.repeats} interleaved runs", ""]
+    data = {dim: wide_rows(dim) for dim in (5000, 5_000_000)}
+    rows = []
+    for p, radius in ((1.5, 1.0), (1.5, None), (2.0, None)):
+        times = {dim: [] for dim in data}
+        for _ in range(args.repeats):  # interleaved
+            for dim, (X, y) in data.items():
+                t, swept = wide_seconds(X, y, p, radius)
+                times[dim].append(t)
+        rows.append([p, radius, f"{np.median(times[5000]):.3f}",
+                     f"{np.median(times[5_000_000]):.3f}", f"{swept:,}"])
+    out += md_table(["p", "radius", "5,000 columns: s", "5,000,000 columns: s",
+                     "coordinates swept (wide)"], rows)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
@@ -379,11 +431,15 @@ def main(argv=None):
                         help="compare radius='auto' with radius=None (R^n)")
     parser.add_argument("--iterates", action="store_true",
                         help="compare PGS's iterate choices instead of the default benchmark")
+    parser.add_argument("--wide", action="store_true",
+                        help="time one partial_fit on the same rows in 5,000 and 5,000,000 "
+                             "columns (generated; no data files)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="time.perf_counter (default) or time.process_time")
     parser.add_argument("--timing-only", action="store_true",
                         help="default mode: the seconds per epoch only (no accuracy fits)")
-    parser.add_argument("--out", type=Path, help="also write the markdown to this file")
+    parser.add_argument("--out", help="also write the markdown to this file (FILE#NAME: as "
+                                      "the section NAME of FILE, bench/_record.py)")
     args = parser.parse_args(argv)
     if args.quick:
         args.repeats = 1
@@ -402,7 +458,8 @@ def main(argv=None):
     print("\n".join(out), flush=True)  # the command line first, before the long part
     n_head = len(out)
     start = time.perf_counter()
-    (run_radius if args.radius else run_iterates if args.iterates else run_core)(args, out)
+    (run_wide if args.wide else run_radius if args.radius else run_iterates if args.iterates
+     else run_core)(args, out)
     out += ["", f"Total benchmark time: {time.perf_counter() - start:.0f} s; load average "
             f"(1 min) at the end: {os.getloadavg()[0]:.2f}"]
     if core_build() != build:
@@ -411,7 +468,7 @@ def main(argv=None):
     print("\n".join(out[n_head:]))
     text = "\n".join(out) + "\n"
     if args.out:
-        args.out.write_text(text)
+        write_record(args.out, text)
 
 
 if __name__ == "__main__":

@@ -30,9 +30,11 @@ order of their own too). ``--imdb`` also compares test accuracy on IMDB after 1 
 
     python bench/bench_dask.py --rows 10000000 --slice-rows auto --cluster-slice-rows auto \
         --cluster-kinds quiet --placement locality --p 2 1.8 --sigma 1e-5 --repeats 7 \
-        --threads-beside --out docs/bench/dask_10m.md         # docs/benchmarks.md
+        --threads-beside --out docs/bench/dask.md#10m         # docs/benchmarks.md
     python bench/bench_dask.py --quick                                 # 200,000 rows
-    python bench/bench_dask.py --imdb --out docs/bench/dask_imdb.md
+    python bench/bench_dask.py --imdb --out docs/bench/dask.md#imdb
+
+(``--out FILE#NAME`` writes the run as the section NAME of FILE: bench/_record.py.)
 """
 import argparse
 import os
@@ -45,6 +47,8 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+
+from _record import write_record  # bench/, the directory of this script
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("ONLINEPGS_DATA", REPO.parent / "shared" / "data"))
@@ -623,7 +627,8 @@ def main():
                              "during it (a shared machine)")
     parser.add_argument("--tries", type=int, default=4)
     parser.add_argument("--imdb", action="store_true", help="the IMDB accuracy comparison")
-    parser.add_argument("--out", help="also write the report (markdown) here")
+    parser.add_argument("--out", help="also write the report (markdown) here (FILE#NAME: "
+                        "as the section NAME of FILE)")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.repeats, args.test_rows = 200_000, 1, 20_000
@@ -645,7 +650,7 @@ def main():
         speed(args, out)
     out(f"\nLoad average {os.getloadavg()[0]:.2f} at the end.")
     if args.out:
-        Path(args.out).write_text("\n".join(lines) + "\n")
+        write_record(args.out, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -21,11 +21,14 @@ multiclass, regression), against River's ``predict_proba_one`` + ``learn_one``. 
 read from $ONLINEPGS_DATA (``imdb_train.svm.gz``, ``imdb_test.svm.gz``), else from
 ``shared/data`` beside the checkout.
 
-    python bench/bench_stream.py --sigma 1e-5 --p 1.8 --repeats 9 --out stream_selected.md
-    python bench/bench_stream.py --data a9a --river --repeats 5 --out stream_a9a.md
-    python bench/bench_stream.py --select --out stream_select.md
-    python bench/bench_stream.py --memory --out stream_memory.md
-    python bench/bench_stream.py --test-then-train --repeats 3 --out stream_events.md
+    python bench/bench_stream.py --sigma 1e-5 --p 1.8 --river --repeats 5 \
+        --out docs/bench/stream.md#imdb
+    python bench/bench_stream.py --data a9a --river --repeats 5 --out docs/bench/stream.md#a9a
+    python bench/bench_stream.py --select --out docs/bench/stream.md#select
+    python bench/bench_stream.py --memory --out docs/bench/stream.md#memory
+    python bench/bench_stream.py --test-then-train --repeats 3 --out docs/bench/stream.md#events
+
+(``--out FILE#NAME`` writes the run as the section NAME of FILE: bench/_record.py.)
 """
 import argparse
 import gzip
@@ -40,6 +43,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+
+from _record import write_record  # bench/, the directory of this script
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("ONLINEPGS_DATA", REPO.parent / "shared" / "data"))
@@ -437,8 +442,7 @@ def main():
     text = "\n".join(out) + "\n"
     print(text)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text)
+        write_record(args.out, text)
 
 
 if __name__ == "__main__":
