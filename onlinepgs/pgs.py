@@ -854,9 +854,10 @@ class PGSLearner(LinearLearner):
         features being ints (column indices) or, with ``n_bits``, strings (hashed).
         Memory holds one chunk; the model is called once per chunk. Continues the
         current state like `partial_fit`; chunks are rounded up to whole mini-batches, so
-        the result does not depend on ``chunk_rows``. This is
-        `onlinepgs.streaming.train_stream` over one iterable, which also offers passes,
-        a hold-out, checkpoints and resume.
+        the result does not depend on ``chunk_rows``. This is the streaming engine's
+        pass over one iterable (`onlinepgs.streaming.engine.StreamPasses`);
+        `onlinepgs.streaming.train_stream` also offers passes, a hold-out, checkpoints
+        and resume.
 
         Parameters
         ----------
@@ -888,7 +889,8 @@ class PGSLearner(LinearLearner):
         >>> clf.predict([{"word=good": 1.0}, {"word=bad": 1.0}])
         array([1, 0])
         """
-        from onlinepgs.streaming import EmptyStreamError, LearnerError, train_stream
+        from onlinepgs.streaming.engine import StreamPasses
+        from onlinepgs.streaming.errors import EmptyStreamError, LearnerError
         from onlinepgs.streaming.sources import IterableSource
 
         if chunk_rows < 1:
@@ -896,9 +898,8 @@ class PGSLearner(LinearLearner):
         # partial_fit's first check, made before any record: it concerns none
         self._check_call_params(not hasattr(self, "_state"))
         try:
-            train_stream(self, [IterableSource(stream)],
-                         classes=classes if self._classifier else None,
-                         chunk_rows=int(chunk_rows))
+            StreamPasses(self, classes=classes if self._classifier else None,
+                         chunk_rows=int(chunk_rows)).run([IterableSource(stream)])
         except EmptyStreamError:  # an empty stream leaves the model as it is
             pass
         except LearnerError as exc:

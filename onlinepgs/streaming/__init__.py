@@ -6,7 +6,8 @@ iterables of ``(X, y)`` chunks. The command line (``onlinepgs train``) and
 ``fit_stream`` are thin layers on it.
 
 ========================  ==================================================================
-`train_stream`            train a learner over sources (the engine, `StreamTrainer`)
+`train_stream`            train a learner over sources (the engine with checkpoints,
+                          `StreamTrainer`)
 `read_checkpoint`         a checkpoint's learner and stream position, to resume from
 `whole_batches`           THE rounding of rows to whole mini-batches
 `StreamError` & co.       errors that carry their place: file and line, or record number
@@ -22,12 +23,13 @@ import importlib
 # whose input checks import scipy
 _HOMES = {
     "whole_batches": "_batches",
-    **dict.fromkeys(["Progress", "StreamResult", "StreamTrainer", "train_stream"], "engine"),
+    **dict.fromkeys(["Progress", "StreamResult"], "engine"),
+    **dict.fromkeys(["StreamTrainer", "train_stream", "read_checkpoint"], "trainer"),
     **dict.fromkeys(["ClassesError", "EmptyStreamError", "LabelError", "LearnerError",
                      "MissingLabelError", "OutOfMemory", "ReadOnceError", "ResumeError",
                      "StrayLabelError", "StreamError"], "errors"),
-    **dict.fromkeys(["Checkpoint", "check_resume", "checkpoint_extra", "checkpoint_position",
-                     "read_checkpoint"], "checkpoints"),
+    **dict.fromkeys(["Checkpoint", "check_resume", "checkpoint_extra", "checkpoint_position"],
+                    "checkpoints"),
     "read_ahead": "sources",
 }
 

@@ -18,9 +18,13 @@ held-out rows of the pass are every N-th of its ``pass_rows + rows`` rows, and t
 has trained on ``start_examples + p T + (pass_rows + rows - held)`` rows for some whole
 pass of T >= that last term (T = that term when p = 0). A hand-edited position fails
 these checks rather than resuming into another model.
+
+This module reads and writes no file: `onlinepgs.streaming.trainer` does
+(`StreamTrainer` writes checkpoints, `read_checkpoint` reads one).
 """
 from typing import Any, NamedTuple
 
+from onlinepgs.model_io.errors import ModelFileError
 from onlinepgs.streaming.errors import ResumeError
 
 # the run options that decide which rows are trained, recorded in a position
@@ -55,8 +59,6 @@ def checkpoint_position(path, extra, n_examples=None):
     onlinepgs.model_io.ModelFileError
         Naming the file, the field and its value.
     """
-    from onlinepgs.model_io import ModelFileError
-
     position = extra["stream"]
 
     def bad(field, why):
@@ -118,8 +120,6 @@ def _check_counts(path, position, bad, n_examples):
     earlier = n_examples - position["start_examples"] - this_pass
     p = position["pass"]
     if earlier < 0 or (p == 0 and earlier) or (p and (earlier % p or earlier // p < this_pass)):
-        from onlinepgs.model_io import ModelFileError
-
         fields = ", ".join(f"{name} {position[name]}" for name in
                            ("start_examples", "pass", "pass_rows", "rows") if name in position)
         raise ModelFileError(path, f"checkpoint position extra.stream ({fields}; {held} "
@@ -138,34 +138,6 @@ class Checkpoint(NamedTuple):
     learner: Any
     position: dict
     zero_based: Any = None
-
-
-def read_checkpoint(path):
-    """The learner and stream position of a checkpoint file, from one read (a running
-    job may replace the file meanwhile).
-
-    Raises
-    ------
-    onlinepgs.model_io.ModelFileError
-        When the file is no model, or a model without a stream position (a finished
-        run's: continue training it on new data instead), or a damaged position.
-
-    Examples
-    --------
-    See `train_stream`.
-    """
-    from onlinepgs.model_io import ModelFileError, load_model
-
-    learner, header = load_model(path, return_header=True)
-    extra = header.get("extra") or {}
-    if "stream" not in extra:
-        raise ModelFileError(path, "not a checkpoint (no stream position); train it on "
-                                   "new data without resuming")
-    base = extra.get("zero_based")
-    n_examples = learner.online_stats_["n_examples"] if hasattr(learner, "online_stats_") \
-        else None
-    return Checkpoint(str(path), learner, checkpoint_position(path, extra, n_examples),
-                      base if isinstance(base, bool) else None)
 
 
 def check_resume(checkpoint, names, passes, holdout_every):

@@ -1,16 +1,20 @@
-"""The streaming engine: passes, hold-out, checkpoints, exact resume and progress.
+"""The streaming engine: passes, hold-out, exact resume and progress.
 
-`StreamTrainer` drives a learner through ``partial_fit`` calls over sources
+`StreamPasses` drives a learner through ``partial_fit`` calls over sources
 (`onlinepgs.streaming.sources`). The model it ends with is, bit for bit, that of
 ``partial_fit`` on the training rows of each pass in one call: rows short of a whole
 mini-batch wait for the next chunk (`_Batcher`), so neither the chunking, nor the
 held-out rows between training rows, nor where a run was interrupted and resumed,
 changes it.
 
+It writes no file: `onlinepgs.streaming.trainer.StreamTrainer` is these passes with
+checkpoints (model files, `onlinepgs.model_io`), and a learner's ``fit_stream`` runs the
+passes alone, so that the learners, the engine and the model files import one another in
+one direction only.
+
 The learner is duck-typed (no scikit-learn here): ``partial_fit(X, y[, classes])``,
 ``batch_size``, ``_classifier``, ``classes_`` once trained, ``online_stats_``,
-``decision_function`` (classifiers) / ``predict``, ``loss``, ``epsilon``, and model
-files through `onlinepgs.model_io.save_model`.
+``decision_function`` (classifiers) / ``predict``, ``loss`` and ``epsilon``.
 """
 import math
 from typing import Any, NamedTuple
@@ -59,7 +63,7 @@ class Progress(NamedTuple):
 
 
 class StreamResult(NamedTuple):
-    """What `train_stream` returns: the trained ``learner``; ``rows`` read by this run;
+    """What a run returns (`train_stream`): the trained ``learner``; ``rows`` read by this run;
     the held-out loss sum and rows of the last pass (``holdout_sum``,
     ``holdout_rows``; see `holdout_loss`); the feature base the files were read with
     (``zero_based``: True, False, or "auto"/None where no file decided it); and the
@@ -81,79 +85,6 @@ class StreamResult(NamedTuple):
 def next_power_of_two(n):
     """The first example count after `n` that is reported: 1, 2, 4, 8, ..."""
     return 1 << int(n).bit_length()
-
-
-def train_stream(learner, sources, **options):
-    """Train `learner` over `sources`: passes, hold-out, checkpoints, resume, progress.
-
-    Parameters
-    ----------
-    learner : PGSClassifier, PGSRegressor or any object of the same protocol
-        Trained in place by ``partial_fit``; a trained one continues.
-    sources : str, os.PathLike, list of them, or an iterable
-        svmlight files (plain, .gz, .bz2, .xz; ``"-"`` is stdin; pipes too), read in
-        order; or one iterable of ``(x, y)`` records (x a dict ``{feature: value}`` or a
-        sequence of ``(feature, value)`` pairs) or of ``(X, y)`` chunks (X 2-D).
-    **options
-        Those of `StreamTrainer`: ``classes``, ``passes``, ``chunk_rows``,
-        ``zero_based``, ``holdout_every``, ``checkpoint_path``, ``checkpoint_every``,
-        ``resume``, ``progress``, ``next_report``.
-
-    Returns
-    -------
-    StreamResult
-        With the learner, the rows read and the held-out loss (``holdout_loss``).
-
-    Raises
-    ------
-    StreamError
-        With its place (``source``, ``line``, ``record``): a label outside the classes
-        (`LabelError`), a refused ``partial_fit`` (`LearnerError`, its ``error``),
-        several passes over a pipe or iterator (`ReadOnceError`), a checkpoint this
-        run cannot resume (`ResumeError`), no rows (`EmptyStreamError`).
-    onlinepgs.svmlight.SvmlightError
-        A malformed line (file, line, column).
-
-    Examples
-    --------
-    Two passes over a file, every 5th row held out:
-
-    >>> import os, tempfile
-    >>> import numpy as np
-    >>> from onlinepgs import PGSClassifier
-    >>> from onlinepgs.streaming import read_checkpoint, train_stream
-    >>> folder = tempfile.mkdtemp()
-    >>> data, model = os.path.join(folder, "d.svm"), os.path.join(folder, "m.pgs")
-    >>> rng = np.random.RandomState(0)
-    >>> lines = [f"{1 if a > b else -1} 1:{a:.4f} 2:{b:.4f}\\n" for a, b in rng.rand(200, 2)]
-    >>> with open(data, "w") as f:
-    ...     f.writelines(lines)
-    >>> options = dict(passes=2, holdout_every=5, chunk_rows=30)
-    >>> run = train_stream(PGSClassifier(sigma=1e-3), data, **options)
-    >>> run.rows, run.holdout_rows, run.learner.online_stats_["n_examples"]
-    (400, 40, 320)
-
-    A run with a checkpoint every 40 rows stops at a bad line 151; resumed from its
-    checkpoint on the repaired file, it ends with the model of the uninterrupted run:
-
-    >>> broken = os.path.join(folder, "broken.svm")
-    >>> with open(broken, "w") as f:
-    ...     f.writelines(lines[:150] + ["1 1:oops\\n"] + lines[150:])
-    >>> try:
-    ...     train_stream(PGSClassifier(sigma=1e-3), broken, checkpoint_path=model,
-    ...                  checkpoint_every=40, **options)
-    ... except ValueError as error:
-    ...     print(error.line)
-    151
-    >>> checkpoint = read_checkpoint(model)
-    >>> checkpoint.position["rows"], checkpoint.learner.online_stats_["n_examples"]
-    (120, 96)
-    >>> resumed = train_stream(checkpoint.learner, data, resume=checkpoint,
-    ...                        checkpoint_path=model, **options)
-    >>> np.array_equal(resumed.learner.coef_, run.learner.coef_)
-    True
-    """
-    return StreamTrainer(learner, **options).run(sources)
 
 
 def _record(rows, i):
@@ -287,8 +218,9 @@ def first_unknown_label(y, classes):
     return None if bad is None else bad[0]
 
 
-class StreamTrainer:
-    """The streaming engine (see `train_stream` for an example).
+class StreamPasses:
+    """The streaming engine's passes over sources, writing no file (`StreamTrainer`
+    writes checkpoints; see `onlinepgs.streaming.train_stream` for an example).
 
     Parameters
     ----------
@@ -312,11 +244,6 @@ class StreamTrainer:
         sources in order): scored with the model before the rows after it are trained,
         never trained on; the same rows in every pass and after a resume.
         ``StreamResult.holdout_loss`` is the last pass's average.
-    checkpoint_path : str or None
-        Model file written (atomically) every `checkpoint_every` rows with the stream
-        position, and at the end with the final model (``extra["finished"]`` True).
-    checkpoint_every : int or None
-        Rows between checkpoints (needs `checkpoint_path`).
     resume : Checkpoint or None
         Continue a run from this checkpoint (`read_checkpoint`): its learner must be
         `learner`; the rows before its position are skipped. The run's `passes` and
@@ -328,29 +255,26 @@ class StreamTrainer:
     next_report : callable or None
         ``next_report(n)``: the first example count after n to report; default: the
         powers of two (Vowpal Wabbit's progress table).
-    extra : dict or None
-        Kept in the ``extra`` of every model file the run writes (the command keeps
-        its input's format there, so that predict reads data alike); a callable value
-        is called at each save (e.g. the feature names collected so far).
 
     Attributes
     ----------
-    last_checkpoint : int or None
-        Rows of this run at the last checkpoint written (None: none yet), also after an
-        error: the checkpoint file then holds that state.
     zero_based : bool or "auto"
         The feature base in use (decided by the first chunk when "auto").
     """
 
+    # checkpoints: a subclass that writes them (StreamTrainer) sets these before
+    # __init__ and defines `_save(extra)`; the passes call it when one is due
+    checkpoint_path = None
+    checkpoint_every = None
+
     def __init__(self, learner, *, classes=None, passes=1, chunk_rows=2000,
-                 zero_based="auto", holdout_every=None, checkpoint_path=None,
-                 checkpoint_every=None, resume=None, progress=None, next_report=None,
-                 extra=None):
+                 zero_based="auto", holdout_every=None, resume=None, progress=None,
+                 next_report=None):
         # the run's options by onlinepgs._options' rules (the learner's: at `run`)
         check_stream_run({"passes": passes, "chunk_rows": chunk_rows,
                           "zero_based": zero_based, "holdout_every": holdout_every,
-                          "checkpoint_every": checkpoint_every,
-                          "checkpoint_path": checkpoint_path, "classes": classes,
+                          "checkpoint_every": self.checkpoint_every,
+                          "checkpoint_path": self.checkpoint_path, "classes": classes,
                           "loss": getattr(learner, "loss", None)})
         if zero_based == "auto" and resume is not None \
                 and isinstance(resume.zero_based, bool):
@@ -361,15 +285,10 @@ class StreamTrainer:
         # whole mini-batches: the chunking never changes the model
         self.chunk_rows = whole_batches(chunk_rows, self.k)
         self.zero_based = zero_based
-        self.checkpoint_path, self.checkpoint_every = checkpoint_path, checkpoint_every
         self.resume, self.progress = resume, progress
         self.next_report = next_report or next_power_of_two
-        self.last_checkpoint = None
+        self.last_checkpoint = None  # rows of this run at the last checkpoint written
         self.checkpoints = 0
-        self.extra = dict(extra or {})
-        # False: the run's last file holds the weights only (train --no-state); the
-        # checkpoints before it keep the solver state, which resuming needs
-        self.final_state = True
 
     # ---- the run -----------------------------------------------------------------------
     def run(self, sources):
@@ -496,16 +415,6 @@ class StreamTrainer:
                 "run read", source=source.name, in_file=source.in_file)
         batcher.finish()
         return rows_in_file
-
-    def _save(self, extra):
-        from onlinepgs.model_io import save_model
-
-        # a callable value is the value at this save (e.g. the names collected so far)
-        kept = {key: value() if callable(value) else value
-                for key, value in self.extra.items()}
-        save_model(self.learner, self.checkpoint_path, extra={**kept, **extra},
-                   state=self.final_state or not extra["finished"])
-        self.checkpoints += not extra["finished"]
 
     def _event(self, kind, pass_index, source, **fields):
         if self.progress is not None:
