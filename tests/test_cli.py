@@ -129,6 +129,18 @@ def test_train_matches_the_python_api(data, tmp_path, capsys):
     assert trained.online_stats_["n_examples"] == 3000
 
 
+def test_the_summary_names_sigmas_choice_only_when_the_model_races_it(data, tmp_path,
+                                                                      capsys):
+    model = tmp_path / "m.pgs"
+    assert main(["train", str(data), "-o", str(model)]) == 0  # --sigma auto, the default
+    lines = [line for line in capsys.readouterr().err.splitlines()
+             if line.startswith("sigma = ")]
+    chosen = load_model(model).sigma_
+    assert len(lines) == 1 and lines[0].startswith(f"sigma = {chosen:.0e} (auto: "), lines
+    assert main(["train", str(data), "-o", str(model), "--sigma", "1e-3"]) == 0
+    assert "sigma = " not in capsys.readouterr().err
+
+
 def test_predict_eval_info(data, tmp_path, capsys):
     model, pred = tmp_path / "m.pgs", tmp_path / "pred.txt"
     assert main(["train", str(data), "-o", str(model), "--quiet"]) == 0
