@@ -571,7 +571,19 @@ class PGSLearner(LinearLearner):
             self._check_finite(state, X, sw)
 
     def _check_finite(self, state, X, sw):
-        """PGSDivergedError unless the state is finite after a call on X (`_finite_after`)."""
+        """PGSDivergedError unless the state is finite after a call on X (`_finite_after`)
+        and so is its progressive loss (a loss's value overflows long before the weights
+        do: squared loss at weights of 1e154)."""
+        if not np.isfinite(state.sum_weighted_loss):
+            row, _ = _heaviest_row(X, sw)
+            reason = (f"the progressive {self.loss!r} loss overflowed the double range: "
+                      "the predictions grew without bound (the steps of size 1/(t sigma) "
+                      f"overshoot at sigma={state.sigma:g}); use "
+                      + ("radius='auto' (or a finite radius) or " if self.radius is None
+                         else "") + "a larger sigma.")
+            raise PGSDivergedError(
+                f"PGS diverged in this call (after step {state.t}): {reason} The model is "
+                "not usable; fit again with other parameters.", row=row, reason=reason)
         if not _finite_after(state, X):
             # the last guard: no path may hand out a non-finite model
             reason = _overflow_reason(state, X, sw)

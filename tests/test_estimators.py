@@ -243,6 +243,21 @@ def test_divergence_is_reported_not_silent():
     assert reg.t_ == reg.online_stats_["n_steps"] == reg.online_stats_["n_examples"] >= 1
 
 
+def test_a_progressive_loss_that_overflows_is_a_divergence():
+    """Weights near 1e140-1e203 are finite, but their squared loss is not: the fit ended
+    without an error, with a NaN progressive loss, and the model could not be saved
+    ("sum_weighted_loss is nan"). Found by the core's pins (tests/test_core_pins.py)."""
+    from test_core_pins import DATA, _matrix
+
+    X, y = _matrix("train", "csr32"), DATA["train"]["regression"]
+    reg = PGSRegressor(loss="squared", p=1.8, sigma=0.01, radius=None, iterate="weighted",
+                       max_epochs=2, random_state=0)
+    with pytest.raises(PGSDivergedError, match="progressive 'squared' loss overflowed.*"
+                                               "use radius='auto'"):
+        reg.fit(X, y, sample_weight=DATA["sample_weight"])
+    assert not hasattr(reg, "_state")
+
+
 def test_divergence_message_fits_the_case():
     """The advice names what to change (radius only where it is None), and the message
     says whether the kept state is usable: its weights, read back, are finite or not
