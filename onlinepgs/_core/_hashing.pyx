@@ -121,6 +121,17 @@ def _at_feature(row, text, reason, feature, namespace=None, value=None):
     return error
 
 
+cdef object _pairs_of(object record, Py_ssize_t row):
+    """An iterator over a record's (feature, value) pairs: a dict's items or the sequence
+    itself; an error names `row` when it is neither."""
+    items = record.items() if isinstance(record, dict) else record
+    try:
+        return iter(items)
+    except TypeError:
+        raise _at_row(row, f": expected a dict {{feature: value}} or a sequence of "
+                         f"(feature, value) pairs, got {type(record).__name__}") from None
+
+
 def records_to_csr(records, int n_bits, uint32_t seed, Py_ssize_t n_features):
     """Rows of {feature: value} (or sequences of (feature, value)) as CSR arrays.
 
@@ -138,13 +149,7 @@ def records_to_csr(records, int n_bits, uint32_t seed, Py_ssize_t n_features):
     data, indices, indptr = [], [], [0]
     data_append, indices_append = data.append, indices.append
     for record in records:
-        items = record.items() if isinstance(record, dict) else record
-        try:
-            iterator = iter(items)
-        except TypeError:
-            raise _at_row(row, f": expected a dict {{feature: value}} or a sequence of "
-                             f"(feature, value) pairs, got {type(record).__name__}") from None
-        for pair in iterator:
+        for pair in _pairs_of(record, row):
             try:
                 key, raw = pair
             except (TypeError, ValueError):
@@ -283,13 +288,7 @@ cdef Py_ssize_t _push_record(object record, Py_ssize_t row, uint32_t hash_seed,
     cdef double value
     cdef const char* buf
     cdef Py_ssize_t n
-    items = record.items() if isinstance(record, dict) else record
-    try:
-        iterator = iter(items)
-    except TypeError:
-        raise _at_row(row, f": expected a dict {{feature: value}} or a sequence of "
-                         f"(feature, value) pairs, got {type(record).__name__}") from None
-    for pair in iterator:
+    for pair in _pairs_of(record, row):
         try:
             key, raw = pair
         except (TypeError, ValueError):
