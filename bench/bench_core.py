@@ -23,6 +23,10 @@ on R^n, medians of ``--repeats`` interleaved runs. Per-example work should not d
 the width: what differs is memory latency (the state of 5,000,000 features spans 80-160
 MB).
 
+``--callgrind`` mode: the instructions of one IMDB epoch in the compiled pass, counted by
+valgrind's callgrind, for p=2, p=1.5 and l1 (the baseline of a change to the core: the
+counts are the same run after run, unlike seconds on a shared machine).
+
 Objective: PGS p=2 minimises ``sigma/2 ||w||^2 + mean logistic loss``, which is
 SGDClassifier's objective with ``alpha = sigma`` and LogisticRegression's with
 ``C = 1 / (sigma m)`` (m training rows). SGD and LogisticRegression leave the
@@ -35,13 +39,18 @@ Run from the repository root (the compiled extension must be built in place)::
     python bench/bench_core.py --wide --repeats 5 --out docs/bench/core.md#wide
     python bench/bench_core.py --iterates --out docs/bench/core.md#iterates
     python bench/bench_core.py --timing-only --repeats 7   # the epoch ratios only (~2 min)
+    python bench/bench_core.py --callgrind        # instructions of the pass (~2 min)
 """
 import argparse
 import hashlib
+import json
 import os
 import platform
 import shlex
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from datetime import datetime, timezone
@@ -62,7 +71,10 @@ import onlinepgs  # noqa: E402
 from onlinepgs import PGSClassifier  # noqa: E402
 from _record import write_record  # noqa: E402  (bench/, the directory of this script)
 
-DEFAULT_DATA = Path(os.environ.get("ONLINEPGS_DATA", REPO.parent / "shared" / "data"))
+# $ONLINEPGS_DATA, else shared/data beside the checkout or one level up (a git worktree's)
+DEFAULT_DATA = Path(os.environ.get("ONLINEPGS_DATA") or next(
+    (base / "shared" / "data" for base in (REPO.parent, REPO.parent.parent)
+     if (base / "shared" / "data").is_dir()), REPO.parent / "shared" / "data"))
 SIGMAS = (1e-4, 1e-5)
 EPOCHS = (1, 2, 5)
 ITERATES = ("last", "average", "weighted", "weighted2", "random")
@@ -417,6 +429,87 @@ def run_wide(args, out):
                      "coordinates swept (wide)"], rows)
 
 
+# ---- --callgrind mode ------------------------------------------------------------------
+# One epoch of IMDB's 25,000 training rows (shuffle off), each run in a process of its own
+# under callgrind, counting from the entry of PGSState.run (its Python wrapper: whatever
+# the pass calls counts, however the core arranges its kernels) to its return. The rows
+# are read once, outside valgrind, and handed over as .npy arrays; the learner is the
+# sklearn-free one the command trains, so the process under valgrind imports little.
+CALLGRIND_RUNS = {
+    "p=2": {"sigma": 1e-4},
+    "p=1.5": {"p": 1.5, "sigma": 1e-4},
+    "l1=1e-5 (p=2)": {"sigma": 1e-4, "l1": 1e-5},
+}
+CALLGRIND_TOGGLE = "__pyx_pw_*PGSState_*run"
+CALLGRIND_CHILD = """
+import json, sys
+import numpy as np
+import scipy.sparse as sp
+from onlinepgs.pgs import PGSClassifierLearner
+a = np.load(sys.argv[1])
+X = sp.csr_matrix((a["data"], a["indices"], a["indptr"]), shape=tuple(a["shape"]))
+PGSClassifierLearner(**json.loads(sys.argv[2])).fit(X, a["y"])
+"""
+
+
+def callgrind_instructions(rows, params, workdir):
+    """(instructions inside PGSState.run, of them inside `_run_pass` or None) for one fit
+    of `params` on `rows`: the same counts run after run."""
+    out = Path(workdir) / "callgrind.out"
+    subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no",
+                    f"--toggle-collect={CALLGRIND_TOGGLE}", f"--callgrind-out-file={out}",
+                    sys.executable, "-c", CALLGRIND_CHILD, str(rows), json.dumps(params)],
+                   check=True, capture_output=True,
+                   # OpenBLAS's idle threads would spin inside the counted span; the
+                   # wrapper's Python work (its keyword arguments) moves with the hash seed
+                   env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
+                        "PYTHONPATH": os.pathsep.join(filter(None, [
+                            str(REPO), os.environ.get("PYTHONPATH")]))})
+    total = next(int(line.split()[1]) for line in out.read_text().splitlines()
+                 if line.startswith("summary:"))
+    # the pass's loop, inclusive of its callees, where the core still has it by that name
+    listing = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--auto=no", str(out)],
+                             capture_output=True, text=True).stdout
+    # "171,241,125 (99.87%)  onlinepgs/_core/_pgs.c:__pyx_fuse_0..._run_pass.isra.0 [.so]"
+    in_pass = [int(words[0].replace(",", "")) for words in map(str.split, listing.splitlines())
+               if len(words) > 2 and words[0].replace(",", "").isdigit()
+               and "_run_pass" in words[2].partition(":")[2]]
+    return total, sum(in_pass) if in_pass else None
+
+
+def run_callgrind(args, out):
+    from onlinepgs import load_svmlight
+
+    if shutil.which("valgrind") is None:
+        sys.exit("bench_core.py --callgrind: valgrind is not installed (apt-get install valgrind)")
+    path = Path(args.data) / "imdb_train.svm.gz"
+    if not path.exists():
+        sys.exit(f"bench_core.py --callgrind: {path} is absent (give --data or ONLINEPGS_DATA)")
+    X, y = load_svmlight(path, n_features=89527)
+    if args.quick:
+        X, y = X[:QUICK_ROWS], y[:QUICK_ROWS]
+    version = subprocess.run(["valgrind", "--version"], capture_output=True, text=True).stdout
+    out += [f"## Instructions of one IMDB epoch in the pass ({version.strip()})", "",
+            f"{X.shape[0]} rows, {X.nnz} non-zeros; `PGSClassifierLearner(**params, "
+            "max_epochs=1, shuffle=False, random_state=0).fit(X, y)` (iterate weighted2, "
+            "radius auto: the defaults), counted from the entry of `PGSState.run` to its "
+            f"return (`--collect-atstart=no --toggle-collect='{CALLGRIND_TOGGLE}'`); of "
+            "them, those inside `_run_pass` and its callees (`callgrind_annotate "
+            "--inclusive=yes`).", ""]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "rows.npz"
+        np.savez(data, data=X.data, indices=X.indices, indptr=X.indptr,
+                 shape=np.array(X.shape), y=y)
+        for name, params in CALLGRIND_RUNS.items():
+            params = {**params, "max_epochs": 1, "shuffle": False, "random_state": 0}
+            total, in_pass = callgrind_instructions(data, params, tmp)
+            in_pass = "-" if in_pass is None else f"{in_pass:,}"
+            rows.append([name, f"`{json.dumps(params)}`", f"{total:,}", in_pass])
+            print(f"{name}: {total:,} instructions ({in_pass} in _run_pass)", flush=True)
+    out += md_table(["run", "params", "PGSState.run", "_run_pass"], rows)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
@@ -434,6 +527,9 @@ def main(argv=None):
     parser.add_argument("--wide", action="store_true",
                         help="time one partial_fit on the same rows in 5,000 and 5,000,000 "
                              "columns (generated; no data files)")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="count the instructions of one IMDB epoch in the pass (p=2, "
+                             "p=1.5, l1) with valgrind's callgrind")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="time.perf_counter (default) or time.process_time")
     parser.add_argument("--timing-only", action="store_true",
@@ -458,8 +554,10 @@ def main(argv=None):
     print("\n".join(out), flush=True)  # the command line first, before the long part
     n_head = len(out)
     start = time.perf_counter()
-    (run_wide if args.wide else run_radius if args.radius else run_iterates if args.iterates
-     else run_core)(args, out)
+    mode = (run_wide if args.wide else run_radius if args.radius
+            else run_iterates if args.iterates else run_callgrind if args.callgrind
+            else run_core)
+    mode(args, out)
     out += ["", f"Total benchmark time: {time.perf_counter() - start:.0f} s; load average "
             f"(1 min) at the end: {os.getloadavg()[0]:.2f}"]
     if core_build() != build:
