@@ -16,7 +16,10 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 
-from onlinepgs._core._pgs cimport PGSState, Core, _averaged, _touch, _note_new, _seen_spend
+from onlinepgs._core._pgs cimport PGSState, Core
+from onlinepgs._core._seen cimport _note_new, _seen_spend
+from onlinepgs._core._touch cimport _averaged, _touch
+from onlinepgs._core._upkeep cimport end_steps
 from onlinepgs._options import PYTHON, dask_rules
 
 cnp.import_array()
@@ -309,4 +312,4 @@ def absorb(PGSState self, int64_t steps, double factor, list deltas, changed=Non
                     else:
                         self.acc[j, c] += factor * vals[e]
     if steps > 0:
-        self._end_steps(resc, mov, steps, <double>steps, False)
+        end_steps(self, resc, mov, steps, <double>steps, False)

@@ -24,27 +24,29 @@ import math
 
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport (pow, fabs, sqrt, log, exp, exp2, log2, copysign, isfinite, floor,
-                        signbit, INFINITY)
+from libc.math cimport pow, fabs, sqrt, log, exp, isfinite, INFINITY
 from libc.stdint cimport uint64_t, int64_t, int32_t
-from libc.stdlib cimport malloc, free, qsort, calloc, realloc
-from libc.string cimport memcpy
+from libc.stdlib cimport free, calloc
 
-from onlinepgs._core._losses cimport loss_value, loss_derivative, loss_and_derivative
+from onlinepgs._core._losses cimport loss_value, loss_and_derivative
 from onlinepgs._core._multiclass cimport (mc_loss_grad, MC_NONE, MC_MULTINOMIAL,
                                           MC_CRAMMER_SINGER)
 from onlinepgs._core._regularizer cimport reg_conjugate, phi_power, phi_power_many, phi_quarters
-from onlinepgs._core._mirror cimport (Mirror, mirror_init, mirror_scale, mirror_refresh_due,
-                                      mirror_cancelled, mirror_drift_due, mirror_link,
-                                      mirror_touch, mirror_row, mirror_max, mirror_count,
-                                      MIRROR_CHUNK)
-from onlinepgs._core._random cimport uniform01
-from onlinepgs._core._l1q cimport L1Q, l1q_add, l1q_estimate, l1q_link, l1q_tol
-from onlinepgs._core._l1pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
-                                      opgs_add, opgs_mul, opgs_hi, L1AvgSums, l1avg_add)
+from onlinepgs._core._mirror cimport mirror_init, MIRROR_CHUNK
+from onlinepgs._core._l1q cimport L1Q, l1q_estimate, l1q_link, l1q_tol
 from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_dot_sq_avg2,
-                                      sparse_dot_sq_avgq, sparse_axpy,
-                                      prefetch_gather, OPGS_PREFETCH, not_inlined)
+                                      sparse_dot_sq_avgq, prefetch_gather, OPGS_PREFETCH,
+                                      not_inlined)
+from onlinepgs._core._seen cimport _seen_compact, _note_pass
+from onlinepgs._core._touch cimport _averaged, _touch
+from onlinepgs._core._rows_l2 cimport row_power_sum, _margin, _apply_row
+from onlinepgs._core._rows_l1 cimport (soft_threshold, _margin_l1, _margin_l1q,
+                                       _sparse_dot_sq_l1, _sparse_dot_sq_l1avg, _apply_row_l1)
+from onlinepgs._core._l1avg cimport harmonic_diff, l1_fallen, l1_folded_total
+from onlinepgs._core._ball cimport l1_build_heap
+from onlinepgs._core._readout cimport (weight_total, _part_value, _readout, _read_all,
+                                       _read_scores)
+from onlinepgs._core._upkeep cimport settle_all, scale_of, l1q_recount, end_steps
 from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
 from onlinepgs._options import PYTHON, check_pgs_state, learner_rules
 from onlinepgs import _layout
@@ -108,194 +110,6 @@ STATE_VERSION = 4  # 4: the reported iterate's progressive sums
 # with the projection's factor: a row of a large sample weight makes it fall many orders
 # at once, and C lambda_j - acc_j then cancelled to nothing.
 cdef double CUM_RANGE = 1048576.0  # 2^20
-# Forgetting keeps lambda~ = lambda / G with G = gamma^t falling every step, so lambda~ and
-# the lazy sums grow like 1 / G: once G falls below RENORM_BELOW they are multiplied by G
-# and G set to 1 (one sweep over the coordinates reached, every 138.6 / ln(1/gamma)
-# steps), far from the double range (lambda~ at most 2^200 times lambda).
-cdef double RENORM_BELOW = 6.223015277861142e-61  # 2^-200
-
-# l1 on the ball: ||soft(lambda, thr)||^2 = s2 - 2 thr s1 + n_act thr^2 is counted again
-# exactly once it cancelled this much below s2 (its rounding is relative to s2)
-cdef double L1_CANCEL = 1048576.0  # 2^20
-# l1 on the ball: a lazy problem (no heap) whose bound failed builds its heap when the norm
-# counted then is above L1_HEAP_BUILD times the radius; a problem with its heap drops it
-# once the norm is at most L1_HEAP_DROP times the radius. Between the two, a heap that was
-# just built is not dropped at the next step; above the drop, a norm that soon reaches the
-# radius again is not counted from scratch every few steps. With "auto" (the radius grows
-# as the examples come) the ball binds through much of a first pass at a small sigma and
-# the norm then falls slowly: dropping at half the radius kept IMDB's heap a whole pass
-# longer (news20 two passes) for no binding step.
-cdef double L1_HEAP_BUILD = 0.9
-cdef double L1_HEAP_DROP = 0.8
-# a lazy ball's recount takes the bound at bbase = 0 (||lambda||^2) when it is within this
-# fraction of the radius: room for ||lambda|| to grow before the bound fails again
-cdef double L1_ZERO_BASE = 0.7
-
-
-cdef int _l1_push(L1Heap* h, double key, int64_t j) noexcept nogil:
-    """Add an entry to a min-heap of active coordinates (1 when out of memory)."""
-    cdef Py_ssize_t i, parent, cap
-    cdef double* nk
-    cdef int64_t* nj
-    if h.n == h.cap:
-        cap = 2 * h.cap if h.cap else 64
-        nk = <double*>realloc(h.key, cap * sizeof(double))
-        if nk == NULL:
-            return 1
-        h.key = nk
-        nj = <int64_t*>realloc(h.j, cap * sizeof(int64_t))
-        if nj == NULL:
-            return 1
-        h.j = nj
-        h.cap = cap
-    i = h.n
-    h.n += 1
-    while i > 0:
-        parent = (i - 1) >> 1
-        if h.key[parent] <= key:
-            break
-        h.key[i] = h.key[parent]
-        h.j[i] = h.j[parent]
-        i = parent
-    h.key[i] = key
-    h.j[i] = j
-    return 0
-
-
-cdef void _l1_sift_down(L1Heap* h, Py_ssize_t i) noexcept nogil:
-    cdef double key = h.key[i]
-    cdef int64_t j = h.j[i]
-    cdef Py_ssize_t child
-    while True:
-        child = 2 * i + 1
-        if child >= h.n:
-            break
-        if child + 1 < h.n and h.key[child + 1] < h.key[child]:
-            child += 1
-        if h.key[child] >= key:
-            break
-        h.key[i] = h.key[child]
-        h.j[i] = h.j[child]
-        i = child
-    h.key[i] = key
-    h.j[i] = j
-
-
-cdef int _cmp_int64(const void* a, const void* b) noexcept nogil:
-    cdef int64_t x = (<const int64_t*>a)[0], y = (<const int64_t*>b)[0]
-    return (x > y) - (x < y)
-
-
-cdef void _sort_coords(int64_t* a, Py_ssize_t n, Py_ssize_t dim) noexcept nogil:
-    """Sort n coordinates in [0, dim) in place: least-significant-digit radix sort, one
-    pass per byte of dim (3 for 5,000,000), O(n) each, several times faster than qsort's
-    compare callbacks; qsort where no scratch memory can be had."""
-    cdef int64_t* tmp
-    cdef int64_t* src = a
-    cdef int64_t* dst
-    cdef int64_t* swap
-    cdef Py_ssize_t count[256]
-    cdef Py_ssize_t i, total, c, here
-    cdef int shift = 0
-    if n < 64:
-        qsort(a, n, sizeof(int64_t), _cmp_int64)
-        return
-    tmp = <int64_t*>malloc(n * sizeof(int64_t))
-    if tmp == NULL:
-        qsort(a, n, sizeof(int64_t), _cmp_int64)
-        return
-    dst = tmp
-    while shift < 64 and (<uint64_t>dim - 1) >> shift:
-        for c in range(256):
-            count[c] = 0
-        for i in range(n):
-            count[(<uint64_t>src[i] >> shift) & 255] += 1
-        total = 0
-        for c in range(256):  # counts -> where each digit's run starts
-            here = count[c]
-            count[c] = total
-            total += here
-        for i in range(n):
-            c = (<uint64_t>src[i] >> shift) & 255
-            dst[count[c]] = src[i]
-            count[c] += 1
-        swap = src
-        src = dst
-        dst = swap
-        shift += 8
-    if src != a:
-        memcpy(a, src, n * sizeof(int64_t))
-    free(tmp)
-
-
-cdef void _seen_compact(Seen* sn) noexcept nogil:
-    """Sort and deduplicate the list (the sorted prefix merged with the sorted tail);
-    drop it when it has grown past dim / SEEN_DENSE. O(tail + n) (radix sort)."""
-    cdef Py_ssize_t a, b, n_out = 0, n = sn.n, mid = sn.n_sorted
-    cdef int64_t* lst = sn.lst
-    cdef int64_t* out = NULL
-    cdef int64_t v
-    if not sn.track or mid == n:
-        return
-    _sort_coords(lst + mid, n - mid, sn.dim)
-    if mid > 0:
-        out = <int64_t*>malloc(n * sizeof(int64_t))
-        if out == NULL:  # no memory to merge into: sort it all in place
-            _sort_coords(lst, n, sn.dim)
-    if out != NULL:
-        a = 0
-        b = mid
-        while a < mid or b < n:
-            if b == n or (a < mid and lst[a] <= lst[b]):
-                v = lst[a]
-                a += 1
-            else:
-                v = lst[b]
-                b += 1
-            if n_out == 0 or out[n_out - 1] != v:
-                out[n_out] = v
-                n_out += 1
-        memcpy(lst, out, n_out * sizeof(int64_t))
-        free(out)
-    else:
-        for a in range(n):
-            if n_out == 0 or lst[n_out - 1] != lst[a]:
-                lst[n_out] = lst[a]
-                n_out += 1
-    sn.n = sn.n_sorted = n_out
-    if n_out * SEEN_DENSE > sn.dim:
-        _seen_drop(sn)
-
-
-cdef void _note_pass(Seen* sn, const double* lam, Py_ssize_t K, Py_ssize_t S,
-                     const index_t* indices, const int64_t* indptr, const int64_t[::1] order,
-                     Py_ssize_t n_cols, bint dense, bint intercept) noexcept nogil:
-    """Before a pass: note every coordinate its rows may update (a dense row's are
-    1 .. n_cols), and the intercept's 0. Noted ahead of their updates, the coordinates
-    of rows not yet run are zeros to a sweep meanwhile, which leaves its sums as they are;
-    and the pass's own loop does not check anything."""
-    cdef Py_ssize_t i, e, n_rows = order.shape[0]
-    cdef int64_t row, updates = 0
-    if not sn.track:
-        return
-    if dense:
-        updates = n_cols if n_rows else 0
-    else:
-        for i in range(n_rows):
-            row = order[i]
-            updates += indptr[row + 1] - indptr[row]
-    if not _seen_spend(sn, updates + 1):
-        return
-    if intercept:
-        _note_new(sn, lam, K, S, 0)
-    if dense:
-        for e in range(updates):
-            _note_new(sn, lam, K, S, e + 1)
-        return
-    for i in range(n_rows):
-        row = order[i]
-        for e in range(indptr[row], indptr[row + 1]):
-            _note_new(sn, lam, K, S, <int64_t>indices[e] + 1)
 
 
 CACHE_LINE = 64
@@ -318,128 +132,6 @@ def cache_aligned_zeros(shape):
 def power_is_cheap(double p):
     """True where |x|^(q-1) takes square roots and multiplies, not a log and an exp."""
     return p == 2.0 or phi_quarters(p / (p - 1.0)) > 0
-
-
-# ---- read-out: an iterate's weights at any coordinate, nothing settled --------------------
-# `weights` reads every coordinate through `_read_weight`, `scores` the coordinates of its
-# rows: one formula for a weight, so a row scored from the state gets the bits of the
-# model read out whole. The averages and the random iterate are read as the pass reads
-# the reported iterate's margins (`_part_value`, _pgs.pxd). A read-out changes nothing.
-cdef enum:
-    READ_ZERO = 0  # t = 0: w_0 = 0
-    READ_LAST = 1  # s_c phi_j (phi = lambda for p = 2)
-    READ_L1_LAST = 2  # l1: s_c times soft(lambda_j, thr) through the l_q map (p < 2)
-    READ_SUMS = 3  # an average: the part's weighted sum over the weights' total
-    READ_RANDOM = 4  # the random iterate: the part's value (a snapshot or rnd_s phi_j)
-
-
-cdef struct Readout:
-    int kind
-    Part pt  # the lazy sums of the state's own iterate, as its pass reads them
-    const double* s
-    const L1Q* l1q  # l1 with p < 2: the scale of the soft thresholds' powers
-    double qm1, norm
-    bint p_is_two
-
-
-cdef Readout _readout(PGSState st, int it):
-    """How iterate `it` (the state's own or the last) is read from the state's fields."""
-    cdef Readout rd
-    rd.pt = st._part()
-    rd.s = &st.s[0]
-    rd.l1q = st.l1q
-    rd.qm1 = st.q - 1.0
-    rd.norm = st._average_norm() if _averaged(it) else 1.0
-    rd.p_is_two = st.p_is_two
-    if st.t == 0:
-        rd.kind = READ_ZERO
-    elif it == ITERATE_LAST:
-        rd.kind = READ_L1_LAST if st.l1 > 0.0 else READ_LAST
-    elif _averaged(it):
-        rd.kind = READ_SUMS
-    else:
-        rd.kind = READ_RANDOM
-    return rd
-
-
-cdef inline double _read_weight(Readout rd, int kind, Py_ssize_t j,
-                                Py_ssize_t c) noexcept nogil:
-    """Coordinate j's weight in problem c (j = 0: the intercept's constant feature), for
-    the Readout's kind (passed apart: a constant where a loop reads one kind, which the
-    compiler then folds). By value, as `Core`: its fields stay in registers across the
-    caller's stores."""
-    cdef const double* at
-    cdef double lam, a
-    if kind == READ_SUMS:
-        return _part_value(rd.pt, j, c) / rd.norm
-    if kind == READ_RANDOM:
-        return _part_value(rd.pt, j, c)
-    if kind == READ_ZERO:
-        return 0.0
-    at = rd.pt.blk + (j * rd.pt.K + c) * rd.pt.S
-    if kind == READ_LAST:
-        return at[rd.pt.off_phi] * rd.s[c]
-    lam = at[0]
-    a = fabs(lam) - rd.pt.thr[0]
-    if not a > 0.0:
-        return 0.0  # exactly 0 at or below the threshold (l1 selects)
-    # p < 2: the l_q map of the soft threshold in the scale's units, times the scale
-    # (`_l1q_scale`)
-    return copysign(a if rd.p_is_two else pow(a * rd.l1q[c].inv_m, rd.qm1), lam) * rd.s[c]
-
-
-cdef inline void _read_range(Readout rd, int kind, Py_ssize_t dim, double* out) noexcept nogil:
-    cdef Py_ssize_t j, c, K = rd.pt.K
-    cdef double w
-    # l1's zeros: out's stand (pages they fill are never touched)
-    cdef bint sparse = kind == READ_L1_LAST or (kind == READ_SUMS and rd.pt.kind == PART_L1AVG)
-    for c in range(K):
-        for j in range(dim):
-            w = _read_weight(rd, kind, j, c)
-            if sparse and w == 0.0 and not signbit(w):
-                continue
-            out[j * K + c] = w
-
-
-cdef void _read_all(Readout rd, Py_ssize_t dim, double* out) noexcept nogil:
-    """Every coordinate's weights into out, (dim, K) C order and zeros (l1 writes its
-    non-zeros only): one loop per kind, each compiled for its kind alone."""
-    if rd.kind == READ_LAST:
-        _read_range(rd, READ_LAST, dim, out)
-    elif rd.kind == READ_L1_LAST:
-        _read_range(rd, READ_L1_LAST, dim, out)
-    elif rd.kind == READ_SUMS:
-        _read_range(rd, READ_SUMS, dim, out)
-    elif rd.kind == READ_RANDOM:
-        _read_range(rd, READ_RANDOM, dim, out)
-
-
-cdef void _read_scores(Readout rd, const double* vals, const index_t* idx,
-                       const int64_t* ptr, Py_ssize_t n_rows, Py_ssize_t width,
-                       bint fit_intercept, double intercept_scaling,
-                       double* out) noexcept nogil:
-    """(n_rows, K) scores of CSR rows into out: each row's products x_e w_(j+1) summed in
-    the row's order from 0 (entries at columns >= width weigh 0 and are skipped), then
-    the intercept added: the operations of scipy's CSR product and the model's
-    intercept, so the bits of the model read out whole."""
-    cdef Py_ssize_t i, e, c, K = rd.pt.K
-    cdef uint64_t j
-    cdef double x
-    cdef double* row
-    for i in range(n_rows):
-        row = out + i * K
-        for c in range(K):
-            row[c] = 0.0
-        for e in range(ptr[i], ptr[i + 1]):
-            j = <uint64_t>idx[e]  # a negative index wraps past width: skipped
-            if j >= <uint64_t>width:
-                continue
-            x = vals[e]
-            for c in range(K):
-                row[c] += x * _read_weight(rd, rd.kind, <Py_ssize_t>j + 1, c)
-        for c in range(K):
-            row[c] += (_read_weight(rd, rd.kind, 0, c) * intercept_scaling
-                       if fit_intercept else 0.0)
 
 
 @cython.final
@@ -599,11 +291,11 @@ cdef class PGSState:
                 self.l1q[c].outgrown = 0
         elif self.l1q != NULL:
             for c in range(self.n_problems):
-                self._l1q_recount(c)
+                l1q_recount(self, c)
         if self.heaps == NULL:
             return
         for c in range(self.n_problems):
-            if self._l1_build_heap(c, NULL, self.dim):
+            if l1_build_heap(self, c, NULL, self.dim):
                 raise MemoryError()
 
     def _widen_window(self):
@@ -987,47 +679,6 @@ cdef class PGSState:
         return rep
 
     # ---- scalars -------------------------------------------------------------------
-    cdef double _scale_of(self, Py_ssize_t c, int64_t t) noexcept nogil:
-        """s such that w_t = s * phi, from N, M and t (Figure 2 in scalar form). On the
-        ball it also leaves ||w_t||_p in w_norm[c] (the projection needs it anyway);
-        on R^n `_w_norm` computes that."""
-        cdef double denom = self._denom(t)
-        cdef double s, norm_q, wnorm
-        if self.l1q != NULL:
-            return self._l1q_scale(c, denom)
-        if self.l1 > 0.0:
-            # w = soft(lambda, thr) / denom, times the ball's factor (the heaps' norm)
-            s = 1.0 / denom
-            if self.bounded:
-                s *= self._l1_ball_factor(c, denom)
-            return s
-        if self.p_is_two:
-            s = 1.0 / denom
-            if self.bounded:
-                wnorm = self.mscale[c] * sqrt(self.norm_sum[c]) / denom
-                if wnorm > self.radius:
-                    s *= self.radius / wnorm
-                    if not isfinite(wnorm):  # ||lambda|| / denom beyond the double range:
-                        # the projection's s = radius / ||lambda|| needs no denom
-                        s = self.radius / self.mscale[c] / sqrt(self.norm_sum[c])
-                self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
-            return s
-        if self.norm_sum[c] <= 0.0:
-            if self.bounded:
-                self.w_norm[c] = 0.0
-            return 0.0
-        # ||lambda||_q^(2-q) M^(q-1) / ((q-1)(t+1) sigma), with ||lambda||_q = M N^(1/q)
-        s = mirror_link(self.mm, self.mscale[c], self.norm_sum[c]) / ((self.q - 1.0) * denom)
-        if self.bounded:
-            norm_q = self.mscale[c] * exp(log(self.norm_sum[c]) / self.q)
-            wnorm = (self.p - 1.0) * norm_q / denom
-            if wnorm > self.radius:
-                s *= self.radius / wnorm
-                if not (isfinite(wnorm) and isfinite(s)):
-                    s = _projected_scale(self.radius, self.norm_sum[c], self.q)
-            self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
-        return s
-
     cdef double _denom(self, int64_t t) noexcept nogil:
         """(t + 1) sigma: w_t = grad r*(lambda_t / ((t + 1) sigma)). Forgetting puts tau for
         t and lambda = G lambda~: (tau + 1) sigma / G maps lambda~ (the state's tau, the
@@ -1043,52 +694,6 @@ cdef class PGSState:
         if self.forgetting:
             return self.weight_sum
         return weight_total(self.iterate, self.t)
-
-    cdef void _renormalize(self) noexcept nogil:
-        """Forgetting: bring lambda~ back to G = 1 (lambda~, M, the lazy sums and their
-        divisor times G), which leaves every iterate as it is. One sweep over the
-        coordinates reached, every 138.6 / ln(1/gamma) steps (see RENORM_BELOW)."""
-        cdef Py_ssize_t c, i, j, n, K = self.n_problems
-        cdef const int64_t* coords
-        cdef double g = self.decay
-        cdef bint averaged = _averaged(self.iterate)
-        for c in range(K):
-            self._settle_all(c)  # the running sums C restart at 0: the rest is in acc
-        n = self._sweep(&coords)
-        for i in range(n):
-            j = coords[i] if coords != NULL else i
-            for c in range(K):
-                self.lam[j, c] *= g
-                if averaged:
-                    self.acc[j, c] *= g
-                if self.off_key > 0:  # the heap's keys below take the same product
-                    self.block[j, c, self.off_key] *= g
-        for c in range(K):
-            # phi = (|lambda~| / M)^(q-1) is unchanged with M; for p = 2 phi is lambda~,
-            # so the random iterate's scale takes 1 / G (its snapshots are weights)
-            self.mscale[c] *= g
-            self.inv_scale[c] = 1.0 / self.mscale[c]
-            if self.p_is_two:
-                self.rnd_s[c] /= g
-        self.weight_sum *= g
-        if self.l1 > 0.0:
-            # l1: the threshold and the heaps' keys and sums in the new units (the order
-            # of the keys is kept)
-            self.l1_thr *= g
-            if self.heaps != NULL:
-                for c in range(K):
-                    for i in range(self.heaps[c].n):
-                        self.heaps[c].key[i] *= g
-                    self.heaps[c].base *= g
-                    self.heaps[c].s1 *= g
-                    self.heaps[c].n2 *= g * g
-                    self.heaps[c].peak *= g * g
-                    self.heaps[c].bbase *= g
-                    self.heaps[c].bn2 *= g * g
-        self.decay = 1.0
-        self.n_renorms += 1
-        self.n_rescales += 1
-        self.n_restarts += 1
 
     cdef double _norm_q(self, Py_ssize_t c) noexcept nogil:
         """||lambda||_q = M N^(1/q) of problem c (needs N: need_norm)."""
@@ -1117,37 +722,6 @@ cdef class PGSState:
         self.n_swept += self.dim
         return self.dim
 
-    cdef void _settle_all(self, Py_ssize_t c) noexcept nogil:
-        """Fold the lazy average of problem c into acc and restart its running sum."""
-        cdef Py_ssize_t i, j, n
-        cdef const int64_t* coords
-        if not _averaged(self.iterate):
-            return
-        if self.l1 > 0.0:
-            self._l1_settle_all(c)
-            return
-        # a loop per kind of sweep: every coordinate's has no indirection to pay
-        n = self._sweep(&coords)
-        if self.p_is_two:
-            # the sum is C lambda_j - acc_j: moving C lambda_j into acc leaves it with C = 0
-            if coords == NULL:
-                for j in range(n):
-                    self.acc[j, c] -= self.lam[j, c] * self.cum[c]
-            else:
-                for i in range(n):
-                    j = coords[i]
-                    self.acc[j, c] -= self.lam[j, c] * self.cum[c]
-        elif coords == NULL:
-            for j in range(n):
-                self.acc[j, c] += self.phi[j, c] * (self.cum[c] - self.mark[j, c])
-                self.mark[j, c] = 0.0
-        else:
-            for i in range(n):
-                j = coords[i]
-                self.acc[j, c] += self.phi[j, c] * (self.cum[c] - self.mark[j, c])
-                self.mark[j, c] = 0.0
-        self.cum[c] = 0.0
-
     cdef double _step_weight(self) noexcept nogil:
         """w_t's weight in the averaged iterate: 1, t or t^2 (tau, tau^2 forgetting)."""
         if self.forgetting:
@@ -1167,67 +741,9 @@ cdef class PGSState:
         next step's weighted scale, would be lost in C (see CUM_RANGE). Counted as a
         rescale: every coordinate's sums changed (what lanes and their merge check)."""
         if _averaged(self.iterate) and term * CUM_RANGE < self.cum[c]:
-            self._settle_all(c)
+            settle_all(self, c)
             self.n_rescales += 1
             self.n_restarts += 1
-
-    cdef void _exact_norm(self, Py_ssize_t c, bint rescale) noexcept nogil:
-        """Recompute N exactly from lambda; with rescale, first move M to headroom times
-        max |lambda_j| (and phi with it). Sweeps the coordinates updates reached
-        (`_sweep`), in increasing order. The map's arithmetic: _mirror.pxd."""
-        cdef Py_ssize_t i, j, count, KS = self.n_problems * self.n_fields
-        cdef double m, total
-        cdef const int64_t* coords
-        # problem c's lambda and phi: every KS doubles from these
-        cdef double* lam_c = &self.block[0, 0, 0] + c * self.n_fields
-        cdef double* phi_c = lam_c + self.off_phi
-        if rescale:
-            self.n_rescales += 1
-            count = self._sweep(&coords)
-            m = mirror_scale(self.mm, mirror_max(lam_c, KS, coords, count))
-            if not self.p_is_two:
-                self._settle_all(c)
-                # w = rnd_s * phi for coordinates not yet snapped: snap them all now, in the
-                # old units (scaling rnd_s by (m / old_m)^(q-1) instead overflows near
-                # p = 1, where phi underflows: inf * 0)
-                # (the coordinates no update reached have phi = 0 and need no snap)
-                if self.rnd_ver[c] > 0:
-                    count = self._sweep(&coords)
-                    for i in range(count):
-                        j = coords[i] if coords != NULL else i
-                        if self.snapv[j, c] != self.rnd_ver[c]:
-                            self.snap[j, c] = self.rnd_s[c] * self.phi[j, c]
-                            self.snapv[j, c] = self.rnd_ver[c]
-            self.mscale[c] = m
-            self.inv_scale[c] = 1.0 / m
-        count = self._sweep(&coords)
-        # p = 2: phi is lambda, which M does not change
-        total = mirror_count(self.mm, lam_c, phi_c, KS, coords, count, self.mscale[c],
-                             rescale and not self.p_is_two)
-        self.norm_sum[c] = total
-        self.norm_peak[c] = total
-
-    cdef void _l1_settle_all(self, Py_ssize_t c) noexcept nogil:
-        """l1: fold every coordinate's running sums into acc and restart C and C2 (every
-        coordinate reached is visited; one that fell to the threshold since its touch, on
-        R^n or on a ball without its heap, by the closed form)."""
-        cdef Py_ssize_t i, j, n
-        cdef double* f
-        cdef const int64_t* coords
-        n = self._sweep(&coords)
-        for i in range(n):
-            j = coords[i] if coords != NULL else i
-            f = &self.block[j, c, 0]
-            if f[0] == 0.0:
-                continue  # left inactive at its touch (its sum is acc; zero rows stay zero)
-            f[self.off_acc] = l1_folded_total(f[0], f[self.off_acc], f[self.off_on],
-                                              self.cum[c], self.cum2[c], self.l1_thr,
-                                              self.l1_sum_t, self.sigma, self.l1,
-                                              self.iterate)
-            # with C = C2 = 0 an active one's sum is acc + 0; the others' is acc
-            f[self.off_on] = 1.0 if fabs(f[0]) > self.l1_thr else 0.0
-        self.cum[c] = 0.0
-        self.cum2[c] = 0.0
 
     def _l1_folded_sum(self, int j, int c=0):
         """The weighted sum of coordinate j's iterates in problem c, an l1 average
@@ -1238,76 +754,6 @@ cdef class PGSState:
         return l1_folded_total(f[0], f[self.off_acc], f[self.off_on], self.cum[c],
                                self.cum2[c], self.l1_thr, self.l1_sum_t, self.sigma, self.l1,
                                self.iterate)
-
-    cdef double _l1_ball_factor(self, Py_ssize_t c, double denom) noexcept nogil:
-        """The ball's factor min(1, radius / ||soft(lambda, thr) / denom||) with l1 (p = 2)
-        and w_norm[c]. No heap while the ball cannot bind ("lazy", see L1Heap): the
-        factor is exactly 1 while its bound s sqrt(bn2) is within the radius (with 1e-9 to
-        spare for bn2's rounding); when the bound fails bn2 is counted exactly at thr, and
-        the heap is built when the ball may bind (the norm above L1_HEAP_BUILD times the
-        radius, or fewer touches since the last count than coordinates to count: O(1)
-        amortized); a heap's problem turns lazy again at L1_HEAP_DROP times the radius or
-        less. A lazy problem on bbase = thr also counts again after (coordinates reached
-        << backoff) touches, to move to bbase = 0 (`_l1_lazy_recount`): O(1) amortized
-        too. Lazy, w_norm is the bound
-        (it feeds only the online gap's sums, NaN with l1)."""
-        cdef L1Heap* h = self.heaps + c
-        cdef double wnorm
-        cdef int64_t reached
-        if h.lazy:
-            wnorm = sqrt(h.bn2 if h.bn2 > 0.0 else 0.0) / denom
-            if wnorm * (1.0 + 1e-9) <= self.radius:
-                self.w_norm[c] = wnorm
-                if h.bbase == 0.0:
-                    return 1.0
-                # on bbase = thr: count again, now and then, to move to bbase = 0
-                reached = self.seen.n if self.seen.track else self.dim
-                if h.touches < (reached << h.backoff):
-                    return 1.0
-            self._l1_lazy_recount(c, denom)
-            if h.lazy:
-                self.w_norm[c] = sqrt(h.bn2) / denom
-                return 1.0
-        wnorm = sqrt(h.n2) / denom
-        if wnorm <= L1_HEAP_DROP * self.radius:
-            # (an average's flags are exact here: the pops folded every fallen coordinate)
-            h.lazy = True
-            h.bbase = h.base  # the heap's sums are about thr: exact, with the margin above
-            h.bn2 = h.n2 if h.n2 > 0.0 else 0.0
-            h.touches = 0
-            h.backoff = 0
-            h.n = 0
-            h.n_act = h.s1 = h.n2 = h.peak = 0.0
-        self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
-        if not isfinite(wnorm):
-            # the sums of squares overflowed (|lambda_j| near 1e154 and more: sample
-            # weights of 1e308): the factor from the norm counted exactly, scaled
-            return self._l1_overflowed_factor(c, denom)
-        return self.radius / wnorm if wnorm > self.radius else 1.0
-
-    cdef double _l1_overflowed_factor(self, Py_ssize_t c, double denom) noexcept nogil:
-        """`_l1_ball_factor` where ||soft(lambda, thr)||^2 leaves the double range: the
-        norm as top * sqrt(sum (x_j / top)^2), top the largest active part x_j (two
-        sweeps of the coordinates reached, on this rare path only), and the factor
-        radius denom / norm in that order."""
-        cdef Py_ssize_t i, j, n
-        cdef const int64_t* coords
-        cdef double top = 0.0, total = 0.0, x
-        n = self._sweep(&coords)
-        for i in range(n):
-            j = coords[i] if coords != NULL else i
-            x = fabs(self.block[j, c, 0]) - self.l1_thr
-            if x > top:
-                top = x
-        if top <= 0.0:
-            return 1.0
-        for i in range(n):
-            j = coords[i] if coords != NULL else i
-            x = fabs(self.block[j, c, 0]) - self.l1_thr
-            if x > 0.0:
-                total += (x / top) * (x / top)
-        x = self.radius / top / sqrt(total) * denom
-        return x if x < 1.0 else 1.0
 
     def _l1_lazy(self, int c=0):
         """Whether problem c's ball runs without its heap now (a diagnostic for the tests)."""
@@ -1324,166 +770,6 @@ cdef class PGSState:
         """The entries in problem c's heap, live and dead (a diagnostic for the tests)."""
         return self.heaps[c].n if self.heaps != NULL else 0
 
-    cdef void _l1_lazy_recount(self, Py_ssize_t c, double denom) noexcept nogil:
-        """A lazy problem whose bound failed, or is due to count again: ||soft(lambda,
-        thr)||^2 and ||lambda||^2 counted exactly (over the coordinates reached); lazy
-        again if the ball is far from binding and the count was paid for, from bbase = 0
-        when ||lambda|| leaves room within the radius (L1_ZERO_BASE), else from thr (and
-        the next look for that room twice as far off); else its heap built
-        (`_l1_ball_factor`)."""
-        cdef L1Heap* h = self.heaps + c
-        cdef Py_ssize_t i, j, n
-        cdef const int64_t* coords
-        cdef double thr = self.l1_thr, a, lam, n2 = 0.0, m2 = 0.0
-        n = self._sweep(&coords)
-        for i in range(n):
-            j = coords[i] if coords != NULL else i
-            lam = self.lam[j, c]
-            m2 += lam * lam
-            a = fabs(lam) - thr
-            if a > 0.0:
-                n2 += a * a
-        self.n_l1_recounts += 1
-        if h.touches >= n and sqrt(n2) / denom <= L1_HEAP_BUILD * self.radius:
-            if sqrt(m2) / denom <= L1_ZERO_BASE * self.radius:
-                h.bbase = 0.0
-                h.bn2 = m2
-                h.backoff = 0
-            else:
-                h.bbase = thr
-                h.bn2 = n2
-                h.backoff = h.backoff + 1 if h.backoff < 30 else 30
-            h.touches = 0
-            return
-        self._l1_build_heap(c, coords, n)
-
-    cdef int _l1_build_heap(self, Py_ssize_t c, const int64_t* coords,
-                            Py_ssize_t n) noexcept nogil:
-        """Problem c's heap afresh from lambda over the n coordinates in coords (NULL:
-        0 .. n - 1): those above thr, then their sums and norm exactly (`_l1_recount`); its
-        lazy mode off (`_l1_ball_factor` turns it on again). An average's coordinates that
-        fell to the threshold without a heap (the factor 1 since) are folded first, in
-        closed form: the heap's pops fold the others as they fall. 1 when out of memory."""
-        cdef L1Heap* h = self.heaps + c
-        cdef Py_ssize_t i, j
-        cdef double a
-        cdef double* f
-        cdef int failed = 0
-        h.lazy = False
-        h.n = 0
-        for i in range(n):
-            j = coords[i] if coords != NULL else i
-            f = &self.block[j, c, 0]
-            a = fabs(f[0])
-            if a > self.l1_thr:
-                f[self.off_key] = a
-                failed |= _l1_push(h, a, j)
-                continue
-            f[self.off_key] = 0.0  # none live (a key left from an earlier heap is not)
-            if self.off_on > 0 and f[self.off_on] != 0.0:
-                f[self.off_acc] = l1_folded_total(f[0], f[self.off_acc], 1.0, self.cum[c],
-                                                  self.cum2[c], self.l1_thr, self.l1_sum_t,
-                                                  self.sigma, self.l1, self.iterate)
-                f[self.off_on] = 0.0
-        self._l1_recount(c)
-        return failed
-
-    cdef void _l1_recount(self, Py_ssize_t c) noexcept nogil:
-        """Problem c's heap without its dead entries (re-heapified), and its s1, s2,
-        n_act and norm counted exactly: O(entries), after as many touches or pops, or
-        when the running norm cancelled."""
-        cdef L1Heap* h = self.heaps + c
-        cdef Py_ssize_t i, n = 0
-        cdef double a, thr = self.l1_thr, s1 = 0.0, n2 = 0.0
-        cdef double* f
-        self.n_l1_recounts += 1
-        for i in range(h.n):
-            f = &self.block[h.j[i], c, 0]
-            if f[self.off_key] != h.key[i]:
-                continue  # dead
-            a = fabs(f[0])
-            if a <= thr:  # (not after the pops: every live key is above thr)
-                f[self.off_key] = 0.0
-                continue
-            # its key afresh (a live key may lag |lambda_j|), the field negative until
-            # the loop ends: a second entry of the same key (the pop of one keyed it
-            # again at the value of the other) is not counted twice
-            f[self.off_key] = -a
-            h.key[n] = a
-            h.j[n] = h.j[i]
-            n += 1
-            s1 += a - thr
-            n2 += (a - thr) * (a - thr)
-        h.n = n
-        for i in range(n):
-            self.block[h.j[i], c, self.off_key] = h.key[i]
-        i = n // 2
-        while i > 0:
-            i -= 1
-            _l1_sift_down(h, i)
-        h.base = thr
-        h.s1 = s1
-        h.n_act = <double>n
-        h.n2 = n2
-        h.peak = n2
-
-    cdef void _l1q_recount(self, Py_ssize_t c) noexcept nogil:
-        """l1, p < 2: problem c's sums S_k counted exactly about the current threshold
-        (O(coordinates reached), _l1q.pxd)."""
-        cdef L1Q fresh
-        cdef Py_ssize_t i, j, n
-        cdef const int64_t* coords
-        cdef double top = 0.0
-        fresh.thr0 = self.l1_thr
-        fresh.s0 = fresh.s1 = fresh.s2 = 0.0
-        fresh.outgrown = 0
-        n = self._sweep(&coords)
-        for i in range(n):
-            j = coords[i] if coords != NULL else i
-            if fabs(self.lam[j, c]) > top:
-                top = fabs(self.lam[j, c])
-        # the mirror map's window about the largest active part (_l1q.pxd)
-        fresh.m = mirror_scale(self.mm, top - fresh.thr0 if top > fresh.thr0 else 0.0)
-        fresh.inv_m = 1.0 / fresh.m
-        for i in range(n):
-            j = coords[i] if coords != NULL else i
-            l1q_add(&fresh, fabs(self.lam[j, c]), self.mm, 1.0)
-        self.l1q[c] = fresh
-        self.n_l1q_recounts += 1
-
-    cdef void _l1q_check(self) noexcept nogil:
-        """l1, p < 2, after the threshold moved: count N again where the estimate's
-        error bound passed l1q_tol() (_l1q.pxd)."""
-        cdef Py_ssize_t c
-        cdef double bound, n
-        for c in range(self.n_problems):
-            n = l1q_estimate(self.l1q + c, self.l1_thr, self.q, &bound)
-            # the estimate's error, a term past the window (bound infinite), or every
-            # active part below m / r_hi (the window's other side; an empty set stays)
-            if bound > self.l1q_tol or (0.0 < n < self.mm.norm_low):
-                self._l1q_recount(c)
-
-    cdef double _l1q_scale(self, Py_ssize_t c, double denom) noexcept nogil:
-        """l1, p < 2: s with w_j = s sgn(lambda_j) ((|lambda_j| - thr)_+ / m)^(q-1), i.e.
-        grad r*(u / denom) for u = soft(lambda, thr): m N^((2-q)/q) / ((q - 1) denom), times
-        the ball's factor, N = ||u / m||_q^q from its estimate (_l1q.pxd: an upper bound, so
-        that on the ball ||w||_p <= radius)."""
-        cdef double bound, s, wnorm
-        cdef double n = l1q_estimate(self.l1q + c, self.l1_thr, self.q, &bound)
-        if n <= 0.0:
-            if self.bounded:
-                self.w_norm[c] = 0.0
-            return 0.0
-        s = self.l1q[c].m * exp(log(n) * (2.0 - self.q) / self.q) / ((self.q - 1.0) * denom)
-        if self.bounded:
-            wnorm = (self.p - 1.0) * self.l1q[c].m * exp(log(n) / self.q) / denom
-            if wnorm > self.radius:
-                s *= self.radius / wnorm
-                if not (isfinite(wnorm) and isfinite(s)):
-                    s = _projected_scale(self.radius, n, self.q)
-            self.w_norm[c] = self.radius if wnorm > self.radius else wnorm
-        return s
-
     def _l1q_norm_sum(self, int c=0, bint exact=False):
         """l1, p < 2: N(thr) = sum_j (|lambda_j| - thr)_+^q of problem c as the state
         estimates it (the scale's), or counted exactly (a diagnostic for the tests)."""
@@ -1494,131 +780,6 @@ cdef class PGSState:
             x = np.abs(np.asarray(self.lam_a)[:, c]) - self.l1_thr
             return float(np.sum((x[x > 0] / self.l1q[c].m) ** self.q)) * self.l1q[c].m ** self.q
         return l1q_estimate(self.l1q + c, self.l1_thr, self.q, &bound) * self.l1q[c].m ** self.q
-
-    cdef void _l1_advance(self) noexcept nogil:
-        # (thr is set only after the pops: the sums removed are about the old base)
-        """After t moved: the new threshold; each problem's coordinates that fell to it
-        leave the active set (their lazy average settled with C and C2 as they stand, the
-        sums of the steps they were active in); the norm of soft(lambda, thr)."""
-        cdef Py_ssize_t c, j
-        cdef L1Heap* h
-        cdef double thr, a, d
-        cdef double* f
-        cdef bint folded = self.off_on > 0
-        thr = self._denom(self.t) * self.l1 / self.sigma
-        if self.heaps == NULL:
-            self.l1_thr = thr
-            if self.l1q != NULL:
-                self._l1q_check()
-            return
-        for c in range(self.n_problems):
-            h = self.heaps + c
-            while h.n > 0 and h.key[0] <= thr:
-                j = h.j[0]
-                f = &self.block[j, c, 0]
-                a = fabs(f[0])
-                if f[self.off_key] == h.key[0] and a > thr:
-                    # live, its key lagging |lambda_j|: still active, again at its value
-                    h.key[0] = a
-                    f[self.off_key] = a
-                    _l1_sift_down(h, 0)
-                    continue
-                if f[self.off_key] == h.key[0]:
-                    if folded:  # it was active up to the last step: C and C2 as they stand
-                        f[self.off_acc] += f[0] * self.cum[c] - copysign(self.cum2[c], f[0])
-                        f[self.off_on] = 0.0
-                    a -= h.base
-                    h.s1 -= a
-                    h.n2 -= a * a
-                    h.n_act -= 1.0
-                    f[self.off_key] = 0.0  # no entry of it is live now
-                h.n -= 1
-                if h.n > 0:
-                    h.key[0] = h.key[h.n]
-                    h.j[0] = h.j[h.n]
-                    _l1_sift_down(h, 0)
-            # the active sums about the new threshold
-            d = thr - h.base
-            h.n2 += h.n_act * d * d - 2.0 * d * h.s1
-            h.s1 -= h.n_act * d
-            h.base = thr
-        self.l1_thr = thr
-        for c in range(self.n_problems):
-            h = self.heaps + c
-            if h.n > 2 * <Py_ssize_t>h.n_act + 1024:
-                self._l1_recount(c)  # dead entries as many as live ones: O(1) amortized
-            elif h.n_act <= 0.0:
-                h.n2 = h.s1 = h.peak = 0.0
-            elif not (h.n2 * L1_CANCEL > h.peak):
-                self._l1_recount(c)  # it cancelled below its peak: count it exactly
-
-    cdef void _upkeep_norms(self, int* need_rescale, int* moved) noexcept nogil:
-        """After a step or a merged round, the l_q map's upkeep (_mirror.pxd): recount N
-        where it cancelled below its peak, refresh M where lambda outgrew it (or every
-        coordinate fell below M / r_hi), clamp N's rounding below 0, and recount N
-        exactly every MIRROR_RECOUNT * span coordinate updates."""
-        cdef Py_ssize_t c
-        if not self.need_norm:
-            return
-        for c in range(self.n_problems):
-            if moved[c] and not need_rescale[c] and mirror_cancelled(self.norm_sum[c],
-                                                                     self.norm_peak[c]):
-                self._exact_norm(c, False)  # then tested against norm_low as it is
-            if need_rescale[c] or (moved[c] and mirror_refresh_due(self.mm, self.norm_sum[c],
-                                                                   False)):
-                self._exact_norm(c, True)
-            elif self.norm_sum[c] < 0.0:
-                self.norm_sum[c] = 0.0
-            if self.norm_sum[c] > self.norm_peak[c]:
-                self.norm_peak[c] = self.norm_sum[c]
-        if mirror_drift_due(self.touches_since_exact, self.span):
-            self.touches_since_exact = 0
-            for c in range(self.n_problems):
-                self._exact_norm(c, False)
-
-    cdef void _end_steps(self, int* need_rescale, int* moved, int64_t steps, double draw,
-                         bint add_to_sum) noexcept nogil:
-        """After the updates of a step (steps = t_step, draw = 1, add_to_sum) or of a merged
-        round of `steps` steps (`_merge.absorb`: draw = steps, its averaged sums merged
-        already): t += steps, the upkeep of N and M, the random iterate's reservoir (the
-        new iterate kept with probability draw / t), the new scales and lazy sums."""
-        cdef Py_ssize_t c, K = self.n_problems
-        cdef bint select = False
-        cdef double wt, to_sum
-        self.t += steps
-        self.l1_sum_t = self.t - steps  # C and C2 take the step's terms below
-        if self.forgetting:
-            # steps is 1 here (forgetting is refused on Dask, whose rounds merge many)
-            self.decay *= self.forget
-            self.tau = self.forget * self.tau + 1.0
-            self.weight_sum += self._step_weight() / self.decay
-        if self.l1 > 0.0:
-            self._l1_advance()
-        self._upkeep_norms(need_rescale, moved)
-        if self.forgetting and self.decay < RENORM_BELOW:
-            self._renormalize()
-        if self.iterate == ITERATE_RANDOM:
-            # a reservoir over steps; a merged round's iterate stands for its steps, so
-            # the choice can only stop at the ends of rounds there
-            select = uniform01(&self.rng) * self.t < draw
-            if select:
-                self.rnd_t = self.t
-        wt = self._step_weight()
-        for c in range(K):
-            self.s[c] = self._scale_of(c, self.t)
-            # the lazy sums weigh w_u by gamma^(T-u) = G_T / G_u: they add s_u / G_u (the
-            # scale of lambda~), G_T cancelling in `weights`
-            to_sum = wt * self.s[c] / self.decay if self.forgetting else wt * self.s[c]
-            self._restart_sum_if_needed(c, to_sum)
-            if add_to_sum:
-                self.cum[c] += to_sum
-                self.cum2[c] += to_sum * self.l1_thr
-            if self.need_norm and not self.bounded:  # the ball's: from _scale_of
-                self.w_norm[c] = self._w_norm(c, self.t)
-            if select:
-                self.rnd_ver[c] += 1
-                self.rnd_s[c] = self.s[c]
-        self.l1_sum_t = self.t
 
     # ---- read-out ------------------------------------------------------------------------
     def weights(self, str which=None):
@@ -1845,7 +1006,7 @@ cdef class PGSState:
             raise ValueError(f"sigma must be a positive finite number, got {sigma!r}")
         new = self.copy()
         for c in range(new.n_problems):
-            new._settle_all(c)
+            settle_all(new, c)
         new.sigma = sigma
         # l1: the threshold moves with sigma (down for a larger one), so the active sets
         # are found again (the lazy sums were settled above at the old sigma)
@@ -1854,7 +1015,7 @@ cdef class PGSState:
             new.radius = sqrt(new.loss0_max) * sqrt(2.0 * (new.p - 1.0) / sigma)
         if new.t > 0:
             for c in range(new.n_problems):
-                new.s[c] = new._scale_of(c, new.t)
+                new.s[c] = scale_of(new, c, new.t)
                 if new.need_norm and not new.bounded:
                     new.w_norm[c] = new._w_norm(c, new.t)
         return new
@@ -1935,24 +1096,6 @@ cdef class PGSState:
 
 
 
-cdef inline double row_power_sum(const double* vals, Py_ssize_t nnz, double q,
-                                 int quarters) noexcept nogil:
-    """sum_e |x_e|^q = sum_e |x_e| phi_power(|x_e|) over a row's values."""
-    cdef double a_buf[MIRROR_CHUNK]
-    cdef double ph_buf[MIRROR_CHUNK]
-    cdef double total = 0.0
-    cdef Py_ssize_t base = 0, n, e
-    while base < nnz:
-        n = nnz - base if nnz - base < MIRROR_CHUNK else MIRROR_CHUNK
-        for e in range(n):
-            a_buf[e] = fabs(vals[base + e])
-        phi_power_many(a_buf, ph_buf, n, q, quarters)
-        for e in range(n):
-            total += a_buf[e] * ph_buf[e]
-        base += n
-    return total
-
-
 def row_power_sums(const double[::1] data, const int64_t[::1] indptr, double p):
     """sum_j |x_ij|^q (q = p / (p - 1)) of every row of a CSR matrix, by the core's own
     powers (the regret statistic's row norms, taken once for all the epochs of a fit)."""
@@ -1982,316 +1125,6 @@ def _phi_power_check(const double[::1] r, double p):
     if n:
         phi_power_many(&r[0], &packed[0], n, q, quarters)
     return scalar_a, packed_a
-
-
-cdef inline double _projected_scale(double radius, double norm, double q) noexcept nogil:
-    """The s of w = s phi on the ball's boundary, radius N^(-1/p) (||phi||_p = N^(1/p),
-    p = q / (q - 1)): the projection without M or t, for the rare state whose norm over
-    (t + 1) sigma leaves the double range while the projected iterate does not (sample
-    weights of 1e308: the usual s * radius / ||w|| collapsed to 0)."""
-    return radius * exp(log(norm) * (1.0 - q) / q)
-
-
-cdef double _apply_row(Core core, const double* vals, const index_t* idx, Py_ssize_t nnz,
-                       double cf, int* need_rescale, bint want_xq, double dot,
-                       double xx) noexcept nogil:
-    """lambda -= cf * x for one sparse row of a single problem; returns sum_j |x_j|^q
-    (for p < 2 only when want_xq: the caller may have it precomputed).
-
-    For p = 2 the caller passes dot = <lambda, x> before the update and xx = ||x||^2 (the
-    margin's loop takes both), so N moves by ||lambda - cf x||^2 - ||lambda||^2 =
-    cf (cf xx - 2 dot) in units of M^2, without a per-coordinate chain of additions; the
-    exact recount every MIRROR_RECOUNT * span updates bounds the rounding drift.
-
-    The fast path of `_touch` for K = 1, k = 1 and canonical rows (unique indices): one
-    tight loop per concern, so no loop carries a branch on the configuration. Called, not
-    inlined (`not_inlined`).
-    """
-    cdef Py_ssize_t e, j, S = core.S
-    # data feature j is coordinate j + 1, at (j + 1) * S in the block
-    cdef double* lam = core.lam + S
-    cdef double* phi = core.phi + S
-    cdef double* acc = core.acc + S
-    cdef double* mark = core.mark + S
-    cdef double* snap
-    cdef int64_t* snapv
-    cdef double cum, rs, inv_m, d, xq = 0.0
-    cdef int64_t ver
-    cdef bint averaged = _averaged(core.iterate)
-    cum = core.cum[0] if averaged else 0.0
-    if core.iterate == ITERATE_RANDOM:
-        snap = core.snap + 1
-        snapv = core.snapv + 1
-        ver = core.rnd_ver[0]
-        rs = core.rnd_s[0]
-        for e in range(nnz):
-            j = idx[e]
-            if snapv[j] != ver:
-                snap[j] = rs * phi[j * S]
-                snapv[j] = ver
-    if core.p_is_two:
-        if averaged:
-            for e in range(nnz):
-                j = idx[e] * S
-                d = cf * vals[e]
-                lam[j] -= d
-                acc[j] -= d * cum
-        else:
-            sparse_axpy(lam, S, -cf, vals, idx, nnz)
-        if core.need_norm:
-            inv_m = core.inv_scale[0]
-            d = cf * inv_m
-            core.norm_sum[0] += d * (d * xx - 2.0 * dot * inv_m)
-            if not (core.norm_sum[0] < 1e300):  # some |lambda_j| / M passed 1e150 (or overflowed)
-                need_rescale[0] = 1
-        return xx
-    # p < 2: lambda, phi and N through the l_q map (_mirror.pxd), the lazy average's
-    # catch-up in the same pass over the row
-    core.norm_sum[0] += mirror_row(core.mm, lam, phi, S, vals, idx, nnz, cf, core.inv_scale[0],
-                                   acc, mark, cum, averaged, need_rescale)
-    if want_xq:
-        xq = row_power_sum(vals, nnz, core.mm.q, core.mm.quarters)
-    return xq
-
-
-cdef inline double _margin(const double* phi, Py_ssize_t K, Py_ssize_t S, Py_ssize_t c,
-                           const double* vals,
-                           const index_t* idx, Py_ssize_t nnz, bint dense) noexcept nogil:
-    """<phi_c, x> over a row's entries, coordinates offset by one for the intercept (one
-    problem of sparse rows: `sparse_dot_sq`, which also takes ||x||^2)."""
-    cdef double t0 = 0.0
-    cdef Py_ssize_t e
-    cdef const double* base = phi + (K + c) * S  # coordinate j + 1 of problem c
-    cdef Py_ssize_t KS = K * S
-    if dense:
-        for e in range(nnz):
-            t0 += base[e * KS] * vals[e]
-        return t0
-    for e in range(nnz):
-        t0 += base[<Py_ssize_t>idx[e] * KS] * vals[e]
-    return t0
-
-
-cdef inline double _margin_l1(const double* lam, Py_ssize_t K, Py_ssize_t S, Py_ssize_t c,
-                              const double* vals, const index_t* idx, Py_ssize_t nnz,
-                              bint dense, double thr) noexcept nogil:
-    """<soft(lambda_c, thr), x> over a row's entries (`_margin` with l1: the soft
-    threshold read on the fly, O(nnz))."""
-    cdef double t0 = 0.0
-    cdef Py_ssize_t e
-    cdef const double* base = lam + (K + c) * S
-    cdef Py_ssize_t KS = K * S
-    for e in range(nnz):
-        t0 += soft_threshold(base[(e if dense else <Py_ssize_t>idx[e]) * KS], thr) * vals[e]
-    return t0
-
-
-cdef inline double _soft_clamp(double lam, double thr) noexcept nogil:
-    """soft(lam, thr) as lam - clamp(lam, -thr, thr): a min, a max and a subtraction (no
-    branch, no fabs/copysign masks), for the margin's loop. The same value as
-    `soft_threshold` bit for bit where |lam| > thr (lam -+ thr is sgn(lam) (|lam| - thr)
-    exactly: rounding is symmetric); +0 instead of a signed zero below it, which adds
-    nothing to a sum either way."""
-    cdef double c = lam if lam < thr else thr
-    c = c if c > -thr else -thr
-    return lam - c
-
-
-cdef double _sparse_dot_sq_l1(const double* lam, Py_ssize_t stride, double thr,
-                              const double* vals, const index_t* idx, Py_ssize_t nnz,
-                              double* xx) noexcept nogil:
-    """`sparse_dot_sq` of soft(lambda, thr) (one problem, sparse rows, l1 > 0): the
-    margin's soft thresholds read on the fly and ||x||^2 from the same loads, in two
-    independent sums. Called, not inlined (`not_inlined`)."""
-    cdef double t0 = 0.0, t1 = 0.0, s0 = 0.0, s1 = 0.0, v0, v1
-    cdef Py_ssize_t e, half = nnz - (nnz & 1)
-    for e in range(0, half, 2):
-        v0 = vals[e]
-        v1 = vals[e + 1]
-        t0 += _soft_clamp(lam[idx[e] * stride], thr) * v0
-        t1 += _soft_clamp(lam[idx[e + 1] * stride], thr) * v1
-        s0 += v0 * v0
-        s1 += v1 * v1
-    if half < nnz:
-        v0 = vals[half]
-        t0 += _soft_clamp(lam[idx[half] * stride], thr) * v0
-        s0 += v0 * v0
-    xx[0] = s0 + s1
-    return t0 + t1
-
-
-cdef double _sparse_dot_sq_l1avg(const double* blk, Py_ssize_t S, Py_ssize_t off_acc,
-                                 double thr, double cum, double cum2, const double* vals,
-                                 const index_t* idx, Py_ssize_t nnz, double* xx,
-                                 double* rep) noexcept nogil:
-    """`_sparse_dot_sq_l1` and, from the same loads, the reported average's dot
-    (PART_L1AVG's `_part_value` summed over the row: 0 off the last iterate's support,
-    else the folded sum acc + lambda C - sgn(lambda) C2, `l1_folded_total`) for one
-    problem of sparse rows: one loop over the row instead of two, two entries at a time
-    (`l1avg_add`; the margin and ||x||^2 bit for bit `_sparse_dot_sq_l1`'s). Called,
-    not inlined (`not_inlined`)."""
-    cdef L1AvgSums sums
-    cdef opgs_pair zero = opgs_pair_all(0.0), vthr = opgs_pair_all(thr)
-    cdef opgs_pair vneg = opgs_pair_all(-thr), vcum = opgs_pair_all(cum)
-    cdef opgs_pair vcum2 = opgs_pair_all(cum2)
-    cdef const double* f0
-    cdef const double* f1
-    cdef Py_ssize_t e, half = nnz - (nnz & 1)
-    sums.margin = zero
-    sums.sq = zero
-    sums.rep = zero
-    for e in range(0, half, 2):
-        f0 = blk + idx[e] * S
-        f1 = blk + idx[e + 1] * S
-        l1avg_add(&sums, opgs_pair_of(f0[0], f1[0]), opgs_pair_of(f0[off_acc], f1[off_acc]),
-                  opgs_pair_of(vals[e], vals[e + 1]), vthr, vneg, vcum, vcum2)
-    if half < nnz:  # the last entry in the even lane, a zero entry in the odd one
-        f0 = blk + idx[half] * S
-        l1avg_add(&sums, opgs_pair_of(f0[0], 0.0), opgs_pair_of(f0[off_acc], 0.0),
-                  opgs_pair_of(vals[half], 0.0), vthr, vneg, vcum, vcum2)
-    xx[0] = opgs_lo(sums.sq) + opgs_hi(sums.sq)
-    rep[0] = opgs_lo(sums.rep) + opgs_hi(sums.rep)
-    return opgs_lo(sums.margin) + opgs_hi(sums.margin)
-
-
-cdef inline void _apply_row_l1(Core core, const double* vals, const index_t* idx,
-                               Py_ssize_t nnz, double cf) noexcept nogil:
-    """lambda -= cf * x for one sparse row of a single problem with l1 > 0 (p = 2): the
-    fast path of `_touch_l1`. Without a heap kept (R^n, or a ball that cannot bind) the
-    row takes `_apply_row_l1_lazy`; with its heap `_apply_row_l1_heap` (`_touch_l1`'s
-    operations, no per-problem loop, no configuration branch of `_touch`)."""
-    cdef void (*kernel)(Core, const double*, const index_t*, Py_ssize_t,
-                        double) noexcept nogil
-    if core.heaps == NULL or core.heaps[0].lazy:
-        kernel = _apply_row_l1_lazy
-    else:
-        kernel = _apply_row_l1_heap
-    kernel = <void (*)(Core, const double*, const index_t*, Py_ssize_t,
-                       double) noexcept nogil>not_inlined(<void*>kernel)
-    kernel(core, vals, idx, nnz, cf)
-
-
-cdef void _apply_row_l1_heap(Core core, const double* vals, const index_t* idx,
-                             Py_ssize_t nnz, double cf) noexcept nogil:
-    """`_apply_row_l1` with the heap of a ball that may bind: one loop of
-    `_l1_entries_heap` for an average or the last iterate. Called, not inlined
-    (`not_inlined`)."""
-    if core.off_on > 0:
-        _l1_entries_heap(core, vals, idx, nnz, cf, True)
-    else:
-        _l1_entries_heap(core, vals, idx, nnz, cf, False)
-
-
-cdef inline void _l1_entries_heap(Core core, const double* vals, const index_t* idx,
-                                  Py_ssize_t nnz, double cf, bint averaged) noexcept nogil:
-    """`_touch_l1` entry by entry for problem 0 with its heap kept (`l1_heap_touch`, the
-    same bits), with the threshold, the heap's sums, C and C2 in locals for the row:
-    through `core` and the heap they are reloaded after every store to the block, which
-    may alias them."""
-    cdef L1Heap* h = core.heaps
-    cdef double thr = core.thr[0]
-    cdef double s1 = h.s1, n2 = h.n2, peak = h.peak, n_act = h.n_act
-    cdef double cum = core.cum[0] if averaged else 0.0
-    cdef double cum2 = core.cum2[0] if averaged else 0.0
-    cdef Py_ssize_t e, j, S = core.S, off_acc = core.acc - core.lam
-    cdef Py_ssize_t off_on = core.off_on, off_key = core.off_key
-    cdef double xv, lam_old, lam_new
-    cdef double* f
-    for e in range(nnz):
-        xv = vals[e]
-        if xv == 0.0:
-            continue
-        j = <Py_ssize_t>idx[e] + 1  # data feature j is coordinate j + 1
-        f = core.lam + j * S
-        lam_old = f[0]
-        lam_new = lam_old - cf * xv
-        f[0] = lam_new
-        if averaged:
-            l1_avg_touch(core, f, lam_old, lam_new, thr, cum, cum2, off_acc, off_on)
-        l1_heap_touch(h, f + off_key, j, fabs(lam_old), fabs(lam_new), &s1, &n2, &peak,
-                      &n_act)
-    h.s1 = s1
-    h.n2 = n2
-    h.peak = peak
-    h.n_act = n_act
-
-
-cdef void _apply_row_l1_lazy(Core core, const double* vals, const index_t* idx,
-                             Py_ssize_t nnz, double cf) noexcept nogil:
-    """`_apply_row_l1` with no heap kept (R^n, or a ball that cannot bind): one loop of
-    `_l1_entries` for each case (the average's folded sums or not, the lazy ball's bound
-    or not). Called, not inlined (`not_inlined`)."""
-    cdef L1Heap* h = core.heaps  # NULL on R^n; lazy here on the ball
-    cdef bint averaged = core.off_on > 0
-    if h == NULL:
-        if averaged:
-            _l1_entries(core, vals, idx, nnz, cf, True, 0)
-        else:  # the last iterate on R^n: the threshold is read at the margins
-            sparse_axpy(core.lam + core.S, core.S, -cf, vals, idx, nnz)
-        return
-    # (bbase = 0: the bound is ||lambda||^2, its terms squares: the same bits, less work)
-    if averaged:
-        if h.bbase == 0.0:
-            h.bn2 += _l1_entries(core, vals, idx, nnz, cf, True, 2)
-        else:
-            h.bn2 += _l1_entries(core, vals, idx, nnz, cf, True, 1)
-    elif h.bbase == 0.0:
-        h.bn2 += _l1_entries(core, vals, idx, nnz, cf, False, 2)
-    else:
-        h.bn2 += _l1_entries(core, vals, idx, nnz, cf, False, 1)
-    h.touches += nnz
-
-
-cdef inline double _l1_entries(Core core, const double* vals, const index_t* idx,
-                               Py_ssize_t nnz, double cf, bint averaged,
-                               int ball) noexcept nogil:
-    """The loop of `_apply_row_l1_lazy`, `_touch_l1` entry by entry (averaged and ball are
-    constants at each call, so each case compiles to its own loop): lambda's axpy; an average's
-    folded sums with the threshold, C and C2 read once for the row (through `core` they
-    are reloaded after every store to acc, which may alias them); on the ball (ball 1,
-    or 2 when bbase = 0), returns the change of the lazy bound, the row's old and new
-    terms summed as a pair (`l1_bound_sq`; at bbase = 0 lambda_j^2 old and new, the
-    same bits) and subtracted once. An entry of value 0 leaves lambda_j
-    as it is and an average's flag right (a touch that finds the flag wrong folds it:
-    right at any step)."""
-    cdef double thr = core.thr[0]
-    cdef double cum = core.cum[0] if averaged else 0.0
-    cdef double cum2 = core.cum2[0] if averaged else 0.0
-    cdef Py_ssize_t e, S = core.S, off_acc = core.acc - core.lam, off_on = core.off_on
-    cdef double lam_old, lam_new
-    cdef opgs_pair sq = opgs_pair_all(0.0)
-    cdef double bbase = core.heaps[0].bbase if ball else 0.0
-    cdef double* base = core.lam + S  # data feature j is coordinate j + 1
-    cdef double* f
-    for e in range(nnz):
-        f = base + <Py_ssize_t>idx[e] * S
-        lam_old = f[0]
-        lam_new = lam_old - cf * vals[e]
-        f[0] = lam_new
-        if averaged:
-            l1_avg_touch(core, f, lam_old, lam_new, thr, cum, cum2, off_acc, off_on)
-        if ball == 1:
-            sq = opgs_add(sq, l1_bound_sq(fabs(lam_old), fabs(lam_new), bbase))
-        elif ball == 2:
-            sq = opgs_add(sq, opgs_mul(opgs_pair_of(lam_old, lam_new),
-                                       opgs_pair_of(lam_old, lam_new)))
-    return opgs_hi(sq) - opgs_lo(sq)
-
-
-cdef inline double _margin_l1q(const double* lam, Py_ssize_t K, Py_ssize_t S, Py_ssize_t c,
-                               const double* vals, const index_t* idx, Py_ssize_t nnz,
-                               bint dense, double thr, double inv_m, double q,
-                               int quarters) noexcept nogil:
-    """`_margin_l1` for p < 2: sum_e x_e sgn(lambda_j) (|lambda_j| - thr)_+^(q-1) (l1q_link;
-    a power only where the coordinate is active)."""
-    cdef double t0 = 0.0
-    cdef Py_ssize_t e
-    cdef const double* base = lam + (K + c) * S
-    cdef Py_ssize_t KS = K * S
-    for e in range(nnz):
-        t0 += l1q_link(base[(e if dense else <Py_ssize_t>idx[e]) * KS], thr, inv_m, q,
-                       quarters) * vals[e]
-    return t0
 
 
 cdef inline double _part_dot(Part pt, Py_ssize_t c, const double* vals, const index_t* idx,
@@ -2704,7 +1537,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices, i
                         _touch(core, j, c, g, &resc[c])
                         mov[c] = 1
             self.touches_since_exact += n_touched
-        self._end_steps(resc, mov, self.t_step, 1.0, True)
+        end_steps(self, resc, mov, self.t_step, 1.0, True)
         if lane:
             # the weight the step's iterate got in the lane's own sums (`_end_steps`)
             self.own_weight += self._step_weight()
