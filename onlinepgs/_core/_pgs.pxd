@@ -127,6 +127,71 @@ cdef struct Readout:
     bint p_is_two
 
 
+# The pass over rows (`_run_pass`, _pass.pxd): one row's place in the data, set by the
+# table's row kernel, read by its margin and step kernels
+cdef struct Row:
+    int64_t row  # the row's index in the data (y, sample_weight, row_xq)
+    Py_ssize_t start  # its first entry in data (and indices, for sparse rows)
+    Py_ssize_t nnz  # its entries (n_cols for a dense row)
+    const double* vals
+
+
+# What the kernels of one pass share (_pass.pxd's `pass_of`, once a run): the state's raw
+# views, the run's constants, the state's scratch, a step's sums until they are committed,
+# and what a row's margin kernel leaves for its step. By pointer: a kernel reads what it
+# needs once, into locals, before its loop.
+cdef struct Pass:
+    Core core
+    Rep rep  # how the reported iterate's margins are read (own and, in a lane, ref)
+    # the run's constants
+    Py_ssize_t K  # problems
+    Py_ssize_t k  # rows a step
+    Py_ssize_t n_rows, n_cols
+    const double* y
+    const double* sw
+    const int64_t* order
+    const double* row_xq  # sum_j |x_ij|^q of every row, or NULL
+    int64_t* span  # the state's `span` and `touches_since_exact`, which the rows move
+    int64_t* touches
+    bint dense, classifier, multiclass, fit_icpt, p2, radius_auto
+    bint rep_last, rep_random, lane
+    int loss_code, mc, quarters
+    double icpt, q, sigma, epsilon, loss0_unit, inv_kp, step_w, step_sq
+    Py_ssize_t acc_rel, mark_rel  # the average's sum and mark from phi (fused margins)
+    # the state's scratch: a row's K margins and the reported iterate's, a step's
+    # coefficients (k K), gradient (mini-batches) and flags
+    double* margins
+    double* rep_scores
+    double* coefs
+    double* G
+    double* s
+    double* gqs
+    double* b_loss_c
+    double* b_conj_c
+    double* mc_grad
+    int* resc
+    int* mov
+    unsigned char* is_touched
+    int64_t* touched
+    # a step's: its scales, and its rows' sums until it is applied (`step_commit`)
+    double inv_b, inv_k, inv_w
+    double b_weight, b_loss, b_wloss, b_loss0, b_wloss_r
+    int64_t b_mistakes, b_mistakes_r
+    # one problem of sparse rows: <lambda, x> and ||x||^2 of the row, from its margin's
+    # loop, for its step (`_apply_row`)
+    double row_dot, row_xx
+
+
+# The table of a pass's kernels (_select.pxd's `select_kernels`, once a run): the
+# addresses of functions of one index type, called through _select.pxd's `call_*`
+cdef struct RowKernels:
+    void* row  # the row's place in the data, and the prefetches (_pass.pxd)
+    void* margins  # its K margins at w_{t-1}, and the reported iterate's
+    void* loss  # its loss: the step's coefficients and the statistics (_pass.pxd)
+    void* step  # lambda -= the coefficients times the row (a step of one row)
+    void* batch  # lambda -= a mini-batch's gradient (a step of several rows)
+
+
 # l1 > 0 (p = 2): the coordinates whose |lambda_j| is above the threshold thr (in lambda's
 # units, `PGSState._l1_advance`), one min-heap per problem keyed by |lambda_j| with lazy
 # deletion: an entry is live while its key equals the coordinate's `key` field (0 when it

@@ -28,20 +28,18 @@ from libc.math cimport pow, fabs, sqrt, log, exp, isfinite, INFINITY
 from libc.stdint cimport uint64_t, int64_t, int32_t
 from libc.stdlib cimport free, calloc
 
-from onlinepgs._core._losses cimport loss_value, loss_and_derivative
 from onlinepgs._core._multiclass cimport (mc_loss_grad, MC_NONE, MC_MULTINOMIAL,
                                           MC_CRAMMER_SINGER)
 from onlinepgs._core._regularizer cimport reg_conjugate, phi_power, phi_power_many, phi_quarters
 from onlinepgs._core._mirror cimport mirror_init, MIRROR_CHUNK
 from onlinepgs._core._l1q cimport L1Q, l1q_estimate, l1q_link, l1q_tol
-from onlinepgs._core._sparse cimport (index_t, sparse_dot_sq, sparse_dot_sq_avg2,
-                                      sparse_dot_sq_avgq, prefetch_gather, OPGS_PREFETCH,
-                                      not_inlined)
+from onlinepgs._core._sparse cimport index_t
 from onlinepgs._core._seen cimport _seen_compact, _note_pass
-from onlinepgs._core._touch cimport _averaged, _touch
-from onlinepgs._core._rows_l2 cimport row_power_sum, _margin, _apply_row
-from onlinepgs._core._rows_l1 cimport (soft_threshold, _margin_l1, _margin_l1q,
-                                       _sparse_dot_sq_l1, _sparse_dot_sq_l1avg, _apply_row_l1)
+from onlinepgs._core._touch cimport _averaged
+from onlinepgs._core._steps cimport row_power_sum
+from onlinepgs._core._pass cimport pass_of, step_begin, step_commit, step_end
+from onlinepgs._core._select cimport (select_kernels, call_row, call_margins, call_loss,
+                                      call_step, call_batch)
 from onlinepgs._core._l1avg cimport harmonic_diff, l1_fallen, l1_folded_total
 from onlinepgs._core._ball cimport l1_build_heap
 from onlinepgs._core._readout cimport (weight_total, _part_value, _readout, _read_all,
@@ -1127,424 +1125,43 @@ def _phi_power_check(const double[::1] r, double p):
     return scalar_a, packed_a
 
 
-cdef inline double _part_dot(Part pt, Py_ssize_t c, const double* vals, const index_t* idx,
-                             Py_ssize_t nnz, bint dense) noexcept nogil:
-    """sum_e x_e (the part's entry of coordinate j_e + 1) over a row's entries (the
-    reported margin's general path: several problems, dense rows, lanes, "random")."""
-    cdef double t0 = 0.0
-    cdef Py_ssize_t e
-    if pt.kind == PART_NONE:
-        return 0.0
-    for e in range(nnz):
-        t0 += vals[e] * _part_value(pt, (e if dense else <Py_ssize_t>idx[e]) + 1, c)
-    return t0
+cdef void _run_pass(PGSState self, const double* data, const index_t* indices,
+                    int64_t* indptr, Py_ssize_t n_cols, const double[::1] y,
+                    const double[::1] sw, const int64_t[::1] order, bint classifier,
+                    bint dense, const double* row_xq, Rep rep) noexcept nogil:
+    """One pass of Figure 1 over the rows in `order`, k rows a step (a last short step).
 
-
-cdef inline void _prefetch_ahead(Core core, const double* data, const index_t* indices,
-                                 const int64_t* indptr, const double* y, const double* sw,
-                                 const int64_t[::1] order,
-                                 Py_ssize_t n_rows, Py_ssize_t i) noexcept nogil:
-    """Hint the cache about the rows after row position i, each one stage further:
-    the offsets of row i + 3, the values, indices, label and weight of row i + 2 (its
-    offsets came a row earlier), and the state lines that row i + 1 will gather (its
-    indices came a row earlier). Shuffled rows are scattered over memory and their coordinates over the
-    state, so neither is foreseen by the hardware; the hints only move data, the results
-    do not depend on them."""
-    cdef Py_ssize_t e, start, end, stride = core.K * core.S
-    cdef Py_ssize_t per_line = 64 // sizeof(index_t)
-    cdef int64_t row
-    if i + 3 < n_rows:
-        OPGS_PREFETCH(&indptr[order[i + 3]])
-    if i + 2 < n_rows:
-        row = order[i + 2]
-        OPGS_PREFETCH(y + row)
-        OPGS_PREFETCH(sw + row)
-        start = indptr[row]
-        end = indptr[row + 1]
-        # 64-byte lines: 8 values, 8 (16) indices
-        for e in range(start, end, 8):
-            OPGS_PREFETCH(data + e)
-        e = start
-        while e < end:
-            OPGS_PREFETCH(indices + e)
-            e += per_line
-    if i + 1 < n_rows:
-        row = order[i + 1]
-        start = indptr[row]
-        prefetch_gather(core.lam + stride, stride, indices + start, indptr[row + 1] - start)
-
-
-cdef void _run_pass(PGSState self, const double* data, const index_t* indices, int64_t* indptr,
-                    Py_ssize_t n_cols, const double[::1] y, const double[::1] sw,
-                    const int64_t[::1] order, bint classifier, bint dense,
-                    const double* row_xq, Rep rep) noexcept nogil:
-    cdef Core core = self._core()
-    cdef Py_ssize_t n_rows = order.shape[0], K = self.n_problems
-    cdef Py_ssize_t k = self.batch_size, pos = 0, b, bsize, e, c, j, nnz, start, label
-    cdef Py_ssize_t n_touched, ti
-    cdef int64_t row
-    cdef double xv, z, yc, dl, w_i, inv_k, icpt = self.intercept_scaling, ex_loss, cf
-    cdef double inv_b, step_w = <double>self.t_step, step_sq = step_w * step_w
-    cdef double xq, g, gq, best, l0, lv, b_weight, b_loss, b_wloss, b_loss0
-    # one problem, sparse rows: the margin's loop also takes ||x||^2, and <lambda, x> is
-    # kept, for a single-row step's N at p = 2 (see `_apply_row`)
-    cdef bint one_sparse = K == 1 and not dense and self.l1 == 0.0
-    cdef bint use_l1 = self.l1 > 0.0
-    cdef bint use_l1q = self.l1q != NULL
-    # one problem, sparse rows, l1: the margin of soft(lambda, thr) and ||x||^2 in one
-    # loop, a single-row step's lambda by `_apply_row_l1`
-    cdef bint one_l1 = K == 1 and not dense and use_l1 and not use_l1q
-    cdef double row_dot = 0.0, row_xx = 0.0
-    cdef int64_t b_mistakes, top
-    cdef double q = self.q, sigma = self.sigma, epsilon = self.epsilon
-    cdef int loss_code = self.loss_code
-    cdef bint fit_icpt = self.fit_intercept, p2 = self.p_is_two, multiclass = self.multiclass
-    cdef bint radius_auto = self.radius_auto
-    cdef double loss0_unit = loss_value(loss_code, 0.0, 1.0, epsilon)
-    # a coupled multiclass loss (multinomial, Crammer-Singer): the row's K margins, then
-    # ONE loss of them whose gradient in the scores gives the K coefficients of the step
-    cdef int mc = self.mc_code if (classifier and multiclass) else MC_NONE
-    cdef bint coupled = mc != MC_NONE
-    cdef double* mc_grad = &self.mc_grad[0]
-    cdef double* mc_scores = &self.mc_scores[0]
-    cdef double inv_kp = 1.0 / K
-    if mc == MC_MULTINOMIAL:
-        loss0_unit = log(<double>K)  # l(0; y) = log K: the ball of radius="auto"
-    elif mc == MC_CRAMMER_SINGER:
-        loss0_unit = 1.0  # max_j [j != y] at z = 0
-    cdef double* margins = &self.margins_buf[0]
-    cdef double* coefs = &self.coefs[0]
-    cdef double* G = &self.grad_acc[0]
-    cdef double* s = &self.s[0]
-    cdef int* resc = &self.flag_rescale[0]
-    cdef int* mov = &self.flag_moved[0]
-    cdef double* gqs = &self.step_gq[0]
-    cdef double* b_loss_c = &self.b_loss_c[0]
-    cdef double* b_conj_c = &self.b_conj_c[0]
-    cdef unsigned char* is_touched = &self.is_touched[0]
-    cdef int64_t* touched = &self.touched[0]
-    cdef const double* vals
-    cdef const index_t* idx
-    cdef int best_c
-    # the reported iterate's progressive sums: each row's margin at the iterate the state
-    # reports (the model a user gets), as it was before the row's step, read from the lazy
-    # sums at the row's coordinates (`_part_value`: the formulas of `weights`, divided by
-    # the weight total of the iterates so far); the last iterate's is z itself
-    cdef bint rep_last = rep.last, lane = rep.ref.kind != PART_NONE
-    cdef int iterate = self.iterate
-    cdef bint rep_random = rep.own.kind == PART_RANDOM or rep.ref.kind == PART_RANDOM
-    # one problem, sparse rows, averaged: the margin's loop reads the sums (same lines)
-    cdef bint rep_fused = one_sparse and not lane and (rep.own.kind == PART_AVG2
-                                                        or rep.own.kind == PART_AVGQ)
-    # one problem of sparse rows with l1 and an average: the same, `_sparse_dot_sq_l1avg`
-    cdef bint rep_fused_l1 = one_l1 and not lane and rep.own.kind == PART_L1AVG
-    # the row kernels of a single-row step: called, not inlined (`not_inlined`)
-    cdef double (*apply_row)(Core, const double*, const index_t*, Py_ssize_t, double, int*,
-                             bint, double, double) noexcept nogil
-    apply_row = _apply_row
-    apply_row = <double (*)(Core, const double*, const index_t*, Py_ssize_t, double, int*,
-                            bint, double, double) noexcept nogil>not_inlined(<void*>apply_row)
-    cdef double (*dot_l1)(const double*, Py_ssize_t, double, const double*, const index_t*,
-                          Py_ssize_t, double*) noexcept nogil
-    dot_l1 = _sparse_dot_sq_l1
-    dot_l1 = <double (*)(const double*, Py_ssize_t, double, const double*, const index_t*,
-                         Py_ssize_t, double*) noexcept nogil>not_inlined(<void*>dot_l1)
-    cdef double (*dot_l1avg)(const double*, Py_ssize_t, Py_ssize_t, double, double, double,
-                             const double*, const index_t*, Py_ssize_t, double*,
-                             double*) noexcept nogil
-    dot_l1avg = _sparse_dot_sq_l1avg
-    dot_l1avg = <double (*)(const double*, Py_ssize_t, Py_ssize_t, double, double, double,
-                            const double*, const index_t*, Py_ssize_t, double*,
-                            double*) noexcept nogil>not_inlined(<void*>dot_l1avg)
-    cdef double inv_w = 1.0, w_total, zr, ex_loss_r, best_r, zr0, rep_dot = 0.0
-    cdef double b_wloss_r
-    cdef int64_t b_mistakes_r
-    cdef int best_rc
-    cdef Py_ssize_t acc_rel = core.S, mark_rel = core.S
-    if rep.own.kind == PART_AVGQ:  # the sum's and mark's offsets from phi
-        acc_rel = self.off_acc - self.off_phi
-        mark_rel = self.off_mark - self.off_phi
-    elif rep.own.kind == PART_AVG2:
-        acc_rel = self.off_acc
+    Phase 1 scores each row of a step at w_{t-1}: its margins (and the reported
+    iterate's, the progressive loss of the model a user gets), its loss, the step's
+    coefficients and the statistics; phase 2 moves lambda by the step's gradient on the
+    coordinates of its rows; then t moves and the scalars follow. What runs for the
+    configuration and the input's form was chosen once, before the first row: the table
+    of kernels (_select.pxd) that the loop calls through."""
+    cdef Py_ssize_t n_rows = order.shape[0], pos = 0, b, bsize
+    cdef Pass ps = pass_of(self, rep, classifier, dense, n_cols, &y[0], &sw[0], &order[0],
+                           n_rows, row_xq)
+    cdef RowKernels kn = select_kernels(&ps, indices)
+    cdef Row rw
     while pos < n_rows:
-        bsize = k if n_rows - pos >= k else n_rows - pos
-        inv_b = 1.0 / bsize
-        inv_k = step_w / bsize  # the gradient's scale (1 / bsize but in a lane)
-        if self.forgetting:
-            # lambda_t = gamma lambda_{t-1} + g_t is lambda~ += g_t / G_t, G_t = gamma G_{t-1}
-            inv_k /= self.decay * self.forget
-        for c in range(K):
-            resc[c] = 0
-            mov[c] = 0
-            gqs[c] = 0.0
-        b_mistakes = 0
-        b_weight = b_loss = b_wloss = 0.0
-        b_loss0 = self.loss0_max
-        for c in range(K):
-            b_loss_c[c] = 0.0
-            b_conj_c[c] = 0.0
-        b_wloss_r = 0.0
-        b_mistakes_r = 0
-        if not rep_last and not rep_random:
-            w_total = (rep.ref_weight + self.own_weight) if lane else self._average_norm()
-            inv_w = 1.0 / w_total if w_total > 0.0 else 0.0  # t = 0: the zero model
-        # phase 1: every row of the step at w_{t-1}
-        for b in range(bsize):
-            row = order[pos + b]
-            if dense:
-                start = row * n_cols
-                nnz = n_cols
-            else:
-                _prefetch_ahead(core, data, indices, indptr, &y[0], &sw[0], order, n_rows,
-                                pos + b)
-                start = indptr[row]
-                nnz = indptr[row + 1] - start
-            vals = data + start
-            idx = NULL if dense else indices + start
-            if nnz > 0:  # canonical rows: the last index is the largest
-                top = (n_cols if dense else <int64_t>idx[nnz - 1] + 1) + 1
-                if top > self.span:
-                    self.span = top
-            w_i = sw[row]
-            ex_loss = 0.0
-            label = <Py_ssize_t>y[row] if (classifier and multiclass) else 0
-            best = 0.0
-            best_c = 0
-            ex_loss_r = 0.0
-            best_r = 0.0
-            best_rc = 0
-            zr0 = 0.0
-            for c in range(K):
-                if rep_fused:
-                    # coordinate j + 1 of the block: phi (lambda for p = 2) and the sums
-                    if rep.own.kind == PART_AVG2:
-                        z = sparse_dot_sq_avg2(core.phi + core.S, acc_rel, core.S, vals, idx,
-                                               nnz, &row_xx, &rep_dot)
-                        rep_dot = core.cum[0] * z - rep_dot
-                    else:
-                        z = sparse_dot_sq_avgq(core.phi + core.S, acc_rel, mark_rel, core.S,
-                                               core.cum[0], vals, idx, nnz, &row_xx, &rep_dot)
-                    row_dot = z
-                elif one_sparse:
-                    z = sparse_dot_sq(core.phi + core.S, core.S, vals, idx, nnz, &row_xx)
-                    row_dot = z
-                elif use_l1q:
-                    z = _margin_l1q(core.lam, K, core.S, c, vals, idx, nnz, dense,
-                                    self.l1_thr, self.l1q[c].inv_m, q, self.quarters)
-                elif rep_fused_l1:
-                    z = dot_l1avg(core.lam + core.S, core.S, self.off_acc, self.l1_thr,
-                                  core.cum[0], core.cum2[0], vals, idx, nnz, &row_xx,
-                                  &rep_dot)
-                elif one_l1:
-                    z = dot_l1(core.lam + core.S, core.S, self.l1_thr, vals, idx, nnz,
-                               &row_xx)
-                elif use_l1:
-                    z = _margin_l1(core.lam, K, core.S, c, vals, idx, nnz, dense,
-                                   self.l1_thr)
-                else:
-                    z = _margin(core.phi, K, core.S, c, vals, idx, nnz, dense)
-                if use_l1q:
-                    if fit_icpt:
-                        z += l1q_link(core.lam[c * core.S], self.l1_thr,
-                                      self.l1q[c].inv_m, q, self.quarters) * icpt
-                elif use_l1:
-                    if fit_icpt:
-                        z += soft_threshold(core.lam[c * core.S], self.l1_thr) * icpt
-                elif fit_icpt:
-                    z += core.phi[c * core.S] * icpt
-                z *= s[c]
-                margins[c] = z
-                if classifier and multiclass:
-                    yc = 1.0 if c == label else -1.0
-                    if c == 0 or z > best:
-                        best = z
-                        best_c = <int>c
-                else:
-                    yc = y[row]
-                if not rep_last:  # the last iterate's: the step's own sums, below
-                    if not (rep_fused or rep_fused_l1):
-                        rep_dot = (_part_dot(rep.own, c, vals, idx, nnz, dense)
-                                   + _part_dot(rep.ref, c, vals, idx, nnz, dense))
-                    zr = rep_dot
-                    if fit_icpt:
-                        zr += icpt * (_part_value(rep.own, 0, c) + _part_value(rep.ref, 0, c))
-                    zr *= inv_w
-                    if coupled:
-                        mc_scores[c] = zr  # its loss: once the K scores are known
-                    else:
-                        ex_loss_r += loss_value(loss_code, zr, yc, epsilon)
-                    if c == 0:
-                        zr0 = zr
-                    if c == 0 or zr > best_r:  # the multiclass prediction: the first argmax
-                        best_r = zr
-                        best_rc = <int>c
-                if coupled:
-                    continue  # the loss of the K margins: after this loop
-                lv = loss_and_derivative(loss_code, z, yc, epsilon, &dl)
-                ex_loss += lv
-                if not isfinite(dl):
-                    # a run diverging on R^n (unbounded gradient): stop before this step
-                    self.diverged = True
-                    self.diverged_row = row
-                    return
-                coefs[b * K + c] = dl * w_i * inv_k
-                # the dual estimate's a_i = -w_i l'(z_i), whose conjugate term is
-                # w_i l*(l'(z_i)) = w_i (z_i l'(z_i) - l(z_i)) (Fenchel-Young equality)
-                b_loss_c[c] += w_i * lv
-                b_conj_c[c] += w_i * (z * dl - lv)
-                if radius_auto:
-                    # l(0; +-1) is one constant for the classification losses
-                    l0 = w_i * (loss0_unit if classifier else
-                                loss_value(loss_code, 0.0, yc, epsilon))
-                    if l0 > b_loss0:
-                        b_loss0 = l0
-            if coupled:
-                # one loss of the K margins, its gradient softmax(z) - e_y (multinomial) or
-                # e_j* - e_y (Crammer-Singer) in the scores: problem c's coefficient
-                lv = mc_loss_grad(mc, margins, K, label, mc_grad)
-                if not isfinite(lv):  # a margin overflowed: stop before this step
-                    self.diverged = True
-                    self.diverged_row = row
-                    return
-                ex_loss = lv
-                if not rep_last:
-                    ex_loss_r = mc_loss_grad(mc, mc_scores, K, label, NULL)
-                for c in range(K):
-                    coefs[b * K + c] = mc_grad[c] * w_i * inv_k
-                    # the online dual estimate: the row's loss counted once and its
-                    # conjugate term l*(grad) = <z, grad> - l (Fenchel-Young), shared out
-                    # so that the K problems' figures add up to the coupled objective's
-                    b_loss_c[c] += w_i * lv * inv_kp
-                    b_conj_c[c] += w_i * (margins[c] * mc_grad[c] - lv * inv_kp)
-                if radius_auto and w_i * loss0_unit > b_loss0:
-                    b_loss0 = w_i * loss0_unit
-            if classifier:
-                if multiclass:
-                    if best_c != label:
-                        b_mistakes += 1
-                    if best_rc != label and not rep_last:
-                        b_mistakes_r += 1
-                else:
-                    if (margins[0] > 0.0) != (y[row] > 0.0):
-                        b_mistakes += 1
-                    if (zr0 > 0.0) != (y[row] > 0.0) and not rep_last:
-                        b_mistakes_r += 1
-            b_weight += w_i
-            b_loss += ex_loss
-            b_wloss += w_i * ex_loss
-            b_wloss_r += w_i * ex_loss_r
-        # the step will be applied: commit its rows to the statistics
-        self.n_examples += bsize
-        self.n_mistakes += b_mistakes
-        self.sum_weight += b_weight
-        self.sum_loss += b_loss
-        self.sum_weighted_loss += b_wloss
-        if rep_last:  # the reported iterate is the last one: the same sums
-            b_wloss_r = b_wloss
-            b_mistakes_r = b_mistakes
-        self.sum_weighted_loss_reported += b_wloss_r
-        self.n_mistakes_reported += b_mistakes_r
-        for c in range(K):
-            # r(w_{t-1}) from ||w_{t-1}||_p (NaN without N: p = 2 on R^n)
-            self.sum_reg[c] += self.w_norm[c] * self.w_norm[c] / (2.0 * (self.p - 1.0))
-            self.sum_step_loss[c] += inv_b * b_loss_c[c]
-            self.sum_conj[c] += inv_b * b_conj_c[c]
-        if b_loss0 > self.loss0_max:
-            self.loss0_max = b_loss0
-            self.radius = sqrt(2.0 * (self.p - 1.0) * b_loss0 / sigma)
-            if self.radius == INFINITY:
-                # the square overflows where the radius itself does not (sample weights
-                # near the double range): take the roots apart
-                self.radius = sqrt(b_loss0) * sqrt(2.0 * (self.p - 1.0) / sigma)
-        # phase 2: lambda <- lambda - g_t, touching only the step's coordinates
+        bsize = ps.k if n_rows - pos >= ps.k else n_rows - pos
+        step_begin(self, &ps, bsize)
+        for b in range(bsize):  # phase 1: every row of the step at w_{t-1}
+            call_row(kn, &ps, &rw, data, indices, indptr, pos + b)
+            call_margins(kn, &ps, &rw, indices)
+            if call_loss(kn, &ps, &rw, b):
+                # a run diverging (a derivative or a coupled loss not finite): stop
+                # before this step
+                self.diverged = True
+                self.diverged_row = rw.row
+                return
+        step_commit(self, &ps, bsize)
+        # phase 2: lambda <- lambda - g_t, touching only the step's coordinates (with a
+        # single row, rw still describes it)
         if bsize == 1:
-            # vals, idx, nnz still describe the step's single row
-            xq = 0.0
-            if one_sparse:
-                cf = coefs[0]
-                if cf != 0.0:
-                    xq = apply_row(core, vals, idx, nnz, cf, resc, row_xq == NULL, row_dot,
-                                   row_xx)
-                    if row_xq != NULL:
-                        xq = row_xq[row]
-                    mov[0] = 1
-            elif one_l1:
-                cf = coefs[0]
-                if cf != 0.0:
-                    _apply_row_l1(core, vals, idx, nnz, cf)
-                    mov[0] = 1
-                # p = 2: sum_j x_j^2, from the margin's loop
-                xq = row_xq[row] if row_xq != NULL else row_xx
-            else:
-                if row_xq != NULL:
-                    xq = row_xq[row]
-                elif not p2:
-                    xq = row_power_sum(vals, nnz, q, self.quarters)
-                for e in range(nnz):
-                    xv = vals[e]
-                    if xv == 0.0:
-                        continue
-                    j = (e if dense else <Py_ssize_t>idx[e]) + 1
-                    if p2 and row_xq == NULL:
-                        xq += xv * xv
-                    for c in range(K):
-                        if coefs[c] != 0.0:
-                            _touch(core, j, c, coefs[c] * xv, &resc[c])
-                            mov[c] = 1
-            if fit_icpt:
-                xq += icpt * icpt if p2 else pow(fabs(icpt), q)
-                for c in range(K):
-                    if coefs[c] != 0.0:
-                        _touch(core, 0, c, coefs[c] * icpt, &resc[c])
-                        mov[c] = 1
-            for c in range(K):
-                if coefs[c] != 0.0:
-                    gqs[c] = (coefs[c] * coefs[c] if p2 else pow(fabs(coefs[c]), q)) * xq
-            self.touches_since_exact += nnz + 1
+            call_step(kn, &ps, &rw, indices)
         else:
-            n_touched = 0
-            for b in range(bsize):
-                row = order[pos + b]
-                if dense:
-                    start = row * n_cols
-                    nnz = n_cols
-                else:
-                    start = indptr[row]
-                    nnz = indptr[row + 1] - start
-                for e in range(-1 if fit_icpt else 0, nnz):
-                    if e < 0:
-                        j = 0
-                        xv = icpt
-                    else:
-                        xv = data[start + e]
-                        if xv == 0.0:
-                            continue
-                        j = (e if dense else <Py_ssize_t>indices[start + e]) + 1
-                    if not is_touched[j]:
-                        is_touched[j] = 1
-                        touched[n_touched] = j
-                        n_touched += 1
-                    for c in range(K):
-                        G[j * K + c] += coefs[b * K + c] * xv
-            for ti in range(n_touched):
-                j = touched[ti]
-                is_touched[j] = 0
-                for c in range(K):
-                    g = G[j * K + c]
-                    if g != 0.0:
-                        G[j * K + c] = 0.0
-                        gqs[c] += g * g if p2 else pow(fabs(g), q)
-                        _touch(core, j, c, g, &resc[c])
-                        mov[c] = 1
-            self.touches_since_exact += n_touched
-        end_steps(self, resc, mov, self.t_step, 1.0, True)
-        if lane:
-            # the weight the step's iterate got in the lane's own sums (`_end_steps`)
-            self.own_weight += self._step_weight()
-        for c in range(K):
-            gq = gqs[c] if p2 else (pow(gqs[c], 2.0 / q) if gqs[c] > 0.0 else 0.0)
-            # ||g_t||_q^2 of the step's own gradient (coefs carry the lane's scale)
-            self.regret[c] += 0.5 * gq / (self.t * sigma * step_sq)
+            call_batch(kn, &ps, data, indices, indptr, pos, bsize)
+        step_end(self, &ps)
         pos += bsize
 
 

@@ -3,14 +3,15 @@
 # coordinate through `_read_weight`, `scores` the coordinates of its rows: one formula for
 # a weight, so a row scored from the state gets the bits of the model read out whole. The
 # averages and the random iterate are read as the pass reads the reported iterate's
-# margins (`_part_value`). A read-out changes nothing.
+# margins (`_part_value`), and the pass's reading of them is here too (`rep_margin`). A
+# read-out changes nothing.
 from libc.math cimport fabs, copysign, pow, signbit
 from libc.stdint cimport uint64_t, int64_t
 
-from onlinepgs._core._pgs cimport (PGSState, Part, Readout, READ_ZERO, READ_LAST,
-                                   READ_L1_LAST, READ_SUMS, READ_RANDOM, PART_AVG2, PART_AVGQ, PART_RANDOM,
-                                   PART_L1AVG, ITERATE_LAST, ITERATE_WEIGHTED,
-                                   ITERATE_WEIGHTED2)
+from onlinepgs._core._pgs cimport (PGSState, Part, Pass, Readout, READ_ZERO, READ_LAST,
+                                   READ_L1_LAST, READ_SUMS, READ_RANDOM, PART_NONE,
+                                   PART_AVG2, PART_AVGQ, PART_RANDOM, PART_L1AVG,
+                                   ITERATE_LAST, ITERATE_WEIGHTED, ITERATE_WEIGHTED2)
 from onlinepgs._core._l1q cimport L1Q
 from onlinepgs._core._l1avg cimport l1_folded_total
 from onlinepgs._core._touch cimport _averaged
@@ -151,3 +152,34 @@ cdef inline void _read_scores(Readout rd, const double* vals, const index_t* idx
         for c in range(K):
             row[c] += (_read_weight(rd, rd.kind, 0, c) * intercept_scaling
                        if fit_intercept else 0.0)
+
+
+cdef inline double _part_dot(Part pt, Py_ssize_t c, const double* vals, const index_t* idx,
+                             Py_ssize_t nnz, bint dense) noexcept nogil:
+    """sum_e x_e (the part's entry of coordinate j_e + 1) over a row's entries (the
+    reported margin's general path: several problems, dense rows, lanes, "random")."""
+    cdef double t0 = 0.0
+    cdef Py_ssize_t e
+    if pt.kind == PART_NONE:
+        return 0.0
+    for e in range(nnz):
+        t0 += vals[e] * _part_value(pt, (e if dense else <Py_ssize_t>idx[e]) + 1, c)
+    return t0
+
+
+cdef inline void rep_margin(Pass* ps, Py_ssize_t c, double dot) noexcept nogil:
+    """The reported iterate's margin of the pass's row for problem c (`_run_pass`), into
+    rep_scores[c]: `dot` (the row's dot with the parts' sums, `_part_dot` or a fused
+    margin's), the intercept's term, over the iterates' weight total (inv_w)."""
+    cdef double zr = dot
+    if ps.fit_icpt:
+        zr += ps.icpt * (_part_value(ps.rep.own, 0, c) + _part_value(ps.rep.ref, 0, c))
+    ps.rep_scores[c] = zr * ps.inv_w
+
+
+cdef inline double rep_dot(Pass* ps, Py_ssize_t c, const double* vals, const index_t* idx,
+                           Py_ssize_t nnz) noexcept nogil:
+    """The reported iterate's dot of a row with problem c's parts (own, and ref in a
+    lane), read at the row's coordinates (the general path: `_part_dot`)."""
+    return (_part_dot(ps.rep.own, c, vals, idx, nnz, ps.dense)
+            + _part_dot(ps.rep.ref, c, vals, idx, nnz, ps.dense))

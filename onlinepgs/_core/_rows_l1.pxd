@@ -1,15 +1,18 @@
 # Rows under l1 (docs/design/core.md, "l1: soft thresholds, lazily"): the margins of
 # soft(lambda, thr) read on the fly at a row's coordinates (p = 2, and p < 2 through the
-# l_q map of the soft threshold), the one-coordinate update with l1 at p = 2
-# (`_touch_l1`: lambda, an average's folded sums, the ball's norm), and the row kernels of
-# one problem of sparse rows, which do the same entry by entry in one loop a row.
+# l_q map of the soft threshold), the row kernels of one problem of sparse rows, which do
+# `_touch_l1`'s update (_touch.pxd) entry by entry in one loop a row, and the table's
+# kernels for these configurations (_select.pxd): `margins_l1*`, `step_l1*`, `batch_l1*`.
 from libc.math cimport fabs, copysign
 from libc.stdint cimport int64_t
 
-from onlinepgs._core._pgs cimport Core, L1Heap
+from onlinepgs._core._pgs cimport Core, Pass, Row, L1Heap
+from onlinepgs._core._touch cimport TOUCH_L1, TOUCH_L1Q
+from onlinepgs._core._steps cimport step_tail, step_rows, batch_rows
+from onlinepgs._core._readout cimport rep_margin, rep_dot
 from onlinepgs._core._l1q cimport l1q_link
 from onlinepgs._core._l1avg cimport l1_avg_touch
-from onlinepgs._core._ball cimport l1_bound_sq, l1_bound_move, l1_heap_touch
+from onlinepgs._core._ball cimport l1_bound_sq, l1_heap_touch
 from onlinepgs._core._l1pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
                                       opgs_hi, opgs_add, opgs_mul, L1AvgSums, l1avg_add)
 from onlinepgs._core._sparse cimport index_t, sparse_axpy, not_inlined
@@ -119,36 +122,6 @@ cdef inline double _sparse_dot_sq_l1avg(const double* blk, Py_ssize_t S, Py_ssiz
     xx[0] = opgs_lo(sums.sq) + opgs_hi(sums.sq)
     rep[0] = opgs_lo(sums.rep) + opgs_hi(sums.rep)
     return opgs_lo(sums.margin) + opgs_hi(sums.margin)
-
-
-cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) noexcept nogil:
-    """`_touch` with l1 > 0 (p = 2): move lambda_j, keep the average's folded sums, and
-    on the ball the norm of the active set (heap, s1, n2, n_act; or the lazy bound)."""
-    cdef Py_ssize_t at = (j * core.K + c) * core.S
-    cdef double* f = core.lam + at
-    cdef double thr = core.thr[0], lam_old = f[0], a_old = fabs(lam_old), a_new
-    cdef double lam_new = lam_old - delta
-    cdef L1Heap* h
-    f[0] = lam_new
-    if core.off_on > 0:
-        # an average, folded: the sum of the iterates is acc_j + lambda_j C - sgn(lambda_j)
-        # C2 while j is active (as l2 keeps lambda_j C - acc_j) and acc_j while inactive,
-        # with the flag on = "left active at its last touch". A touch moves acc_j by the
-        # change of its active part (`l1_avg_touch`: l2's delta C when it stays active with
-        # its sign, nothing when it stays inactive). Only a coordinate that fell to the
-        # threshold since its touch (on, |lambda_j| <= thr: rare; never while a heap pops
-        # them as they fall) takes C and C2 as they stood then (`l1_acc_refold`)
-        l1_avg_touch(core, f, lam_old, lam_new, thr, core.cum[c], core.cum2[c],
-                     core.acc - core.lam, core.off_on)
-    if core.heaps == NULL:
-        return
-    h = core.heaps + c
-    a_new = fabs(lam_new)
-    if h.lazy:
-        h.bn2 += l1_bound_move(a_old, a_new, h.bbase)
-        h.touches += 1
-        return
-    l1_heap_touch(h, f + core.off_key, j, a_old, a_new, &h.s1, &h.n2, &h.peak, &h.n_act)
 
 
 cdef inline double _l1_entries(Core core, const double* vals, const index_t* idx,
@@ -273,3 +246,97 @@ cdef inline void _apply_row_l1(Core core, const double* vals, const index_t* idx
     kernel = <void (*)(Core, const double*, const index_t*, Py_ssize_t,
                        double) noexcept nogil>not_inlined(<void*>kernel)
     kernel(core, vals, idx, nnz, cf)
+
+
+cdef inline void margin_l1_done(Pass* ps, Py_ssize_t c, double z) noexcept nogil:
+    """Problem c's margin from the row's dot z with soft(lambda, thr) (p = 2): the
+    intercept's term, times the scale s_c."""
+    if ps.fit_icpt:
+        z += soft_threshold(ps.core.lam[c * ps.core.S], ps.core.thr[0]) * ps.icpt
+    ps.margins[c] = z * ps.s[c]
+
+
+cdef inline void margins_l1_one_avg(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """One problem of sparse rows, l1, an average: the margin, ||x||^2 and the average's
+    folded sums read in one loop over the row (`_sparse_dot_sq_l1avg`)."""
+    cdef Py_ssize_t S = ps.core.S
+    cdef double dot_r
+    cdef double z = _sparse_dot_sq_l1avg(ps.core.lam + S, S, ps.core.acc - ps.core.lam,
+                                         ps.core.thr[0], ps.core.cum[0], ps.core.cum2[0],
+                                         rw.vals, idx, rw.nnz, &ps.row_xx, &dot_r)
+    margin_l1_done(ps, 0, z)
+    rep_margin(ps, 0, dot_r)
+
+
+cdef inline void margins_l1_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """One problem of sparse rows, l1: the margin of soft(lambda, thr) and ||x||^2 in
+    one loop (`_sparse_dot_sq_l1`; the reported iterate, when not the last, read apart)."""
+    cdef Py_ssize_t S = ps.core.S
+    cdef double z = _sparse_dot_sq_l1(ps.core.lam + S, S, ps.core.thr[0], rw.vals, idx,
+                                      rw.nnz, &ps.row_xx)
+    margin_l1_done(ps, 0, z)
+    if not ps.rep_last:
+        rep_margin(ps, 0, rep_dot(ps, 0, rw.vals, idx, rw.nnz))
+
+
+cdef inline void margins_l1(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """l1 at p = 2, several problems or a dense row: the K margins of soft(lambda, thr)
+    and the reported iterate's."""
+    cdef Py_ssize_t c
+    for c in range(ps.K):
+        margin_l1_done(ps, c, _margin_l1(ps.core.lam, ps.K, ps.core.S, c, rw.vals, idx,
+                                         rw.nnz, ps.dense, ps.core.thr[0]))
+        if not ps.rep_last:
+            rep_margin(ps, c, rep_dot(ps, c, rw.vals, idx, rw.nnz))
+
+
+cdef inline void margins_l1q(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """l1 at p < 2: the K margins through the l_q map of the soft threshold (a power only
+    where a coordinate is active), the intercept's the same way."""
+    cdef Py_ssize_t c, S = ps.core.S
+    cdef double z, thr
+    for c in range(ps.K):
+        thr = ps.core.thr[0]
+        z = _margin_l1q(ps.core.lam, ps.K, S, c, rw.vals, idx, rw.nnz, ps.dense, thr,
+                        ps.core.l1q[c].inv_m, ps.q, ps.quarters)
+        if ps.fit_icpt:
+            z += l1q_link(ps.core.lam[c * S], thr, ps.core.l1q[c].inv_m, ps.q,
+                          ps.quarters) * ps.icpt
+        ps.margins[c] = z * ps.s[c]
+        if not ps.rep_last:
+            rep_margin(ps, c, rep_dot(ps, c, rw.vals, idx, rw.nnz))
+
+
+cdef inline void step_l1_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """A step of one row, l1 at p = 2, one problem of sparse rows: `_apply_row_l1`, then
+    the intercept (`step_tail`); ||x||^2 from the margin's loop."""
+    cdef double cf = ps.coefs[0], xq
+    if cf != 0.0:
+        _apply_row_l1(ps.core, rw.vals, idx, rw.nnz, cf)
+        ps.mov[0] = 1
+    xq = ps.row_xq[rw.row] if ps.row_xq != NULL else ps.row_xx
+    step_tail(ps, xq, rw.nnz, TOUCH_L1)
+
+
+cdef inline void step_l1(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """A step of one row, l1 at p = 2, several problems or a dense row (`step_rows`)."""
+    step_rows(ps, rw, idx, TOUCH_L1)
+
+
+cdef inline void step_l1q(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """A step of one row, l1 at p < 2 (`step_rows`)."""
+    step_rows(ps, rw, idx, TOUCH_L1Q)
+
+
+cdef inline void batch_l1(Pass* ps, const double* data, const index_t* indices,
+                          const int64_t* indptr, Py_ssize_t pos,
+                          Py_ssize_t bsize) noexcept nogil:
+    """A step of several rows, l1 at p = 2 (`batch_rows`)."""
+    batch_rows(ps, data, indices, indptr, pos, bsize, TOUCH_L1)
+
+
+cdef inline void batch_l1q(Pass* ps, const double* data, const index_t* indices,
+                           const int64_t* indptr, Py_ssize_t pos,
+                           Py_ssize_t bsize) noexcept nogil:
+    """A step of several rows, l1 at p < 2 (`batch_rows`)."""
+    batch_rows(ps, data, indices, indptr, pos, bsize, TOUCH_L1Q)

@@ -1,34 +1,19 @@
 # Rows without l1 (the l_p regularizer alone: p = 2, and p < 2 through the l_q map of
-# _mirror.pxd): the margin <phi, x> of a row, the sum of its powers |x_j|^q, and the row
-# kernel of one problem of sparse rows (`_apply_row`: lambda -= cf x with N and the lazy
-# iterates in one pass over the row). The margins of one problem of sparse rows that also
-# read ||x||^2 and the reported average's sums are _sparse.pxd's.
+# _mirror.pxd): the margin <phi, x> of a row, the row kernel of one problem of sparse rows
+# (`_apply_row`: lambda -= cf x with N and the lazy iterates in one pass over the row), and
+# the table's kernels for these configurations (_select.pxd): `margins_l2*` (one problem
+# of sparse rows: the margin's loop also takes ||x||^2 and, for an average, the reported
+# iterate's sums, _sparse.pxd's fused dots), `step_l2_one`, `step_l2`, `batch_l2`.
 from libc.math cimport fabs
 from libc.stdint cimport int64_t
 
-from onlinepgs._core._pgs cimport Core, ITERATE_RANDOM
-from onlinepgs._core._touch cimport _averaged
-from onlinepgs._core._mirror cimport mirror_row, MIRROR_CHUNK
-from onlinepgs._core._regularizer cimport phi_power_many
-from onlinepgs._core._sparse cimport index_t, sparse_axpy
-
-
-cdef inline double row_power_sum(const double* vals, Py_ssize_t nnz, double q,
-                                 int quarters) noexcept nogil:
-    """sum_e |x_e|^q = sum_e |x_e| phi_power(|x_e|) over a row's values."""
-    cdef double a_buf[MIRROR_CHUNK]
-    cdef double ph_buf[MIRROR_CHUNK]
-    cdef double total = 0.0
-    cdef Py_ssize_t base = 0, n, e
-    while base < nnz:
-        n = nnz - base if nnz - base < MIRROR_CHUNK else MIRROR_CHUNK
-        for e in range(n):
-            a_buf[e] = fabs(vals[base + e])
-        phi_power_many(a_buf, ph_buf, n, q, quarters)
-        for e in range(n):
-            total += a_buf[e] * ph_buf[e]
-        base += n
-    return total
+from onlinepgs._core._pgs cimport Core, Pass, Row, ITERATE_RANDOM
+from onlinepgs._core._touch cimport _averaged, TOUCH_PLAIN
+from onlinepgs._core._steps cimport row_power_sum, step_tail, step_rows, batch_rows
+from onlinepgs._core._readout cimport rep_margin, rep_dot
+from onlinepgs._core._mirror cimport mirror_row
+from onlinepgs._core._sparse cimport (index_t, sparse_axpy, sparse_dot_sq, sparse_dot_sq_avg2,
+                                      sparse_dot_sq_avgq)
 
 
 cdef inline double _margin(const double* phi, Py_ssize_t K, Py_ssize_t S, Py_ssize_t c,
@@ -109,3 +94,83 @@ cdef inline double _apply_row(Core core, const double* vals, const index_t* idx,
     if want_xq:
         xq = row_power_sum(vals, nnz, core.mm.q, core.mm.quarters)
     return xq
+
+
+cdef inline void margin_l2_done(Pass* ps, Py_ssize_t c, double z) noexcept nogil:
+    """Problem c's margin from the row's dot z with phi: the intercept's term, times the
+    scale s_c."""
+    if ps.fit_icpt:
+        z += ps.core.phi[c * ps.core.S] * ps.icpt
+    ps.margins[c] = z * ps.s[c]
+
+
+cdef inline void margins_l2_one_avg2(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """One problem of sparse rows, an average at p = 2: the margin, ||x||^2 and the
+    average's sum lambda_j C - acc_j read in one loop over the row."""
+    cdef Py_ssize_t S = ps.core.S
+    cdef double dot_r
+    cdef double z = sparse_dot_sq_avg2(ps.core.phi + S, ps.acc_rel, S, rw.vals, idx, rw.nnz,
+                                       &ps.row_xx, &dot_r)
+    ps.row_dot = z
+    margin_l2_done(ps, 0, z)
+    rep_margin(ps, 0, ps.core.cum[0] * z - dot_r)
+
+
+cdef inline void margins_l2_one_avgq(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """One problem of sparse rows, an average at p < 2: the margin, ||x||^2 and the
+    average's sum acc_j + phi_j (C - mark_j) read in one loop over the row."""
+    cdef Py_ssize_t S = ps.core.S
+    cdef double dot_r
+    cdef double z = sparse_dot_sq_avgq(ps.core.phi + S, ps.acc_rel, ps.mark_rel, S,
+                                       ps.core.cum[0], rw.vals, idx, rw.nnz, &ps.row_xx,
+                                       &dot_r)
+    ps.row_dot = z
+    margin_l2_done(ps, 0, z)
+    rep_margin(ps, 0, dot_r)
+
+
+cdef inline void margins_l2_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """One problem of sparse rows: the margin and ||x||^2 in one loop (the reported
+    iterate, when it is not the last, read apart: a lane's, the random iterate)."""
+    cdef Py_ssize_t S = ps.core.S
+    cdef double z = sparse_dot_sq(ps.core.phi + S, S, rw.vals, idx, rw.nnz, &ps.row_xx)
+    ps.row_dot = z
+    margin_l2_done(ps, 0, z)
+    if not ps.rep_last:
+        rep_margin(ps, 0, rep_dot(ps, 0, rw.vals, idx, rw.nnz))
+
+
+cdef inline void margins_l2(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """The K margins of a row (several problems, or a dense row), and the reported
+    iterate's."""
+    cdef Py_ssize_t c
+    for c in range(ps.K):
+        margin_l2_done(ps, c, _margin(ps.core.phi, ps.K, ps.core.S, c, rw.vals, idx, rw.nnz,
+                                      ps.dense))
+        if not ps.rep_last:
+            rep_margin(ps, c, rep_dot(ps, c, rw.vals, idx, rw.nnz))
+
+
+cdef inline void step_l2_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """A step of one row, one problem of sparse rows: `_apply_row` (with the row's dot
+    and ||x||^2 from its margin's loop), then the intercept (`step_tail`)."""
+    cdef double cf = ps.coefs[0], xq = 0.0
+    if cf != 0.0:
+        xq = _apply_row(ps.core, rw.vals, idx, rw.nnz, cf, ps.resc, ps.row_xq == NULL,
+                        ps.row_dot, ps.row_xx)
+        if ps.row_xq != NULL:
+            xq = ps.row_xq[rw.row]
+        ps.mov[0] = 1
+    step_tail(ps, xq, rw.nnz, TOUCH_PLAIN)
+
+
+cdef inline void step_l2(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """A step of one row, several problems or a dense row (`step_rows`)."""
+    step_rows(ps, rw, idx, TOUCH_PLAIN)
+
+
+cdef inline void batch_l2(Pass* ps, const double* data, const index_t* indices,
+                          const int64_t* indptr, Py_ssize_t pos,
+                          Py_ssize_t bsize) noexcept nogil:
+    """A step of several rows (`batch_rows`)."""
+    batch_rows(ps, data, indices, indptr, pos, bsize, TOUCH_PLAIN)
