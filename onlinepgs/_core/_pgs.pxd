@@ -351,8 +351,6 @@ cdef class PGSState:
     cdef double[::1] mc_grad, mc_scores
 
     cdef Core _core(self) noexcept nogil
-    cdef Part _part(self)
-    cdef Rep _rep(self)
     cdef double _denom(self, int64_t t) noexcept nogil
     cdef double _average_norm(self) noexcept nogil
     cdef double _norm_q(self, Py_ssize_t c) noexcept nogil

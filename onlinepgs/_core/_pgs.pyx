@@ -28,11 +28,10 @@ from libc.math cimport pow, fabs, sqrt, log, exp, isfinite, INFINITY
 from libc.stdint cimport uint64_t, int64_t, int32_t
 from libc.stdlib cimport free, calloc
 
-from onlinepgs._core._multiclass cimport (mc_loss_grad, MC_NONE, MC_MULTINOMIAL,
-                                          MC_CRAMMER_SINGER)
-from onlinepgs._core._regularizer cimport reg_conjugate, phi_power, phi_power_many, phi_quarters
+from onlinepgs._core._multiclass cimport MC_NONE
+from onlinepgs._core._regularizer cimport reg_conjugate, phi_quarters
 from onlinepgs._core._mirror cimport mirror_init, MIRROR_CHUNK
-from onlinepgs._core._l1q cimport L1Q, l1q_estimate, l1q_link, l1q_tol
+from onlinepgs._core._l1q cimport L1Q, l1q_tol
 from onlinepgs._core._sparse cimport index_t
 from onlinepgs._core._seen cimport _seen_compact, _note_pass
 from onlinepgs._core._touch cimport _averaged
@@ -40,48 +39,19 @@ from onlinepgs._core._steps cimport row_power_sum
 from onlinepgs._core._pass cimport pass_of, step_begin, step_commit, step_end
 from onlinepgs._core._select cimport (select_kernels, call_row, call_margins, call_loss,
                                       call_step, call_batch)
-from onlinepgs._core._l1avg cimport harmonic_diff, l1_fallen, l1_folded_total
-from onlinepgs._core._ball cimport l1_build_heap
-from onlinepgs._core._readout cimport (weight_total, _part_value, _readout, _read_all,
-                                       _read_scores)
-from onlinepgs._core._upkeep cimport settle_all, scale_of, l1q_recount, end_steps
-from onlinepgs._core._losses import LOSS_CODES, CLASSIFICATION_LOSSES
-from onlinepgs._options import PYTHON, check_pgs_state, learner_rules
+from onlinepgs._core._l1avg cimport harmonic_diff, l1_fallen
+from onlinepgs._core._readout cimport (weight_total, _part_value, rep_of, _readout,
+                                       _read_all, _read_scores)
+from onlinepgs._core._upkeep cimport settle_all, scale_of, widen_window, l1_rebuild
+from onlinepgs._core._losses import LOSS_CODES, MULTI_CLASS, multi_class_code
+from onlinepgs._options import check_pgs_state
 from onlinepgs import _layout
-from onlinepgs._layout import StateLayout
+from onlinepgs._layout import L1_MARKS_FIELDS, StateLayout
 
 if _layout.SEEN_DENSE != SEEN_DENSE:  # the list's room (_layout) and its drop rule (here)
     raise ImportError("onlinepgs._layout.SEEN_DENSE differs from the compiled core's")
 
 cnp.import_array()
-
-# the multiclass losses: one-vs-rest (K binary problems), or one loss of the K scores
-# coupling them (_multiclass.pxd; the binary loss each needs: onlinepgs._options)
-MULTI_CLASS = {"ovr": MC_NONE, "multinomial": MC_MULTINOMIAL,
-               "crammer_singer": MC_CRAMMER_SINGER}
-
-
-def multi_class_code(multi_class, str loss="logistic", bint multiclass=True):
-    """The code (_multiclass.pxd's MC_*) of `multi_class`, a name of MULTI_CLASS or
-    its code; ValueError for another value, or a coupled loss with a loss it is not
-    (multinomial: "logistic", crammer_singer: "hinge") or without K > 2 classes."""
-    names = {v: k for k, v in MULTI_CLASS.items()}
-    if isinstance(multi_class, str):
-        name = multi_class
-    elif isinstance(multi_class, int) and not isinstance(multi_class, bool):
-        name = names.get(multi_class)
-    else:
-        name = None
-    if name not in MULTI_CLASS:
-        raise ValueError(f"multi_class must be one of {sorted(MULTI_CLASS)}, "
-                         f"got {multi_class!r}")
-    if name != "ovr":
-        learner_rules({"multi_class": name, "loss": loss}, "pgs", PYTHON)
-        if not multiclass:
-            raise ValueError(f"multi_class={name!r} couples the K > 2 problems of a "
-                             "multiclass state (multiclass=True)")
-    return MULTI_CLASS[name]
-
 
 ITERATES = {"last": ITERATE_LAST, "average": ITERATE_AVERAGE,
             "weighted": ITERATE_WEIGHTED, "weighted2": ITERATE_WEIGHTED2,
@@ -170,7 +140,7 @@ cdef class PGSState:
         self.q = p / (p - 1.0)
         self.mm = mirror_init(p)
         if forget < 1.0 and p < 2.0:
-            self._widen_window()
+            widen_window(self)
         self.quarters = self.mm.quarters
         self.p_is_two = p == 2.0
         self.sigma = sigma
@@ -180,19 +150,20 @@ cdef class PGSState:
         self.radius = 0.0 if self.radius_auto else (
             float(radius) if radius is not None else float("inf"))
         self.l1 = l1
-        # l1 on the ball keeps its own norm, ||soft(lambda, thr)||, in the heaps: no N
-        self.need_norm = ((not self.p_is_two) or self.bounded) and l1 == 0.0
-        # the states that sweep their coordinates now and then (N's upkeep; l1's recounts
-        # of the ball's norm and of N, the folds of its averages) keep a list of those the
+        # the fields of a (coordinate, problem), the arrays that grow with the width and
+        # what the state keeps beside them: onlinepgs._layout, which max_model_bytes and
+        # the model files read too
+        self.layout = StateLayout(p=p, iterate=iterate, l1=l1, radius=radius,
+                                  batch_size=batch_size, n_problems=n_problems)
+        # N, the l_q map's running sum (p < 2, or the ball's norm at p = 2; l1 on the ball
+        # keeps its own norm, ||soft(lambda, thr)||, in the heaps)
+        self.need_norm = self.layout.keeps_norm
+        # the states that sweep their coordinates now and then keep a list of those the
         # passes reached, so that a sweep is not one of the width (2^24 and more hashed)
-        self.keep_seen = self.need_norm or (l1 > 0.0 and (
-            self.bounded or p != 2.0 or _averaged(ITERATES[iterate])))
+        self.keep_seen = self.layout.keeps_seen
         # l1 on the ball keeps the active coordinates in heaps while the ball may bind (its
-        # norm moves with thr; none while it cannot, `_l1_ball_factor`); an average keeps
-        # its sums folded with a flag per coordinate (`_touch_l1`; the heap's pops fold a
-        # coordinate as it falls to the threshold, else closed forms, `l1_fallen`)
-        self.l1_heap = l1 > 0.0 and p == 2.0 and self.bounded
-        l1_folded = l1 > 0.0 and p == 2.0 and _averaged(ITERATES[iterate])
+        # norm moves with thr; none while it cannot, `l1_ball_factor`), keyed by a field
+        self.l1_heap = self.layout.offset("key") is not None
         self.norm_low = self.mm.norm_low
         self.r_hi = self.mm.r_hi
         self.headroom = self.mm.headroom
@@ -214,20 +185,16 @@ cdef class PGSState:
         self.decay = 1.0
         self.weight_sum = 0.0
         K = n_problems
-        # the fields of a (coordinate, problem) and the arrays that grow with the width:
-        # onlinepgs._layout, which max_model_bytes and the model files read too
-        self.layout = StateLayout(p=p, iterate=iterate, l1=l1, radius=radius,
-                                  batch_size=batch_size, n_problems=n_problems)
         fields = self.layout.fields
-        if self.layout.keeps_seen != self.keep_seen or ("key" in fields) != self.l1_heap \
-                or ("on" in fields) != l1_folded:
-            raise AssertionError("onlinepgs._layout disagrees with PGSState")
         self.n_fields = len(fields)
-        self.off_key = fields.index("key") if "key" in fields else 0
-        self.off_on = fields.index("on") if "on" in fields else 0
-        self.off_phi = fields.index("phi") if "phi" in fields else 0
-        self.off_acc = fields.index("acc") if "acc" in fields else -1
-        self.off_mark = fields.index("mark") if "mark" in fields else -1
+        # an absent field's offset: 0 (phi is lambda at p = 2; the heap's key and the
+        # flag are tested > 0), or -1
+        offset = {name: i for i, name in enumerate(fields)}
+        self.off_key = offset.get("key", 0)
+        self.off_on = offset.get("on", 0)
+        self.off_phi = offset.get("phi", 0)
+        self.off_acc = offset.get("acc", -1)
+        self.off_mark = offset.get("mark", -1)
         self.norm_a = np.zeros(K)
         self.scale_a = np.ones(K)
         self.s_a = np.zeros(K)
@@ -270,46 +237,6 @@ cdef class PGSState:
             self.heaps = NULL
         free(self.l1q)
         self.l1q = NULL
-
-    def _l1_rebuild(self, l1q_sums=None):
-        """Set the threshold from t and sigma, and build the heaps afresh from lambda:
-        the coordinates above it, their sums and the norm (O(dim), at a load, a copy or a
-        change of sigma). p < 2: N(thr)'s sums are counted again, or, where `l1q_sums`
-        gives them (a load or a copy: the running state's own, estimate and all, so that
-        it continues bit for bit), taken as they are."""
-        cdef Py_ssize_t c
-        if self.l1 == 0.0:
-            return
-        self.l1_thr = self._denom(self.t) * self.l1 / self.sigma
-        if self.l1q != NULL and l1q_sums is not None:
-            for c in range(self.n_problems):
-                (self.l1q[c].thr0, self.l1q[c].m, self.l1q[c].s0, self.l1q[c].s1,
-                 self.l1q[c].s2) = [float(v) for v in l1q_sums[c]]
-                self.l1q[c].inv_m = 1.0 / self.l1q[c].m
-                self.l1q[c].outgrown = 0
-        elif self.l1q != NULL:
-            for c in range(self.n_problems):
-                l1q_recount(self, c)
-        if self.heaps == NULL:
-            return
-        for c in range(self.n_problems):
-            if l1_build_heap(self, c, NULL, self.dim):
-                raise MemoryError()
-
-    def _widen_window(self):
-        """Forgetting, p < 2: widen M's window from [M / 2, 2 M] to [M / 2^g, 2^g M],
-        g = 256 / q, and its headroom to 1.75^g (the rule near p = 1, _mirror.pxd).
-        lambda~ grows by 1 / gamma a step on the coordinates the rows keep touching, so
-        the 3.5-fold window would be refreshed every ln 3.5 / ln(1 / gamma) steps (1,252
-        at 0.999), a sweep over the coordinates reached each time; 3.5^g-fold lasts g
-        times longer. Every phi stays within 2^-256 .. 2^256 (g (q - 1) < 256) and N
-        below dim 2^256 (g q = 256). Where g <= 1 (q >= 256) the window stays."""
-        cdef double g = 256.0 / self.mm.q
-        if g <= 1.0 or self.mm.r_hi > 2.0:
-            return
-        self.mm.r_hi = pow(2.0, g)
-        self.mm.headroom = pow(1.75, g)
-        self.mm.norm_low = pow(self.mm.r_hi, -self.mm.q)
 
     # ---- storage ---------------------------------------------------------------
     def _allocate(self, Py_ssize_t new_dim):
@@ -584,7 +511,7 @@ cdef class PGSState:
                                                 and (l1q_sums[:, 1] > 0).all()):
                 raise ValueError(f"solver state array l1q_a is not {K} rows of a reference "
                                  "threshold, a positive scale and three finite sums")
-        self._l1_rebuild(l1q_sums)
+        l1_rebuild(self, l1q_sums)
         return self
 
     def _l1q_sums(self):
@@ -626,55 +553,6 @@ cdef class PGSState:
         core.p_is_two = self.p_is_two
         core.need_norm = self.need_norm
         return core
-
-    cdef Part _part(self):
-        """The lazy sums of the iterate this state reports, for the pass to read (see
-        Rep; a lane reads its global state's, `_merge.fork`'s reference, the same way)."""
-        cdef Part pt
-        pt.kind = PART_NONE
-        pt.blk = &self.block[0, 0, 0]
-        pt.K = self.n_problems
-        pt.S = self.n_fields
-        pt.off_phi = self.off_phi
-        pt.off_acc = self.off_acc
-        pt.off_mark = self.off_mark
-        pt.dim = self.dim
-        pt.cum = &self.cum[0]
-        pt.snap = &self.snap[0, 0]
-        pt.snapv = &self.snapv[0, 0]
-        pt.rnd_ver = &self.rnd_ver[0]
-        pt.rnd_s = &self.rnd_s[0]
-        pt.cum2 = &self.cum2[0]
-        pt.thr = &self.l1_thr
-        pt.off_on = self.off_on
-        pt.t = &self.t
-        pt.l1 = self.l1
-        pt.sigma = self.sigma
-        pt.iterate = self.iterate
-        if _averaged(self.iterate):
-            pt.kind = PART_AVG2 if self.p_is_two else PART_AVGQ
-            if self.l1 > 0.0:
-                pt.kind = PART_L1AVG
-        elif self.iterate == ITERATE_RANDOM:
-            pt.kind = PART_RANDOM
-        return pt
-
-    cdef Rep _rep(self):
-        """How this pass reads the reported iterate's margins (see Rep and `_run_pass`)."""
-        cdef Rep rep
-        cdef PGSState ref = self.reference
-        rep.own = self._part()
-        rep.ref.kind = PART_NONE
-        rep.ref_weight = 0.0
-        rep.last = self.iterate == ITERATE_LAST and ref is None
-        if ref is not None:
-            # a lane: its round starts from ref's iterates, which its own sums lack
-            rep.ref = ref._part()
-            if ref.iterate == ITERATE_LAST:
-                rep.last = True
-            elif rep.ref.kind != PART_RANDOM:
-                rep.ref_weight = ref._average_norm()
-        return rep
 
     # ---- scalars -------------------------------------------------------------------
     cdef double _denom(self, int64_t t) noexcept nogil:
@@ -743,41 +621,26 @@ cdef class PGSState:
             self.n_rescales += 1
             self.n_restarts += 1
 
-    def _l1_folded_sum(self, int j, int c=0):
-        """The weighted sum of coordinate j's iterates in problem c, an l1 average
-        (`l1_folded_total`: a diagnostic for the tests)."""
-        cdef const double* f = &self.block[j, c, 0]
-        if self.off_on == 0:
-            raise ValueError("only an l1 average keeps its sums folded")
-        return l1_folded_total(f[0], f[self.off_acc], f[self.off_on], self.cum[c],
-                               self.cum2[c], self.l1_thr, self.l1_sum_t, self.sigma, self.l1,
-                               self.iterate)
+    def l1_ball(self):
+        """The l1 ball's bookkeeping of each problem (l1 > 0 at p = 2 on a ball; None for
+        another state): a dict per problem of ``lazy`` (True while the ball cannot bind:
+        no heap, the factor 1 from a bound of the norm), ``bound_base`` (that bound's
+        base: 0 where it is ||lambda||^2; NaN with a heap) and ``heap_entries`` (the
+        heap's entries, live and dead). A diagnostic, as ``n_rescales`` is
+        (docs/design/core.md, "l1: soft thresholds, lazily").
 
-    def _l1_lazy(self, int c=0):
-        """Whether problem c's ball runs without its heap now (a diagnostic for the tests)."""
-        return self.heaps != NULL and self.heaps[c].lazy
-
-    def _l1_bound_base(self, int c=0):
-        """Problem c's lazy bound's base bbase (0: the bound is ||lambda||^2), NaN with no
-        lazy bound (a diagnostic for the tests)."""
-        if self.heaps == NULL or not self.heaps[c].lazy:
-            return float("nan")
-        return self.heaps[c].bbase
-
-    def _l1_heap_entries(self, int c=0):
-        """The entries in problem c's heap, live and dead (a diagnostic for the tests)."""
-        return self.heaps[c].n if self.heaps != NULL else 0
-
-    def _l1q_norm_sum(self, int c=0, bint exact=False):
-        """l1, p < 2: N(thr) = sum_j (|lambda_j| - thr)_+^q of problem c as the state
-        estimates it (the scale's), or counted exactly (a diagnostic for the tests)."""
-        cdef double bound
-        if self.l1q == NULL:
-            raise ValueError("only a state with l1 > 0 and p < 2 keeps N(thr) this way")
-        if exact:
-            x = np.abs(np.asarray(self.lam_a)[:, c]) - self.l1_thr
-            return float(np.sum((x[x > 0] / self.l1q[c].m) ** self.q)) * self.l1q[c].m ** self.q
-        return l1q_estimate(self.l1q + c, self.l1_thr, self.q, &bound) * self.l1q[c].m ** self.q
+        Examples
+        --------
+        >>> from onlinepgs._core import PGSState
+        >>> PGSState(l1=0.01, radius=1.0).l1_ball()
+        [{'lazy': True, 'bound_base': 0.0, 'heap_entries': 0}]
+        """
+        cdef Py_ssize_t c
+        if self.heaps == NULL:
+            return None
+        return [{"lazy": bool(self.heaps[c].lazy),
+                 "bound_base": self.heaps[c].bbase if self.heaps[c].lazy else float("nan"),
+                 "heap_entries": int(self.heaps[c].n)} for c in range(self.n_problems)]
 
     # ---- read-out ------------------------------------------------------------------------
     def weights(self, str which=None):
@@ -1008,7 +871,7 @@ cdef class PGSState:
         new.sigma = sigma
         # l1: the threshold moves with sigma (down for a larger one), so the active sets
         # are found again (the lazy sums were settled above at the old sigma)
-        new._l1_rebuild()
+        l1_rebuild(new)
         if new.radius_auto and new.loss0_max > 0.0:
             new.radius = sqrt(new.loss0_max) * sqrt(2.0 * (new.p - 1.0) / sigma)
         if new.t > 0:
@@ -1055,43 +918,30 @@ cdef class PGSState:
                 raise ValueError("row_power_sums must have one entry per row")
             rps_ptr = &rps[0] if rps.shape[0] else NULL
         cdef const double[::1] d = data
+        cdef const double* vals = &d[0] if d.shape[0] else NULL
         cdef const int32_t[::1] ind32
         cdef const int64_t[::1] ind64
         cdef int64_t[::1] ptr64
-        cdef Core core
         cdef Rep rep
         if n_cols + 1 > self.dim:
             raise ValueError("state dimension too small for the data")
-        core = self._core()
-        rep = self._rep()
+        rep = rep_of(self)
         if indices is None:
             with nogil:
-                _note_pass(&self.seen, core.lam, core.K, core.S, <const int32_t*>NULL,
-                           <int64_t*>NULL, order, n_cols, True, self.fit_intercept)
-                _run_pass(self, &d[0] if d.shape[0] else NULL, <const int32_t*>NULL, <int64_t*>NULL,
-                          n_cols, y, sample_weight, order, classifier, True, rps_ptr, rep)
+                _run_pass(self, vals, <const int32_t*>NULL, <int64_t*>NULL, n_cols, y,
+                          sample_weight, order, classifier, True, rps_ptr, rep)
             return
         ptr64 = np.array(indptr, dtype=np.int64)  # writable copy of n_rows + 1 offsets
         if indices.dtype == np.int32:
             ind32 = indices
             with nogil:
-                _note_pass(&self.seen, core.lam, core.K, core.S,
-                           &ind32[0] if ind32.shape[0] else NULL, &ptr64[0], order, 0,
-                           False, self.fit_intercept)
-                _run_pass(self, &d[0] if d.shape[0] else NULL,
-                          &ind32[0] if ind32.shape[0] else NULL, &ptr64[0], 0,
+                _run_pass(self, vals, &ind32[0] if ind32.shape[0] else NULL, &ptr64[0], 0,
                           y, sample_weight, order, classifier, False, rps_ptr, rep)
         else:
             ind64 = indices
             with nogil:
-                _note_pass(&self.seen, core.lam, core.K, core.S,
-                           &ind64[0] if ind64.shape[0] else NULL, &ptr64[0], order, 0,
-                           False, self.fit_intercept)
-                _run_pass(self, &d[0] if d.shape[0] else NULL,
-                          &ind64[0] if ind64.shape[0] else NULL, &ptr64[0], 0,
+                _run_pass(self, vals, &ind64[0] if ind64.shape[0] else NULL, &ptr64[0], 0,
                           y, sample_weight, order, classifier, False, rps_ptr, rep)
-
-
 
 
 def row_power_sums(const double[::1] data, const int64_t[::1] indptr, double p):
@@ -1108,21 +958,6 @@ def row_power_sums(const double[::1] data, const int64_t[::1] indptr, double p):
             if indptr[i + 1] > indptr[i]:
                 out[i] = row_power_sum(d + indptr[i], indptr[i + 1] - indptr[i], q, quarters)
     return out_a
-
-
-def _phi_power_check(const double[::1] r, double p):
-    """(phi_power, phi_power_many) of every r >= 0 at q = p / (p - 1), for the tests."""
-    cdef double q = p / (p - 1.0)
-    cdef int quarters = phi_quarters(q)
-    cdef Py_ssize_t e, n = r.shape[0]
-    scalar_a = np.zeros(n)
-    packed_a = np.zeros(n)
-    cdef double[::1] scalar = scalar_a, packed = packed_a
-    for e in range(n):
-        scalar[e] = phi_power(r[e], q, quarters) if r[e] > 0.0 else 0.0
-    if n:
-        phi_power_many(&r[0], &packed[0], n, q, quarters)
-    return scalar_a, packed_a
 
 
 cdef void _run_pass(PGSState self, const double* data, const index_t* indices,
@@ -1142,6 +977,9 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices,
                            n_rows, row_xq)
     cdef RowKernels kn = select_kernels(&ps, indices)
     cdef Row rw
+    # the coordinates the rows may reach, for the sweeps (_seen.pxd)
+    _note_pass(&self.seen, ps.core.lam, ps.K, ps.core.S, indices, indptr, order, n_cols, dense,
+               self.fit_intercept)
     while pos < n_rows:
         bsize = ps.k if n_rows - pos >= ps.k else n_rows - pos
         step_begin(self, &ps, bsize)
@@ -1165,26 +1003,6 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices,
         pos += bsize
 
 
-def multiclass_loss(multi_class, const double[:, ::1] scores, const int64_t[::1] labels):
-    """Each row's coupled multiclass loss (`multi_class` "multinomial" or
-    "crammer_singer", _multiclass.pxd) at its K scores, for label indices 0..K-1 (the
-    streaming engine's held-out rows). ValueError for a label outside 0..K-1."""
-    cdef int code = MULTI_CLASS.get(multi_class, MC_NONE)
-    cdef Py_ssize_t i, n = scores.shape[0], K = scores.shape[1]
-    if code == MC_NONE:
-        raise ValueError(f"multiclass_loss is the loss of a coupled multi_class "
-                         f"('multinomial' or 'crammer_singer'), got {multi_class!r}")
-    if labels.shape[0] != n:
-        raise ValueError(f"{n} rows of scores but {labels.shape[0]} labels")
-    out_a = np.zeros(n)
-    cdef double[::1] out = out_a
-    for i in range(n):
-        if not (0 <= labels[i] < K):
-            raise ValueError(f"label index {labels[i]} of row {i} is not in 0..{K - 1}")
-        out[i] = mc_loss_grad(code, &scores[i, 0], K, labels[i], NULL)
-    return out_a
-
-
 def _merge_module():
     # imported on first use: _merge cimports this module, which must be loaded first
     from onlinepgs._core import _merge
@@ -1196,15 +1014,17 @@ def _rebuild_state(d):
 
 
 def _unfold_marks_layout(d):
-    """A state dict of an l1 average written when it kept marks (block fields lam, acc,
-    mark, markp, ver; no ``l1_folded``) in today's layout: the sums of the active
-    coordinates folded (`_touch_l1`), the others' settled already (the heap popped them);
-    (lam, acc, on) on R^n, (lam, acc, key, on) on the ball (the heap's field, set afresh
-    when the heap is built at the load). Other dicts are returned as they are."""
+    """A state dict of an l1 average written when it kept marks (block fields
+    `onlinepgs._layout.L1_MARKS_FIELDS`; no ``l1_folded``) in today's layout (its
+    `StateLayout.fields`): the sums of the active coordinates folded (`_touch_l1`), the
+    others' settled already (the heap popped them); on the ball the heap's key is the old
+    version field, set afresh when the heap is built at the load. Other dicts are
+    returned as they are."""
     block = np.asarray(d.get("block_a"))
-    if d.get("l1_folded") or block.ndim != 3 or block.shape[2] != 5:
+    if d.get("l1_folded") or block.ndim != 3 or block.shape[2] != len(L1_MARKS_FIELDS):
         return d
-    lam, acc, mark, markp, ver = (block[:, :, k] for k in range(5))
+    old = {name: block[:, :, k] for k, name in enumerate(L1_MARKS_FIELDS)}
+    lam, acc, mark, markp = old["lam"], old["acc"], old["mark"], old["markp"]
     cum, cum2 = np.asarray(d["cum_a"]), np.asarray(d["cum2_a"])
     thr = (int(d["t"]) + 1.0) * float(d["config"]["l1"])
     a = np.abs(lam)
@@ -1212,9 +1032,10 @@ def _unfold_marks_layout(d):
     total = acc + np.where(active, np.sign(lam) * np.maximum(
         a * (cum - mark) - (cum2 - markp), 0.0), 0.0)
     folded = np.where(active, total - lam * cum + np.sign(lam) * cum2, total)
-    fields = [lam, folded] + ([ver] if d["config"].get("radius") is not None else [])
+    new = {"lam": lam, "acc": folded, "key": old["ver"], "on": active * 1.0}
     d = dict(d, l1_folded=1)
-    d["block_a"] = np.ascontiguousarray(np.stack(fields + [active * 1.0], axis=2))
+    d["block_a"] = np.ascontiguousarray(np.stack(
+        [new[name] for name in StateLayout.of(d["config"]).fields], axis=2))
     return d
 
 

@@ -8,10 +8,11 @@
 from libc.math cimport fabs, copysign, pow, signbit
 from libc.stdint cimport uint64_t, int64_t
 
-from onlinepgs._core._pgs cimport (PGSState, Part, Pass, Readout, READ_ZERO, READ_LAST,
+from onlinepgs._core._pgs cimport (PGSState, Part, Rep, Pass, Readout, READ_ZERO, READ_LAST,
                                    READ_L1_LAST, READ_SUMS, READ_RANDOM, PART_NONE,
                                    PART_AVG2, PART_AVGQ, PART_RANDOM, PART_L1AVG,
-                                   ITERATE_LAST, ITERATE_WEIGHTED, ITERATE_WEIGHTED2)
+                                   ITERATE_LAST, ITERATE_WEIGHTED, ITERATE_WEIGHTED2,
+                                   ITERATE_RANDOM)
 from onlinepgs._core._l1q cimport L1Q
 from onlinepgs._core._l1avg cimport l1_folded_total
 from onlinepgs._core._touch cimport _averaged
@@ -54,10 +55,61 @@ cdef inline double _part_value(Part pt, Py_ssize_t j, Py_ssize_t c) noexcept nog
     return 0.0
 
 
+cdef inline Part part_of(PGSState st):
+    """The lazy sums of the iterate this state reports, for the pass to read (see
+    Rep; a lane reads its global state's, `_merge.fork`'s reference, the same way)."""
+    cdef Part pt
+    pt.kind = PART_NONE
+    pt.blk = &st.block[0, 0, 0]
+    pt.K = st.n_problems
+    pt.S = st.n_fields
+    pt.off_phi = st.off_phi
+    pt.off_acc = st.off_acc
+    pt.off_mark = st.off_mark
+    pt.dim = st.dim
+    pt.cum = &st.cum[0]
+    pt.snap = &st.snap[0, 0]
+    pt.snapv = &st.snapv[0, 0]
+    pt.rnd_ver = &st.rnd_ver[0]
+    pt.rnd_s = &st.rnd_s[0]
+    pt.cum2 = &st.cum2[0]
+    pt.thr = &st.l1_thr
+    pt.off_on = st.off_on
+    pt.t = &st.t
+    pt.l1 = st.l1
+    pt.sigma = st.sigma
+    pt.iterate = st.iterate
+    if _averaged(st.iterate):
+        pt.kind = PART_AVG2 if st.p_is_two else PART_AVGQ
+        if st.l1 > 0.0:
+            pt.kind = PART_L1AVG
+    elif st.iterate == ITERATE_RANDOM:
+        pt.kind = PART_RANDOM
+    return pt
+
+
+cdef inline Rep rep_of(PGSState st):
+    """How this pass reads the reported iterate's margins (see Rep and `_run_pass`)."""
+    cdef Rep rep
+    cdef PGSState ref = st.reference
+    rep.own = part_of(st)
+    rep.ref.kind = PART_NONE
+    rep.ref_weight = 0.0
+    rep.last = st.iterate == ITERATE_LAST and ref is None
+    if ref is not None:
+        # a lane: its round starts from ref's iterates, which its own sums lack
+        rep.ref = part_of(ref)
+        if ref.iterate == ITERATE_LAST:
+            rep.last = True
+        elif rep.ref.kind != PART_RANDOM:
+            rep.ref_weight = ref._average_norm()
+    return rep
+
+
 cdef inline Readout _readout(PGSState st, int it):
     """How iterate `it` (the state's own or the last) is read from the state's fields."""
     cdef Readout rd
-    rd.pt = st._part()
+    rd.pt = part_of(st)
     rd.s = &st.s[0]
     rd.l1q = st.l1q
     rd.qm1 = st.q - 1.0

@@ -4,7 +4,7 @@
 # map (N recounted, M refreshed), forgetting's renormalization, the lazy averages' running
 # sums (settled and restarted), the random iterate's reservoir. Sweeps visit the
 # coordinates reached (`PGSState._sweep`, _seen.pxd).
-from libc.math cimport fabs, sqrt, exp, log, isfinite
+from libc.math cimport fabs, sqrt, exp, log, pow, isfinite
 from libc.stdint cimport int64_t
 
 from onlinepgs._core._pgs cimport PGSState, L1Heap, ITERATE_RANDOM
@@ -13,7 +13,8 @@ from onlinepgs._core._mirror cimport (mirror_scale, mirror_refresh_due, mirror_c
                                       mirror_drift_due, mirror_link, mirror_max, mirror_count)
 from onlinepgs._core._l1q cimport L1Q, l1q_add, l1q_estimate
 from onlinepgs._core._l1avg cimport l1_folded_total
-from onlinepgs._core._ball cimport l1_ball_factor, l1_heaps_pop, l1_heaps_upkeep
+from onlinepgs._core._ball cimport (l1_ball_factor, l1_heaps_pop, l1_heaps_upkeep,
+                                    l1_build_heap)
 from onlinepgs._core._random cimport uniform01
 
 
@@ -194,6 +195,22 @@ cdef inline void l1_settle_all(PGSState st, Py_ssize_t c) noexcept nogil:
     st.cum2[c] = 0.0
 
 
+cdef inline void widen_window(PGSState st) noexcept nogil:
+    """Forgetting, p < 2: widen M's window from [M / 2, 2 M] to [M / 2^g, 2^g M],
+    g = 256 / q, and its headroom to 1.75^g (the rule near p = 1, _mirror.pxd).
+    lambda~ grows by 1 / gamma a step on the coordinates the rows keep touching, so
+    the 3.5-fold window would be refreshed every ln 3.5 / ln(1 / gamma) steps (1,252
+    at 0.999), a sweep over the coordinates reached each time; 3.5^g-fold lasts g
+    times longer. Every phi stays within 2^-256 .. 2^256 (g (q - 1) < 256) and N
+    below dim 2^256 (g q = 256). Where g <= 1 (q >= 256) the window stays."""
+    cdef double g = 256.0 / st.mm.q
+    if g <= 1.0 or st.mm.r_hi > 2.0:
+        return
+    st.mm.r_hi = pow(2.0, g)
+    st.mm.headroom = pow(1.75, g)
+    st.mm.norm_low = pow(st.mm.r_hi, -st.mm.q)
+
+
 cdef inline void renormalize(PGSState st) noexcept nogil:
     """Forgetting: bring lambda~ back to G = 1 (lambda~, M, the lazy sums and their
     divisor times G), which leaves every iterate as it is. One sweep over the
@@ -361,3 +378,29 @@ cdef inline void end_steps(PGSState st, int* need_rescale, int* moved, int64_t s
             st.rnd_ver[c] += 1
             st.rnd_s[c] = st.s[c]
     st.l1_sum_t = st.t
+
+
+cdef inline void l1_rebuild(PGSState st, l1q_sums=None):
+    """Set the threshold from t and sigma, and build the heaps afresh from lambda:
+    the coordinates above it, their sums and the norm (O(dim), at a load, a copy or a
+    change of sigma). p < 2: N(thr)'s sums are counted again, or, where `l1q_sums`
+    gives them (a load or a copy: the running state's own, estimate and all, so that
+    it continues bit for bit), taken as they are."""
+    cdef Py_ssize_t c
+    if st.l1 == 0.0:
+        return
+    st.l1_thr = st._denom(st.t) * st.l1 / st.sigma
+    if st.l1q != NULL and l1q_sums is not None:
+        for c in range(st.n_problems):
+            (st.l1q[c].thr0, st.l1q[c].m, st.l1q[c].s0, st.l1q[c].s1,
+             st.l1q[c].s2) = [float(v) for v in l1q_sums[c]]
+            st.l1q[c].inv_m = 1.0 / st.l1q[c].m
+            st.l1q[c].outgrown = 0
+    elif st.l1q != NULL:
+        for c in range(st.n_problems):
+            l1q_recount(st, c)
+    if st.heaps == NULL:
+        return
+    for c in range(st.n_problems):
+        if l1_build_heap(st, c, NULL, st.dim):
+            raise MemoryError()
