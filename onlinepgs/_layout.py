@@ -51,8 +51,8 @@ SAVED = ("block_a", "snap_a", "snapv_a")
 SEEN_DENSE = 4
 
 # the block's fields of an l1 average (p = 2) as states were written before its sums were
-# folded with a flag (a model file may hold them: `onlinepgs._core._pgs.
-# _unfold_marks_layout` reads them into today's `StateLayout.fields`)
+# folded with a flag (a model file may hold them: `onlinepgs._core._state_dict.
+# unfold_marks_layout` reads them into today's `StateLayout.fields`)
 L1_MARKS_FIELDS = ("lam", "acc", "mark", "markp", "ver")
 
 _ITEMSIZE = {"f8": 8, "i8": 8, "u1": 1}

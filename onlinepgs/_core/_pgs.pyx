@@ -1,23 +1,14 @@
 # cython: language_level=3
 """The Primal Gradient Solver's state and its pass over rows (Zhu et al., 2009, Figure 1).
 
-Every iterate is w_t = s_t * phi(lambda) coordinate-wise (docs/design/method.md): for p = 2,
-phi = lambda; for p < 2, phi_j = sgn(lambda_j) (|lambda_j| / M)^(q-1) with a per-problem
-scale M that keeps the powers inside double range, and N = sum_j (|lambda_j| / M)^q is
-a running scalar. A step touches only the coordinates of its rows; s_t, N and the
-sums behind the averaged iterates are scalars, so every step costs O(nnz).
-
-Averaged iterates are lazy: the running sum C_t of s_t (of t s_t for "weighted", of t^2 s_t
-for "weighted2") lets
-coordinate j be settled only when touched. For p = 2 one array suffices,
-D_j = sum_u (change of phi_j at step u) C_{u-1}, and the sum of w_j is C_T phi_j - D_j; for
-p < 2, phi spans many magnitudes and that difference would cancel, so each touch adds
-phi_j (C - mark_j) exactly and moves mark_j.
-
-The fields of one (coordinate, problem) sit side by side in one block (see PGSState),
-the K one-vs-rest problems of a coordinate next to each other, so one pass over a row
-serves every class and one coordinate's update touches one cache line. Coordinate 0 is
-the intercept's constant feature; feature j of the data is coordinate j + 1.
+`PGSState` holds what PGS carries between steps, for K problems sharing one pass: every
+iterate is w_t = s_t phi(lambda) coordinate-wise, the lazy averages kept as running sums,
+the fields of a (coordinate, problem) side by side in one block (docs/design/core.md).
+Here: the state's construction, storage and Python API (read-out, statistics, forks),
+and the pass (`_run_pass`), which calls the kernels of the table chosen once a run
+(_select.pxd). The kernels and the upkeep between steps live in the units _pgs.pxd
+lists; the state as a dict in _state_dict.pyx, the merge of Dask's lanes in _merge.pyx.
+Coordinate 0 is the intercept's constant feature; feature j of the data is j + 1.
 """
 cimport cython
 import math
@@ -53,21 +44,16 @@ if _layout.SEEN_DENSE != SEEN_DENSE:  # the list's room (_layout) and its drop r
 
 cnp.import_array()
 
+STATE_VERSION = 4  # of `to_dict`'s (_state_dict.pyx); 4: the reported iterate's sums
+
 ITERATES = {"last": ITERATE_LAST, "average": ITERATE_AVERAGE,
             "weighted": ITERATE_WEIGHTED, "weighted2": ITERATE_WEIGHTED2,
             "random": ITERATE_RANDOM}
 
 
-# For p < 2 the scale M is kept within a factor 2 of max_j |lambda_j| (refreshed when a
-# coordinate passes 2M, or when N < 2^-q, i.e. all fall below M/2): the powers stay in
-# range and s_t keeps one magnitude, which the lazy averages' running sums need for
-# precision. The refresh is O(dim) and happens O(log t) times.
-STATE_VERSION = 4  # 4: the reported iterate's progressive sums
-# The l_q map's window of M, its headroom, its narrowing near p = 1 and N's recount
-# rule: _mirror.pxd, shared with SDCA.
 # How near 1 p may come (q - 1 at most 2^23) is a rule of onlinepgs._options
-# (MAX_Q_MINUS_1, check_p): past it the weights are not worth computing, and the window
-# of M (_mirror.pxd) is so narrow that its refreshes dominate the run.
+# (MAX_Q_MINUS_1, check_p); the l_q map's window of M, its headroom and N's recount:
+# _mirror.pxd, shared with SDCA.
 # The lazy averages for p < 2 take differences C - mark_j of the running sum C of weighted
 # scales: a term far below C is lost in it, and with it coordinate j's weight for that
 # step. s_t falls steeply as lambda grows between refreshes of M when q is large (by up to
@@ -407,117 +393,22 @@ cdef class PGSState:
 
     def to_dict(self):
         """The whole state as plain numbers and arrays (copies)."""
-        return self._as_dict(True)
+        return _state_dict().as_dict(self, True)
 
     def copy(self):
         """An independent copy of the state (each array copied once; where the state
         keeps the list of the coordinates reached, their rows only). The list is copied
         too: finding it again is a scan of the whole block, which a race's fork
         (`with_sigma`) would pay each time."""
-        return PGSState._restore(self._as_dict(False), self._seen_coords(), True)
-
-    def _as_dict(self, bint copy):
-        d = dict(version=STATE_VERSION, config=self.config(), dim=self.dim,
-                 t=self.t, n_examples=self.n_examples, n_mistakes=self.n_mistakes,
-                 rnd_t=self.rnd_t, touches_since_exact=self.touches_since_exact,
-                 span=self.span,
-                 sum_weight=self.sum_weight, sum_loss=self.sum_loss,
-                 sum_weighted_loss=self.sum_weighted_loss, loss0_max=self.loss0_max,
-                 sum_weighted_loss_reported=self.sum_weighted_loss_reported,
-                 n_mistakes_reported=self.n_mistakes_reported,
-                 radius_now=self.radius, rng=int(self.rng))
-        if self.forgetting:
-            d.update(tau=self.tau, decay=self.decay, weight_sum=self.weight_sum)
-        if self.l1 > 0.0:
-            d["cum2_a"] = np.array(self.cum2_a, copy=True) if copy else self.cum2_a
-        if self.l1q != NULL:
-            d["l1q_a"] = self._l1q_sums()
-        if self.off_on > 0:
-            # the sums folded with a flag (before: marks and a heap's version count)
-            d["l1_folded"] = 1
-        for name in ("block_a", "snap_a", "snapv_a", "norm_a", "scale_a",
-                     "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a",
-                     "sum_conj_a", "sum_step_loss_a", "sum_reg_a"):
-            d[name] = np.array(getattr(self, name), copy=True) if copy else getattr(self, name)
-        return d
+        io = _state_dict()
+        return io.restore(PGSState, io.as_dict(self, False), self._seen_coords(), True)
 
     @classmethod
     def from_dict(cls, d):
         """The state of `to_dict`; version 2 (before the online dual estimate) is read with
         that estimate unknown (NaN) from then on, versions 2 and 3 (before the reported
         iterate's progressive sums) with those unknown (NaN) from then on."""
-        return cls._restore(d, None, False)
-
-    @classmethod
-    def _restore(cls, d, coords, bint coords_known):
-        """`from_dict`, with the list of coordinates reached given (`coords_known`: a
-        copy's; None when every coordinate counts) instead of found by a scan."""
-        if d.get("version") not in (2, 3, STATE_VERSION):
-            raise ValueError(f"unsupported solver state version {d.get('version')!r}")
-        cfg = d["config"]
-        self = cls(**cfg, n_features=int(d["dim"]) - 1)
-        if self.off_on > 0 and not d.get("l1_folded"):
-            d = _unfold_marks_layout(d)
-        K = self.n_problems
-        # a copy's list of coordinates reached: every other coordinate holds zeros in every
-        # field, as the fresh arrays do, so only the list's are copied: O(reached), not
-        # O(width), for a race's forks (docs/design/auto-sigma.md)
-        sparse_copy = coords_known and coords is not None and self.keep_seen
-        for name in ("block_a", "snap_a", "snapv_a"):
-            arr = np.ascontiguousarray(d[name])
-            target = getattr(self, name)
-            if arr.shape != target.shape:
-                raise ValueError(f"solver state array {name} has shape {arr.shape}, "
-                                 f"expected {target.shape}")
-            if sparse_copy and arr.shape[0] == self.dim:
-                target[coords] = arr[coords]
-            else:
-                target[...] = arr
-        for name in ("norm_a", "scale_a", "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a"):
-            getattr(self, name)[...] = d[name]
-        for name in ("sum_conj_a", "sum_step_loss_a", "sum_reg_a"):
-            getattr(self, name)[...] = d[name] if d["version"] >= 3 else np.nan
-        for name in ("t", "n_examples", "n_mistakes", "rnd_t", "touches_since_exact"):
-            setattr(self, name, int(d[name]))
-        (<PGSState>self).l1_sum_t = self.t  # a state is saved between steps
-        # states written before `span` existed recount N on the old schedule
-        self.span = max(1, min(int(d.get("span", self.dim)), self.dim))
-        for name in ("sum_weight", "sum_loss", "sum_weighted_loss", "loss0_max"):
-            setattr(self, name, float(d[name]))
-        if d["version"] >= 4:
-            self.sum_weighted_loss_reported = float(d["sum_weighted_loss_reported"])
-            self.n_mistakes_reported = int(d["n_mistakes_reported"])
-        else:
-            # which rows the reported iterate would have mispredicted is not known: NaN,
-            # never the last iterate's figures under the reported model's name
-            self.sum_weighted_loss_reported = float("nan")
-            self.n_mistakes_reported = 0
-        if self.forgetting:
-            for name in ("tau", "decay", "weight_sum"):
-                setattr(self, name, float(d[name]))
-        self.radius = float(d["radius_now"])
-        self.rng = int(d["rng"])
-        if self.l1 > 0.0:
-            self.cum2_a[...] = d["cum2_a"]
-        if self.keep_seen:
-            self._set_seen(None, coords if coords_known else self._reached(self.dim))
-        self._bind()
-        # l1: the threshold, heaps and norm (s_a was saved); p < 2: N's sums as they ran
-        # (files written before they were saved count them again)
-        l1q_sums = d.get("l1q_a")
-        if l1q_sums is not None:
-            l1q_sums = np.asarray(l1q_sums, dtype=np.float64)
-            if l1q_sums.shape != (K, 5) or not (np.isfinite(l1q_sums).all()
-                                                and (l1q_sums[:, 1] > 0).all()):
-                raise ValueError(f"solver state array l1q_a is not {K} rows of a reference "
-                                 "threshold, a positive scale and three finite sums")
-        l1_rebuild(self, l1q_sums)
-        return self
-
-    def _l1q_sums(self):
-        """l1, p < 2: each problem's (thr0, m, S_0, S_1, S_2) (_l1q.pxd), as saved."""
-        return np.array([[self.l1q[c].thr0, self.l1q[c].m, self.l1q[c].s0, self.l1q[c].s1,
-                          self.l1q[c].s2] for c in range(self.n_problems)])
+        return _state_dict().restore(cls, d, None, False)
 
     def __reduce__(self):
         return (_rebuild_state, (self.to_dict(),))
@@ -1009,34 +900,14 @@ def _merge_module():
     return _merge
 
 
+def _state_dict():
+    # imported on first use, as _merge
+    from onlinepgs._core import _state_dict
+    return _state_dict
+
+
 def _rebuild_state(d):
     return PGSState.from_dict(d)
-
-
-def _unfold_marks_layout(d):
-    """A state dict of an l1 average written when it kept marks (block fields
-    `onlinepgs._layout.L1_MARKS_FIELDS`; no ``l1_folded``) in today's layout (its
-    `StateLayout.fields`): the sums of the active coordinates folded (`_touch_l1`), the
-    others' settled already (the heap popped them); on the ball the heap's key is the old
-    version field, set afresh when the heap is built at the load. Other dicts are
-    returned as they are."""
-    block = np.asarray(d.get("block_a"))
-    if d.get("l1_folded") or block.ndim != 3 or block.shape[2] != len(L1_MARKS_FIELDS):
-        return d
-    old = {name: block[:, :, k] for k, name in enumerate(L1_MARKS_FIELDS)}
-    lam, acc, mark, markp = old["lam"], old["acc"], old["mark"], old["markp"]
-    cum, cum2 = np.asarray(d["cum_a"]), np.asarray(d["cum2_a"])
-    thr = (int(d["t"]) + 1.0) * float(d["config"]["l1"])
-    a = np.abs(lam)
-    active = a > thr
-    total = acc + np.where(active, np.sign(lam) * np.maximum(
-        a * (cum - mark) - (cum2 - markp), 0.0), 0.0)
-    folded = np.where(active, total - lam * cum + np.sign(lam) * cum2, total)
-    new = {"lam": lam, "acc": folded, "key": old["ver"], "on": active * 1.0}
-    d = dict(d, l1_folded=1)
-    d["block_a"] = np.ascontiguousarray(np.stack(
-        [new[name] for name in StateLayout.of(d["config"]).fields], axis=2))
-    return d
 
 
 def _set_cum_range(double value):

@@ -29,7 +29,7 @@ import copy
 
 import numpy as np
 
-from onlinepgs._core._pgs import _unfold_marks_layout
+from onlinepgs._core._state_dict import unfold_marks_layout
 from onlinepgs._layout import L1_MARKS_FIELDS, StateLayout
 from onlinepgs.model_io import schema
 from onlinepgs.model_io.errors import ModelFileError
@@ -196,7 +196,7 @@ class _Weights:
     def _of_parts(self, parts, intercept):
         block = parts["block_a"]
         if self.marks:  # an l1 average written with marks: today's layout, row by row
-            block = _unfold_marks_layout({
+            block = unfold_marks_layout({
                 "block_a": block, "cum_a": np.asarray(self.scalars.cum_a),
                 "cum2_a": np.asarray(self.scalars.cum2_a), "t": self.scalars.t,
                 "config": self.state_json["config"]})["block_a"]
