@@ -153,7 +153,7 @@ cdef inline double l1_ball_factor(PGSState st, Py_ssize_t c, double denom) noexc
     radius, or fewer touches since the last count than coordinates to count: O(1)
     amortized); a heap's problem turns lazy again at L1_HEAP_DROP times the radius or
     less. A lazy problem on bbase = thr also counts again after (coordinates reached
-    << backoff) touches, to move to bbase = 0 (`_l1_lazy_recount`): O(1) amortized
+    << backoff) touches, to move to bbase = 0 (`l1_lazy_recount`): O(1) amortized
     too. Lazy, w_norm is the bound
     (it feeds only the online gap's sums, NaN with l1)."""
     cdef L1Heap* h = st.heaps + c
@@ -191,8 +191,9 @@ cdef inline double l1_ball_factor(PGSState st, Py_ssize_t c, double denom) noexc
     return st.radius / wnorm if wnorm > st.radius else 1.0
 
 
-cdef inline double l1_overflowed_factor(PGSState st, Py_ssize_t c, double denom) noexcept nogil:
-    """`_l1_ball_factor` where ||soft(lambda, thr)||^2 leaves the double range: the
+cdef inline double l1_overflowed_factor(PGSState st, Py_ssize_t c,
+                                        double denom) noexcept nogil:
+    """`l1_ball_factor` where ||soft(lambda, thr)||^2 leaves the double range: the
     norm as top * sqrt(sum (x_j / top)^2), top the largest active part x_j (two
     sweeps of the coordinates reached, on this rare path only), and the factor
     radius denom / norm in that order."""
@@ -222,7 +223,7 @@ cdef inline void l1_lazy_recount(PGSState st, Py_ssize_t c, double denom) noexce
     again if the ball is far from binding and the count was paid for, from bbase = 0
     when ||lambda|| leaves room within the radius (L1_ZERO_BASE), else from thr (and
     the next look for that room twice as far off); else its heap built
-    (`_l1_ball_factor`)."""
+    (`l1_ball_factor`)."""
     cdef L1Heap* h = st.heaps + c
     cdef Py_ssize_t i, j, n
     cdef const int64_t* coords
@@ -253,8 +254,8 @@ cdef inline void l1_lazy_recount(PGSState st, Py_ssize_t c, double denom) noexce
 cdef inline int l1_build_heap(PGSState st, Py_ssize_t c, const int64_t* coords,
                         Py_ssize_t n) noexcept nogil:
     """Problem c's heap afresh from lambda over the n coordinates in coords (NULL:
-    0 .. n - 1): those above thr, then their sums and norm exactly (`_l1_recount`); its
-    lazy mode off (`_l1_ball_factor` turns it on again). An average's coordinates that
+    0 .. n - 1): those above thr, then their sums and norm exactly (`l1_recount`); its
+    lazy mode off (`l1_ball_factor` turns it on again). An average's coordinates that
     fell to the threshold without a heap (the factor 1 since) are folded first, in
     closed form: the heap's pops fold the others as they fall. 1 when out of memory."""
     cdef L1Heap* h = st.heaps + c

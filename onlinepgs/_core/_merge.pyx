@@ -7,7 +7,7 @@ and the driver merges every lane's changes into the global state (`absorb`); a l
 for the next round is brought back to the global state in place (`sync_from`). The
 functions work on the state through the declarations in _pgs.pxd: a merged entry goes
 through the same one-coordinate update as a step (`_touch`, the l_q map of _mirror.pxd),
-and a round ends with the step's upkeep of N and M (`PGSState._upkeep_norms`).
+and a round ends with the step's upkeep of N and M (`upkeep_norms`, _upkeep.pxd).
 
 `PGSState.fork`, `.delta_from`, `.sync_from` and `.absorb` call these functions: the
 Python-visible API of the state is unchanged.

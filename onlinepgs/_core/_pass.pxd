@@ -96,9 +96,9 @@ cdef inline void _prefetch_ahead(Core core, const double* data, const index_t* i
     """Hint the cache about the rows after row position i, each one stage further:
     the offsets of row i + 3, the values, indices, label and weight of row i + 2 (its
     offsets came a row earlier), and the state lines that row i + 1 will gather (its
-    indices came a row earlier). Shuffled rows are scattered over memory and their coordinates over the
-    state, so neither is foreseen by the hardware; the hints only move data, the results
-    do not depend on them."""
+    indices came a row earlier). Shuffled rows are scattered over memory and their
+    coordinates over the state, so neither is foreseen by the hardware; the hints only
+    move data, the results do not depend on them."""
     cdef Py_ssize_t e, start, end, stride = core.K * core.S
     cdef Py_ssize_t per_line = 64 // sizeof(index_t)
     cdef int64_t row

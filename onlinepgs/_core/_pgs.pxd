@@ -193,7 +193,7 @@ cdef struct RowKernels:
 
 
 # l1 > 0 (p = 2): the coordinates whose |lambda_j| is above the threshold thr (in lambda's
-# units, `PGSState._l1_advance`), one min-heap per problem keyed by |lambda_j| with lazy
+# units, `l1_advance` in _upkeep.pxd), one min-heap per problem keyed by |lambda_j| with lazy
 # deletion: an entry is live while its key equals the coordinate's `key` field (0 when it
 # has none: an inactive coordinate). thr only grows, so a coordinate leaves the active set
 # when thr passes its key: the heap pops it at that very step, which folds its average's
@@ -222,7 +222,7 @@ cdef struct L1Heap:
     # the ball while it cannot bind ("lazy"): no heap (n = 0), only bn2 = sum_j
     # (|lambda_j| - bbase)_+^2 at a fixed bbase <= thr, kept exactly a touch: an upper
     # bound of ||soft(lambda, thr)||^2, so while s_t sqrt(bn2) <= radius the ball's factor
-    # is exactly 1 (`PGSState._l1_ball_factor`), and an average's coordinates that fell
+    # is exactly 1 (`l1_ball_factor`, _ball.pxd), and an average's coordinates that fell
     # meanwhile have their sums in closed form, as on R^n
     # bbase = 0 makes bn2 ||lambda||^2, l2's running sum: the cheapest touch (two squares,
     # no threshold), and a bound that does not loosen as thr grows; a recount picks it
@@ -250,7 +250,7 @@ cdef class PGSState:
     # threshold in lambda's units (_denom(t) l1 / sigma), the running sum C2 of the
     # averages (per problem) and the heaps of the active coordinates (the ball's norm:
     # l1_heap); l1_sum_t, the last step whose terms C and C2 hold (t, except within
-    # `_end_steps` before the step's terms are added; not saved: t at a load)
+    # `end_steps` before the step's terms are added; not saved: t at a load)
     cdef readonly double l1, l1_thr
     cdef readonly bint l1_heap
     cdef int64_t l1_sum_t

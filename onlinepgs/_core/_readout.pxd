@@ -148,7 +148,7 @@ cdef inline double _read_weight(Readout rd, int kind, Py_ssize_t j,
     if not a > 0.0:
         return 0.0  # exactly 0 at or below the threshold (l1 selects)
     # p < 2: the l_q map of the soft threshold in the scale's units, times the scale
-    # (`_l1q_scale`)
+    # (`l1q_scale`, _upkeep.pxd)
     return copysign(a if rd.p_is_two else pow(a * rd.l1q[c].inv_m, rd.qm1), lam) * rd.s[c]
 
 

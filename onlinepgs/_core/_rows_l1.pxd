@@ -256,7 +256,8 @@ cdef inline void margin_l1_done(Pass* ps, Py_ssize_t c, double z) noexcept nogil
     ps.margins[c] = z * ps.s[c]
 
 
-cdef inline void margins_l1_one_avg(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+cdef inline void margins_l1_one_avg(Pass* ps, const Row* rw,
+                                    const index_t* idx) noexcept nogil:
     """One problem of sparse rows, l1, an average: the margin, ||x||^2 and the average's
     folded sums read in one loop over the row (`_sparse_dot_sq_l1avg`)."""
     cdef Py_ssize_t S = ps.core.S

@@ -104,7 +104,8 @@ cdef inline void margin_l2_done(Pass* ps, Py_ssize_t c, double z) noexcept nogil
     ps.margins[c] = z * ps.s[c]
 
 
-cdef inline void margins_l2_one_avg2(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+cdef inline void margins_l2_one_avg2(Pass* ps, const Row* rw,
+                                     const index_t* idx) noexcept nogil:
     """One problem of sparse rows, an average at p = 2: the margin, ||x||^2 and the
     average's sum lambda_j C - acc_j read in one loop over the row."""
     cdef Py_ssize_t S = ps.core.S
@@ -116,7 +117,8 @@ cdef inline void margins_l2_one_avg2(Pass* ps, const Row* rw, const index_t* idx
     rep_margin(ps, 0, ps.core.cum[0] * z - dot_r)
 
 
-cdef inline void margins_l2_one_avgq(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+cdef inline void margins_l2_one_avgq(Pass* ps, const Row* rw,
+                                     const index_t* idx) noexcept nogil:
     """One problem of sparse rows, an average at p < 2: the margin, ||x||^2 and the
     average's sum acc_j + phi_j (C - mark_j) read in one loop over the row."""
     cdef Py_ssize_t S = ps.core.S

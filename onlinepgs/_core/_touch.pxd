@@ -103,7 +103,8 @@ cdef inline void _touch_l1(Core core, Py_ssize_t j, Py_ssize_t c, double delta) 
     l1_heap_touch(h, f + core.off_key, j, a_old, a_new, &h.s1, &h.n2, &h.peak, &h.n_act)
 
 
-cdef inline void _touch_l1q(Core core, Py_ssize_t j, Py_ssize_t c, double delta) noexcept nogil:
+cdef inline void _touch_l1q(Core core, Py_ssize_t j, Py_ssize_t c,
+                            double delta) noexcept nogil:
     """`_touch` with l1 > 0 at p < 2 (the last iterate only): lambda_j and its terms in
     N(thr)'s sums (_l1q.pxd)."""
     cdef Py_ssize_t at = (j * core.K + c) * core.S

@@ -372,7 +372,7 @@ cdef inline void end_steps(PGSState st, int* need_rescale, int* moved, int64_t s
         if add_to_sum:
             st.cum[c] += to_sum
             st.cum2[c] += to_sum * st.l1_thr
-        if st.need_norm and not st.bounded:  # the ball's: from _scale_of
+        if st.need_norm and not st.bounded:  # the ball's: from scale_of
             st.w_norm[c] = st._w_norm(c, st.t)
         if select:
             st.rnd_ver[c] += 1
