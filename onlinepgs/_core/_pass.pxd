@@ -7,8 +7,9 @@
 from libc.math cimport log, sqrt, pow, isfinite, INFINITY
 from libc.stdint cimport int64_t
 
-from onlinepgs._core._pgs cimport (PGSState, Core, Rep, Pass, Row, PART_NONE, PART_AVG2,
-                                   PART_AVGQ, PART_RANDOM)
+from onlinepgs._core._pgs cimport (PGSState, Core, Rep, Pass, Row, Seen, PART_NONE,
+                                   PART_AVG2, PART_AVGQ, PART_RANDOM)
+from onlinepgs._core._seen cimport _note_pass
 from onlinepgs._core._losses cimport loss_value, loss_and_derivative
 from onlinepgs._core._multiclass cimport (mc_loss_grad, MC_NONE, MC_MULTINOMIAL,
                                           MC_CRAMMER_SINGER)
@@ -87,6 +88,14 @@ cdef inline Pass pass_of(PGSState st, Rep rep, bint classifier, bint dense, Py_s
     ps.row_dot = 0.0
     ps.row_xx = 0.0
     return ps
+
+
+cdef inline void note_rows(Pass* ps, Seen* sn, const index_t* indices, const int64_t* indptr,
+                           const int64_t[::1] order) noexcept nogil:
+    """Before the pass: the coordinates its rows may reach on the list of those reached
+    (`_note_pass`), for the sweeps."""
+    _note_pass(sn, ps.core.lam, ps.K, ps.core.S, indices, indptr, order, ps.n_cols, ps.dense,
+               ps.fit_icpt)
 
 
 cdef inline void _prefetch_ahead(Core core, const double* data, const index_t* indices,

@@ -12,6 +12,12 @@ from libc.stdint cimport uint64_t, int64_t
 from onlinepgs._core._mirror cimport Mirror
 from onlinepgs._core._l1q cimport L1Q
 
+# the version of the state as a dict (`to_dict`, _state_dict.pyx); onlinepgs.model_io reads
+# 2 and up, 4 keeps the reported iterate's progressive sums
+cdef enum:
+    STATE_DICT_VERSION = 4
+
+
 cdef enum:
     ITERATE_LAST = 0
     ITERATE_AVERAGE = 1

@@ -24,10 +24,10 @@ from onlinepgs._core._regularizer cimport reg_conjugate, phi_quarters
 from onlinepgs._core._mirror cimport mirror_init, MIRROR_CHUNK
 from onlinepgs._core._l1q cimport L1Q, l1q_tol
 from onlinepgs._core._sparse cimport index_t
-from onlinepgs._core._seen cimport _seen_compact, _note_pass
+from onlinepgs._core._seen cimport _seen_compact
 from onlinepgs._core._touch cimport _averaged
 from onlinepgs._core._steps cimport row_power_sum
-from onlinepgs._core._pass cimport pass_of, step_begin, step_commit, step_end
+from onlinepgs._core._pass cimport pass_of, note_rows, step_begin, step_commit, step_end
 from onlinepgs._core._select cimport (select_kernels, call_row, call_margins, call_loss,
                                       call_step, call_batch)
 from onlinepgs._core._l1avg cimport harmonic_diff, l1_fallen
@@ -44,7 +44,7 @@ if _layout.SEEN_DENSE != SEEN_DENSE:  # the list's room (_layout) and its drop r
 
 cnp.import_array()
 
-STATE_VERSION = 4  # of `to_dict`'s (_state_dict.pyx); 4: the reported iterate's sums
+STATE_VERSION = STATE_DICT_VERSION  # of `to_dict` (_pgs.pxd)
 
 ITERATES = {"last": ITERATE_LAST, "average": ITERATE_AVERAGE,
             "weighted": ITERATE_WEIGHTED, "weighted2": ITERATE_WEIGHTED2,
@@ -868,9 +868,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices,
                            n_rows, row_xq)
     cdef RowKernels kn = select_kernels(&ps, indices)
     cdef Row rw
-    # the coordinates the rows may reach, for the sweeps (_seen.pxd)
-    _note_pass(&self.seen, ps.core.lam, ps.K, ps.core.S, indices, indptr, order, n_cols, dense,
-               self.fit_intercept)
+    note_rows(&ps, &self.seen, indices, indptr, order)  # for the sweeps (_seen.pxd)
     while pos < n_rows:
         bsize = ps.k if n_rows - pos >= ps.k else n_rows - pos
         step_begin(self, &ps, bsize)

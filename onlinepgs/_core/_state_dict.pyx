@@ -7,9 +7,8 @@ declarations of _pgs.pxd; the state's methods call these functions."""
 import numpy as np
 cimport numpy as cnp
 
-from onlinepgs._core._pgs cimport PGSState
+from onlinepgs._core._pgs cimport PGSState, STATE_DICT_VERSION
 from onlinepgs._core._upkeep cimport l1_rebuild
-from onlinepgs._core._pgs import STATE_VERSION
 from onlinepgs._layout import L1_MARKS_FIELDS, StateLayout
 
 cnp.import_array()
@@ -17,7 +16,7 @@ cnp.import_array()
 def as_dict(PGSState st, bint copy):
     """The state as plain numbers and arrays (`PGSState.to_dict`; copies of the arrays,
     or the arrays themselves for a copy of the state to take)."""
-    d = dict(version=STATE_VERSION, config=st.config(), dim=st.dim,
+    d = dict(version=STATE_DICT_VERSION, config=st.config(), dim=st.dim,
              t=st.t, n_examples=st.n_examples, n_mistakes=st.n_mistakes,
              rnd_t=st.rnd_t, touches_since_exact=st.touches_since_exact,
              span=st.span,
@@ -45,7 +44,7 @@ def as_dict(PGSState st, bint copy):
 def restore(cls, d, coords, bint coords_known):
     """`from_dict`, with the list of coordinates reached given (`coords_known`: a
     copy's; None when every coordinate counts) instead of found by a scan."""
-    if d.get("version") not in (2, 3, STATE_VERSION):
+    if d.get("version") not in (2, 3, STATE_DICT_VERSION):
         raise ValueError(f"unsupported solver state version {d.get('version')!r}")
     cfg = d["config"]
     cdef PGSState st = cls(**cfg, n_features=int(d["dim"]) - 1)
