@@ -39,7 +39,7 @@ Examples
 ('lam', 'acc', 'key', 'on')
 """
 
-__all__ = ["StateLayout", "AVERAGED", "SAVED", "SEEN_DENSE"]
+__all__ = ["StateLayout", "AVERAGED", "SAVED", "SEEN_DENSE", "L1_MARKS_FIELDS"]
 
 # the iterates kept as lazy averages (weights 1, t, t^2)
 AVERAGED = ("average", "weighted", "weighted2")
@@ -49,6 +49,11 @@ SAVED = ("block_a", "snap_a", "snapv_a")
 # room for dim // SEEN_DENSE + 1 (the compiled core's enum of the same name; checked
 # equal when _pgs is imported)
 SEEN_DENSE = 4
+
+# the block's fields of an l1 average (p = 2) as states were written before its sums were
+# folded with a flag (a model file may hold them: `onlinepgs._core._state_dict.
+# unfold_marks_layout` reads them into today's `StateLayout.fields`)
+L1_MARKS_FIELDS = ("lam", "acc", "mark", "markp", "ver")
 
 _ITEMSIZE = {"f8": 8, "i8": 8, "u1": 1}
 
@@ -68,6 +73,9 @@ class StateLayout:
     ----------
     fields : tuple of str
         The doubles of one (coordinate, problem) in ``block_a``, in their order.
+    keeps_norm : bool
+        Whether the state keeps N, the l_q map's running sum of lambda (p < 2, or the
+        ball's norm at p = 2; not with l1).
     keeps_seen : bool
         Whether the state keeps the list of coordinates reached (it sweeps them).
     per_feature : int
@@ -95,10 +103,12 @@ class StateLayout:
         self.n_problems = int(n_problems)
         self.random = iterate == "random"
         self.batched = int(batch_size) > 1
-        # N's upkeep (p < 2 or a ball, without l1); l1's recounts of the ball's norm and
-        # of N, and the folds of its averages
-        need_norm = (p != 2.0 or bounded) and l1 == 0.0
-        self.keeps_seen = need_norm or (l1 > 0.0 and (bounded or p != 2.0 or averaged))
+        # N, the l_q map's running sum (p < 2, or a ball's norm at p = 2), without l1 (on
+        # a ball l1 keeps the norm of the soft thresholds in its heaps)
+        self.keeps_norm = (p != 2.0 or bounded) and l1 == 0.0
+        # the sweeps: N's upkeep; l1's recounts of the ball's norm and of N, and the folds
+        # of its averages
+        self.keeps_seen = self.keeps_norm or (l1 > 0.0 and (bounded or p != 2.0 or averaged))
         K = self.n_problems
         self.per_feature = (8 * K * len(self.fields) + (16 * K if self.random else 0)
                             + (8 * K + 9 if self.batched else 0)

@@ -16,6 +16,8 @@ import scipy.sparse as sp
 
 from onlinepgs._core import PGSState
 
+from core_probes import l1_bound_base, l1_folded_sum, l1_heap_entries, l1_lazy
+
 LOSSES = {
     "logistic": (lambda z, y: np.logaddexp(0.0, -y * z),
                  lambda z, y: -y * 0.5 * (1.0 - np.tanh(0.5 * y * z))),
@@ -458,7 +460,7 @@ def test_long_drop_on_rn_read_every_step(iterate, batch_size):
         np.testing.assert_allclose(st.weights(), combine(its[:k + 1], iterate), rtol=1e-9,
                                    atol=1e-12)
         if 20 <= k <= 50:  # feature 0 inactive, its sum folded since its last touch
-            assert st._l1_folded_sum(1) != 0.0
+            assert l1_folded_sum(st, 1) != 0.0
 
 
 @pytest.mark.parametrize("how", ["dict", "copy", "restart", "sigma"])
@@ -548,7 +550,7 @@ def test_ball_without_a_heap_while_it_cannot_bind(iterate, radius):
         run(st, X[k:k + 1], y[k:k + 1])
         np.testing.assert_allclose(st.weights(), combine(its[:k + 1], iterate), rtol=1e-9,
                                    atol=1e-12)
-        lazy.append(st._l1_lazy())
+        lazy.append(l1_lazy(st))
     if radius == 50.0:
         assert all(lazy)
     elif radius == 0.3:
@@ -578,14 +580,14 @@ def test_ball_without_heap_saved_in_the_middle_of_a_drop(how):
     kw = dict(sigma=0.05, l1=0.1, radius=50.0)
     st = run(PGSState(p=2.0, iterate="weighted2", n_features=X.shape[1], **kw), X[:40],
              y[:40])
-    assert st._l1_lazy()
+    assert l1_lazy(st)
     if how == "dict":
         st = PGSState.from_dict(st.to_dict())
     elif how == "copy":
         st = st.copy()
     else:
         st = st.with_sigma(0.02)
-    assert st._l1_lazy() == (how == "sigma")  # at 0.02 the heap is dropped at once
+    assert l1_lazy(st) == (how == "sigma")  # at 0.02 the heap is dropped at once
     run(st, X[40:], y[40:])
     sig = np.r_[np.full(40, 0.05), np.full(50, 0.02 if how == "sigma" else 0.05)]
     its = transcription(X, y, sigmas=sig, **kw)
@@ -605,8 +607,8 @@ def test_heap_takes_an_entry_only_below_the_live_key(iterate):
     st = PGSState(p=2.0, iterate=iterate, n_features=2, **kw)
     for k in range(0, m, 50):
         run(st, X[k:k + 50], y[k:k + 50])
-        assert not st._l1_lazy()
-    assert st._l1_heap_entries() <= 10
+        assert not l1_lazy(st)
+    assert l1_heap_entries(st) <= 10
     np.testing.assert_allclose(st.weights(), combine(transcription(X, y, **kw), iterate),
                                rtol=1e-9, atol=1e-12)
     assert np.all(st.weights("last") != 0.0)
@@ -682,7 +684,7 @@ def test_lazy_ball_on_the_bound_of_lambda_then_binding(iterate):
         run(st, X[k:k + 1], y[k:k + 1], classifier=False)
         np.testing.assert_allclose(st.weights(), combine(its[:k + 1], iterate), rtol=1e-9,
                                    atol=1e-12)
-        base = st._l1_bound_base()
+        base = l1_bound_base(st)
         trace += "h" if np.isnan(base) else "0" if base == 0.0 else "t"
     assert trace.index("h") < trace.index("t") < trace.index("0")
     assert trace.endswith("h") and "0" in trace[:150] and "0" not in trace[-50:]

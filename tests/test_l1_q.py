@@ -12,6 +12,7 @@ from onlinepgs._core import PGSState
 from onlinepgs.pgs import PGSClassifierLearner
 
 import reference
+from core_probes import l1q_norm_sum
 from test_l1 import np_objective, problem, scipy_optimum
 
 TOL = 1e-6  # the state's default l1q_tol: its estimate of N within 2 TOL, relative
@@ -84,7 +85,7 @@ def test_the_estimate_of_n_stays_within_its_bound_at_every_step(p, radius):
     for i in range(X.shape[0]):
         clf.partial_fit(X[i:i + 1], y[i:i + 1], classes=[-1.0, 1.0])
         st = clf._state
-        est, exact = st._l1q_norm_sum(0), st._l1q_norm_sum(0, exact=True)
+        est, exact = l1q_norm_sum(st, 0), l1q_norm_sum(st, 0, exact=True)
         if exact > 0:
             err = (est - exact) / exact
             worst = max(worst, abs(err))

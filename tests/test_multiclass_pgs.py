@@ -424,7 +424,7 @@ def test_command_line_end_to_end(tmp_path):
 def test_streaming_hold_out_scores_the_coupled_loss(kind, loss):
     """The streaming engine's held-out rows: the coupled loss of the model's K scores
     (NumPy's), and log K or 1 for the zero model before any training."""
-    from onlinepgs._core._pgs import multiclass_loss
+    from onlinepgs._core._losses import multiclass_loss
     from onlinepgs.streaming.engine import _loss_rows
 
     X, labels = blobs(m=50, K=3, seed=14)

@@ -1,5 +1,11 @@
-"""Python access to the compiled losses (for tests and the duality tools)."""
+"""Python access to the compiled losses (for tests and the duality tools), and the codes
+of the multiclass losses (one-vs-rest, or one loss of the K scores, _multiclass.pxd)."""
 import numpy as np
+from libc.stdint cimport int64_t
+
+from onlinepgs._core._multiclass cimport (mc_loss_grad, MC_NONE, MC_MULTINOMIAL,
+                                          MC_CRAMMER_SINGER)
+from onlinepgs._options import PYTHON, learner_rules
 
 LOSS_CODES = {
     "hinge": HINGE,
@@ -80,3 +86,51 @@ def loss_conjugate_py(name, u, y, epsilon=0.1):
     (-0.5, inf)
     """
     return _evaluate(name, u, y, epsilon, 2)
+
+
+# the multiclass losses: one-vs-rest (K binary problems), or one loss of the K scores
+# coupling them (_multiclass.pxd; the binary loss each needs: onlinepgs._options)
+MULTI_CLASS = {"ovr": MC_NONE, "multinomial": MC_MULTINOMIAL,
+               "crammer_singer": MC_CRAMMER_SINGER}
+
+
+def multi_class_code(multi_class, str loss="logistic", bint multiclass=True):
+    """The code (_multiclass.pxd's MC_*) of `multi_class`, a name of MULTI_CLASS or
+    its code; ValueError for another value, or a coupled loss with a loss it is not
+    (multinomial: "logistic", crammer_singer: "hinge") or without K > 2 classes."""
+    names = {v: k for k, v in MULTI_CLASS.items()}
+    if isinstance(multi_class, str):
+        name = multi_class
+    elif isinstance(multi_class, int) and not isinstance(multi_class, bool):
+        name = names.get(multi_class)
+    else:
+        name = None
+    if name not in MULTI_CLASS:
+        raise ValueError(f"multi_class must be one of {sorted(MULTI_CLASS)}, "
+                         f"got {multi_class!r}")
+    if name != "ovr":
+        learner_rules({"multi_class": name, "loss": loss}, "pgs", PYTHON)
+        if not multiclass:
+            raise ValueError(f"multi_class={name!r} couples the K > 2 problems of a "
+                             "multiclass state (multiclass=True)")
+    return MULTI_CLASS[name]
+
+
+def multiclass_loss(multi_class, const double[:, ::1] scores, const int64_t[::1] labels):
+    """Each row's coupled multiclass loss (`multi_class` "multinomial" or
+    "crammer_singer", _multiclass.pxd) at its K scores, for label indices 0..K-1 (the
+    streaming engine's held-out rows). ValueError for a label outside 0..K-1."""
+    cdef int code = MULTI_CLASS.get(multi_class, MC_NONE)
+    cdef Py_ssize_t i, n = scores.shape[0], K = scores.shape[1]
+    if code == MC_NONE:
+        raise ValueError(f"multiclass_loss is the loss of a coupled multi_class "
+                         f"('multinomial' or 'crammer_singer'), got {multi_class!r}")
+    if labels.shape[0] != n:
+        raise ValueError(f"{n} rows of scores but {labels.shape[0]} labels")
+    out_a = np.zeros(n)
+    cdef double[::1] out = out_a
+    for i in range(n):
+        if not (0 <= labels[i] < K):
+            raise ValueError(f"label index {labels[i]} of row {i} is not in 0..{K - 1}")
+        out[i] = mc_loss_grad(code, &scores[i, 0], K, labels[i], NULL)
+    return out_a

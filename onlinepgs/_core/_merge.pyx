@@ -7,7 +7,7 @@ and the driver merges every lane's changes into the global state (`absorb`); a l
 for the next round is brought back to the global state in place (`sync_from`). The
 functions work on the state through the declarations in _pgs.pxd: a merged entry goes
 through the same one-coordinate update as a step (`_touch`, the l_q map of _mirror.pxd),
-and a round ends with the step's upkeep of N and M (`PGSState._upkeep_norms`).
+and a round ends with the step's upkeep of N and M (`upkeep_norms`, _upkeep.pxd).
 
 `PGSState.fork`, `.delta_from`, `.sync_from` and `.absorb` call these functions: the
 Python-visible API of the state is unchanged.
@@ -16,7 +16,10 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 
-from onlinepgs._core._pgs cimport PGSState, Core, _averaged, _touch, _note_new, _seen_spend
+from onlinepgs._core._pgs cimport PGSState, Core
+from onlinepgs._core._seen cimport _note_new, _seen_spend
+from onlinepgs._core._touch cimport _averaged, _touch
+from onlinepgs._core._upkeep cimport end_steps
 from onlinepgs._options import PYTHON, dask_rules
 
 cnp.import_array()
@@ -309,4 +312,4 @@ def absorb(PGSState self, int64_t steps, double factor, list deltas, changed=Non
                     else:
                         self.acc[j, c] += factor * vals[e]
     if steps > 0:
-        self._end_steps(resc, mov, steps, <double>steps, False)
+        end_steps(self, resc, mov, steps, <double>steps, False)

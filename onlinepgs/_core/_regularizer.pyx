@@ -81,3 +81,18 @@ def regularizer_link(theta, p, radius=None):
     if p == 2.0:
         return s * theta
     return s * np.abs(theta) ** (q - 1.0) * np.sign(theta)
+
+
+def _phi_power_check(const double[::1] r, double p):
+    """(phi_power, phi_power_many) of every r >= 0 at q = p / (p - 1), for the tests."""
+    cdef double q = p / (p - 1.0)
+    cdef int quarters = phi_quarters(q)
+    cdef Py_ssize_t e, n = r.shape[0]
+    scalar_a = np.zeros(n)
+    packed_a = np.zeros(n)
+    cdef double[::1] scalar = scalar_a, packed = packed_a
+    for e in range(n):
+        scalar[e] = phi_power(r[e], q, quarters) if r[e] > 0.0 else 0.0
+    if n:
+        phi_power_many(&r[0], &packed[0], n, q, quarters)
+    return scalar_a, packed_a

@@ -29,8 +29,8 @@ import copy
 
 import numpy as np
 
-from onlinepgs._core._pgs import _unfold_marks_layout
-from onlinepgs._layout import StateLayout
+from onlinepgs._core._state_dict import unfold_marks_layout
+from onlinepgs._layout import L1_MARKS_FIELDS, StateLayout
 from onlinepgs.model_io import schema
 from onlinepgs.model_io.errors import ModelFileError
 from onlinepgs.model_io.jsonvalues import from_json
@@ -96,7 +96,7 @@ def _build(archive, header, arrays, path, sklearn):
     layout = StateLayout.of(config)
     keys = layout.row_arrays(dim)
     marks = "on" in layout.fields and "l1_folded" not in state_json  # older l1 averages
-    fields = 5 if marks else len(layout.fields)
+    fields = len(L1_MARKS_FIELDS if marks else layout.fields)
     if config.get("l1", 0.0) > 0.0 and config.get("p") != 2.0 and "state/l1q_a" not in arrays:
         raise _Whole  # N's sums are counted again over every coordinate
     stored = state_json.get(ROWS)
@@ -196,7 +196,7 @@ class _Weights:
     def _of_parts(self, parts, intercept):
         block = parts["block_a"]
         if self.marks:  # an l1 average written with marks: today's layout, row by row
-            block = _unfold_marks_layout({
+            block = unfold_marks_layout({
                 "block_a": block, "cum_a": np.asarray(self.scalars.cum_a),
                 "cum2_a": np.asarray(self.scalars.cum2_a), "t": self.scalars.t,
                 "config": self.state_json["config"]})["block_a"]
@@ -212,7 +212,8 @@ class _Weights:
 
     def empty_row_weight(self):
         """The weights of a coordinate no row reached (all its fields 0): 0 here."""
-        K, S = self.scalars.n_problems, 5 if self.marks else self.scalars.n_fields
+        K = self.scalars.n_problems
+        S = len(L1_MARKS_FIELDS) if self.marks else self.scalars.n_fields
         parts = {"block_a": np.zeros((1, K, S)), "snap_a": np.zeros((1, K)),
                  "snapv_a": np.zeros((1, K), dtype=np.int64)}
         return self._of_parts(parts, False)[0] != 0.0

@@ -588,7 +588,7 @@ def _loss_rows(learner, X, y):
             return np.asarray(loss_value(learner.loss, scores, signs), dtype=float)
         multi_class = getattr(learner, "multi_class", "ovr")
         if multi_class != "ovr":  # the coupled loss of the K scores
-            from onlinepgs._core._pgs import multiclass_loss
+            from onlinepgs._core._losses import multiclass_loss
 
             return multiclass_loss(multi_class, np.ascontiguousarray(scores, dtype=float),
                                    np.searchsorted(classes, y).astype(np.int64))
