@@ -1,7 +1,14 @@
 """Plain-NumPy reference of PGS (Zhu et al., 2009, Figure 1): O(n) per step, no lazy tricks.
 
 Written from the paper and its formulas only (docs/design/method.md), as an independent yardstick for the core.
+Below it, adaptive, normalized dual averaging (ALGORITHM.md's section of that name): an eager
+transcription (`reference_adaptive`) and a lazy O(nnz) one (`lazy_adaptive`) with the closed forms
+of the averages between touches (`gap_sum`).
 """
+import math
+from fractions import Fraction
+from functools import lru_cache
+
 import numpy as np
 
 
@@ -186,3 +193,423 @@ def combine(iterates, which, rnd_t=None):
     if which == "random":
         return W[rnd_t - 1]
     raise ValueError(which)
+
+
+# ---------------------------------------------------------------------------------------
+# Adaptive, normalized dual averaging (ALGORITHM.md, "Adaptive, normalized dual averaging")
+#
+# Per-feature scales s_j = max |x_ij| over the rows seen so far (a step's rows included:
+# its margins already see them, so a scaled value x_ij / s_j is at most 1 in magnitude),
+# dual averaging in the scaled weights v = S w of
+#     F(w) = (1/m) sum_i c_i l(<w, x_i>; y_i) + sigma r(S w) + l1 ||S w||_1,
+# with the scaled gradient gt_j = g_j / s_j and per-coordinate stabilizers (p = 2) or one
+# scale-free scalar one (p < 2). A step of a batch of b rows with importance weights c_i
+# adds gt = (1/b) sum_i c_i l'_i x_i / s to the sum U (the gradient of the weighted mean
+# loss, as PGS takes it) and, reading each row as b rows of weight c_i / b ("a row of
+# weight k adds k gt^2"), (1/b) sum_i c_i (l'_i x_ij / s_j)^2 to the accumulator n_j
+# (p < 2: (1/b) sum_i c_i ||l'_i x_i / s||_q^2 to the scalar one). t counts steps.
+#
+#   p = 2:  v_j(t) = -sgn(U_j) (|U_j| - l1 t)_+ / (sigma t + (delta + sqrt(n_j)) / eta)
+#   centered (FTRL-Proximal): U_j is replaced by z_j, z_j += gt_j - sig_j v_j(t-1),
+#           sig_j = (sqrt(n_j + dn_j) - sqrt(n_j)) / eta
+#   p < 2:  v(t) = grad r_S*( soft(-U, l1 t) / (sigma t + (delta + sqrt(L_t)) / eta) ),
+#           L_t the scalar accumulator; on the ball ||v||_p <= B the same vector times
+#           min(1, B / ||v||_p) (PGS's factor: the stabilizer is a multiple of r)
+#   p = 2 on the ball: the minimizer of <U, v> + l1 t ||v||_1 + sum_j D_j v_j^2 / 2 over
+#           ||v||_2 <= B, D_j the denominator above: v_j = -soft(U_j) / (D_j + mu), mu >= 0
+#           the root of ||v||_2 = B (a scalar shared by every coordinate: no O(nnz) form)
+#
+# The reported iterates are combinations of v_1..v_T divided by the final scales
+# (w = v / s; 0 in a column that never held a non-zero): the objective's w at the final
+# scales, the scale-free quantity averaged.
+# ---------------------------------------------------------------------------------------
+AVERAGES = {"average": 0, "weighted": 1, "weighted2": 2}  # the weight t^k of an average
+
+
+def _check_adaptive(p, centered, l1, iterate, radius, lazy):
+    if centered and p != 2.0:
+        raise ValueError("the centered (FTRL-Proximal) form is per-coordinate: p = 2 only")
+    if p != 2.0 and l1 > 0 and iterate not in ("last", None):
+        raise ValueError("l1 with p < 2 keeps only the last iterate")
+    if lazy and p == 2.0 and radius is not None:
+        raise ValueError("the p = 2 ball's multiplier mu moves every coordinate: no lazy form")
+
+
+def _soft(U, thr):
+    """-sgn(U) (|U| - thr)_+ : the numerator of v."""
+    return -np.sign(U) * np.maximum(np.abs(U) - thr, 0.0)
+
+
+def _ball_multiplier(num, den, radius):
+    """mu >= 0 with ||num / (den + mu)||_2 = radius (0 when the free point is inside)."""
+    from scipy.optimize import brentq
+
+    def excess(mu):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = np.where(num != 0, num / (den + mu), 0.0)
+        return np.sqrt(np.sum(v * v)) - radius
+
+    if excess(0.0) <= 0:
+        return 0.0
+    top = np.sqrt(np.sum(num * num)) / radius  # every |v_j| <= |num_j| / mu there
+    return brentq(excess, 0.0, top, xtol=1e-300, rtol=1e-15, maxiter=500)
+
+
+def adaptive_map(U, acc, lam2, t, *, p, sigma, eta, l1, delta, radius=None):
+    """The scaled iterate v(t) (n, K) from the sums U (or z), the accumulators (n, K)
+    and the scalar accumulators lam2 (K,) (p < 2)."""
+    num = _soft(U, l1 * t)
+    v = np.zeros_like(U)
+    if p == 2.0:
+        den = sigma * t + (delta + np.sqrt(acc)) / eta
+        for k in range(U.shape[1]):
+            nz = num[:, k] != 0
+            mu = 0.0 if radius is None else _ball_multiplier(num[nz, k], den[nz, k], radius)
+            v[nz, k] = num[nz, k] / (den[nz, k] + mu)
+        return v
+    for k in range(U.shape[1]):
+        den = sigma * t + (delta + np.sqrt(lam2[k])) / eta
+        if np.any(num[:, k] != 0):
+            v[:, k] = grad_rstar(num[:, k] / den, p, radius)
+    return v
+
+
+def _scaled_rows(X, s):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(s > 0, X / np.where(s > 0, s, 1.0), 0.0)
+
+
+def _batch_sums(Xs, D, c, q):
+    """A step's sums over its rows: gt (n, K), the accumulators' increments (n, K) and
+    the scalar ones (K,), from the scaled rows Xs (b, n), the loss derivatives D (b, K)
+    and the importance weights c (b,)."""
+    b = Xs.shape[0]
+    gt = Xs.T @ (c[:, None] * D) / b
+    dn = (Xs ** 2).T @ (c[:, None] * D ** 2) / b
+    norms_q = np.sum(np.abs(Xs) ** q, axis=1) ** (2.0 / q)  # ||x_i / s||_q^2
+    dlam2 = (c * norms_q) @ D ** 2 / b
+    return gt, dn, dlam2
+
+
+def _online_stats(stats, loss, Z, Yr, c, labels_r, epsilon):
+    for i in range(Z.shape[0]):
+        ex_loss = loss_value(loss, Z[i], Yr[i], epsilon).sum()
+        stats["sum_loss"] += ex_loss
+        stats["sum_wloss"] += c[i] * ex_loss
+        stats["sum_w"] += c[i]
+        if labels_r is not None:
+            stats["mistakes"] += int(np.argmax(Z[i]) != labels_r[i])
+        elif loss in ("hinge", "logistic", "squared_hinge", "smooth_hinge"):
+            stats["mistakes"] += int((Z[i, 0] > 0) != (Yr[i, 0] > 0))
+
+
+def _finish_stats(stats, m, t, s, margins):
+    return dict(n_examples=m, n_steps=t, progressive_loss=stats["sum_wloss"] / stats["sum_w"],
+                sum_loss=stats["sum_loss"], progressive_mistakes=stats["mistakes"],
+                scales=s, margins=np.array(margins))
+
+
+def reference_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, centered=False,
+                       batch_size=1, radius=None, sample_weight=None, epsilon=0.1,
+                       labels=None):
+    """Adaptive, normalized dual averaging over the rows of dense X in order, for the
+    columns of Y (one problem each), eagerly: every coordinate every step.
+
+    Returns the list of iterates w_1..w_T (each (n, K), in the final scales: w_t = v_t /
+    s, so that `combine` gives the reported model) and the online statistics, with
+    ``scales`` (s, (n,)) and ``margins`` (each row's margins before its step, (m, K)).
+    """
+    X = np.asarray(X, dtype=float)
+    Y = np.asarray(Y, dtype=float).reshape(X.shape[0], -1)
+    m, n = X.shape
+    K = Y.shape[1]
+    _check_adaptive(p, centered, l1, None, radius, lazy=False)
+    c = np.ones(m) if sample_weight is None else np.asarray(sample_weight, float)
+    q = p / (p - 1.0)
+    s = np.zeros(n)
+    U = np.zeros((n, K))  # U, or z for the centered form
+    acc = np.zeros((n, K))
+    lam2 = np.zeros(K)
+    V = np.zeros((n, K))
+    iterates, margins = [], []
+    stats = dict(sum_loss=0.0, sum_wloss=0.0, sum_w=0.0, mistakes=0)
+    t = 0
+    for start in range(0, m, batch_size):
+        rows = np.arange(start, min(start + batch_size, m))
+        s = np.maximum(s, np.max(np.abs(X[rows]), axis=0))
+        Xs = _scaled_rows(X[rows], s)
+        Z = Xs @ V
+        margins.extend(Z)
+        _online_stats(stats, loss, Z, Y[rows], c[rows],
+                      None if labels is None else labels[rows], epsilon)
+        gt, dn, dlam2 = _batch_sums(Xs, loss_derivative(loss, Z, Y[rows], epsilon), c[rows], q)
+        t += 1
+        if centered:
+            U += gt - (np.sqrt(acc + dn) - np.sqrt(acc)) / eta * V
+        else:
+            U += gt
+        acc += dn
+        lam2 += dlam2
+        V = adaptive_map(U, acc, lam2, t, p=p, sigma=sigma, eta=eta, l1=l1, delta=delta,
+                         radius=radius)
+        iterates.append(V.copy())
+    inv = np.where(s > 0, 1.0 / np.where(s > 0, s, 1.0), 0.0)[:, None]
+    return [v * inv for v in iterates], _finish_stats(stats, m, t, s, margins)
+
+
+# --- the lazy sums of an averaged iterate between two touches (p = 2) -------------------
+
+def _bernoulli_plus(count):
+    """B_0..B_{count-1} with B_1 = +1/2 (Faulhaber's convention), exact."""
+    B = [Fraction(1)]
+    for k in range(1, count):
+        B.append(-sum(math.comb(k + 1, j) * B[j] for j in range(k)) / (k + 1))
+    B[1] = Fraction(1, 2)
+    return B
+
+
+_B = _bernoulli_plus(40)
+
+
+@lru_cache(maxsize=None)
+def _faulhaber(d, n):
+    """sum_{u=1}^{n} u^d exactly (n >= 0)."""
+    if n <= 0:
+        return Fraction(0) if d else Fraction(n if n > 0 else 0)
+    return sum(math.comb(d + 1, j) * _B[j] * Fraction(n) ** (d + 1 - j)
+               for j in range(d + 1)) / (d + 1)
+
+
+def _power_sum(d, a, b):
+    """sum_{t=a}^{b} t^d exactly, 1 <= a <= b."""
+    return _faulhaber(d, b) - _faulhaber(d, a - 1)
+
+
+@lru_cache(maxsize=None)
+def _centered_moment(d, length):
+    """sum of u^d over u = -length/2, -length/2 + 1, ..., length/2 (length + 1 points)."""
+    if d % 2:
+        return 0.0
+    if length % 2 == 0:  # integers
+        return float(2 * _faulhaber(d, length // 2)) if d else float(length + 1)
+    # half-integers v/2, v odd in [-length, length]
+    odd = _faulhaber(d, length) - 2 ** d * _faulhaber(d, (length - 1) // 2)
+    return float(2 * odd / Fraction(2) ** d)
+
+
+# psi(y) ~ ln y - 1/(2y) - sum_k B_2k / (2k y^2k), k = 1..7 (error below 1e-18 at y >= 16)
+_PSI_TAIL = [float(_B[2 * k]) / (2 * k) for k in range(1, 8)]
+
+
+def harmonic_gap(y1, count):
+    """sum_{j=0}^{count-1} 1 / (y1 + j) for y1 > 0, accurate to a few ulps (the digamma
+    difference psi(y1 + count) - psi(y1) without its cancellation)."""
+    total = 0.0
+    while y1 < 16.0 and count > 0:
+        total += 1.0 / y1
+        y1 += 1.0
+        count -= 1
+    if count == 0:
+        return total
+    y2 = y1 + count
+    diff = math.log1p(count / y1) + count / (2.0 * y1 * y2)
+    diff += _PSI_TAIL[0] * count * (y1 + y2) / (y1 * y1 * y2 * y2)
+    for k, coef in enumerate(_PSI_TAIL[1:], start=2):
+        diff += coef * (y1 ** (-2 * k) - y2 ** (-2 * k))
+    return total + diff
+
+
+def gap_sum(A, l1, c, sigma, a, b, k):
+    """sum_{t=a}^{b} t^k (A - l1 t)_+ / (sigma t + c), for A >= 0, c >= 0.
+
+    Exact polynomial sums (sigma = 0); otherwise, with x = c / sigma, either the
+    closed form sum q(t) + f(-x) (psi(b + 1 + x) - psi(a + x)) of f(t) / (t + x)
+    (f(t) = t^k (A - l1 t), q its quotient by t + x), which cancels like (x / t)^deg f
+    and so serves while x <= 8 (a + b) / 2, or, beyond, the expansion about the range's
+    middle c0: 1 / (x + c0 + u) = sum_m (-u)^m / (x + c0)^(m+1), |u| / (x + c0) < 1/9.
+    """
+    A, l1, c, sigma, a, b = float(A), float(l1), float(c), float(sigma), int(a), int(b)
+    if A <= 0 or b < a:
+        return 0.0
+    if l1 > 0:
+        last = math.floor(A / l1)
+        while last >= a and A - l1 * last <= 0:
+            last -= 1
+        b = min(b, last)
+        if b < a:
+            return 0.0
+    f = [Fraction(0)] * (k + 2)  # f(t) = A t^k - l1 t^(k+1), exact in the float inputs
+    f[k] += Fraction(A)
+    f[k + 1] -= Fraction(l1)
+    if sigma == 0:
+        return float(sum(fd * _power_sum(d, a, b) for d, fd in enumerate(f) if fd)) / c
+    x = c / sigma
+    mid = Fraction(a + b, 2)
+    if x <= 8 * mid:
+        xf = Fraction(x)
+        quotient = [Fraction(0)] * (len(f) - 1)  # synthetic division by (t + x)
+        carry = Fraction(0)
+        for d in range(len(f) - 1, 0, -1):
+            carry = f[d] - xf * carry if d < len(f) - 1 else f[d]
+            quotient[d - 1] = carry
+        remainder = f[0] - xf * quotient[0]  # f(-x)
+        poly = sum(qd * _power_sum(d, a, b) for d, qd in enumerate(quotient) if qd)
+        return (float(poly) + float(remainder) * harmonic_gap(a + x, b - a + 1)) / sigma
+    # the expansion: F_e, the Taylor coefficients of f at mid
+    F = [float(sum(fd * math.comb(d, e) * mid ** (d - e) for d, fd in enumerate(f) if d >= e))
+         for e in range(len(f))]
+    inv = 1.0 / (x + float(mid))
+    total = 0.0
+    for e, Fe in enumerate(F):
+        for mm in range(26 if b > a else 1):  # |u| <= (b - a) / 2 < (x + mid) / 9
+            if Fe and (e + mm) % 2 == 0:
+                total += Fe * (-1) ** mm * _centered_moment(e + mm, b - a) * inv ** (mm + 1)
+    return total / sigma
+
+
+def _weight_total(T, k):
+    return float(_power_sum(k, 1, T))
+
+
+def lazy_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, centered=False,
+                  batch_size=1, radius=None, sample_weight=None, epsilon=0.1, labels=None,
+                  iterate="last", rnd_t=None):
+    """The same run as `reference_adaptive`, lazily: a step touches only its rows'
+    coordinates (O(nnz) for p = 2, and for p < 2 without l1), and the averaged and random
+    iterates are settled between touches in closed form (`gap_sum`; p < 2: running sums
+    of the global scale, as in PGS). X may be dense or scipy.sparse.
+
+    Returns the reported w (n, K) for `iterate` (``random``: the iterate of step `rnd_t`)
+    and the online statistics (as `reference_adaptive`'s). p < 2 with l1 counts its
+    norm again every step over the coordinates reached (no exact O(nnz) form is known:
+    docs/design/l1.md); the p = 2 ball has no lazy form (its multiplier moves every
+    coordinate) and is refused.
+    """
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix(X, dtype=float)
+    X.sort_indices()
+    Y = np.asarray(Y, dtype=float).reshape(X.shape[0], -1)
+    m, n = X.shape
+    K = Y.shape[1]
+    _check_adaptive(p, centered, l1, iterate, radius, lazy=True)
+    if iterate not in ("last", "random") and iterate not in AVERAGES:
+        raise ValueError(iterate)
+    c_w = np.ones(m) if sample_weight is None else np.asarray(sample_weight, float)
+    q = p / (p - 1.0)
+    s = np.zeros(n)
+    U = np.zeros((n, K))
+    acc = np.zeros((n, K))
+    lam2 = np.zeros(K)
+    reached = np.zeros(n, bool)
+    avg_k = AVERAGES.get(iterate)
+    avg = np.zeros((n, K))  # settled sums of t^k v_j(t)
+    settled = np.zeros(n, np.int64)  # the averages hold t = 1..settled[j]
+    snap = np.zeros((n, K))
+    snapped = np.zeros(n, bool)
+    # p < 2: v_j(t) = phi_j * scale_t; N = sum |U_j|^q (l1 = 0); running sums of scale
+    phi = np.zeros((n, K))
+    N = np.zeros(K)
+    scale = np.zeros(K)  # scale_{t}
+    run = np.zeros(K)  # sum_{u <= t} u^k scale_u
+    mark = np.zeros((n, K))  # run at the last change of phi_j
+    scale_rnd = np.zeros(K)
+    stats = dict(sum_loss=0.0, sum_wloss=0.0, sum_w=0.0, mistakes=0)
+    margins = []
+
+    def den2(j, t):  # p = 2 denominators (len(j), K)
+        return sigma * t + (delta + np.sqrt(acc[j])) / eta
+
+    def value(j, t):  # v_j(t) of the coordinates j from their present state
+        if p == 2.0:
+            num = _soft(U[j], l1 * t)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.where(num != 0, num / den2(j, t), 0.0)
+        if l1 > 0:  # the last iterate only: phi at t, scale at t (counted exactly)
+            return -np.sign(U[j]) * np.maximum(np.abs(U[j]) - l1 * t, 0.0) ** (q - 1) * scale
+        return phi[j] * scale
+
+    def scale_of(t):  # p < 2: the global factor of v(t), from N (or a recount) and L_t
+        thr = l1 * t
+        norm_q = (np.sum(np.maximum(np.abs(U[reached]) - thr, 0.0) ** q, axis=0)
+                  if l1 > 0 else np.maximum(N, 0.0)) ** (1.0 / q)
+        den = sigma * t + (delta + np.sqrt(lam2)) / eta
+        out = np.zeros(K)
+        ok = norm_q > 0
+        out[ok] = norm_q[ok] ** (2.0 - q) / ((q - 1.0) * den[ok])
+        if radius is not None:
+            norm_p = (p - 1.0) * norm_q[ok] / den[ok]
+            out[ok] *= np.minimum(1.0, radius / norm_p)
+        return out
+
+    def settle(j, upto):  # add sum_{t = settled+1}^{upto} t^k v_j(t) (state unchanged there)
+        if p != 2.0:
+            avg[j] += phi[j] * (run - mark[j])
+            mark[j] = run
+        else:
+            for jj in j:
+                a = settled[jj] + 1
+                for kk in range(K):
+                    A = abs(U[jj, kk])
+                    cc = (delta + math.sqrt(acc[jj, kk])) / eta
+                    avg[jj, kk] -= math.copysign(
+                        gap_sum(A, l1, cc, sigma, a, upto, avg_k), U[jj, kk])
+        settled[j] = upto
+
+    t = 0
+    for start in range(0, m, batch_size):
+        stop = min(start + batch_size, m)
+        block = X[start:stop]
+        j = np.unique(block.indices)  # the step's coordinates
+        pos = {col: i for i, col in enumerate(j)}
+        dense = np.zeros((stop - start, len(j)))
+        for r in range(stop - start):
+            lo, hi = block.indptr[r], block.indptr[r + 1]
+            dense[r, [pos[col] for col in block.indices[lo:hi]]] = block.data[lo:hi]
+        s[j] = np.maximum(s[j], np.max(np.abs(dense), axis=0))
+        Xs = dense / s[j]
+        v_prev = value(j, t)
+        Z = Xs @ v_prev
+        margins.extend(Z)
+        rows = np.arange(start, stop)
+        _online_stats(stats, loss, Z, Y[rows], c_w[rows],
+                      None if labels is None else labels[rows], epsilon)
+        gt, dn, dlam2 = _batch_sums(Xs, loss_derivative(loss, Z, Y[rows], epsilon),
+                                    c_w[rows], q)
+        # the touched coordinates' state changes at step t + 1: settle it through t
+        if avg_k is not None:
+            settle(j, t)
+        if iterate == "random" and t >= rnd_t:
+            fresh = j[~snapped[j]]
+            if len(fresh):
+                snap[fresh] = (value(fresh, rnd_t) if p == 2.0 else phi[fresh] * scale_rnd)
+                snapped[fresh] = True
+        t += 1
+        reached[j] = True
+        old = U[j].copy()
+        if centered:
+            U[j] += gt - (np.sqrt(acc[j] + dn) - np.sqrt(acc[j])) / eta * v_prev
+        else:
+            U[j] += gt
+        acc[j] += dn
+        lam2 += dlam2
+        if p != 2.0:
+            if l1 == 0:
+                N += np.sum(np.abs(U[j]) ** q - np.abs(old) ** q, axis=0)
+                phi[j] = -np.sign(U[j]) * np.abs(U[j]) ** (q - 1)
+            scale = scale_of(t)
+            if avg_k is not None:
+                run = run + t ** avg_k * scale
+            if t == rnd_t:
+                scale_rnd = scale.copy()
+    # read-out
+    if iterate == "last":
+        v = value(np.arange(n), t)
+    elif iterate == "random":
+        v = np.where(snapped[:, None], snap,
+                     value(np.arange(n), rnd_t) if p == 2.0 else phi * scale_rnd)
+    else:
+        settle(np.arange(n), t)
+        v = avg / _weight_total(t, avg_k)
+    inv = np.where(s > 0, 1.0 / np.where(s > 0, s, 1.0), 0.0)[:, None]
+    return v * inv, _finish_stats(stats, m, t, s, margins)
