@@ -16,7 +16,8 @@ holds, besides a few arrays of K entries:
     sum of gradients lambda), ``phi`` (p < 2: the l_q map of lambda), ``acc`` (an
     averaged iterate's lazy sum), ``mark`` (p < 2, averaged: the running sum at the last
     touch), ``key`` (l1 on a ball, p = 2: the heap's key), ``on`` (l1, p = 2, averaged:
-    the flag of a folded sum).
+    the flag of a folded sum); in the adaptive geometry ``sq`` (the sum of the squared
+    scaled gradients) and ``scale`` (the largest |x_j| seen), after ``lam``.
 ``snap_a``, ``snapv_a`` (dim, K) float64 and int64, saved
     The random iterate's snapshots and their versions; one row otherwise.
 ``grad_acc`` (dim K,) float64, ``is_touched`` (dim,) uint8, ``touched`` (dim,) int64
@@ -84,12 +85,17 @@ class StateLayout:
     """
 
     def __init__(self, *, p=2.0, iterate="last", l1=0.0, radius=None, batch_size=1,
-                 n_problems=1, **_others):
+                 n_problems=1, geometry="global", **_others):
         p, l1 = float(p), float(l1)
         averaged = iterate in AVERAGED
         bounded = radius is not None
         fields = ["lam"]
-        if p != 2.0:
+        if geometry == "adaptive":
+            # per coordinate: minus the sum of scaled gradients, the sum of their squares
+            # and the feature's scale (the largest |x_j| seen; a copy per problem, so that
+            # a coordinate's update reads one place), docs/design/adaptive.md
+            fields += ["sq", "scale"]
+        elif p != 2.0:
             fields.append("phi")
         if averaged:
             fields.append("acc")
@@ -105,10 +111,11 @@ class StateLayout:
         self.batched = int(batch_size) > 1
         # N, the l_q map's running sum (p < 2, or a ball's norm at p = 2), without l1 (on
         # a ball l1 keeps the norm of the soft thresholds in its heaps)
-        self.keeps_norm = (p != 2.0 or bounded) and l1 == 0.0
+        self.keeps_norm = (p != 2.0 or bounded) and l1 == 0.0 and geometry != "adaptive"
         # the sweeps: N's upkeep; l1's recounts of the ball's norm and of N, and the folds
         # of its averages
-        self.keeps_seen = self.keeps_norm or (l1 > 0.0 and (bounded or p != 2.0 or averaged))
+        self.keeps_seen = self.keeps_norm or (l1 > 0.0 and (bounded or p != 2.0 or averaged)
+                                              and geometry != "adaptive")
         K = self.n_problems
         self.per_feature = (8 * K * len(self.fields) + (16 * K if self.random else 0)
                             + (8 * K + 9 if self.batched else 0)

@@ -651,6 +651,32 @@ def check_pgs_state(**config):
     check_ranges(params, "pgs", None, _CORE,
                  {**learner_constraints("pgs", None), "sigma": [_POSITIVE]})
     learner_rules(params, "pgs", PYTHON)
+    _adaptive_rules(config, _CORE)
+
+
+_ADAPTIVE = {"geometry": [("str", {"global", "adaptive"})], "eta": [_POSITIVE],
+             "delta": [_AT_LEAST_0]}
+
+
+def _adaptive_rules(config, words):
+    """The adaptive geometry's ranges, and what it does not run yet: p < 2, a ball, the
+    averaged and random iterates, mini-batches, forgetting (docs/design/adaptive.md)."""
+    params = {k: config[k] for k in _ADAPTIVE if k in config}
+    check_params(params, _ADAPTIVE, words)
+    for name in ("eta", "delta"):
+        if name in params and not math.isfinite(params[name]):
+            raise InvalidParameterError(name, [("subject", name), " must be finite, got ",
+                                               ("raw", name), "."], params, words,
+                                        range_error=True)
+    if config.get("geometry", "global") != "adaptive":
+        return
+    get = config.get
+    wanted = {"p": (2.0, "2"), "radius": (None, "None"), "iterate": ("last", "last"),
+              "batch_size": (1, "1"), "forget": (1.0, "1")}
+    for name, (value, said) in wanted.items():
+        if get(name, value) != value:
+            raise _refuse(name, f"the adaptive geometry runs with {{{name}={said}}} only, "
+                          f"got {{{name}}}", config, words)
 
 
 def check_sdca_problem(**config):

@@ -75,6 +75,12 @@ cdef struct Core:
     int iterate
     bint p_is_two
     bint need_norm
+    # the adaptive geometry (_adaptive.pxd): per-coordinate steps on scaled features, the
+    # fields' offsets, the base rate eta, the stabilizer's delta, the centered form's flag
+    bint adaptive
+    bint centered
+    Py_ssize_t off_sq, off_scale
+    double eta, delta
 
 
 # How the pass reads the REPORTED iterate's margin of a row before the row trains (the
@@ -104,6 +110,8 @@ cdef struct Part:
     const int64_t* t
     double l1, sigma
     int iterate
+    Py_ssize_t off_sq, off_scale  # the adaptive geometry's fields
+    double eta, delta
 
 
 cdef struct Rep:
@@ -122,6 +130,7 @@ cdef enum:
     READ_L1_LAST = 2  # l1: s_c times soft(lambda_j, thr) through the l_q map (p < 2)
     READ_SUMS = 3  # an average: the part's weighted sum over the weights' total
     READ_RANDOM = 4  # the random iterate: the part's value (a snapshot or rnd_s phi_j)
+    READ_ADAPTIVE = 5  # the adaptive geometry's last iterate, v_j / scale_j (_adaptive.pxd)
 
 
 cdef struct Readout:
@@ -278,6 +287,11 @@ cdef class PGSState:
     cdef readonly int loss_code, iterate, batch_size, n_problems
     cdef readonly bint fit_intercept, multiclass, p_is_two, bounded, need_norm, radius_auto
     cdef readonly object layout  # onlinepgs._layout.StateLayout: fields and arrays
+    # the adaptive geometry (docs/design/adaptive.md): its flag, the centered form's, the
+    # base rate, the stabilizer's delta and the offsets of its fields in the block
+    cdef readonly bint adaptive, centered
+    cdef readonly double eta, delta
+    cdef readonly Py_ssize_t off_sq, off_scale
     cdef readonly bint keep_seen  # sweeps its coordinates: keeps a list of those reached
     # the coupled multiclass loss of the K problems (_multiclass.pxd's MC_*): MC_NONE is
     # one-vs-rest, K independent binary problems

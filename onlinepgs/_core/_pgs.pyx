@@ -113,13 +113,15 @@ cdef class PGSState:
                  int batch_size=1, str iterate="last", int n_problems=1, bint multiclass=False,
                  bint fit_intercept=True, double intercept_scaling=1.0, double epsilon=0.1,
                  Py_ssize_t n_features=0, uint64_t seed=0, double forget=1.0,
-                 double l1=0.0, multi_class="ovr"):
+                 double l1=0.0, multi_class="ovr", str geometry="global", double eta=0.5,
+                 double delta=0.0, bint centered=True):
         # the learners' rules (onlinepgs._options): a state is never built from options
         # they refuse
         check_pgs_state(p=p, sigma=sigma, radius=radius, loss=loss, batch_size=batch_size,
                         iterate=iterate, fit_intercept=bool(fit_intercept),
                         intercept_scaling=intercept_scaling, epsilon=epsilon, forget=forget,
-                        l1=l1, multi_class=multi_class)
+                        l1=l1, multi_class=multi_class, geometry=geometry, eta=eta,
+                        delta=delta, n_problems=n_problems)
         if n_problems < 1:
             raise ValueError("n_problems must be >= 1")
         self.p = p
@@ -140,7 +142,12 @@ cdef class PGSState:
         # what the state keeps beside them: onlinepgs._layout, which max_model_bytes and
         # the model files read too
         self.layout = StateLayout(p=p, iterate=iterate, l1=l1, radius=radius,
-                                  batch_size=batch_size, n_problems=n_problems)
+                                  batch_size=batch_size, n_problems=n_problems,
+                                  geometry=geometry)
+        self.adaptive = geometry == "adaptive"
+        self.centered = centered
+        self.eta = eta
+        self.delta = delta
         # N, the l_q map's running sum (p < 2, or the ball's norm at p = 2; l1 on the ball
         # keeps its own norm, ||soft(lambda, thr)||, in the heaps)
         self.need_norm = self.layout.keeps_norm
@@ -181,6 +188,8 @@ cdef class PGSState:
         self.off_phi = offset.get("phi", 0)
         self.off_acc = offset.get("acc", -1)
         self.off_mark = offset.get("mark", -1)
+        self.off_sq = offset.get("sq", 0)
+        self.off_scale = offset.get("scale", 0)
         self.norm_a = np.zeros(K)
         self.scale_a = np.ones(K)
         self.s_a = np.zeros(K)
@@ -383,6 +392,9 @@ cdef class PGSState:
             cfg["l1"] = self.l1
         if self.mc_code != MC_NONE:
             cfg["multi_class"] = self.multi_class
+        if self.adaptive:
+            cfg.update(geometry="adaptive", eta=self.eta, delta=self.delta,
+                       centered=bool(self.centered))
         return cfg
 
     @property
@@ -443,6 +455,12 @@ cdef class PGSState:
         core.iterate = self.iterate
         core.p_is_two = self.p_is_two
         core.need_norm = self.need_norm
+        core.adaptive = self.adaptive
+        core.centered = self.centered
+        core.off_sq = self.off_sq
+        core.off_scale = self.off_scale
+        core.eta = self.eta
+        core.delta = self.delta
         return core
 
     # ---- scalars -------------------------------------------------------------------
@@ -757,6 +775,10 @@ cdef class PGSState:
         if not (sigma > 0.0 and isfinite(sigma)):
             raise ValueError(f"sigma must be a positive finite number, got {sigma!r}")
         new = self.copy()
+        if new.adaptive:
+            # its weights read sigma afresh at every step (_adaptive.pxd): nothing to settle
+            new.sigma = sigma
+            return new
         for c in range(new.n_problems):
             settle_all(new, c)
         new.sigma = sigma

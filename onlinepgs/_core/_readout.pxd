@@ -9,7 +9,8 @@ from libc.math cimport fabs, copysign, pow, signbit
 from libc.stdint cimport uint64_t, int64_t
 
 from onlinepgs._core._pgs cimport (PGSState, Part, Rep, Pass, Readout, READ_ZERO, READ_LAST,
-                                   READ_L1_LAST, READ_SUMS, READ_RANDOM, PART_NONE,
+                                   READ_L1_LAST, READ_SUMS, READ_RANDOM, READ_ADAPTIVE,
+                                   PART_NONE,
                                    PART_AVG2, PART_AVGQ, PART_RANDOM, PART_L1AVG,
                                    ITERATE_LAST, ITERATE_WEIGHTED, ITERATE_WEIGHTED2,
                                    ITERATE_RANDOM)
@@ -17,6 +18,7 @@ from onlinepgs._core._l1q cimport L1Q
 from onlinepgs._core._l1avg cimport l1_folded_total
 from onlinepgs._core._touch cimport _averaged
 from onlinepgs._core._sparse cimport index_t
+from onlinepgs._core._adaptive cimport ad_value
 
 
 cdef inline double weight_total(int iterate, int64_t t) noexcept nogil:
@@ -78,6 +80,10 @@ cdef inline Part part_of(PGSState st):
     pt.t = &st.t
     pt.l1 = st.l1
     pt.sigma = st.sigma
+    pt.off_sq = st.off_sq
+    pt.off_scale = st.off_scale
+    pt.eta = st.eta
+    pt.delta = st.delta
     pt.iterate = st.iterate
     if _averaged(st.iterate):
         pt.kind = PART_AVG2 if st.p_is_two else PART_AVGQ
@@ -117,6 +123,8 @@ cdef inline Readout _readout(PGSState st, int it):
     rd.p_is_two = st.p_is_two
     if st.t == 0:
         rd.kind = READ_ZERO
+    elif st.adaptive:
+        rd.kind = READ_ADAPTIVE
     elif it == ITERATE_LAST:
         rd.kind = READ_L1_LAST if st.l1 > 0.0 else READ_LAST
     elif _averaged(it):
@@ -141,6 +149,12 @@ cdef inline double _read_weight(Readout rd, int kind, Py_ssize_t j,
     if kind == READ_ZERO:
         return 0.0
     at = rd.pt.blk + (j * rd.pt.K + c) * rd.pt.S
+    if kind == READ_ADAPTIVE:
+        a = at[rd.pt.off_scale]
+        if not a > 0.0:
+            return 0.0  # a feature never seen
+        return ad_value(at, rd.pt.off_sq, <double>rd.pt.t[0], rd.pt.sigma, rd.pt.l1,
+                        rd.pt.eta, rd.pt.delta) / a
     if kind == READ_LAST:
         return at[rd.pt.off_phi] * rd.s[c]
     lam = at[0]
@@ -176,6 +190,8 @@ cdef inline void _read_all(Readout rd, Py_ssize_t dim, double* out) noexcept nog
         _read_range(rd, READ_SUMS, dim, out)
     elif rd.kind == READ_RANDOM:
         _read_range(rd, READ_RANDOM, dim, out)
+    elif rd.kind == READ_ADAPTIVE:
+        _read_range(rd, READ_ADAPTIVE, dim, out)
 
 
 cdef inline void _read_scores(Readout rd, const double* vals, const index_t* idx,

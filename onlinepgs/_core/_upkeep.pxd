@@ -345,6 +345,10 @@ cdef inline void end_steps(PGSState st, int* need_rescale, int* moved, int64_t s
     cdef bint select = False
     cdef double wt, to_sum
     st.t += steps
+    if st.adaptive:
+        # its weights read t, sigma and their own fields (_adaptive.pxd): no scalar to keep
+        st.l1_sum_t = st.t
+        return
     st.l1_sum_t = st.t - steps  # C and C2 take the step's terms below
     if st.forgetting:
         # steps is 1 here (forgetting is refused on Dask, whose rounds merge many)

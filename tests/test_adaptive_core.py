@@ -1,0 +1,187 @@
+"""The compiled adaptive geometry (onlinepgs/_core/_adaptive.pxd, `PGSState(geometry=
+"adaptive")`) against its NumPy transcription (tests/reference.py: `reference_adaptive`,
+every coordinate every step): the weights after every row, the progressive loss, for
+both forms (AdaGrad-RDA and the centered FTRL-Proximal), l1, several losses, one-vs-rest
+problems, sample weights, sparse and dense rows; then what the lazy state must keep:
+chunking, a copy and a file continue bit for bit, a column multiplied by c changes no
+prediction, the scores read at a row's coordinates are the model's."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from onlinepgs._core import PGSState
+from onlinepgs._options import OptionError
+from reference import reference_adaptive
+
+
+def stream(m=160, n=12, seed=0):
+    """Rows whose columns live on scales from 1e-3 to 1e3 (a column's largest value
+    arriving late, so scales grow between touches), labels from a few columns, a class
+    label of three classes, importance weights in [0.5, 2]."""
+    rng = np.random.RandomState(seed)
+    X = rng.randn(m, n) * (rng.rand(m, n) < 0.4)
+    X *= 10.0 ** rng.uniform(-3, 3, n)
+    X[m // 2:, 3] *= 50.0
+    Xs = X / np.maximum(np.max(np.abs(X), axis=0), 1e-300)
+    score = Xs[:, :4] @ np.array([3.0, -2.0, 1.5, 2.0]) + 0.3 * rng.randn(m)
+    y = np.where(score > 0, 1.0, -1.0)
+    labels = np.digitize(score, np.quantile(score, [1 / 3, 2 / 3])).astype(float)
+    return X, y, labels, score, rng.uniform(0.5, 2.0, m)
+
+
+def fresh(n, **kw):
+    config = dict(p=2.0, sigma=1e-3, loss="logistic", geometry="adaptive", eta=0.5,
+                  n_features=n)
+    config.update(kw)
+    return PGSState(**config)
+
+
+def run(state, X, y, sw, rows, classifier=True, dense=False):
+    order = np.asarray(rows, dtype=np.int64)
+    if dense:
+        Xd = np.ascontiguousarray(X, dtype=float)
+        state.run(Xd.ravel(), None, None, X.shape[1], y, sw, order, classifier)
+    else:
+        Xc = sp.csr_matrix(X)
+        state.run(Xc.data, Xc.indices, Xc.indptr.astype(np.int64), X.shape[1], y, sw,
+                  order, classifier)
+
+
+def with_intercept(X, scaling=1.0):
+    return np.hstack([np.full((X.shape[0], 1), scaling), X])
+
+
+@pytest.mark.parametrize("centered", [False, True])
+@pytest.mark.parametrize("l1", [0.0, 2e-3])
+@pytest.mark.parametrize("loss", ["logistic", "hinge", "squared_hinge", "squared"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("dense", [False, True])
+def test_binary_and_regression_rows_follow_the_transcription(centered, l1, loss, weighted,
+                                                             dense):
+    """Row by row: after each of the first rows and at the end, the weights equal the
+    transcription's iterate to 1e-12 (relative to the largest), and so does the
+    progressive loss; the intercept is the transcription's constant column."""
+    X, y, _, score, sw = stream()
+    classifier = loss != "squared"
+    target = y if classifier else score
+    sw = sw if weighted else np.ones(len(y))
+    m, n = X.shape
+    its, stats = reference_adaptive(with_intercept(X), target, p=2.0, sigma=1e-3, loss=loss,
+                                    eta=0.5, l1=l1, centered=centered, sample_weight=sw)
+    state = fresh(n, loss=loss, l1=l1, centered=centered)
+    Xi = with_intercept(X)
+    final = stats["scales"][:, None]  # the transcription's iterates are in the final scales
+    for i in range(m):
+        run(state, X, target, sw, [i], classifier, dense)
+        if i < 20 or i == m - 1:
+            # the scaled weights v = w s, each at its own scales
+            now = np.max(np.abs(Xi[:i + 1]), axis=0)[:, None]
+            want = (its[i] * final).ravel()
+            got = (state.weights() * now).ravel()
+            np.testing.assert_allclose(got, want, rtol=0,
+                                       atol=1e-12 * max(np.max(np.abs(want)), 1e-300))
+    got_loss = state.stats_dict()["progressive_loss"]
+    assert abs(got_loss - stats["progressive_loss"]) <= 1e-12 * stats["progressive_loss"]
+
+
+@pytest.mark.parametrize("centered", [False, True])
+def test_one_vs_rest_problems_follow_the_transcription(centered):
+    """Three classes, one problem each (+1 for its class, -1 else): each column of the
+    weights is the transcription's, and every problem shares the feature's scale."""
+    X, _, labels, _, sw = stream(seed=1)
+    Y = np.where(labels[:, None] == np.arange(3)[None, :], 1.0, -1.0)
+    its, stats = reference_adaptive(with_intercept(X), Y, p=2.0, sigma=1e-4, loss="logistic",
+                                    eta=0.8, centered=centered, sample_weight=sw,
+                                    labels=labels)
+    state = fresh(X.shape[1], sigma=1e-4, eta=0.8, centered=centered, n_problems=3,
+                  multiclass=True)
+    run(state, X, labels, sw, range(len(labels)))
+    want = its[-1]
+    np.testing.assert_allclose(state.weights(), want, rtol=0, atol=1e-12 * np.max(np.abs(want)))
+    assert state.n_mistakes == stats["progressive_mistakes"]
+
+
+def test_a_copy_a_dict_and_chunks_continue_bit_for_bit():
+    """One pass in one call, in three calls, and through a copy and the state's dict at
+    the middle: the same bits (the scales and the accumulators are the state)."""
+    X, y, _, _, sw = stream(seed=2)
+    m, n = X.shape
+    whole = fresh(n, l1=1e-3)
+    run(whole, X, y, sw, range(m))
+    parts = fresh(n, l1=1e-3)
+    run(parts, X, y, sw, range(50))
+    run(parts, X, y, sw, range(50, 90))
+    moved = PGSState.from_dict(parts.to_dict()).copy()
+    run(moved, X, y, sw, range(90, m))
+    assert np.array_equal(moved.weights(), whole.weights())
+    assert moved.config() == whole.config()
+    assert moved.config()["geometry"] == "adaptive"
+
+
+@pytest.mark.parametrize("centered", [False, True])
+def test_a_column_multiplied_by_any_c_changes_no_prediction(centered):
+    """Multiplying columns by c in [1e-3, 1e3] leaves every progressive margin and the
+    final predictions equal within 1e-9 (relative): the scales absorb c exactly (one
+    rounding of x / s), where the global geometry's predictions move."""
+    X, y, _, _, sw = stream(seed=3)
+    m, n = X.shape
+    c = 10.0 ** np.linspace(-3, 3, n)
+    base = fresh(n, centered=centered)
+    run(base, X, y, sw, range(m))
+    scaled = fresh(n, centered=centered)
+    run(scaled, X * c, y, sw, range(m))
+    Xt = sp.csr_matrix(X)
+    z = base.scores(Xt.data, Xt.indices, Xt.indptr.astype(np.int64))
+    Xt = sp.csr_matrix(X * c)
+    z_c = scaled.scores(Xt.data, Xt.indices, Xt.indptr.astype(np.int64))
+    np.testing.assert_allclose(z_c, z, rtol=1e-9, atol=1e-9 * np.max(np.abs(z)))
+    np.testing.assert_allclose(scaled.stats_dict()["progressive_loss"],
+                               base.stats_dict()["progressive_loss"], rtol=1e-9)
+    # the global geometry is not invariant: the same check fails there
+    g, g_c = PGSState(p=2.0, sigma=1e-3, n_features=n), PGSState(p=2.0, sigma=1e-3, n_features=n)
+    run(g, X, y, sw, range(m))
+    run(g_c, X * c, y, sw, range(m))
+    assert abs(g.stats_dict()["progressive_loss"] - g_c.stats_dict()["progressive_loss"]) > 1e-3
+
+
+def test_scores_at_a_rows_coordinates_are_the_models():
+    """`scores` reads the lazy state at a row's coordinates: the bits of the model read
+    out whole (`weights`) times the rows, as scipy's CSR product sums them."""
+    X, y, _, _, sw = stream(seed=4)
+    state = fresh(X.shape[1], l1=1e-3)
+    run(state, X, y, sw, range(len(y)))
+    W = state.weights()
+    Xc = sp.csr_matrix(X)
+    got = state.scores(Xc.data, Xc.indices, Xc.indptr.astype(np.int64))
+    assert np.array_equal(got[:, 0], Xc @ W[1:, 0] + W[0, 0])
+
+
+def test_features_never_seen_weigh_zero_and_cost_nothing():
+    """A wide state (2^20 features) trained on a few columns: the columns never seen weigh
+    exactly 0 (their scale is 0), and l1 keeps exact zeros among the seen ones."""
+    rng = np.random.RandomState(5)
+    cols = rng.choice(2**20, 30, replace=False)
+    X = sp.random(300, 30, density=0.3, random_state=rng, format="csr")
+    wide = sp.csr_matrix((X.data, cols[X.indices], X.indptr), shape=(300, 2**20))
+    y = np.where(X[:, :3].sum(axis=1).A1 + 0.1 * rng.randn(300) > 0.2, 1.0, -1.0)
+    state = fresh(2**20, l1=0.02)
+    run(state, wide, y, np.ones(300), range(300))
+    W = state.weights()[1:, 0]
+    unseen = np.setdiff1d(np.arange(2**20), cols)
+    assert not np.any(W[unseen])
+    assert 0 < np.count_nonzero(W[cols]) < 30
+
+
+@pytest.mark.parametrize("option, value", [("p", 1.5), ("radius", "auto"),
+                                           ("iterate", "weighted2"), ("batch_size", 4),
+                                           ("forget", 0.99)])
+def test_what_the_adaptive_geometry_does_not_run_is_refused_by_name(option, value):
+    with pytest.raises(OptionError, match=f"adaptive geometry runs with {option}="):
+        fresh(3, **{option: value})
+
+
+@pytest.mark.parametrize("option, value", [("geometry", "per-coordinate"), ("eta", 0.0),
+                                           ("eta", float("inf")), ("delta", -1.0)])
+def test_bad_values_of_the_adaptive_options_are_refused(option, value):
+    with pytest.raises(ValueError, match=option):
+        fresh(3, **{option: value})
