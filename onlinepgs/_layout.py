@@ -17,12 +17,14 @@ holds, besides a few arrays of K entries:
     averaged iterate's lazy sum), ``mark`` (p < 2, averaged: the running sum at the last
     touch), ``key`` (l1 on a ball, p = 2: the heap's key), ``on`` (l1, p = 2, averaged:
     the flag of a folded sum); in the adaptive geometry ``sq`` (the sum of the squared
-    scaled gradients) and ``scale`` (the largest |x_j| seen), after ``lam``.
+    scaled gradients), ``stab`` (the stabilizer (delta + sqrt(sq)) / eta) and
+    ``inv_scale`` (one over the largest |x_j| seen, 0 before), after ``lam``.
 ``snap_a``, ``snapv_a`` (dim, K) float64 and int64, saved
     The random iterate's snapshots and their versions; one row otherwise.
 ``grad_acc`` (dim K,) float64, ``is_touched`` (dim,) uint8, ``touched`` (dim,) int64
     A mini-batch's (``batch_size > 1``) gradient and the coordinates it touched; one
-    entry otherwise.
+    entry otherwise (``grad_acc``: dim entries in the adaptive geometry, a row's weights
+    kept from its margin for its step).
 ``seen_a`` (dim // SEEN_DENSE + 1,) int64
     The coordinates the passes reached, for the states that sweep them (`keeps_seen`);
     one entry otherwise. Allocated with ``np.empty``: its pages are mapped only where
@@ -91,10 +93,11 @@ class StateLayout:
         bounded = radius is not None
         fields = ["lam"]
         if geometry == "adaptive":
-            # per coordinate: minus the sum of scaled gradients, the sum of their squares
-            # and the feature's scale (the largest |x_j| seen; a copy per problem, so that
-            # a coordinate's update reads one place), docs/design/adaptive.md
-            fields += ["sq", "scale"]
+            # per coordinate: minus the sum of scaled gradients, the sum of their squares,
+            # the stabilizer they give and one over the feature's scale (the largest |x_j|
+            # seen; a copy per problem, so that a coordinate's update reads one place), in
+            # this order (_core/_adaptive.pxd's AD_* offsets), docs/design/adaptive.md
+            fields += ["sq", "stab", "inv_scale"]
         elif p != 2.0:
             fields.append("phi")
         if averaged:
@@ -109,6 +112,9 @@ class StateLayout:
         self.n_problems = int(n_problems)
         self.random = iterate == "random"
         self.batched = int(batch_size) > 1
+        # the adaptive geometry keeps a row's weights from its margin for its step in
+        # grad_acc (an entry per row entry: at most dim, pages mapped only where written)
+        self.row_cache = geometry == "adaptive"
         # N, the l_q map's running sum (p < 2, or a ball's norm at p = 2), without l1 (on
         # a ball l1 keeps the norm of the soft thresholds in its heaps)
         self.keeps_norm = (p != 2.0 or bounded) and l1 == 0.0 and geometry != "adaptive"
@@ -119,6 +125,7 @@ class StateLayout:
         K = self.n_problems
         self.per_feature = (8 * K * len(self.fields) + (16 * K if self.random else 0)
                             + (8 * K + 9 if self.batched else 0)
+                            + (8 if self.row_cache else 0)
                             + (8 // SEEN_DENSE if self.keeps_seen else 0))
 
     @classmethod
@@ -136,9 +143,10 @@ class StateLayout:
         K = self.n_problems
         rows = dim if self.random else 1
         scratch = dim if self.batched else 1
+        grads = scratch * K if not self.row_cache else dim
         return {"block_a": ((dim, K, len(self.fields)), "f8"),
                 "snap_a": ((rows, K), "f8"), "snapv_a": ((rows, K), "i8"),
-                "grad_acc": ((scratch * K,), "f8"), "is_touched": ((scratch,), "u1"),
+                "grad_acc": ((grads,), "f8"), "is_touched": ((scratch,), "u1"),
                 "touched": ((scratch,), "i8"),
                 "seen_a": ((dim // SEEN_DENSE + 1 if self.keeps_seen else 1,), "i8")}
 

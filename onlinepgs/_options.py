@@ -96,7 +96,8 @@ MODEL_OPTIONS = {"loss": "loss", "p": "p", "sigma": "sigma", "l1": "l1",
                  "no_intercept": "fit_intercept", "intercept_scaling": "intercept_scaling",
                  "epsilon": "epsilon", "bits": "n_bits", "hash_seed": "hash_seed",
                  "random_seed": "random_state", "forget": "forget",
-                 "class_weight": "class_weight", "multi_class": "multi_class"}
+                 "class_weight": "class_weight", "multi_class": "multi_class",
+                 "geometry": "geometry", "eta": "eta"}
 
 # a parameter's (or a run option's) flag on the command line
 _FLAG = {**{param: "--" + option.replace("_", "-") for option, param in MODEL_OPTIONS.items()},
@@ -408,6 +409,8 @@ _PGS = {
     "max_model_bytes": _BYTES,
     "forget": [("real", 0, 1, "right")],
     "interactions": _INTERACTIONS,
+    "geometry": [("str", {"global", "adaptive"})],
+    "eta": [_POSITIVE],
 }
 _SDCA = {
     "p": _COMMON["p"],
@@ -440,7 +443,7 @@ _TASKS = {
 }
 # the numeric parameters that must be finite (None and strings are other choices)
 _FINITE = {"pgs": ("p", "sigma", "l1", "radius", "intercept_scaling", "epsilon", "tol",
-                   "forget"),
+                   "forget", "eta"),
            "sdca": ("p", "sigma", "l1", "intercept_scaling", "epsilon", "tol")}
 
 
@@ -582,6 +585,7 @@ def learner_rules(params, solver, words):
     if solver == "pgs":
         check_p(p, words)
         _pgs_l1_rules(params, words)
+        _adaptive_rules(params, words)
         return
     sigma, init = get("sigma", 1.0), get("init", "zero")
     if sigma == 0 and l1 == 0:
@@ -651,32 +655,26 @@ def check_pgs_state(**config):
     check_ranges(params, "pgs", None, _CORE,
                  {**learner_constraints("pgs", None), "sigma": [_POSITIVE]})
     learner_rules(params, "pgs", PYTHON)
-    _adaptive_rules(config, _CORE)
+    delta = {"delta": config["delta"]} if "delta" in config else {}
+    check_params(delta, {"delta": [_AT_LEAST_0]}, _CORE)
+    if delta and not math.isfinite(delta["delta"]):
+        raise InvalidParameterError("delta", [("subject", "delta"), " must be finite, got ",
+                                              ("raw", "delta"), "."], delta, _CORE,
+                                    range_error=True)
 
 
-_ADAPTIVE = {"geometry": [("str", {"global", "adaptive"})], "eta": [_POSITIVE],
-             "delta": [_AT_LEAST_0]}
-
-
-def _adaptive_rules(config, words):
-    """The adaptive geometry's ranges, and what it does not run yet: p < 2, a ball, the
-    averaged and random iterates, mini-batches, forgetting (docs/design/adaptive.md)."""
-    params = {k: config[k] for k in _ADAPTIVE if k in config}
-    check_params(params, _ADAPTIVE, words)
-    for name in ("eta", "delta"):
-        if name in params and not math.isfinite(params[name]):
-            raise InvalidParameterError(name, [("subject", name), " must be finite, got ",
-                                               ("raw", name), "."], params, words,
-                                        range_error=True)
-    if config.get("geometry", "global") != "adaptive":
+def _adaptive_rules(params, words):
+    """What the adaptive geometry does not run yet: p < 2, a ball, the averaged and
+    random iterates, mini-batches, forgetting (docs/design/adaptive.md)."""
+    if params.get("geometry", "global") != "adaptive":
         return
-    get = config.get
+    get = params.get
     wanted = {"p": (2.0, "2"), "radius": (None, "None"), "iterate": ("last", "last"),
               "batch_size": (1, "1"), "forget": (1.0, "1")}
     for name, (value, said) in wanted.items():
         if get(name, value) != value:
             raise _refuse(name, f"the adaptive geometry runs with {{{name}={said}}} only, "
-                          f"got {{{name}}}", config, words)
+                          f"got {{{name}}}", params, words)
 
 
 def check_sdca_problem(**config):
@@ -708,6 +706,10 @@ def dask_rules(params, words, balanced=False):
             "a model trained with class weights"
         raise _refuse("class_weight", f"{{%dask}} does not weigh classes ({which}); "
                       "{%weights_instead}", params, words)
+    if get("geometry", "global") != "global":
+        # the lanes' merge moves lambda by the global geometry's one-coordinate update
+        raise _refuse("geometry", "{%dask} trains the global geometry only ({geometry}); "
+                      "train it {%one_process}", params, words)
     if get("multi_class", "ovr") != "ovr":
         # the lanes' merge and statistics are written for one-vs-rest problems
         raise _refuse("multi_class", "{%dask} trains one-vs-rest models only "
@@ -832,6 +834,13 @@ def learner_params(args):
     else:
         params.update(radius=args.radius, batch_size=args.batch_size, iterate=args.iterate,
                       forget=args.forget, max_model_bytes=args.max_model_bytes)
+        if getattr(args, "geometry", "global") == "adaptive":
+            # its iterate is the last and it has no ball: the flags' defaults follow
+            params.update(geometry="adaptive", eta=args.eta)
+            if not _given(args, "iterate"):
+                params["iterate"] = "last"
+            if not _given(args, "radius"):
+                params["radius"] = None
     return solver, task, params
 
 

@@ -163,6 +163,20 @@ _COMMON_DOC = """
         averaged iterates forget alike. 1.0: no forgetting, the plain PGS. With
         forgetting the regret bound and online duality gap of ``online_stats_`` are NaN
         (they concern the unweighted objective); not on Dask (docs/design/forgetting.md).
+    geometry : {"global", "adaptive"}, default="global"
+        "global": PGS's one step size for every coordinate, ``1 / (sigma t)`` through the
+        l_p map. "adaptive": a step per coordinate, which shrinks with that coordinate's
+        own squared gradients (FTRL-Proximal's centered form), on each feature divided by
+        the largest ``|x_j|`` seen so far: raw columns of any units need no scaling (a
+        column multiplied by any c > 0 leaves every prediction as it was), and sigma, l1
+        regularize the scaled weights ``s_j w_j``. It runs with p=2, iterate="last",
+        radius=None, batch_size=1 and forget=1 (say so: other values are refused), not on
+        Dask, and `onlinepgs.duality_gap` does not certify it yet
+        (docs/design/adaptive.md).
+    eta : float > 0, default=0.5
+        The adaptive geometry's base rate: a coordinate's step is ``eta / sqrt(sum of
+        its squared scaled gradients)`` while sigma t is small against it. Unused by
+        the global geometry.
 """
 
 _MULTI_CLASS_DOC = """    multi_class : {"ovr", "multinomial", "crammer_singer"}, default="ovr"
@@ -353,7 +367,8 @@ class PGSLearner(LinearLearner):
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
-                 max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None):
+                 max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None,
+                 geometry="global", eta=0.5):
         self.loss = loss
         self.p = p
         self.sigma = sigma
@@ -374,6 +389,8 @@ class PGSLearner(LinearLearner):
         self.max_model_bytes = max_model_bytes
         self.forget = forget
         self.interactions = interactions
+        self.geometry = geometry
+        self.eta = eta
 
     def _new_state(self, n_features, n_problems, multiclass, rng):
         """A fresh solver state at the sigma parameter (a number); its own RNG (the random
@@ -387,8 +404,11 @@ class PGSLearner(LinearLearner):
         # K > 2 classes only: two classes keep the binary model whatever multi_class says
         multi_class = getattr(self, "multi_class", "ovr") if multiclass else "ovr"
 
-        # l1 only when there is one: the state's config (and model files) omit it at 0
+        # l1 only when there is one: the state's config (and model files) omit it at 0;
+        # the adaptive geometry's options only in it
         l1 = {"l1": float(self.l1)} if self.l1 else {}
+        if self.geometry == "adaptive":
+            l1.update(geometry="adaptive", eta=float(self.eta))
 
         def make(sigma):
             return PGSState(p=float(self.p), sigma=float(sigma), **l1, multi_class=multi_class,
@@ -435,7 +455,7 @@ class PGSLearner(LinearLearner):
         (`onlinepgs._layout`: what PGSState allocates, what max_model_bytes counts)."""
         return StateLayout(p=float(self.p), iterate=self.iterate, l1=float(self.l1),
                            radius=self.radius, batch_size=int(self.batch_size),
-                           n_problems=n_problems)
+                           n_problems=n_problems, geometry=self.geometry)
 
     def _check_width(self, X, n_problems, where=None, have=0):
         """Refuse, before any allocation, a width of X beyond the max_model_bytes budget.
@@ -940,14 +960,15 @@ class PGSClassifierLearner(ClassifierLearner, PGSLearner):
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
                  max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None,
-                 class_weight=None, multi_class="ovr"):
+                 geometry="global", eta=0.5, class_weight=None, multi_class="ovr"):
         super().__init__(loss, p=p, sigma=sigma, l1=l1, radius=radius,
                          batch_size=batch_size, iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
                          n_iter_no_change=n_iter_no_change, shuffle=shuffle,
                          random_state=random_state, epsilon=epsilon, n_bits=n_bits,
                          hash_seed=hash_seed, max_model_bytes=max_model_bytes,
-                         forget=forget, interactions=interactions)
+                         forget=forget, interactions=interactions, geometry=geometry,
+                         eta=eta)
         self.class_weight = class_weight
         self.multi_class = multi_class
 
@@ -1001,14 +1022,16 @@ class PGSRegressorLearner(RegressorLearner, PGSLearner):
                  batch_size=1, iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
-                 max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None):
+                 max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None,
+                 geometry="global", eta=0.5):
         super().__init__(loss, p=p, sigma=sigma, l1=l1, radius=radius,
                          batch_size=batch_size, iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
                          n_iter_no_change=n_iter_no_change, shuffle=shuffle,
                          random_state=random_state, epsilon=epsilon, n_bits=n_bits,
                          hash_seed=hash_seed, max_model_bytes=max_model_bytes,
-                         forget=forget, interactions=interactions)
+                         forget=forget, interactions=interactions, geometry=geometry,
+                         eta=eta)
 
     def fit(self, X, y, sample_weight=None):
         """Run `max_epochs` passes of PGS over (X, y) from a fresh state.

@@ -245,7 +245,8 @@ def written(params):
     multi_class="ovr" (not written, so that a model without them is the file it was before
     they existed; they read back as the defaults)."""
     return {k: v for k, v in params.items()
-            if (k, v) not in (("interactions", None), ("l1", 0), ("multi_class", "ovr"))}
+            if (k, v) not in (("interactions", None), ("l1", 0), ("multi_class", "ovr"),
+                              ("geometry", "global"), ("eta", 0.5))}
 
 
 def test_new_hyperparameters_round_trip(tmp_path):
@@ -1273,10 +1274,12 @@ def test_files_of_the_single_module_load_and_save_to_the_same_bytes(tmp_path, mo
     if header["estimator"].startswith("PGS"):
         # a parameter added since (issue 34's forget, issue 35's class_weight) is written
         # at its default, which reads back as the file without it (issue 35's
-        # interactions, None, and issue 36's l1, 0, and multi_class, "ovr", are not written
-        # at all): save the model as the file's onlinepgs did
+        # interactions, None, issue 36's l1, 0, and multi_class, "ovr", and issue 52's
+        # geometry, "global", and eta, 0.5, are not written at all): save the model as the
+        # file's onlinepgs did
         added = {k: v for k, v in model.get_params().items() if k not in header["params"]}
         assert added == {"forget": 1.0, "interactions": None, "l1": 0.0,
+                         "geometry": "global", "eta": 0.5,
                          **({"class_weight": None, "multi_class": "ovr"}
                             if model._classifier else {})}
         params = model.get_params

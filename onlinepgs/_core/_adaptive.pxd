@@ -5,15 +5,18 @@
 #
 # Per (coordinate j, problem c) the block holds lam (minus the sum U_j of the scaled
 # gradients; FTRL-Proximal's -z_j in the centered form), sq (n_j, the sum of their
-# squares) and scale (s_j; every problem keeps a copy, so a coordinate's update reads one
-# place). The scaled weight after t steps is
+# squares), stab (the stabilizer (delta + sqrt(n_j)) / eta, kept so that a margin takes
+# no square root) and inv_scale (1 / s_j, 0 for a feature never seen; every problem keeps
+# a copy, so that a coordinate's update reads one cache line). The scaled weight after t
+# steps is
 #
-#     v_j = soft(lam_j, l1 t) / (sigma t + (delta + sqrt(n_j)) / eta)
+#     v_j = soft(lam_j, l1 t) / (sigma t + stab_j)
 #
 # and the model's weight w_j = v_j / s_j. A weight depends on the coordinate's own fields
 # and t alone, so the last iterate is read lazily at a row's coordinates in O(nnz).
-# Kernels of the table (_select.pxd): `margins_ad` (the row's scales raised, then its K
-# margins) and `step_ad` (a step of one row).
+# Kernels of the table (_select.pxd): `margins_ad_one` and `step_ad_one` (one problem of
+# sparse rows: one loop over the row each), `margins_ad` and `step_ad` (several problems
+# or dense rows).
 from libc.math cimport fabs, copysign, sqrt
 from libc.stdint cimport int64_t
 
@@ -21,96 +24,154 @@ from onlinepgs._core._pgs cimport Core, Pass, Row
 from onlinepgs._core._sparse cimport index_t
 
 
-cdef inline double ad_value(const double* at, Py_ssize_t off_sq, double t, double sigma,
-                            double l1, double eta, double delta) noexcept nogil:
-    """The scaled weight v_j of the (coordinate, problem) whose fields start at `at`,
-    after t steps: exactly 0 while |lam_j| <= l1 t (and before any gradient reached it)."""
-    cdef double lam = at[0], a = fabs(lam) - l1 * t, den
+cdef enum:
+    # the fields' offsets in a (coordinate, problem)'s doubles (onlinepgs._layout)
+    AD_SQ = 1
+    AD_STAB = 2
+    AD_INV = 3
+
+
+cdef inline double ad_value(const double* at, double sigma_t, double thr) noexcept nogil:
+    """The scaled weight v_j of the (coordinate, problem) whose fields start at `at`, with
+    sigma t and the threshold l1 t of the step count t: exactly 0 while |lam_j| <= l1 t
+    (and before any gradient reached it)."""
+    cdef double lam = at[0], a = fabs(lam) - thr, den
     if not a > 0.0:
         return 0.0
-    den = sigma * t + (delta + sqrt(at[off_sq])) / eta
+    den = sigma_t + at[AD_STAB]
     if not den > 0.0:  # a gradient so small that its square underflowed, at sigma t = 0
         return 0.0
     return copysign(a, lam) / den
 
 
-cdef inline void _raise_scale(double* at, Py_ssize_t K, Py_ssize_t S, Py_ssize_t off_scale,
-                              double x) noexcept nogil:
-    """s_j = max(s_j, |x|) in every problem's copy of the coordinate at `at`."""
+cdef inline double _raised(double* at, Py_ssize_t K, Py_ssize_t S, double x) noexcept nogil:
+    """1 / s_j after s_j = max(s_j, |x|), in every problem's copy of the coordinate at
+    `at` (0 while the feature has shown only zeros)."""
     cdef Py_ssize_t c
-    x = fabs(x)
-    if x > at[off_scale]:
+    cdef double ax = fabs(x), inv = at[AD_INV]
+    if ax > 0.0 and (inv == 0.0 or ax * inv > 1.0):
+        inv = 1.0 / ax
         for c in range(K):
-            at[c * S + off_scale] = x
+            at[c * S + AD_INV] = inv
+    return inv
+
+
+cdef inline void _ad_touch(double* at, double xs, double cf, double wk, double dl,
+                           double v, double delta, double inv_eta,
+                           bint centered) noexcept nogil:
+    """One coordinate's update by a row's scaled value xs (v: its weight before the step):
+    the gradient g = cf xs moves lam, its weighted square wk (dl xs)^2 grows n_j (a row of
+    weight c in a step of b rows counts c / b times: wk), and the centered form moves lam
+    back by the stabilizer's growth times the weight it had (FTRL-Proximal's
+    z_j -= (sqrt(n'_j) - sqrt(n_j)) / eta v_j)."""
+    cdef double d = dl * xs, sq_new = at[AD_SQ] + wk * (d * d)
+    cdef double stab_new = (delta + sqrt(sq_new)) * inv_eta
+    if centered:
+        at[0] -= cf * xs - (stab_new - at[AD_STAB]) * v
+    else:
+        at[0] -= cf * xs
+    at[AD_SQ] = sq_new
+    at[AD_STAB] = stab_new
+
+
+cdef inline void margins_ad_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """One problem of sparse rows: an entry's coordinate takes its scale, then its term
+    v_j x_j / s_j, in one loop over the row; the intercept's constant feature (its scale
+    the constant itself) last."""
+    cdef Core core = ps.core
+    cdef Py_ssize_t e, S = core.S
+    cdef double st = core.sigma * <double>core.t[0], thr = core.l1 * <double>core.t[0]
+    cdef double z = 0.0, inv, v
+    cdef double* lam = core.lam + S  # data feature j is coordinate j + 1
+    cdef double* at
+    cdef double* kept = ps.G  # each entry's weight, for the step (`step_ad_one`)
+    for e in range(rw.nnz):
+        at = lam + <Py_ssize_t>idx[e] * S
+        inv = _raised(at, 1, S, rw.vals[e])
+        v = ad_value(at, st, thr)
+        kept[e] = v
+        z += v * (rw.vals[e] * inv)
+    if ps.fit_icpt:
+        inv = _raised(core.lam, 1, S, ps.icpt)
+        z += ad_value(core.lam, st, thr) * (ps.icpt * inv)
+    ps.margins[0] = z
+
+
+cdef inline void step_ad_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """A step of one row, one problem of sparse rows (`_ad_touch` at each entry, with the
+    weight `margins_ad_one` kept, and the intercept)."""
+    cdef Core core = ps.core
+    cdef Py_ssize_t e, S = core.S
+    cdef double t = <double>core.t[0], st = core.sigma * t, thr = core.l1 * t
+    cdef double cf = ps.coefs[0], wk = ps.sw[rw.row] * ps.inv_k, dl, v = 0.0
+    cdef double inv_eta = 1.0 / core.eta, delta = core.delta
+    cdef bint centered = core.centered
+    cdef double* lam = core.lam + S
+    cdef double* at
+    if cf == 0.0:  # nothing moves (a zero weight, or a loss flat at the margin)
+        return
+    dl = cf / wk  # the loss's derivative, l'(z)
+    for e in range(rw.nnz):
+        at = lam + <Py_ssize_t>idx[e] * S
+        # the weight the margin read (nothing moved it since: the row's coordinates are
+        # distinct), not a second division
+        _ad_touch(at, rw.vals[e] * at[AD_INV], cf, wk, dl, ps.G[e], delta, inv_eta,
+                  centered)
+    if ps.fit_icpt:
+        if centered:
+            v = ad_value(core.lam, st, thr)
+        _ad_touch(core.lam, ps.icpt * core.lam[AD_INV], cf, wk, dl, v, delta, inv_eta,
+                  centered)
+    ps.mov[0] = 1
 
 
 cdef inline void margins_ad(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
-    """The row's K margins at the weights after t steps: first the row's entries raise
-    their coordinates' scales (so every scaled value |x_j / s_j| is at most 1, a first
-    touch included), then z_c = sum_j v_j x_j / s_j, the intercept's constant feature
-    (its scale the constant itself) last."""
+    """The K margins of a row (several problems, or a dense row): as `margins_ad_one`,
+    each entry's scale raised once for every problem."""
     cdef Core core = ps.core
     cdef Py_ssize_t e, j, c, K = core.K, S = core.S, KS = K * S
-    cdef Py_ssize_t o_sq = core.off_sq, o_sc = core.off_scale
-    cdef double t = <double>core.t[0], sg = core.sigma, l1 = core.l1
-    cdef double eta = core.eta, dl = core.delta, s
+    cdef double st = core.sigma * <double>core.t[0], thr = core.l1 * <double>core.t[0]
+    cdef double xs
     cdef double* at
     for c in range(K):
         ps.margins[c] = 0.0
-    # one loop over the row: an entry's coordinate takes its scale before its terms (the
-    # row's coordinates are distinct), each problem's margin summed in the row's order
     for e in range(rw.nnz):
         j = (e if ps.dense else <Py_ssize_t>idx[e]) + 1
         at = core.lam + j * KS
-        _raise_scale(at, K, S, o_sc, rw.vals[e])
-        s = at[o_sc]
-        if s > 0.0:
-            for c in range(K):
-                ps.margins[c] += ad_value(at + c * S, o_sq, t, sg, l1, eta, dl) * (rw.vals[e] / s)
-    if ps.fit_icpt:
-        _raise_scale(core.lam, K, S, o_sc, ps.icpt)
+        xs = rw.vals[e] * _raised(at, K, S, rw.vals[e])
         for c in range(K):
-            at = core.lam + c * S
-            ps.margins[c] += ad_value(at, o_sq, t, sg, l1, eta, dl) * (ps.icpt / at[o_sc])
-
-
-cdef inline void _ad_touch(Core core, double* at, double xs, double cf, double wk,
-                           double dl, double t) noexcept nogil:
-    """One coordinate's update by a row's scaled value xs: the gradient g = cf xs moves
-    lam, its weighted square wk (dl xs)^2 grows n_j (a row of weight c in a step of b rows
-    counts c / b times, `wk`), and the centered form moves lam back by the stabilizer's
-    growth times the weight it had (FTRL-Proximal's z_j -= (sqrt(n'_j) - sqrt(n_j))/eta v_j)."""
-    cdef double g = cf * xs, d = dl * xs, sq_old, sq_new, v
-    sq_old = at[core.off_sq]
-    sq_new = sq_old + wk * (d * d)
-    if core.centered:
-        v = ad_value(at, core.off_sq, t, core.sigma, core.l1, core.eta, core.delta)
-        at[0] -= g - (sqrt(sq_new) - sqrt(sq_old)) / core.eta * v
-    else:
-        at[0] -= g
-    at[core.off_sq] = sq_new
+            ps.margins[c] += ad_value(at + c * S, st, thr) * xs
+    if ps.fit_icpt:
+        xs = ps.icpt * _raised(core.lam, K, S, ps.icpt)
+        for c in range(K):
+            ps.margins[c] += ad_value(core.lam + c * S, st, thr) * xs
 
 
 cdef inline void step_ad(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
-    """A step of one row: for each problem with a non-zero coefficient cf = c l'(z) / b,
-    every entry's coordinate and the intercept's take `_ad_touch`."""
+    """A step of one row, several problems or a dense row: for each problem with a
+    non-zero coefficient cf = c l'(z) / b, every entry's coordinate and the intercept's
+    take `_ad_touch`."""
     cdef Core core = ps.core
     cdef Py_ssize_t e, j, c, K = core.K, S = core.S, KS = K * S
-    cdef double t = <double>core.t[0], cf, wk, dl, s
+    cdef double t = <double>core.t[0], st = core.sigma * t, thr = core.l1 * t
+    cdef double cf, wk = ps.sw[rw.row] * ps.inv_k, dl, v = 0.0
+    cdef double inv_eta = 1.0 / core.eta, delta = core.delta
+    cdef bint centered = core.centered
     cdef double* at
-    wk = ps.sw[rw.row] * ps.inv_k
     for c in range(K):
         cf = ps.coefs[c]
-        if cf == 0.0:  # nothing moves (a zero weight, or a loss flat at the margin)
+        if cf == 0.0:
             continue
-        dl = cf / wk  # the loss's derivative, l'(z_c)
+        dl = cf / wk
         for e in range(rw.nnz):
             j = (e if ps.dense else <Py_ssize_t>idx[e]) + 1
             at = core.lam + j * KS + c * S
-            s = at[core.off_scale]
-            if s > 0.0:
-                _ad_touch(core, at, rw.vals[e] / s, cf, wk, dl, t)
+            if centered:
+                v = ad_value(at, st, thr)
+            _ad_touch(at, rw.vals[e] * at[AD_INV], cf, wk, dl, v, delta, inv_eta, centered)
         if ps.fit_icpt:
             at = core.lam + c * S
-            _ad_touch(core, at, ps.icpt / at[core.off_scale], cf, wk, dl, t)
+            if centered:
+                v = ad_value(at, st, thr)
+            _ad_touch(at, ps.icpt * at[AD_INV], cf, wk, dl, v, delta, inv_eta, centered)
         ps.mov[c] = 1

@@ -76,10 +76,9 @@ cdef struct Core:
     bint p_is_two
     bint need_norm
     # the adaptive geometry (_adaptive.pxd): per-coordinate steps on scaled features, the
-    # fields' offsets, the base rate eta, the stabilizer's delta, the centered form's flag
+    # centered form's flag, the base rate eta, the stabilizer's delta
     bint adaptive
     bint centered
-    Py_ssize_t off_sq, off_scale
     double eta, delta
 
 
@@ -110,8 +109,6 @@ cdef struct Part:
     const int64_t* t
     double l1, sigma
     int iterate
-    Py_ssize_t off_sq, off_scale  # the adaptive geometry's fields
-    double eta, delta
 
 
 cdef struct Rep:
@@ -288,10 +285,9 @@ cdef class PGSState:
     cdef readonly bint fit_intercept, multiclass, p_is_two, bounded, need_norm, radius_auto
     cdef readonly object layout  # onlinepgs._layout.StateLayout: fields and arrays
     # the adaptive geometry (docs/design/adaptive.md): its flag, the centered form's, the
-    # base rate, the stabilizer's delta and the offsets of its fields in the block
+    # base rate and the stabilizer's delta
     cdef readonly bint adaptive, centered
     cdef readonly double eta, delta
-    cdef readonly Py_ssize_t off_sq, off_scale
     cdef readonly bint keep_seen  # sweeps its coordinates: keeps a list of those reached
     # the coupled multiclass loss of the K problems (_multiclass.pxd's MC_*): MC_NONE is
     # one-vs-rest, K independent binary problems

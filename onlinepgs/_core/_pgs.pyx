@@ -188,8 +188,6 @@ cdef class PGSState:
         self.off_phi = offset.get("phi", 0)
         self.off_acc = offset.get("acc", -1)
         self.off_mark = offset.get("mark", -1)
-        self.off_sq = offset.get("sq", 0)
-        self.off_scale = offset.get("scale", 0)
         self.norm_a = np.zeros(K)
         self.scale_a = np.ones(K)
         self.s_a = np.zeros(K)
@@ -457,8 +455,6 @@ cdef class PGSState:
         core.need_norm = self.need_norm
         core.adaptive = self.adaptive
         core.centered = self.centered
-        core.off_sq = self.off_sq
-        core.off_scale = self.off_scale
         core.eta = self.eta
         core.delta = self.delta
         return core
@@ -701,12 +697,14 @@ cdef class PGSState:
         ``progressive_mistakes`` are the reported iterate's (see `progressive_sums`),
         ``progressive_loss_last`` and ``progressive_mistakes_last`` the last iterate's.
         With forgetting the regret bound, the optimization error bound and the online
-        duality gap are NaN: they bound the uniformly weighted objective over all steps,
+        duality gap are NaN (the first two also in the adaptive geometry, whose steps are
+        not the ones they bound): they bound the uniformly weighted objective over all steps,
         which the iterates then do not minimize (docs/design/forgetting.md); the
         progressive statistics stay."""
         T = self.t
         regret = np.asarray(self.regret_a).copy()
-        if self.forgetting:
+        if self.forgetting or self.adaptive:
+            # the adaptive geometry's steps are not Lemma 1's, whose bound this is
             regret[...] = np.nan
         sums = self.progressive_sums()
         return dict(

@@ -18,7 +18,7 @@ from onlinepgs._core._l1q cimport L1Q
 from onlinepgs._core._l1avg cimport l1_folded_total
 from onlinepgs._core._touch cimport _averaged
 from onlinepgs._core._sparse cimport index_t
-from onlinepgs._core._adaptive cimport ad_value
+from onlinepgs._core._adaptive cimport ad_value, AD_INV
 
 
 cdef inline double weight_total(int iterate, int64_t t) noexcept nogil:
@@ -80,10 +80,7 @@ cdef inline Part part_of(PGSState st):
     pt.t = &st.t
     pt.l1 = st.l1
     pt.sigma = st.sigma
-    pt.off_sq = st.off_sq
-    pt.off_scale = st.off_scale
-    pt.eta = st.eta
-    pt.delta = st.delta
+
     pt.iterate = st.iterate
     if _averaged(st.iterate):
         pt.kind = PART_AVG2 if st.p_is_two else PART_AVGQ
@@ -149,12 +146,9 @@ cdef inline double _read_weight(Readout rd, int kind, Py_ssize_t j,
     if kind == READ_ZERO:
         return 0.0
     at = rd.pt.blk + (j * rd.pt.K + c) * rd.pt.S
-    if kind == READ_ADAPTIVE:
-        a = at[rd.pt.off_scale]
-        if not a > 0.0:
-            return 0.0  # a feature never seen
-        return ad_value(at, rd.pt.off_sq, <double>rd.pt.t[0], rd.pt.sigma, rd.pt.l1,
-                        rd.pt.eta, rd.pt.delta) / a
+    if kind == READ_ADAPTIVE:  # a feature never seen: inv_scale 0
+        return ad_value(at, rd.pt.sigma * <double>rd.pt.t[0], rd.pt.l1 * <double>rd.pt.t[0]
+                        ) * at[AD_INV]
     if kind == READ_LAST:
         return at[rd.pt.off_phi] * rd.s[c]
     lam = at[0]

@@ -303,8 +303,12 @@ def print_summary(est, args, start, before=(), after=()):
         rate = stats.get("progressive_error_rate_last")
         lines.append(f"last iterate: average loss = {stats['progressive_loss_last']:.6f}"
                      + ("" if rate is None else f", progressive error rate = {rate:.6f}"))
-    regret = (f"{np.sum(stats['regret_bound']):.6g}" if getattr(est, "forget", 1.0) == 1.0
-              else "none with --forget (the bound is the unweighted objective's)")
+    if getattr(est, "geometry", "global") == "adaptive":
+        regret = "none with --geometry adaptive (the bound is the global geometry's)"
+    elif getattr(est, "forget", 1.0) == 1.0:
+        regret = f"{np.sum(stats['regret_bound']):.6g}"
+    else:
+        regret = "none with --forget (the bound is the unweighted objective's)"
     lines += [*before, f"regret bound = {regret}", *after, *_sigma_note(est),
               nonzero_line(est),
               f"seconds = {time.perf_counter() - start:.2f}", f"model = {saved(args.output)}"]

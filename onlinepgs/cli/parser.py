@@ -168,9 +168,10 @@ def _input_options(command):
                        "column=value; a column named in no role is categorical)")
     group.add_argument("--numeric", type=_columns, default=None, metavar="COLS",
                        help="CSV/TSV: columns whose values are numbers, used as they are: "
-                       "scale them to about [-1, 1] first (PGS's steps are not invariant to "
-                       "a feature's scale; a distance in miles makes the model diverge), or "
-                       "leave them categorical")
+                       "train with --geometry adaptive, which divides each by its largest "
+                       "|value| seen, or scale them to about [-1, 1] first (the global "
+                       "geometry's steps are not invariant to a feature's scale; a distance "
+                       "in miles makes it diverge), or leave them categorical")
     group.add_argument("--ignore", type=_columns, default=None, metavar="COLS",
                        help="CSV/TSV: columns not read")
     group.add_argument("--delimiter", default=None,
@@ -252,6 +253,14 @@ def build_parser():
     opts.add_argument("--forget", type=_number, default=1.0, metavar="GAMMA",
                       help="forgetting for drifting data: each step weighs the past by "
                       "GAMMA, a memory of about 1/(1-GAMMA) steps (e.g. 0.999); 1: none")
+    opts.add_argument("--geometry", default="global", choices=["global", "adaptive"],
+                      help="global: one step size for every coordinate (PGS); adaptive: a "
+                      "step per coordinate from its own squared gradients, on features "
+                      "divided by their largest |value| seen, so raw numeric columns need no "
+                      "scaling (p 2, the last iterate, no ball: --iterate and --radius "
+                      "default to last and none with it)")
+    opts.add_argument("--eta", type=_number, default=0.5,
+                      help="the adaptive geometry's base rate (default 0.5)")
     opts.add_argument("--classes", default=None,
                       help="comma-separated labels and integer ranges A..B, e.g. "
                       "--classes -1,1, 1..20 or 0,2..5 (default: those of the model with -i, "

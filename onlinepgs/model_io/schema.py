@@ -79,11 +79,11 @@ def _param_to_json(name, value, path):
                                "cannot be stored: only None, bool, int, float and str values")
 
 
-# parameters not written at their default (a model without them is the file older versions
-# read): interactions (a list of str: ["ab", "abc"]) at None, multi_class at "ovr",
-# SDCA's l1_geometry at "auto" (and a PGS model's l1 at 0, below)
+# parameters not written at their default, so that a model without them is the file older
+# versions read (a PGS model's l1 at 0 too, below)
 _LIST_PARAMS = ("interactions",)
-_OMITTED_AT = {"interactions": None, "multi_class": "ovr", "l1_geometry": "auto"}
+_OMITTED_AT = dict(interactions=None, multi_class="ovr", l1_geometry="auto", geometry="global",
+                   eta=0.5)
 
 
 def encode(estimator, path, extra, with_state=True):
