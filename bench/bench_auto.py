@@ -32,7 +32,11 @@ Parts (``--parts``, comma-separated; all by default):
   without ``--quiet`` for its table) on a9a and IMDB text;
 * ``goals``: issue 34's goals tabulated from the parts run in the same call (auto against
   the best fixed sigma, VW, the better SGD default; regression: against the best fixed
-  sigma and a constant).
+  sigma and a constant);
+* ``geometry``: the adaptive geometry (``geometry="adaptive"``, eta 0.1, 0.5 and 2) and
+  the global default against VW and VW ``--ftrl``, one pass over the same VW text files
+  (a9a, w8a, IMDB, the flight log with raw numbers, TalkingData; `geometry_files`), 2^18
+  hashed columns: test log loss and AUC.
 
 Classification sets: a9a (train/test), w8a (shuffled with seed 0, 30% held out), IMDB
 (train/test), news20 multiclass (shuffled with seed 0, 30% held out). Regression: the
@@ -404,6 +408,105 @@ def part_vw(args, record, out):
     out.append("")
 
 
+# ---- the adaptive geometry against VW on VW files (issue 52's sets) -----------------------
+GEOMETRY_SETS = ("a9a", "w8a", "imdb", "flights_raw", "talkingdata")
+GEOMETRY_BITS = 18
+
+
+def _csv_rows(path):
+    with gzip.open(path, "rt", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def geometry_files(data_dir, name, workdir):
+    """(train.vw, test.vw) of a set in VW's text format, as everyone reads it: the
+    svmlight sets' features in one namespace (w8a a seeded 70/30 split of the shuffled
+    rows); the flight log with DepTime and Distance as raw numbers and the rest
+    categorical; TalkingData's clicks with bench_command.py's categorical columns and the
+    click's hour (both a seeded 70/30 split)."""
+    train, test = Path(workdir) / f"{name}_train.vw", Path(workdir) / f"{name}_test.vw"
+    if name in CLASSIFICATION:
+        X, y, X_test, y_test, _ = classification_set(data_dir, name)
+        write_vw(train, X, np.where(y > 0, 1, -1))
+        write_vw(test, X_test, np.where(y_test > 0, 1, -1))
+        return train, test
+    if name == "flights_raw":
+        rows = _csv_rows(Path(data_dir) / "flight_delays_100k.csv.gz")
+
+        def line(r):
+            return (f"{1 if r['dep_delayed_15min'] == 'Y' else -1} |month {r['Month']} "
+                    f"|day {r['DayofMonth']} |weekday {r['DayOfWeek']} |hour "
+                    f"DepTime:{r['DepTime']} |carrier {r['UniqueCarrier']} |from "
+                    f"{r['Origin']} |to {r['Dest']} |span Distance:{r['Distance']}\n")
+    else:
+        rows = _csv_rows(Path(data_dir) / "talkingdata_100k.csv.gz")
+
+        def line(r):
+            hour = r["click_time"].split(" ")[1].split(":")[0]
+            return (f"{1 if r['is_attributed'] == '1' else -1} |ip {r['ip']} |app {r['app']} "
+                    f"|device {r['device']} |os {r['os']} |channel {r['channel']} "
+                    f"|hour {hour}\n")
+    tr, te = split(len(rows))
+    train.write_text("".join(line(rows[i]) for i in tr))
+    test.write_text("".join(line(rows[i]) for i in te))
+    return train, test
+
+
+def _vw_matrix(path):
+    from onlinepgs.formats import iter_vw
+    Xs, ys = [], []
+    for X, y, _ in iter_vw(str(path), n_bits=GEOMETRY_BITS):
+        Xs.append(X)
+        ys.append(y)
+    return sp.vstack(Xs).tocsr(), np.concatenate(ys)
+
+
+def _log_loss_auc(y, z):
+    from sklearn.metrics import roc_auc_score
+    p = 1.0 / (1.0 + np.exp(-np.clip(z, -700, 700)))
+    proba = np.column_stack([1 - p, p])
+    return (log_loss_clipped(y, proba, np.array([-1.0, 1.0])),
+            float(roc_auc_score(y > 0, p)))
+
+
+def part_geometry(args, record, out):
+    out += ["## The adaptive geometry against VW, one pass, defaults (same VW files)", "",
+            f"Test log loss / AUC; every learner reads the same VW text, hashed into "
+            f"2^{GEOMETRY_BITS} columns (onlinepgs with its VW reader), one pass in file "
+            "order; onlinepgs races sigma; VW: `--loss_function logistic`, with and without "
+            "`--ftrl`.", "",
+            "| set | global (default) | adaptive eta 0.1 | adaptive eta 0.5 (default) | "
+            "adaptive eta 2 | VW | VW --ftrl |", "|---|---|---|---|---|---|---|"]
+    for name in GEOMETRY_SETS:
+        with tempfile.TemporaryDirectory() as workdir:
+            train, test = geometry_files(args.data_dir, name, workdir)
+            X, y = _vw_matrix(train)
+            X_test, y_test = _vw_matrix(test)
+            r = {"set": name}
+            for tag, extra in (("vw", ""), ("vw_ftrl", " --ftrl")):
+                model, pred = Path(workdir) / f"{tag}.model", Path(workdir) / f"{tag}.pred"
+                subprocess.run([sys.executable, "-c", VW_TRAIN,
+                                f"-d {train} --loss_function logistic -b {GEOMETRY_BITS}"
+                                f"{extra} -f {model} --quiet"], check=True)
+                subprocess.run([sys.executable, "-c", VW_TRAIN,
+                                f"-d {test} -i {model} -t --quiet -p {pred}"], check=True)
+                r[tag] = _log_loss_auc(y_test, np.loadtxt(pred))
+        runs = {"global": {}, **{f"eta {eta:g}": dict(geometry="adaptive", iterate="last",
+                                                      radius=None, eta=eta)
+                                 for eta in (0.1, 0.5, 2.0)}}
+        for tag, params in runs.items():
+            est = PGSClassifier(random_state=0, **params)
+            est.partial_fit(X, y, classes=[-1.0, 1.0])
+            r[tag] = _log_loss_auc(y_test, est.decision_function(X_test))
+            r[tag + " sigma_"] = float(est.sigma_)
+        record.setdefault("geometry", []).append(r)
+        cells = [f"{r[t][0]:.4f} / {r[t][1]:.4f}" for t in
+                 ("global", "eta 0.1", "eta 0.5", "eta 2", "vw", "vw_ftrl")]
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+        print(out[-1], file=sys.stderr, flush=True)
+    out.append("")
+
+
 def part_sgd(args, record, out):
     out += ["## scikit-learn SGDClassifier (random_state=0)", "",
             "defaults = `max_iter=1000, tol=1e-3`, shuffled epochs until the loss stalls "
@@ -626,7 +729,8 @@ def part_goals(args, record, out):
 
 
 PARTS = {"grid": part_grid, "vw": part_vw, "sgd": part_sgd, "regression": part_regression,
-         "cost": part_cost, "commands": part_commands, "goals": part_goals}
+         "cost": part_cost, "commands": part_commands, "goals": part_goals,
+         "geometry": part_geometry}
 
 
 def parse_sigmas(text):
