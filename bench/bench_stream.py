@@ -17,7 +17,10 @@ with ``--memory``, the peak RSS of ``onlinepgs train -`` fed a generated 200 MB 
 stream through a pipe; with ``--test-then-train``, the event-by-event loop of a stream
 (``predict_proba`` of a one-row CSR input, then ``partial_fit`` on it) per row at 2^16 to
 2^22 columns (``--widths``) for every configuration (p, l1, ball, iterates, sigma="auto",
-multiclass, regression), against River's ``predict_proba_one`` + ``learn_one``. IMDB is
+multiclass, regression), against River's ``predict_proba_one`` + ``learn_one``; with
+``--events``, the per-event API (``predict_proba_one`` + ``learn_one`` of a 20-feature
+dict) against River's and VW's Python (``Workspace.predict`` + ``learn`` of a text line),
+one event at a time, at ``--widths`` (18,24). IMDB is
 read from $ONLINEPGS_DATA (``imdb_train.svm.gz``, ``imdb_test.svm.gz``), else from
 ``shared/data`` beside the checkout.
 
@@ -27,6 +30,8 @@ read from $ONLINEPGS_DATA (``imdb_train.svm.gz``, ``imdb_test.svm.gz``), else fr
     python bench/bench_stream.py --select --out docs/bench/stream.md#select
     python bench/bench_stream.py --memory --out docs/bench/stream.md#memory
     python bench/bench_stream.py --test-then-train --repeats 3 --out docs/bench/stream.md#events
+    python bench/bench_stream.py --events --widths 18,24 --warm 30000 --rows 30000 \
+        --block 500 --out docs/bench/stream.md#per-event
 
 (``--out FILE#NAME`` writes the run as the section NAME of FILE: bench/_record.py.)
 """
@@ -408,6 +413,104 @@ def test_then_train(args, out):
                        "River's time")
 
 
+# --events: the per-event API (learn_one, predict_proba_one) against River and VW's Python,
+# one 20-feature event at a time: name -> (estimator parameters, timed at these widths)
+EVENT_API = {
+    "onlinepgs default (sigma auto)": {},
+    "onlinepgs sigma 1e-3": {"sigma": 1e-3},
+}
+
+
+def event_dicts(n, seed=0, n_categories=16, n_numbers=4):
+    """n events of 20 features (16 categories, one-hot by name as River takes them, and 4
+    numbers), their labels (a hidden model of the categories) and the same events as VW
+    text lines (one namespace)."""
+    rng = np.random.RandomState(seed)
+    hidden = rng.randn(n_categories, 50)
+    events, labels, lines = [], [], []
+    for _ in range(n):
+        cats = rng.randint(0, 50, n_categories)
+        nums = rng.rand(n_numbers)
+        x = {f"c{k}={v}": 1.0 for k, v in enumerate(cats)}
+        x.update({f"n{k}": float(v) for k, v in enumerate(nums)})
+        label = int(hidden[np.arange(n_categories), cats].sum() + nums.sum() - 2 > 0)
+        events.append(x)
+        labels.append(label)
+        lines.append(("1" if label else "-1") + " |f " + " ".join(
+            k if v == 1.0 else f"{k}:{v:.6f}" for k, v in x.items()))
+    return events, np.array(labels), lines
+
+
+def per_event(args, out):
+    """predict then learn, event by event: CPU microseconds an event, the median over
+    blocks (methods and widths interleaved block by block), after a warm-up that every
+    method trains on (at 2^24 it also brings the model's pages into memory)."""
+    from river import linear_model
+    from vowpalwabbit import Workspace
+
+    from onlinepgs import PGSClassifier
+
+    widths = [int(b) for b in args.widths.split(",")]
+    events, labels, lines = event_dicts(args.warm + args.rows * args.repeats)
+    steps = {}
+    for b in widths:
+        for name, params in EVENT_API.items():
+            clf = PGSClassifier(n_bits=b, classes=[0, 1], random_state=0, **params)
+
+            def ours(i, clf=clf):
+                x = events[i]
+                clf.predict_proba_one(x)
+                clf.learn_one(x, labels[i])
+            steps[f"{name}, 2^{b}"] = ours
+        ws = Workspace(f"--loss_function logistic -b {b} --quiet")
+
+        def vw(i, ws=ws):
+            ws.predict(lines[i])
+            ws.learn(lines[i])
+        steps[f"VW Workspace.predict + learn (text line), 2^{b}"] = vw
+    river = linear_model.LogisticRegression()
+
+    def river_step(i):
+        x = events[i]
+        river.predict_proba_one(x)
+        river.learn_one(x, bool(labels[i]))
+    steps["River LogisticRegression (its defaults)"] = river_step
+    per_block = {name: [] for name in steps}
+    total = {name: 0.0 for name in steps}
+    for i in range(args.warm):
+        for step in steps.values():
+            step(i)
+    end = args.warm + args.rows * args.repeats
+    for start in range(args.warm, end, args.block):
+        block = range(start, min(start + args.block, end))
+        for name, step in steps.items():
+            begin = time.process_time()
+            for i in block:
+                step(i)
+            seconds = time.process_time() - begin
+            per_block[name].append(seconds / len(block))
+            total[name] += seconds
+    river_us = 1e6 * float(np.median(per_block["River LogisticRegression (its defaults)"]))
+    out += [f"predict then learn, one event at a time: {args.warm} events of warm-up, then "
+            f"{args.rows * args.repeats} timed (20 features each: 16 categories, 4 numbers); CPU "
+            f"microseconds an event (time.process_time), the median over blocks of "
+            f"{args.block} events, every method's block in turn; the mean beside it "
+            "(a fork of the sigma race copies the state: O(width), once per doubling of "
+            "the rows). onlinepgs: predict_proba_one + learn_one of the dict; River: "
+            "predict_proba_one + learn_one of the dict; VW: Workspace.predict + learn of "
+            "the text line.", "",
+            "| method | median (us) | mean (us) | median / River's |", "|---|---|---|---|"]
+    met = True
+    for name in steps:
+        med = 1e6 * float(np.median(per_block[name]))
+        mean = 1e6 * total[name] / (args.rows * args.repeats)
+        out.append(f"| {name} | {med:.2f} | {mean:.2f} | {med / river_us:.2f} |")
+        if name.startswith("onlinepgs"):
+            met = met and med <= 0.5 * river_us
+    out += ["", f"goal: every onlinepgs median at most 0.5x River's: "
+                f"{'met' if met else 'NOT met'}"]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -430,6 +533,9 @@ def main():
                         help="--test-then-train: rows of the first partial_fit")
     parser.add_argument("--block", type=int, default=100,
                         help="--test-then-train: rows per timed block")
+    parser.add_argument("--events", action="store_true",
+                        help="time the per-event API (predict_proba_one + learn_one) "
+                             "against River and VW's Python, at --widths")
     parser.add_argument("--configs",
                         help="--test-then-train: ';'-separated parts of configuration names")
     parser.add_argument("--out")
@@ -438,7 +544,8 @@ def main():
            f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, load average "
            f"{os.getloadavg()[0]:.2f}", ""]
     (memory if args.memory else select_sigma if args.select
-     else test_then_train if args.test_then_train else throughput)(args, out)
+     else test_then_train if args.test_then_train else per_event if args.events
+     else throughput)(args, out)
     text = "\n".join(out) + "\n"
     print(text)
     if args.out:

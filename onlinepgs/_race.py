@@ -52,7 +52,7 @@ def progressive_sums(state):
     """
     method = getattr(state, "progressive_sums", None)
     if method is not None:
-        return dict(method())
+        return method()  # a new dict each call
     return dict(n_examples=int(state.n_examples), sum_weight=float(state.sum_weight),
                 sum_weighted_loss=float(state.sum_weighted_loss),
                 n_mistakes=int(state.n_mistakes),
@@ -315,16 +315,27 @@ class SigmaSchedule:
             self.check_at = self.fork_at
         return Decision(drop=drop, fork=fork, leader=leader, settled=settled)
 
-    def leader(self, n_rows, sums):
+    def leader(self, n_rows, sums, live=None):
         """The run to report now, from the live runs' sums: before the first check, the
         lowest progressive loss; in a duel, the lower over the rows since the fork once
-        they are at least half the duel, else the last judged leader."""
-        live = [r for r in self.runs if r in sums]
+        they are at least half the duel, else the last judged leader.
+
+        ``sums`` maps each live run to its sums; or, with ``live`` (the live runs' ids),
+        it is a function giving that dict, called only where the choice reads them (one
+        live run, or the first half of a duel, needs none: an event's cost)."""
+        if live is None:
+            live = [r for r in self.runs if r in sums]
+        else:
+            live = [r for r in self.runs if r in live]
         if not live:
             return self.leader_id
+        if len(live) == 1:
+            return live[0]  # what the rules below choose of one run, without its sums
         if self.since and self.leader_id in live and (
                 (n_rows - self.since) * 2 < self.check_at - self.since):
             return self.leader_id
+        if callable(sums):
+            sums = sums()
         best = self._best({r: _loss_between(sums[r], self.marks.get(r)) for r in live})
         return self._informed(best, sums) if self.since else best
 
@@ -445,7 +456,7 @@ class SigmaRace:
 
     @property
     def leader_id(self):
-        return self.schedule.leader(self.n_rows, self.sums())
+        return self.schedule.leader(self.n_rows, self.sums, live=self.states)
 
     @property
     def leader(self):

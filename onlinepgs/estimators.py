@@ -18,7 +18,8 @@ import numpy as np
 
 from onlinepgs._checks import binary_targets as _binary_targets  # noqa: F401
 from onlinepgs._checks import is_records as _is_records  # noqa: F401
-from onlinepgs.pgs import (_CLASS_WEIGHT_DOC, _COMMON_DOC, _STATE_PARAMS,  # noqa: F401
+from onlinepgs.pgs import (_CLASS_WEIGHT_DOC, _CLASSES_DOC, _COMMON_DOC,  # noqa: F401
+                           _STATE_PARAMS,
                            _MULTI_CLASS_DOC, _THREADS_DOC,
                            MAX_MODEL_BYTES, ModelTooLargeError, PGSClassifierLearner,
                            PGSDivergedError, PGSLearner, PGSRegressorLearner,
@@ -99,7 +100,7 @@ class PGSClassifier(ClassifierMixin, _PGSEstimator, PGSClassifierLearner):
     loss : {"logistic", "hinge", "squared_hinge", "smooth_hinge"}, default="logistic"
         Loss of the margin; "smooth_hinge" is the quadratically smoothed hinge
         (smoothing 1) of Shalev-Shwartz and Zhang.
-""" + _COMMON_DOC + _CLASS_WEIGHT_DOC + _MULTI_CLASS_DOC + """
+""" + _COMMON_DOC + _CLASS_WEIGHT_DOC + _MULTI_CLASS_DOC + _CLASSES_DOC + """
     Attributes
     ----------
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)

@@ -26,6 +26,7 @@ from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,
 from onlinepgs._checks import AtRows, check_random_state, is_records, py, row_of_entry
 from onlinepgs._core import PGSState
 from onlinepgs._core._pgs import power_is_cheap, row_power_sums
+from onlinepgs._event import EventClassifier, EventLearner
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs._layout import StateLayout
 from onlinepgs.model import LinearModel
@@ -210,6 +211,13 @@ _CLASS_WEIGHT_DOC = """    class_weight : dict, "balanced" or None, default=None
         run weighs as an uninterrupted one (docs/design/estimators.md, "Class weights").
 """
 
+_CLASSES_DOC = """    classes : array-like or None, default=None
+        Every label the stream may hold, for a model started without a set-up call:
+        the first `learn_one` (or a first `partial_fit` / `fit_stream` that passes no
+        ``classes``) takes them. None: the first training call gives them. `fit` takes
+        the labels of its y, as scikit-learn's does.
+"""
+
 _THREADS_DOC = """
     Notes
     -----
@@ -358,10 +366,11 @@ def _size(n_bytes):
     return f"{n_bytes} bytes"
 
 
-class PGSLearner(LinearLearner):
+class PGSLearner(EventLearner, LinearLearner):
     """PGS training shared by the classifier and the regressor (see the module docstring)."""
 
     _solver = "pgs"
+    _diverged_error = PGSDivergedError  # what the per-event path (onlinepgs._event) catches
 
     def __init__(self, loss, *, p=2.0, sigma="auto", l1=0.0, radius="auto", batch_size=1,
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
@@ -558,6 +567,11 @@ class PGSLearner(LinearLearner):
         else:
             state.run(X.ravel(), None, None, X.shape[1], y, sw, order, classifier,
                       row_power_sums)
+        self._after_run(state, X, sw, guard)
+
+    def _after_run(self, state, X, sw, guard=True):
+        """After a core pass over X (weights sw): PGSDivergedError where a step diverged
+        or (with `guard`) where the state is not finite."""
         if state.diverged:
             row = int(state.diverged_row)
             state.diverged = False
@@ -688,7 +702,7 @@ class PGSLearner(LinearLearner):
         # the installed state changes in place (and may be reallocated to widen it):
         # readers of the weights wait for this pass
         with self._lock("_state_lock"):
-            race = None if first else getattr(self, "_race", None)
+            race, state = (None if first else getattr(self, "_race", None)), None
             if first and self._auto():
                 race = self._new_race(X.shape[1], n_problems, multiclass,
                                       check_random_state(self.random_state))
@@ -711,21 +725,26 @@ class PGSLearner(LinearLearner):
                 diverged = True
                 raise
             finally:
-                if race is not None and race.states:
-                    state = race.leader
-                elif race is not None:
-                    # every run of the race diverged (its error is on its way): the race
-                    # is over; the last leader, as it stood before its failed step, goes
-                    # on at its sigma (none on a first call)
-                    state, race = (None if first else self._state), None
-                if state is not None:
-                    self._install(state, getattr(self, "n_iter_", 0) + 1 if not first else 1,
-                                  race=race, **extra)
-                    if diverged:
-                        # its weights may not be finite: predictions read the whole model,
-                        # which says whether it is usable (`_scores`)
-                        self._cache["diverged"] = True
+                self._install_after(state, race, first, diverged, **extra)
         return self
+
+    def _install_after(self, state, race, first, diverged, **attributes):
+        """After a training call's pass over `state` or `race` (partial_fit's, an event's):
+        the race's leader (or the state) installed as the model, the call counted."""
+        if race is not None and race.states:
+            state = race.leader
+        elif race is not None:
+            # every run of the race diverged (its error is on its way): the race is over;
+            # the last leader, as it stood before its failed step, goes on at its sigma
+            # (none on a first call)
+            state, race = (None if first else self._state), None
+        if state is not None:
+            self._install(state, getattr(self, "n_iter_", 0) + 1 if not first else 1,
+                          race=race, **attributes)
+            if diverged:
+                # its weights may not be finite: predictions read the whole model, which
+                # says whether it is usable (`_scores`)
+                self._cache["diverged"] = True
 
     def _settle_race(self, reason, epochs):
         """End a live sigma race after a first pass that later passes over the same rows
@@ -948,7 +967,7 @@ _INIT_DOC = """
 """
 
 
-class PGSClassifierLearner(ClassifierLearner, PGSLearner):
+class PGSClassifierLearner(ClassifierLearner, EventClassifier, PGSLearner):
     __doc__ = """PGS classifier without scikit-learn (what `onlinepgs.PGSClassifier` adds
     scikit-learn's conventions to).
 """ + _INIT_DOC.format("PGSClassifier")
@@ -960,7 +979,8 @@ class PGSClassifierLearner(ClassifierLearner, PGSLearner):
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
                  max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None,
-                 geometry="global", eta=0.5, class_weight=None, multi_class="ovr"):
+                 geometry="global", eta=0.5, class_weight=None, multi_class="ovr",
+                 classes=None):
         super().__init__(loss, p=p, sigma=sigma, l1=l1, radius=radius,
                          batch_size=batch_size, iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
@@ -971,6 +991,7 @@ class PGSClassifierLearner(ClassifierLearner, PGSLearner):
                          eta=eta)
         self.class_weight = class_weight
         self.multi_class = multi_class
+        self.classes = classes
 
     def fit(self, X, y, sample_weight=None):
         """Run `max_epochs` passes of PGS over (X, y) from a fresh state.
@@ -998,7 +1019,8 @@ class PGSClassifierLearner(ClassifierLearner, PGSLearner):
             Sparse chunks may have more columns than earlier ones, and records (without
             ``n_bits``) integer features beyond them: the model grows.
         y : array-like of shape (n_samples,)
-        classes : array-like, required on the first call
+        classes : array-like, required on the first call unless the classes
+            parameter holds them
             Every label the stream may contain.
         sample_weight : array-like of shape (n_samples,), default=None
 
@@ -1007,7 +1029,10 @@ class PGSClassifierLearner(ClassifierLearner, PGSLearner):
         self
         """
         if not hasattr(self, "_state") and classes is None:
-            raise ValueError("classes must be passed on the first call to partial_fit")
+            classes = self.classes
+        if not hasattr(self, "_state") and classes is None:
+            raise ValueError("classes must be passed on the first call to partial_fit (or "
+                             "set as the classes parameter)")
         return self._partial_fit(X, y, sample_weight, classes=classes)
 
 

@@ -24,21 +24,10 @@ from libcpp.algorithm cimport sort
 
 cnp.import_array()
 
-cdef enum:
-    MAX_ORDER = 3  # pairs and triples
-
 cdef uint32_t FNV_PRIME = 16777619
 cdef uint8_t WILDCARD = 58  # b":"
 cdef uint8_t RAW_COLUMN = 0
 cdef uint64_t LOW32 = 0xFFFFFFFF  # the low half of a sort key: the entry's number
-
-
-# A row's entries while it is built: keys[n] = column << 32 | n (sorting the keys sorts
-# by column, then by the order the entries were made: duplicates are summed in that
-# order, deterministically) and vals[n] the n-th entry's signed value.
-ctypedef struct Row:
-    uint64_t* keys
-    double* vals
 
 
 cdef inline bint _matches(uint8_t letter, uint8_t ns) noexcept nogil:
@@ -103,6 +92,64 @@ cdef Py_ssize_t _interact(const uint8_t* ns, const uint32_t* hashes, const doubl
     return n
 
 
+cdef Py_ssize_t row_bound(const uint8_t* ns, Py_ssize_t start, Py_ssize_t stop,
+                          const uint8_t* letters, const int32_t* orders,
+                          Py_ssize_t n_inter) noexcept nogil:
+    """An upper bound of the entries of row [start, stop) with its interactions (the
+    product of each interaction's letters' counts); `letters` is (n_inter, MAX_ORDER)."""
+    cdef Py_ssize_t bound = stop - start, q, m, e, n, w
+    for q in range(n_inter):
+        w = 1
+        for m in range(orders[q]):
+            n = 0
+            for e in range(start, stop):
+                if _matches(letters[q * MAX_ORDER + m], ns[e]):
+                    n += 1
+            w *= n
+        bound += w
+    return bound
+
+
+cdef Py_ssize_t build_row(const uint8_t* ns, const uint32_t* hashes, const double* values,
+                          Py_ssize_t start, Py_ssize_t stop, const uint8_t* letters,
+                          const int32_t* orders, Py_ssize_t n_inter, uint32_t mask,
+                          int64_t** lists, Row row, double* out_data, int32_t* out32,
+                          int64_t* out64) noexcept nogil:
+    """Row [start, stop)'s canonical entries (masked, signed, its interactions, sorted by
+    column, duplicates summed in the order they were made) into out_data and out32 (or
+    out64, the other NULL); returns how many. `lists`: MAX_ORDER arrays of stop - start
+    positions; `row`: room for `row_bound` entries. The one place a row is built: the
+    chunks of `rows_to_csr` and the per-event rows (_event.pyx) alike."""
+    cdef Py_ssize_t sizes[MAX_ORDER]
+    cdef Py_ssize_t n = 0, e, w = 0, q, m
+    cdef uint64_t key, col
+    for e in range(start, stop):
+        # a raw column is an index given as is: never signed
+        n = _emit(row, n, hashes[e], values[e], mask, ns[e] != RAW_COLUMN)
+    for q in range(n_inter):
+        for m in range(orders[q]):
+            sizes[m] = _gather(ns, start, stop, letters[q * MAX_ORDER + m], lists[m])
+        n = _interact(ns, hashes, values, letters + q * MAX_ORDER, orders[q],
+                      lists, sizes, mask, row, n)
+    if n > 1:
+        sort(row.keys, row.keys + n)
+    e = 0
+    while e < n:
+        key = row.keys[e]
+        col = key >> 32
+        out_data[w] = row.vals[key & LOW32]
+        if out32 != NULL:
+            out32[w] = <int32_t>col
+        else:
+            out64[w] = <int64_t>col
+        e += 1
+        while e < n and row.keys[e] >> 32 == col:
+            out_data[w] += row.vals[row.keys[e] & LOW32]
+            e += 1
+        w += 1
+    return w
+
+
 def rows_to_csr(const uint8_t[::1] ns, const uint32_t[::1] hashes,
                 const double[::1] values, const int64_t[::1] indptr, int n_bits,
                 const uint8_t[:, ::1] letters, const int32_t[::1] orders):
@@ -122,22 +169,19 @@ def rows_to_csr(const uint8_t[::1] ns, const uint32_t[::1] hashes,
     data : float64 (nnz,), indices : int32 or int64 (nnz,), indptr : int64 (n_rows + 1,)
     """
     cdef Py_ssize_t n_rows = indptr.shape[0] - 1, n_inter = orders.shape[0]
-    cdef Py_ssize_t r, q, m, start, stop, bound, widest = 0, row_entries, n, e, w
+    cdef Py_ssize_t r, q, m, start, stop, bound, widest = 0, w
     cdef Py_ssize_t total = 0, widest_row = 0
     cdef uint32_t mask = <uint32_t>((<uint64_t>1 << n_bits) - 1)
-    cdef Py_ssize_t sizes[MAX_ORDER]
     cdef int64_t* lists[MAX_ORDER]
     cdef int64_t* positions = NULL
     cdef Row row
-    cdef uint64_t key, col
     cdef double* out_data
     cdef int32_t* out32 = NULL
     cdef int64_t* out64 = NULL
     cdef int64_t* out_ptr
-    cdef uint32_t h
     if not 1 <= n_bits <= 32:
         raise ValueError(f"n_bits must be in [1, 32], got {n_bits}")
-    if letters.shape[0] != n_inter or (n_inter and letters.shape[1] < MAX_ORDER):
+    if letters.shape[0] != n_inter or (n_inter and letters.shape[1] != MAX_ORDER):
         raise ValueError("letters must have shape (n_interactions, 3)")
     for q in range(n_inter):
         if orders[q] not in (2, 3):
@@ -153,16 +197,9 @@ def rows_to_csr(const uint8_t[::1] ns, const uint32_t[::1] hashes,
     with nogil:
         for r in range(n_rows):
             start, stop = indptr[r], indptr[r + 1]
-            bound = stop - start
-            for q in range(n_inter):
-                w = 1
-                for m in range(orders[q]):
-                    n = 0
-                    for e in range(start, stop):
-                        if _matches(letters[q, m], ns[e]):
-                            n += 1
-                    w *= n
-                bound += w
+            bound = row_bound(&ns[0] if ns.shape[0] else NULL, start, stop,
+                              &letters[0, 0] if n_inter else NULL, &orders[0] if n_inter else NULL,
+                              n_inter)
             total += bound
             if bound > widest_row:
                 widest_row = bound
@@ -197,32 +234,11 @@ def rows_to_csr(const uint8_t[::1] ns, const uint32_t[::1] hashes,
     try:
         with nogil:
             for r in range(n_rows):
-                start, stop = indptr[r], indptr[r + 1]
-                n = 0
-                for e in range(start, stop):
-                    # a raw column is an index given as is: never signed
-                    n = _emit(row, n, hashes[e], values[e], mask, ns[e] != RAW_COLUMN)
-                for q in range(n_inter):
-                    for m in range(orders[q]):
-                        sizes[m] = _gather(&ns[0], start, stop, letters[q, m], lists[m])
-                    n = _interact(&ns[0], &hashes[0], &values[0], &letters[q, 0], orders[q],
-                                  lists, sizes, mask, row, n)
-                if n > 1:
-                    sort(row.keys, row.keys + n)
-                e = 0
-                while e < n:
-                    key = row.keys[e]
-                    col = key >> 32
-                    out_data[w] = row.vals[key & LOW32]
-                    if out32 != NULL:
-                        out32[w] = <int32_t>col
-                    else:
-                        out64[w] = <int64_t>col
-                    e += 1
-                    while e < n and row.keys[e] >> 32 == col:
-                        out_data[w] += row.vals[row.keys[e] & LOW32]
-                        e += 1
-                    w += 1
+                w += build_row(&ns[0], &hashes[0], &values[0], indptr[r], indptr[r + 1],
+                               &letters[0, 0] if n_inter else NULL,
+                               &orders[0] if n_inter else NULL, n_inter, mask, lists, row,
+                               out_data + w, out32 + w if out32 != NULL else NULL,
+                               out64 + w if out64 != NULL else NULL)
                 out_ptr[r + 1] = w
     finally:
         free(positions)

@@ -1,5 +1,7 @@
 # cython: language_level=3
-"""The feature hash, for the compiled readers (cimport it; Python callers use murmurhash3)."""
+"""The feature hash, for the compiled readers (cimport it; Python callers use murmurhash3),
+and the hashing of one record (`_push_record`: the records of a call and one event alike)."""
+from cpython cimport array
 from libc.stdint cimport uint32_t, uint8_t
 
 cdef uint32_t murmurhash3_x86_32(const uint8_t* key, Py_ssize_t length,
@@ -15,3 +17,15 @@ cdef enum:
 cdef inline uint8_t ns_letter(uint8_t first) noexcept nogil:
     """A namespace's letter from its name's first byte (never RAW_COLUMN, 0)."""
     return NUL_NAMESPACE_LETTER if first == 0 else first
+
+
+cdef class _Entries:
+    cdef array.array ns, hashes, values
+    cdef Py_ssize_t count, room
+    cdef int _size(self, Py_ssize_t n) except -1
+    cdef int push(self, uint8_t letter, uint32_t h, double value) except -1
+    cdef int truncate(self, Py_ssize_t k) except -1
+
+
+cdef Py_ssize_t _push_record(object record, Py_ssize_t row, uint32_t hash_seed,
+                             _Entries out, list name_out) except -1

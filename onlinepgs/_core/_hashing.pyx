@@ -11,9 +11,17 @@ import numpy as np
 cimport numpy as cnp
 from libc.math cimport isfinite
 from libc.stdint cimport uint32_t, int64_t, uint8_t
-from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH
+from cpython.float cimport PyFloat_AS_DOUBLE
+from cpython.dict cimport PyDict_Next
+from cpython.object cimport PyObject
+from libc.string cimport memcpy
 from cpython cimport array
 import array as _array
+
+cdef extern from "Python.h":
+    void Py_SET_SIZE(object o, Py_ssize_t size)
+    bint PyUnicode_IS_COMPACT_ASCII(object o)
 
 from onlinepgs._row_errors import RowError
 
@@ -221,6 +229,9 @@ cdef uint32_t _hash_text(str text, uint32_t seed, Py_ssize_t row, str what,
     """murmurhash3 of a str's UTF-8 (a lone surrogate has none: an error at `row`)."""
     cdef const char* buf
     cdef Py_ssize_t n
+    if PyUnicode_IS_COMPACT_ASCII(text):  # its UTF-8 is its data (no try: an event's cost)
+        return murmurhash3_x86_32(<const uint8_t*>PyUnicode_DATA(text),
+                                  PyUnicode_GET_LENGTH(text), seed)
     try:
         buf = PyUnicode_AsUTF8AndSize(text, &n)
     except UnicodeEncodeError as exc:
@@ -233,6 +244,10 @@ cdef double _number(object raw, Py_ssize_t row, object key,
                     object namespace=None) except? -1.0:
     """A feature's value as a finite double (bool: 0 or 1), else an error at `row`."""
     cdef double value
+    if type(raw) is float:  # no try for the common case (an event's cost)
+        value = PyFloat_AS_DOUBLE(raw)
+        if isfinite(value):
+            return value
     try:
         value = raw
     except TypeError:
@@ -248,21 +263,39 @@ cdef double _number(object raw, Py_ssize_t row, object key,
 
 
 cdef class _Entries:
-    """The growing typed arrays of `records_to_rows` (no Python object an entry)."""
-    cdef array.array ns, hashes, values
-    cdef Py_ssize_t count
+    """The growing typed arrays of `records_to_rows` (no Python object an entry; the
+    attributes are declared in _hashing.pxd)."""
 
     def __cinit__(self):
         self.ns = _array.array("B")
         self.hashes = _array.array("I")  # 32-bit unsigned on the platforms built for
         self.values = _array.array("d")
         self.count = 0
+        self.room = 0
+
+    cdef int _size(self, Py_ssize_t n) except -1:
+        """The arrays' length n. Their memory only grows: resize_smart would give it
+        back below a quarter, and the entries of an event start at 0 each time (one
+        dict after another, onlinepgs._core._event)."""
+        if n > self.room:
+            array.resize_smart(self.ns, n)
+            array.resize_smart(self.hashes, n)
+            array.resize_smart(self.values, n)
+            self.room = n  # resize_smart leaves at least n allocated
+        else:
+            Py_SET_SIZE(self.ns, n)
+            Py_SET_SIZE(self.hashes, n)
+            Py_SET_SIZE(self.values, n)
+        return 0
 
     cdef int push(self, uint8_t letter, uint32_t h, double value) except -1:
         cdef Py_ssize_t k = self.count
-        array.resize_smart(self.ns, k + 1)
-        array.resize_smart(self.hashes, k + 1)
-        array.resize_smart(self.values, k + 1)
+        if k < self.room:  # `_size`'s own case, inlined
+            Py_SET_SIZE(self.ns, k + 1)
+            Py_SET_SIZE(self.hashes, k + 1)
+            Py_SET_SIZE(self.values, k + 1)
+        else:
+            self._size(k + 1)
         self.ns.data.as_uchars[k] = letter
         self.hashes.data.as_uints[k] = h
         self.values.data.as_doubles[k] = value
@@ -270,93 +303,142 @@ cdef class _Entries:
         return 0
 
     cdef int truncate(self, Py_ssize_t k) except -1:
-        """Keep the first k entries (a skipped record's are dropped)."""
-        array.resize_smart(self.ns, k)
-        array.resize_smart(self.hashes, k)
-        array.resize_smart(self.values, k)
+        """Keep the first k entries (a skipped record's are dropped; 0: the next event)."""
+        self._size(k)
         self.count = k
         return 0
+
+
+cdef uint32_t _hash_joined(str key, str raw, uint32_t seed, Py_ssize_t row,
+                          object namespace) except? 0:
+    """murmurhash3 of ``key + "=" + raw`` (a category), without making that str: the two
+    UTF-8 texts joined in a buffer (the str's own errors where one has no UTF-8)."""
+    cdef const char* kb
+    cdef const char* rb
+    cdef Py_ssize_t kn, rn
+    cdef char joined[256]
+    try:
+        kb = PyUnicode_AsUTF8AndSize(key, &kn)
+        rb = PyUnicode_AsUTF8AndSize(raw, &rn)
+    except UnicodeEncodeError:
+        kn = rn = sizeof(joined)  # the joined str says which, in _hash_text's words
+    if kn + 1 + rn > <Py_ssize_t>sizeof(joined):
+        return _hash_text(key + "=" + raw, seed, row, "feature", namespace)
+    memcpy(joined, kb, kn)
+    joined[kn] = 61  # "="
+    memcpy(joined + kn + 1, rb, rn)
+    return murmurhash3_x86_32(<const uint8_t*>joined, kn + 1 + rn, seed)
+
+
+cdef Py_ssize_t _push_namespace(str key, dict features, Py_ssize_t row, uint32_t hash_seed,
+                                _Entries out, list name_out) except -1:
+    """Push the features of namespace `key` (one level); returns how many."""
+    cdef Py_ssize_t pushed = 0, n
+    cdef uint32_t seed, h
+    cdef uint8_t letter
+    cdef double value
+    cdef const char* buf
+    if not key:
+        raise _at_feature(row, ": a namespace (a dict value) needs a "
+                             "non-empty name", "empty namespace", key)
+    seed = _hash_text(key, hash_seed, row, "namespace")
+    buf = PyUnicode_AsUTF8AndSize(key, &n)  # valid: _hash_text took it
+    letter = ns_letter(<uint8_t>buf[0])
+    for inner, raw_inner in features.items():
+        if raw_inner is None:
+            continue
+        if isinstance(inner, str):
+            name = inner
+        elif isinstance(inner, int) and not isinstance(inner, bool):
+            name = str(inner)  # hashed as its text, as VW hashes "13"
+        else:
+            raise _at_row(row, f", namespace {key!r:.40}: feature "
+                             f"{inner!r:.40} is not a str")
+        if isinstance(raw_inner, str):
+            value = 1.0
+            if name_out is None:
+                h = _hash_joined(name, raw_inner, seed, row, key)
+                out.push(letter, h, value)
+                pushed += 1
+                continue
+            name = name + "=" + raw_inner
+        elif isinstance(raw_inner, dict):
+            raise _at_feature(row, f", namespace {key!r:.40}: feature "
+                                 f"{inner!r:.40} is a dict (namespaces do "
+                                 "not nest)", "nest", inner, key, raw_inner)
+        else:
+            value = _number(raw_inner, row, inner, key)
+        h = _hash_text(name, seed, row, "feature", key)
+        out.push(letter, h, value)
+        if name_out is not None:
+            name_out.append(key + "^" + name)
+        pushed += 1
+    return pushed
+
+
+cdef Py_ssize_t _push_pair(object key, object raw, Py_ssize_t row, uint32_t hash_seed,
+                           _Entries out, list name_out) except -1:
+    """Push the entries of one (feature, value) pair of a record; returns how many."""
+    cdef Py_ssize_t col
+    cdef uint32_t h
+    cdef double value
+    if raw is None:
+        return 0
+    if isinstance(key, str):
+        if isinstance(raw, dict):
+            return _push_namespace(key, raw, row, hash_seed, out, name_out)
+        if isinstance(raw, str):
+            value = 1.0
+            if name_out is None:
+                out.push(DEFAULT_NAMESPACE, _hash_joined(key, raw, hash_seed, row, None),
+                         value)
+                return 1
+            name = key + "=" + raw
+        else:
+            name = key
+            value = _number(raw, row, key)
+        h = _hash_text(name, hash_seed, row, "feature")
+        out.push(DEFAULT_NAMESPACE, h, value)
+        if name_out is not None:
+            name_out.append(name)
+        return 1
+    try:
+        col = key.__index__()
+    except (AttributeError, TypeError, OverflowError):
+        raise _at_row(row, f": feature {key!r:.40} is neither a str nor an "
+                         "int") from None
+    if col < 0:
+        raise _at_row(row, f": negative feature index {key!r}")
+    if isinstance(raw, (str, dict)):
+        raise _at_row(row, f": feature index {col} has the value {raw!r:.40}: a "
+                         "column index takes a number (name a namespace or a "
+                         "category by a str)")
+    value = _number(raw, row, key)
+    out.push(RAW_COLUMN, <uint32_t>(col & 0xFFFFFFFF), value)  # masked later
+    if name_out is not None:
+        name_out.append(str(col))
+    return 1
 
 
 cdef Py_ssize_t _push_record(object record, Py_ssize_t row, uint32_t hash_seed,
                              _Entries out, list name_out) except -1:
     """Push the entries of one record (the rules of `records_to_rows`) onto `out`, their
     names onto `name_out` unless None; returns how many; an error names `row`."""
-    cdef Py_ssize_t pushed = 0, col
-    cdef uint32_t seed, h
-    cdef uint8_t letter
-    cdef double value
-    cdef const char* buf
-    cdef Py_ssize_t n
+    cdef Py_ssize_t pushed = 0, pos = 0
+    cdef PyObject* key
+    cdef PyObject* raw
+    if type(record) is dict:
+        # a plain dict's items without a tuple each (one event's cost is mostly this walk)
+        while PyDict_Next(record, &pos, &key, &raw):
+            pushed += _push_pair(<object>key, <object>raw, row, hash_seed, out, name_out)
+        return pushed
     for pair in _pairs_of(record, row):
         try:
-            key, raw = pair
+            key_, raw_ = pair
         except (TypeError, ValueError):
             raise _at_row(row, f": expected (feature, value) pairs, got "
                              f"{pair!r:.60}") from None
-        if raw is None:
-            continue
-        if isinstance(key, str):
-            if isinstance(raw, dict):
-                if not key:
-                    raise _at_feature(row, ": a namespace (a dict value) needs a "
-                                         "non-empty name", "empty namespace", key)
-                seed = _hash_text(key, hash_seed, row, "namespace")
-                buf = PyUnicode_AsUTF8AndSize(key, &n)  # valid: _hash_text took it
-                letter = ns_letter(<uint8_t>buf[0])
-                for inner, raw_inner in raw.items():
-                    if raw_inner is None:
-                        continue
-                    if isinstance(inner, str):
-                        name = inner
-                    elif isinstance(inner, int) and not isinstance(inner, bool):
-                        name = str(inner)  # hashed as its text, as VW hashes "13"
-                    else:
-                        raise _at_row(row, f", namespace {key!r:.40}: feature "
-                                         f"{inner!r:.40} is not a str")
-                    if isinstance(raw_inner, str):
-                        name = name + "=" + raw_inner
-                        value = 1.0
-                    elif isinstance(raw_inner, dict):
-                        raise _at_feature(row, f", namespace {key!r:.40}: feature "
-                                             f"{inner!r:.40} is a dict (namespaces do "
-                                             "not nest)", "nest", inner, key, raw_inner)
-                    else:
-                        value = _number(raw_inner, row, inner, key)
-                    h = _hash_text(name, seed, row, "feature", key)
-                    out.push(letter, h, value)
-                    if name_out is not None:
-                        name_out.append(key + "^" + name)
-                    pushed += 1
-                continue
-            if isinstance(raw, str):
-                name = key + "=" + raw
-                value = 1.0
-            else:
-                name = key
-                value = _number(raw, row, key)
-            h = _hash_text(name, hash_seed, row, "feature")
-            out.push(DEFAULT_NAMESPACE, h, value)
-            if name_out is not None:
-                name_out.append(name)
-            pushed += 1
-            continue
-        try:
-            col = key.__index__()
-        except (AttributeError, TypeError, OverflowError):
-            raise _at_row(row, f": feature {key!r:.40} is neither a str nor an "
-                             "int") from None
-        if col < 0:
-            raise _at_row(row, f": negative feature index {key!r}")
-        if isinstance(raw, (str, dict)):
-            raise _at_row(row, f": feature index {col} has the value {raw!r:.40}: a "
-                             "column index takes a number (name a namespace or a "
-                             "category by a str)")
-        value = _number(raw, row, key)
-        out.push(RAW_COLUMN, <uint32_t>(col & 0xFFFFFFFF), value)  # masked later
-        if name_out is not None:
-            name_out.append(str(col))
-        pushed += 1
+        pushed += _push_pair(key_, raw_, row, hash_seed, out, name_out)
     return pushed
 
 

@@ -7,7 +7,7 @@
 # pass in _pgs.pyx.
 cimport cython
 cimport numpy as cnp
-from libc.stdint cimport uint64_t, int64_t
+from libc.stdint cimport uint64_t, int64_t, int32_t
 
 from onlinepgs._core._mirror cimport Mirror
 from onlinepgs._core._l1q cimport L1Q
@@ -374,3 +374,11 @@ cdef class PGSState:
     cdef Py_ssize_t _sweep(self, const int64_t** coords) noexcept nogil
     cdef double _step_weight(self) noexcept nogil
     cdef void _restart_sum_if_needed(self, Py_ssize_t c, double term) noexcept nogil
+
+
+# One row's pass for the per-event API (_event.pyx): `PGSState.run` without its input's
+# conversions (the row is the caller's canonical one, int32 columns below n_cols)
+cdef int run_row(PGSState self, const double* data, const int32_t* indices,
+                 int64_t* indptr, Py_ssize_t n_cols, const double[::1] y,
+                 const double[::1] sample_weight, const int64_t[::1] order, bint classifier,
+                 const double* row_xq) except -1

@@ -871,6 +871,23 @@ def row_power_sums(const double[::1] data, const int64_t[::1] indptr, double p):
     return out_a
 
 
+cdef int run_row(PGSState self, const double* data, const int32_t* indices,
+                 int64_t* indptr, Py_ssize_t n_cols, const double[::1] y,
+                 const double[::1] sample_weight, const int64_t[::1] order, bint classifier,
+                 const double* row_xq) except -1:
+    """`run` over one canonical CSR row of int32 columns below n_cols that the caller
+    built (indptr [0, nnz], order [0]; row_xq: its sum_j |x_j|^q or NULL), without
+    `run`'s conversions of its input: the per-event API's step (onlinepgs._core._event)."""
+    cdef Rep rep
+    if n_cols + 1 > self.dim:
+        raise ValueError("state dimension too small for the data")
+    rep = rep_of(self)
+    with nogil:
+        _run_pass(self, data, indices, indptr, 0, y, sample_weight, order, classifier, False,
+                  row_xq, rep)
+    return 0
+
+
 cdef void _run_pass(PGSState self, const double* data, const index_t* indices,
                     int64_t* indptr, Py_ssize_t n_cols, const double[::1] y,
                     const double[::1] sw, const int64_t[::1] order, bint classifier,

@@ -80,7 +80,7 @@ def _param_to_json(name, value, path):
 
 
 # parameters not written at their default, so that a model without them is the file older
-# versions read (a PGS model's l1 at 0 too, below)
+# versions read (a PGS model's l1 at 0 too, below); never classes (classes_ is kept)
 _LIST_PARAMS = ("interactions",)
 _OMITTED_AT = dict(interactions=None, multi_class="ovr", l1_geometry="auto", geometry="global",
                    eta=0.5)
@@ -107,7 +107,7 @@ def encode(estimator, path, extra, with_state=True):
     params = estimator.get_params(deep=False)
     omit = {**_OMITTED_AT, **({} if sdca else {"l1": 0})}  # SDCA's l1 is older
     json_params = {key: _param_to_json(key, value, path) for key, value in params.items()
-                   if not (key in omit and value == omit[key])}
+                   if key != "classes" and not (key in omit and value == omit[key])}
 
     arrays, table = {}, []
 

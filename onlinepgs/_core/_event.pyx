@@ -1,0 +1,571 @@
+# cython: language_level=3
+"""One event at a time: a dict of features as the core's one-row input, its step and its
+scores (the learners' ``learn_one`` / ``predict_one``, onlinepgs._event).
+
+`EventRow` holds the row of the latest event in buffers it keeps from event to event: the
+dict is read by the records' own rules (`_hashing._push_record`), hashed into the
+learner's 2**n_bits columns with its interactions by the chunks' own row builder
+(`_features.build_row`), so a row is bit for bit the row `partial_fit` makes of the same
+record; the step is the core's pass over that one row (`_pgs.run_row`) and the scores
+are read from the lazy state at the row's coordinates (`_readout._read_scores`). Nothing
+here grows with the model's width, and an event costs no NumPy call.
+"""
+cimport cython
+import numpy as np
+cimport numpy as cnp
+from libc.math cimport isfinite, exp, INFINITY
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
+from libc.stdlib cimport realloc, free
+from cpython.dict cimport PyDict_Next, PyDict_GetItem
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_DECREF
+from cpython.float cimport PyFloat_AsDouble
+
+from onlinepgs._core._hashing cimport _Entries, _push_record
+from onlinepgs._core._features cimport MAX_ORDER, Row, row_bound, build_row
+from onlinepgs._core._pgs cimport PGSState, run_row, Readout
+from onlinepgs._core._readout cimport _readout, _read_scores
+
+cnp.import_array()
+
+
+@cython.final
+cdef class EventRow:
+    """The one-row CSR input of the latest event (hashed, with the interactions).
+
+    Parameters
+    ----------
+    n_bits : int in [1, 30]
+        The learner's columns are 2**n_bits (the per-event path needs hashing: int32
+        columns and a width that no event grows).
+    hash_seed : int
+    letters, orders : the interactions' arrays (`onlinepgs.features._letters`)
+
+    Attributes ``data``, ``indices`` (int32) and ``indptr`` are NumPy views of the row
+    (valid until the next `read`), for the paths that want a matrix (the errors of a
+    diverging step).
+    """
+    cdef _Entries entries
+    cdef uint32_t seed, mask
+    cdef cnp.ndarray letters_a, orders_a
+    cdef const uint8_t* letters
+    cdef const int32_t* orders
+    cdef Py_ssize_t n_inter
+    # the row, room for `room` entries; `lists` the interactions' positions
+    cdef double* vals
+    cdef int32_t* cols
+    cdef Py_ssize_t room, lists_room
+    cdef Row work
+    cdef Py_ssize_t work_room
+    cdef int64_t* positions
+    cdef int64_t* lists[MAX_ORDER]
+    cdef readonly Py_ssize_t nnz, n_entries
+    # the dict the row was made of and its items' objects then (held: 2 references an
+    # item), for `read` to know the same dict again: predict_one then learn_one of one
+    # event read it once
+    cdef object last_x
+    cdef PyObject** held
+    cdef Py_ssize_t n_held, held_room
+    # the pass's one-row arguments
+    cdef int64_t ptr[2]
+    cdef double[::1] y_v, sw_v, scores_v
+    cdef int64_t[::1] order_v
+    cdef cnp.ndarray y_a, sw_a, order_a, scores_a
+
+    def __cinit__(self, int n_bits, uint32_t hash_seed, letters, orders):
+        if not 1 <= n_bits <= 30:
+            raise ValueError(f"an event row needs n_bits in [1, 30], got {n_bits}")
+        self.entries = _Entries()
+        self.seed = hash_seed
+        self.mask = <uint32_t>((<uint64_t>1 << n_bits) - 1)
+        self.letters_a = np.ascontiguousarray(letters, dtype=np.uint8).reshape(-1, MAX_ORDER)
+        self.orders_a = np.ascontiguousarray(orders, dtype=np.int32)
+        self.n_inter = self.orders_a.shape[0]
+        if self.letters_a.shape[0] != self.n_inter:
+            raise ValueError("letters must have shape (n_interactions, 3)")
+        self.letters = <const uint8_t*>cnp.PyArray_DATA(self.letters_a)
+        self.orders = <const int32_t*>cnp.PyArray_DATA(self.orders_a)
+        self.y_a, self.sw_a = np.zeros(1), np.ones(1)
+        self.order_a = np.zeros(1, dtype=np.int64)
+        self.y_v, self.sw_v, self.order_v = self.y_a, self.sw_a, self.order_a
+        self.scores_a = np.zeros(1)
+        self.scores_v = self.scores_a
+        self.ptr[0] = 0
+        self.ptr[1] = 0
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.n_held):  # (no Python attribute here: they may be gone)
+            Py_DECREF(<object>self.held[i])
+        free(self.held)
+        free(self.vals)
+        free(self.cols)
+        free(self.work.keys)
+        free(self.work.vals)
+        free(self.positions)
+
+    cdef int _reserve(self, Py_ssize_t entries, Py_ssize_t bound) except -1:
+        """Room for a row of `entries` entries that makes at most `bound` (grown only)."""
+        cdef void* p
+        cdef int m
+        if bound > self.room:
+            p = realloc(self.vals, bound * sizeof(double))
+            if p == NULL:
+                raise MemoryError()
+            self.vals = <double*>p
+            p = realloc(self.cols, bound * sizeof(int32_t))
+            if p == NULL:
+                raise MemoryError()
+            self.cols = <int32_t*>p
+            p = realloc(self.work.keys, bound * sizeof(uint64_t))
+            if p == NULL:
+                raise MemoryError()
+            self.work.keys = <uint64_t*>p
+            p = realloc(self.work.vals, bound * sizeof(double))
+            if p == NULL:
+                raise MemoryError()
+            self.work.vals = <double*>p
+            self.room = bound
+        if entries > self.lists_room:
+            p = realloc(self.positions, MAX_ORDER * entries * sizeof(int64_t))
+            if p == NULL:
+                raise MemoryError()
+            self.positions = <int64_t*>p
+            self.lists_room = entries
+            for m in range(MAX_ORDER):
+                self.lists[m] = self.positions + m * entries
+        return 0
+
+    cpdef Py_ssize_t read(self, object x) except -1:
+        """Make `x` (one record: a dict) the row; returns its entries (0: x has no
+        feature). Errors are the records' (`onlinepgs._row_errors.RowError` at row 0),
+        raised before the row changes."""
+        cdef Py_ssize_t n, bound
+        cdef const uint8_t* ns
+        if x is self.last_x and self._holds(<dict>x):
+            return self.nnz  # the same keys and values, the same objects: the same row
+        self._let_go()
+        self.entries.truncate(0)
+        n = _push_record(x, 0, self.seed, self.entries, None)
+        self.n_entries = n
+        if n == 0:
+            self.nnz = 0
+            self.ptr[1] = 0
+            return 0
+        ns = self.entries.ns.data.as_uchars
+        bound = row_bound(ns, 0, n, self.letters, self.orders, self.n_inter)
+        if bound >= 2**32:  # the sort key holds an entry's number in 32 bits
+            raise ValueError(f"the event would have {bound} entries with its "
+                             "interactions (at most 2**32 - 1)")
+        self._reserve(n, bound)
+        self.nnz = build_row(ns, self.entries.hashes.data.as_uints,
+                             self.entries.values.data.as_doubles, 0, n, self.letters,
+                             self.orders, self.n_inter, self.mask, self.lists, self.work,
+                             self.vals, self.cols, NULL)
+        self.ptr[1] = self.nnz
+        if type(x) is dict and self._hold(<dict>x):
+            self.last_x = x
+        return self.nnz
+
+    cdef bint _hold(self, dict x) except -1:
+        """Hold x's keys and values if they are objects that cannot change: str or int
+        keys, float, int, str, bool or None values, exactly (a namespace, a dict, can)."""
+        cdef Py_ssize_t pos = 0, n = 0
+        cdef PyObject* key
+        cdef PyObject* value
+        cdef void* room
+        if 2 * len(x) > self.held_room:
+            room = realloc(self.held, 2 * len(x) * sizeof(PyObject*))
+            if room == NULL:
+                raise MemoryError()
+            self.held, self.held_room = <PyObject**>room, 2 * len(x)
+        while PyDict_Next(x, &pos, &key, &value):
+            if not (_unchanging_key(<object>key) and _unchanging_value(<object>value)):
+                self._let_go()
+                return False
+            Py_INCREF(<object>key)
+            Py_INCREF(<object>value)
+            self.held[n] = key
+            self.held[n + 1] = value
+            n += 2
+            self.n_held = n
+        return True
+
+    cdef bint _holds(self, dict x):
+        """Whether x holds the very objects held, in the same order."""
+        cdef Py_ssize_t pos = 0, n = 0
+        cdef PyObject* key
+        cdef PyObject* value
+        if 2 * len(x) != self.n_held:
+            return False
+        while PyDict_Next(x, &pos, &key, &value):
+            if key != self.held[n] or value != self.held[n + 1]:
+                return False
+            n += 2
+        return True
+
+    cdef void _let_go(self):
+        cdef Py_ssize_t i
+        for i in range(self.n_held):
+            Py_DECREF(<object>self.held[i])
+        self.n_held = 0
+        self.last_x = None
+
+    cpdef bint finite(self):
+        """Whether every value of the row is finite (an interaction's product may
+        overflow although its factors did not)."""
+        cdef Py_ssize_t e
+        for e in range(self.nnz):
+            if not isfinite(self.vals[e]):
+                return False
+        return True
+
+    @property
+    def data(self):
+        return np.array(<double[:self.nnz]>self.vals) if self.nnz else np.zeros(0)
+
+    @property
+    def indices(self):
+        return (np.array(<int32_t[:self.nnz]>self.cols) if self.nnz
+                else np.zeros(0, dtype=np.int32))
+
+    @property
+    def indptr(self):
+        return np.array([0, self.nnz], dtype=np.int64)
+
+    cpdef int learn(self, PGSState state, Py_ssize_t n_cols, double y, double weight,
+                    bint classifier, power_sum=None) except -1:
+        """One step of `state` on the row: target y (+-1, a class index, or a value),
+        sample weight `weight`; `power_sum`, the row's sum_j |x_j|^q where partial_fit
+        passes it (NumPy's powers, `PGSLearner._row_power_sums`), else None (the loop
+        takes it). The caller reads ``state.diverged``."""
+        cdef double rps = 0.0
+        cdef const double* rps_ptr = NULL
+        if power_sum is not None:
+            rps = power_sum
+            rps_ptr = &rps
+        self.y_v[0] = y
+        self.sw_v[0] = weight
+        run_row(state, self.vals, self.cols, self.ptr, n_cols, self.y_v, self.sw_v,
+                self.order_v, classifier, rps_ptr)
+        return 0
+
+    cpdef bint step(self, PGSState state, Py_ssize_t n_cols, double y, double weight,
+                    bint classifier, power_sum=None) except -1:
+        """`learn`, then whether the state is sound: False where the step diverged or
+        `state_finite` fails (the learner's Python then raises its error)."""
+        self.learn(state, n_cols, y, weight, classifier, power_sum)
+        return not state.diverged and self.state_finite(state)
+
+    cdef int _scores_into(self, PGSState state, double* out) except -1:
+        cdef Readout rd = _readout(state, state.iterate)
+        with nogil:
+            _read_scores(rd, self.vals, self.cols, self.ptr, 1, state.dim - 1,
+                         state.fit_intercept, state.intercept_scaling, out)
+        return 0
+
+    cdef double* _scores_room(self, Py_ssize_t K) except NULL:
+        if self.scores_v.shape[0] < K:
+            self.scores_a = np.zeros(K)
+            self.scores_v = self.scores_a
+        return &self.scores_v[0]
+
+    cpdef object label(self, PGSState state, list labels):
+        """`predict` of the row: labels[1] where the one score is positive (else
+        labels[0]), the first argmax's label of K scores; None where a score is not
+        finite (the learner's Python then reads the model, which says why)."""
+        cdef Py_ssize_t K = state.n_problems, c, best = 0
+        cdef double* out = self._scores_room(K)
+        self._scores_into(state, out)
+        for c in range(K):
+            if not isfinite(out[c]):
+                return None
+            if out[c] > out[best]:
+                best = c
+        if K == 1:
+            return labels[1] if out[0] > 0 else labels[0]
+        return labels[best]
+
+    cpdef object proba(self, PGSState state, list labels, int multi_class_code):
+        """`predict_proba` of the row as a dict {label: probability} (the formulas of
+        `onlinepgs.model.proba_from_scores` in C, `event_proba`); None where a score is
+        not finite."""
+        cdef Py_ssize_t K = state.n_problems, c
+        cdef double* out = self._scores_room(K)
+        cdef double top, total = 0.0, z
+        self._scores_into(state, out)
+        for c in range(K):
+            if not isfinite(out[c]):
+                return None
+        if K == 1:
+            z = _sigmoid(out[0])
+            return {labels[0]: 1.0 - z, labels[1]: z}
+        if multi_class_code == 1:
+            top = out[0]
+            for c in range(K):
+                if out[c] > top:
+                    top = out[c]
+            for c in range(K):
+                out[c] = exp(out[c] - top)
+                total += out[c]
+            return {labels[c]: out[c] / total for c in range(K)}
+        for c in range(K):
+            out[c] = _sigmoid(out[c])
+            total += out[c]
+        if total > 0:
+            return {labels[c]: out[c] / total for c in range(K)}
+        return {labels[c]: 1.0 / K for c in range(K)}
+
+    cpdef object scores(self, PGSState state):
+        """The row's K scores by the reported iterate, read from the lazy state at its
+        coordinates (`PGSState.scores` of the one row, bit for bit): a float for K = 1,
+        else a list."""
+        cdef Py_ssize_t K = state.n_problems, c
+        cdef double* out = self._scores_room(K)
+        self._scores_into(state, out)
+        if K == 1:
+            return out[0]
+        return [out[c] for c in range(K)]
+
+    cpdef bint state_finite(self, PGSState state):
+        """`onlinepgs.pgs._finite_after` for a call on this one row, in O(nnz K): the
+        state's scalars, then its fields at the intercept and the row's coordinates
+        (every field where the state is as small as the row, none more where the core
+        keeps N: its refresh reaches any overflow of lambda at once), and the
+        progressive loss (`PGSLearner._check_finite`'s first test)."""
+        cdef Py_ssize_t e, K = state.n_problems, S = state.n_fields
+        cdef const double* blk = <const double*>cnp.PyArray_DATA(state.block_a)
+        if not isfinite(state.sum_weighted_loss):
+            return False
+        if not (_all_finite(state.s_a) and _all_finite(state.cum_a)
+                and _all_finite(state.cum2_a) and _all_finite(state.norm_a)
+                and _all_finite(state.scale_a)):
+            return False
+        if cnp.PyArray_SIZE(state.block_a) <= 4 * (self.nnz + 1):
+            return _all_finite(state.block_a) and _all_finite(state.snap_a)
+        if state.need_norm:
+            return True
+        if not _finite_run(blk, K * S):  # the intercept's coordinate 0
+            return False
+        for e in range(self.nnz):
+            if not _finite_run(blk + (<Py_ssize_t>self.cols[e] + 1) * K * S, K * S):
+                return False
+        return True
+
+
+cdef bint _as_double(object value, double* out):
+    """A float or an int (NumPy's float64 is a float) as a double into out; False for
+    anything else (the learner's Python then reads and words it) and for an int beyond
+    the doubles."""
+    if isinstance(value, float):
+        out[0] = PyFloat_AsDouble(value)
+        return True
+    if not isinstance(value, int):
+        return False
+    try:
+        out[0] = value
+    except OverflowError:
+        return False
+    return True
+
+
+cdef inline bint _unchanging_key(object key):
+    kind = type(key)
+    return kind is str or kind is int
+
+
+cdef inline bint _unchanging_value(object value):
+    kind = type(value)
+    return kind is float or kind is str or kind is int or kind is bool or value is None
+
+
+cdef inline bint _finite_run(const double* values, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if not isfinite(values[i]):
+            return False
+    return True
+
+
+cdef bint _all_finite(object arr) except -1:
+    """Whether a C-contiguous float64 array of the state is all finite (None: yes)."""
+    cdef cnp.ndarray a
+    if arr is None:
+        return True
+    a = arr
+    if not (cnp.PyArray_IS_C_CONTIGUOUS(a) and cnp.PyArray_TYPE(a) == cnp.NPY_DOUBLE):
+        return bool(np.isfinite(a).all())
+    return _finite_run(<const double*>cnp.PyArray_DATA(a), cnp.PyArray_SIZE(a))
+
+
+cdef inline double _sigmoid(double z) noexcept:
+    cdef double ez
+    if z >= 0:
+        return 1.0 / (1.0 + exp(-z))
+    ez = exp(z)
+    return ez / (1.0 + ez)
+
+
+@cython.final
+cdef class EventPath:
+    """The hot path of one event for a learner's installed model (onlinepgs._event): its
+    checks of the event and the label, the row read, the step, the prediction, the model
+    installed, without the Python of the learner's general path. It holds no reference
+    to the learner (which holds it through a weak dict): the learner is passed in.
+
+    `learn`, `label` and `proba` return NotImplemented where the learner's Python takes
+    the event (a model installed since, a changed parameter, a race of sigma, an error
+    to word): nothing has changed then.
+    """
+    cdef public EventRow row
+    cdef public object params, classes, read_params, train_lock, state_lock
+    cdef public tuple names, fitted
+    cdef public dict codes
+    cdef public list labels
+    cdef public int mc
+    cdef public bint classifier, numpy_powers
+    cdef public Py_ssize_t n_cols
+
+    def __reduce__(self):
+        # a copy or an unpickled learner makes its own path at its next event
+        return (_no_path, ())
+
+    cdef inline bint _current(self, dict d):
+        return d.get("_state_params") is self.params and d.get("classes_") is self.classes
+
+    def current(self, est):
+        """Whether this path is the one of `est`'s installed model."""
+        return self._current(est.__dict__)
+
+    cdef bint _same_params(self, dict d) except -1:
+        """Whether the learner's parameters the state depends on are those it was fitted
+        with: the very objects (no comparison: an event's cost), else equal ones."""
+        cdef Py_ssize_t i
+        cdef PyObject* value
+        for i in range(len(self.names)):
+            value = PyDict_GetItem(d, self.names[i])
+            if value == NULL or <object>value is not self.fitted[i]:
+                return self.read_params(d) == self.fitted
+        return True
+
+    cdef inline bint _read(self, object x) except -1:
+        """Whether x is a dict the row could take (False: the learner words the error)."""
+        if type(x) is not dict:
+            return False
+        try:
+            self.row.read(x)
+        except ValueError:
+            return False
+        return self.row.n_entries > 0 and self.row.finite()
+
+    def learn(self, est, x, y, w):
+        """`learn_one`: the event's step on the installed state, or on each run of its
+        race on a row that is no check of the race's schedule."""
+        cdef dict d = est.__dict__
+        cdef double target, weight
+        cdef PGSState state
+        if not (_as_double(w, &weight) and 0.0 <= weight < INFINITY):
+            return NotImplemented
+        self.train_lock.acquire()
+        try:
+            race = d.get("_race")
+            # the model this path was made for (a call in another thread may have
+            # installed another while this one waited), and its parameters
+            if not self._current(d) or not self._same_params(d) or self.numpy_powers or (
+                    race is not None and not self._between_checks(race)):
+                return NotImplemented
+            if self.classifier:
+                try:
+                    code = self.codes.get(y)
+                except TypeError:
+                    return NotImplemented
+                if code is None:
+                    return NotImplemented
+                target = code
+            elif not (_as_double(y, &target) and isfinite(target)):
+                return NotImplemented
+            self.state_lock.acquire()
+            try:
+                state = d["_state"]
+                if not isfinite(state.sum_weight + weight) or not self._read(x):
+                    return NotImplemented
+                if race is not None:
+                    state = self._race_step(est, race, target, weight)
+                    d["_state"] = state
+                elif not self.row.step(state, self.n_cols, target, weight, self.classifier):
+                    est._event_unsound(self, state, weight)  # raises the learner's error
+                # the model installed as partial_fit installs it (its cache emptied
+                # under the state lock, where `_make_model` fills it)
+                cache = d["_cache"]
+                if cache:
+                    d["_cache"] = {}
+                d["n_iter_"] = d["n_iter_"] + 1
+                d["t_"] = state.t
+            finally:
+                self.state_lock.release()
+        finally:
+            self.train_lock.release()
+        return est
+
+    cdef bint _between_checks(self, race) except -1:
+        """Whether the race's next row is no check of its schedule (`SigmaRace.advance`
+        over it only trains its runs), batch_size being 1."""
+        schedule = race.schedule
+        return schedule.settled or schedule.check_at > race.n_rows + 1
+
+    cdef PGSState _race_step(self, est, race, double target, double weight):
+        """The row as `SigmaRace.advance` over one row that is no check, then `check`:
+        every live run steps on it (in the order of their ids), the row counted, each
+        run's soundness looked at; the learner's Python where a run is not sound
+        (`_event_race_unsound`: the run dropped, as the race drops it). Returns the state
+        to report (`SigmaRace.leader`)."""
+        cdef dict states = race.states
+        cdef PGSState state
+        cdef bint sound = True
+        for rid in (sorted(states) if len(states) > 1 else states):
+            state = states[rid]
+            self.row.learn(state, self.n_cols, target, weight, self.classifier)
+            if state.diverged:
+                sound = False
+        race.n_rows += 1
+        if sound:
+            for state in states.values():
+                if not self.row.state_finite(state):
+                    sound = False
+        if not sound:
+            est._event_race_unsound(self, race, weight)  # drops runs, or raises
+        return next(iter(states.values())) if len(states) == 1 else race.leader
+
+    cdef object _predict(self, est, x, int kind):
+        cdef dict d = est.__dict__
+        cdef PGSState state
+        self.state_lock.acquire()
+        try:
+            if not self._current(d) or "diverged" in d["_cache"] or not self._read(x):
+                return NotImplemented
+            state = d["_state"]
+            if kind == 0:
+                if self.labels is not None:
+                    out = self.row.label(state, self.labels)
+                else:
+                    out = self.row.scores(state)
+                    if not isfinite(out):
+                        out = None
+            else:
+                out = self.row.proba(state, self.labels, self.mc)
+        finally:
+            self.state_lock.release()
+        return NotImplemented if out is None else out
+
+    def label(self, est, x):
+        """`predict_one`: the label (a classifier) or the value (a regressor)."""
+        return self._predict(est, x, 0)
+
+    def proba(self, est, x):
+        """`predict_proba_one`: the dict {label: probability}."""
+        return self._predict(est, x, 1)
+
+
+def _no_path():
+    """What a pickled or copied `EventPath` becomes: none (the learner makes one)."""
+    return None
