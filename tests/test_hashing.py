@@ -29,6 +29,8 @@ def expected_row(record, n_bits, seed):
     for key, value in (record.items() if isinstance(record, dict) else record):
         if value is None:  # a missing field: no feature
             continue
+        if isinstance(key, str) and isinstance(value, str):  # a category: "key=value", 1
+            key, value = key + "=" + value, 1.0
         if isinstance(key, str):
             h = murmurhash3_32(key, seed=seed, positive=True)
             col, sign = h % 2**n_bits, (-1.0 if h >= 2**31 else 1.0)
@@ -198,6 +200,9 @@ def _valid(record, n_bits):
                 return False
             try:
                 key.encode("utf-8")
+                if isinstance(value, str):  # a category (hashed: n_bits), the feature
+                    value.encode("utf-8")   # "key=value" of value 1
+                    continue
             except UnicodeEncodeError:
                 return False
         elif not isinstance(key, int) or key < 0 or key >= 2**40:
