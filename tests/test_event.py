@@ -52,6 +52,7 @@ def _same_model(a, b):
     assert a.online_stats_["n_examples"] == b.online_stats_["n_examples"]
 
 
+_ADAPTIVE = {"radius": None, "iterate": "last"}  # what the adaptive geometry runs with
 CLASSIFIERS = {
     "binary, sigma auto": ({}, 2),
     "binary, fixed sigma, last iterate": ({"sigma": 1e-3, "iterate": "last"}, 2),
@@ -60,6 +61,10 @@ CLASSIFIERS = {
     "binary, l1": ({"sigma": 1e-3, "l1": 1e-4}, 2),
     "binary, forget": ({"sigma": 1e-3, "forget": 0.99, "iterate": "last"}, 2),
     "binary, radius None, hinge": ({"sigma": 1e-2, "radius": None, "loss": "hinge"}, 2),
+    "binary, adaptive geometry": ({"geometry": "adaptive", **_ADAPTIVE}, 2),
+    "binary, adaptive geometry, fixed sigma, l1": ({"geometry": "adaptive", "sigma": 1e-3,
+                                                   "l1": 1e-4, **_ADAPTIVE}, 2),
+    "4 classes, adaptive geometry": ({"geometry": "adaptive", "sigma": 1e-3, **_ADAPTIVE}, 4),
     "4 classes, one-vs-rest, sigma auto": ({}, 4),
     "4 classes, multinomial": ({"sigma": 1e-3, "multi_class": "multinomial"}, 4),
     "3 classes, Crammer-Singer": ({"sigma": 1e-3, "loss": "hinge",
