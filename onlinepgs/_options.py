@@ -443,7 +443,7 @@ _TASKS = {
 }
 # the numeric parameters that must be finite (None and strings are other choices)
 _FINITE = {"pgs": ("p", "sigma", "l1", "radius", "intercept_scaling", "epsilon", "tol",
-                   "forget", "eta"),
+                   "forget", "eta", "delta"),
            "sdca": ("p", "sigma", "l1", "intercept_scaling", "epsilon", "tol")}
 
 
@@ -655,12 +655,9 @@ def check_pgs_state(**config):
     check_ranges(params, "pgs", None, _CORE,
                  {**learner_constraints("pgs", None), "sigma": [_POSITIVE]})
     learner_rules(params, "pgs", PYTHON)
-    delta = {"delta": config["delta"]} if "delta" in config else {}
-    check_params(delta, {"delta": [_AT_LEAST_0]}, _CORE)
-    if delta and not math.isfinite(delta["delta"]):
-        raise InvalidParameterError("delta", [("subject", "delta"), " must be finite, got ",
-                                              ("raw", "delta"), "."], delta, _CORE,
-                                    range_error=True)
+    # the adaptive geometry's stabilizer start: the core's own parameter
+    check_ranges({"delta": config["delta"]} if "delta" in config else {}, "pgs", None,
+                 _CORE, {"delta": [_AT_LEAST_0]})
 
 
 def _adaptive_rules(params, words):
