@@ -33,10 +33,12 @@ Parts (``--parts``, comma-separated; all by default):
 * ``goals``: issue 34's goals tabulated from the parts run in the same call (auto against
   the best fixed sigma, VW, the better SGD default; regression: against the best fixed
   sigma and a constant);
-* ``geometry``: the adaptive geometry (``geometry="adaptive"``, eta 0.1, 0.5 and 2) and
-  the global default against VW and VW ``--ftrl``, one pass over the same VW text files
-  (a9a, w8a, IMDB, the flight log with raw numbers, TalkingData; `geometry_files`), 2^18
-  hashed columns: test log loss and AUC.
+* ``geometry``: the adaptive geometry (``geometry="adaptive"``, eta raced ("auto"), 0.1,
+  0.5 and 2) and the global default against VW and VW ``--ftrl``, one pass over the same
+  VW text files (a9a, w8a, IMDB, news20 binary, the flight log with raw numbers,
+  TalkingData; `geometry_files`), 2^18 hashed columns: test log loss and AUC;
+* ``race_cost``: the adaptive geometry's races of eta and sigma against one run at a
+  fixed eta and sigma on IMDB (CPU time, ``--repeats`` interleaved rounds).
 
 Classification sets: a9a (train/test), w8a (shuffled with seed 0, 30% held out), IMDB
 (train/test), news20 multiclass (shuffled with seed 0, 30% held out). Regression: the
@@ -409,7 +411,10 @@ def part_vw(args, record, out):
 
 
 # ---- the adaptive geometry against VW on VW files (issue 52's sets) -----------------------
-GEOMETRY_SETS = ("a9a", "w8a", "imdb", "flights_raw", "talkingdata")
+GEOMETRY_SETS = ("a9a", "w8a", "imdb", "news20_binary", "flights_raw", "talkingdata")
+# news20's technical groups (comp.*, misc.forsale, sci.*: LIBSVM classes 2-7, 12-15)
+# against the ten others, raw counts
+NEWS20_POSITIVE = (2, 3, 4, 5, 6, 7, 12, 13, 14, 15)
 GEOMETRY_BITS = 18
 
 
@@ -423,8 +428,14 @@ def geometry_files(data_dir, name, workdir):
     svmlight sets' features in one namespace (w8a a seeded 70/30 split of the shuffled
     rows); the flight log with DepTime and Distance as raw numbers and the rest
     categorical; TalkingData's clicks with bench_command.py's categorical columns and the
-    click's hour (both a seeded 70/30 split)."""
+    click's hour (both a seeded 70/30 split); news20's raw counts, its technical groups
+    against the others (`NEWS20_POSITIVE`, the multiclass set's seeded 70/30 split)."""
     train, test = Path(workdir) / f"{name}_train.vw", Path(workdir) / f"{name}_test.vw"
+    if name == "news20_binary":
+        X, y, X_test, y_test, _ = classification_set(data_dir, "news20")
+        write_vw(train, X, np.where(np.isin(y, NEWS20_POSITIVE), 1, -1))
+        write_vw(test, X_test, np.where(np.isin(y_test, NEWS20_POSITIVE), 1, -1))
+        return train, test
     if name in CLASSIFICATION:
         X, y, X_test, y_test, _ = classification_set(data_dir, name)
         write_vw(train, X, np.where(y > 0, 1, -1))
@@ -475,8 +486,9 @@ def part_geometry(args, record, out):
             f"2^{GEOMETRY_BITS} columns (onlinepgs with its VW reader), one pass in file "
             "order; onlinepgs races sigma; VW: `--loss_function logistic`, with and without "
             "`--ftrl`.", "",
-            "| set | global (default) | adaptive eta 0.1 | adaptive eta 0.5 (default) | "
-            "adaptive eta 2 | VW | VW --ftrl |", "|---|---|---|---|---|---|---|"]
+            "| set | global (default) | adaptive eta auto | adaptive eta 0.1 | "
+            "adaptive eta 0.5 | adaptive eta 2 | VW | VW --ftrl |",
+            "|---|---|---|---|---|---|---|---|"]
     for name in GEOMETRY_SETS:
         with tempfile.TemporaryDirectory() as workdir:
             train, test = geometry_files(args.data_dir, name, workdir)
@@ -491,17 +503,18 @@ def part_geometry(args, record, out):
                 subprocess.run([sys.executable, "-c", VW_TRAIN,
                                 f"-d {test} -i {model} -t --quiet -p {pred}"], check=True)
                 r[tag] = _log_loss_auc(y_test, np.loadtxt(pred))
-        runs = {"global": {}, **{f"eta {eta:g}": dict(geometry="adaptive", iterate="last",
-                                                      radius=None, eta=eta)
-                                 for eta in (0.1, 0.5, 2.0)}}
+        runs = {"global": {}, **{f"eta {eta}": dict(geometry="adaptive", iterate="last",
+                                                    radius=None, eta=eta)
+                                 for eta in ("auto", 0.1, 0.5, 2.0)}}
         for tag, params in runs.items():
             est = PGSClassifier(random_state=0, **params)
             est.partial_fit(X, y, classes=[-1.0, 1.0])
             r[tag] = _log_loss_auc(y_test, est.decision_function(X_test))
             r[tag + " sigma_"] = float(est.sigma_)
+            r[tag + " eta_"] = est.eta_
         record.setdefault("geometry", []).append(r)
         cells = [f"{r[t][0]:.4f} / {r[t][1]:.4f}" for t in
-                 ("global", "eta 0.1", "eta 0.5", "eta 2", "vw", "vw_ftrl")]
+                 ("global", "eta auto", "eta 0.1", "eta 0.5", "eta 2.0", "vw", "vw_ftrl")]
         out.append(f"| {name} | " + " | ".join(cells) + " |")
         print(out[-1], file=sys.stderr, flush=True)
     out.append("")
@@ -728,9 +741,35 @@ def part_goals(args, record, out):
     out.append("")
 
 
+def part_race_cost(args, record, out):
+    """The adaptive geometry's races against one run at a fixed eta and sigma (CPU time
+    of one partial_fit over IMDB's training rows, medians of interleaved rounds), the
+    global geometry's race against its fixed run in the same rounds."""
+    adaptive = dict(geometry="adaptive", iterate="last", radius=None, random_state=0)
+    runs = {"adaptive, eta 0.5, sigma 1e-4": dict(adaptive, eta=0.5, sigma=1e-4),
+            "adaptive, sigma raced, eta 0.5": dict(adaptive, eta=0.5),
+            "adaptive, eta and sigma raced (default)": adaptive,
+            "global, sigma 1e-4": dict(random_state=0, sigma=1e-4),
+            "global, sigma raced (default)": dict(random_state=0)}
+    X, y, _, _, _ = classification_set(args.data_dir, "imdb")
+    times = {tag: [] for tag in runs}
+    for _ in range(args.repeats):
+        for tag, params in runs.items():
+            start = time.process_time()
+            PGSClassifier(**params).partial_fit(X, y, classes=[-1.0, 1.0])
+            times[tag].append(time.process_time() - start)
+    med = {tag: float(np.median(v)) for tag, v in times.items()}
+    base = {"adaptive": med["adaptive, eta 0.5, sigma 1e-4"], "global": med["global, sigma 1e-4"]}
+    record["race_cost"] = med
+    out += [f"## The races' cost, IMDB, one pass (CPU s, medians of {args.repeats} "
+            "interleaved)", "", "| run | s | / its geometry's fixed run |", "|---|---|---|"]
+    out += [f"| {tag} | {v:.4f} | {v / base[tag.split(',')[0]]:.2f} |" for tag, v in med.items()]
+    out.append("")
+
+
 PARTS = {"grid": part_grid, "vw": part_vw, "sgd": part_sgd, "regression": part_regression,
          "cost": part_cost, "commands": part_commands, "goals": part_goals,
-         "geometry": part_geometry}
+         "geometry": part_geometry, "race_cost": part_race_cost}
 
 
 def parse_sigmas(text):

@@ -410,7 +410,7 @@ _PGS = {
     "forget": [("real", 0, 1, "right")],
     "interactions": _INTERACTIONS,
     "geometry": [("str", {"global", "adaptive"})],
-    "eta": [_POSITIVE],
+    "eta": [("str", {"auto"}), _POSITIVE],
 }
 _SDCA = {
     "p": _COMMON["p"],
@@ -648,12 +648,14 @@ _CORE = Words("PGSState")
 
 def check_pgs_state(**config):
     """A PGS state's configuration (``PGSState(...)``): a learner's ranges with a
-    numeric sigma, and its rules; `config` may lack parameters (their defaults)."""
+    numeric sigma and eta, and its rules; `config` may lack parameters (their
+    defaults)."""
     params = {k: v for k, v in config.items() if k in _PGS or k == "loss"}
     if isinstance(config.get("multi_class"), str):  # else a code, the core's to check
         params["multi_class"] = config["multi_class"]
     check_ranges(params, "pgs", None, _CORE,
-                 {**learner_constraints("pgs", None), "sigma": [_POSITIVE]})
+                 {**learner_constraints("pgs", None), "sigma": [_POSITIVE],
+                  "eta": [_POSITIVE]})
     learner_rules(params, "pgs", PYTHON)
     # the adaptive geometry's stabilizer start: the core's own parameter
     check_ranges({"delta": config["delta"]} if "delta" in config else {}, "pgs", None,

@@ -62,12 +62,21 @@ def progressive_sums(state):
 
 @dataclass
 class Run:
-    """One PGS run of the race: its sigma, the row count it started at, and the run it
-    was forked from (None: trained from row 0)."""
+    """One PGS run of the race: its sigma, the row count it started at, the run it
+    was forked from (None: trained from row 0) and its base rate eta (the adaptive
+    geometry's, in a race of eta: `onlinepgs._eta_race`; None: the learner's own)."""
     run_id: int
     sigma: float
     started_at: int = 0
     parent: "int | None" = None
+    eta: "float | None" = None
+
+    def to_dict(self):
+        """The run as JSON-able values (eta only where a race of eta set it)."""
+        d = asdict(self)
+        if self.eta is None:
+            del d["eta"]
+        return d
 
 
 @dataclass
@@ -128,7 +137,7 @@ class SigmaSchedule:
 
     def __init__(self, loss, *, n_problems=1, grid=None, batch_size=1, start=START_SIGMAS,
                  first_check=FIRST_CHECK, growth=GROWTH, duel=DUEL, burn=BURN,
-                 chase=CHASE, patience=PATIENCE, evidence=None):
+                 chase=CHASE, patience=PATIENCE, evidence=None, eta=None, first_id=0):
         grid = DEFAULT_GRID if grid is None else grid
         self.grid = sorted({float(s) for s in grid}, reverse=True)
         if not self.grid or not all(s > 0 and math.isfinite(s) for s in self.grid):
@@ -145,8 +154,9 @@ class SigmaSchedule:
         # regression losses have no unit of information: their duels are judged as before
         self.evidence = float((EVIDENCE if loss in CLASSIFICATION else 0.0)
                               if evidence is None else evidence)
+        self.eta = None if eta is None else float(eta)  # every run's (a race of eta)
         self.runs = {}  # live runs: run_id -> Run
-        self.next_id = 0
+        self.next_id = int(first_id)
         self.fork_at = self.check_at = self._round(self.first_check)
         self.judge_at = self.mark_at = -1  # the current duel's judgement, end of burn-in
         self.since = 0  # where the live runs' comparison window began (a start or fork)
@@ -165,14 +175,14 @@ class SigmaSchedule:
         return min(self.grid, key=lambda s: abs(math.log(s / sigma)))
 
     def _new_run(self, sigma, started_at, parent):
-        run = Run(self.next_id, float(sigma), int(started_at), parent)
+        run = Run(self.next_id, float(sigma), int(started_at), parent, self.eta)
         self.runs[run.run_id] = run
         self.next_id += 1
         return run
 
     def start(self):
         """The runs to start from row 0 (once, before any row)."""
-        if self.runs or self.next_id:
+        if self.runs or self.leader_id is not None or self.path:
             raise RuntimeError("the schedule has started already")
         started = [self._new_run(s, 0, None) for s in self.start_sigmas]
         self.leader_id = started[0].run_id
@@ -234,8 +244,12 @@ class SigmaSchedule:
                                                _finite_or_none(_loss_between(s, None))),
                              window_loss=(None if s is None else _finite_or_none(
                                  _loss_between(s, self.marks.get(rid))))))
-        self.path.append(dict(rows=int(n_rows), event=kind, window=[self.since, int(n_rows)],
-                              runs=runs, **extra))
+        self._log(dict(rows=int(n_rows), event=kind, window=[self.since, int(n_rows)],
+                       runs=runs, **extra))
+
+    def _log(self, record):
+        """A record of the path (with the runs' eta in a race of eta)."""
+        self.path.append(record if self.eta is None else dict(record, eta=self.eta))
 
     def discard(self, run_id, n_rows, reason="diverged"):
         """Remove a run the driver could not train on (its PGS diverged); recorded in the
@@ -245,9 +259,9 @@ class SigmaSchedule:
         self.marks.pop(run_id, None)
         if self.leader_id == run_id:
             self.leader_id = max(self.runs, key=lambda r: self.runs[r].sigma, default=None)
-        self.path.append(dict(rows=int(n_rows), event="drop", reason=reason,
-                              run_id=run_id, sigma=run.sigma, leader=self.leader_id,
-                              leader_sigma=self._leader_sigma()))
+        self._log(dict(rows=int(n_rows), event="drop", reason=reason, run_id=run_id,
+                       sigma=run.sigma, leader=self.leader_id,
+                       leader_sigma=self._leader_sigma()))
 
     def decide(self, n_rows, sums):
         """The decision at a check: `n_rows` must be `next_check`'s count; `sums` maps
@@ -391,9 +405,10 @@ class SigmaSchedule:
                     batch_size=self.batch_size, first_check=self.first_check,
                     growth=self.growth, duel=self.duel, burn=self.burn, chase=self.chase,
                     patience=self.patience, evidence=self.evidence,
-                    runs=[asdict(r) for r in self.runs.values()],
+                    runs=[r.to_dict() for r in self.runs.values()],
                     leader_id=self.leader_id, settled=self.settled,
                     marks=[[r, m] for r, m in self.marks.items()], path=self.path,
+                    **({} if self.eta is None else {"eta": self.eta}),
                     **{k: getattr(self, k) for k in self._SCALARS})
 
     @classmethod
@@ -404,10 +419,12 @@ class SigmaSchedule:
         self = cls(d["loss"], n_problems=d["n_problems"], grid=d["grid"], start=d["start"],
                    batch_size=d["batch_size"], first_check=d["first_check"],
                    growth=d["growth"], duel=d["duel"], burn=d["burn"], chase=d["chase"],
-                   patience=d["patience"], evidence=d.get("evidence", 0.0))
+                   patience=d["patience"], evidence=d.get("evidence", 0.0),
+                   eta=d.get("eta"))
         self.runs = {int(r["run_id"]): Run(int(r["run_id"]), float(r["sigma"]),
                                            int(r["started_at"]),
-                                           None if r["parent"] is None else int(r["parent"]))
+                                           None if r["parent"] is None else int(r["parent"]),
+                                           None if r.get("eta") is None else float(r["eta"]))
                      for r in d["runs"]}
         for key in self._SCALARS:
             setattr(self, key, int(d[key]))
@@ -448,8 +465,11 @@ class SigmaRace:
 
     @classmethod
     def begin(cls, schedule, make_state):
-        """A race at row 0: ``make_state(sigma)`` builds each start run's fresh state."""
-        return cls(schedule, {run.run_id: make_state(run.sigma) for run in schedule.start()})
+        """A race at row 0: ``make_state(sigma)`` (``make_state(sigma, eta)`` for a run
+        of a race of eta) builds each start run's fresh state."""
+        return cls(schedule, {run.run_id: make_state(run.sigma) if run.eta is None
+                              else make_state(run.sigma, run.eta)
+                              for run in schedule.start()})
 
     def sums(self):
         return {rid: progressive_sums(st) for rid, st in self.states.items()}
@@ -513,6 +533,10 @@ class SigmaRace:
             self.states.pop(rid, None)
         for rid, key in zip(self.schedule.fork_ids(decision), decision.fork):
             self.states[rid] = forked[key]
+        # a race of eta that has chosen is its kept family's sigma race from then on
+        kept = getattr(self.schedule, "kept", None)
+        if kept is not None:
+            self.schedule = kept
 
     def settle(self, reason="fit", epochs=1):
         """End the race: only the leader's state remains (with ``epochs`` > 1, its fork

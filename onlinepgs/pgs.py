@@ -20,7 +20,7 @@ array([1])
 """
 import numpy as np
 
-from onlinepgs import _checks, _class_weight, _options, _race
+from onlinepgs import _checks, _class_weight, _eta_race, _options, _race
 from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,  # noqa: F401
                              _training, _unchanged_on_error)
 from onlinepgs._checks import AtRows, check_random_state, is_records, py, row_of_entry
@@ -174,10 +174,12 @@ _COMMON_DOC = """
         radius=None, batch_size=1 and forget=1 (say so: other values are refused), not on
         Dask, and `onlinepgs.duality_gap` does not certify it yet
         (docs/design/adaptive.md).
-    eta : float > 0, default=0.5
+    eta : float > 0 or "auto", default="auto"
         The adaptive geometry's base rate: a coordinate's step is ``eta / sqrt(sum of
-        its squared scaled gradients)`` while sigma t is small against it. Unused by
-        the global geometry.
+        its squared scaled gradients)`` while sigma t is small against it. "auto" races
+        0.1, 0.5 and 2, each with its own sigma race (or at the fixed sigma), over the
+        first 4,000 rows and keeps the best by progressive loss over the second half of
+        them (``eta_`` is the choice). Unused by the global geometry.
 """
 
 _MULTI_CLASS_DOC = """    multi_class : {"ovr", "multinomial", "crammer_singer"}, default="ovr"
@@ -377,7 +379,7 @@ class PGSLearner(EventLearner, LinearLearner):
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
                  max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None,
-                 geometry="global", eta=0.5):
+                 geometry="global", eta="auto"):
         self.loss = loss
         self.p = p
         self.sigma = sigma
@@ -417,10 +419,15 @@ class PGSLearner(EventLearner, LinearLearner):
         # the adaptive geometry's options only in it
         l1 = {"l1": float(self.l1)} if self.l1 else {}
         if self.geometry == "adaptive":
-            l1.update(geometry="adaptive", eta=float(self.eta))
+            l1.update(geometry="adaptive")
+            if not self._eta_auto():
+                l1.update(eta=float(self.eta))
 
-        def make(sigma):
-            return PGSState(p=float(self.p), sigma=float(sigma), **l1, multi_class=multi_class,
+        def make(sigma, eta=None):
+            # a run of a race of eta (eta="auto") takes its family's rate
+            rate = {} if eta is None else {"eta": float(eta)}
+            return PGSState(p=float(self.p), sigma=float(sigma), **{**l1, **rate},
+                            multi_class=multi_class,
                             radius=self.radius if self.radius in (None, "auto") else float(self.radius),
                             loss=self.loss, batch_size=int(self.batch_size),
                             iterate=self.iterate, n_problems=n_problems, multiclass=multiclass,
@@ -431,16 +438,28 @@ class PGSLearner(EventLearner, LinearLearner):
         return make
 
     def _auto(self):
-        """Whether sigma is chosen by a race (sigma="auto")."""
-        return isinstance(self.sigma, str)
+        """Whether a race trains the model: sigma="auto", or the adaptive geometry's
+        eta="auto" (`onlinepgs._eta_race`)."""
+        return isinstance(self.sigma, str) or self._eta_auto()
+
+    def _eta_auto(self):
+        """Whether the adaptive geometry's base rate is raced (eta="auto")."""
+        return self.geometry == "adaptive" and isinstance(self.eta, str)
 
     def _weight_passes(self):
         return self.max_epochs  # the state's sum of the weights grows each epoch
 
     def _new_race(self, n_features, n_problems, multiclass, rng):
         """A race at row 0 (sigma="auto"): the schedule and its start runs' states."""
-        schedule = _race.SigmaSchedule(self.loss, n_problems=n_problems,
-                                       batch_size=int(self.batch_size))
+        if self._eta_auto():
+            # sigma's race inside each eta's family, or the fixed sigma as a grid of one
+            fixed = {} if isinstance(self.sigma, str) else dict(
+                grid=[float(self.sigma)], start=[float(self.sigma)])
+            schedule = _eta_race.EtaSchedule(self.loss, n_problems=n_problems,
+                                             batch_size=int(self.batch_size), **fixed)
+        else:
+            schedule = _race.SigmaSchedule(self.loss, n_problems=n_problems,
+                                           batch_size=int(self.batch_size))
         return _race.SigmaRace.begin(
             schedule, self._state_factory(n_features, n_problems, multiclass, rng))
 
@@ -518,7 +537,8 @@ class PGSLearner(EventLearner, LinearLearner):
         race = getattr(self, "_race", None) if have else None
         if race is not None and race.schedule.settled:
             return 1
-        return len(_race.START_SIGMAS)
+        starts = len(_race.START_SIGMAS) if isinstance(self.sigma, str) else 1
+        return starts * (len(_eta_race.ETAS) if self._eta_auto() else 1)
 
     def _check_state_params(self):
         changed = [n for n in _STATE_PARAMS
@@ -857,6 +877,14 @@ class PGSLearner(EventLearner, LinearLearner):
         return float(self._state.sigma)
 
     @property
+    def eta_(self):
+        """The adaptive geometry's base rate of the model (float): the race's choice
+        with eta="auto" (the rate of the run reported now, while the race of eta is
+        on), else the eta parameter; None in the global geometry."""
+        self._check_fitted()
+        return float(self._state.eta) if self.geometry == "adaptive" else None
+
+    @property
     def sigma_path_(self):
         """The sigma race's record (sigma="auto"; [] for a fixed sigma): one dict per
         event, at ``rows`` rows: a ``"check"`` (each live run's ``sigma``, ``started_at``,
@@ -979,7 +1007,7 @@ class PGSClassifierLearner(ClassifierLearner, EventClassifier, PGSLearner):
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
                  max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None,
-                 geometry="global", eta=0.5, class_weight=None, multi_class="ovr",
+                 geometry="global", eta="auto", class_weight=None, multi_class="ovr",
                  classes=None):
         super().__init__(loss, p=p, sigma=sigma, l1=l1, radius=radius,
                          batch_size=batch_size, iterate=iterate, fit_intercept=fit_intercept,
@@ -1048,7 +1076,7 @@ class PGSRegressorLearner(RegressorLearner, PGSLearner):
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
                  max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None,
-                 geometry="global", eta=0.5):
+                 geometry="global", eta="auto"):
         super().__init__(loss, p=p, sigma=sigma, l1=l1, radius=radius,
                          batch_size=batch_size, iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,

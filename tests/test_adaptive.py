@@ -26,11 +26,11 @@ def raw_columns(m=4000, seed=0):
 
 
 def test_one_pass_on_raw_columns_matches_the_batch_optimum_on_scaled_ones():
-    """One pass of the adaptive geometry with its defaults (sigma raced, eta 0.5) on raw
-    columns comes within 0.1 of the test log loss of scikit-learn's batch logistic
-    regression on the same columns max-abs scaled by hand (0.189 against 0.118; eta 2
-    gives 0.139, eta 8 0.127: eta is not raced yet); the global geometry, one step size
-    for every unit, is off by more than 10 (12.9)."""
+    """One pass of the adaptive geometry with its defaults (sigma and eta raced) on raw
+    columns comes within 0.05 of the test log loss of scikit-learn's batch logistic
+    regression on the same columns max-abs scaled by hand (0.139 against 0.118: the race
+    keeps eta 2; eta 0.5 alone gives 0.189, 0.1 0.337); the global geometry, one step
+    size for every unit, is off by more than 10 (12.9)."""
     X, y = raw_columns()
     Xt, yt = raw_columns(seed=1)
     scale = np.max(np.abs(X), axis=0)
@@ -38,7 +38,7 @@ def test_one_pass_on_raw_columns_matches_the_batch_optimum_on_scaled_ones():
     best = log_loss(yt, batch.predict_proba(Xt / scale))
     ours = PGSClassifier(max_epochs=1, random_state=0, **ADAPTIVE).fit(X, y)
     flat = PGSClassifier(max_epochs=1, random_state=0).fit(X, y)
-    assert log_loss(yt, ours.predict_proba(Xt)) < best + 0.1
+    assert log_loss(yt, ours.predict_proba(Xt)) < best + 0.05
     assert log_loss(yt, flat.predict_proba(Xt)) > best + 10
 
 

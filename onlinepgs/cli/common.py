@@ -273,18 +273,26 @@ def estimator_from_args(args):
 
 
 def _sigma_note(est):
-    """The summary's line on sigma's choice (``sigma = 1e-03 (auto: ...)``) when the
-    model races it (sigma="auto"), else none."""
-    if est.get_params().get("sigma") != "auto":
-        return []
+    """The summary's lines on the races' choices: ``sigma = 1e-03 (auto: ...)`` when the
+    model races sigma (sigma="auto"), ``eta = 0.5 (auto: ...)`` when it races the
+    adaptive geometry's base rate (eta="auto"); else none."""
+    params, lines = est.get_params(), []
     path = est.sigma_path_
-    tried = sorted({run["sigma"] for record in path for run in record.get("runs", ())}
-                   | {est.sigma_}, reverse=True)
     live = getattr(est, "_race", None)
-    state = ("settled" if live is None or live.schedule.settled else
-             f"racing on: {len(live.states)} run{'s' if len(live.states) > 1 else ''} live")
-    return [f"sigma = {est.sigma_:.0e} (auto: the best progressive loss of "
-            f"{len(tried)} sigmas tried, {tried[0]:.0e}..{tried[-1]:.0e}; {state})"]
+    if params.get("sigma") == "auto":
+        tried = sorted({run["sigma"] for record in path for run in record.get("runs", ())}
+                       | {est.sigma_}, reverse=True)
+        state = ("settled" if live is None or live.schedule.settled else
+                 f"racing on: {len(live.states)} run{'s' if len(live.states) > 1 else ''} "
+                 "live")
+        lines.append(f"sigma = {est.sigma_:.0e} (auto: the best progressive loss of "
+                     f"{len(tried)} sigmas tried, {tried[0]:.0e}..{tried[-1]:.0e}; {state})")
+    if params.get("geometry") == "adaptive" and params.get("eta") == "auto":
+        chosen = [r for r in path if r["event"] == "eta"]
+        how = (f"chosen at row {chosen[-1]['rows']:,}" if chosen else
+               "racing on: the run of least progressive loss so far")
+        lines.append(f"eta = {est.eta_:g} (auto: 0.1, 0.5 and 2 raced; {how})")
+    return lines
 
 
 def print_summary(est, args, start, before=(), after=()):

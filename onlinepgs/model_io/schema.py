@@ -83,7 +83,7 @@ def _param_to_json(name, value, path):
 # versions read (a PGS model's l1 at 0 too, below); never classes (classes_ is kept)
 _LIST_PARAMS = ("interactions",)
 _OMITTED_AT = dict(interactions=None, multi_class="ovr", l1_geometry="auto", geometry="global",
-                   eta=0.5)
+                   eta="auto")
 
 
 def encode(estimator, path, extra, with_state=True):
@@ -167,17 +167,16 @@ def encode(estimator, path, extra, with_state=True):
         "extra": to_json(extra if extra is not None else {}, "extra", path, depth=2),
         "arrays": table,
     }
-    if race is not None:
-        header["race"] = race
+    header.update({} if race is None else {"race": race})
     if not sdca:  # its weights come from the solver state: their count, for `info`
         header["weights"] = pgs_count(estimator.model_)
     return header, arrays
 
 
 def _encode_race(estimator, add_array, path):
-    """A racing model's (sigma="auto") header entry "race": its schedule, the rows seen,
-    the leader's run id (its state is the file's state/) and each other live run's
-    state scalars, their arrays as ``race/run<id>_<key>``; None without a race."""
+    """A racing model's (sigma or eta "auto") header entry "race": its schedule, the rows
+    seen, the leader's run id (its state is the file's state/) and each other live run's
+    state scalars and arrays (``race/run<id>_<key>``); None without a race."""
     race = getattr(estimator, "_race", None)
     if race is None:
         return None
@@ -195,13 +194,14 @@ def _encode_race(estimator, add_array, path):
 
 def _build_race(header, arrays, path, leader_state):
     """The `SigmaRace` of a racing model's header entry "race" (see `_encode_race`)."""
-    from onlinepgs._race import SigmaRace, SigmaSchedule
+    from onlinepgs._eta_race import schedule_from_dict
+    from onlinepgs._race import SigmaRace
 
     entry = header["race"]
     if not isinstance(entry, dict) or not isinstance(entry.get("runs"), dict):
         raise ModelFileError(path, "malformed header: 'race' is not an object with runs")
     try:
-        schedule = SigmaSchedule.from_dict(entry["schedule"])
+        schedule = schedule_from_dict(entry["schedule"])
         leader, n_rows = entry["leader"], entry["n_rows"]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ModelFileError(path, f"malformed header: the sigma race's schedule is not "
