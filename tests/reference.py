@@ -274,6 +274,27 @@ def adaptive_map(U, acc, lam2, t, *, p, sigma, eta, l1, delta, radius=None):
     return v
 
 
+def _rescaled(U, acc, s_old, s_new, t, *, p, sigma, eta, l1, delta):
+    """A feature's scale grown from s_old to s_new (both (n,), s_old 0 where unseen): its
+    accumulated squares, in the units of the old scale, shrink by (s_old / s_new)^2 (the
+    squares of the same gradients in the new scale: Ross, Mineiro and Langford's
+    normalized update) and U moves so that the weight v(t) stays as it was. In place, for
+    the coordinates whose scale grew; p = 2 (p < 2 has one scalar accumulator)."""
+    grown = (s_old > 0) & (s_new > s_old)
+    if p != 2.0 or not grown.any():
+        return
+    ratio = (s_old[grown] / s_new[grown])[:, None]
+    den_old = sigma * t + (delta + np.sqrt(acc[grown])) / eta
+    acc[grown] = acc[grown] * ratio ** 2
+    den_new = sigma * t + (delta + np.sqrt(acc[grown])) / eta
+    thr = l1 * t
+    a = np.abs(U[grown]) - thr
+    keep = (a > 0) & (den_old > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        moved = np.copysign(thr + a * den_new / den_old, U[grown])
+    U[grown] = np.where(keep, moved, U[grown])
+
+
 def _scaled_rows(X, s):
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(s > 0, X / np.where(s > 0, s, 1.0), 0.0)
@@ -336,7 +357,9 @@ def reference_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, cent
     t = 0
     for start in range(0, m, batch_size):
         rows = np.arange(start, min(start + batch_size, m))
-        s = np.maximum(s, np.max(np.abs(X[rows]), axis=0))
+        raised = np.maximum(s, np.max(np.abs(X[rows]), axis=0))
+        _rescaled(U, acc, s, raised, t, p=p, sigma=sigma, eta=eta, l1=l1, delta=delta)
+        s = raised
         Xs = _scaled_rows(X[rows], s)
         Z = Xs @ V
         margins.extend(Z)
@@ -566,7 +589,20 @@ def lazy_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, centered=
         for r in range(stop - start):
             lo, hi = block.indptr[r], block.indptr[r + 1]
             dense[r, [pos[col] for col in block.indices[lo:hi]]] = block.data[lo:hi]
-        s[j] = np.maximum(s[j], np.max(np.abs(dense), axis=0))
+        # the touched coordinates' state changes now (their scales, then step t + 1):
+        # settle it through t first
+        if avg_k is not None:
+            settle(j, t)
+        if iterate == "random" and t >= rnd_t:
+            fresh = j[~snapped[j]]
+            if len(fresh):
+                snap[fresh] = (value(fresh, rnd_t) if p == 2.0 else phi[fresh] * scale_rnd)
+                snapped[fresh] = True
+        raised = np.maximum(s[j], np.max(np.abs(dense), axis=0))
+        sub_U, sub_acc = U[j], acc[j]
+        _rescaled(sub_U, sub_acc, s[j], raised, t, p=p, sigma=sigma, eta=eta, l1=l1,
+                  delta=delta)
+        U[j], acc[j], s[j] = sub_U, sub_acc, raised
         Xs = dense / s[j]
         v_prev = value(j, t)
         Z = Xs @ v_prev
@@ -576,14 +612,6 @@ def lazy_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, centered=
                       None if labels is None else labels[rows], epsilon)
         gt, dn, dlam2 = _batch_sums(Xs, loss_derivative(loss, Z, Y[rows], epsilon),
                                     c_w[rows], q)
-        # the touched coordinates' state changes at step t + 1: settle it through t
-        if avg_k is not None:
-            settle(j, t)
-        if iterate == "random" and t >= rnd_t:
-            fresh = j[~snapped[j]]
-            if len(fresh):
-                snap[fresh] = (value(fresh, rnd_t) if p == 2.0 else phi[fresh] * scale_rnd)
-                snapped[fresh] = True
         t += 1
         reached[j] = True
         old = U[j].copy()

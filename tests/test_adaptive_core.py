@@ -144,6 +144,29 @@ def test_a_column_multiplied_by_any_c_changes_no_prediction(centered):
     assert abs(g.stats_dict()["progressive_loss"] - g_c.stats_dict()["progressive_loss"]) > 1e-3
 
 
+def test_a_growing_scale_keeps_the_weight_and_rescales_the_squares():
+    """A row that raises a feature's scale by 4 but takes no step (importance weight 0):
+    the scaled weight v_j = s_j w_j is the one it was (sigma t, which the row's count
+    moves, is ~0 here), and the sum of squares n_j is a sixteenth of it (the same
+    gradients in the new units), so the next steps of that feature are as large as if its
+    values had always been in the new scale."""
+    X, y, _, _, sw = stream(seed=5)
+    m, n = X.shape
+    state = fresh(n, sigma=1e-14)
+    run(state, X, y, sw, range(m))
+    j = int(np.argmax(np.abs(state.weights()[1:, 0]) > 0))  # a feature with a weight
+    s_old = np.max(np.abs(X[:, j]))
+    row = np.zeros((1, n))
+    row[0, j] = 4.0 * s_old
+    before, sq = state.weights()[1 + j, 0], state.to_dict()
+    run(state, np.vstack([X, row]), np.append(y, 1.0), np.append(sw, 0.0), [m])
+    after = state.weights()[1 + j, 0]
+    assert after != 0 and after * (4.0 * s_old) == pytest.approx(before * s_old, rel=1e-10)
+    fields = np.asarray(state.to_dict()["block_a"]).reshape(-1, 4)
+    old = np.asarray(sq["block_a"]).reshape(-1, 4)
+    assert fields[1 + j, 1] == pytest.approx(old[1 + j, 1] / 16.0, rel=1e-14)
+
+
 def test_scores_at_a_rows_coordinates_are_the_models():
     """`scores` reads the lazy state at a row's coordinates: the bits of the model read
     out whole (`weights`) times the rows, as scipy's CSR product sums them."""

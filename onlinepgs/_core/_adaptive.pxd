@@ -44,15 +44,29 @@ cdef inline double ad_value(const double* at, double sigma_t, double thr) noexce
     return copysign(a, lam) / den
 
 
-cdef inline double _raised(double* at, Py_ssize_t K, Py_ssize_t S, double x) noexcept nogil:
+cdef inline double _raised(double* at, Py_ssize_t K, Py_ssize_t S, double x, double st,
+                          double thr, double delta, double inv_eta) noexcept nogil:
     """1 / s_j after s_j = max(s_j, |x|), in every problem's copy of the coordinate at
-    `at` (0 while the feature has shown only zeros)."""
+    `at` (0 while the feature has shown only zeros). A scale that grows shrinks the
+    coordinate's sum of squares by (s_old / s_new)^2 (those of the same gradients in the
+    new scale, as VW's normalized update has it) and moves lam so that the weight at
+    sigma t = st, threshold thr, is the one it was."""
     cdef Py_ssize_t c
-    cdef double ax = fabs(x), inv = at[AD_INV]
+    cdef double ax = fabs(x), inv = at[AD_INV], ratio, den, a
+    cdef double* f
     if ax > 0.0 and (inv == 0.0 or ax * inv > 1.0):
+        ratio = 0.0 if inv == 0.0 else 1.0 / (ax * inv)  # s_old / s_new (0: unseen)
         inv = 1.0 / ax
         for c in range(K):
-            at[c * S + AD_INV] = inv
+            f = at + c * S
+            f[AD_INV] = inv
+            if ratio > 0.0 and f[AD_SQ] > 0.0:
+                den = st + f[AD_STAB]
+                f[AD_SQ] = f[AD_SQ] * (ratio * ratio)
+                f[AD_STAB] = (delta + sqrt(f[AD_SQ])) * inv_eta
+                a = fabs(f[0]) - thr
+                if a > 0.0 and den > 0.0:
+                    f[0] = copysign(thr + a * ((st + f[AD_STAB]) / den), f[0])
     return inv
 
 
@@ -81,18 +95,18 @@ cdef inline void margins_ad_one(Pass* ps, const Row* rw, const index_t* idx) noe
     cdef Core core = ps.core
     cdef Py_ssize_t e, S = core.S
     cdef double st = core.sigma * <double>core.t[0], thr = core.l1 * <double>core.t[0]
-    cdef double z = 0.0, inv, v
+    cdef double z = 0.0, inv, v, inv_eta = 1.0 / core.eta, delta = core.delta
     cdef double* lam = core.lam + S  # data feature j is coordinate j + 1
     cdef double* at
     cdef double* kept = ps.G  # each entry's weight, for the step (`step_ad_one`)
     for e in range(rw.nnz):
         at = lam + <Py_ssize_t>idx[e] * S
-        inv = _raised(at, 1, S, rw.vals[e])
+        inv = _raised(at, 1, S, rw.vals[e], st, thr, delta, inv_eta)
         v = ad_value(at, st, thr)
         kept[e] = v
         z += v * (rw.vals[e] * inv)
     if ps.fit_icpt:
-        inv = _raised(core.lam, 1, S, ps.icpt)
+        inv = _raised(core.lam, 1, S, ps.icpt, st, thr, delta, inv_eta)
         z += ad_value(core.lam, st, thr) * (ps.icpt * inv)
     ps.margins[0] = z
 
@@ -131,18 +145,18 @@ cdef inline void margins_ad(Pass* ps, const Row* rw, const index_t* idx) noexcep
     cdef Core core = ps.core
     cdef Py_ssize_t e, j, c, K = core.K, S = core.S, KS = K * S
     cdef double st = core.sigma * <double>core.t[0], thr = core.l1 * <double>core.t[0]
-    cdef double xs
+    cdef double xs, inv_eta = 1.0 / core.eta, delta = core.delta
     cdef double* at
     for c in range(K):
         ps.margins[c] = 0.0
     for e in range(rw.nnz):
         j = (e if ps.dense else <Py_ssize_t>idx[e]) + 1
         at = core.lam + j * KS
-        xs = rw.vals[e] * _raised(at, K, S, rw.vals[e])
+        xs = rw.vals[e] * _raised(at, K, S, rw.vals[e], st, thr, delta, inv_eta)
         for c in range(K):
             ps.margins[c] += ad_value(at + c * S, st, thr) * xs
     if ps.fit_icpt:
-        xs = ps.icpt * _raised(core.lam, K, S, ps.icpt)
+        xs = ps.icpt * _raised(core.lam, K, S, ps.icpt, st, thr, delta, inv_eta)
         for c in range(K):
             ps.margins[c] += ad_value(core.lam + c * S, st, thr) * xs
 
