@@ -37,6 +37,8 @@ Parts (``--parts``, comma-separated; all by default):
   0.5 and 2) and the global default against VW and VW ``--ftrl``, one pass over the same
   VW text files (a9a, w8a, IMDB, news20 binary, the flight log with raw numbers,
   TalkingData; `geometry_files`), 2^18 hashed columns: test log loss and AUC;
+* ``geometry_l1``: l1 in the adaptive geometry (defaults, an l1 grid) on IMDB and news20
+  binary: test accuracy and non-zero weights;
 * ``race_cost``: the adaptive geometry's races of eta and sigma against one run at a
   fixed eta and sigma on IMDB (CPU time, ``--repeats`` interleaved rounds).
 
@@ -741,6 +743,37 @@ def part_goals(args, record, out):
     out.append("")
 
 
+GEOMETRY_L1 = (1e-6, 1e-5, 3e-5, 1e-4, 3e-4)
+
+
+def part_geometry_l1(args, record, out):
+    """l1 in the adaptive geometry with its defaults (eta and sigma raced) on IMDB and
+    news20 binary (the `geometry_files`): test accuracy and non-zero weights (intercept
+    excluded) over an l1 grid, against the same learner without l1 (issue 52's l1 goal:
+    5x fewer non-zeros at accuracy within 0.002)."""
+    out += ["## l1 in the adaptive geometry, one pass, defaults (same VW files)", "",
+            "| set | l1 | eta_ | test accuracy | non-zeros | fewer than without l1 |",
+            "|---|---|---|---|---|---|"]
+    for name in ("imdb", "news20_binary"):
+        with tempfile.TemporaryDirectory() as workdir:
+            train, test = geometry_files(args.data_dir, name, workdir)
+            X, y = _vw_matrix(train)
+            X_test, y_test = _vw_matrix(test)
+        rows = []
+        for l1 in (0.0, *GEOMETRY_L1):
+            est = PGSClassifier(geometry="adaptive", iterate="last", radius=None, l1=l1,
+                                random_state=0).partial_fit(X, y, classes=[-1.0, 1.0])
+            rows.append(dict(set=name, l1=l1, eta=est.eta_, sigma=float(est.sigma_),
+                             accuracy=float(np.mean(est.predict(X_test) == y_test)),
+                             nonzeros=int(np.count_nonzero(est.coef_))))
+        record.setdefault("geometry_l1", []).extend(rows)
+        for r in rows:
+            out.append(f"| {name} | {r['l1']:g} | {r['eta']:g} | {r['accuracy']:.4f} | "
+                       f"{r['nonzeros']:,} | {rows[0]['nonzeros'] / max(r['nonzeros'], 1):.1f}x |")
+            print(out[-1], file=sys.stderr, flush=True)
+    out.append("")
+
+
 def part_race_cost(args, record, out):
     """The adaptive geometry's races against one run at a fixed eta and sigma (CPU time
     of one partial_fit over IMDB's training rows, medians of interleaved rounds), the
@@ -769,7 +802,8 @@ def part_race_cost(args, record, out):
 
 PARTS = {"grid": part_grid, "vw": part_vw, "sgd": part_sgd, "regression": part_regression,
          "cost": part_cost, "commands": part_commands, "goals": part_goals,
-         "geometry": part_geometry, "race_cost": part_race_cost}
+         "geometry": part_geometry, "race_cost": part_race_cost,
+         "geometry_l1": part_geometry_l1}
 
 
 def parse_sigmas(text):
