@@ -79,6 +79,7 @@ class EtaSchedule:
         self.own_path = []  # this race's own records (the choice, a family's end)
         self.dropped_path = []  # the records of families whose every run diverged
         self.last_forks = []  # the run ids of the last decision's forks, in its order
+        self.decided = 0  # the row of the last decision
 
     # ---- the families ------------------------------------------------------------
     @property
@@ -112,7 +113,9 @@ class EtaSchedule:
         return next(f for f in self.families.values() if run_id in f.runs)
 
     def _pending(self):
-        return [c for c in (self.mark_at, self.decide_at) if self.eta is None and c > 0]
+        """This race's own checks still to come (the window's start, the choice)."""
+        return [c for c in (self.mark_at, self.decide_at)
+                if self.eta is None and c > self.decided]
 
     # ---- the schedule's interface ------------------------------------------------
     def start(self):
@@ -122,8 +125,13 @@ class EtaSchedule:
     def next_check(self, n_rows):
         checks = [f.next_check(n_rows) for f in self.families.values()]
         checks = [c for c in checks if c is not None]
-        checks += [c for c in self._pending() if c > n_rows]
-        return min(checks, default=None)
+        return min(checks + self._pending(), default=None)
+
+    @property
+    def check_at(self):
+        """The row of the next check (as `SigmaSchedule.check_at`; read with `settled`)."""
+        check = self.next_check(self.decided)
+        return math.inf if check is None else check
 
     def align(self, n_rows):
         return self.next_check(n_rows)  # single rows: a check never splits a batch
@@ -135,8 +143,9 @@ class EtaSchedule:
         """The decision at a check (`SigmaSchedule.decide`): each family due decides;
         at ``mark_at`` the window of the choice begins, at ``decide_at`` one family is
         kept (the others' runs dropped, their forks not made)."""
-        if self.next_check(n_rows - 1) != n_rows:
+        if self.next_check(n_rows) != n_rows:
             raise ValueError(f"no decision is due at row {n_rows}")
+        self.decided = int(n_rows)
         drop, fork, forks = [], [], []
         for family in list(self.families.values()):
             if family.next_check(n_rows) == n_rows:
@@ -249,7 +258,7 @@ class EtaSchedule:
         """The race as JSON-able values (model files)."""
         return dict(version=1, kind="eta", loss=self.loss, n_problems=self.n_problems,
                     decide_at=self.decide_at, evidence=self.evidence, options=self.options,
-                    default=self.default, eta=self.eta,
+                    default=self.default, eta=self.eta, decided=self.decided,
                     families=[f.to_dict() for f in self.families.values()],
                     origin=[[r, o] for r, o in self.origin.items()],
                     marks=[[r, m] for r, m in self.marks.items()],
@@ -266,6 +275,7 @@ class EtaSchedule:
         self.families = {f.eta: f for f in families}
         self.default = float(d["default"])
         self.eta = None if d["eta"] is None else float(d["eta"])
+        self.decided = int(d["decided"])
         self.origin = {int(r): int(o) for r, o in d["origin"]}
         self.marks = {int(r): dict(m) for r, m in d["marks"]}
         self.own_path, self.dropped_path = list(d["own_path"]), list(d["dropped_path"])

@@ -510,8 +510,8 @@ cdef class EventPath:
     cdef bint _between_checks(self, race) except -1:
         """Whether the race's next row is no check of its schedule (`SigmaRace.advance`
         over it only trains its runs), batch_size being 1."""
-        check = race.schedule.next_check(race.n_rows)
-        return check is None or check > race.n_rows + 1
+        schedule = race.schedule  # attributes, not next_check(): an event's cost
+        return schedule.settled or schedule.check_at > race.n_rows + 1
 
     cdef PGSState _race_step(self, est, race, double target, double weight):
         """The row as `SigmaRace.advance` over one row that is no check, then `check`:
