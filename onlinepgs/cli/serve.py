@@ -75,19 +75,24 @@ class LineBatch:
         X, y, *rest = chunks[0]
         return X, y, (rest[0] if rest else None), reader.n_rows
 
-    def read(self, lines):
-        """The rows of `lines` (bytes, each ending in a newline): a list of pieces
-        ``(X, y, w, at)``, the rows of X answering the lines ``at`` in order, and
+    def read(self, block):
+        """The rows of `block` (complete lines, bytes): a list of pieces ``(X, y, w,
+        at)``, the rows of X answering the block's lines ``at`` (from 0) in order, and
         ``why``, the reason of each line that is no row ({line: text})."""
+        n_lines = block.count(b"\n")
         try:
-            X, y, w, n = self._parse(b"".join(lines))
-            if n == len(lines):
+            X, y, w, n = self._parse(block)
+            if n == n_lines:
                 return [(X, y, w, list(range(n)))], {}
         except ValueError:
             pass
         # a bad, blank or comment line among them: each line read alone says which
+        lines = [line + b"\n" for line in block.split(b"\n")[:n_lines]]
         good, why = [], {}
         for i, line in enumerate(lines):
+            if line in (b"\n", b"\r\n"):  # an empty line is no row in any format
+                why[i] = NO_EXAMPLE
+                continue
             try:
                 n = self._parse(line)[3]
             except ValueError as exc:
@@ -159,25 +164,22 @@ class ServedModel:
         return cls(est, extra, args)
 
     def answer(self, items):
-        """The answers (a list of str) to `items`: lines (bytes) or, for a line refused
-        before reading (too long), its reason (str)."""
-        answers = [None] * len(items)
-        lines, places = [], []
-        for i, item in enumerate(items):
+        """The answers (a list of str, one a line) to `items`, in order: blocks of
+        complete lines (bytes) or, for a line refused before reading (too long), its
+        reason (str)."""
+        answers = []
+        for item in items:
             if isinstance(item, str):
-                answers[i] = "error: " + item
-            else:
-                lines.append(item)
-                places.append(i)
-        if not lines:
-            return answers
-        pieces, why = self.lines.read(lines)
-        for j, text in why.items():
-            answers[places[j]] = "error: " + text
-        for X, y, w, at in pieces:
-            out = self._rows(X, y, w)
-            for j, text in zip(at, out):
-                answers[places[j]] = text
+                answers.append("error: " + item)
+                continue
+            out = [None] * item.count(b"\n")
+            pieces, why = self.lines.read(item)
+            for j, text in why.items():
+                out[j] = "error: " + text
+            for X, y, w, at in pieces:
+                for j, text in zip(at, self._rows(X, y, w)):
+                    out[j] = text
+            answers += out
         return answers
 
     def _rows(self, X, y, w):
@@ -380,21 +382,41 @@ class Server:
                 return  # a partial last line is not an example: dropped
             start = len(buf)
             buf += data
-            items, begin = [], 0
-            while True:
-                end = buf.find(b"\n", start)
-                if end < 0:
-                    break
-                if skipping or end + 1 - begin > self.max_line:
-                    items.append(too_long)
-                    skipping = False
-                else:
-                    items.append(bytes(buf[begin:end + 1]))
-                begin = start = end + 1
-            del buf[:begin]
+            last = buf.rfind(b"\n", start)
+            items = []
+            if last >= 0 and not skipping and last < self.max_line:
+                # no line in it can be too long: the complete lines as one block
+                items.append(bytes(buf[:last + 1]))
+                del buf[:last + 1]
+            elif last >= 0:
+                items, skipping = self._cut(buf, start, skipping, too_long)
             if skipping or len(buf) > self.max_line:
                 skipping = True
                 buf.clear()
             if items:
                 answers = self.served.answer(items)
                 conn.sendall(("\n".join(answers) + "\n").encode("utf-8"))
+
+    def _cut(self, buf, start, skipping, too_long):
+        """The complete lines of `buf` (a newline at or after `start`) as items (blocks
+        of lines, and `too_long` for each line beyond max_line or ended while
+        `skipping`), removed from `buf`; and whether a line is still being skipped
+        (no: it ended here)."""
+        items, block, begin = [], bytearray(), 0
+        while True:
+            end = buf.find(b"\n", start)
+            if end < 0:
+                break
+            if skipping or end + 1 - begin > self.max_line:
+                if block:
+                    items.append(bytes(block))
+                    block.clear()
+                items.append(too_long)
+                skipping = False
+            else:
+                block += buf[begin:end + 1]
+            begin = start = end + 1
+        if block:
+            items.append(bytes(block))
+        del buf[:begin]
+        return items, skipping
