@@ -228,7 +228,8 @@ _RUN = {"passes", "chunk_rows", "zero_based", "holdout_every", "checkpoint_every
         "checkpoint_path", "n_lanes", "slice_rows", "max_model_bytes", "classes",
         "initial", "resume", "scheduler", "solver", "audit", "skip_bad_lines", "format",
         "no_state", "refine", "top", "connect_timeout", "kind", "quadratic",
-        "interactions"}
+        "interactions", "port", "port_file", "save_every", "learn", "max_line_bytes",
+        "max_clients", "host"}
 
 _FIELD = re.compile(r"\{([@%]?)([a-z_0-9]+)(?:=([^}]*))?\}")
 
@@ -791,6 +792,9 @@ _RUN_FLAGS = {  # the command's run options (argparse names) and their ranges
     "checkpoint_every": [None, _COUNT], "lanes": [None, _COUNT], "slice_rows": [_COUNT],
     "max_model_bytes": _BYTES, "connect_timeout": [_POSITIVE],
     "refine": [("int", 0, None, "left")], "top": [("int", 0, None, "left")],
+    # serve's (0: a free port, written to --port-file)
+    "port": [("int", 0, 65535, "both")], "save_every": [None, _COUNT],
+    "max_line_bytes": [_COUNT], "max_clients": [_COUNT],
 }
 # the CSV/TSV options of train (each the reader's parameter of its name)
 CSV_OPTIONS = ("label", "weight", "categorical", "numeric", "ignore", "delimiter",
@@ -853,6 +857,19 @@ def check_command(args):
     check_params(run, _RUN_FLAGS, words)
     if args.command == "train":
         _check_train(args, words)
+    elif args.command == "serve":
+        _check_serve(args, words)
+
+
+def _check_serve(args, words):
+    """serve's flags together: saves are of a model that learns."""
+    flags = {"output": args.output, "learn": args.learn}
+    if args.save_every is not None and args.output is None:
+        raise _refuse("save_every", "{@save_every} needs {%output} (the file the model is "
+                      "saved to)", flags, words)
+    if args.output is not None and not args.learn:
+        raise _refuse("output", "{@output} needs {@learn} (without it the model does not change, "
+                      "and there is nothing to save)", flags, words)
 
 
 def _given(args, name):

@@ -31,6 +31,7 @@ imported only when that command runs, so ``onlinepgs --help`` imports no numpy):
 `train_dask`      ``train --scheduler`` (onlinepgs.dask)
 `predict`         ``predict`` and ``eval``
 `inspect`         ``info`` and ``gap``
+`serve`           ``serve``: a model answering examples sent over TCP (a daemon)
 ================  ===================================================================
 """
 import contextlib
@@ -49,7 +50,8 @@ COMMANDS = {"train": ("onlinepgs.cli.train", "cmd_train"),
             "predict": ("onlinepgs.cli.predict", "cmd_predict"),
             "eval": ("onlinepgs.cli.predict", "cmd_eval"),
             "gap": ("onlinepgs.cli.inspect", "cmd_gap"),
-            "info": ("onlinepgs.cli.inspect", "cmd_info")}
+            "info": ("onlinepgs.cli.inspect", "cmd_info"),
+            "serve": ("onlinepgs.cli.serve", "cmd_serve")}
 
 
 def _chunks(args):

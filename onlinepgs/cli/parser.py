@@ -371,9 +371,61 @@ def build_parser():
                       "collected by train --audit; one block a class for one-vs-rest)")
     info.add_argument("--top", type=_int, default=20, metavar="N",
                       help="with --weights: the N largest weights of each class (0: all)")
+    _serve_parser(sub)
     for command in sub.choices.values():
         _show_defaults(command)
     return parser
+
+
+def _serve_parser(sub):
+    serve = sub.add_parser(
+        "serve", help="answer examples sent over TCP, one line each (a daemon)",
+        description="Listen on HOST:PORT for clients that send examples, one a line, in "
+        "MODEL's format (svmlight, VW text, CSV/TSV rows in the model's columns without "
+        "the header, JSON lines; its hashing and interactions). Each line is answered "
+        "with one line, in order: the prediction as `predict --kind` writes it for the "
+        "row (no '# classes' line), or 'error: WHY' for a line that cannot be read (the "
+        "connection stays open). Many clients at once; a client is read no faster than "
+        "it takes its answers. With --learn a line with a label is scored, then learned "
+        "(test-then-train: the answer is the prediction before learning), one row at a "
+        "time in the order the lines arrive, the model as `train -i MODEL` of the same "
+        "lines. SIGTERM or SIGINT: stop accepting, finish the update in progress, save "
+        "to -o, exit 0. Example: onlinepgs serve model.pgs --port 0 --port-file "
+        "port.txt, then `nc 127.0.0.1 $(cat port.txt) < test.svm`.")
+    serve.add_argument("model", metavar="MODEL")
+    serve.add_argument("--host", default="127.0.0.1", metavar="ADDRESS",
+                       help="the address to listen on (another than this machine's "
+                       "loopback only when named)")
+    serve.add_argument("--port", type=_int, default=26542,
+                       help="the TCP port; 0: a free one, printed and written to "
+                       "--port-file")
+    serve.add_argument("--port-file", metavar="FILE", default=None,
+                       help="write the port listened on to FILE (atomically) once the "
+                       "server accepts clients")
+    serve.add_argument("--kind", default="labels",
+                       choices=["labels", "scores", "probabilities"],
+                       help="the answer to a row, as predict's --kind")
+    serve.add_argument("--learn", action="store_true",
+                       help="train on each line that has a label, after answering it "
+                       "(PGS models saved with their state, --batch-size 1)")
+    serve.add_argument("-o", "--output", metavar="OUT", default=None,
+                       help="with --learn: save the model to OUT (atomically) every "
+                       "--save-every rows learned and when stopped (SIGTERM, SIGINT)")
+    serve.add_argument("--save-every", type=_int, default=None, metavar="N",
+                       help="with -o: save after every N rows learned")
+    serve.add_argument("--max-line-bytes", type=_int, default=1 << 20, metavar="N",
+                       help="a longer line is answered 'error: line longer than N bytes' "
+                       "and skipped to its newline")
+    serve.add_argument("--max-clients", type=_int, default=64, metavar="N",
+                       help="clients connected at once; one more is answered an error "
+                       "line and closed")
+    serve.add_argument("--max-model-bytes", type=_model_bytes, default="1G",
+                       metavar="SIZE", help="with --learn: as train's")
+    serve.add_argument("--zero-based", type=_zero_based, default="auto",
+                       metavar="{auto,0,1}",
+                       help="svmlight: auto, the model's record (else one-based)")
+    serve.add_argument("--format", choices=FORMATS, default=None,
+                       help="the lines' format (default: the one the model was trained on)")
 
 
 def _show_defaults(command):

@@ -76,19 +76,21 @@ def _write_predictions(est, reader, kind, out):
         # that np.loadtxt, pandas (comment="#") and `grep -v '^#'` skip
         out.write("# classes: " + " ".join(label_text(c) for c in est.classes_) + "\n")
     for X, *_ in reader:
-        if kind == "labels":
-            values = est.predict(X)
-            lines = "\n".join(label_text(v) for v in values)
-        elif kind == "scores":
-            values = (est.decision_function(X) if hasattr(est, "decision_function")
-                      else est.predict(X))
-            lines = "\n".join(" ".join(f"{v:.9g}" for v in np.atleast_1d(row))
-                              for row in values)
-        else:
-            values = est.predict_proba(X)
-            lines = "\n".join(" ".join(f"{v:.9g}" for v in row) for row in values)
+        lines = prediction_lines(est, X, kind)
         if lines:
-            out.write(lines + "\n")
+            out.write("\n".join(lines) + "\n")
+
+
+def prediction_lines(est, X, kind):
+    """The lines (without their newlines) that predict writes for the rows of X, one a
+    row, of `kind` ("labels", "scores" or "probabilities"): also `serve`'s answers."""
+    if kind == "labels":
+        return [label_text(v) for v in est.predict(X)]
+    if kind == "scores":
+        values = (est.decision_function(X) if hasattr(est, "decision_function")
+                  else est.predict(X))
+        return [" ".join(f"{v:.9g}" for v in np.atleast_1d(row)) for row in values]
+    return [" ".join(f"{v:.9g}" for v in row) for row in est.predict_proba(X)]
 
 
 def cmd_eval(args):

@@ -45,7 +45,7 @@ def _module(name, fmt):
 
 
 def open_reader(source, fmt, *, chunk_rows=10_000, spec=None, zero_based="auto",
-                on_error="raise", audit=None, columns=None):
+                on_error="raise", audit=None, columns=None, block_size=1 << 20):
     """A reader of `source` in format `fmt`.
 
     Parameters
@@ -66,6 +66,8 @@ def open_reader(source, fmt, *, chunk_rows=10_000, spec=None, zero_based="auto",
         The format's own options: CSV/TSV column roles (``label``, ``weight``,
         ``categorical``, ``numeric``, ``ignore``, ``delimiter``, ...); VW text's
         ``vw_numbers`` (see `iter_vw`).
+    block_size : int >= 1
+        Bytes read at a time (a reader of a few lines in memory needs no more).
 
     Returns
     -------
@@ -79,14 +81,14 @@ def open_reader(source, fmt, *, chunk_rows=10_000, spec=None, zero_based="auto",
         from onlinepgs.svmlight import iter_svmlight
 
         return iter_svmlight(source, chunk_rows=chunk_rows, zero_based=zero_based,
-                             on_error=on_error)
+                             on_error=on_error, block_size=block_size)
     if spec is None:
         from onlinepgs.features import FeatureSpec
 
         spec = FeatureSpec(DEFAULT_BITS)
     hashing = {"n_bits": spec.n_bits, "hash_seed": spec.hash_seed,
                "interactions": tuple(spec.interactions), "chunk_rows": chunk_rows,
-               "on_error": on_error, "audit": audit}
+               "on_error": on_error, "audit": audit, "block_size": block_size}
     if fmt == "vw":
         return iter_vw(source, **hashing, **(columns or {}))
     if fmt == "json":

@@ -1,0 +1,138 @@
+"""`onlinepgs serve` against `onlinepgs predict` on the same rows: rows a second.
+
+``predict`` is one whole process as a user runs it (start-up, imports, reading the model,
+parsing, predicting, writing), ``/usr/bin/time -f '%e %M' onlinepgs predict MODEL DATA
+-o /dev/null``; its rows a second are DATA's rows over that wall time. The server is
+started once (a daemon pays its start-up once) on 127.0.0.1, and a client in this process
+sends DATA's lines on one connection as fast as the server takes them (a thread sends,
+another reads: pipelining) and reads every answer; its rows a second are DATA's rows
+over the time from the connection to the last answer. With ``--clients 2`` two such
+clients send DATA at once (the rows of both over the time the last one ends). The runs
+alternate (predict, one client, two clients, predict, ...) after a warm-up of each;
+medians of ``--repeats``, and the median of the per-round ratios to predict.
+
+    python bench/bench_serve.py --train TRAIN.svm --data TEST.svm --repeats 5
+
+(TRAIN: the model is trained on it first, ``--sigma 1e-4``; ``--learn`` adds a client of
+``serve --learn`` on DATA, its rows learned one at a time.)
+"""
+import argparse
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+CLI = [sys.executable, "-m", "onlinepgs.cli"]
+HOST = "127.0.0.1"
+
+
+def predict_seconds(model, data):
+    """predict's whole process: wall seconds and peak RSS (KB)."""
+    out = subprocess.run(["/usr/bin/time", "-f", "%e %M", *CLI, "predict", model, data,
+                          "-o", "/dev/null", "--kind", "scores"],
+                         capture_output=True, text=True, check=True)
+    wall, rss = out.stderr.strip().splitlines()[-1].split()
+    return float(wall), int(rss)
+
+
+def start_server(model, directory, *flags):
+    port_file = os.path.join(directory, f"port-{time.monotonic_ns()}")
+    proc = subprocess.Popen([*CLI, "serve", model, "--port", "0", "--port-file", port_file,
+                             "--kind", "scores", *flags],
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(port_file):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the server did not start")
+        time.sleep(0.05)
+    with open(port_file) as f:
+        return proc, int(f.read())
+
+
+def client(port, payload, n_lines, result, i):
+    """One pipelining client: send everything, read every answer line (bounded: 600 s)."""
+    conn = socket.create_connection((HOST, port), timeout=600)
+    start = time.perf_counter()
+    sender = threading.Thread(target=lambda: (conn.sendall(payload),
+                                              conn.shutdown(socket.SHUT_WR)))
+    sender.start()
+    lines = 0
+    while lines < n_lines:
+        part = conn.recv(1 << 20)
+        if not part:
+            break
+        lines += part.count(b"\n")
+    result[i] = (time.perf_counter() - start, lines)
+    sender.join(600)
+    conn.close()
+
+
+def served_seconds(port, payload, n_lines, clients):
+    results = [None] * clients
+    threads = [threading.Thread(target=client, args=(port, payload, n_lines, results, i))
+               for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    assert all(r is not None and r[1] == n_lines for r in results), results
+    return max(r[0] for r in results)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train", required=True)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--learn", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "model.pgs")
+        subprocess.run([*CLI, "train", args.train, "-o", model, "--sigma", "1e-4",
+                        "--quiet"], check=True)
+        with open(args.data, "rb") as f:
+            payload = f.read()
+        n = payload.count(b"\n")
+        server, port = start_server(model, tmp)
+        figures = {"predict": [], "serve, 1 client": [], "serve, 2 clients": []}
+        ratios = {"serve, 1 client": [], "serve, 2 clients": []}
+        rss = []
+        try:
+            for round_ in range(args.repeats + 1):  # round 0: the warm-up
+                wall, peak = predict_seconds(model, args.data)
+                one = served_seconds(port, payload, n, 1)
+                two = served_seconds(port, payload, n, 2)
+                if round_ == 0:
+                    continue
+                rss.append(peak)
+                figures["predict"].append(n / wall)
+                figures["serve, 1 client"].append(n / one)
+                figures["serve, 2 clients"].append(2 * n / two)
+                ratios["serve, 1 client"].append(wall / one)
+                ratios["serve, 2 clients"].append(2 * wall / two)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(60)
+        print(f"{n} rows, {len(payload) / 2**20:.1f} MiB; medians of {args.repeats} "
+              f"rounds; predict's peak RSS {statistics.median(rss) / 1024:.0f} MB")
+        for name, values in figures.items():
+            ratio = (f"  {statistics.median(ratios[name]):.2f}x predict"
+                     if name in ratios else "")
+            print(f"{name:18s} {statistics.median(values):12,.0f} rows/s{ratio}")
+        if args.learn:
+            learner, port = start_server(model, tmp, "--learn")
+            try:
+                seconds = served_seconds(port, payload, n, 1)
+            finally:
+                learner.send_signal(signal.SIGTERM)
+                learner.wait(60)
+            print(f"{'serve --learn':18s} {n / seconds:12,.0f} rows/s (one run)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,422 @@
+"""``serve``: a model behind a TCP port, one answer a line (docs/design/serve.md).
+
+A client sends examples as newline-terminated lines in the model's own format (read by
+the same readers as ``predict``, with the model's hashing, interactions and columns);
+the server answers each line with one line, in order: the prediction as ``predict
+--kind`` writes it, or ``error: <why>``. With ``--learn`` a line with a label then
+trains the model (test-then-train), one row at a time, serialized across clients.
+
+Three parts: `LineBatch` (the lines a client sent at once, read as rows of the
+model's format), `ServedModel` (the answers, the learning and the saves, under one
+lock) and `Server` (the socket, one thread a client, the signals).
+"""
+import csv
+import io
+import math
+import os
+import signal
+import socket
+import sys
+import threading
+
+from onlinepgs.cli.common import (check_output, data_base, load, reading_of)
+from onlinepgs.cli.errors import PROG, UserError
+from onlinepgs.cli.predict import prediction_lines
+
+# bytes taken from a client's socket at a time: the lines in them are one batch
+RECV_BYTES = 1 << 17
+# what a line that is not an example answers
+NO_EXAMPLE = "no example on the line (a blank or comment line)"
+
+
+def cmd_serve(args):
+    served = ServedModel.from_args(args)
+    server = Server(served, args)
+    server.open()  # the options and the model were checked: now the socket
+    return server.run()
+
+
+class LineBatch:
+    """How the lines a client sent are read: the model's format, hashing, interactions
+    and columns (`onlinepgs.cli.common.reading_of`, as ``predict`` reads a file), each
+    batch of lines a source in memory for the format's own reader."""
+
+    def __init__(self, est, extra, args):
+        from onlinepgs.formats import open_reader
+
+        self._open = open_reader
+        fmt, spec, columns = reading_of("-", est, extra, args.format)
+        self.fmt, self.spec, self.columns = fmt, spec, columns
+        self.zero_based = data_base(args, extra)
+        if self.zero_based == "auto":  # a batch cannot decide for the stream
+            self.zero_based = False
+        self.head = b""
+        if fmt in ("csv", "tsv") and (columns or {}).get("header", True) is not False:
+            # the model's header, before each batch: clients send rows only
+            header = (columns or {}).get("expected_columns")
+            if not header:
+                raise UserError(f"{args.model}: the model file records no CSV header "
+                                "(its columns): serve cannot read rows for it")
+            delimiter = columns.get("delimiter") or ("\t" if fmt == "tsv" else ",")
+            text = io.StringIO()
+            csv.writer(text, delimiter=delimiter, lineterminator="\n").writerow(header)
+            self.head = text.getvalue().encode("utf-8")
+
+    def _parse(self, data):
+        """(X, y, w, rows) of the bytes `data` (complete lines); InputError or
+        ValueError at a bad line."""
+        data = self.head + data
+        reader = self._open(io.BytesIO(data), self.fmt, chunk_rows=None,
+                            spec=self.spec, zero_based=self.zero_based,
+                            columns=self.columns, block_size=len(data) + 1)
+        chunks = list(reader)
+        if not chunks:
+            return None, None, None, 0
+        X, y, *rest = chunks[0]
+        return X, y, (rest[0] if rest else None), reader.n_rows
+
+    def read(self, block):
+        """The rows of `block` (complete lines, bytes): a list of pieces ``(X, y, w,
+        at)``, the rows of X answering the block's lines ``at`` (from 0) in order, and
+        ``why``, the reason of each line that is no row ({line: text})."""
+        n_lines = block.count(b"\n")
+        try:
+            X, y, w, n = self._parse(block)
+            if n == n_lines:
+                return [(X, y, w, list(range(n)))], {}
+        except ValueError:
+            pass
+        # a bad, blank or comment line among them: each line read alone says which
+        lines = [line + b"\n" for line in block.split(b"\n")[:n_lines]]
+        good, why = [], {}
+        for i, line in enumerate(lines):
+            if line in (b"\n", b"\r\n"):  # an empty line is no row in any format
+                why[i] = NO_EXAMPLE
+                continue
+            try:
+                n = self._parse(line)[3]
+            except ValueError as exc:
+                why[i] = reason(exc)
+                continue
+            if n == 1:
+                good.append(i)
+            else:
+                why[i] = NO_EXAMPLE
+        if not good:
+            return [], why
+        try:
+            X, y, w, n = self._parse(b"".join(lines[i] for i in good))
+            if n == len(good):
+                return [(X, y, w, good)], why
+        except ValueError:
+            pass
+        # rows that read alone but not together (CSV without a header: the first row
+        # sets the field count): each its own piece
+        return [(*self._parse(lines[i])[:3], [i]) for i in good], why
+
+
+def reason(exc):
+    """A reader's error without its place in the batch: the client knows the line it
+    answers (``column 6: bad feature value ...``)."""
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    source, line = getattr(exc, "source", None), getattr(exc, "line", None)
+    prefix = f"{source}:{line}:"
+    if source is not None and message.startswith(prefix):
+        message = message[len(prefix):]
+        column = getattr(exc, "column", None)
+        if column is not None and message.startswith(f"{column}:"):
+            message = f"column {column}:" + message[len(str(column)) + 1:]
+    return message.strip()
+
+
+class ServedModel:
+    """The model the server answers with: its predictions, and with ``learn`` its
+    training row by row (test then train) and its saves, all under `lock` (one writer
+    at a time, in the order the batches took the lock; predictions without ``learn``
+    read the model without it: it does not change)."""
+
+    def __init__(self, est, extra, args):
+        self.est, self.kind, self.learn = est, args.kind, args.learn
+        self.output, self.save_every = args.output, args.save_every
+        self.lines = LineBatch(est, extra, args)
+        # the model file's record, as `train -i` writes it at the end of its run
+        self.extra = {key: value for key, value in extra.items() if key != "stream"}
+        self.extra["finished"] = True
+        self.lock = threading.Lock()
+        self.learned = 0  # rows learned since the start
+        self.saved_at = 0  # ... at the last save
+        self.closed = False  # shutting down: no more learning
+
+    @classmethod
+    def from_args(cls, args):
+        """The model of MODEL, checked for the options (``--kind probabilities``: the
+        logistic loss; ``--learn``: a PGS model with its solver state); -o checked."""
+        if not args.learn:
+            est, extra = load(args.model, "serve")
+        else:
+            est, extra = _trainable(args.model)
+            # the run option train sets too: the budget of a model the data widens
+            est.set_params(max_model_bytes=args.max_model_bytes)
+            check_output(args.output, [])
+        if args.kind == "probabilities" and not hasattr(est, "predict_proba"):
+            raise UserError(f"{args.model}: probabilities need the logistic loss "
+                            f"(this model's loss is {est.loss!r})")
+        return cls(est, extra, args)
+
+    def answer(self, items):
+        """The answers (a list of str, one a line) to `items`, in order: blocks of
+        complete lines (bytes) or, for a line refused before reading (too long), its
+        reason (str)."""
+        answers = []
+        for item in items:
+            if isinstance(item, str):
+                answers.append("error: " + item)
+                continue
+            out = [None] * item.count(b"\n")
+            pieces, why = self.lines.read(item)
+            for j, text in why.items():
+                out[j] = "error: " + text
+            for X, y, w, at in pieces:
+                for j, text in zip(at, self._rows(X, y, w)):
+                    out[j] = text
+            answers += out
+        return answers
+
+    def _rows(self, X, y, w):
+        """The answers to the rows of X: their predictions (a row with a label learned
+        after its answer, with ``learn``)."""
+        import numpy as np
+
+        if not self.learn:
+            return self._predicted(X)
+        labeled = ~np.isnan(np.asarray(y, dtype=float))
+        with self.lock:
+            if self.closed or not labeled.any():
+                return self._predicted(X)
+            out, start, n = [], 0, X.shape[0]
+            for i in np.flatnonzero(labeled).tolist():
+                if i > start:  # the rows without a label before it, at once
+                    out += self._predicted(X[start:i])
+                out += self._learn_row(X, y, w, i)
+                start = i + 1
+            if start < n:
+                out += self._predicted(X[start:n])
+            return out
+
+    def _predicted(self, X):
+        try:
+            return prediction_lines(self.est, X, self.kind)
+        except (ValueError, FloatingPointError) as exc:  # e.g. a model that diverged
+            return [f"error: {reason(exc)}"] * X.shape[0]
+
+    def _learn_row(self, X, y, w, i):
+        """Row i's answer, then the row learned (under the lock)."""
+        from onlinepgs.streaming.engine import _narrow, first_unknown_label
+        from onlinepgs.streaming.errors import label_text
+
+        est = self.est
+        row = X[i:i + 1]
+        answer = self._predicted(row)
+        if answer[0].startswith("error: "):
+            return answer
+        kwargs = {}
+        if est._classifier:
+            if first_unknown_label(y[i:i + 1], est.classes_) is not None:
+                classes = ", ".join(label_text(c) for c in est.classes_)
+                return [f"error: label {label_text(y[i])} is not one of the model's "
+                        f"classes [{classes}]"]
+            kwargs["classes"] = est.classes_
+        if w is not None:
+            kwargs["sample_weight"] = w[i:i + 1]
+        try:
+            # as wide as its own entries: a row must not widen the model beyond them
+            # (the streaming engine's pieces, whose model serve's must equal)
+            est.partial_fit(_narrow(row), y[i:i + 1], **kwargs)
+        except (ValueError, FloatingPointError) as exc:
+            return [f"error: not learned: {reason(exc)}"]
+        self.learned += 1
+        if self.save_every and self.learned - self.saved_at >= self.save_every:
+            self._save()
+        return answer
+
+    def _save(self):
+        """The model to -o, atomically (under the lock: a whole update, never half)."""
+        from onlinepgs.model_io import save_model
+
+        save_model(self.est, self.output, extra=self.extra)
+        self.saved_at = self.learned
+
+    def close(self):
+        """After the update in progress: no more learning, the model saved to -o."""
+        with self.lock:
+            self.closed = True
+            if self.learn and self.output is not None:
+                self._save()
+
+
+def _trainable(path):
+    """MODEL for ``--learn``: a PGS model with its solver state (as ``train -i``
+    continues one), with the model file's extra record."""
+    from onlinepgs.cli.common import check_model
+    from onlinepgs.model_io import load_learner
+    from onlinepgs.pgs import PGSLearner
+
+    check_model(path)
+    est, header = load_learner(path, return_header=True)
+    if hasattr(est, "_saved_stats"):
+        raise UserError(f"{path}: saved without its solver state (--no-state): it "
+                        "predicts but cannot learn; serve it without --learn")
+    if not isinstance(est, PGSLearner):
+        raise UserError(f"{path}: an SDCA model: --learn continues PGS models only")
+    if int(est.batch_size) != 1:
+        raise UserError(f"{path}: trained with --batch-size {est.batch_size}: --learn "
+                        "steps on one row at a time (each line scored, then learned)")
+    return est, header.get("extra") or {}
+
+
+class Server:
+    """The listening socket, a thread a client, and the shutdown on SIGTERM / SIGINT."""
+
+    def __init__(self, served, args):
+        self.served = served
+        self.host, self.port, self.port_file = args.host, args.port, args.port_file
+        self.max_line = args.max_line_bytes
+        self.max_clients = args.max_clients
+        self.stop = threading.Event()
+        self.clients = set()  # sockets of the clients connected
+        self.clients_lock = threading.Lock()
+        self.listener = None
+
+    def open(self):
+        try:
+            family, kind, proto, _, address = socket.getaddrinfo(
+                self.host, self.port, type=socket.SOCK_STREAM)[0]
+            listener = socket.socket(family, kind, proto)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(address)
+            listener.listen(128)
+        except OSError as exc:
+            raise UserError(f"cannot listen on {self.host}:{self.port}: "
+                            f"{exc.strerror or exc}") from None
+        self.listener = listener
+        port = listener.getsockname()[1]
+        if self.port_file is not None:
+            from onlinepgs.model_io import replace_atomically
+
+            replace_atomically(self.port_file, lambda f: f.write(f"{port}\n".encode()))
+        learning = (f"learning, saved to {self.served.output}" if self.served.learn
+                    and self.served.output else "learning (not saved: no -o)"
+                    if self.served.learn else "predicting")
+        print(f"{PROG} serve: listening on {self.host}:{port} ({learning}; "
+              f"--kind {self.served.kind})", file=sys.stderr, flush=True)
+
+    def run(self):
+        """Accept clients until SIGTERM or SIGINT; then save (with --learn -o), exit 0."""
+        def stop(signum, frame):
+            self.stop.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        self.listener.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except (socket.timeout, InterruptedError):
+                continue
+            except OSError:
+                if self.stop.is_set():
+                    break
+                continue  # e.g. too many open files: the client is dropped, not the server
+            self._start(conn)
+        self.listener.close()
+        self.served.close()  # after the update in progress; then no more
+        with self.clients_lock:
+            for conn in self.clients:
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        learned = self.served.learned
+        print(f"{PROG} serve: stopped" + (f" ({learned} rows learned"
+              + (f", saved to {self.served.output})" if self.served.output else ")")
+              if self.served.learn else ""), file=sys.stderr)
+        return 0
+
+    def _start(self, conn):
+        with self.clients_lock:
+            full = len(self.clients) >= self.max_clients
+            if not full:
+                self.clients.add(conn)
+        if full:
+            try:
+                conn.sendall(f"error: too many clients (--max-clients "
+                             f"{self.max_clients})\n".encode())
+            except OSError:
+                pass
+            conn.close()
+            return
+        threading.Thread(target=self._client, args=(conn,), daemon=True,
+                         name="onlinepgs-serve-client").start()
+
+    def _client(self, conn):
+        try:
+            self._converse(conn)
+        except OSError:
+            pass  # the client went away
+        finally:
+            with self.clients_lock:
+                self.clients.discard(conn)
+            conn.close()
+
+    def _converse(self, conn):
+        """Read lines, answer them, until the client closes. At most RECV_BYTES and one
+        line of max_line bytes are held, and no more is read while the answers wait
+        for the client to take them (sendall blocks): a client that does not read its
+        answers is not read either."""
+        buf = bytearray()
+        skipping = False  # in a line beyond max_line, dropped up to its newline
+        too_long = f"line longer than {self.max_line} bytes"
+        while not self.stop.is_set():
+            data = conn.recv(RECV_BYTES)
+            if not data:
+                return  # a partial last line is not an example: dropped
+            start = len(buf)
+            buf += data
+            last = buf.rfind(b"\n", start)
+            items = []
+            if last >= 0 and not skipping and last < self.max_line:
+                # no line in it can be too long: the complete lines as one block
+                items.append(bytes(buf[:last + 1]))
+                del buf[:last + 1]
+            elif last >= 0:
+                items, skipping = self._cut(buf, start, skipping, too_long)
+            if skipping or len(buf) > self.max_line:
+                skipping = True
+                buf.clear()
+            if items:
+                answers = self.served.answer(items)
+                conn.sendall(("\n".join(answers) + "\n").encode("utf-8"))
+
+    def _cut(self, buf, start, skipping, too_long):
+        """The complete lines of `buf` (a newline at or after `start`) as items (blocks
+        of lines, and `too_long` for each line beyond max_line or ended while
+        `skipping`), removed from `buf`; and whether a line is still being skipped
+        (no: it ended here)."""
+        items, block, begin = [], bytearray(), 0
+        while True:
+            end = buf.find(b"\n", start)
+            if end < 0:
+                break
+            if skipping or end + 1 - begin > self.max_line:
+                if block:
+                    items.append(bytes(block))
+                    block.clear()
+                items.append(too_long)
+                skipping = False
+            else:
+                block += buf[begin:end + 1]
+            begin = start = end + 1
+        if block:
+            items.append(bytes(block))
+        del buf[:begin]
+        return items, skipping

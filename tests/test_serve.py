@@ -1,0 +1,330 @@
+"""`onlinepgs serve`: the daemon against `onlinepgs predict` and `onlinepgs train -i` (the
+yardsticks, bit for bit), and its behaviour with many, broken, slow or hostile clients.
+
+Every server here listens on 127.0.0.1 on a free port (--port 0 --port-file), and every
+loop that talks to it is bounded in count and in time.
+"""
+import contextlib
+import gzip
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from onlinepgs.datasets import a9a_path
+from onlinepgs.model_io import load_learner
+from test_cli_formats import vw_data
+
+HOST = "127.0.0.1"
+TIMEOUT = 60  # seconds any wait here takes at most
+
+
+def run(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "onlinepgs.cli", *map(str, args)],
+                          capture_output=True, timeout=TIMEOUT)
+    if check and proc.returncode != 0:
+        raise AssertionError(proc.stderr.decode())
+    return proc
+
+
+@pytest.fixture(scope="module")
+def a9a(tmp_path_factory):
+    """a9a's first 2,000 training rows and a model of them (fixed sigma: a quick one),
+    and 1,500 test rows."""
+    root = tmp_path_factory.mktemp("serve")
+    with gzip.open(a9a_path("train"), "rb") as f:
+        train = b"".join(f.readline() for _ in range(2000))
+    with gzip.open(a9a_path("test"), "rb") as f:
+        test = b"".join(f.readline() for _ in range(1500))
+    (root / "train.svm").write_bytes(train)
+    (root / "test.svm").write_bytes(test)
+    run("train", root / "train.svm", "-o", root / "model.pgs", "--sigma", "1e-3", "--quiet")
+    return root
+
+
+@contextlib.contextmanager
+def served(model, *flags, tmp_path):
+    """A server of `model` on 127.0.0.1 (a free port); stopped by SIGTERM on leaving,
+    which must end it with status 0."""
+    port_file = tmp_path / f"port-{time.monotonic_ns()}"
+    proc = subprocess.Popen([sys.executable, "-m", "onlinepgs.cli", "serve", str(model),
+                             "--port", "0", "--port-file", str(port_file),
+                             *map(str, flags)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not port_file.exists():
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+        proc.port = int(port_file.read_text())
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=TIMEOUT)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        proc.stderr_text = proc.stderr.read().decode()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert proc.returncode == 0, proc.stderr_text
+
+
+def connect(proc):
+    return socket.create_connection((HOST, proc.port), timeout=TIMEOUT)
+
+
+def exchange(proc, data):
+    """Send `data` on one connection (in a thread, as a pipelining client does), close
+    the sending side, and return every byte answered until the server closes."""
+    with connect(proc) as conn:
+        sender = threading.Thread(target=lambda: (conn.sendall(data),
+                                                  conn.shutdown(socket.SHUT_WR)))
+        sender.start()
+        out = read_all(conn)
+        sender.join(TIMEOUT)
+    return out
+
+
+def read_all(conn):
+    parts, deadline = [], time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        part = conn.recv(1 << 16)
+        if not part:
+            break
+        parts.append(part)
+    return b"".join(parts)
+
+
+def read_lines(conn, n):
+    """The next `n` answer lines of `conn` (bounded in time)."""
+    got, deadline = b"", time.monotonic() + TIMEOUT
+    while got.count(b"\n") < n and time.monotonic() < deadline:
+        part = conn.recv(1 << 16)
+        assert part, "the server closed the connection"
+        got += part
+    return got.decode().splitlines()
+
+
+def predicted(model, data_path, kind):
+    out = run("predict", model, data_path, "--kind", kind).stdout.decode().splitlines()
+    return [line for line in out if not line.startswith("# classes")]
+
+
+# ---- answers: predict's, bit for bit ------------------------------------------------------
+@pytest.mark.parametrize("kind", ["labels", "scores", "probabilities"])
+def test_answers_are_predicts_lines(a9a, tmp_path, kind):
+    with served(a9a / "model.pgs", "--kind", kind, tmp_path=tmp_path) as proc:
+        answers = exchange(proc, (a9a / "test.svm").read_bytes()).decode().splitlines()
+    assert answers == predicted(a9a / "model.pgs", a9a / "test.svm", kind)
+    assert len(answers) == 1500
+
+
+def test_vw_with_interactions_and_csv_with_columns_read_as_predict_reads_them(tmp_path):
+    text = vw_data(400)
+    (tmp_path / "d.vw").write_bytes(text)
+    run("train", tmp_path / "d.vw", "-o", tmp_path / "vw.pgs", "-q", "ua", "-b", "12",
+        "--sigma", "1e-3", "--quiet")
+    rng = np.random.RandomState(1)
+    cities = ["paris", "lyon", '"x,y"']  # a quoted field with the delimiter in it
+    rows = ["city,size,y"] + [f"{cities[rng.randint(3)]},{rng.rand():.3f},"
+                              f"{rng.randint(2)}" for _ in range(300)]
+    (tmp_path / "d.csv").write_text("\n".join(rows) + "\n")
+    run("train", tmp_path / "d.csv", "-o", tmp_path / "csv.pgs", "--label", "y",
+        "--numeric", "size", "--sigma", "1e-3", "--quiet")
+    with served(tmp_path / "vw.pgs", "--kind", "scores", tmp_path=tmp_path) as proc:
+        vw = exchange(proc, text).decode().splitlines()
+    with served(tmp_path / "csv.pgs", "--kind", "scores", tmp_path=tmp_path) as proc:
+        # the rows without the header: the server reads them in the model's columns
+        csv = exchange(proc, ("\n".join(rows[1:]) + "\n").encode()).decode().splitlines()
+    assert vw == predicted(tmp_path / "vw.pgs", tmp_path / "d.vw", "scores")
+    assert csv == predicted(tmp_path / "csv.pgs", tmp_path / "d.csv", "scores")
+    assert len(vw) == 400 and len(csv) == 300
+
+
+def test_concurrent_clients_each_get_their_answers_in_order(a9a, tmp_path):
+    data = (a9a / "test.svm").read_bytes().splitlines(keepends=True)
+    parts = [b"".join(data[i::4]) for i in range(4)]
+    want = predicted(a9a / "model.pgs", a9a / "test.svm", "scores")
+    results = [None] * 4
+    with served(a9a / "model.pgs", "--kind", "scores", tmp_path=tmp_path) as proc:
+        def client(i):
+            results[i] = exchange(proc, parts[i]).decode().splitlines()
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(TIMEOUT)
+    for i in range(4):
+        assert results[i] == want[i::4]
+
+
+def test_bad_blank_and_oversized_lines_get_errors_and_the_connection_stays(a9a, tmp_path):
+    good = (a9a / "test.svm").read_bytes().splitlines(keepends=True)[:3]
+    long_line = b"1 " + b" ".join(b"%d:1" % j for j in range(1, 400)) + b"\n"
+    assert len(long_line) > 1000
+    lines = [good[0], b"-1 3:x1.5\n", b"\n", b"# a comment\n", good[1], long_line,
+             b"+1 5:1 2:\n", good[2]]
+    want = predicted(a9a / "model.pgs", a9a / "test.svm", "labels")[:3]
+    with served(a9a / "model.pgs", "--max-line-bytes", "1000", tmp_path=tmp_path) as proc:
+        with connect(proc) as conn:
+            conn.sendall(b"".join(lines))
+            answers = read_lines(conn, len(lines))
+            # a long line sent in pieces is skipped to its newline, then reading goes on
+            for piece in range(0, len(long_line), 100):
+                conn.sendall(long_line[piece:piece + 100])
+                time.sleep(0.002)
+            conn.sendall(good[0])
+            later = read_lines(conn, 2)
+    assert answers[0] == want[0] and answers[4] == want[1] and answers[7] == want[2]
+    assert answers[1] == "error: column 6: bad feature value 'x1.5' in \"3:x1.5\""
+    assert answers[2] == answers[3] == ("error: no example on the line (a blank or "
+                                        "comment line)")
+    assert answers[5] == "error: line longer than 1000 bytes"
+    assert answers[6].startswith("error: column ")
+    assert later == ["error: line longer than 1000 bytes", want[0]]
+
+
+# ---- learning: train -i's model, bit for bit -----------------------------------------
+def _same_model(path, reference):
+    a, b = load_learner(str(path)), load_learner(str(reference))
+    assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.intercept_, b.intercept_)
+    assert a.t_ == b.t_
+
+
+def test_learning_gives_train_is_model_and_answers_before_each_row(a9a, tmp_path):
+    data = (a9a / "test.svm").read_bytes()
+    with served(a9a / "model.pgs", "--learn", "-o", tmp_path / "learned.pgs",
+                "--kind", "scores", tmp_path=tmp_path) as proc:
+        answers = exchange(proc, data).decode().splitlines()
+    run("train", a9a / "test.svm", "-i", a9a / "model.pgs", "-o", tmp_path / "ref.pgs",
+        "--quiet")
+    _same_model(tmp_path / "learned.pgs", tmp_path / "ref.pgs")
+    # test-then-train: the answer to line i+1 is the model of train -i on lines 1..i
+    lines = data.splitlines(keepends=True)
+    for i in (0, 1, 37, 1499):
+        (tmp_path / "next.svm").write_bytes(lines[i])
+        if i:
+            (tmp_path / "head.svm").write_bytes(b"".join(lines[:i]))
+            run("train", tmp_path / "head.svm", "-i", a9a / "model.pgs", "-o",
+                tmp_path / "head.pgs", "--quiet")
+        model = tmp_path / "head.pgs" if i else a9a / "model.pgs"
+        assert answers[i] == predicted(model, tmp_path / "next.svm", "scores")[0]
+    # a saved model resumes like any other
+    run("train", a9a / "test.svm", "-i", tmp_path / "learned.pgs", "--quiet")
+
+
+def test_a_client_that_leaves_mid_line_leaves_no_half_row(a9a, tmp_path):
+    lines = (a9a / "test.svm").read_bytes().splitlines(keepends=True)[:300]
+    with served(a9a / "model.pgs", "--learn", "-o", tmp_path / "learned.pgs",
+                tmp_path=tmp_path) as proc:
+        with connect(proc) as conn:
+            conn.sendall(b"".join(lines[:200]) + lines[200][:20])
+            read_lines(conn, 200)
+        # the next client is served by the model of the 200 whole lines
+        (tmp_path / "rest.svm").write_bytes(b"".join(lines[200:]))
+        exchange(proc, b"".join(lines[200:]))
+    (tmp_path / "all.svm").write_bytes(b"".join(lines))
+    run("train", tmp_path / "all.svm", "-i", a9a / "model.pgs", "-o", tmp_path / "ref.pgs",
+        "--quiet")
+    _same_model(tmp_path / "learned.pgs", tmp_path / "ref.pgs")
+
+
+def test_saves_every_n_rows_and_on_sigterm_mid_stream_a_consistent_snapshot(a9a, tmp_path):
+    lines = (a9a / "test.svm").read_bytes().splitlines(keepends=True)
+    t0 = load_learner(str(a9a / "model.pgs")).t_
+    out = tmp_path / "learned.pgs"
+    with served(a9a / "model.pgs", "--learn", "-o", out, "--save-every", "500",
+                tmp_path=tmp_path) as proc:
+        with connect(proc) as conn:
+            conn.sendall(b"".join(lines[:1200]))
+            read_lines(conn, 1200)
+            assert load_learner(str(out)).t_ == t0 + 1000  # saved at 500 and 1000
+            # SIGTERM while a client streams rows to learn: the rows learned so far
+            sender = threading.Thread(target=lambda: _send_quietly(conn, lines * 20))
+            sender.start()
+            read_lines(conn, 2000)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=TIMEOUT) == 0
+            sender.join(TIMEOUT)
+    learned = load_learner(str(out)).t_ - t0
+    assert learned >= 3200
+    stream = lines[:1200] + (lines * 20)
+    (tmp_path / "seen.svm").write_bytes(b"".join(stream[:learned]))
+    run("train", tmp_path / "seen.svm", "-i", a9a / "model.pgs", "-o", tmp_path / "ref.pgs",
+        "--quiet")
+    _same_model(out, tmp_path / "ref.pgs")
+
+
+def _send_quietly(conn, lines):
+    with contextlib.suppress(OSError):
+        for start in range(0, len(lines), 500):
+            conn.sendall(b"".join(lines[start:start + 500]))
+
+
+def test_a_client_that_never_reads_is_not_read_either(a9a, tmp_path):
+    """The server stops reading a client whose answers wait: its memory stays bounded,
+    the client's sends block, and other clients are served meanwhile."""
+    block = (a9a / "test.svm").read_bytes()
+    with served(a9a / "model.pgs", "--kind", "probabilities", tmp_path=tmp_path) as proc:
+        rss_before = _rss(proc.pid)
+        with socket.socket() as conn:
+            # a small window: the answers back up after a few MB of lines, not tens
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            conn.settimeout(2.0)
+            conn.connect((HOST, proc.port))
+            sent = 0
+            with contextlib.suppress(socket.timeout):
+                for _ in range(400):  # at most 400 * 106 KB: far beyond the buffers
+                    conn.sendall(block)
+                    sent += len(block)
+            assert sent < 400 * len(block)  # blocked: the server stopped reading
+            answers = exchange(proc, block).decode().splitlines()  # another client
+            assert answers == predicted(a9a / "model.pgs", a9a / "test.svm",
+                                        "probabilities")
+            grown = _rss(proc.pid) - rss_before
+    assert grown < 60 * 2**20, grown
+
+
+def _rss(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    pytest.skip("no /proc")
+
+
+# ---- options and models refused before any socket ------------------------------------
+@pytest.mark.parametrize("flags, message", [
+    (["--save-every", "10"], "argument --save-every: needs -o MODEL"),
+    (["-o", "x.pgs"], "argument --output: needs --learn"),
+    (["--port", "70000"], "--port must be an int in the range [0, 65535]"),
+    (["--max-line-bytes", "0"], "--max-line-bytes"),
+])
+def test_bad_options_exit_2_before_listening(a9a, flags, message):
+    proc = run("serve", a9a / "model.pgs", *flags, check=False)
+    assert proc.returncode == 2
+    err = proc.stderr.decode()
+    assert message in err and "listening" not in err and len(err.splitlines()) == 1
+
+
+def test_models_that_cannot_do_what_is_asked_are_refused(a9a, tmp_path):
+    run("train", a9a / "train.svm", "-o", tmp_path / "light.pgs", "--sigma", "1e-3",
+        "--no-state", "--quiet")
+    run("train", a9a / "train.svm", "-o", tmp_path / "hinge.pgs", "--sigma", "1e-3",
+        "--loss", "hinge", "--quiet")
+    for args, message in (((tmp_path / "light.pgs", "--learn"), "--no-state"),
+                          ((tmp_path / "hinge.pgs", "--kind", "probabilities"),
+                           "probabilities need the logistic loss")):
+        proc = run("serve", *args, check=False)
+        assert proc.returncode == 1 and message in proc.stderr.decode()
+        assert "Traceback" not in proc.stderr.decode()
