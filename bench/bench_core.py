@@ -23,9 +23,21 @@ on R^n, medians of ``--repeats`` interleaved runs. Per-example work should not d
 the width: what differs is memory latency (the state of 5,000,000 features spans 80-160
 MB).
 
+``--wide-adaptive`` mode (generated rows, no data files): the same rows spread over
+5,000,000 and over 50,000,000 columns, placed evenly as in ``--wide`` or at 5,000 columns
+drawn at random, for the adaptive geometry (eta 0.5: one run, not the race of eta) and
+the global default: the first
+``partial_fit`` call on all the rows (it makes the model at its full width and touches the
+rows' coordinates for the first time, which maps their memory) and the median of the
+three calls after it, medians of ``--repeats`` interleaved runs (a state takes up to
+1.6 GB).
+
+``--geometry`` mode: one IMDB epoch of the adaptive geometry against the global one's.
+
 ``--callgrind`` mode: the instructions of one IMDB epoch in the compiled pass, counted by
-valgrind's callgrind, for p=2, p=1.5 and l1 (the baseline of a change to the core: the
-counts are the same run after run, unlike seconds on a shared machine).
+valgrind's callgrind, for p=2, p=1.5, l1, p=2's last iterate on R^n and the adaptive
+geometry (the baseline of a change to the core: the counts are the same run after run,
+unlike seconds on a shared machine).
 
 Objective: PGS p=2 minimises ``sigma/2 ||w||^2 + mean logistic loss``, which is
 SGDClassifier's objective with ``alpha = sigma`` and LogisticRegression's with
@@ -37,6 +49,8 @@ Run from the repository root (the compiled extension must be built in place)::
     python bench/bench_core.py --quick            # 5000 training rows, 1 repeat
     python bench/bench_core.py --out results.md   # full run
     python bench/bench_core.py --wide --repeats 5 --out docs/bench/core.md#wide
+    python bench/bench_core.py --wide-adaptive --clock cpu --repeats 5 --out docs/bench/core.md#wide-adaptive
+    python bench/bench_core.py --geometry --clock cpu --repeats 7 --out docs/bench/core.md#geometry
     python bench/bench_core.py --iterates --out docs/bench/core.md#iterates
     python bench/bench_core.py --timing-only --repeats 7   # the epoch ratios only (~2 min)
     python bench/bench_core.py --callgrind        # instructions of the pass (~2 min)
@@ -175,13 +189,14 @@ def objective(model, X, y, sigma, p=2.0):
 CLOCK = time.perf_counter  # --clock cpu: time.process_time
 
 
-def seconds_per_epoch(makers, X, y, repeats):
+def seconds_per_epoch(makers, X, y, repeats, raw=None):
     """{name: (median, min)} time of a one-epoch fit of each maker (wall clock, or with
     --clock cpu the process's CPU time, which a busy machine's other processes disturb
     less: they cost this one cache and turns, not counted seconds).
 
     One untimed warm-up fit each, then the methods take turns (round robin) so that a
-    change in machine load hits them alike.
+    change in machine load hits them alike. `raw`, a dict, receives each maker's times
+    in the order of the rounds.
     """
     for make in makers.values():
         fit_quiet(make(seed=repeats), X, y)
@@ -192,6 +207,8 @@ def seconds_per_epoch(makers, X, y, repeats):
             start = CLOCK()
             fit_quiet(model, X, y)
             times[name].append(CLOCK() - start)
+    if raw is not None:
+        raw.update(times)
     return {name: (float(np.median(t)), float(np.min(t))) for name, t in times.items()}
 
 
@@ -368,27 +385,32 @@ def run_iterates(args, out):
 
 # ---- --geometry mode -------------------------------------------------------------------
 def run_geometry(args, out):
-    """One IMDB epoch of the adaptive geometry against the global geometry's default and
-    last iterate, at sigma 1e-4: seconds, and the ratio to the
-    global default measured in the same run (the goal: 1.3x)."""
+    """One IMDB epoch of the adaptive geometry (one base rate, eta 0.5: its race of eta
+    runs several) against the global geometry's default and last iterate, at sigma 1e-4:
+    seconds, the ratio of the medians to the global default's measured in the same run
+    (the goal: 1.3x) and the median of the ratios round by round."""
     Xtr, ytr, _, _ = load_dataset("imdb", args.data, QUICK_ROWS if args.quick else None)
-    adaptive = dict(geometry="adaptive", iterate="last", radius=None)
+    adaptive = dict(geometry="adaptive", iterate="last", radius=None, eta=0.5)
 
     def pgs(**params):
         return lambda seed: PGSClassifier(loss="logistic", sigma=1e-4, max_epochs=1,
                                           shuffle=True, random_state=seed, **params)
 
-    makers = {"global, weighted2 (the default)": pgs(),
+    base_name = "global, weighted2 (the default)"
+    makers = {base_name: pgs(),
               "global, last iterate on R^n": pgs(iterate="last", radius=None),
-              "adaptive (centered)": pgs(**adaptive)}
-    times = seconds_per_epoch(makers, Xtr, ytr, args.repeats)
-    base = times["global, weighted2 (the default)"][0]
+              "adaptive (centered, eta 0.5)": pgs(**adaptive)}
+    raw = {}
+    times = seconds_per_epoch(makers, Xtr, ytr, args.repeats, raw)
+    base = times[base_name][0]
     out += [f"## One IMDB epoch by geometry ({Xtr.shape[0]} rows, sigma 1e-4, "
             f"{'CPU' if CLOCK is time.process_time else 'wall'} seconds, median of "
             f"{args.repeats} interleaved)", ""]
-    rows = [[name, f"{median:.4f}", f"{median / base:.2f}"]
+    rows = [[name, f"{median:.4f}", f"{median / base:.2f}",
+             f"{np.median(np.array(raw[name]) / np.array(raw[base_name])):.2f}"]
             for name, (median, _) in times.items()]
-    out += md_table(["run", "seconds", "over the global default"], rows)
+    out += md_table(["run", "seconds", "over the global default",
+                     "median of the rounds' ratios"], rows)
 
 
 # ---- --radius mode ---------------------------------------------------------------------
@@ -415,10 +437,19 @@ def run_radius(args, out):
 
 
 # ---- --wide mode -----------------------------------------------------------------------
-def wide_rows(dim, m=20_000, k=30, seed=0):
-    """m rows of k non-zeros in 5,000 columns, spread evenly over `dim` columns."""
+def wide_rows(dim, m=20_000, k=30, seed=0, placement="even"):
+    """m rows of k non-zeros in 5,000 columns, spread over `dim` columns: evenly (column
+    c at c (dim // 5000)) or at random (5,000 distinct columns drawn once, in order)."""
     rng = np.random.RandomState(seed)
-    cols = rng.randint(0, 5000, size=(m, k)) * (dim // 5000)  # the same rows, spread
+    base = rng.randint(0, 5000, size=(m, k))
+    if placement == "even":
+        where = np.arange(5000) * (dim // 5000)
+    else:  # drawn until 5,000 distinct (a permutation of dim would take 8 dim bytes)
+        draw, where = np.random.RandomState(seed + 1), np.zeros(0, dtype=np.int64)
+        while where.size < 5000:
+            where = np.unique(np.concatenate([where, draw.randint(0, dim, 5000)]))
+        where = np.sort(draw.permutation(where)[:5000])
+    cols = where[base]  # the same rows, spread
     cols.sort(axis=1)
     X = sp.csr_matrix((rng.rand(m * k), cols.ravel(), np.arange(0, m * k + 1, k)),
                       shape=(m, dim))
@@ -454,6 +485,54 @@ def run_wide(args, out):
                      "coordinates swept (wide)"], rows)
 
 
+# ---- --wide-adaptive mode ----------------------------------------------------------------
+WIDE_ADAPTIVE = (5_000_000, 50_000_000)
+WIDE_LATER_CALLS = 3
+
+
+def wide_calls(X, y, params):
+    """Seconds of partial_fit calls on (X, y): the first's (it makes the model at its full
+    width and touches the rows' coordinates for the first time, which maps their memory)
+    and the median of the next WIDE_LATER_CALLS (every coordinate touched before)."""
+    est = PGSClassifier(sigma=1e-4, random_state=0, max_model_bytes=None, **params)
+    times = []
+    for call in range(1 + WIDE_LATER_CALLS):
+        start = CLOCK()
+        est.partial_fit(X, y, classes=[-1, 1] if call == 0 else None)
+        times.append(CLOCK() - start)
+    return times[0], float(np.median(times[1:]))
+
+
+def run_wide_adaptive(args, out):
+    """The same rows in 5,000,000 and in 50,000,000 columns, the adaptive geometry and the
+    global default beside it: the first partial_fit and the later ones, medians of
+    interleaved runs (module docstring)."""
+    runs = {"adaptive (eta 0.5)": dict(geometry="adaptive", iterate="last", radius=None,
+                                       eta=0.5),
+            "global (the default)": {}}
+    times = {}
+    for _ in range(args.repeats):  # interleaved
+        for placement in ("even", "random"):
+            for dim in WIDE_ADAPTIVE:
+                X, y = wide_rows(dim, placement=placement)
+                for name, params in runs.items():
+                    times.setdefault((placement, name, dim), []).append(
+                        wide_calls(X, y, params))
+    out += [f"## The same rows in {WIDE_ADAPTIVE[0]:,} and {WIDE_ADAPTIVE[1]:,} columns: "
+            f"partial_fit seconds, medians of {args.repeats} interleaved runs", ""]
+    rows = []
+    for placement in ("even", "random"):
+        for name in runs:
+            for call, pick in (("first (makes the model)", 0),
+                               (f"later ({WIDE_LATER_CALLS}, median)", 1)):
+                narrow, wide = (float(np.median([t[pick] for t in times[placement, name, d]]))
+                                for d in WIDE_ADAPTIVE)
+                rows.append([placement, name, call, f"{narrow:.4f}", f"{wide:.4f}",
+                             f"{wide / narrow:.2f}"])
+    out += md_table(["columns placed", "run", "call", f"{WIDE_ADAPTIVE[0]:,} columns: s",
+                     f"{WIDE_ADAPTIVE[1]:,} columns: s", "ratio"], rows)
+
+
 # ---- --callgrind mode ------------------------------------------------------------------
 # One epoch of IMDB's 25,000 training rows (shuffle off), each run in a process of its own
 # under callgrind, counting from the entry of PGSState.run (its Python wrapper: whatever
@@ -464,6 +543,9 @@ CALLGRIND_RUNS = {
     "p=2": {"sigma": 1e-4},
     "p=1.5": {"p": 1.5, "sigma": 1e-4},
     "l1=1e-5 (p=2)": {"sigma": 1e-4, "l1": 1e-5},
+    "p=2, last iterate on R^n": {"sigma": 1e-4, "iterate": "last", "radius": None},
+    "adaptive (eta 0.5)": {"sigma": 1e-4, "geometry": "adaptive", "iterate": "last",
+                           "radius": None, "eta": 0.5},
 }
 CALLGRIND_TOGGLE = "__pyx_pw_*PGSState_*run"
 CALLGRIND_CHILD = """
@@ -552,12 +634,16 @@ def main(argv=None):
     parser.add_argument("--wide", action="store_true",
                         help="time one partial_fit on the same rows in 5,000 and 5,000,000 "
                              "columns (generated; no data files)")
+    parser.add_argument("--wide-adaptive", action="store_true",
+                        help="time partial_fit of the adaptive geometry (and the global "
+                             "default) on the same rows in 5,000,000 and 50,000,000 columns "
+                             "(generated; about 2.5 GB of memory)")
     parser.add_argument("--geometry", action="store_true",
                         help="time one IMDB epoch of the adaptive geometry against the "
                         "global one")
     parser.add_argument("--callgrind", action="store_true",
                         help="count the instructions of one IMDB epoch in the pass (p=2, "
-                             "p=1.5, l1) with valgrind's callgrind")
+                             "p=1.5, l1, last, adaptive) with valgrind's callgrind")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="time.perf_counter (default) or time.process_time")
     parser.add_argument("--timing-only", action="store_true",
@@ -582,7 +668,8 @@ def main(argv=None):
     print("\n".join(out), flush=True)  # the command line first, before the long part
     n_head = len(out)
     start = time.perf_counter()
-    mode = (run_wide if args.wide else run_radius if args.radius
+    mode = (run_wide if args.wide else run_wide_adaptive if args.wide_adaptive
+            else run_radius if args.radius
             else run_iterates if args.iterates else run_callgrind if args.callgrind
             else run_geometry if args.geometry else run_core)
     mode(args, out)

@@ -280,6 +280,28 @@ def test_divergence_message_fits_the_case():
                 reg.coef_
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_the_finite_check_of_the_touched_coordinates_is_numpys(dtype):
+    """After a call on wide rows the state is checked at the intercept's coordinate and
+    at each entry's column + 1 only (`finite_at_columns`, compiled): the same answer as
+    NumPy's isfinite over those rows of the block, whichever field of which row holds an
+    inf or a NaN, repeats and all."""
+    from onlinepgs._core._pgs import finite_at_columns
+
+    rng = np.random.RandomState(0)
+    block = rng.randn(50, 2, 4)
+    columns = rng.randint(0, 49, 30).astype(dtype)
+    assert finite_at_columns(block, columns)
+    assert finite_at_columns(block, columns[:0])
+    for row in range(50):
+        for bad in (np.inf, -np.inf, np.nan):
+            spoilt = block.copy()
+            spoilt[row, rng.randint(2), rng.randint(4)] = bad
+            want = bool(np.isfinite(spoilt[0]).all()
+                        and np.isfinite(spoilt[columns.astype(np.int64) + 1]).all())
+            assert finite_at_columns(spoilt, columns) == want
+
+
 def test_predict_proba_and_pickle():
     X, y = data(classes=3)
     est = PGSClassifier(random_state=0).fit(X, y)

@@ -14,34 +14,60 @@
 #
 # and the model's weight w_j = v_j / s_j. A weight depends on the coordinate's own fields
 # and t alone, so the last iterate is read lazily at a row's coordinates in O(nnz).
-# Kernels of the table (_select.pxd): `margins_ad_one` and `step_ad_one` (one problem of
-# sparse rows: one loop over the row each), `margins_ad` and `step_ad` (several problems
-# or dense rows).
+# Kernels of the table (_select.pxd): `margins_ad_one`, `margins_ad_one_l1` and
+# `step_ad_one` (one problem of sparse rows), `margins_ad` and `step_ad` (several problems
+# or dense rows). They go two lanes at a time (_pair.pxd): two entries of a row (one
+# problem), or two problems of an entry, so that one instruction takes the two divisions
+# of the weights and one the two square roots of the stabilizers; each lane does the
+# one-lane operations in their order, and a row's terms are summed in its order, so the
+# results are those of one entry at a time, bit for bit.
 from libc.math cimport fabs, copysign, sqrt
-from libc.stdint cimport int64_t
 
 from onlinepgs._core._pgs cimport Core, Pass, Row
 from onlinepgs._core._sparse cimport index_t
+from onlinepgs._core._pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
+                                    opgs_hi, opgs_add, opgs_sub, opgs_mul, opgs_div,
+                                    opgs_sqrt, opgs_abs, opgs_gt, opgs_abs_gt, opgs_and,
+                                    opgs_sign_of, opgs_le, opgs_sign_bits, opgs_load,
+                                    opgs_store, opgs_rarely)
 
 
 cdef enum:
-    # the fields' offsets in a (coordinate, problem)'s doubles (onlinepgs._layout)
+    # the fields' offsets in a (coordinate, problem)'s doubles and their count, the
+    # block's stride for one problem (onlinepgs._layout; checked equal when _pgs is
+    # imported)
     AD_SQ = 1
     AD_STAB = 2
     AD_INV = 3
+    AD_S = 4
+
+
+cdef inline opgs_pair ad_values(const double* a0, const double* a1, double sigma_t,
+                                double thr, bint plain) noexcept nogil:
+    """The scaled weights v_j of two (coordinate, problem)s whose fields start at a0 and
+    a1 (lanes lo and hi; a0 == a1 for one), with sigma t and the threshold l1 t of the
+    step count t: exactly 0 while |lam_j| <= l1 t (and before any gradient reached it).
+    `plain` (a constant of the caller: no l1 and sigma t > 0, so no threshold and a
+    positive denominator) takes lam_j / (sigma t + stab_j) without the tests."""
+    cdef opgs_pair lam = opgs_pair_of(a0[0], a1[0])
+    cdef opgs_pair den = opgs_add(opgs_pair_all(sigma_t),
+                                  opgs_pair_of(a0[AD_STAB], a1[AD_STAB]))
+    cdef opgs_pair thrp, mag
+    if plain:
+        return opgs_div(lam, den)
+    thrp = opgs_pair_all(thr)
+    mag = opgs_sub(opgs_abs(lam), thrp)  # |lam_j| - l1 t, with lam_j's sign where > 0
+    # +0.0 where |lam_j| <= l1 t, or where a gradient so small that its square
+    # underflowed left the denominator 0 (at sigma t = 0)
+    return opgs_and(opgs_and(opgs_div(opgs_sign_of(lam, mag), den),
+                             opgs_abs_gt(lam, thrp)),
+                    opgs_gt(den, opgs_pair_all(0.0)))
 
 
 cdef inline double ad_value(const double* at, double sigma_t, double thr) noexcept nogil:
-    """The scaled weight v_j of the (coordinate, problem) whose fields start at `at`, with
-    sigma t and the threshold l1 t of the step count t: exactly 0 while |lam_j| <= l1 t
-    (and before any gradient reached it)."""
-    cdef double lam = at[0], a = fabs(lam) - thr, den
-    if not a > 0.0:
-        return 0.0
-    den = sigma_t + at[AD_STAB]
-    if not den > 0.0:  # a gradient so small that its square underflowed, at sigma t = 0
-        return 0.0
-    return copysign(a, lam) / den
+    """The scaled weight v_j of the (coordinate, problem) whose fields start at `at`
+    (`ad_values`, one lane)."""
+    return opgs_lo(ad_values(at, at, sigma_t, thr, False))
 
 
 cdef inline double _raised(double* at, Py_ssize_t K, Py_ssize_t S, double x, double st,
@@ -70,122 +96,219 @@ cdef inline double _raised(double* at, Py_ssize_t K, Py_ssize_t S, double x, dou
     return inv
 
 
-cdef inline void _ad_touch(double* at, double xs, double cf, double wk, double dl,
-                           double v, double delta, double inv_eta,
-                           bint centered) noexcept nogil:
-    """One coordinate's update by a row's scaled value xs (v: its weight before the step):
-    the gradient g = cf xs moves lam, its weighted square wk (dl xs)^2 grows n_j (a row of
-    weight c in a step of b rows counts c / b times: wk), and the centered form moves lam
-    back by the stabilizer's growth times the weight it had (FTRL-Proximal's
-    z_j -= (sqrt(n'_j) - sqrt(n_j)) / eta v_j)."""
-    cdef double d = dl * xs, sq_new = at[AD_SQ] + wk * (d * d)
-    cdef double stab_new = (delta + sqrt(sq_new)) * inv_eta
-    if centered:
-        at[0] -= cf * xs - (stab_new - at[AD_STAB]) * v
-    else:
-        at[0] -= cf * xs
-    at[AD_SQ] = sq_new
-    at[AD_STAB] = stab_new
+cdef inline opgs_pair _ad_terms(double* a0, double* a1, opgs_pair x, double sigma_t,
+                                double thr, double delta, double inv_eta, bint plain,
+                                opgs_pair* v) noexcept nogil:
+    """Two entries of a row of one problem (lanes lo and hi: coordinates at a0 and a1,
+    values x; a0 == a1 with equal lanes for one entry): each coordinate's scale raised by
+    its value (`_raised`), its weight into v, and the terms v_j x_j / s_j."""
+    cdef opgs_pair inv = opgs_pair_of(a0[AD_INV], a1[AD_INV])
+    # a scale is raised only by a value beyond it, or at a feature's first non-zero
+    # (inv_scale 0): one product and two comparisons on the way that entries take almost
+    # always; `_raised` decides otherwise
+    if opgs_rarely(opgs_sign_bits(opgs_and(
+            opgs_le(opgs_mul(opgs_abs(x), inv), opgs_pair_all(1.0)),
+            opgs_gt(inv, opgs_pair_all(0.0)))) != 3):
+        if a0 == a1:  # one entry: raised once (a second raise would rescale by rounding)
+            inv = opgs_pair_all(_raised(a0, 1, AD_S, opgs_lo(x), sigma_t, thr, delta, inv_eta))
+        else:
+            inv = opgs_pair_of(_raised(a0, 1, AD_S, opgs_lo(x), sigma_t, thr, delta, inv_eta),
+                               _raised(a1, 1, AD_S, opgs_hi(x), sigma_t, thr, delta, inv_eta))
+    v[0] = ad_values(a0, a1, sigma_t, thr, plain)
+    return opgs_mul(v[0], opgs_mul(x, inv))
 
 
-cdef inline void margins_ad_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
-    """One problem of sparse rows: an entry's coordinate takes its scale, then its term
-    v_j x_j / s_j, in one loop over the row; the intercept's constant feature (its scale
-    the constant itself) last."""
+cdef inline void _margins_ad_one(Pass* ps, const Row* rw, const index_t* idx,
+                                 bint plain) noexcept nogil:
+    """One problem of sparse rows: each entry's coordinate takes its scale, then its term
+    v_j x_j / s_j, in one loop over the row, two entries at a time (their terms summed
+    in the row's order); the intercept's constant feature (its scale the constant
+    itself) last. Each entry's weight is kept for the step (`step_ad_one`)."""
     cdef Core core = ps.core
-    cdef Py_ssize_t e, S = core.S
+    cdef Py_ssize_t e, half = rw.nnz - (rw.nnz & 1)
     cdef double st = core.sigma * <double>core.t[0], thr = core.l1 * <double>core.t[0]
-    cdef double z = 0.0, inv, v, inv_eta = 1.0 / core.eta, delta = core.delta
-    cdef double* lam = core.lam + S  # data feature j is coordinate j + 1
+    cdef double z = 0.0, inv_eta = 1.0 / core.eta, delta = core.delta
+    cdef double* lam = core.lam + AD_S  # data feature j is coordinate j + 1
     cdef double* at
-    cdef double* kept = ps.G  # each entry's weight, for the step (`step_ad_one`)
-    for e in range(rw.nnz):
-        at = lam + <Py_ssize_t>idx[e] * S
-        inv = _raised(at, 1, S, rw.vals[e], st, thr, delta, inv_eta)
-        v = ad_value(at, st, thr)
-        kept[e] = v
-        z += v * (rw.vals[e] * inv)
+    cdef const double* vals = rw.vals
+    cdef double* kept = ps.G
+    cdef opgs_pair v, terms
+    for e in range(0, half, 2):
+        terms = _ad_terms(lam + <Py_ssize_t>idx[e] * AD_S, lam + <Py_ssize_t>idx[e + 1] * AD_S,
+                          opgs_load(vals + e), st, thr, delta, inv_eta, plain, &v)
+        opgs_store(kept + e, v)
+        z += opgs_lo(terms)
+        z += opgs_hi(terms)
+    if half < rw.nnz:
+        at = lam + <Py_ssize_t>idx[half] * AD_S
+        terms = _ad_terms(at, at, opgs_pair_all(vals[half]), st, thr, delta, inv_eta, plain,
+                          &v)
+        kept[half] = opgs_lo(v)
+        z += opgs_lo(terms)
     if ps.fit_icpt:
-        inv = _raised(core.lam, 1, S, ps.icpt, st, thr, delta, inv_eta)
-        z += ad_value(core.lam, st, thr) * (ps.icpt * inv)
+        z += opgs_lo(_ad_terms(core.lam, core.lam, opgs_pair_all(ps.icpt), st, thr, delta,
+                               inv_eta, False, &v))
     ps.margins[0] = z
 
 
-cdef inline void step_ad_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
-    """A step of one row, one problem of sparse rows (`_ad_touch` at each entry, with the
-    weight `margins_ad_one` kept, and the intercept)."""
-    cdef Core core = ps.core
-    cdef Py_ssize_t e, S = core.S
-    cdef double t = <double>core.t[0], st = core.sigma * t, thr = core.l1 * t
-    cdef double cf = ps.coefs[0], wk = ps.sw[rw.row] * ps.inv_k, dl, v = 0.0
-    cdef double inv_eta = 1.0 / core.eta, delta = core.delta
-    cdef bint centered = core.centered
-    cdef double* lam = core.lam + S
-    cdef double* at
-    if cf == 0.0:  # nothing moves (a zero weight, or a loss flat at the margin)
-        return
-    dl = cf / wk  # the loss's derivative, l'(z)
-    for e in range(rw.nnz):
-        at = lam + <Py_ssize_t>idx[e] * S
-        # the weight the margin read (nothing moved it since: the row's coordinates are
-        # distinct), not a second division
-        _ad_touch(at, rw.vals[e] * at[AD_INV], cf, wk, dl, ps.G[e], delta, inv_eta,
-                  centered)
-    if ps.fit_icpt:
-        if centered:
-            v = ad_value(core.lam, st, thr)
-        _ad_touch(core.lam, ps.icpt * core.lam[AD_INV], cf, wk, dl, v, delta, inv_eta,
-                  centered)
-    ps.mov[0] = 1
+cdef inline void margins_ad_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """`_margins_ad_one` without l1: plain weights from the second step on (sigma t > 0)."""
+    if ps.core.sigma * <double>ps.core.t[0] > 0.0:
+        _margins_ad_one(ps, rw, idx, True)
+    else:
+        _margins_ad_one(ps, rw, idx, False)
+
+
+cdef inline void margins_ad_one_l1(Pass* ps, const Row* rw,
+                                   const index_t* idx) noexcept nogil:
+    """`_margins_ad_one` with l1."""
+    _margins_ad_one(ps, rw, idx, False)
+
+
+cdef inline void _add_margins(Pass* ps, const double* at, double sigma_t, double thr,
+                              double xs) noexcept nogil:
+    """The K margins += v_c xs over the problems c of the coordinate at `at`, two
+    problems at a time."""
+    cdef Py_ssize_t c, K = ps.K, half = K - (K & 1)
+    for c in range(0, half, 2):
+        opgs_store(ps.margins + c, opgs_add(
+            opgs_load(ps.margins + c),
+            opgs_mul(ad_values(at + c * AD_S, at + (c + 1) * AD_S, sigma_t, thr, False),
+                     opgs_pair_all(xs))))
+    if half < K:
+        ps.margins[half] += ad_value(at + half * AD_S, sigma_t, thr) * xs
 
 
 cdef inline void margins_ad(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
     """The K margins of a row (several problems, or a dense row): as `margins_ad_one`,
     each entry's scale raised once for every problem."""
     cdef Core core = ps.core
-    cdef Py_ssize_t e, j, c, K = core.K, S = core.S, KS = K * S
+    cdef Py_ssize_t e, j, c, K = core.K, KS = K * AD_S
     cdef double st = core.sigma * <double>core.t[0], thr = core.l1 * <double>core.t[0]
-    cdef double xs, inv_eta = 1.0 / core.eta, delta = core.delta
+    cdef double inv_eta = 1.0 / core.eta, delta = core.delta
     cdef double* at
     for c in range(K):
         ps.margins[c] = 0.0
     for e in range(rw.nnz):
         j = (e if ps.dense else <Py_ssize_t>idx[e]) + 1
         at = core.lam + j * KS
-        xs = rw.vals[e] * _raised(at, K, S, rw.vals[e], st, thr, delta, inv_eta)
-        for c in range(K):
-            ps.margins[c] += ad_value(at + c * S, st, thr) * xs
+        _add_margins(ps, at, st, thr, rw.vals[e] * _raised(at, K, AD_S, rw.vals[e], st, thr,
+                                                            delta, inv_eta))
     if ps.fit_icpt:
-        xs = ps.icpt * _raised(core.lam, K, S, ps.icpt, st, thr, delta, inv_eta)
-        for c in range(K):
-            ps.margins[c] += ad_value(core.lam + c * S, st, thr) * xs
+        _add_margins(ps, core.lam, st, thr,
+                     ps.icpt * _raised(core.lam, K, AD_S, ps.icpt, st, thr, delta, inv_eta))
+
+
+cdef inline void _ad_touch(double* a0, double* a1, opgs_pair xs, opgs_pair v, double cf,
+                           double wk, double dl, double delta, double inv_eta,
+                           bint centered) noexcept nogil:
+    """Two coordinates' update (lanes lo and hi: a0 and a1, distinct; a0 == a1 with equal
+    lanes for one) by a row's scaled values xs (v: their weights before the step): the
+    gradient g = cf xs moves lam, its weighted square wk (dl xs)^2 grows n_j (a row of
+    weight c in a step of b rows counts c / b times: wk), and the centered form moves lam
+    back by the stabilizer's growth times the weight it had (FTRL-Proximal's
+    z_j -= (sqrt(n'_j) - sqrt(n_j)) / eta v_j)."""
+    cdef opgs_pair d = opgs_mul(opgs_pair_all(dl), xs)
+    cdef opgs_pair sq = opgs_add(opgs_pair_of(a0[AD_SQ], a1[AD_SQ]),
+                                 opgs_mul(opgs_pair_all(wk), opgs_mul(d, d)))
+    cdef opgs_pair stab = opgs_mul(opgs_add(opgs_pair_all(delta), opgs_sqrt(sq)),
+                                   opgs_pair_all(inv_eta))
+    cdef opgs_pair step = opgs_mul(opgs_pair_all(cf), xs)
+    cdef opgs_pair lam
+    if centered:
+        step = opgs_sub(step, opgs_mul(opgs_sub(stab, opgs_pair_of(a0[AD_STAB], a1[AD_STAB])),
+                                       v))
+    lam = opgs_sub(opgs_pair_of(a0[0], a1[0]), step)
+    a0[0] = opgs_lo(lam)
+    a1[0] = opgs_hi(lam)
+    a0[AD_SQ] = opgs_lo(sq)
+    a1[AD_SQ] = opgs_hi(sq)
+    a0[AD_STAB] = opgs_lo(stab)
+    a1[AD_STAB] = opgs_hi(stab)
+
+
+cdef inline void _step_entries(Pass* ps, const Row* rw, const index_t* idx, double* base,
+                               Py_ssize_t stride, double cf, bint dense, bint kept,
+                               bint centered) noexcept nogil:
+    """One problem's step over a row's entries, two at a time (`_ad_touch`): the
+    coordinate of entry e at base + j stride (j its column, or e in a `dense` row), its
+    weight before the step the one the margin kept (`kept`: nothing moved it since, the
+    row's coordinates being distinct) or read afresh (centered only: the plain form does
+    not use it). The flags are constants of the callers."""
+    cdef Core core = ps.core
+    cdef Py_ssize_t e, half = rw.nnz - (rw.nnz & 1)
+    cdef double st = core.sigma * <double>core.t[0], thr = core.l1 * <double>core.t[0]
+    cdef double wk = ps.sw[rw.row] * ps.inv_k
+    cdef double dl = cf / wk  # the loss's derivative, l'(z)
+    cdef double inv_eta = 1.0 / core.eta, delta = core.delta
+    cdef const double* vals = rw.vals
+    cdef double* a0
+    cdef double* a1
+    cdef opgs_pair v = opgs_pair_all(0.0)
+    for e in range(0, half, 2):
+        a0 = base + (e if dense else <Py_ssize_t>idx[e]) * stride
+        a1 = base + (e + 1 if dense else <Py_ssize_t>idx[e + 1]) * stride
+        if kept:
+            v = opgs_load(ps.G + e)
+        elif centered:
+            v = ad_values(a0, a1, st, thr, False)
+        _ad_touch(a0, a1, opgs_mul(opgs_load(vals + e), opgs_pair_of(a0[AD_INV], a1[AD_INV])),
+                  v, cf, wk, dl, delta, inv_eta, centered)
+    if half < rw.nnz:
+        a0 = base + (half if dense else <Py_ssize_t>idx[half]) * stride
+        if kept:
+            v = opgs_pair_all(ps.G[half])
+        elif centered:
+            v = ad_values(a0, a0, st, thr, False)
+        _ad_touch(a0, a0, opgs_pair_all(vals[half] * a0[AD_INV]), v, cf, wk, dl, delta,
+                  inv_eta, centered)
+
+
+cdef inline void _step_intercept(Pass* ps, const Row* rw, double* at, double cf) noexcept nogil:
+    """The `_ad_touch` of the intercept's constant feature, one problem's (at `at`), its
+    weight read afresh."""
+    cdef Core core = ps.core
+    cdef double wk = ps.sw[rw.row] * ps.inv_k
+    cdef opgs_pair v = opgs_pair_all(0.0)
+    if core.centered:
+        v = ad_values(at, at, core.sigma * <double>core.t[0], core.l1 * <double>core.t[0],
+                      False)
+    _ad_touch(at, at, opgs_pair_all(ps.icpt * at[AD_INV]), v, cf, wk, cf / wk, core.delta,
+              1.0 / core.eta, core.centered)
+
+
+cdef inline void step_ad_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """A step of one row, one problem of sparse rows (`_step_entries` with the weights
+    `margins_ad_one` kept), and the intercept."""
+    cdef double cf = ps.coefs[0]
+    if cf == 0.0:  # nothing moves (a zero weight, or a loss flat at the margin)
+        return
+    if ps.core.centered:
+        _step_entries(ps, rw, idx, ps.core.lam + AD_S, AD_S, cf, False, True, True)
+    else:
+        _step_entries(ps, rw, idx, ps.core.lam + AD_S, AD_S, cf, False, True, False)
+    if ps.fit_icpt:
+        _step_intercept(ps, rw, ps.core.lam, cf)
+    ps.mov[0] = 1
 
 
 cdef inline void step_ad(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
     """A step of one row, several problems or a dense row: for each problem with a
-    non-zero coefficient cf = c l'(z) / b, every entry's coordinate and the intercept's
-    take `_ad_touch`."""
+    non-zero coefficient cf = c l'(z) / b, every entry's coordinate (`_step_entries`,
+    each weight read afresh) and the intercept's."""
     cdef Core core = ps.core
-    cdef Py_ssize_t e, j, c, K = core.K, S = core.S, KS = K * S
-    cdef double t = <double>core.t[0], st = core.sigma * t, thr = core.l1 * t
-    cdef double cf, wk = ps.sw[rw.row] * ps.inv_k, dl, v = 0.0
-    cdef double inv_eta = 1.0 / core.eta, delta = core.delta
-    cdef bint centered = core.centered
-    cdef double* at
-    for c in range(K):
+    cdef Py_ssize_t c, KS = core.K * AD_S
+    cdef double cf
+    for c in range(core.K):
         cf = ps.coefs[c]
         if cf == 0.0:
             continue
-        dl = cf / wk
-        for e in range(rw.nnz):
-            j = (e if ps.dense else <Py_ssize_t>idx[e]) + 1
-            at = core.lam + j * KS + c * S
-            if centered:
-                v = ad_value(at, st, thr)
-            _ad_touch(at, rw.vals[e] * at[AD_INV], cf, wk, dl, v, delta, inv_eta, centered)
+        if ps.dense:
+            _step_entries(ps, rw, idx, core.lam + KS + c * AD_S, KS, cf, True, False,
+                          core.centered)
+        else:
+            _step_entries(ps, rw, idx, core.lam + KS + c * AD_S, KS, cf, False, False,
+                          core.centered)
         if ps.fit_icpt:
-            at = core.lam + c * S
-            if centered:
-                v = ad_value(at, st, thr)
-            _ad_touch(at, ps.icpt * at[AD_INV], cf, wk, dl, v, delta, inv_eta, centered)
+            _step_intercept(ps, rw, core.lam + c * AD_S, cf)
         ps.mov[c] = 1

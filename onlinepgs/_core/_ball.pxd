@@ -11,8 +11,8 @@ from libc.stdlib cimport realloc
 
 from onlinepgs._core._pgs cimport PGSState, L1Heap
 from onlinepgs._core._l1avg cimport l1_folded_total
-from onlinepgs._core._l1pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
-                                      opgs_hi, opgs_sub, opgs_mul, opgs_max, opgs_pos_bits)
+from onlinepgs._core._pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo, opgs_hi,
+                                    opgs_sub, opgs_mul, opgs_max, opgs_pos_bits)
 
 
 cdef extern from *:

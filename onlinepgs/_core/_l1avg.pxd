@@ -9,8 +9,9 @@ from libc.math cimport fabs, copysign, ceil, log1p
 from libc.stdint cimport int64_t
 
 from onlinepgs._core._pgs cimport Core, ITERATE_WEIGHTED, ITERATE_WEIGHTED2
-from onlinepgs._core._l1pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_abs_gt,
-                                      opgs_sign_bits, keep_if, l1_acc_move)
+from onlinepgs._core._pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_abs_gt,
+                                    opgs_sign_bits)
+from onlinepgs._core._l1pair cimport keep_if, l1_acc_move
 
 
 cdef inline double _psi_tail(double x) noexcept nogil:

@@ -5,105 +5,16 @@
 # coordinates mix in a row at random: a branch there mispredicts often, and gcc turns a
 # conditional expression, or a product with a 0/1 double, into a branch. So the choices
 # are masks on the bits. On x86-64 (SSE2) a comparison gives the mask in a register
-# directly, and two values go through one instruction: the touch's old and new lambda_j
-# (`l1_acc_move`), the margin's even and odd entries (`L1AvgSums`). Elsewhere (or built
-# with OPGS_NO_SIMD defined) the same operations run one lane at a time on integer masks;
-# both give the same bits, since each lane does the same IEEE operations in the same
-# order (the sums of a row stay two, the even and the odd entries, added at the end).
+# directly, and two values go through one instruction (_pair.pxd): the touch's old and
+# new lambda_j (`l1_acc_move`), the margin's even and odd entries (`L1AvgSums`). The
+# portable fallback gives the same bits, since each lane does the same IEEE operations in
+# the same order (the sums of a row stay two, the even and the odd entries, added at the
+# end).
 from libc.stdint cimport uint64_t
 
-
-cdef extern from *:
-    """
-    #include <math.h>
-    #include <stdint.h>
-    #if defined(__SSE2__) && !defined(OPGS_NO_SIMD)
-    #include <emmintrin.h>
-    #define OPGS_PAIR_SSE2 1
-    typedef __m128d opgs_pair;  /* lane 0: lo, lane 1: hi */
-    static inline opgs_pair opgs_pair_of(double lo, double hi) { return _mm_set_pd(hi, lo); }
-    static inline opgs_pair opgs_pair_all(double x) { return _mm_set1_pd(x); }
-    static inline double opgs_lo(opgs_pair a) { return _mm_cvtsd_f64(a); }
-    static inline double opgs_hi(opgs_pair a) { return _mm_cvtsd_f64(_mm_unpackhi_pd(a, a)); }
-    static inline opgs_pair opgs_add(opgs_pair a, opgs_pair b) { return _mm_add_pd(a, b); }
-    static inline opgs_pair opgs_sub(opgs_pair a, opgs_pair b) { return _mm_sub_pd(a, b); }
-    static inline opgs_pair opgs_mul(opgs_pair a, opgs_pair b) { return _mm_mul_pd(a, b); }
-    /* a < b ? a : b and a > b ? a : b (the second operand where unordered) */
-    static inline opgs_pair opgs_min(opgs_pair a, opgs_pair b) { return _mm_min_pd(a, b); }
-    static inline opgs_pair opgs_max(opgs_pair a, opgs_pair b) { return _mm_max_pd(a, b); }
-    /* all bits set where |a| > b, else none */
-    static inline opgs_pair opgs_abs_gt(opgs_pair a, opgs_pair b) {
-        return _mm_cmpgt_pd(_mm_andnot_pd(_mm_set1_pd(-0.0), a), b);
-    }
-    static inline opgs_pair opgs_and(opgs_pair a, opgs_pair mask) { return _mm_and_pd(a, mask); }
-    /* copysign(b, a) for b >= 0 */
-    static inline opgs_pair opgs_sign_of(opgs_pair a, opgs_pair b) {
-        return _mm_or_pd(_mm_and_pd(a, _mm_set1_pd(-0.0)), b);
-    }
-    /* (lo of a, lo of b) and (hi of a, hi of b) */
-    static inline opgs_pair opgs_los(opgs_pair a, opgs_pair b) { return _mm_unpacklo_pd(a, b); }
-    static inline opgs_pair opgs_his(opgs_pair a, opgs_pair b) { return _mm_unpackhi_pd(a, b); }
-    /* bit 0: lo > 0, bit 1: hi > 0 */
-    static inline int opgs_pos_bits(opgs_pair a) {
-        return _mm_movemask_pd(_mm_cmpgt_pd(a, _mm_setzero_pd()));
-    }
-    /* bit 0: the sign bit of lo, bit 1: of hi (set in a comparison's true lanes) */
-    static inline int opgs_sign_bits(opgs_pair a) { return _mm_movemask_pd(a); }
-    #else
-    typedef struct { double lo, hi; } opgs_pair;
-    typedef union { double d; uint64_t u; } opgs_bits;
-    static inline opgs_pair opgs_pair_of(double lo, double hi) { opgs_pair r = {lo, hi}; return r; }
-    static inline opgs_pair opgs_pair_all(double x) { return opgs_pair_of(x, x); }
-    static inline double opgs_lo(opgs_pair a) { return a.lo; }
-    static inline double opgs_hi(opgs_pair a) { return a.hi; }
-    static inline opgs_pair opgs_add(opgs_pair a, opgs_pair b) { return opgs_pair_of(a.lo + b.lo, a.hi + b.hi); }
-    static inline opgs_pair opgs_sub(opgs_pair a, opgs_pair b) { return opgs_pair_of(a.lo - b.lo, a.hi - b.hi); }
-    static inline opgs_pair opgs_mul(opgs_pair a, opgs_pair b) { return opgs_pair_of(a.lo * b.lo, a.hi * b.hi); }
-    static inline opgs_pair opgs_min(opgs_pair a, opgs_pair b) {
-        return opgs_pair_of(a.lo < b.lo ? a.lo : b.lo, a.hi < b.hi ? a.hi : b.hi);
-    }
-    static inline opgs_pair opgs_max(opgs_pair a, opgs_pair b) {
-        return opgs_pair_of(a.lo > b.lo ? a.lo : b.lo, a.hi > b.hi ? a.hi : b.hi);
-    }
-    static inline double opgs_mask_of(int cond) { opgs_bits m; m.u = -(uint64_t)(cond != 0); return m.d; }
-    static inline opgs_pair opgs_abs_gt(opgs_pair a, opgs_pair b) {
-        return opgs_pair_of(opgs_mask_of(fabs(a.lo) > b.lo), opgs_mask_of(fabs(a.hi) > b.hi));
-    }
-    static inline double opgs_and1(double a, double mask) {
-        opgs_bits x, m; x.d = a; m.d = mask; x.u &= m.u; return x.d;
-    }
-    static inline opgs_pair opgs_and(opgs_pair a, opgs_pair mask) {
-        return opgs_pair_of(opgs_and1(a.lo, mask.lo), opgs_and1(a.hi, mask.hi));
-    }
-    static inline opgs_pair opgs_sign_of(opgs_pair a, opgs_pair b) {
-        return opgs_pair_of(copysign(b.lo, a.lo), copysign(b.hi, a.hi));
-    }
-    static inline opgs_pair opgs_los(opgs_pair a, opgs_pair b) { return opgs_pair_of(a.lo, b.lo); }
-    static inline opgs_pair opgs_his(opgs_pair a, opgs_pair b) { return opgs_pair_of(a.hi, b.hi); }
-    static inline int opgs_pos_bits(opgs_pair a) { return (a.lo > 0.0) | ((a.hi > 0.0) << 1); }
-    static inline int opgs_sign_bits(opgs_pair a) {
-        return (signbit(a.lo) != 0) | ((signbit(a.hi) != 0) << 1);
-    }
-    #endif
-    """
-    ctypedef struct opgs_pair:
-        pass
-    opgs_pair opgs_pair_of(double lo, double hi) noexcept nogil
-    opgs_pair opgs_pair_all(double x) noexcept nogil
-    double opgs_lo(opgs_pair a) noexcept nogil
-    double opgs_hi(opgs_pair a) noexcept nogil
-    opgs_pair opgs_add(opgs_pair a, opgs_pair b) noexcept nogil
-    opgs_pair opgs_sub(opgs_pair a, opgs_pair b) noexcept nogil
-    opgs_pair opgs_mul(opgs_pair a, opgs_pair b) noexcept nogil
-    opgs_pair opgs_min(opgs_pair a, opgs_pair b) noexcept nogil
-    opgs_pair opgs_max(opgs_pair a, opgs_pair b) noexcept nogil
-    opgs_pair opgs_abs_gt(opgs_pair a, opgs_pair b) noexcept nogil
-    opgs_pair opgs_and(opgs_pair a, opgs_pair mask) noexcept nogil
-    opgs_pair opgs_sign_of(opgs_pair a, opgs_pair b) noexcept nogil
-    opgs_pair opgs_los(opgs_pair a, opgs_pair b) noexcept nogil
-    opgs_pair opgs_his(opgs_pair a, opgs_pair b) noexcept nogil
-    int opgs_pos_bits(opgs_pair a) noexcept nogil
-    int opgs_sign_bits(opgs_pair a) noexcept nogil
+from onlinepgs._core._pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo, opgs_hi,
+                                    opgs_add, opgs_sub, opgs_mul, opgs_min, opgs_max,
+                                    opgs_abs_gt, opgs_and, opgs_sign_of, opgs_los, opgs_his)
 
 
 cdef union Bits:

@@ -34,6 +34,7 @@ from onlinepgs._core._l1avg cimport harmonic_diff, l1_fallen
 from onlinepgs._core._readout cimport (weight_total, _part_value, rep_of, _readout,
                                        _read_all, _read_scores)
 from onlinepgs._core._upkeep cimport settle_all, scale_of, widen_window, l1_rebuild
+from onlinepgs._core._adaptive cimport AD_SQ, AD_STAB, AD_INV, AD_S
 from onlinepgs._core._losses import LOSS_CODES, MULTI_CLASS, multi_class_code
 from onlinepgs._options import check_pgs_state
 from onlinepgs import _layout
@@ -41,6 +42,10 @@ from onlinepgs._layout import L1_MARKS_FIELDS, StateLayout
 
 if _layout.SEEN_DENSE != SEEN_DENSE:  # the list's room (_layout) and its drop rule (here)
     raise ImportError("onlinepgs._layout.SEEN_DENSE differs from the compiled core's")
+_AD_LAYOUT = StateLayout(geometry="adaptive")  # the adaptive kernels' fields (_adaptive.pxd)
+if (len(_AD_LAYOUT.fields), _AD_LAYOUT.offset("sq"), _AD_LAYOUT.offset("stab"),
+        _AD_LAYOUT.offset("inv_scale")) != (AD_S, AD_SQ, AD_STAB, AD_INV):
+    raise ImportError("onlinepgs._layout's adaptive fields differ from the compiled core's")
 
 cnp.import_array()
 
@@ -869,6 +874,47 @@ def row_power_sums(const double[::1] data, const int64_t[::1] indptr, double p):
             if indptr[i + 1] > indptr[i]:
                 out[i] = row_power_sum(d + indptr[i], indptr[i + 1] - indptr[i], q, quarters)
     return out_a
+
+
+cdef bint _rows_finite(const double* block, Py_ssize_t width, const index_t* idx,
+                       Py_ssize_t n) noexcept nogil:
+    """Whether the `width` doubles of block row idx[e] + 1 are finite for every e: x - x
+    is 0 for a finite x, NaN else, and a sum of them stays 0 only where all are."""
+    cdef Py_ssize_t e, f
+    cdef const double* row
+    cdef double acc = 0.0
+    for e in range(n):
+        row = block + (<Py_ssize_t>idx[e] + 1) * width
+        for f in range(width):
+            acc += row[f] - row[f]
+    return acc == 0.0
+
+
+def finite_at_columns(const double[:, :, ::1] block, indices):
+    """Whether a state's block (`PGSState.block_a`) is finite at coordinate 0 (the
+    intercept's) and at column + 1 for every column in `indices` (a CSR matrix's, below
+    the state's width, repeats allowed): after a call whose rows reached only those
+    coordinates, in O(len(indices)) and without a copy."""
+    cdef Py_ssize_t width = block.shape[1] * block.shape[2]
+    cdef const int32_t[::1] ind32
+    cdef const int64_t[::1] ind64
+    cdef bint ok
+    cdef int32_t zero = -1  # row -1 + 1: the intercept's
+    if block.shape[0] == 0:
+        return True
+    with nogil:
+        ok = _rows_finite(&block[0, 0, 0], width, &zero, 1)
+    if not ok or len(indices) == 0:
+        return ok
+    if indices.dtype == np.int32:
+        ind32 = indices
+        with nogil:
+            ok = _rows_finite(&block[0, 0, 0], width, &ind32[0], ind32.shape[0])
+    else:
+        ind64 = np.asarray(indices, dtype=np.int64)
+        with nogil:
+            ok = _rows_finite(&block[0, 0, 0], width, &ind64[0], ind64.shape[0])
+    return ok
 
 
 cdef int run_row(PGSState self, const double* data, const int32_t* indices,

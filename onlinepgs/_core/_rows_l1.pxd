@@ -13,8 +13,9 @@ from onlinepgs._core._readout cimport rep_margin, rep_dot
 from onlinepgs._core._l1q cimport l1q_link
 from onlinepgs._core._l1avg cimport l1_avg_touch
 from onlinepgs._core._ball cimport l1_bound_sq, l1_heap_touch
-from onlinepgs._core._l1pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
-                                      opgs_hi, opgs_add, opgs_mul, L1AvgSums, l1avg_add)
+from onlinepgs._core._pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo, opgs_hi,
+                                    opgs_add, opgs_mul)
+from onlinepgs._core._l1pair cimport L1AvgSums, l1avg_add
 from onlinepgs._core._sparse cimport index_t, sparse_axpy, not_inlined
 
 
