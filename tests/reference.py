@@ -312,6 +312,111 @@ def _batch_sums(Xs, D, c, q):
     return gt, dn, dlam2
 
 
+# --- importance weights, one row a step at p = 2: the invariant update ------------------
+#
+# A row of weight c <= 1 steps as above (c gt, c gt^2). A row of weight c > 1 is its
+# first copy, that same step at weight 1, then the remaining importance R = c - 1 as the
+# limit of many small copies (Karampatziakis and Langford, "Online importance weight
+# aware updates", 2011), in dual averaging's terms:
+#
+# * rates frozen: with the row's n_j fixed, v_j is linear in U_j (soft-thresholded: a
+#   coordinate inside its threshold does not move), so moving U_j by A x_j / s_j moves
+#   the margin by -A Q at most, Q = sum_j (x_j / s_j)^2 / D_j, D_j = sigma t + (delta +
+#   sqrt(n_j)) / eta (exactly, with l1 = 0);
+# * the copies' slopes in the limit: dz/ds = -Q l'(z; y) over the importance s in
+#   [0, R], a scalar ODE with a closed form per loss (`invariant_move`); its margin walks
+#   to the loss's minimizer and never passes it (l' keeps its sign along the way), so
+#   A = -(z(R) - z(0)) / Q moves the row's margin toward the label and no further;
+# * before it, the accumulators take what the copies' squared slopes may add:
+#   n_j += G (x_j / s_j)^2, G = min(R l'(z1)^2, l(z1) / Q1) at the margin z1 after the
+#   first copy: |l'| only falls along the path (R l'(z1)^2 bounds it), and along the
+#   frozen-rate path the integral of l'^2 is (l(z(0)) - l(z(R))) / Q <= l(z1) / Q1, so a
+#   row of weight 1e6 does not freeze its coordinates the way R l'^2 alone would. The
+#   centered form centers that growth at the weights v1 (U_j -= (sqrt(n_j + dn_j) -
+#   sqrt(n_j)) / eta v1_j, which leaves v_j as it is); the uncentered one shrinks them.
+#
+# At c = 1 this is the plain step; a row of weight c equals c copies exactly where the
+# slope cannot change along the way (the hinge inside its margin) in the uncentered form
+# with sigma = l1 = 0 (t does not enter). Batches and p < 2 keep the linear rule.
+
+def invariant_move(loss, z, y, tau, epsilon=0.1):
+    """z(tau) - z for dz/dtau = -l'(z; y) from z (tau = Q R >= 0): the margin's move
+    under the limit of many small steps of total importance R at the frozen rate Q.
+
+    squared (l' = 2 (z - y)): z - y shrinks by exp(-2 tau); absolute: |z - y| falls at
+    rate 1 to 0; huber: at rate epsilon to epsilon, then by exp(-tau); epsilon_insensitive:
+    at rate 1 to epsilon. In the margin m = y z (y = +-1, dm/dtau = -y l'): hinge, m rises
+    at rate 1 to 1; squared_hinge, 1 - m shrinks by exp(-2 tau); smooth_hinge, m rises at
+    rate 1 to 0, then 1 - m shrinks by exp(-tau); logistic, dm/dtau = 1 / (1 + e^m), so
+    m + e^m rises by tau: m(tau) = c - omega(c) = log omega(c), c = m + e^m + tau, omega
+    Wright's omega (the root u of u + log u = c)."""
+    from scipy.special import wrightomega
+
+    z, y, tau = float(z), float(y), float(tau)
+    if loss in ("squared", "absolute", "huber", "epsilon_insensitive"):
+        r = z - y
+        a = abs(r)
+        if loss == "squared":
+            return r * math.expm1(-2.0 * tau)
+        if loss == "absolute":
+            return -math.copysign(min(tau, a), r)
+        if loss == "epsilon_insensitive":
+            return -math.copysign(min(tau, a - epsilon), r) if a > epsilon else 0.0
+        if a <= epsilon:  # huber's quadratic part
+            return r * math.expm1(-tau)
+        linear = (a - epsilon) / epsilon  # the time to reach |r| = epsilon
+        if tau <= linear:
+            return -math.copysign(epsilon * tau, r)
+        return -math.copysign(a - epsilon - epsilon * math.expm1(-(tau - linear)), r)
+    m = y * z
+    if loss == "hinge":
+        dm = min(tau, 1.0 - m) if m < 1.0 else 0.0
+    elif loss == "squared_hinge":
+        dm = -(1.0 - m) * math.expm1(-2.0 * tau) if m < 1.0 else 0.0
+    elif loss == "smooth_hinge":
+        if m >= 1.0:
+            dm = 0.0
+        elif m < 0.0 and tau <= -m:
+            dm = tau
+        else:
+            left = tau + min(m, 0.0)  # the time left at m = max(m, 0)
+            start = max(m, 0.0)
+            dm = start - m - (1.0 - start) * math.expm1(-left)
+    elif loss == "logistic":
+        # m(tau) = c - omega(c) = log omega(c) (omega + log omega = c): no cancellation
+        dm = math.log(float(np.real(wrightomega(m + math.exp(m) + tau)))) - m
+    else:
+        raise ValueError(loss)
+    return y * dm
+
+
+def _invariant_rest(loss, xs, U, acc, t, y, R, *, sigma, eta, l1, delta, centered,
+                    epsilon):
+    """The remaining importance R > 0 of a row (one problem) after its first copy, on the
+    row's coordinates: xs their scaled values (non-zero), U and acc theirs (updated in
+    place). See the comment above."""
+
+    def weights():
+        num = _soft(U, l1 * t)
+        den = sigma * t + (delta + np.sqrt(acc)) / eta
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(num != 0, num / den, 0.0), den
+
+    v1, den1 = weights()
+    z1 = xs @ v1
+    Q1 = np.sum(xs * xs / den1)
+    g1 = float(loss_derivative(loss, z1, y, epsilon))
+    if g1 == 0.0 or not 0.0 < Q1 < np.inf:
+        return
+    grow = min(R * g1 * g1, float(loss_value(loss, z1, y, epsilon)) / Q1) * xs * xs
+    if centered:
+        U -= (np.sqrt(acc + grow) - np.sqrt(acc)) / eta * v1
+    acc += grow
+    v2, den2 = weights()
+    Q2 = np.sum(xs * xs / den2)
+    U -= invariant_move(loss, xs @ v2, y, Q2 * R, epsilon) / Q2 * xs
+
+
 def _online_stats(stats, loss, Z, Yr, c, labels_r, epsilon):
     for i in range(Z.shape[0]):
         ex_loss = loss_value(loss, Z[i], Yr[i], epsilon).sum()
@@ -354,6 +459,7 @@ def reference_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, cent
     V = np.zeros((n, K))
     iterates, margins = [], []
     stats = dict(sum_loss=0.0, sum_wloss=0.0, sum_w=0.0, mistakes=0)
+    invariant = batch_size == 1 and p == 2.0 and radius is None  # importance weights
     t = 0
     for start in range(0, m, batch_size):
         rows = np.arange(start, min(start + batch_size, m))
@@ -365,7 +471,8 @@ def reference_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, cent
         margins.extend(Z)
         _online_stats(stats, loss, Z, Y[rows], c[rows],
                       None if labels is None else labels[rows], epsilon)
-        gt, dn, dlam2 = _batch_sums(Xs, loss_derivative(loss, Z, Y[rows], epsilon), c[rows], q)
+        weights = np.minimum(c[rows], 1.0) if invariant else c[rows]  # the first copy
+        gt, dn, dlam2 = _batch_sums(Xs, loss_derivative(loss, Z, Y[rows], epsilon), weights, q)
         t += 1
         if centered:
             U += gt - (np.sqrt(acc + dn) - np.sqrt(acc)) / eta * V
@@ -373,6 +480,15 @@ def reference_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, cent
             U += gt
         acc += dn
         lam2 += dlam2
+        if invariant and c[start] > 1.0:  # the rest of the row's importance
+            nz = Xs[0] != 0
+            for k in range(K):
+                if loss_derivative(loss, Z[0, k], Y[start, k], epsilon) != 0:
+                    Uk, acck = U[nz, k], acc[nz, k]
+                    _invariant_rest(loss, Xs[0, nz], Uk, acck, t, Y[start, k],
+                                    c[start] - 1.0, sigma=sigma, eta=eta, l1=l1,
+                                    delta=delta, centered=centered, epsilon=epsilon)
+                    U[nz, k], acc[nz, k] = Uk, acck
         V = adaptive_map(U, acc, lam2, t, p=p, sigma=sigma, eta=eta, l1=l1, delta=delta,
                          radius=radius)
         iterates.append(V.copy())
@@ -539,6 +655,7 @@ def lazy_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, centered=
     scale_rnd = np.zeros(K)
     stats = dict(sum_loss=0.0, sum_wloss=0.0, sum_w=0.0, mistakes=0)
     margins = []
+    invariant = batch_size == 1 and p == 2.0 and radius is None  # importance weights
 
     def den2(j, t):  # p = 2 denominators (len(j), K)
         return sigma * t + (delta + np.sqrt(acc[j])) / eta
@@ -610,8 +727,9 @@ def lazy_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, centered=
         rows = np.arange(start, stop)
         _online_stats(stats, loss, Z, Y[rows], c_w[rows],
                       None if labels is None else labels[rows], epsilon)
+        weights = np.minimum(c_w[rows], 1.0) if invariant else c_w[rows]  # the first copy
         gt, dn, dlam2 = _batch_sums(Xs, loss_derivative(loss, Z, Y[rows], epsilon),
-                                    c_w[rows], q)
+                                    weights, q)
         t += 1
         reached[j] = True
         old = U[j].copy()
@@ -621,6 +739,15 @@ def lazy_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, centered=
             U[j] += gt
         acc[j] += dn
         lam2 += dlam2
+        if invariant and c_w[start] > 1.0:  # the rest of the row's importance
+            nz = j[Xs[0] != 0]
+            for k in range(K):
+                if loss_derivative(loss, Z[0, k], Y[start, k], epsilon) != 0:
+                    Uk, acck = U[nz, k], acc[nz, k]
+                    _invariant_rest(loss, Xs[0, Xs[0] != 0], Uk, acck, t, Y[start, k],
+                                    c_w[start] - 1.0, sigma=sigma, eta=eta, l1=l1,
+                                    delta=delta, centered=centered, epsilon=epsilon)
+                    U[nz, k], acc[nz, k] = Uk, acck
         if p != 2.0:
             if l1 == 0:
                 N += np.sum(np.abs(U[j]) ** q - np.abs(old) ** q, axis=0)

@@ -148,3 +148,23 @@ def test_a_coupled_multiclass_loss_learns_raw_columns():
     assert ours.coef_.shape == (3, X.shape[1])
     assert ours.score(Xt, yt) > by_hand.fit(X / scale, y).score(Xt / scale, yt) - 0.03
     assert ours.score(Xt, yt) > raw.fit(X, y).score(Xt, yt) + 0.3
+
+
+def test_a_row_of_weight_1e6_is_learned_to_its_label_not_past_it(tmp_path):
+    """VW text, the squared loss: 200 rows of raw counts, then one row of importance
+    weight 1e6 and label 50. The model predicts that row's label within 1e-5 (VW's
+    invariant update gives 50.0 on the same file); the linear rule (1e6 times the row's
+    slope) took the prediction to 4047."""
+    rng = np.random.RandomState(0)
+    lines = []
+    for _ in range(200):
+        a, b = rng.poisson([3.0, 40.0])
+        lines.append(f"{2 * a + 0.1 * b + rng.randn():.6g} |f a:{a} b:{b}\n")
+    (tmp_path / "heavy.vw").write_text("".join(lines) + "50 1000000 |f a:4 b:35\n")
+    (tmp_path / "row.vw").write_text("50 |f a:4 b:35\n")
+    done = _cli("train", "heavy.vw", "--format", "vw", "--loss", "squared", "--geometry",
+                "adaptive", "--sigma", "1e-4", "-o", "m.pgs", "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    shown = _cli("predict", "m.pgs", "row.vw", "--format", "vw", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert float(shown.stdout.split()[0]) == pytest.approx(50.0, abs=1e-5)

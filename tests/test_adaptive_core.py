@@ -29,6 +29,16 @@ def stream(m=160, n=12, seed=0):
     return X, y, labels, score, rng.uniform(0.5, 2.0, m)
 
 
+LOSSES = ["logistic", "hinge", "squared_hinge", "smooth_hinge", "squared", "absolute",
+          "huber", "epsilon_insensitive"]
+REGRESSION = ("squared", "absolute", "huber", "epsilon_insensitive")
+
+
+def heavy_weights(m, seed=0):
+    """Importance weights of 1, 0.5, 3, 1e3 and 1e6, mixed."""
+    return np.random.RandomState(seed).choice([1.0, 0.5, 3.0, 1e3, 1e6], m)
+
+
 def fresh(n, **kw):
     config = dict(p=2.0, sigma=1e-3, loss="logistic", geometry="adaptive", eta=0.5,
                   n_features=n)
@@ -53,18 +63,20 @@ def with_intercept(X, scaling=1.0):
 
 @pytest.mark.parametrize("centered", [False, True])
 @pytest.mark.parametrize("l1", [0.0, 2e-3])
-@pytest.mark.parametrize("loss", ["logistic", "hinge", "squared_hinge", "squared"])
-@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("weights", ["ones", "mild", "heavy"])
 @pytest.mark.parametrize("dense", [False, True])
-def test_binary_and_regression_rows_follow_the_transcription(centered, l1, loss, weighted,
+def test_binary_and_regression_rows_follow_the_transcription(centered, l1, loss, weights,
                                                              dense):
     """Row by row: after each of the first rows and at the end, the weights equal the
     transcription's iterate to 1e-12 (relative to the largest), and so does the
-    progressive loss; the intercept is the transcription's constant column."""
+    progressive loss; the intercept is the transcription's constant column. Importance
+    weights of 1, in [0.5, 2], or up to 1e6 (`heavy_weights`: the invariant update of
+    rows above 1, every scalar loss)."""
     X, y, _, score, sw = stream()
-    classifier = loss != "squared"
+    classifier = loss not in REGRESSION
     target = y if classifier else score
-    sw = sw if weighted else np.ones(len(y))
+    sw = dict(ones=np.ones(len(y)), mild=sw, heavy=heavy_weights(len(y)))[weights]
     m, n = X.shape
     its, stats = reference_adaptive(with_intercept(X), target, p=2.0, sigma=1e-3, loss=loss,
                                     eta=0.5, l1=l1, centered=centered, sample_weight=sw)
@@ -85,10 +97,14 @@ def test_binary_and_regression_rows_follow_the_transcription(centered, l1, loss,
 
 
 @pytest.mark.parametrize("centered", [False, True])
-def test_one_vs_rest_problems_follow_the_transcription(centered):
+@pytest.mark.parametrize("heavy", [False, True])
+def test_one_vs_rest_problems_follow_the_transcription(centered, heavy):
     """Three classes, one problem each (+1 for its class, -1 else): each column of the
-    weights is the transcription's, and every problem shares the feature's scale."""
+    weights is the transcription's, and every problem shares the feature's scale. With
+    weights up to 1e6, each problem moves its own margin toward its own label."""
     X, _, labels, _, sw = stream(seed=1)
+    if heavy:
+        sw = heavy_weights(len(labels), seed=1)
     Y = np.where(labels[:, None] == np.arange(3)[None, :], 1.0, -1.0)
     its, stats = reference_adaptive(with_intercept(X), Y, p=2.0, sigma=1e-4, loss="logistic",
                                     eta=0.8, centered=centered, sample_weight=sw,
@@ -208,3 +224,64 @@ def test_what_the_adaptive_geometry_does_not_run_is_refused_by_name(option, valu
 def test_bad_values_of_the_adaptive_options_are_refused(option, value):
     with pytest.raises(ValueError, match=option):
         fresh(3, **{option: value})
+
+
+# ---- importance weights: a row of weight c > 1 is its first copy, then the invariant
+# update of the rest (docs/design/adaptive.md, "Importance weights") ----------------------
+
+def test_rows_of_weight_at_most_1_keep_their_bits():
+    """Weights 1 (and weights in [0.5, 1]) take the step they took before the invariant
+    update existed, bit for bit: the digest of the weights and progressive losses of 8
+    losses x both forms x l1 x dense and sparse rows, and one-vs-rest problems, as
+    recorded on that build (main at 7ccd4f4)."""
+    import hashlib
+    X, y, labels, score, sw = stream()
+    digests = {}
+    for name, w in (("ones", np.ones(len(y))), ("at_most_1", np.minimum(sw, 1.0))):
+        h = hashlib.sha256()
+        for centered in (False, True):
+            for l1 in (0.0, 2e-3):
+                for loss in LOSSES:
+                    for dense in (False, True):
+                        classifier = loss not in REGRESSION
+                        state = fresh(X.shape[1], loss=loss, l1=l1, centered=centered)
+                        run(state, X, y if classifier else score, w, range(len(y)),
+                            classifier, dense)
+                        h.update(state.weights().tobytes())
+                        h.update(np.float64(state.stats_dict()["progressive_loss"]).tobytes())
+                state = fresh(X.shape[1], l1=l1, centered=centered, n_problems=3,
+                              multiclass=True)
+                run(state, X, labels, w, range(len(y)))
+                h.update(state.weights().tobytes())
+        digests[name] = h.hexdigest()[:16]
+    assert digests == {"ones": "a7d1c2d5d12f8230", "at_most_1": "f90777707a47006b"}
+
+
+@pytest.mark.parametrize("centered", [False, True])
+def test_a_row_of_weight_1e6_takes_the_margin_to_its_label_and_no_further(centered):
+    """After 60 rows, one row of weight k: for the squared loss its margin after the step
+    moves monotonically toward the label as k grows and never passes it, and at k = 1e6 it
+    is the label (1e-9); for the logistic loss the margin grows like log k (the copies'
+    limit: m + e^m grows by Q k), finite at k = 1e18. The linear rule (k times the slope)
+    took the squared loss's margin past the label by 10^3 at k = 1e6."""
+    X, y, _, score, _ = stream(m=61, seed=6)
+    Xc = sp.csr_matrix(X[-1:])
+    for loss, target in (("squared", score), ("logistic", y)):
+        margins = []
+        for k in (1.0, 2.0, 10.0, 1e3, 1e6, 1e18):
+            state = fresh(X.shape[1], loss=loss, centered=centered)
+            sw = np.ones(len(y))
+            sw[-1] = k
+            run(state, X, target, sw, range(len(y)), loss != "squared")
+            margins.append(state.scores(Xc.data, Xc.indices, Xc.indptr.astype(np.int64))[0, 0])
+        margins = np.array(margins)
+        label = target[-1]
+        if loss == "squared":
+            gaps = (margins - label) * np.sign(margins[0] - label)
+            tie = 1e-12 * abs(label)  # rounding at the label
+            assert np.all(gaps >= -tie) and np.all(np.diff(gaps) <= tie), margins
+            assert abs(margins[4] - label) <= 1e-9 * abs(label)
+        else:
+            m = margins * label
+            assert np.all(np.diff(m) > 0) and np.all(np.isfinite(m)), m
+            assert m[5] < 50

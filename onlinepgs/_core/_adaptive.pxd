@@ -20,11 +20,15 @@
 # problem), or two problems of an entry, so that one instruction takes the two divisions
 # of the weights and one the two square roots of the stabilizers; each lane does the
 # one-lane operations in their order, and a row's terms are summed in its order, so the
-# results are those of one entry at a time, bit for bit.
-from libc.math cimport fabs, copysign, sqrt
+# results are those of one entry at a time, bit for bit. A row of importance weight
+# c > 1 steps as its first copy, then the rest of its importance as the invariant update
+# (`_ad_rest`).
+from libc.math cimport fabs, copysign, sqrt, fmin, INFINITY
 
 from onlinepgs._core._pgs cimport Core, Pass, Row
 from onlinepgs._core._sparse cimport index_t
+from onlinepgs._core._losses cimport loss_value, loss_derivative, invariant_move
+from onlinepgs._core._multiclass cimport MC_NONE
 from onlinepgs._core._pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
                                     opgs_hi, opgs_add, opgs_sub, opgs_mul, opgs_div,
                                     opgs_sqrt, opgs_abs, opgs_gt, opgs_abs_gt, opgs_and,
@@ -228,17 +232,18 @@ cdef inline void _ad_touch(double* a0, double* a1, opgs_pair xs, opgs_pair v, do
 
 
 cdef inline void _step_entries(Pass* ps, const Row* rw, const index_t* idx, double* base,
-                               Py_ssize_t stride, double cf, bint dense, bint kept,
+                               Py_ssize_t stride, double cf, double wk, bint dense, bint kept,
                                bint centered) noexcept nogil:
-    """One problem's step over a row's entries, two at a time (`_ad_touch`): the
-    coordinate of entry e at base + j stride (j its column, or e in a `dense` row), its
-    weight before the step the one the margin kept (`kept`: nothing moved it since, the
-    row's coordinates being distinct) or read afresh (centered only: the plain form does
-    not use it). The flags are constants of the callers."""
+    """One problem's step over a row's entries, two at a time (`_ad_touch`), with the
+    coefficient cf = wk l'(z) of the row's weight wk (its first copy's, 1, where the row
+    weighs more: `_ad_rest` takes the rest): the coordinate of entry e at base + j stride
+    (j its column, or e in a `dense` row), its weight before the step the one the margin
+    kept (`kept`: nothing moved it since, the row's coordinates being distinct) or read
+    afresh (centered only: the plain form does not use it). The flags are constants of
+    the callers."""
     cdef Core core = ps.core
     cdef Py_ssize_t e, half = rw.nnz - (rw.nnz & 1)
     cdef double st = core.sigma * <double>core.t[0], thr = core.l1 * <double>core.t[0]
-    cdef double wk = ps.sw[rw.row] * ps.inv_k
     cdef double dl = cf / wk  # the loss's derivative, l'(z)
     cdef double inv_eta = 1.0 / core.eta, delta = core.delta
     cdef const double* vals = rw.vals
@@ -264,11 +269,11 @@ cdef inline void _step_entries(Pass* ps, const Row* rw, const index_t* idx, doub
                   inv_eta, centered)
 
 
-cdef inline void _step_intercept(Pass* ps, const Row* rw, double* at, double cf) noexcept nogil:
+cdef inline void _step_intercept(Pass* ps, const Row* rw, double* at, double cf,
+                                 double wk) noexcept nogil:
     """The `_ad_touch` of the intercept's constant feature, one problem's (at `at`), its
-    weight read afresh."""
+    weight read afresh (cf and wk as `_step_entries` takes them)."""
     cdef Core core = ps.core
-    cdef double wk = ps.sw[rw.row] * ps.inv_k
     cdef opgs_pair v = opgs_pair_all(0.0)
     if core.centered:
         v = ad_values(at, at, core.sigma * <double>core.t[0], core.l1 * <double>core.t[0],
@@ -277,38 +282,124 @@ cdef inline void _step_intercept(Pass* ps, const Row* rw, double* at, double cf)
               1.0 / core.eta, core.centered)
 
 
+cdef inline double _ad_rest_sums(double* at, double xs, double st, double thr,
+                                 double* q) noexcept nogil:
+    """A coordinate's term of the margin v_j x_j / s_j, and (into q) of Q, x_j^2 / s_j^2
+    over its rate's denominator sigma t + stab_j."""
+    q[0] += xs * xs / (st + at[AD_STAB])
+    return ad_value(at, st, thr) * xs
+
+
+cdef inline void _ad_rest(Pass* ps, const Row* rw, const index_t* idx, Py_ssize_t c,
+                          double y, double rest) noexcept nogil:
+    """The importance `rest` > 0 of a row beyond its first copy (its weight less 1), for
+    problem c (label y): the limit of many small copies at rates frozen for the step,
+    in closed form (docs/design/adaptive.md, "Importance weights"). With the margin z1
+    and Q1 = sum_j (x_j / s_j)^2 / D_j after the first copy, n_j grows by
+    G (x_j / s_j)^2, G = min(rest l'(z1)^2, l(z1) / Q1), what the copies' squared slopes
+    may add (centered at the weights: they stay); then, with z2 and Q2 at the grown
+    rates, lam_j moves by the invariant move of the margin over tau = Q2 rest, divided
+    by Q2, times x_j / s_j: the margin moves toward the loss's minimizer and never past
+    it (by at most that move where l1 holds a coordinate at 0). Three more loops over the
+    row, one entry at a time, for the rows whose weight is above 1 only."""
+    cdef Core core = ps.core
+    cdef Py_ssize_t e, KS = core.K * AD_S, off = c * AD_S
+    cdef double t = <double>core.t[0] + 1.0  # the step's own t, as its weights read it
+    cdef double st = core.sigma * t, thr = core.l1 * t
+    cdef double inv_eta = 1.0 / core.eta, delta = core.delta
+    cdef double z = 0.0, q = 0.0, g, grow, xs, sq_new, stab_new, shift
+    cdef bint centered = core.centered
+    cdef double* at
+    cdef double* icpt = core.lam + off
+    for e in range(rw.nnz):
+        at = core.lam + ((e if ps.dense else <Py_ssize_t>idx[e]) + 1) * KS + off
+        xs = rw.vals[e] * at[AD_INV]
+        if xs != 0.0:
+            z += _ad_rest_sums(at, xs, st, thr, &q)
+    if ps.fit_icpt:
+        z += _ad_rest_sums(icpt, ps.icpt * icpt[AD_INV], st, thr, &q)
+    g = loss_derivative(ps.loss_code, z, y, ps.epsilon)
+    if g == 0.0 or not (q > 0.0 and q < INFINITY):
+        return
+    grow = fmin(rest * g * g, loss_value(ps.loss_code, z, y, ps.epsilon) / q)
+    z = 0.0
+    q = 0.0
+    for e in range(rw.nnz + (1 if ps.fit_icpt else 0)):
+        if e < rw.nnz:
+            at = core.lam + ((e if ps.dense else <Py_ssize_t>idx[e]) + 1) * KS + off
+            xs = rw.vals[e] * at[AD_INV]
+        else:  # the intercept's constant feature
+            at = icpt
+            xs = ps.icpt * at[AD_INV]
+        if xs == 0.0:
+            continue
+        sq_new = at[AD_SQ] + grow * (xs * xs)
+        stab_new = (delta + sqrt(sq_new)) * inv_eta
+        if centered:  # lam_j = -U_j: U_j -= (growth of the stabilizer) v_j
+            at[0] += (stab_new - at[AD_STAB]) * ad_value(at, st, thr)
+        at[AD_SQ] = sq_new
+        at[AD_STAB] = stab_new
+        z += _ad_rest_sums(at, xs, st, thr, &q)
+    shift = invariant_move(ps.loss_code, z, y, q * rest, ps.epsilon) / q  # lam += shift x/s
+    for e in range(rw.nnz):
+        at = core.lam + ((e if ps.dense else <Py_ssize_t>idx[e]) + 1) * KS + off
+        at[0] += shift * (rw.vals[e] * at[AD_INV])
+    if ps.fit_icpt:
+        icpt[0] += shift * (ps.icpt * icpt[AD_INV])
+
+
 cdef inline void step_ad_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
     """A step of one row, one problem of sparse rows (`_step_entries` with the weights
-    `margins_ad_one` kept), and the intercept."""
-    cdef double cf = ps.coefs[0]
+    `margins_ad_one` kept), and the intercept; a row of weight above 1 then takes the
+    rest of its importance (`_ad_rest`)."""
+    cdef double cf = ps.coefs[0], wk = ps.sw[rw.row] * ps.inv_k, rest = 0.0
     if cf == 0.0:  # nothing moves (a zero weight, or a loss flat at the margin)
         return
+    if wk > 1.0:  # the first copy here, the rest of the importance after
+        rest = wk - 1.0
+        cf = cf / wk
+        wk = 1.0
     if ps.core.centered:
-        _step_entries(ps, rw, idx, ps.core.lam + AD_S, AD_S, cf, False, True, True)
+        _step_entries(ps, rw, idx, ps.core.lam + AD_S, AD_S, cf, wk, False, True, True)
     else:
-        _step_entries(ps, rw, idx, ps.core.lam + AD_S, AD_S, cf, False, True, False)
+        _step_entries(ps, rw, idx, ps.core.lam + AD_S, AD_S, cf, wk, False, True, False)
     if ps.fit_icpt:
-        _step_intercept(ps, rw, ps.core.lam, cf)
+        _step_intercept(ps, rw, ps.core.lam, cf, wk)
+    if rest > 0.0:
+        _ad_rest(ps, rw, idx, 0, ps.y[rw.row], rest)
     ps.mov[0] = 1
 
 
 cdef inline void step_ad(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
     """A step of one row, several problems or a dense row: for each problem with a
     non-zero coefficient cf = c l'(z) / b, every entry's coordinate (`_step_entries`,
-    each weight read afresh) and the intercept's."""
+    each weight read afresh) and the intercept's; a row of weight above 1 then takes the
+    rest of its importance (`_ad_rest`), each problem toward its own label."""
     cdef Core core = ps.core
     cdef Py_ssize_t c, KS = core.K * AD_S
-    cdef double cf
+    cdef double cf, wk = ps.sw[rw.row] * ps.inv_k, w1 = wk, rest = 0.0, yc
+    cdef bint ovr = ps.classifier and ps.multiclass
+    cdef Py_ssize_t label = <Py_ssize_t>ps.y[rw.row] if ovr else 0
+    if wk > 1.0 and ps.mc == MC_NONE:
+        # the first copy here, the rest of the importance after; a coupled multiclass
+        # loss has no scalar margin to move: it keeps the linear rule
+        rest = wk - 1.0
+        w1 = 1.0
     for c in range(core.K):
         cf = ps.coefs[c]
         if cf == 0.0:
             continue
+        if rest > 0.0:
+            cf = cf / wk
         if ps.dense:
-            _step_entries(ps, rw, idx, core.lam + KS + c * AD_S, KS, cf, True, False,
+            _step_entries(ps, rw, idx, core.lam + KS + c * AD_S, KS, cf, w1, True, False,
                           core.centered)
         else:
-            _step_entries(ps, rw, idx, core.lam + KS + c * AD_S, KS, cf, False, False,
+            _step_entries(ps, rw, idx, core.lam + KS + c * AD_S, KS, cf, w1, False, False,
                           core.centered)
         if ps.fit_icpt:
-            _step_intercept(ps, rw, core.lam + c * AD_S, cf)
+            _step_intercept(ps, rw, core.lam + c * AD_S, cf, w1)
+        if rest > 0.0:
+            yc = (1.0 if c == label else -1.0) if ovr else ps.y[rw.row]
+            _ad_rest(ps, rw, idx, c, yc, rest)
         ps.mov[c] = 1
