@@ -18,9 +18,11 @@ array([1])
 >>> clf.model_.coef.shape
 (1, 2)
 """
+import warnings
+
 import numpy as np
 
-from onlinepgs import _checks, _class_weight, _eta_race, _options, _race
+from onlinepgs import _checks, _class_weight, _eta_race, _options, _race, _runaway
 from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,  # noqa: F401
                              _training, _unchanged_on_error)
 from onlinepgs._checks import AtRows, check_random_state, is_records, py, row_of_entry
@@ -373,6 +375,9 @@ class PGSLearner(EventLearner, LinearLearner):
 
     _solver = "pgs"
     _diverged_error = PGSDivergedError  # what the per-event path (onlinepgs._event) catches
+    # predictions that ran away at a fixed sigma (`_runaway`): a warning, or (the command's
+    # learner) PGSDivergedError
+    _runaway_fatal = False
 
     def __init__(self, loss, *, p=2.0, sigma="auto", l1=0.0, radius="auto", batch_size=1,
                  iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
@@ -579,8 +584,10 @@ class PGSLearner(EventLearner, LinearLearner):
         return sums
 
     def _run(self, state, X, y, sw, order, classifier, row_power_sums=None, guard=True):
-        """One core pass over the rows of `order`; PGSDivergedError where a step diverged
-        or (with `guard`, the O(nnz) `_check_finite`) where the state is not finite."""
+        """One core pass over the rows of `order`; PGSDivergedError where a step diverged,
+        (with `guard`, the O(nnz) `_check_finite`) where the state is not finite, or where
+        the predictions ran away (`_runaway`)."""
+        before = (state.sum_weighted_loss_reported, state.sum_weight)
         if sp.issparse(X):
             state.run(X.data, X.indices, X.indptr, X.shape[1], y, sw, order, classifier,
                       row_power_sums)
@@ -588,6 +595,17 @@ class PGSLearner(EventLearner, LinearLearner):
             state.run(X.ravel(), None, None, X.shape[1], y, sw, order, classifier,
                       row_power_sums)
         self._after_run(state, X, sw, guard)
+        runaway = _runaway.check(self, state, X, y, order, classifier, before)
+        if runaway is None:
+            return
+        reason, row = runaway
+        if guard and not self._runaway_fatal:  # a call at a fixed sigma: said, not refused
+            warnings.warn(f"PGS: {reason}", RuntimeWarning, stacklevel=2)
+            return
+        # a run of a sigma race (dropped, as a run that overflowed), or the command's
+        raise PGSDivergedError(f"PGS diverged in this call (after step {state.t}): {reason} "
+                               "The model is not usable; fit again with other parameters.",
+                               row=row, reason=reason)
 
     def _after_run(self, state, X, sw, guard=True):
         """After a core pass over X (weights sw): PGSDivergedError where a step diverged

@@ -362,6 +362,7 @@ def save(est, output, extra, state=True):
 def in_flags(text):
     """An estimator's advice in the command's options."""
     for name, flag in (("radius='auto'", "--radius auto"), ("radius=None", "--radius none"),
+                       ("geometry='adaptive'", "--geometry adaptive"),
                        ("sigma=", "--sigma "), (" The model is left as it was.", ""),
                        ("n_bits (2**n_bits columns)", "--bits BITS (2**BITS columns)"),
                        ("max_model_bytes=", "--max-model-bytes "),
