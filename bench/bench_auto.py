@@ -40,7 +40,19 @@ Parts (``--parts``, comma-separated; all by default):
 * ``geometry_l1``: l1 in the adaptive geometry (defaults, an l1 grid) on IMDB and news20
   binary: test accuracy and non-zero weights;
 * ``race_cost``: the adaptive geometry's races of eta and sigma against one run at a
-  fixed eta and sigma on IMDB (CPU time, ``--repeats`` interleaved rounds).
+  fixed eta and sigma on IMDB (CPU time, ``--repeats`` interleaved rounds);
+* ``raw_squared`` (issue 52): small raw regression streams (`raw_stream`: a target
+  exactly x1 + x2 over two binary features, targets in the tens over raw counts, one
+  feature of 1e9 on 5% of the rows), 2,000 rows, seeds 0-2, as VW text: the progressive
+  average loss of one pass of ``onlinepgs train --loss squared`` (the global default
+  and the adaptive geometry, eta raced and at 0.1, 0.5 and 2) against VW's default
+  (``--loss_function squared``), from their own summaries;
+* ``sorted`` (issue 52): a9a and IMDB with the training rows sorted by label and the
+  same rows shuffled, one pass: test log loss and AUC of the global geometry, the
+  adaptive one (eta raced, 0.1, 0.5 and 2) and VW's default;
+* ``weights`` (issue 52): a9a and IMDB with every +1 row of importance weight k (3, 30)
+  and with every +1 row written k times in its place: test log loss and AUC of the
+  global geometry, the adaptive one (eta raced, 0.5) and VW's default.
 
 Classification sets: a9a (train/test), w8a (shuffled with seed 0, 30% held out), IMDB
 (train/test), news20 multiclass (shuffled with seed 0, 30% held out). Regression: the
@@ -465,13 +477,17 @@ def geometry_files(data_dir, name, workdir):
     return train, test
 
 
-def _vw_matrix(path):
+def _vw_matrix(path, weights=False):
+    """(X, y) of a VW file read by onlinepgs into 2^GEOMETRY_BITS columns, and with
+    `weights` its importance weights (1 where a line has none)."""
     from onlinepgs.formats import iter_vw
-    Xs, ys = [], []
-    for X, y, _ in iter_vw(str(path), n_bits=GEOMETRY_BITS):
+    Xs, ys, ws = [], [], []
+    for X, y, w in iter_vw(str(path), n_bits=GEOMETRY_BITS):
         Xs.append(X)
         ys.append(y)
-    return sp.vstack(Xs).tocsr(), np.concatenate(ys)
+        ws.append(np.ones(len(y)) if w is None else np.asarray(w, dtype=float))
+    X, y = sp.vstack(Xs).tocsr(), np.concatenate(ys)
+    return (X, y, np.concatenate(ws)) if weights else (X, y)
 
 
 def _log_loss_auc(y, z):
@@ -480,6 +496,26 @@ def _log_loss_auc(y, z):
     proba = np.column_stack([1 - p, p])
     return (log_loss_clipped(y, proba, np.array([-1.0, 1.0])),
             float(roc_auc_score(y > 0, p)))
+
+
+def _vw_logistic(train, test, y_test, workdir, extra=""):
+    """Test (log loss, AUC) of VW's one pass over `train` (its defaults, the logistic
+    loss, 2^GEOMETRY_BITS columns, and `extra`), scoring the VW file `test`."""
+    model, pred = Path(workdir) / "vw.model", Path(workdir) / "vw.pred"
+    subprocess.run([sys.executable, "-c", VW_TRAIN,
+                    f"-d {train} --loss_function logistic -b {GEOMETRY_BITS}{extra} "
+                    f"-f {model} --quiet"], check=True)
+    subprocess.run([sys.executable, "-c", VW_TRAIN,
+                    f"-d {test} -i {model} -t --quiet -p {pred}"], check=True)
+    return _log_loss_auc(y_test, np.loadtxt(pred))
+
+
+def _ours_logistic(params, X, y, X_test, y_test, sample_weight=None):
+    """Test (log loss, AUC) of `PGSClassifier(random_state=0, **params)` after one
+    partial_fit over X."""
+    est = PGSClassifier(random_state=0, **params)
+    est.partial_fit(X, y, classes=[-1.0, 1.0], sample_weight=sample_weight)
+    return _log_loss_auc(y_test, est.decision_function(X_test))
 
 
 def part_geometry(args, record, out):
@@ -498,13 +534,7 @@ def part_geometry(args, record, out):
             X_test, y_test = _vw_matrix(test)
             r = {"set": name}
             for tag, extra in (("vw", ""), ("vw_ftrl", " --ftrl")):
-                model, pred = Path(workdir) / f"{tag}.model", Path(workdir) / f"{tag}.pred"
-                subprocess.run([sys.executable, "-c", VW_TRAIN,
-                                f"-d {train} --loss_function logistic -b {GEOMETRY_BITS}"
-                                f"{extra} -f {model} --quiet"], check=True)
-                subprocess.run([sys.executable, "-c", VW_TRAIN,
-                                f"-d {test} -i {model} -t --quiet -p {pred}"], check=True)
-                r[tag] = _log_loss_auc(y_test, np.loadtxt(pred))
+                r[tag] = _vw_logistic(train, test, y_test, workdir, extra)
         runs = {"global": {}, **{f"eta {eta}": dict(geometry="adaptive", iterate="last",
                                                     radius=None, eta=eta)
                                  for eta in ("auto", 0.1, 0.5, 2.0)}}
@@ -520,6 +550,200 @@ def part_geometry(args, record, out):
         out.append(f"| {name} | " + " | ".join(cells) + " |")
         print(out[-1], file=sys.stderr, flush=True)
     out.append("")
+
+
+# ---- issue 52: small raw regression streams, and label-sorted streams -----------------
+RAW_STREAMS = ("binary_sum", "counts", "huge_feature")
+RAW_SEEDS = (0, 1, 2)
+RAW_ROWS = 2000
+
+
+def raw_stream(kind, seed, m=RAW_ROWS):
+    """(X, y, names) of a small raw regression stream: ``binary_sum``, a target that is
+    exactly x1 + x2 over two binary features; ``counts``, Poisson counts (means 3, 10,
+    1, 30) and a target in the tens (0.5, 1, 2 and 0.2 times them plus N(0, 1));
+    ``huge_feature``, two N(0, 1) columns and a third of 1e9 on 5% of the rows (0
+    elsewhere), the target x1 + 2 x2 + 3 [x3 on] + N(0, 0.01)."""
+    rng = np.random.RandomState(seed)
+    if kind == "binary_sum":
+        X = (rng.rand(m, 2) < 0.5).astype(float)
+        return X, X.sum(axis=1), ["x1", "x2"]
+    if kind == "counts":
+        X = rng.poisson([3.0, 10.0, 1.0, 30.0], size=(m, 4)).astype(float)
+        return X, X @ np.array([0.5, 1.0, 2.0, 0.2]) + rng.randn(m), ["a", "b", "c", "d"]
+    X = rng.randn(m, 3)
+    big = rng.rand(m) < 0.05
+    X[:, 2] = np.where(big, 1e9, 0.0)
+    return X, X[:, 0] + 2 * X[:, 1] + 3 * big + 0.1 * rng.randn(m), ["a", "b", "h"]
+
+
+def write_raw_vw(path, X, y, names):
+    """Rows as VW text (``label |f name:value``, zeros left out): what both tools read."""
+    with open(path, "w") as f:
+        for row, label in zip(X, y):
+            feats = " ".join(f"{n}:{v:.17g}" for n, v in zip(names, row) if v != 0)
+            f.write(f"{label:.17g} |f {feats}\n")
+
+
+def _ours_average_loss(path, *options):
+    """``onlinepgs train PATH --format vw --loss squared OPTIONS``: (its summary's average
+    loss, the progressive loss of one pass, or None; its exit status; its error line)."""
+    import onlinepgs
+    run = subprocess.run([sys.executable, "-m", "onlinepgs.cli", "train", str(path),
+                          "--format", "vw", "--loss", "squared", *options],
+                         capture_output=True, text=True,
+                         cwd=Path(onlinepgs.__file__).resolve().parents[1])
+    found = re.findall(r"^average loss = (\S+)", run.stderr, re.M)
+    error = [line for line in run.stderr.splitlines() if "error:" in line]
+    return (float(found[-1]) if found else None), run.returncode, (error[0] if error else "")
+
+
+RAW_PEERS = {"global (default)": (),
+             "adaptive (eta auto)": ("--geometry", "adaptive"),
+             **{f"adaptive eta {eta}": ("--geometry", "adaptive", "--eta", eta)
+                for eta in ("0.1", "0.5", "2")}}
+
+
+def part_raw_squared(args, record, out):
+    out += ["## Small raw regression streams, squared loss: onlinepgs train against VW", "",
+            f"Progressive average loss of one pass over {RAW_ROWS} rows of VW text (every "
+            "tool reads the same file; `raw_stream`), seeds "
+            f"{', '.join(map(str, RAW_SEEDS))}: VW's default with `--loss_function "
+            "squared` (its progress table's final average loss) and `onlinepgs train FILE "
+            "--format vw --loss squared` with the options below (sigma raced; its "
+            "summary's average loss), and each one's ratio to VW's. `exit 1`: the command "
+            "stopped (the predictions ran away).", "",
+            "| stream | seed | VW | " + " | ".join(RAW_PEERS) + " |",
+            "|---|---|---|" + "---|" * len(RAW_PEERS)]
+    with tempfile.TemporaryDirectory() as workdir:
+        for kind in RAW_STREAMS:
+            for seed in RAW_SEEDS:
+                path = Path(workdir) / f"{kind}_{seed}.vw"
+                write_raw_vw(path, *raw_stream(kind, seed))
+                run = subprocess.run([sys.executable, "-c", VW_TRAIN,
+                                      f"-d {path} --loss_function squared"],
+                                     capture_output=True, text=True, check=True)
+                vw = float(re.findall(r"average loss = ([-\d.e+]+)", run.stderr)[-1])
+                r = {"stream": kind, "seed": seed, "vw": vw}
+                cells = []
+                for tag, options in RAW_PEERS.items():
+                    loss, status, error = _ours_average_loss(path, *options)
+                    r[tag] = {"average_loss": loss, "exit": status, "error": error,
+                              "ratio_to_vw": None if loss is None else loss / vw}
+                    cells.append(f"exit {status}" if loss is None else
+                                 f"{loss:.4g} ({loss / vw:.3g}x)")
+                record.setdefault("raw_squared", []).append(r)
+                out.append(f"| {kind} | {seed} | {vw:.4g} | " + " | ".join(cells) + " |")
+                print(out[-1], file=sys.stderr, flush=True)
+    out.append("")
+
+
+SORTED_SETS = ("a9a", "imdb")
+
+
+def _sorted_and_shuffled(train, workdir, name):
+    """The training file's lines sorted by label (all -1, then all +1, each in file
+    order) and shuffled (seed 0)."""
+    lines = Path(train).read_text().splitlines(keepends=True)
+    neg = [line for line in lines if line.split(" ", 1)[0] == "-1"]
+    pos = [line for line in lines if line.split(" ", 1)[0] != "-1"]
+    perm = np.random.RandomState(SPLIT_SEED).permutation(len(lines))
+    paths = {}
+    for order, rows in (("sorted", neg + pos), ("shuffled", [lines[i] for i in perm])):
+        paths[order] = Path(workdir) / f"{name}_{order}.vw"
+        paths[order].write_text("".join(rows))
+    return paths
+
+
+def _variants_table(args, record, out, key, title, leads, sets, runs, variants):
+    """A table under `title` (lines): for each set of `sets` (of ``--sets``), each
+    variant of its training file (`variants(train, workdir, name)` yields the row's
+    leading cells, a dict of the columns `leads`, and the variant's VW file): test (log
+    loss, AUC) after one pass of each learner of `runs` (PGSClassifier parameters; a
+    line's importance weight is its sample weight) and of VW, into record[key]."""
+    out += [*title, "", f"| set | {' | '.join(leads)} | " + " | ".join([*runs, "VW"]) + " |",
+            "|---|" + "---|" * (len(leads) + len(runs) + 1)]
+    for name in sets:
+        if name not in args.sets:
+            continue
+        with tempfile.TemporaryDirectory() as workdir:
+            train, test = geometry_files(args.data_dir, name, workdir)
+            X_test, y_test = _vw_matrix(test)
+            for lead, path in variants(train, workdir, name):
+                X, y, w = _vw_matrix(path, weights=True)
+                r = {"set": name, **lead}
+                for tag, params in runs.items():
+                    r[tag] = _ours_logistic(params, X, y, X_test, y_test, w)
+                r["VW"] = _vw_logistic(path, test, y_test, workdir)
+                record.setdefault(key, []).append(r)
+                out.append("| " + " | ".join([name, *map(str, lead.values())]) + " | "
+                           + " | ".join(f"{r[t][0]:.4f} / {r[t][1]:.4f}"
+                                        for t in [*runs, "VW"]) + " |")
+                print(out[-1], file=sys.stderr, flush=True)
+    out.append("")
+
+
+def _adaptive_runs(etas):
+    """The global geometry's defaults and the adaptive geometry's at each eta."""
+    return {"global (default)": {}, **{f"adaptive eta {eta}": dict(
+        geometry="adaptive", iterate="last", radius=None, eta=eta) for eta in etas}}
+
+
+def part_sorted(args, record, out):
+    title = ["## A stream sorted by label against the same rows shuffled", "",
+             "Test log loss / AUC after one pass over the training rows sorted by label "
+             "(every -1, then every +1) and over the same rows shuffled (seed 0), every "
+             f"learner on the same VW text (2^{GEOMETRY_BITS} hashed columns, onlinepgs "
+             "with its VW reader, sigma raced); VW: its default, `--loss_function "
+             "logistic`. The standard test sets."]
+
+    def variants(train, workdir, name):
+        for order, path in _sorted_and_shuffled(train, workdir, name).items():
+            yield {"order": order}, path
+
+    _variants_table(args, record, out, "sorted", title, ["order"], SORTED_SETS,
+                    _adaptive_runs(("auto", 0.1, 0.5, 2.0)), variants)
+
+
+WEIGHT_SETS = ("a9a", "imdb")
+WEIGHT_KS = (3, 30)
+
+
+def _weighted_and_copied(train, workdir, name, k):
+    """The training file with each +1 row given importance weight k (VW's ``1 k |...``),
+    and with each +1 row written k times in its place instead."""
+    weighted, copied = [], []
+    for line in Path(train).read_text().splitlines(keepends=True):
+        label, rest = line.split(" ", 1)
+        if label == "-1":
+            weighted.append(line)
+            copied.append(line)
+        else:
+            weighted.append(f"{label} {k} {rest}")
+            copied.extend([line] * k)
+    paths = {}
+    for form, rows in (("weight k", weighted), ("k copies", copied)):
+        paths[form] = Path(workdir) / f"{name}_{form.replace(' ', '_')}_{k}.vw"
+        paths[form].write_text("".join(rows))
+    return paths
+
+
+def part_weights(args, record, out):
+    title = ["## Importance weights: a row of weight k against k copies of it", "",
+             "One pass in file order over the training rows with every +1 row of importance "
+             "weight k, and with every +1 row written k times in its place instead: test "
+             "log loss / AUC (the standard test sets; every learner on the same VW text, "
+             f"2^{GEOMETRY_BITS} hashed columns, onlinepgs with its VW reader and the "
+             "weights as sample weights, sigma raced; VW: its default, `--loss_function "
+             "logistic`)."]
+
+    def variants(train, workdir, name):
+        for k in WEIGHT_KS:
+            for form, path in _weighted_and_copied(train, workdir, name, k).items():
+                yield {"k": k, "form": form}, path
+
+    _variants_table(args, record, out, "weights", title, ["k", "form"], WEIGHT_SETS,
+                    _adaptive_runs(("auto", 0.5)), variants)
 
 
 def part_sgd(args, record, out):
@@ -803,7 +1027,8 @@ def part_race_cost(args, record, out):
 PARTS = {"grid": part_grid, "vw": part_vw, "sgd": part_sgd, "regression": part_regression,
          "cost": part_cost, "commands": part_commands, "goals": part_goals,
          "geometry": part_geometry, "race_cost": part_race_cost,
-         "geometry_l1": part_geometry_l1}
+         "geometry_l1": part_geometry_l1, "raw_squared": part_raw_squared,
+         "sorted": part_sorted, "weights": part_weights}
 
 
 def parse_sigmas(text):

@@ -136,3 +136,28 @@ def test_bad_arguments_say_why(tmp_path, capsys, argv, says):
     with pytest.raises(SystemExit):
         bench_auto.main(["--data-dir", str(tmp_path), *argv])
     assert says in capsys.readouterr().err
+
+
+def test_a_weighted_file_and_its_copies_hold_the_same_weighted_rows(tmp_path):
+    """`--parts weights`: every +1 line of weight k in one file, written k times in the
+    other; read back (`_vw_matrix`), the weighted rows' weights sum to the copies' count
+    and each weighted row is the copied one."""
+    train = tmp_path / "t.vw"
+    train.write_text("-1 |f a:1 b:2\n1 |f c:3\n-1 |f a:2\n1 |f b:1 c:1\n")
+    paths = bench_auto._weighted_and_copied(train, tmp_path, "t", 3)
+    Xw, yw, w = bench_auto._vw_matrix(paths["weight k"], weights=True)
+    Xc, yc, wc = bench_auto._vw_matrix(paths["k copies"], weights=True)
+    assert list(w) == [1, 3, 1, 3] and np.all(wc == 1) and w.sum() == len(yc) == 8
+    copies_of = np.repeat(np.arange(4), [1, 3, 1, 3])
+    assert (abs(Xc - Xw[copies_of]).sum() == 0) and np.array_equal(yc, yw[copies_of])
+
+
+def test_the_raw_streams_are_what_they_say():
+    """`--parts raw_squared`: x1 + x2 exactly over binary features; a 1e9 feature on
+    about 5% of the rows; counts with a target in the tens."""
+    X, y, _ = bench_auto.raw_stream("binary_sum", 0)
+    assert set(np.unique(X)) == {0.0, 1.0} and np.array_equal(y, X[:, 0] + X[:, 1])
+    X, y, _ = bench_auto.raw_stream("huge_feature", 0)
+    assert set(np.unique(X[:, 2])) == {0.0, 1e9} and 0.03 < np.mean(X[:, 2] > 0) < 0.07
+    X, y, _ = bench_auto.raw_stream("counts", 0)
+    assert np.all(X == np.round(X)) and 10 < np.mean(y) < 30
