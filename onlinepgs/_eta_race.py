@@ -24,8 +24,8 @@ calls.
 """
 import math
 
-from onlinepgs._race import (CLASSIFICATION, EVIDENCE, Decision, SigmaSchedule,
-                             _finite_or_none, _loss_between)
+from onlinepgs._race import (Decision, SigmaSchedule, _finite_or_none, _loss_between,
+                             evidence_for)
 
 __all__ = ["EtaSchedule", "ETAS", "DECIDE_AT"]
 
@@ -65,8 +65,7 @@ class EtaSchedule:
                              f"after 2 rows or more, got {batch_size!r}, {decide_at!r}")
         self.loss, self.n_problems, self.batch_size = loss, int(n_problems), 1
         self.decide_at, self.mark_at = int(decide_at), int(decide_at) // 2
-        self.evidence = float((EVIDENCE if loss in CLASSIFICATION else 0.0)
-                              if evidence is None else evidence)
+        self.evidence = evidence_for(loss, evidence)
         self.options = dict(options)
         self.families = {eta: SigmaSchedule(loss, n_problems=n_problems, batch_size=1,
                                             eta=eta, first_id=k * ID_STRIDE,
@@ -157,8 +156,9 @@ class EtaSchedule:
                     fork.append((parent, sigma))
                     forks.append(child)
         if self.eta is None and n_rows == self.mark_at:
-            for rid in self.runs:
-                parent = self.runs[rid].parent if rid not in sums else rid
+            runs = self.runs  # one merge of the families' runs, not one a lookup
+            for rid in runs:
+                parent = runs[rid].parent if rid not in sums else rid
                 self.marks[rid] = dict(sums[parent])
                 self.origin[rid] = rid
         if self.eta is None and n_rows == self.decide_at:
@@ -187,11 +187,15 @@ class EtaSchedule:
             out[eta] = (_loss_between(sums[rid], then), rid, then)
         return out
 
+    def _least(self, losses):
+        """The rate of the least window loss (`_window_losses`); ties keep the default."""
+        return min(losses, key=lambda e: (losses[e][0], e != self.default))
+
     def _choose(self, n_rows, sums):
         """The family kept: the lowest window loss; the default's when that window holds
         less than `evidence` of its loss (too few mistakes to tell the rates apart)."""
         losses = self._window_losses(n_rows, sums)
-        best = min(losses, key=lambda e: (losses[e][0], e != self.default))
+        best = self._least(losses)
         if self.default in losses and best != self.default:
             _, rid, then = losses[self.default]
             mass = sums[rid]["sum_weighted_loss"] - (then["sum_weighted_loss"] if then else 0.0)
@@ -220,9 +224,7 @@ class EtaSchedule:
         if live is not None:
             sums = sums()
         losses = self._window_losses(n_rows, sums)
-        if not losses:
-            return None
-        return losses[min(losses, key=lambda e: (losses[e][0], e != self.default))][1]
+        return losses[self._least(losses)][1] if losses else None
 
     def discard(self, run_id, n_rows, reason="diverged"):
         """Remove a run that diverged; a family left with no run ends there."""

@@ -43,6 +43,14 @@ EVIDENCE = 3 * math.log(2.0)
 CLASSIFICATION = ("hinge", "logistic", "squared_hinge", "smooth_hinge")
 
 
+def evidence_for(loss, evidence=None):
+    """The least summed loss of a window that may move a race's lead: `evidence`, or by
+    default `EVIDENCE` for the classification losses and 0 for the regression ones
+    (which have no unit of information: their windows are judged as they are)."""
+    return float((EVIDENCE if loss in CLASSIFICATION else 0.0)
+                 if evidence is None else evidence)
+
+
 def progressive_sums(state):
     """The progressive sums of a `PGSState` (DESIGN-34, section 1), as a dict.
 
@@ -151,9 +159,7 @@ class SigmaSchedule:
         self.burn, self.chase = float(burn), bool(chase)
         self.start_sigmas = sorted({self._nearest(float(x)) for x in start}, reverse=True)
         self.patience = patience
-        # regression losses have no unit of information: their duels are judged as before
-        self.evidence = float((EVIDENCE if loss in CLASSIFICATION else 0.0)
-                              if evidence is None else evidence)
+        self.evidence = evidence_for(loss, evidence)
         self.eta = None if eta is None else float(eta)  # every run's (a race of eta)
         self.runs = {}  # live runs: run_id -> Run
         self.next_id = int(first_id)

@@ -34,18 +34,20 @@ _MULTINOMIAL, _CRAMMER_SINGER = 1, 2  # _multiclass.pxd's MC_* codes
 _SEEN = weakref.WeakKeyDictionary()
 
 
-def zero_model_loss(state, y, classifier):
-    """The largest loss of predicting 0 on the rows with core labels `y`, as the core sums
-    a row's loss over its problems: K l(0; 1) one-vs-rest (1 problem when binary), log K
-    multinomial, 1 Crammer-Singer, max l(0; y_i) for a regression (0 without rows)."""
+def zero_model_loss(state, y, rows, classifier):
+    """The largest loss of predicting 0 on the rows `rows` of the core labels `y`, as the
+    core sums a row's loss over its problems: K l(0; 1) one-vs-rest (1 problem when
+    binary), log K multinomial, 1 Crammer-Singer, max l(0; y_i) for a regression (0
+    without rows; the labels gathered only there)."""
     if classifier and state.multiclass and state.mc_code == _MULTINOMIAL:
         return math.log(state.n_problems)
     if classifier and state.multiclass and state.mc_code == _CRAMMER_SINGER:
         return 1.0
     if classifier:
         return state.n_problems * float(loss_value_py(state.loss, 0.0, 1.0, state.epsilon))
-    if len(y) == 0:
+    if len(rows) == 0:
         return 0.0
+    y = np.asarray(y)[rows]
     return float(np.max(loss_value_py(state.loss, np.zeros(len(y)), y, state.epsilon)))
 
 
@@ -80,7 +82,7 @@ def largest_value(X, rows):
     return row, column, value, float(np.median(sizes[sizes > 0]))
 
 
-def runaway_reason(loss, mean, zero, X, rows, geometry):
+def runaway_reason(loss, mean, zero, X, rows):
     """Why the call's predictions ran away and what helps, in one sentence (and the row
     of the call's largest value, or None)."""
     found = largest_value(X, rows) if X is not None else None
@@ -89,11 +91,9 @@ def runaway_reason(loss, mean, zero, X, rows, geometry):
         row, column, value, median = found
         where = (f"; the largest value of this call, {value:.3g} in column {column}, is "
                  f"{abs(value) / median:.2g} times the median column's largest")
-    if geometry == "adaptive":
-        advice = "scale the labels, or use a larger sigma"
-    else:
-        advice = ("use geometry='adaptive' (a step per coordinate on features divided by "
-                  "their scales) or scale the features")
+    # only the global geometry's calls are checked (`check`)
+    advice = ("use geometry='adaptive' (a step per coordinate on features divided by "
+              "their scales) or scale the features")
     return (f"the predictions ran away: the mean progressive {loss!r} loss of this call, "
             f"{mean:.3g} a row, is over a million times the largest loss of predicting 0 "
             f"({zero:.3g}), although the model stays finite (one step size for every "
@@ -111,7 +111,7 @@ def check(learner, state, X, y, order, classifier, before):
     if state.adaptive or not (state.radius_auto or math.isfinite(state.radius)):
         return None
     rows = np.asarray(order)
-    zero = zero_model_loss(state, np.asarray(y)[rows], classifier)
+    zero = zero_model_loss(state, y, rows, classifier)
     if before[1] > 0:  # the state goes on (a new one counts from its first rows)
         zero = max(zero, _SEEN.get(learner, 0.0))
     _SEEN[learner] = zero
@@ -121,5 +121,4 @@ def check(learner, state, X, y, order, classifier, before):
     mean = (state.sum_weighted_loss_reported - before[0]) / weight
     if not (math.isfinite(mean) and mean > RATIO * zero):  # NaN, inf: `_check_finite`'s
         return None
-    return runaway_reason(state.loss, mean, zero, X, rows,
-                          "adaptive" if state.adaptive else "global")
+    return runaway_reason(state.loss, mean, zero, X, rows)

@@ -291,7 +291,10 @@ def _sigma_note(est):
         chosen = [r for r in path if r["event"] == "eta"]
         how = (f"chosen at row {chosen[-1]['rows']:,}" if chosen else
                "racing on: the run of least progressive loss so far")
-        lines.append(f"eta = {est.eta_:g} (auto: 0.1, 0.5 and 2 raced; {how})")
+        from onlinepgs._eta_race import ETAS  # the rates, from their one home
+
+        rates = ", ".join(f"{e:g}" for e in ETAS[:-1]) + f" and {ETAS[-1]:g}"
+        lines.append(f"eta = {est.eta_:g} (auto: {rates} raced; {how})")
     return lines
 
 
