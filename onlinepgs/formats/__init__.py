@@ -45,7 +45,7 @@ def _module(name, fmt):
 
 
 def open_reader(source, fmt, *, chunk_rows=10_000, spec=None, zero_based="auto",
-                on_error="raise", audit=None, columns=None):
+                on_error="raise", audit=None, columns=None, crossed=False):
     """A reader of `source` in format `fmt`.
 
     Parameters
@@ -66,6 +66,9 @@ def open_reader(source, fmt, *, chunk_rows=10_000, spec=None, zero_based="auto",
         The format's own options: CSV/TSV column roles (``label``, ``weight``,
         ``categorical``, ``numeric``, ``ignore``, ``delimiter``, ...); VW text's
         ``vw_numbers`` (see `iter_vw`).
+    crossed : bool
+        Namespaced formats with interactions only: chunks of
+        `onlinepgs.features.CrossedRows`, which a PGS learner crosses in its pass.
 
     Returns
     -------
@@ -86,7 +89,7 @@ def open_reader(source, fmt, *, chunk_rows=10_000, spec=None, zero_based="auto",
         spec = FeatureSpec(DEFAULT_BITS)
     hashing = {"n_bits": spec.n_bits, "hash_seed": spec.hash_seed,
                "interactions": tuple(spec.interactions), "chunk_rows": chunk_rows,
-               "on_error": on_error, "audit": audit}
+               "on_error": on_error, "audit": audit, "crossed": crossed}
     if fmt == "vw":
         return iter_vw(source, **hashing, **(columns or {}))
     if fmt == "json":
