@@ -17,6 +17,7 @@ compile_args = ["-O3", "-fno-math-errno", "--param=large-function-growth=2000",
 C_SOURCES = {"_svmlight": ["onlinepgs/_core/svmlight_parser.c"]}
 # _vw includes svmlight_parser.c in its source (`cdef extern from`), to inline it
 C_HEADERS = {"_svmlight": ["onlinepgs/_core/svmlight_parser.h"],
+             "_features": ["onlinepgs/_core/rank_sort.h"],
              "_vw": ["onlinepgs/_core/svmlight_parser.h", "onlinepgs/_core/svmlight_parser.c"]}
 extensions = [
     Extension(

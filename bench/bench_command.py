@@ -45,7 +45,22 @@ its hour) and ``flight_delays_100k.csv.gz`` (US departures; ``DepTime`` becomes 
     python bench/bench_command.py --logs --data-dir DATA --repeats 5 --scale 10 \
         --out docs/bench/command.md#logs
 
-Needs ``pip install vowpalwabbit`` (and scikit-learn for ``--logs``).
+``--clicks`` mode, issue 53's interactions on the fly: an Avazu-shaped click log in VW
+text, made by this script in a temporary directory (`write_clicks`: namespaces site,
+app, device, user and context of hashed categoricals drawn from Zipf laws, 22 features a
+row, clicks at about 17% by a logistic model with crossed site x device-model and
+app x device-type effects; ``--rows`` training rows, a quarter of that held out),
+``onlinepgs train clicks.vw -b 18 [INTERACTIONS] -o m.pgs --quiet`` against VW's driver
+with ``-d clicks.vw --loss_function logistic -b 18 [INTERACTIONS]``, for no
+interactions, ``-q sd`` and ``--interactions sda`` (triples): whole processes timed as
+above (``--repeats`` runs in turn after a warm-up, medians, the median of the per-pair
+ratios of wall and of CPU seconds, peak RSS), and test ROC AUC / log loss of each tool's
+model on the held-out rows.
+
+    python bench/bench_command.py --clicks --rows 500000 --repeats 5 \
+        --out docs/bench/command.md#clicks
+
+Needs ``pip install vowpalwabbit`` (and scikit-learn for ``--logs`` and ``--clicks``).
 """
 import argparse
 import compileall
@@ -270,6 +285,113 @@ def scores(name, paths, interactions, work, env, y_test):
             "vw": (roc_auc_score(y_test, p_vw), log_loss(y_test, clip(p_vw)))}
 
 
+# ---- --clicks mode --------------------------------------------------------------------
+# (namespace, [(feature, values, Zipf exponent)]): Avazu's columns, their cardinalities
+# cut down (device id and ip) so that the generator stays quick
+CLICK_COLUMNS = [
+    ("site", [("id", 4700, 1.2), ("dom", 7700, 1.2), ("cat", 26, 1.5)]),
+    ("app", [("id", 8500, 1.3), ("dom", 560, 1.4), ("cat", 36, 1.6)]),
+    ("device", [("id", 300000, 1.05), ("ip", 600000, 1.02), ("model", 8000, 1.1),
+                ("type", 5, 2.0), ("conn", 4, 2.0)]),
+    ("user", [("c14", 2600, 1.1), ("c15", 8, 2.0), ("c16", 9, 2.0), ("c17", 435, 1.2),
+              ("c18", 4, 2.0), ("c19", 68, 1.3), ("c20", 172, 1.2), ("c21", 60, 1.3)]),
+    ("context", [("hour", 24, 0.0), ("c1", 7, 2.0), ("pos", 7, 2.0)]),
+]
+CLICK_INTERACTIONS = {"none": [], "-q sd": ["-q", "sd"], "--interactions sda":
+                      ["--interactions", "sda"]}
+
+
+def write_clicks(path, n_rows, seed):
+    """An Avazu-shaped click log of n_rows lines in VW text at `path` (module docstring);
+    the generating model is the same for every seed. Returns the labels (0/1)."""
+    rng = np.random.default_rng(seed)
+    model = np.random.default_rng(12345)
+    logit = np.full(n_rows, -0.75)
+    codes, parts = {}, []
+    for ns, features in CLICK_COLUMNS:
+        tokens = []
+        for name, values, exponent in features:
+            p = np.arange(1, values + 1, dtype=float) ** -exponent
+            codes[ns, name] = k = rng.choice(values, size=n_rows, p=p / p.sum())
+            logit += model.normal(0, 0.35, values)[k]
+            salt = sum(map(ord, ns + name)) * 40503
+            vocab = np.array([f"{name}_{(v * 2654435761 + salt) & 0xFFFFFFFF:08x}"
+                              for v in range(values)])
+            tokens.append(vocab[k])
+        parts.append((ns, tokens))
+    for a, b in ((("site", "id"), ("device", "model")), (("app", "id"), ("device", "type"))):
+        logit += model.normal(0, 0.6, 4096)[(codes[a] * 7919 + codes[b] * 104729) % 4096]
+    y = rng.random(n_rows) < 1 / (1 + np.exp(-logit))
+    with open(path, "w") as f:
+        for i in range(n_rows):
+            f.write(("1" if y[i] else "-1") + "".join(
+                f" |{ns} " + " ".join(t[i] for t in tokens) for ns, tokens in parts) + "\n")
+    return y.astype(int)
+
+
+def run_clicks(args, given):
+    """--clicks: the click log with and without interactions against VW (module
+    docstring); returns the record's text."""
+    from sklearn.metrics import log_loss, roc_auc_score
+
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    compileall.compile_dir(str(REPO / "onlinepgs"), quiet=1)
+    rows, goals, load = [], [], os.getloadavg()[0]
+    clip = lambda p: np.clip(p, 1e-15, 1 - 1e-15)  # noqa: E731
+    with tempfile.TemporaryDirectory(prefix="onlinepgs-clicks-") as tmp:
+        work = Path(tmp)
+        train, test = work / "clicks.vw", work / "clicks_test.vw"
+        write_clicks(train, args.rows, 1)
+        y_test = write_clicks(test, max(args.rows // 4, 1), 2)
+        size = os.path.getsize(train) / 1e6
+        for tag, options in CLICK_INTERACTIONS.items():
+            ours = [sys.executable, "-m", "onlinepgs.cli", "train", str(train), "-b",
+                    str(BITS), *options, "-o", str(work / "m.pgs"), "--quiet"]
+            theirs = vw_driver(f"-d {train} --loss_function logistic -b {BITS} "
+                               f"{' '.join(options)} -f {work / 'm.vw'} --quiet")
+            runs = compare({"ours": ours, "vw": theirs}, args.repeats, env)
+            med = statistics.median
+            a_wall, a_cpu, a_mib = (med(r[i] for r in runs["ours"]) for i in range(3))
+            b_wall, b_cpu, b_mib = (med(r[i] for r in runs["vw"]) for i in range(3))
+            speed, cpu_speed = ratio(runs["ours"], runs["vw"]), ratio(runs["ours"], runs["vw"], 1)
+            out = subprocess.run([sys.executable, "-m", "onlinepgs.cli", "predict",
+                                  str(work / "m.pgs"), str(test), "--kind", "probabilities"],
+                                 check=True, env=env, capture_output=True,
+                                 text=True).stdout.splitlines()
+            classes = out[0].split(":", 1)[1].split()
+            p_ours = np.array([float(line.split()[classes.index("1")]) for line in out[1:]])
+            pred = work / "pred.vw.txt"
+            subprocess.run(vw_driver(f"-t -i {work / 'm.vw'} -d {test} -p {pred} "
+                                     "--link logistic --quiet"), check=True, env=env)
+            p_vw = np.array([float(line.split()[0]) for line in pred.read_text().splitlines()])
+            auc = (roc_auc_score(y_test, p_ours), roc_auc_score(y_test, p_vw))
+            rows.append(f"| {tag} | {auc[0]:.4f} / {log_loss(y_test, clip(p_ours)):.4f} | "
+                        f"{auc[1]:.4f} / {log_loss(y_test, clip(p_vw)):.4f} | "
+                        f"{a_wall:.2f} / {a_cpu:.2f} / {a_mib:.0f} | "
+                        f"{b_wall:.2f} / {b_cpu:.2f} / {b_mib:.0f} | {speed:.2f} | "
+                        f"{cpu_speed:.2f} |")
+            print(rows[-1], flush=True)
+            want = {"none": None, "-q sd": 1.5, "--interactions sda": 1.2}[tag]
+            if want is not None:
+                met = speed >= want and auc[0] >= auc[1]
+                goals.append(f"| `train {tag}` at least {want}x VW's speed, test AUC no "
+                             f"lower | {speed:.2f}x (wall; CPU {cpu_speed:.2f}x), AUC "
+                             f"{auc[0]:.4f} against {auc[1]:.4f} | "
+                             f"{'met' if met else '**not met**'} |")
+    head = ("| interactions | onlinepgs test AUC / log loss | VW test AUC / log loss | "
+            "onlinepgs train: wall s / cpu s / MiB | VW: wall s / cpu s / MiB | "
+            "VW wall / ours | VW cpu / ours |\n|---|---|---|---|---|---|---|")
+    cmd = "python bench/bench_command.py " + " ".join(shlex.quote(a) for a in given)
+    return (f"# An Avazu-shaped click log in VW text against Vowpal Wabbit\n\n`{cmd}`\n\n"
+            f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load "
+            f"average {load:.1f} at the start and {os.getloadavg()[0]:.1f} at the end, "
+            f"{args.rows:,} training rows "
+            f"({size:.0f} MB), {max(args.rows // 4, 1):,} held out, -b {BITS}, "
+            f"{args.repeats} interleaved runs, medians.\n\n{head}\n" + "\n".join(rows)
+            + "\n\n| goal (issue 53) | figure | met? |\n|---|---|---|\n"
+            + "\n".join(goals) + "\n")
+
+
 def run_logs(args, given):
     """--logs: the CSV logs against VW (module docstring); returns the record's text."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -320,12 +442,22 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--copies", type=int, default=5, help="copies of IMDB's training "
                         "rows in the large file")
+    parser.add_argument("--clicks", action="store_true", help="an Avazu-shaped click log "
+                        "that this script makes, with and without interactions, instead "
+                        "of IMDB")
+    parser.add_argument("--rows", type=int, default=500_000, help="--clicks: training rows")
     parser.add_argument("--sets", default="talkingdata,flights", help="--logs: the logs")
     parser.add_argument("--scale", type=int, default=10, help="--logs: copies of a log's "
                         "training rows in the large file")
     parser.add_argument("--out", help="write the markdown report here too (FILE#NAME: as "
                         "the section NAME of FILE, bench/_record.py)")
     args = parser.parse_args(argv)
+    if args.clicks:
+        report = run_clicks(args, sys.argv[1:] if argv is None else argv)
+        print(report)
+        if args.out:
+            write_record(args.out, report)
+        return
     if not args.data_dir:
         parser.error("--data-dir (or $ONLINEPGS_DATA) is needed")
     if args.logs:

@@ -138,8 +138,20 @@ def as_matrix(X, n_bits, hash_seed, n_features=None, dense=None, interactions=()
     (`onlinepgs._core._hashing.records_to_rows`: string values, nested namespaces) and
     ``interactions`` (normalized, `onlinepgs.features.parse_interactions`) are generated
     from them; a matrix has no namespaces to cross, so with interactions it is refused
-    unless its columns already hold them (`onlinepgs.features.expanded_input`).
+    unless its columns already hold them (`onlinepgs.features.expanded_input`). A
+    reader's `onlinepgs.features.CrossedRows` becomes its matrix when its hashing is
+    this one's (else an error).
     """
+    from_reader = getattr(X, "spec", None)
+    if from_reader is not None and hasattr(X, "to_csr"):
+        from onlinepgs.features import FeatureSpec
+
+        if (n_bits, hash_seed, tuple(interactions or ())) != (
+                from_reader.n_bits, from_reader.hash_seed, from_reader.interactions):
+            mine = FeatureSpec(n_bits, hash_seed, tuple(interactions or ()))
+            raise ValueError(f"these rows were read as {from_reader}, the model hashes as "
+                             f"{mine}: read them with the model's hashing")
+        return X.to_csr()
     if is_records(X):
         try:
             missing = X.index(None)  # compared by identity first: C speed

@@ -489,12 +489,16 @@ class SigmaRace:
         """The state to report now (`SigmaSchedule.leader`)."""
         return self.states[self.leader_id]
 
-    def advance(self, n, train, diverged=(FloatingPointError,)):
+    def advance(self, n, train, diverged=(FloatingPointError,), train_all=None):
         """Train every live run on the next n rows, deciding at the schedule's checks.
 
         ``train(state, start, stop)`` trains a state on rows [start, stop) of the caller's
         n rows. A run whose training raises one of `diverged` is discarded (recorded in the
-        path); if every run has, RaceDivergedError carries their errors.
+        path); if every run has, RaceDivergedError carries their errors. With
+        ``train_all(states, start, stop)``, the live runs' states (in the order of their
+        ids) are trained on those rows together first (rows crossed in the pass, made
+        once for them all: `onlinepgs._core._pgs.run_crossed`), and ``train`` then only
+        raises each one's divergence.
         """
         done, errors = 0, []
         while done < n:
@@ -504,6 +508,8 @@ class SigmaRace:
                 raise RuntimeError(f"the schedule's next check ({check}) is not after row "
                                    f"{self.n_rows}")
             stop = n if check is None else min(n, done + check - self.n_rows)
+            if train_all is not None:
+                train_all([self.states[rid] for rid in sorted(self.states)], done, stop)
             self._each(lambda state: train(state, done, stop), diverged,
                        self.n_rows + stop - done, errors)
             self.n_rows += stop - done

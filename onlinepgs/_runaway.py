@@ -85,6 +85,8 @@ def largest_value(X, rows):
 def runaway_reason(loss, mean, zero, X, rows):
     """Why the call's predictions ran away and what helps, in one sentence (and the row
     of the call's largest value, or None)."""
+    if hasattr(X, "crossing"):  # rows crossed in the pass: their matrix, made here
+        X = X.to_csr()
     found = largest_value(X, rows) if X is not None else None
     where, row = "", None
     if found is not None:

@@ -36,8 +36,8 @@ import numpy as np
 from onlinepgs._options import parse_interactions  # noqa: F401 (the rule's home)
 
 __all__ = ["DEFAULT_NAMESPACE", "RAW_COLUMN", "WILDCARD", "NamespacedRows", "FeatureSpec",
-           "namespace_seed", "parse_interactions", "to_matrix", "interaction_names",
-           "expanded_input", "input_is_expanded"]
+           "CrossedRows", "namespace_seed", "parse_interactions", "to_matrix", "chunk_of",
+           "interaction_names", "expanded_input", "input_is_expanded"]
 
 DEFAULT_NAMESPACE = 32  # b" ": the namespace of features given outside any namespace
 RAW_COLUMN = 0  # an integer feature given as a column index: not hashed, not signed
@@ -68,6 +68,45 @@ class NamespacedRows:
     @property
     def n_rows(self):
         return self.indptr.shape[0] - 1
+
+    def take(self, rows):
+        """The rows `rows` (a slice or integer indices), as NamespacedRows of their own
+        (names, when kept, follow their entries)."""
+        indptr = np.asarray(self.indptr, dtype=np.int64)
+        if isinstance(rows, slice):
+            first, stop, step = rows.indices(self.n_rows)
+            if step == 1:
+                stop = max(stop, first)
+                a, b = int(indptr[first]), int(indptr[stop])
+                return NamespacedRows(self.ns[a:b], self.hashes[a:b], self.values[a:b],
+                                      indptr[first:stop + 1] - a,
+                                      None if self.names is None else self.names[a:b])
+            rows = np.arange(first, stop, step)
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if rows.size and (rows.min() < -self.n_rows or rows.max() >= self.n_rows):
+            raise IndexError(f"row index out of range for {self.n_rows} rows")
+        rows = np.where(rows < 0, rows + self.n_rows, rows)
+        lengths = indptr[rows + 1] - indptr[rows]
+        out_ptr = np.zeros(rows.size + 1, dtype=np.int64)
+        np.cumsum(lengths, out=out_ptr[1:])
+        # each kept entry's place in the chunk: its row's start plus its rank in the row
+        at = np.repeat(indptr[rows] - out_ptr[:-1], lengths) + np.arange(out_ptr[-1])
+        return NamespacedRows(self.ns[at], self.hashes[at], self.values[at], out_ptr,
+                              None if self.names is None else [self.names[i] for i in at])
+
+    @classmethod
+    def stack(cls, parts):
+        """The rows of `parts` (NamespacedRows) one after the other."""
+        starts = np.cumsum([0] + [int(p.indptr[-1]) for p in parts[:-1]])
+        names = None
+        if all(p.names is not None for p in parts):
+            names = [n for p in parts for n in p.names]
+        return cls(np.concatenate([p.ns for p in parts]),
+                   np.concatenate([p.hashes for p in parts]),
+                   np.concatenate([p.values for p in parts]),
+                   np.concatenate([np.asarray(parts[0].indptr[:1], dtype=np.int64)] + [
+                       np.asarray(p.indptr[1:], dtype=np.int64) + s
+                       for p, s in zip(parts, starts)]), names)
 
 
 @dataclass
@@ -128,6 +167,106 @@ def to_matrix(rows, spec, audit=None):
         np.ascontiguousarray(rows.values, dtype=np.float64),
         np.ascontiguousarray(rows.indptr, dtype=np.int64), int(spec.n_bits), letters, orders)
     return csr(data, indices, indptr, (rows.n_rows, 1 << int(spec.n_bits)), canonical=True)
+
+
+def chunk_of(rows, spec, audit=None, crossed=False):
+    """A reader's chunk of `rows` under `spec`: the CSR matrix (`to_matrix`), or with
+    `crossed` and interactions to make, `CrossedRows` (crossed by the PGS pass, a row at
+    a time). ``audit.add(rows, spec)`` is called first when an audit collector is
+    given."""
+    if crossed and spec.interactions and spec.n_bits <= 31:
+        if audit is not None:
+            audit.add(rows, spec)
+        return CrossedRows(rows, spec)
+    return to_matrix(rows, spec, audit)
+
+
+class CrossedRows:
+    """A chunk of namespaced rows whose interactions are made as the PGS pass reaches
+    each row, never as a chunk: the rows of ``to_matrix(rows, spec)``, bit for bit,
+    without the crossed matrix.
+
+    The command's readers give such chunks to a PGS learner that reads its rows one at a
+    time (``batch_size=1``; `PGSLearner` says when); everything else takes the matrix
+    (`to_csr`): a learner that cannot cross in its pass, the predictions of a chunk's
+    rows, an error's diagnosis. ``shape`` is the matrix's; rows are taken with
+    ``X[rows]`` (a slice or integer indices).
+
+    Parameters
+    ----------
+    rows : NamespacedRows
+    spec : FeatureSpec
+        Its interactions normalized (`parse_interactions`), n_bits <= 31.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from onlinepgs.features import CrossedRows, FeatureSpec, NamespacedRows, to_matrix
+    >>> rows = NamespacedRows(ns=np.array([97, 98], np.uint8), hashes=np.array([3, 5], np.uint32),
+    ...                       values=np.array([2.0, 0.5]), indptr=np.array([0, 2]))
+    >>> spec = FeatureSpec(n_bits=4, interactions=("ab",))
+    >>> X = CrossedRows(rows, spec)
+    >>> X.shape, X.to_csr().indices.tolist() == to_matrix(rows, spec).indices.tolist()
+    ((1, 16), True)
+    """
+
+    def __init__(self, rows, spec):
+        self.rows = NamespacedRows(np.ascontiguousarray(rows.ns, dtype=np.uint8),
+                                   np.ascontiguousarray(rows.hashes, dtype=np.uint32),
+                                   np.ascontiguousarray(rows.values, dtype=np.float64),
+                                   np.ascontiguousarray(rows.indptr, dtype=np.int64),
+                                   rows.names)
+        self.spec = FeatureSpec(int(spec.n_bits), int(spec.hash_seed),
+                                parse_interactions(spec.interactions))
+        self._crossing = self._finite = None
+
+    @property
+    def shape(self):
+        return (self.rows.n_rows, 1 << self.spec.n_bits)
+
+    def __len__(self):
+        return self.rows.n_rows
+
+    def __getitem__(self, rows):
+        if isinstance(rows, (int, np.integer)):
+            rows = [rows]
+        return CrossedRows(self.rows.take(rows), self.spec)
+
+    def stacked(self, other):
+        """The rows of self, then those of `other` (CrossedRows of the same spec)."""
+        return CrossedRows(NamespacedRows.stack([self.rows, other.rows]), self.spec)
+
+    def to_csr(self):
+        """The chunk as its CSR matrix (`to_matrix`): what a learner that does not cross
+        in its pass trains on."""
+        return to_matrix(self.rows, self.spec)
+
+    @property
+    def nnz(self):
+        """The matrix's stored entries (made by `to_csr`)."""
+        return self.to_csr().nnz
+
+    def crossing(self):
+        """The compiled chunk the pass crosses (`onlinepgs._core._features.Crossing`),
+        made once."""
+        if self._crossing is None:
+            from onlinepgs._core._features import Crossing
+
+            letters, orders = _letters(self.spec.interactions)
+            self._crossing = Crossing(self.rows.ns, self.rows.hashes, self.rows.values,
+                                      self.rows.indptr, self.spec.n_bits, letters, orders)
+        return self._crossing
+
+    def products_finite(self):
+        """Whether every value, and every product of up to 3 of them, is finite (a
+        crossed value that overflows is refused, naming its row, by the matrix's
+        checks); found once."""
+        if self._finite is None:
+            values = self.rows.values
+            with np.errstate(over="ignore"):
+                top = np.abs(values).max() if values.size else 0.0
+                self._finite = bool(np.isfinite(top) and np.isfinite(top ** 3))
+        return self._finite
 
 
 def _tuples(ns, letters):

@@ -27,10 +27,12 @@ from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,
                              _training, _unchanged_on_error)
 from onlinepgs._checks import AtRows, check_random_state, is_records, py, row_of_entry
 from onlinepgs._core import PGSState
-from onlinepgs._core._pgs import finite_at_columns, power_is_cheap, row_power_sums
+from onlinepgs._core._pgs import (finite_at_columns, power_is_cheap, row_power_sums,
+                                  run_crossed)
 from onlinepgs._event import EventClassifier, EventLearner
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs._layout import StateLayout
+from onlinepgs.features import CrossedRows
 from onlinepgs.model import LinearModel
 
 __all__ = ["PGSClassifierLearner", "PGSRegressorLearner", "PGSDivergedError",
@@ -269,14 +271,17 @@ def _finite_after(state, X):
                                                    state.norm_a, state.scale_a)):
             return False
         block = state.block_a
-        if not sp.issparse(X) or block.size <= 4 * (X.nnz + X.shape[0]):
+        crossed = isinstance(X, CrossedRows)  # its entries: at most the crossing's bound
+        nnz = X.crossing().entries if crossed else X.nnz if sp.issparse(X) else None
+        if nnz is None or block.size <= 4 * (nnz + X.shape[0]):
             return bool(np.isfinite(block).all() and np.isfinite(state.snap_a).all())
         if state.need_norm:
             return True
         # the intercept's coordinate 0 and each entry's column + 1 (repeats cost less
-        # than sorting them out), in compiled code: a gather of the rows would copy
-        # them all (on wide rows it took 2-3x the pass itself)
-        return finite_at_columns(block, X.indices)
+        # than sorting them out; crossed rows' columns made again, unsorted), in
+        # compiled code: a gather of the rows would copy them all (on wide rows it took
+        # 2-3x the pass itself)
+        return finite_at_columns(block, X.crossing().columns() if crossed else X.indices)
 
 
 def _heaviest_row(X, sw):
@@ -284,6 +289,8 @@ def _heaviest_row(X, sw):
     whose gradient moves the solver's sums most (error path only)."""
     if X is None:
         return None, None
+    if isinstance(X, CrossedRows):
+        X = X.to_csr()
     with np.errstate(over="ignore"):
         if sp.issparse(X):
             # max over each row's stored |x_ij| (0 for an empty row), without scipy
@@ -472,12 +479,27 @@ class PGSLearner(EventLearner, LinearLearner):
         """Train every live run of the race on the rows of `order`; a run that diverges
         is dropped (the race's path says so), unless every run has: then the last
         run's error is raised."""
+        crossed = isinstance(X, CrossedRows)
+        before = {}  # crossed: each run's sums before train_all, for the runaway check
+
         def train(state, start, stop):
             # the finiteness guard once a call (below), not once a piece: it is O(width)
-            self._run(state, X, y, sw, order[start:stop], self._classifier, power_sums,
-                      guard=False)
+            if crossed:  # trained by train_all with the other runs
+                self._after_pass(state, X, y, sw, order[start:stop], self._classifier,
+                                 before.pop(id(state)), guard=False)
+            else:
+                self._run(state, X, y, sw, order[start:stop], self._classifier, power_sums,
+                          guard=False)
+
+        def train_all(states, start, stop):
+            before.update({id(state): (state.sum_weighted_loss_reported, state.sum_weight)
+                           for state in states})
+            # each row crossed once for every run (`run_crossed`)
+            run_crossed(states, X.shape[1], y, sw, order[start:stop], self._classifier,
+                        X.crossing(), power_sums)
         try:
-            race.advance(len(order), train, diverged=(PGSDivergedError,))
+            race.advance(len(order), train, diverged=(PGSDivergedError,),
+                         train_all=train_all if crossed else None)
             race.check(lambda state: self._check_finite(state, X, sw),
                        diverged=(PGSDivergedError,))
         except _race.RaceDivergedError as exc:
@@ -583,17 +605,49 @@ class PGSLearner(EventLearner, LinearLearner):
             sums[filled] = np.add.reduceat(powers, X.indptr[:-1][filled])
         return sums
 
+    def crosses_rows(self):
+        """Whether this learner's pass makes the interactions of namespaced rows itself,
+        a row at a time (`onlinepgs.features.CrossedRows`, which the command's readers
+        then give): one row a step (batch_size=1) and no sums of |x_ij|^q taken before
+        the pass (p = 2, or p whose q - 1 is a multiple of 1/4). Other chunks of crossed
+        rows are made into their matrix first."""
+        return self.batch_size == 1 and (self.p == 2.0 or power_is_cheap(self.p))
+
+    def _validate_crossed(self, X, reset):
+        """`CrossedRows` as the pass takes them (their interactions made in the pass), or
+        None where they must be a matrix first: a learner that cannot (`crosses_rows`),
+        another spec (refused by the matrix's check), a value whose products may
+        overflow (refused, naming its row, by the matrix's check)."""
+        spec = X.spec
+        if not (self.crosses_rows() and X.products_finite()
+                and self.n_bits == spec.n_bits and self.hash_seed == spec.hash_seed
+                and tuple(self._interactions()) == spec.interactions):
+            return None
+        if reset:
+            self.n_features_in_ = X.shape[1]
+        return X
+
     def _run(self, state, X, y, sw, order, classifier, row_power_sums=None, guard=True):
         """One core pass over the rows of `order`; PGSDivergedError where a step diverged,
         (with `guard`, the O(nnz) `_check_finite`) where the state is not finite, or where
         the predictions ran away (`_runaway`)."""
         before = (state.sum_weighted_loss_reported, state.sum_weight)
-        if sp.issparse(X):
+        if isinstance(X, CrossedRows):
+            state.run(None, None, None, X.shape[1], y, sw, order, classifier,
+                      row_power_sums, crossing=X.crossing())
+        elif sp.issparse(X):
             state.run(X.data, X.indices, X.indptr, X.shape[1], y, sw, order, classifier,
                       row_power_sums)
         else:
             state.run(X.ravel(), None, None, X.shape[1], y, sw, order, classifier,
                       row_power_sums)
+        self._after_pass(state, X, y, sw, order, classifier, before, guard)
+
+    def _after_pass(self, state, X, y, sw, order, classifier, before, guard=True):
+        """After a core pass over the rows `order` of X (`before`: the state's
+        sum_weighted_loss_reported and sum_weight before it): `_after_run`'s checks, then
+        the runaway check (a warning at a fixed sigma with `guard`, else
+        PGSDivergedError)."""
         self._after_run(state, X, sw, guard)
         runaway = _runaway.check(self, state, X, y, order, classifier, before)
         if runaway is None:
@@ -721,7 +775,8 @@ class PGSLearner(EventLearner, LinearLearner):
             raise ValueError(f"this {type(self).__name__} cannot continue training: "
                              f"{NO_STATE}")
         self._check_call_params(first)
-        X = self._validate_X(X, reset=first)
+        crossed = self._validate_crossed(X, first) if isinstance(X, CrossedRows) else None
+        X = crossed if crossed is not None else self._validate_X(X, reset=first)
         y_core, n_problems, multiclass, extra = self._encode_targets(
             X, y, fit=first, classes=classes)
         raw = self._validate_weights(sample_weight, X.shape[0])

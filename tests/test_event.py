@@ -148,6 +148,32 @@ def test_interactions_of_namespaces_and_mixed_calls():
     assert one.predict_one(records[0]) == batch.predict([records[0]])[0]
 
 
+@pytest.mark.parametrize("interactions", [["ua"], ["uad", "u:"], [":::"]])
+def test_learn_one_with_interactions_is_partial_fit_on_records_and_on_crossed_rows(
+        interactions):
+    # one row builder: the event's row (EventRow), the records' matrix (to_matrix) and
+    # the rows the pass crosses itself (CrossedRows, as the command's readers give them)
+    from onlinepgs.features import CrossedRows, FeatureSpec, NamespacedRows, \
+        parse_interactions
+
+    records, y = _events(600, seed=13, namespaces=True)
+    for k, x in enumerate(records):
+        x["device"] = {"m": f"m{k % 5}", "c": float(k % 3)}
+    params = dict(n_bits=14, sigma=1e-3, interactions=interactions)
+    one = PGSClassifierLearner(classes=[0, 1], **params)
+    for x, label in zip(records, y):
+        one.learn_one(x, label)
+    batch = PGSClassifierLearner(**params).partial_fit(records, y, classes=[0, 1])
+    rows = NamespacedRows(*records_to_rows(records, 0)[:4])
+    crossed = CrossedRows(rows, FeatureSpec(14, 0, parse_interactions(interactions)))
+    pass_ = PGSClassifierLearner(**params).partial_fit(crossed, y, classes=[0, 1])
+    assert crossed._crossing is not None  # crossed in the pass, not made a matrix
+    for other in (batch, pass_):
+        assert np.array_equal(one.coef_, other.coef_)
+        assert np.array_equal(one.intercept_, other.intercept_)
+        assert one._state.t == other._state.t
+
+
 @pytest.mark.parametrize("learner", [PGSClassifierLearner, PGSClassifier])
 @pytest.mark.parametrize("params", [{"n_bits": None}, {"n_bits": 16, "class_weight": "balanced"},
                                     {"n_bits": 16, "class_weight": {0: 3.0}}])

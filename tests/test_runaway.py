@@ -69,6 +69,27 @@ def test_the_command_stops_a_runaway_fit_in_one_line_and_writes_no_model(tmp_pat
     assert (tmp_path / "m.pgs").exists()
 
 
+@pytest.mark.parametrize("sigma", ["auto", "1e-3"])
+def test_rows_crossed_in_the_pass_are_checked_too(tmp_path, sigma):
+    """With `-q fg` the command's pass crosses each row itself (`CrossedRows`: the race's
+    runs in lockstep, `run_crossed`); a runaway there stops the command as on a matrix,
+    naming a line of a value of 1e9 (the crossed feature x2^c carries it)."""
+    X, y = huge_feature()
+    with open(tmp_path / "huge.vw", "w") as f:
+        for row, label in zip(X, y):
+            feats = " ".join(f"x{j}:{v:.17g}" for j, v in enumerate(row) if v != 0)
+            f.write(f"{label:.17g} |f {feats} |g c\n")
+    done = _cli("train", "huge.vw", "--format", "vw", "--loss", "squared", "--sigma", sigma,
+                "-q", "fg", "-o", "m.pgs", "--quiet", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    line = [line for line in done.stderr.splitlines() if "note:" not in line][-1]
+    assert "training diverged: the predictions ran away" in line, line
+    at = int(line.split("huge.vw:")[1].split(":")[0])
+    assert X[at - 1, 2] == 1e9
+    assert not (tmp_path / "m.pgs").exists()
+
+
 def test_the_estimators_refuse_a_race_that_ran_away_and_warn_at_a_fixed_sigma():
     """sigma raced: every run ran away, so the fit fails with the race's last error (as
     when every run overflows). A fixed sigma: fit and partial_fit warn with the same

@@ -22,7 +22,9 @@ from cpython.ref cimport Py_INCREF, Py_DECREF
 from cpython.float cimport PyFloat_AsDouble
 
 from onlinepgs._core._hashing cimport _Entries, _push_record
-from onlinepgs._core._features cimport MAX_ORDER, Row, row_bound, build_row
+from onlinepgs._core._features cimport (MAX_ORDER, RowBuilder, builder_init,
+                                         builder_reserve, builder_release, check_row_bound,
+                                         row_bound, build_row)
 from onlinepgs._core._pgs cimport PGSState, run_row, Readout
 from onlinepgs._core._readout cimport _readout, _read_scores
 
@@ -46,19 +48,14 @@ cdef class EventRow:
     diverging step).
     """
     cdef _Entries entries
-    cdef uint32_t seed, mask
+    cdef uint32_t seed
     cdef cnp.ndarray letters_a, orders_a
-    cdef const uint8_t* letters
-    cdef const int32_t* orders
-    cdef Py_ssize_t n_inter
-    # the row, room for `room` entries; `lists` the interactions' positions
+    # the row, room for `room` entries, and its builder (the chunks' own, grown as the
+    # events need)
     cdef double* vals
     cdef int32_t* cols
-    cdef Py_ssize_t room, lists_room
-    cdef Row work
-    cdef Py_ssize_t work_room
-    cdef int64_t* positions
-    cdef int64_t* lists[MAX_ORDER]
+    cdef Py_ssize_t room
+    cdef RowBuilder build
     cdef readonly Py_ssize_t nnz, n_entries
     # the dict the row was made of and its items' objects then (held: 2 references an
     # item), for `read` to know the same dict again: predict_one then learn_one of one
@@ -77,14 +74,13 @@ cdef class EventRow:
             raise ValueError(f"an event row needs n_bits in [1, 30], got {n_bits}")
         self.entries = _Entries()
         self.seed = hash_seed
-        self.mask = <uint32_t>((<uint64_t>1 << n_bits) - 1)
         self.letters_a = np.ascontiguousarray(letters, dtype=np.uint8).reshape(-1, MAX_ORDER)
         self.orders_a = np.ascontiguousarray(orders, dtype=np.int32)
-        self.n_inter = self.orders_a.shape[0]
-        if self.letters_a.shape[0] != self.n_inter:
+        if self.letters_a.shape[0] != self.orders_a.shape[0]:
             raise ValueError("letters must have shape (n_interactions, 3)")
-        self.letters = <const uint8_t*>cnp.PyArray_DATA(self.letters_a)
-        self.orders = <const int32_t*>cnp.PyArray_DATA(self.orders_a)
+        builder_init(&self.build, n_bits, <const uint8_t*>cnp.PyArray_DATA(self.letters_a),
+                     <const int32_t*>cnp.PyArray_DATA(self.orders_a),
+                     self.orders_a.shape[0])
         self.y_a, self.sw_a = np.zeros(1), np.ones(1)
         self.order_a = np.zeros(1, dtype=np.int64)
         self.y_v, self.sw_v, self.order_v = self.y_a, self.sw_a, self.order_a
@@ -100,14 +96,12 @@ cdef class EventRow:
         free(self.held)
         free(self.vals)
         free(self.cols)
-        free(self.work.keys)
-        free(self.work.vals)
-        free(self.positions)
+        builder_release(&self.build)
 
     cdef int _reserve(self, Py_ssize_t entries, Py_ssize_t bound) except -1:
         """Room for a row of `entries` entries that makes at most `bound` (grown only)."""
         cdef void* p
-        cdef int m
+        builder_reserve(&self.build, entries, bound)
         if bound > self.room:
             p = realloc(self.vals, bound * sizeof(double))
             if p == NULL:
@@ -117,23 +111,7 @@ cdef class EventRow:
             if p == NULL:
                 raise MemoryError()
             self.cols = <int32_t*>p
-            p = realloc(self.work.keys, bound * sizeof(uint64_t))
-            if p == NULL:
-                raise MemoryError()
-            self.work.keys = <uint64_t*>p
-            p = realloc(self.work.vals, bound * sizeof(double))
-            if p == NULL:
-                raise MemoryError()
-            self.work.vals = <double*>p
             self.room = bound
-        if entries > self.lists_room:
-            p = realloc(self.positions, MAX_ORDER * entries * sizeof(int64_t))
-            if p == NULL:
-                raise MemoryError()
-            self.positions = <int64_t*>p
-            self.lists_room = entries
-            for m in range(MAX_ORDER):
-                self.lists[m] = self.positions + m * entries
         return 0
 
     cpdef Py_ssize_t read(self, object x) except -1:
@@ -153,15 +131,12 @@ cdef class EventRow:
             self.ptr[1] = 0
             return 0
         ns = self.entries.ns.data.as_uchars
-        bound = row_bound(ns, 0, n, self.letters, self.orders, self.n_inter)
-        if bound >= 2**32:  # the sort key holds an entry's number in 32 bits
-            raise ValueError(f"the event would have {bound} entries with its "
-                             "interactions (at most 2**32 - 1)")
+        bound = row_bound(&self.build, ns, 0, n)
+        check_row_bound(bound, "the event")
         self._reserve(n, bound)
-        self.nnz = build_row(ns, self.entries.hashes.data.as_uints,
-                             self.entries.values.data.as_doubles, 0, n, self.letters,
-                             self.orders, self.n_inter, self.mask, self.lists, self.work,
-                             self.vals, self.cols, NULL)
+        self.nnz = build_row(&self.build, ns, self.entries.hashes.data.as_uints,
+                             self.entries.values.data.as_doubles, 0, n, self.vals,
+                             self.cols, NULL)
         self.ptr[1] = self.nnz
         if type(x) is dict and self._hold(<dict>x):
             self.last_x = x

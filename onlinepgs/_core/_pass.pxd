@@ -5,23 +5,26 @@
 # (`step_begin`, `step_commit`, `step_end`). Which kernels a pass runs is chosen once,
 # in _select.pxd.
 from libc.math cimport log, sqrt, pow, isfinite, INFINITY
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, int32_t, uint32_t
 
 from onlinepgs._core._pgs cimport (PGSState, Core, Rep, Pass, Row, Seen, PART_NONE,
                                    PART_AVG2, PART_AVGQ, PART_RANDOM)
-from onlinepgs._core._seen cimport _note_pass
+from onlinepgs._core._seen cimport _note_pass, _note_new, _seen_spend
 from onlinepgs._core._losses cimport loss_value, loss_and_derivative
 from onlinepgs._core._multiclass cimport (mc_loss_grad, MC_NONE, MC_MULTINOMIAL,
                                           MC_CRAMMER_SINGER)
 from onlinepgs._core._upkeep cimport end_steps
 from onlinepgs._core._sparse cimport index_t, prefetch_gather, OPGS_PREFETCH
+from onlinepgs._core._features cimport CrossRows, cross_row, emit_crossed
 
 
 cdef inline Pass pass_of(PGSState st, Rep rep, bint classifier, bint dense, Py_ssize_t n_cols,
                          const double* y, const double* sw, const int64_t* order,
-                         Py_ssize_t n_rows, const double* row_xq) noexcept nogil:
+                         Py_ssize_t n_rows, const double* row_xq,
+                         CrossRows* cross) noexcept nogil:
     """What the kernels of a pass over the rows in `order` share (see `Pass`)."""
     cdef Pass ps
+    ps.cross = cross
     ps.core = st._core()
     ps.rep = rep
     ps.K = st.n_problems
@@ -93,7 +96,10 @@ cdef inline Pass pass_of(PGSState st, Rep rep, bint classifier, bint dense, Py_s
 cdef inline void note_rows(Pass* ps, Seen* sn, const index_t* indices, const int64_t* indptr,
                            const int64_t[::1] order) noexcept nogil:
     """Before the pass: the coordinates its rows may reach on the list of those reached
-    (`_note_pass`), for the sweeps."""
+    (`_note_pass`; crossed rows: `_note_crossed`), for the sweeps."""
+    if ps.cross != NULL:
+        _note_crossed(ps, sn, order)
+        return
     _note_pass(sn, ps.core.lam, ps.K, ps.core.S, indices, indptr, order, ps.n_cols, ps.dense,
                ps.fit_icpt)
 
@@ -144,6 +150,56 @@ cdef inline void row_sparse(Pass* ps, Row* rw, const double* data, const index_t
     rw.vals = data + rw.start
     if rw.nnz > 0:  # canonical rows: the last index is the largest
         top = (<int64_t>indices[rw.start + rw.nnz - 1] + 1) + 1
+        if top > ps.span[0]:
+            ps.span[0] = top
+
+
+cdef inline void _note_crossed(Pass* ps, Seen* sn, const int64_t[::1] order) noexcept nogil:
+    """`_note_pass` of crossed rows: each row's columns as they are made (unsorted, with
+    their duplicates: the list is sorted and deduplicated before a sweep)."""
+    cdef CrossRows* cx = ps.cross
+    cdef Py_ssize_t i, e, n, n_rows = order.shape[0]
+    if not sn.track:
+        return
+    for i in range(n_rows):
+        n = emit_crossed(cx, order[i])
+        if not _seen_spend(sn, n + (1 if i == 0 else 0)):
+            return
+        if i == 0 and ps.fit_icpt:
+            _note_new(sn, ps.core.lam, ps.K, ps.core.S, 0)
+        for e in range(n):
+            _note_new(sn, ps.core.lam, ps.K, ps.core.S,
+                      <int64_t>cx.build.keys[e] + 1)
+
+
+cdef inline void row_crossed(Pass* ps, Row* rw, const double* data, const index_t* indices,
+                             const int64_t* indptr, Py_ssize_t i) noexcept nogil:
+    """The row at position i of the order, of namespaced rows crossed into a slot of
+    `ps.cross` (whose row_idx the pass reads as its indices), made by the first run of
+    the pass to reach it, and the next row made ahead into the other slot, the state
+    lines it will gather hinted to the cache for this run (as `_prefetch_ahead` does for
+    CSR rows); `span` grows to the row's last coordinate."""
+    cdef CrossRows* cx = ps.cross
+    cdef int64_t top
+    cdef Py_ssize_t room = cx.build.room, stride = ps.core.K * ps.core.S
+    cdef int s = i & 1
+    if cx.made_at[s] != i:
+        cx.made_nnz[s] = cross_row(cx, ps.order[i], cx.row_idx + s * room,
+                                   cx.row_vals + s * room)
+        cx.made_at[s] = i
+    if i + 1 < ps.n_rows:
+        if cx.made_at[1 - s] != i + 1:
+            cx.made_nnz[1 - s] = cross_row(cx, ps.order[i + 1], cx.row_idx + (1 - s) * room,
+                                           cx.row_vals + (1 - s) * room)
+            cx.made_at[1 - s] = i + 1
+        prefetch_gather(ps.core.lam + stride, stride,
+                        <const int32_t*>cx.row_idx + (1 - s) * room, cx.made_nnz[1 - s])
+    rw.row = ps.order[i]
+    rw.start = s * room
+    rw.nnz = cx.made_nnz[s]
+    rw.vals = cx.row_vals + rw.start
+    if rw.nnz > 0:  # canonical rows: the last index is the largest
+        top = (<int64_t>cx.row_idx[rw.start + rw.nnz - 1] + 1) + 1
         if top > ps.span[0]:
             ps.span[0] = top
 

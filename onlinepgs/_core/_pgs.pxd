@@ -11,6 +11,7 @@ from libc.stdint cimport uint64_t, int64_t, int32_t
 
 from onlinepgs._core._mirror cimport Mirror
 from onlinepgs._core._l1q cimport L1Q
+from onlinepgs._core._features cimport CrossRows
 
 # the version of the state as a dict (`to_dict`, _state_dict.pyx); onlinepgs.model_io reads
 # 2 and up, 4 keeps the reported iterate's progressive sums
@@ -163,6 +164,7 @@ cdef struct Pass:
     const double* sw
     const int64_t* order
     const double* row_xq  # sum_j |x_ij|^q of every row, or NULL
+    CrossRows* cross  # namespaced rows crossed a row at a time (`row_crossed`), or NULL
     int64_t* span  # the state's `span` and `touches_since_exact`, which the rows move
     int64_t* touches
     bint dense, classifier, multiclass, fit_icpt, p2, radius_auto

@@ -18,6 +18,7 @@ cimport numpy as cnp
 from libc.math cimport pow, fabs, sqrt, log, exp, isfinite, INFINITY
 from libc.stdint cimport uint64_t, int64_t, int32_t
 from libc.stdlib cimport free, calloc
+from cpython.object cimport PyObject
 
 from onlinepgs._core._multiclass cimport MC_NONE
 from onlinepgs._core._regularizer cimport reg_conjugate, phi_quarters
@@ -27,6 +28,7 @@ from onlinepgs._core._sparse cimport index_t
 from onlinepgs._core._seen cimport _seen_compact
 from onlinepgs._core._touch cimport _averaged
 from onlinepgs._core._steps cimport row_power_sum
+from onlinepgs._core._features cimport Crossing, CrossRows
 from onlinepgs._core._pass cimport pass_of, note_rows, step_begin, step_commit, step_end
 from onlinepgs._core._select cimport (select_kernels, call_row, call_margins, call_loss,
                                       call_step, call_batch)
@@ -818,10 +820,14 @@ cdef class PGSState:
     # ---- the pass -------------------------------------------------------------------------
     def run(self, data, indices, indptr, Py_ssize_t n_cols, const double[::1] y,
             const double[::1] sample_weight, const int64_t[::1] order, bint classifier,
-            row_power_sums=None):
+            row_power_sums=None, Crossing crossing=None):
         """One pass of Figure 1 over the rows in `order` (k rows a step, a last short step).
 
-        CSR input: data/indices/indptr; dense C-contiguous input: indices is None.
+        CSR input: data/indices/indptr; dense C-contiguous input: indices is None;
+        namespaced rows crossed one at a time as the pass reaches them: `crossing`
+        (`onlinepgs._core._features.Crossing`, one row a step; data, indices and indptr
+        are not read: `run_crossed`), the same rows as its chunk by `rows_to_csr` and the
+        same steps.
         y holds +-1 (binary), the class index (multiclass) or the target (regression).
         row_power_sums, optional: sum_j |x_ij|^q for every row (see `row_power_sums`),
         so the regret statistic's powers need not be taken again in the loop.
@@ -839,6 +845,10 @@ cdef class PGSState:
         cdef const int64_t[::1] ind64
         cdef int64_t[::1] ptr64
         cdef Rep rep
+        if crossing is not None:
+            run_crossed([self], n_cols, y, sample_weight, order, classifier, crossing,
+                        row_power_sums)
+            return
         if n_cols + 1 > self.dim:
             raise ValueError("state dimension too small for the data")
         rep = rep_of(self)
@@ -934,45 +944,139 @@ cdef int run_row(PGSState self, const double* data, const int32_t* indices,
     return 0
 
 
+cdef inline bint _pass_step(PGSState self, Pass* ps, const RowKernels* kn, Row* rw,
+                            const double* data, const index_t* indices, int64_t* indptr,
+                            Py_ssize_t pos, Py_ssize_t bsize) noexcept nogil:
+    """One step of a pass, the rows at order[pos:pos + bsize]: phase 1 scores each row of
+    the step at w_{t-1} (its margins, and the reported iterate's, the progressive loss of
+    the model a user gets), its loss, the step's coefficients and the statistics; phase 2
+    moves lambda by the step's gradient on the coordinates of its rows; then t moves and
+    the scalars follow. False where a run diverges at a row (a derivative or a coupled
+    loss not finite: the state says which row), before the step is taken."""
+    cdef Py_ssize_t b
+    step_begin(self, ps, bsize)
+    for b in range(bsize):  # phase 1: every row of the step at w_{t-1}
+        call_row(kn[0], ps, rw, data, indices, indptr, pos + b)
+        call_margins(kn[0], ps, rw, indices)
+        if call_loss(kn[0], ps, rw, b):
+            self.diverged = True
+            self.diverged_row = rw.row
+            return False
+    step_commit(self, ps, bsize)
+    # phase 2: lambda <- lambda - g_t, touching only the step's coordinates (with a single
+    # row, rw still describes it)
+    if bsize == 1:
+        call_step(kn[0], ps, rw, indices)
+    else:
+        call_batch(kn[0], ps, data, indices, indptr, pos, bsize)
+    step_end(self, ps)
+    return True
+
+
 cdef void _run_pass(PGSState self, const double* data, const index_t* indices,
                     int64_t* indptr, Py_ssize_t n_cols, const double[::1] y,
                     const double[::1] sw, const int64_t[::1] order, bint classifier,
                     bint dense, const double* row_xq, Rep rep) noexcept nogil:
-    """One pass of Figure 1 over the rows in `order`, k rows a step (a last short step).
-
-    Phase 1 scores each row of a step at w_{t-1}: its margins (and the reported
-    iterate's, the progressive loss of the model a user gets), its loss, the step's
-    coefficients and the statistics; phase 2 moves lambda by the step's gradient on the
-    coordinates of its rows; then t moves and the scalars follow. What runs for the
-    configuration and the input's form was chosen once, before the first row: the table
-    of kernels (_select.pxd) that the loop calls through."""
-    cdef Py_ssize_t n_rows = order.shape[0], pos = 0, b, bsize
+    """One pass of Figure 1 over the rows in `order`, k rows a step (a last short step):
+    `_pass_step` after step. What runs for the configuration and the input's form was
+    chosen once, before the first row: the table of kernels (_select.pxd) that the loop
+    calls through."""
+    cdef Py_ssize_t n_rows = order.shape[0], pos = 0, bsize
     cdef Pass ps = pass_of(self, rep, classifier, dense, n_cols, &y[0], &sw[0], &order[0],
-                           n_rows, row_xq)
+                           n_rows, row_xq, NULL)
     cdef RowKernels kn = select_kernels(&ps, indices)
     cdef Row rw
     note_rows(&ps, &self.seen, indices, indptr, order)  # for the sweeps (_seen.pxd)
     while pos < n_rows:
         bsize = ps.k if n_rows - pos >= ps.k else n_rows - pos
-        step_begin(self, &ps, bsize)
-        for b in range(bsize):  # phase 1: every row of the step at w_{t-1}
-            call_row(kn, &ps, &rw, data, indices, indptr, pos + b)
-            call_margins(kn, &ps, &rw, indices)
-            if call_loss(kn, &ps, &rw, b):
-                # a run diverging (a derivative or a coupled loss not finite): stop
-                # before this step
-                self.diverged = True
-                self.diverged_row = rw.row
-                return
-        step_commit(self, &ps, bsize)
-        # phase 2: lambda <- lambda - g_t, touching only the step's coordinates (with a
-        # single row, rw still describes it)
-        if bsize == 1:
-            call_step(kn, &ps, &rw, indices)
-        else:
-            call_batch(kn, &ps, data, indices, indptr, pos, bsize)
-        step_end(self, &ps)
+        if not _pass_step(self, &ps, &kn, &rw, data, indices, indptr, pos, bsize):
+            return
         pos += bsize
+
+
+cdef void _run_crossed(PyObject** states, Py_ssize_t n_states, const Rep* reps,
+                       Pass* ps, RowKernels* kn, Row* rw, bint* live,
+                       const double[::1] y, const double[::1] sw,
+                       const int64_t[::1] order, bint classifier, const double* row_xq,
+                       CrossRows* cross) noexcept nogil:
+    """One pass of each of n_states states (PGSState) over the crossed rows in `order`,
+    in lockstep: row after row, each live state's step on it (`_pass_step`), so that a
+    row is made once for them all (`row_crossed`). A state that diverges stops there (its
+    `diverged` says where); the others go on, as they would alone. `ps`, `kn`, `rw` and
+    `live`: room for n_states of each."""
+    cdef Py_ssize_t n_rows = order.shape[0], pos, s
+    cdef const int32_t* indices = cross.row_idx
+    cross.made_at[0] = cross.made_at[1] = -1  # no row of this pass made yet
+    for s in range(n_states):
+        ps[s] = pass_of(<PGSState>states[s], reps[s], classifier, False, 0, &y[0], &sw[0],
+                        &order[0], n_rows, row_xq, cross)
+        kn[s] = select_kernels(&ps[s], indices)
+        note_rows(&ps[s], &(<PGSState>states[s]).seen, indices, NULL, order)
+        live[s] = True
+    for pos in range(n_rows):
+        for s in range(n_states):
+            if live[s]:
+                live[s] = _pass_step(<PGSState>states[s], &ps[s], &kn[s], &rw[s], NULL,
+                                     indices, NULL, pos, 1)
+
+
+def run_crossed(states, Py_ssize_t n_cols, const double[::1] y,
+                const double[::1] sample_weight, const int64_t[::1] order, bint classifier,
+                Crossing crossing, row_power_sums=None):
+    """One pass of each state of `states` (PGSStates of batch_size 1) over the rows in
+    `order` of `crossing` (`onlinepgs._core._features.Crossing`: namespaced rows whose
+    interactions are made as the pass reaches each row), in lockstep, each row made once
+    for all the states: the states end as after ``state.run(..., crossing=crossing)``
+    one after the other (a state that diverges stops at its row, its `diverged` set; the
+    others go on). The sigma race's runs learn a chunk this way.
+    """
+    cdef list held = list(states)
+    cdef Py_ssize_t n_states = len(held), s
+    cdef PGSState st
+    cdef const double[::1] rps
+    cdef const double* rps_ptr = NULL
+    cdef PyObject** ptrs = NULL
+    cdef Rep* reps = NULL
+    cdef Pass* ps = NULL
+    cdef RowKernels* kn = NULL
+    cdef Row* rw = NULL
+    cdef bint* live = NULL
+    if crossing.c.n_rows != y.shape[0]:
+        raise ValueError("the crossing must hold one row per label")
+    if row_power_sums is not None:
+        rps = row_power_sums
+        if rps.shape[0] != y.shape[0]:
+            raise ValueError("row_power_sums must have one entry per row")
+        rps_ptr = &rps[0] if rps.shape[0] else NULL
+    for st in held:
+        if n_cols + 1 > st.dim:
+            raise ValueError("state dimension too small for the data")
+        if st.batch_size != 1:
+            raise ValueError("crossed rows are read one at a time: batch_size must be 1")
+    if n_states == 0 or order.shape[0] == 0:
+        return
+    try:
+        ptrs = <PyObject**>calloc(n_states, sizeof(PyObject*))
+        reps = <Rep*>calloc(n_states, sizeof(Rep))
+        ps = <Pass*>calloc(n_states, sizeof(Pass))
+        kn = <RowKernels*>calloc(n_states, sizeof(RowKernels))
+        rw = <Row*>calloc(n_states, sizeof(Row))
+        live = <bint*>calloc(n_states, sizeof(bint))
+        if not (ptrs and reps and ps and kn and rw and live):
+            raise MemoryError()
+        for s in range(n_states):
+            ptrs[s] = <PyObject*>held[s]  # borrowed: `held` keeps them
+            reps[s] = rep_of(held[s])
+        with nogil:
+            _run_crossed(ptrs, n_states, reps, ps, kn, rw, live, y, sample_weight, order,
+                         classifier, rps_ptr, &crossing.c)
+    finally:
+        free(ptrs)
+        free(reps)
+        free(ps)
+        free(kn)
+        free(rw)
+        free(live)
 
 
 def _merge_module():

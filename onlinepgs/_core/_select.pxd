@@ -16,7 +16,7 @@ from onlinepgs._core._pgs cimport PGSState, Pass, Row, RowKernels, PART_AVG2, PA
     PART_L1AVG
 from onlinepgs._core._multiclass cimport MC_NONE
 from onlinepgs._core._touch cimport touch_kind, TOUCH_L1, TOUCH_L1Q
-from onlinepgs._core._pass cimport row_sparse, row_dense, loss_ovr, loss_coupled
+from onlinepgs._core._pass cimport row_sparse, row_dense, row_crossed, loss_ovr, loss_coupled
 from onlinepgs._core._rows_l2 cimport (margins_l2_one_avg2, margins_l2_one_avgq,
                                        margins_l2_one, margins_l2, step_l2_one, step_l2,
                                        batch_l2)
@@ -47,7 +47,7 @@ cdef inline RowKernels select_kernels(const Pass* ps, const index_t* of_type) no
     cdef void (*step)(Pass*, const Row*, const index_t*) noexcept nogil
     cdef void (*batch)(Pass*, const double*, const index_t*, const int64_t*, Py_ssize_t,
                        Py_ssize_t) noexcept nogil
-    row = row_dense if ps.dense else row_sparse
+    row = row_crossed if ps.cross != NULL else row_dense if ps.dense else row_sparse
     loss = loss_ovr if ps.mc == MC_NONE else loss_coupled
     if ps.core.adaptive:  # the adaptive geometry, one row a step (_adaptive.pxd)
         margins = (margins_ad_one_l1 if one and ps.core.l1 > 0.0 else

@@ -152,10 +152,16 @@ def _input_options(command):
                        default=None, metavar="AB",
                        help="cross the features of namespaces starting with letter A with "
                        "those starting with B (VW's -q; ':' matches any letter, -q :: all "
-                       "pairs); repeatable; vw, csv, tsv and json input")
+                       "pairs); repeatable; vw, csv, tsv and json input. train with PGS "
+                       "(one row a step) hashes each row's pairs from its features' "
+                       "hashes as it learns the row, as VW does, with no crossed chunk "
+                       "made (other solvers, predict, eval and gap: each chunk's crossed "
+                       "columns); a row costs its pairs' count more, nnz_A x nnz_B "
+                       "(docs/design/features.md)")
     group.add_argument("--interactions", action="append",
                        default=None, metavar="ABC",
-                       help="like -q, for pairs or triples (--interactions abc); repeatable")
+                       help="like -q, for pairs or triples (--interactions abc; a row's "
+                       "triples cost nnz_A x nnz_B x nnz_C); repeatable")
     group.add_argument("--label", metavar="COL", default=None,
                        help="CSV/TSV: the label column")
     group.add_argument("--label-map", type=_label_map, default=None, metavar="MAP",

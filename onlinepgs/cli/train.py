@@ -214,7 +214,7 @@ def _continued(args):
 def _read_as(sources, args, est, kept):
     """The sources, each read in its format (--format; else its extension's, or with -i
     the model's: `reading_of`), hashed as the model is (its bits, seed and
-    interactions)."""
+    interactions); crossed by the learner's pass where it can (`crosses_rows`)."""
     from onlinepgs.formats import format_of
     from onlinepgs.streaming.sources import FileSource
 
@@ -224,6 +224,8 @@ def _read_as(sources, args, est, kept):
         fmt, spec, columns = reading_of(source.name, est, {"input": kept}, given,
                                         scoring=False)
         options = {} if spec is None else {"spec": spec, "columns": columns}
+        if spec is not None and spec.interactions and getattr(est, "crosses_rows", None):
+            options["crossed"] = est.crosses_rows()
         if args.skip_bad_lines:
             options["on_error"] = "skip"
         out.append(FileSource(source.name, fmt, **options))

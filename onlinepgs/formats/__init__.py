@@ -45,7 +45,8 @@ def _module(name, fmt):
 
 
 def open_reader(source, fmt, *, chunk_rows=10_000, spec=None, zero_based="auto",
-                on_error="raise", audit=None, columns=None, block_size=1 << 20):
+                on_error="raise", audit=None, columns=None, block_size=1 << 20,
+                crossed=False):
     """A reader of `source` in format `fmt`.
 
     Parameters
@@ -68,6 +69,9 @@ def open_reader(source, fmt, *, chunk_rows=10_000, spec=None, zero_based="auto",
         ``vw_numbers`` (see `iter_vw`).
     block_size : int >= 1
         Bytes read at a time (a reader of a few lines in memory needs no more).
+    crossed : bool
+        Namespaced formats with interactions only: chunks of
+        `onlinepgs.features.CrossedRows`, which a PGS learner crosses in its pass.
 
     Returns
     -------
@@ -88,7 +92,8 @@ def open_reader(source, fmt, *, chunk_rows=10_000, spec=None, zero_based="auto",
         spec = FeatureSpec(DEFAULT_BITS)
     hashing = {"n_bits": spec.n_bits, "hash_seed": spec.hash_seed,
                "interactions": tuple(spec.interactions), "chunk_rows": chunk_rows,
-               "on_error": on_error, "audit": audit, "block_size": block_size}
+               "on_error": on_error, "audit": audit, "block_size": block_size,
+               "crossed": crossed}
     if fmt == "vw":
         return iter_vw(source, **hashing, **(columns or {}))
     if fmt == "json":

@@ -1,10 +1,10 @@
 """What the namespaced readers of this package share: their hashing parameters checked
-into a `FeatureSpec`, and a chunk's rows turned into ``X`` (`features.to_matrix`)."""
+into a `FeatureSpec`, and a chunk's rows turned into ``X`` (`features.chunk_of`)."""
 import operator
 
 import numpy as np
 
-from onlinepgs.features import FeatureSpec, NamespacedRows, to_matrix
+from onlinepgs.features import FeatureSpec, NamespacedRows, chunk_of
 
 
 def feature_spec(n_bits, hash_seed, interactions):
@@ -34,8 +34,9 @@ def _is_int(value):
     return True
 
 
-def rows_matrix(ns, hashes, values, indptr, names, spec, audit):
-    """The CSR chunk of a chunk's namespaced entries (names: only with an audit)."""
+def rows_matrix(ns, hashes, values, indptr, names, spec, audit, crossed=False):
+    """The chunk of a chunk's namespaced entries (names: only with an audit): CSR, or
+    `CrossedRows` with `crossed` (`features.chunk_of`)."""
     rows = NamespacedRows(ns, hashes, values, np.asarray(indptr, dtype=np.int64),
                           names if audit is not None else None)
-    return to_matrix(rows, spec, audit)
+    return chunk_of(rows, spec, audit, crossed)

@@ -130,7 +130,8 @@ class CSVReader(LineReader):
     def __init__(self, source, *, label=None, weight=None, categorical=(), numeric=(),
                  ignore=(), delimiter=",", n_bits=18, hash_seed=0, interactions=(),
                  chunk_rows=10_000, on_error="raise", audit=None, label_map=None,
-                 absent_ok=(), header=True, expected_columns=None, block_size=1 << 20):
+                 absent_ok=(), header=True, expected_columns=None, block_size=1 << 20,
+                 crossed=False):
         self._to_close = []  # (close() may run even when a check below fails)
         check_reader_params(chunk_rows, on_error, block_size)
         if not isinstance(delimiter, str) or len(delimiter.encode("utf-8")) != 1 \
@@ -157,6 +158,7 @@ class CSVReader(LineReader):
                              f"{expected_columns!r}")
         self._expected = None if expected_columns is None else list(expected_columns)
         self._audit = audit
+        self._crossed = bool(crossed)
         self.columns = None
         self.roles = None
         self._parser = _Parser(delimiter.encode("ascii"), on_error == "skip",
@@ -250,7 +252,8 @@ class CSVReader(LineReader):
         if not parser.pending_rows:  # every row skipped (on_error="skip")
             return None
         ns, hashes, values, indptr, labels, weights, names = parser.take_chunk()
-        X = rows_matrix(ns, hashes, values, indptr, names, self._spec, self._audit)
+        X = rows_matrix(ns, hashes, values, indptr, names, self._spec, self._audit,
+                        self._crossed)
         return X, labels, weights
 
     def _error(self, info, block):
@@ -305,7 +308,7 @@ def _data_hint(fields):
 def iter_csv(source, *, label=None, weight=None, categorical=(), numeric=(), ignore=(),
              delimiter=",", n_bits=18, hash_seed=0, interactions=(), chunk_rows=10_000,
              on_error="raise", audit=None, label_map=None, absent_ok=(), header=True,
-             expected_columns=None, block_size=1 << 20):
+             expected_columns=None, block_size=1 << 20, crossed=False):
     """Read a CSV/TSV log as a stream of ``(X, y, w)`` chunks.
 
     Memory does not depend on the size of the source: it is read ``block_size`` bytes
@@ -362,6 +365,10 @@ def iter_csv(source, *, label=None, weight=None, categorical=(), numeric=(), ign
         first mismatch. Order does not matter.
     block_size : int >= 1, default=1 << 20
         Bytes read (after decompression) at a time.
+    crossed : bool, default=False
+        With interactions, chunks are `onlinepgs.features.CrossedRows` (crossed a row
+        at a time by a PGS learner's pass, no crossed matrix made) instead of CSR
+        matrices; the command's training asks for them.
 
     Returns
     -------
@@ -403,4 +410,4 @@ def iter_csv(source, *, label=None, weight=None, categorical=(), numeric=(), ign
                      hash_seed=hash_seed, interactions=interactions, chunk_rows=chunk_rows,
                      on_error=on_error, audit=audit, label_map=label_map,
                      absent_ok=absent_ok, header=header, expected_columns=expected_columns,
-                     block_size=block_size)
+                     block_size=block_size, crossed=crossed)

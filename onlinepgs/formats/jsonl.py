@@ -331,11 +331,13 @@ class JSONLinesReader(LineReader):
     zero_based = None
 
     def __init__(self, source, *, n_bits=18, hash_seed=0, interactions=(),
-                 chunk_rows=10_000, on_error="raise", audit=None, block_size=1 << 20):
+                 chunk_rows=10_000, on_error="raise", audit=None, block_size=1 << 20,
+                 crossed=False):
         self._to_close = []  # (close() may run even when a check below fails)
         check_reader_params(chunk_rows, on_error, block_size)
         self._spec = feature_spec(n_bits, hash_seed, interactions)
         self._audit = audit
+        self._crossed = bool(crossed)
         self._parser = _Parser(self._spec.hash_seed, on_error == "skip",
                                -1 if chunk_rows is None else int(chunk_rows),
                                audit is not None)
@@ -345,7 +347,8 @@ class JSONLinesReader(LineReader):
         if not self._parser.pending_rows:
             return None
         ns, hashes, values, indptr, labels, weights, names = self._parser.take_chunk()
-        return (rows_matrix(ns, hashes, values, indptr, names, self._spec, self._audit),
+        return (rows_matrix(ns, hashes, values, indptr, names, self._spec, self._audit,
+                            self._crossed),
                 labels, weights)
 
     def _error(self, info, block):
@@ -359,7 +362,7 @@ JSONLinesReader.error_class = JSONLinesError
 
 
 def iter_jsonl(source, *, n_bits=18, hash_seed=0, interactions=(), chunk_rows=10_000,
-               on_error="raise", audit=None, block_size=1 << 20):
+               on_error="raise", audit=None, block_size=1 << 20, crossed=False):
     """Read a JSON lines source as a stream of ``(X, y, w)`` chunks.
 
     Parameters
@@ -383,6 +386,10 @@ def iter_jsonl(source, *, n_bits=18, hash_seed=0, interactions=(), chunk_rows=10
         ``"namespace^name"``) go to ``audit.add(rows, spec)``.
     block_size : int >= 1, default=1 << 20
         Bytes read (after decompression) at a time.
+    crossed : bool, default=False
+        With interactions, chunks are `onlinepgs.features.CrossedRows` (crossed a row
+        at a time by a PGS learner's pass, no crossed matrix made) instead of CSR
+        matrices; the command's training asks for them.
 
     Returns
     -------
@@ -413,4 +420,5 @@ def iter_jsonl(source, *, n_bits=18, hash_seed=0, interactions=(), chunk_rows=10
     """
     return JSONLinesReader(source, n_bits=n_bits, hash_seed=hash_seed,
                            interactions=interactions, chunk_rows=chunk_rows,
-                           on_error=on_error, audit=audit, block_size=block_size)
+                           on_error=on_error, audit=audit, block_size=block_size,
+                           crossed=crossed)

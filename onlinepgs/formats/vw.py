@@ -4,14 +4,14 @@ A line reads ``label [importance] ['tag]|namespace[:weight] feature[:value] ... 
 ...``, as VW's own text parser reads it (the grammar in full: `iter_vw`). Features are
 hashed per namespace, as VW hashes them, into ``2**n_bits`` columns
 (`onlinepgs.features`); interactions between namespaces are made by
-`onlinepgs.features.to_matrix`.
+`onlinepgs.features.to_matrix`, or by a PGS learner's pass (`crossed`).
 """
 import numpy as np
 
 from onlinepgs._core._vw import _Parser
 from onlinepgs._lines import InputError, LineReader, check_reader_params
 from onlinepgs.compressed import show_bytes
-from onlinepgs.features import FeatureSpec, NamespacedRows, to_matrix
+from onlinepgs.features import FeatureSpec, NamespacedRows, chunk_of
 
 __all__ = ["VWError", "VWReader", "iter_vw"]
 
@@ -78,13 +78,14 @@ class VWReader(LineReader):
 
     def __init__(self, source, *, n_bits=18, hash_seed=0, interactions=(),
                  chunk_rows=10_000, on_error="raise", audit=None, vw_numbers=True,
-                 block_size=1 << 20):
+                 block_size=1 << 20, crossed=False):
         check_reader_params(chunk_rows, on_error, block_size)
         if not isinstance(vw_numbers, bool):
             raise ValueError(f"vw_numbers must be True or False, got {vw_numbers!r}")
         _check_spec(n_bits, hash_seed)
         self.spec = FeatureSpec(int(n_bits), int(hash_seed), tuple(interactions))
         self._audit = audit
+        self._crossed = bool(crossed)
         self._parser = _Parser(int(hash_seed), on_error == "skip",
                                -1 if chunk_rows is None else int(chunk_rows),
                                audit is not None, vw_numbers=vw_numbers)
@@ -103,14 +104,15 @@ class VWReader(LineReader):
             return None
         ns, hashes, values, indptr, labels, weights, names = self._parser.take_chunk()
         rows = NamespacedRows(ns, hashes, values, indptr, names)
-        return to_matrix(rows, self.spec, self._audit), labels, weights
+        return chunk_of(rows, self.spec, self._audit, self._crossed), labels, weights
 
 
 VWReader.error_class = VWError
 
 
 def iter_vw(source, *, n_bits=18, hash_seed=0, interactions=(), chunk_rows=10_000,
-            on_error="raise", audit=None, vw_numbers=True, block_size=1 << 20):
+            on_error="raise", audit=None, vw_numbers=True, block_size=1 << 20,
+            crossed=False):
     """Read VW text as a stream of ``(X, y, w)`` chunks, hashed as VW hashes it.
 
     A line is ``[label [importance [initial]]] ['tag]|namespace[:weight]
@@ -174,6 +176,10 @@ def iter_vw(source, *, n_bits=18, hash_seed=0, interactions=(), chunk_rows=10_00
         trained before these rules read (the command keeps such a model's rule).
     block_size : int >= 1, default=1 << 20
         Bytes read at a time.
+    crossed : bool, default=False
+        With interactions, chunks are `onlinepgs.features.CrossedRows` (crossed a row
+        at a time by a PGS learner's pass, no crossed matrix made) instead of CSR
+        matrices; the command's training asks for them.
 
     Returns
     -------
@@ -200,4 +206,5 @@ def iter_vw(source, *, n_bits=18, hash_seed=0, interactions=(), chunk_rows=10_00
     """
     return VWReader(source, n_bits=n_bits, hash_seed=hash_seed,
                     interactions=interactions, chunk_rows=chunk_rows, on_error=on_error,
-                    audit=audit, vw_numbers=vw_numbers, block_size=block_size)
+                    audit=audit, vw_numbers=vw_numbers, block_size=block_size,
+                    crossed=crossed)

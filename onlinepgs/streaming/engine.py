@@ -127,6 +127,8 @@ def _join(A, B):
     """The rows of A, then those of B (a later sparse chunk may have more columns)."""
     if isinstance(A, list):
         return A + list(B)
+    if hasattr(A, "stacked"):  # namespaced rows crossed in the pass (features.CrossedRows)
+        return A.stacked(B)
     if hasattr(A, "tocsr"):
         from onlinepgs._csr import vstack
 
