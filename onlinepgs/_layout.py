@@ -42,7 +42,7 @@ Examples
 ('lam', 'acc', 'key', 'on')
 """
 
-__all__ = ["StateLayout", "AVERAGED", "SAVED", "SEEN_DENSE", "L1_MARKS_FIELDS"]
+__all__ = ["StateLayout", "AVERAGED", "SAVED", "SEEN_DENSE", "L1_MARKS_FIELDS", "scales_of"]
 
 # the iterates kept as lazy averages (weights 1, t, t^2)
 AVERAGED = ("average", "weighted", "weighted2")
@@ -185,3 +185,14 @@ class StateLayout:
             else:
                 high = mid
         return low
+
+
+def scales_of(inv_scale):
+    """The adaptive geometry's scales s_j from its field ``inv_scale`` (1 / s_j, 0 where no
+    value was seen: scale 1 there)."""
+    import numpy as np  # this module's layouts need no NumPy; the arrays do
+
+    seen = inv_scale > 0.0
+    scales = np.ones(inv_scale.shape[0])
+    scales[seen] = 1.0 / inv_scale[seen]
+    return scales

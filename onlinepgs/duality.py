@@ -71,6 +71,7 @@ from onlinepgs._core._losses import (
 )
 from onlinepgs._core._regularizer import norm, regularizer_conjugate, regularizer_value
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
+from onlinepgs._weights import SparseWeights
 
 __all__ = ["DualityGap", "duality_gap", "duality_gap_stream", "gap_of_weights"]
 
@@ -755,7 +756,8 @@ def _label_codes(classes, y):
         return np.array([index[label] for label in y.tolist()], dtype=np.intp)
 
 
-def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epochs=0):
+def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epochs=0,
+                objective="trained"):
     """Duality-gap certificate of a fitted onlinepgs model on (X, y).
 
     The objective is the model's own (``sigma * r(w) + sum_i sample_weight_i *
@@ -805,6 +807,15 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
         on the ball's optimum too (``r_ball* <= r*``). Costs about two passes an epoch.
         At a small sigma the epochs tighten every loss's bound (the one-pass dual point's
         errors are amplified by ``1 / (sigma W)``).
+    objective : {"trained", "raw"}, default="trained"
+        Which objective to certify. "trained": the one the model was trained on; for
+        the adaptive geometry (``geometry="adaptive"``) that is the objective on the
+        scaled weights, ``sigma r(S w) + l1 ||S w||_1`` plus the mean loss, with
+        ``S = diag(s)`` the largest ``|x_j|`` the training saw (the intercept's constant
+        feature: the constant itself; 1 for a column never seen, whose weight is 0),
+        the same as the objective of the global geometry on columns divided by ``s_j``.
+        "raw": ``sigma r(w) + l1 ||w||_1`` on the weights as they are (the global
+        geometry's objective; the same as "trained" for its models).
 
     Returns
     -------
@@ -835,10 +846,11 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
     if (isinstance(refine_epochs, bool) or not isinstance(refine_epochs, (int, np.integer))
             or refine_epochs < 0):
         raise ValueError(f"refine_epochs must be an int >= 0, got {refine_epochs!r}")
-    _refuse_adaptive(model)
     value = _value_of(model)
-    cert = _certificate_of_model(value, scale_dual)
+    scaled, inv = _objective_coordinates(model, value, objective)
     X, Y, sw = _model_rows(value, X, y, sample_weight, objective_weights(model))
+    value, X = scaled, _scaled_columns(X, inv)
+    cert = _certificate_of_model(value, scale_dual)
     for start in range(0, X.shape[0], _BLOCK_ROWS):
         stop = start + _BLOCK_ROWS
         cert.add(X[start:stop], Y[start:stop], sw[start:stop])
@@ -856,13 +868,56 @@ def duality_gap(model, X, y, sample_weight=None, *, scale_dual=True, refine_epoc
     return _refined(value, result, X, Y, sw, int(refine_epochs))
 
 
-def _refuse_adaptive(model):
-    """A model of the adaptive geometry minimizes its objective in scaled coordinates
-    (docs/design/adaptive.md), which these certificates do not compute yet."""
-    if getattr(model, "geometry", "global") == "adaptive":
-        raise ValueError("the duality gap certifies models of the global geometry; this "
-                         "model was trained with geometry='adaptive', whose objective is "
-                         "taken on the scaled weights s_j w_j, not certified yet")
+_OBJECTIVES = ("trained", "raw")
+
+
+def _objective_coordinates(model, value, objective):
+    """(value, inv): the model in the coordinates of the objective certified, and the
+    factors 1 / s_j of the data's columns there (None: the columns as they are).
+
+    A model of the adaptive geometry minimizes its objective on the scaled weights
+    ``v_j = s_j w_j`` over the scaled features ``x_j / s_j`` (docs/design/adaptive.md),
+    s_j the largest |x_j| its training saw (the intercept's constant feature: the
+    constant); ``objective="trained"`` certifies that one, which is the global
+    geometry's objective of the scaled problem: the weights times the scales, the
+    columns divided by them, the constant feature ``intercept_scaling / s_0`` (1). A
+    column the model never saw (its weight 0) and a column beyond its width keep the
+    scale 1. ``objective="raw"``, and every model of the global geometry, certify
+    ``sigma r(w) + l1 ||w||_1`` plus the loss on the raw weights."""
+    if objective not in _OBJECTIVES:
+        raise ValueError(f"objective must be one of {list(_OBJECTIVES)}, got {objective!r}")
+    scales = getattr(value, "scales", None)
+    if objective == "raw" or scales is None:
+        return value, None
+    if value.is_sparse:  # the non-zeros scaled, never densified
+        held = value.coef_sparse
+        scaled = value._with(None, SparseWeights(
+            held.indptr, held.indices, held.data * scales[1 + np.asarray(held.indices)],
+            held.shape))
+    else:
+        coef = np.asarray(value.coef) * scales[1:]
+        coef.setflags(write=False)
+        scaled = value._with(coef, None)
+    scaled.intercept_weight = value.intercept_weight * scales[0]
+    scaled.intercept_scaling = value.intercept_scaling / scales[0]
+    scaled.scales = None  # its own coordinates
+    return scaled, 1.0 / scales[1:]
+
+
+def _scaled_columns(X, inv):
+    """X (CSR or dense, float64) with column j times inv[j] (1 beyond inv), or X itself
+    without factors; a new matrix, the caller's left as it is."""
+    if inv is None:
+        return X
+    if sp.issparse(X):
+        factors = np.ones(X.shape[1])
+        factors[:min(X.shape[1], inv.shape[0])] = inv[:X.shape[1]]
+        data = np.asarray(X.data, dtype=np.float64) * factors[np.asarray(X.indices)]
+        return sp.csr_matrix((data, X.indices, X.indptr), shape=X.shape)
+    X = np.array(X, dtype=np.float64)
+    width = min(X.shape[1], inv.shape[0])
+    X[:, :width] *= inv[:width]
+    return X
 
 
 def _refined(value, result, X, Y, sw, epochs):
@@ -899,7 +954,7 @@ def _refined(value, result, X, Y, sw, epochs):
 
 
 def duality_gap_stream(model, source, *, chunk_rows=10_000, zero_based="auto",
-                       scale_dual=True):
+                       scale_dual=True, objective="trained"):
     """`duality_gap` in one pass over a file or stream, in O(n_features + chunk) memory.
 
     Parameters
@@ -918,6 +973,8 @@ def duality_gap_stream(model, source, *, chunk_rows=10_000, zero_based="auto",
         Index base of an svmlight source (see `onlinepgs.iter_svmlight`).
     scale_dual : bool, default=True
         See `duality_gap`.
+    objective : {"trained", "raw"}, default="trained"
+        See `duality_gap` (the scales are the model's, the same for every chunk).
 
     Returns
     -------
@@ -947,9 +1004,9 @@ def duality_gap_stream(model, source, *, chunk_rows=10_000, zero_based="auto",
     """
     from onlinepgs.svmlight import iter_svmlight
 
-    _refuse_adaptive(model)
     value = _value_of(model)
-    cert = _certificate_of_model(value, scale_dual)
+    scaled, inv = _objective_coordinates(model, value, objective)
+    cert = _certificate_of_model(scaled, scale_dual)
     class_weights = objective_weights(model)
     if isinstance(source, (str, bytes, os.PathLike)) or hasattr(source, "read"):
         chunks = iter_svmlight(source, chunk_rows=chunk_rows, zero_based=zero_based)
@@ -986,7 +1043,7 @@ def duality_gap_stream(model, source, *, chunk_rows=10_000, zero_based="auto",
                                  f"{worded}") from None
             raise ValueError(f"{name}, chunk {index} (rows from {first + 1}, counted from "
                              f"1): {exc}") from None
-        cert.add(X, Y, sw)
+        cert.add(_scaled_columns(X, inv), Y, sw)
         first += X.shape[0]
     if cert.m == 0:
         raise ValueError(f"{name}: no rows: the duality gap needs at least one row")

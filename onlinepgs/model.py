@@ -138,6 +138,12 @@ class LinearModel:
         (``loss="hinge"``; no probabilities). ``predict`` is the argmax for all three.
         Two classes: the binary model whatever its value (multinomial is then the
         logistic loss, crammer_singer the hinge). A regressor: "ovr".
+    scales : array-like of shape (n_features + 1,) or None, default=None
+        A model of the adaptive geometry (``geometry="adaptive"``): the scale s_j of each
+        coordinate, the intercept's constant feature first, 1 where training saw no
+        value; its objective is taken on the scaled weights ``s_j w_j``
+        (`onlinepgs.duality_gap` certifies that one). None: the global geometry, whose
+        objective is on the weights as they are.
 
     Attributes
     ----------
@@ -153,7 +159,7 @@ class LinearModel:
     def __init__(self, coef, intercept_weight=None, *, classes=None, loss="logistic",
                  epsilon=0.1, p=2.0, sigma=1e-4, l1=0.0, radius=None, fit_intercept=True,
                  intercept_scaling=1.0, n_bits=None, hash_seed=0, n_features_in=None,
-                 solver="pgs", interactions=None, multi_class="ovr"):
+                 solver="pgs", interactions=None, multi_class="ovr", scales=None):
         if sp.issparse(coef) and not isinstance(coef, SparseWeights):
             coef = SparseWeights.from_scipy(coef)
         if isinstance(coef, SparseWeights):
@@ -206,6 +212,14 @@ class LinearModel:
         # the option (multinomial == logistic, crammer_singer == hinge on the margin)
         self.multi_class = multi_class if K > 1 else "ovr"
         w0.setflags(write=False)
+        if scales is not None:
+            scales = np.array(scales, dtype=np.float64)
+            if scales.shape != (self.n_features + 1,) or not (
+                    np.isfinite(scales).all() and (scales > 0).all()):
+                raise ValueError(f"scales must be {self.n_features + 1} finite positive "
+                                 f"numbers (the intercept's first), got shape {scales.shape}")
+            scales.setflags(write=False)
+        self.scales = scales
 
     # ---- what it is ----------------------------------------------------------------------
     @property

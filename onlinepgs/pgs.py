@@ -31,7 +31,7 @@ from onlinepgs._core._pgs import (finite_at_columns, power_is_cheap, row_power_s
                                   run_crossed)
 from onlinepgs._event import EventClassifier, EventLearner
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
-from onlinepgs._layout import StateLayout
+from onlinepgs._layout import StateLayout, scales_of
 from onlinepgs.features import CrossedRows
 from onlinepgs.model import LinearModel
 
@@ -282,6 +282,16 @@ def _finite_after(state, X):
         # compiled code: a gather of the rows would copy them all (on wide rows it took
         # 2-3x the pass itself)
         return finite_at_columns(block, X.crossing().columns() if crossed else X.indices)
+
+
+def feature_scales(state, inv_at):
+    """The adaptive geometry's scale of each coordinate of `state` (the intercept's
+    first): the largest |x_j| seen, the constant feature's value for the intercept, 1
+    where no value was seen (docs/design/adaptive.md), from the field 1 / s_j at
+    `inv_at` of a problem's doubles; None for the global geometry."""
+    if not state.adaptive:
+        return None
+    return scales_of(np.asarray(state.block_a)[:state.dim, 0, inv_at])
 
 
 def _heaviest_row(X, sw):
@@ -901,7 +911,8 @@ class PGSLearner(EventLearner, LinearLearner):
                 n_bits=fitted["n_bits"], hash_seed=fitted["hash_seed"],
                 n_features_in=self.n_features_in_, solver="pgs",
                 interactions=fitted.get("interactions"),
-                multi_class=self._fitted_multi_class())
+                multi_class=self._fitted_multi_class(),
+                scales=feature_scales(state, self._layout(1).offset("inv_scale")))
             if finite:
                 cache["model"] = model
             return model

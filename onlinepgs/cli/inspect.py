@@ -24,8 +24,8 @@ def cmd_gap(args):
     reader = open_reader(args.data, args.chunk_rows, data_base(args, extra),
                          reading_of(args.data, est, extra, args.format),
                          skip=args.skip_bad_lines)
-    cert = duality_gap_stream(est, reader) if not args.refine else _refined(est, reader,
-                                                                            args)
+    cert = (duality_gap_stream(est, reader, objective=args.objective) if not args.refine
+            else _refined(est, reader, args))
     reader_skipped(args.data, reader)
     if (not args.refine and _refinable(est) and est.loss in _KINKED
             and cert.relative_gap > _LOOSE):
@@ -36,6 +36,8 @@ def cmd_gap(args):
     weighing = _class_weights(est)
     if args.json:
         result = cert.as_dict()
+        if getattr(est, "geometry", "global") == "adaptive":
+            result["objective"] = "scaled" if args.objective == "trained" else "raw"
         if est._classifier and cert.dual_scale.shape[0] > 1:
             result["classes"] = est.classes_.tolist()
         if weighing is not None:
@@ -43,6 +45,10 @@ def cmd_gap(args):
         print(json.dumps(_json_safe(result), indent=2))
         return 0
     print(f"rows = {cert.n_rows}")
+    if getattr(est, "geometry", "global") == "adaptive":  # which of its two objectives
+        print("objective = " + ("scaled (sigma r(S w) + l1 ||S w||_1, S the features' "
+                                "scales)" if args.objective == "trained" else
+                                "raw (sigma r(w) + l1 ||w||_1)"))
     for key in ("primal", "dual", "gap", "relative_gap"):
         print(f"{key} = {getattr(cert, key):.12g}")
     if cert.gap_per_problem.shape[0] > 1:  # one-vs-rest problems, one per class
@@ -100,7 +106,7 @@ def _refined(est, reader, args):
     try:
         return duality_gap(est, vstack([widen(X, width) for X in blocks]),
                            np.concatenate(labels), np.concatenate(weights),
-                           refine_epochs=args.refine)
+                           refine_epochs=args.refine, objective=args.objective)
     except ValueError as exc:
         raise UserError(f"{args.data}: {exc}") from None
 

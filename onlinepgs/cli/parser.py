@@ -365,6 +365,13 @@ def build_parser():
                      "with --refine 20, its true suboptimality 1.9e-4); at a small sigma "
                      "it tightens every loss's bound. One-vs-rest models without l1 (0: "
                      "one pass, bounded memory)")
+    gap.add_argument("--objective", choices=["trained", "raw"], default="trained",
+                     help="trained (the default): the objective the model was trained on; "
+                     "for --geometry adaptive, the one on the scaled weights s_j w_j over "
+                     "the features divided by their scales s_j (the largest |x_j| its "
+                     "training saw), which is the global geometry's objective of the "
+                     "columns divided by s_j. raw: sigma r(w) + l1 ||w||_1 on the weights "
+                     "as they are (the same for a model of the global geometry)")
     _reading(gap)
 
     info = sub.add_parser("info", help="describe a model file")

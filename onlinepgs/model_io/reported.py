@@ -30,11 +30,11 @@ import copy
 import numpy as np
 
 from onlinepgs._core._state_dict import unfold_marks_layout
-from onlinepgs._layout import L1_MARKS_FIELDS, StateLayout
+from onlinepgs._layout import L1_MARKS_FIELDS, StateLayout, scales_of
 from onlinepgs.model_io import schema
 from onlinepgs.model_io.errors import ModelFileError
 from onlinepgs.model_io.jsonvalues import from_json
-from onlinepgs.model_io.stateless import stateless_header
+from onlinepgs.model_io.stateless import add_scales, stateless_header
 from onlinepgs.model_io.staterows import ROWS
 from onlinepgs.model_io.weights import SPARSE_ARRAYS, sparse_is_smaller
 
@@ -128,12 +128,28 @@ def _build(archive, header, arrays, path, sklearn):
     for coords, W in weights.of(slices):
         nnz += np.count_nonzero(W[coords > 0], axis=0)
     intercept = weights.intercept(slices)
+    scales = _scales(slices, layout.offset("inv_scale"))
     d = dim - 1
     if sparse_is_smaller(K, d, int(nnz.sum())):
         coef = _sparse(weights.of(slices), nnz, K, d)
     else:
         coef = _dense(weights.of(slices), K, d)
-    return _reported(header, arrays, coef, intercept, scalars, dim, path, sklearn)
+    return _reported(header, arrays, coef, intercept, scalars, dim, path, sklearn, scales)
+
+
+def _scales(slices, inv_at):
+    """The adaptive geometry's scales that are not 1 (`stateless.add_scales`'s
+    coordinates and values) from its field 1 / s_j at `inv_at` (the first problem's copy),
+    or None for the global geometry."""
+    if inv_at is None:
+        return None
+    index, value = [np.zeros(0, dtype=np.int64)], [np.zeros(0)]
+    for at, parts in slices:
+        scales = scales_of(parts["block_a"][:, 0, inv_at])
+        keep = scales != 1.0
+        index.append(at[keep])
+        value.append(scales[keep])
+    return np.concatenate(index), np.concatenate(value)
 
 
 def _check_rows_entry(stored, keys, dim, header, path):
@@ -255,7 +271,7 @@ def _dense(pieces, K, d):
     return coef
 
 
-def _reported(header, arrays, coef, intercept, scalars, dim, path, sklearn):
+def _reported(header, arrays, coef, intercept, scalars, dim, path, sklearn, scales):
     """The learner of a file saved without its state holding these weights (`schema.build`
     of that file), checked as a full load checks its state, its statistics the state's."""
     config = header["state"]["config"]
@@ -271,6 +287,7 @@ def _reported(header, arrays, coef, intercept, scalars, dim, path, sklearn):
         kept["state/coef"] = coef
     kept["state/intercept_weight"] = (intercept if config["fit_intercept"]
                                       else np.zeros(K))
+    add_scales(scales, kept.__setitem__)
     table = [e for e in header["arrays"] if e["name"].startswith("attributes/")]
     table += [{"name": name, "dtype": kept[name].dtype.str, "shape": list(kept[name].shape)}
               for name in kept if name.startswith("state/")]

@@ -10,7 +10,6 @@ refuses. Only `build` with ``sklearn=True`` imports scikit-learn.
 """
 import math
 import numbers
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -24,9 +23,9 @@ from onlinepgs.model_io.jsonvalues import (class_weight_from_json as _class_weig
                                             class_weight_to_json as _class_weight_to_json,
                                             to_json)
 from onlinepgs.model_io.staterows import add_state, expand, state_template
-from onlinepgs.model_io.stateless import (stateless_header, stateless_inconsistency,
+from onlinepgs.model_io.stateless import (add_scales, stateless_header, stateless_inconsistency,
                                            stateless_model)
-from onlinepgs.model_io.weights import SPARSE_ARRAYS, add_sdca_weights, pgs_count, read_sdca_coef
+from onlinepgs.model_io.weights import add_sdca_weights, build_weights_state, pgs_count
 from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
 from onlinepgs.sdca import SDCAClassifierLearner, SDCARegressorLearner
 
@@ -142,6 +141,7 @@ def encode(estimator, path, extra, with_state=True):
         add_array("state/intercept_weight", model.intercept_weight)
         if stateless:
             state_json.update(to_json(stateless_header(model), "the model", path))
+            add_scales(model.scales, add_array)
         n_features = model.n_features
         stats = estimator.online_stats_ if stateless else {}
     else:
@@ -392,7 +392,7 @@ def build(header, arrays, path, sklearn=True):
 
     sdca = _is_sdca(cls)
     stateless = not sdca and header["state"].get("solver") == "pgs-weights"
-    state = (_build_sdca_state if sdca or stateless else _build_state)(header, arrays, path)
+    state = (build_weights_state if sdca or stateless else _build_state)(header, arrays, path)
 
     attributes = dict(header["attributes"])
     for entry in header["arrays"]:
@@ -473,29 +473,6 @@ def build(header, arrays, path, sklearn=True):
     if reason is not None:
         raise ModelFileError(path, f"inconsistent model: {reason}")
     return estimator
-
-
-def _build_sdca_state(header, arrays, path):
-    """An SDCA model's weights: ``state/coef`` (K, n_features) and ``state/intercept_weight``
-    (K,), K problems, as a LinearModel (its parameters and classes are set by `build`)."""
-    if header["state"].get("solver") not in ("sdca", "pgs-weights"):
-        raise ModelFileError(path, f"malformed header: an {header['estimator']} model's state "
-                                   "is not marked solver 'sdca'")
-    names = {"state/coef", "state/intercept_weight", *SPARSE_ARRAYS}
-    for entry in header["arrays"]:
-        if entry["name"].startswith("state/") and entry["name"] not in names:
-            raise ModelFileError(path, f"unexpected array {entry['name']} (not part of an "
-                                       "SDCA model)")
-    if "state/intercept_weight" not in arrays:
-        raise ModelFileError(path, "missing array state/intercept_weight")
-    coef = read_sdca_coef(header["state"], arrays, path)  # dense, or sparse and checked
-    w0 = arrays["state/intercept_weight"]
-    if coef.dtype != np.float64 or w0.dtype != np.float64 or len(coef.shape) != 2 or \
-            w0.shape != (coef.shape[0],) or coef.shape[0] < 1:
-        raise ModelFileError(path, f"array state/coef has dtype {coef.dtype.str} and shape "
-                                   f"{coef.shape}, state/intercept_weight {w0.dtype.str} and "
-                                   f"{w0.shape}: expected float64 (K, n_features) and (K,)")
-    return SimpleNamespace(coef=coef, intercept_weight=w0, n_problems=coef.shape[0])
 
 
 # state version 2 files load; the arrays version 3 added are then unknown (NaN)

@@ -8,7 +8,9 @@ Its header's state is ``{"solver": "pgs-weights", "sigma", "l1", "radius"}`` (th
 model's values, e.g. the sigma a race chose) plus the weights' storage entry, its arrays
 those of an SDCA model: ``state/coef`` dense or ``state/coef_indptr``, ``_indices``,
 ``_data`` sparse when that is smaller (`onlinepgs.model_io.weights`), and
-``state/intercept_weight``; the header's ``online_stats`` are the statistics at saving,
+``state/intercept_weight``, and for a model of the adaptive geometry its scales
+(``state/scale_index``: the coordinates whose scale is not 1, the intercept's 0;
+``state/scale_value``: those scales); the header's ``online_stats`` are the statistics at saving,
 returned by ``online_stats_`` as they were. It loads as the same estimator class with a
 `~onlinepgs.model.LinearModel` (sparse when stored sparse) in place of the solver state.
 An older onlinepgs refuses it (the state is not one it reads), never misreads it.
@@ -20,7 +22,10 @@ import numpy as np
 from onlinepgs.model import LinearModel
 from onlinepgs.model_io.errors import ModelFileError, short
 
-__all__ = ["NO_STATE", "stateless_header", "stateless_model", "stateless_inconsistency"]
+__all__ = ["NO_STATE", "SCALE_ARRAYS", "add_scales", "read_scales", "stateless_header",
+           "stateless_model", "stateless_inconsistency"]
+
+SCALE_ARRAYS = ("state/scale_index", "state/scale_value")
 
 NO_STATE = ("it was saved without its solver state (save_model(..., state=False), train "
             "--no-state) or loaded without it (load_learner(..., state=False)): it predicts "
@@ -32,6 +37,47 @@ def stateless_header(model):
     """The header's state scalars of a model saved without its solver state."""
     return {"solver": "pgs-weights", "sigma": float(model.sigma),
             "l1": float(getattr(model, "l1", 0.0)), "radius": model.radius}
+
+
+def add_scales(scales, add_array):
+    """Write the adaptive geometry's scales that are not 1 (`scales`: all of them, or
+    their (coordinates, values)): the coordinates, increasing, the intercept's 0, and
+    the values. Nothing for the global geometry (None)."""
+    if scales is None:
+        return
+    if not isinstance(scales, tuple):
+        index = np.flatnonzero(scales != 1.0)
+        scales = index, scales[index]
+    add_array(SCALE_ARRAYS[0], np.asarray(scales[0], dtype=np.int64))
+    add_array(SCALE_ARRAYS[1], np.asarray(scales[1], dtype=np.float64))
+
+
+def read_scales(arrays, n_features, path):
+    """The scales of a file's adaptive model, shape (n_features + 1,), or None (the
+    global geometry: no scale arrays); damaged arrays are refused, naming them."""
+    present = [name in arrays for name in SCALE_ARRAYS]
+    if not any(present):
+        return None
+    if not all(present):
+        missing = SCALE_ARRAYS[present.index(False)]
+        raise ModelFileError(path, f"missing array {missing}")
+    index, value = (arrays[name] for name in SCALE_ARRAYS)
+    if (index.dtype != np.int64 or value.dtype != np.float64 or index.ndim != 1
+            or index.shape != value.shape):
+        raise ModelFileError(path, f"arrays {SCALE_ARRAYS[0]} and {SCALE_ARRAYS[1]} have "
+                                   f"dtypes {index.dtype.str}, {value.dtype.str} and shapes "
+                                   f"{index.shape}, {value.shape}: expected int64 and "
+                                   "float64 of one length")
+    if index.size and not (index[0] >= 0 and index[-1] <= n_features
+                           and (np.diff(index) > 0).all()):
+        raise ModelFileError(path, f"damaged model: array {SCALE_ARRAYS[0]} is not strictly "
+                                   f"increasing coordinates in [0, {n_features}]")
+    if not (np.isfinite(value).all() and (value > 0).all()):
+        raise ModelFileError(path, f"damaged model: array {SCALE_ARRAYS[1]} holds a scale "
+                                   "that is not a finite positive number")
+    scales = np.ones(n_features + 1)
+    scales[index] = value
+    return scales
 
 
 def stateless_model(estimator, weights, attributes, header, path):
@@ -56,7 +102,12 @@ def stateless_model(estimator, weights, attributes, header, path):
         n_bits=fitted.get("n_bits"), hash_seed=fitted.get("hash_seed", 0),
         n_features_in=attributes["n_features_in_"], solver="pgs",
         interactions=fitted.get("interactions"),
-        multi_class=fitted.get("multi_class", "ovr") if estimator._classifier else "ovr")
+        multi_class=fitted.get("multi_class", "ovr") if estimator._classifier else "ovr",
+        scales=weights.scales)
+    if (model.scales is not None) != (getattr(estimator, "geometry", "global") == "adaptive"):
+        raise ModelFileError(path, "inconsistent model: a model of the adaptive geometry "
+                                   "has scales (state/scale_index, state/scale_value), one "
+                                   "of the global geometry none")
     stats = header.get("online_stats")
     if not isinstance(stats, dict):
         raise ModelFileError(path, "malformed header: online_stats is not an object")

@@ -21,7 +21,7 @@ import sys
 
 from onlinepgs.model_io.errors import ModelFileError  # no numpy: `info` counts without it
 
-__all__ = ["add_sdca_weights", "read_sdca_coef", "sparse_is_smaller", "SPARSE_ARRAYS", "pgs_count", "count_plain"]
+__all__ = ["add_sdca_weights", "build_weights_state", "read_sdca_coef", "sparse_is_smaller", "SPARSE_ARRAYS", "pgs_count", "count_plain"]
 
 SPARSE_ARRAYS = ("state/coef_indptr", "state/coef_indices", "state/coef_data")
 # each further .npy entry costs its zip headers (local and central, with the name) and
@@ -50,6 +50,42 @@ def add_sdca_weights(model, add_array):
     for name, values in zip(SPARSE_ARRAYS, (sparse.indptr, sparse.indices, sparse.data)):
         add_array(name, values)
     return {"coef": {"storage": "sparse", "shape": [K, d]}}
+
+
+def build_weights_state(header, arrays, path):
+    """The weights that are a file's state (an SDCA model's; a PGS model's saved without
+    its solver state, "pgs-weights", with its scales if it is of the adaptive geometry):
+    ``state/coef`` (K, n_features), ``state/intercept_weight`` (K,), K problems, checked,
+    as a namespace of coef, intercept_weight, n_problems and scales (None where there are
+    none); `schema.build` makes it the estimator's LinearModel."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from onlinepgs.model_io.stateless import SCALE_ARRAYS, read_scales
+
+    if header["state"].get("solver") not in ("sdca", "pgs-weights"):
+        raise ModelFileError(path, f"malformed header: an {header['estimator']} model's state "
+                                   "is not marked solver 'sdca'")
+    weights_only = header["state"].get("solver") == "pgs-weights"
+    names = {"state/coef", "state/intercept_weight", *SPARSE_ARRAYS,
+             *(SCALE_ARRAYS if weights_only else ())}
+    for entry in header["arrays"]:
+        if entry["name"].startswith("state/") and entry["name"] not in names:
+            raise ModelFileError(path, f"unexpected array {entry['name']} (not part of an "
+                                       "SDCA model)")
+    if "state/intercept_weight" not in arrays:
+        raise ModelFileError(path, "missing array state/intercept_weight")
+    coef = read_sdca_coef(header["state"], arrays, path)  # dense, or sparse and checked
+    w0 = arrays["state/intercept_weight"]
+    if coef.dtype != np.float64 or w0.dtype != np.float64 or len(coef.shape) != 2 or \
+            w0.shape != (coef.shape[0],) or coef.shape[0] < 1:
+        raise ModelFileError(path, f"array state/coef has dtype {coef.dtype.str} and shape "
+                                   f"{coef.shape}, state/intercept_weight {w0.dtype.str} and "
+                                   f"{w0.shape}: expected float64 (K, n_features) and (K,)")
+    scales = read_scales(arrays, coef.shape[1], path) if weights_only else None
+    return SimpleNamespace(coef=coef, intercept_weight=w0, n_problems=coef.shape[0],
+                           scales=scales)
 
 
 def read_sdca_coef(state_json, arrays, path):
