@@ -50,9 +50,11 @@ class EtaSchedule:
         each family's reported run over the rows since ``decide_at // 2``.
     grid, start : the sigmas of every family's sigma race (`SigmaSchedule`'s; a grid of
         one sigma races eta alone at that sigma).
+    batch_size : int, default=1
+        Rows a step: every check (the families', the window's start and the choice)
+        falls on whole mini-batches, moved as `SigmaSchedule.align` moves its own.
     **options
-        The other `SigmaSchedule` parameters, the same for every family (``batch_size``
-        must be 1: the adaptive geometry steps on one row at a time).
+        The other `SigmaSchedule` parameters, the same for every family.
     """
 
     def __init__(self, loss, *, etas=ETAS, decide_at=DECIDE_AT, n_problems=1, batch_size=1,
@@ -60,14 +62,16 @@ class EtaSchedule:
         etas = sorted({float(e) for e in etas})
         if not etas or not all(e > 0 and math.isfinite(e) for e in etas):
             raise ValueError(f"a race of eta needs positive finite rates, got {etas!r}")
-        if int(batch_size) != 1 or int(decide_at) < 2:
-            raise ValueError("a race of eta steps on single rows (batch_size 1) and decides "
-                             f"after 2 rows or more, got {batch_size!r}, {decide_at!r}")
-        self.loss, self.n_problems, self.batch_size = loss, int(n_problems), 1
+        if int(batch_size) < 1 or int(decide_at) < 2:
+            raise ValueError("a race of eta steps on whole mini-batches (batch_size >= 1) "
+                             f"and decides after 2 rows or more, got {batch_size!r}, "
+                             f"{decide_at!r}")
+        self.loss, self.n_problems, self.batch_size = loss, int(n_problems), int(batch_size)
         self.decide_at, self.mark_at = int(decide_at), int(decide_at) // 2
         self.evidence = evidence_for(loss, evidence)
         self.options = dict(options)
-        self.families = {eta: SigmaSchedule(loss, n_problems=n_problems, batch_size=1,
+        self.families = {eta: SigmaSchedule(loss, n_problems=n_problems,
+                                            batch_size=self.batch_size,
                                             eta=eta, first_id=k * ID_STRIDE,
                                             evidence=evidence, **options)
                          for k, eta in enumerate(etas)}
@@ -133,7 +137,18 @@ class EtaSchedule:
         return math.inf if check is None else check
 
     def align(self, n_rows):
-        return self.next_check(n_rows)  # single rows: a check never splits a batch
+        """Every family's checks aligned (`SigmaSchedule.align`), and the window's start
+        and the choice moved alike to the first whole mini-batch of rows trained from row
+        `n_rows`; the next check."""
+        for family in self.families.values():
+            family.align(n_rows)
+        b = self.batch_size
+        if b > 1 and self.eta is None:
+            for key in ("mark_at", "decide_at"):
+                check = getattr(self, key)
+                if check > n_rows:
+                    setattr(self, key, n_rows + -(-(check - n_rows) // b) * b)
+        return self.next_check(n_rows)
 
     def fork_ids(self, decision):
         return list(self.last_forks)
@@ -259,7 +274,8 @@ class EtaSchedule:
     def to_dict(self):
         """The race as JSON-able values (model files)."""
         return dict(version=1, kind="eta", loss=self.loss, n_problems=self.n_problems,
-                    decide_at=self.decide_at, evidence=self.evidence, options=self.options,
+                    decide_at=self.decide_at, mark_at=self.mark_at,
+                    batch_size=self.batch_size, evidence=self.evidence, options=self.options,
                     default=self.default, eta=self.eta, decided=self.decided,
                     families=[f.to_dict() for f in self.families.values()],
                     origin=[[r, o] for r, o in self.origin.items()],
@@ -273,7 +289,9 @@ class EtaSchedule:
             raise ValueError(f"unsupported race of eta {d.get('version')!r}")
         families = [SigmaSchedule.from_dict(f) for f in d["families"]]
         self = cls(d["loss"], etas=[f.eta for f in families], decide_at=d["decide_at"],
-                   n_problems=d["n_problems"], evidence=d["evidence"], **d["options"])
+                   n_problems=d["n_problems"], batch_size=d.get("batch_size", 1),
+                   evidence=d["evidence"], **d["options"])
+        self.mark_at = int(d.get("mark_at", self.mark_at))  # as aligned
         self.families = {f.eta: f for f in families}
         self.default = float(d["default"])
         self.eta = None if d["eta"] is None else float(d["eta"])

@@ -113,7 +113,8 @@ class StateLayout:
         self.random = iterate == "random"
         self.batched = int(batch_size) > 1
         # the adaptive geometry keeps a row's weights from its margin for its step in
-        # grad_acc (an entry per row entry: at most dim, pages mapped only where written)
+        # grad_acc (an entry per row entry: at most dim, pages mapped only where written),
+        # or with batches two sums a (coordinate, problem)
         self.row_cache = geometry == "adaptive"
         # N, the l_q map's running sum (p < 2, or a ball's norm at p = 2), without l1 (on
         # a ball l1 keeps the norm of the soft thresholds in its heaps)
@@ -124,8 +125,9 @@ class StateLayout:
                                               and geometry != "adaptive")
         K = self.n_problems
         self.per_feature = (8 * K * len(self.fields) + (16 * K if self.random else 0)
-                            + (8 * K + 9 if self.batched else 0)
-                            + (8 if self.row_cache else 0)
+                            + ((16 if self.row_cache else 8) * K + 9 if self.batched
+                               else 0)
+                            + (8 if self.row_cache and not self.batched else 0)
                             + (8 // SEEN_DENSE if self.keeps_seen else 0))
 
     @classmethod
@@ -143,7 +145,10 @@ class StateLayout:
         K = self.n_problems
         rows = dim if self.random else 1
         scratch = dim if self.batched else 1
-        grads = scratch * K if not self.row_cache else dim
+        # a step of several rows sums a gradient per (coordinate, problem), two sums in
+        # the adaptive geometry (the gradient and its weighted squares, `batch_ad`)
+        grads = (2 * scratch * K if self.batched and self.row_cache
+                 else dim if self.row_cache else scratch * K)
         return {"block_a": ((dim, K, len(self.fields)), "f8"),
                 "snap_a": ((rows, K), "f8"), "snapv_a": ((rows, K), "i8"),
                 "grad_acc": ((grads,), "f8"), "is_touched": ((scratch,), "u1"),

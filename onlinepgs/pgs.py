@@ -175,8 +175,8 @@ _COMMON_DOC = """
         the largest ``|x_j|`` seen so far: raw columns of any units need no scaling (a
         column multiplied by any c > 0 leaves every prediction as it was), and sigma, l1
         regularize the scaled weights ``s_j w_j``. It runs with p=2, iterate="last",
-        radius=None, batch_size=1 and forget=1 (say so: other values are refused), not on
-        Dask, and `onlinepgs.duality_gap` does not certify it yet
+        radius=None and forget=1 (say so: other values are refused), any batch_size, not
+        on Dask; `onlinepgs.duality_gap` certifies its objective on the scaled weights
         (docs/design/adaptive.md).
     eta : float > 0 or "auto", default="auto"
         The adaptive geometry's base rate: a coordinate's step is ``eta / sqrt(sum of

@@ -97,6 +97,46 @@ def test_binary_and_regression_rows_follow_the_transcription(centered, l1, loss,
 
 
 @pytest.mark.parametrize("centered", [False, True])
+@pytest.mark.parametrize("l1", [0.0, 2e-3])
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+@pytest.mark.parametrize("batch_size", [2, 7])
+@pytest.mark.parametrize("dense", [False, True])
+def test_steps_of_several_rows_follow_the_transcription(centered, l1, loss, batch_size,
+                                                        dense):
+    """batch_size rows a step (160 rows: a last short step of 6 rows at 7): every row of a
+    step raises its scales before the step's margins, which are all at its start, and the
+    step adds the rows' weighted mean gradient and squares (importance weights in
+    [0.5, 2] and up to 1e6, linear in a batch). After each of the first steps and at
+    the end the weights equal the transcription's to 1e-12, and so does the progressive
+    loss; the same rows in one call give the same bits as a call a step."""
+    X, y, _, score, _ = stream()
+    classifier = loss != "squared"
+    target = y if classifier else score
+    sw = heavy_weights(len(y), seed=2)
+    m, n = X.shape
+    its, stats = reference_adaptive(with_intercept(X), target, p=2.0, sigma=1e-3, loss=loss,
+                                    eta=0.5, l1=l1, centered=centered, sample_weight=sw,
+                                    batch_size=batch_size)
+    state = fresh(n, loss=loss, l1=l1, centered=centered, batch_size=batch_size)
+    Xi = with_intercept(X)
+    final = stats["scales"][:, None]
+    for step, start in enumerate(range(0, m, batch_size)):
+        stop = min(start + batch_size, m)
+        run(state, X, target, sw, range(start, stop), classifier, dense)
+        if step < 12 or stop == m:
+            now = np.max(np.abs(Xi[:stop]), axis=0)[:, None]
+            want = (its[step] * final).ravel()
+            got = (state.weights() * now).ravel()
+            np.testing.assert_allclose(got, want, rtol=0,
+                                       atol=1e-12 * max(np.max(np.abs(want)), 1e-300))
+    got_loss = state.stats_dict()["progressive_loss"]
+    assert abs(got_loss - stats["progressive_loss"]) <= 1e-12 * stats["progressive_loss"]
+    whole = fresh(n, loss=loss, l1=l1, centered=centered, batch_size=batch_size)
+    run(whole, X, target, sw, range(m), classifier, dense)
+    np.testing.assert_array_equal(whole.weights(), state.weights())
+
+
+@pytest.mark.parametrize("centered", [False, True])
 @pytest.mark.parametrize("heavy", [False, True])
 def test_one_vs_rest_problems_follow_the_transcription(centered, heavy):
     """Three classes, one problem each (+1 for its class, -1 else): each column of the
@@ -114,6 +154,16 @@ def test_one_vs_rest_problems_follow_the_transcription(centered, heavy):
     run(state, X, labels, sw, range(len(labels)))
     want = its[-1]
     np.testing.assert_allclose(state.weights(), want, rtol=0, atol=1e-12 * np.max(np.abs(want)))
+    assert state.n_mistakes == stats["progressive_mistakes"]
+    # and in steps of 4 rows
+    its, stats = reference_adaptive(with_intercept(X), Y, p=2.0, sigma=1e-4, loss="logistic",
+                                    eta=0.8, centered=centered, sample_weight=sw,
+                                    labels=labels, batch_size=4)
+    state = fresh(X.shape[1], sigma=1e-4, eta=0.8, centered=centered, n_problems=3,
+                  multiclass=True, batch_size=4)
+    run(state, X, labels, sw, range(len(labels)))
+    np.testing.assert_allclose(state.weights(), its[-1], rtol=0,
+                               atol=1e-12 * np.max(np.abs(its[-1])))
     assert state.n_mistakes == stats["progressive_mistakes"]
 
 
@@ -212,8 +262,7 @@ def test_features_never_seen_weigh_zero_and_cost_nothing():
 
 
 @pytest.mark.parametrize("option, value", [("p", 1.5), ("radius", "auto"),
-                                           ("iterate", "weighted2"), ("batch_size", 4),
-                                           ("forget", 0.99)])
+                                           ("iterate", "weighted2"), ("forget", 0.99)])
 def test_what_the_adaptive_geometry_does_not_run_is_refused_by_name(option, value):
     with pytest.raises(OptionError, match=f"adaptive geometry runs with {option}="):
         fresh(3, **{option: value})

@@ -165,8 +165,8 @@ def test_bad_rates_are_refused_by_name():
     X, y = raw_rows(m=50)
     with pytest.raises(ValueError, match="'eta' parameter"):
         PGSClassifier(eta="fast", **ADAPTIVE).fit(X, y)
-    with pytest.raises(ValueError, match="batch_size 1"):
-        EtaSchedule("logistic", batch_size=4)
+    with pytest.raises(ValueError, match="batch_size >= 1"):
+        EtaSchedule("logistic", batch_size=0)
 
 
 def test_the_command_races_eta_and_says_so(tmp_path):
@@ -186,3 +186,36 @@ def test_the_command_races_eta_and_says_so(tmp_path):
                           "--label", "y", "--geometry", "adaptive", "--eta", "fast"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--eta" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_steps_of_several_rows_race_as_one_row_steps_do(tmp_path):
+    """batch_size=8: the kept family equals its rate alone (its own sigma race), bit for
+    bit; chunks whose sizes are multiples of 8 give the same model; a file saved before
+    the choice resumes to it exactly."""
+    X, y = raw_rows(m=7000, seed=3)
+    kw = dict(batch_size=8, **ADAPTIVE)
+    raced = PGSClassifier(eta="auto", **kw).partial_fit(X, y, classes=[-1, 1])
+    alone = PGSClassifier(eta=raced.eta_, **kw).partial_fit(X, y, classes=[-1, 1])
+    assert raced.sigma_ == alone.sigma_
+    np.testing.assert_array_equal(raced.coef_, alone.coef_)
+    many = _fit_in_chunks(PGSClassifier(eta="auto", **kw), X, y, [800, 2400, 4000, 4808],
+                          classes=[-1, 1])
+    np.testing.assert_array_equal(many.coef_, raced.coef_)
+    half = PGSClassifier(eta="auto", **kw).partial_fit(X[:3000], y[:3000], classes=[-1, 1])
+    save_model(half, tmp_path / "m.pgs")
+    back = load_model(tmp_path / "m.pgs").partial_fit(X[3000:], y[3000:])
+    np.testing.assert_array_equal(back.coef_, raced.coef_)
+    assert back.eta_ == raced.eta_
+
+
+def test_a_call_that_ends_inside_a_mini_batch_moves_the_choice_to_a_whole_one():
+    """Calls of 3, then 4,998 rows (batch_size 8): the choice moves from row 4,000 to
+    4,003 (a whole batch of the second call) and the window's start from 2,000 to 2,003,
+    so that no step is split; the kept family is its rate alone in the same calls."""
+    X, y = raw_rows(m=5001, seed=4)
+    kw = dict(batch_size=8, **ADAPTIVE)
+    raced = _fit_in_chunks(PGSClassifier(eta="auto", **kw), X, y, [3], classes=[-1, 1])
+    choice = [r for r in raced.sigma_path_ if r["event"] == "eta"]
+    assert [(c["rows"], c["window"]) for c in choice] == [(4003, [2003, 4003])]
+    alone = _fit_in_chunks(PGSClassifier(eta=raced.eta_, **kw), X, y, [3], classes=[-1, 1])
+    np.testing.assert_array_equal(raced.coef_, alone.coef_)

@@ -22,10 +22,14 @@
 # one-lane operations in their order, and a row's terms are summed in its order, so the
 # results are those of one entry at a time, bit for bit. A row of importance weight
 # c > 1 steps as its first copy, then the rest of its importance as the invariant update
-# (`_ad_rest`).
+# (`_ad_rest`). A step of several rows (`batch_size` > 1): every row raises its features'
+# scales before any margin (`raise_batch`), the margins are all at the step's start, and
+# each coordinate reached moves once by the rows' sums (`batch_ad`).
 from libc.math cimport fabs, copysign, sqrt, fmin, INFINITY
 
 from onlinepgs._core._pgs cimport Core, Pass, Row
+from libc.stdint cimport int64_t
+
 from onlinepgs._core._sparse cimport index_t
 from onlinepgs._core._losses cimport loss_value, loss_derivative, invariant_move
 from onlinepgs._core._multiclass cimport MC_NONE
@@ -403,3 +407,107 @@ cdef inline void step_ad(Pass* ps, const Row* rw, const index_t* idx) noexcept n
             yc = (1.0 if c == label else -1.0) if ovr else ps.y[rw.row]
             _ad_rest(ps, rw, idx, c, yc, rest)
         ps.mov[c] = 1
+
+
+cdef inline void raise_batch(Pass* ps, const double* data, const index_t* indices,
+                             const int64_t* indptr, Py_ssize_t pos,
+                             Py_ssize_t bsize) noexcept nogil:
+    """Before the margins of a step of the bsize rows at order[pos:]: each feature's scale
+    raised by every value of theirs (`_raised`, the weights at the step's start kept), and
+    the intercept's by its constant, so that every row of the step is read in the same
+    scales (a row's margin would otherwise see a scale that a later row raises, and its
+    gradient another)."""
+    cdef Core core = ps.core
+    cdef Py_ssize_t b, e, nnz, start, K = core.K, KS = core.K * AD_S
+    cdef double st = core.sigma * <double>core.t[0], thr = core.l1 * <double>core.t[0]
+    cdef double inv_eta = 1.0 / core.eta, delta = core.delta, xv
+    cdef int64_t row
+    for b in range(bsize):
+        row = ps.order[pos + b]
+        if ps.dense:
+            start = row * ps.n_cols
+            nnz = ps.n_cols
+        else:
+            start = indptr[row]
+            nnz = indptr[row + 1] - start
+        for e in range(nnz):
+            xv = data[start + e]
+            if xv != 0.0:
+                _raised(core.lam + ((e if ps.dense else <Py_ssize_t>indices[start + e]) + 1)
+                        * KS, K, AD_S, xv, st, thr, delta, inv_eta)
+    if ps.fit_icpt:
+        _raised(core.lam, K, AD_S, ps.icpt, st, thr, delta, inv_eta)
+
+
+cdef inline void batch_ad(Pass* ps, const double* data, const index_t* indices,
+                          const int64_t* indptr, Py_ssize_t pos,
+                          Py_ssize_t bsize) noexcept nogil:
+    """A step of the bsize rows at order[pos:] (their scales raised and their margins
+    taken at the step's start: `raise_batch`): per (coordinate, problem) the sum of the
+    rows' scaled gradients, sum_b c_b / k l'_b x_bj / s_j (the step's coefficients c_b /
+    k l'_b times x_bj / s_j), and of their weighted squares, sum_b c_b / k (l'_b x_bj /
+    s_j)^2, two doubles of the scratch each; then each coordinate reached moves once: n_j
+    by the squares, lam by the gradient, and in the centered form back by the
+    stabilizer's growth times the weight at the step's start (its fields are as they
+    were until then). A row of any weight steps linearly (the invariant update of
+    heavier rows is one row a step's)."""
+    cdef Core core = ps.core
+    cdef Py_ssize_t b, e, j, c, K = core.K, KS = core.K * AD_S, nnz, start
+    cdef Py_ssize_t n_touched = 0, ti
+    cdef double st = core.sigma * <double>core.t[0], thr = core.l1 * <double>core.t[0]
+    cdef double inv_eta = 1.0 / core.eta, delta = core.delta
+    cdef double xv, xs, cf, wk, g, dn, sq, stab, step
+    cdef double* G = ps.G
+    cdef double* at
+    cdef unsigned char* is_touched = ps.is_touched
+    cdef int64_t* touched = ps.touched
+    cdef int64_t row
+    for b in range(bsize):
+        row = ps.order[pos + b]
+        wk = ps.sw[row] * ps.inv_k
+        if wk == 0.0:  # no gradient, no square
+            continue
+        if ps.dense:
+            start = row * ps.n_cols
+            nnz = ps.n_cols
+        else:
+            start = indptr[row]
+            nnz = indptr[row + 1] - start
+        for e in range(-1 if ps.fit_icpt else 0, nnz):
+            if e < 0:
+                j = 0
+                xv = ps.icpt
+            else:
+                xv = data[start + e]
+                if xv == 0.0:
+                    continue
+                j = (e if ps.dense else <Py_ssize_t>indices[start + e]) + 1
+            if not is_touched[j]:
+                is_touched[j] = 1
+                touched[n_touched] = j
+                n_touched += 1
+            xs = xv * core.lam[j * KS + AD_INV]
+            for c in range(K):
+                cf = ps.coefs[b * K + c]
+                G[2 * (j * K + c)] += cf * xs
+                G[2 * (j * K + c) + 1] += (cf * xs) * (cf * xs) / wk
+    for ti in range(n_touched):
+        j = touched[ti]
+        is_touched[j] = 0
+        for c in range(K):
+            g = G[2 * (j * K + c)]
+            dn = G[2 * (j * K + c) + 1]
+            G[2 * (j * K + c)] = 0.0
+            G[2 * (j * K + c) + 1] = 0.0
+            if g == 0.0 and dn == 0.0:
+                continue
+            at = core.lam + j * KS + c * AD_S
+            sq = at[AD_SQ] + dn
+            stab = (delta + sqrt(sq)) * inv_eta
+            step = g
+            if core.centered:
+                step = step - (stab - at[AD_STAB]) * ad_value(at, st, thr)
+            at[0] = at[0] - step
+            at[AD_SQ] = sq
+            at[AD_STAB] = stab
+            ps.mov[c] = 1

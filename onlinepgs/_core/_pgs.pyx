@@ -36,7 +36,7 @@ from onlinepgs._core._l1avg cimport harmonic_diff, l1_fallen
 from onlinepgs._core._readout cimport (weight_total, _part_value, rep_of, _readout,
                                        _read_all, _read_scores)
 from onlinepgs._core._upkeep cimport settle_all, scale_of, widen_window, l1_rebuild
-from onlinepgs._core._adaptive cimport AD_SQ, AD_STAB, AD_INV, AD_S
+from onlinepgs._core._adaptive cimport AD_SQ, AD_STAB, AD_INV, AD_S, raise_batch
 from onlinepgs._core._losses import LOSS_CODES, MULTI_CLASS, multi_class_code
 from onlinepgs._options import check_pgs_state
 from onlinepgs import _layout
@@ -954,7 +954,12 @@ cdef inline bint _pass_step(PGSState self, Pass* ps, const RowKernels* kn, Row* 
     the scalars follow. False where a run diverges at a row (a derivative or a coupled
     loss not finite: the state says which row), before the step is taken."""
     cdef Py_ssize_t b
+    # the adaptive geometry with batches: every step's rows read in the same scales, and
+    # a last short step of one row a batch's too (linear in its weight)
+    cdef bint batched_ad = self.adaptive and ps.k > 1
     step_begin(self, ps, bsize)
+    if batched_ad:
+        raise_batch(ps, data, indices, indptr, pos, bsize)
     for b in range(bsize):  # phase 1: every row of the step at w_{t-1}
         call_row(kn[0], ps, rw, data, indices, indptr, pos + b)
         call_margins(kn[0], ps, rw, indices)
@@ -965,7 +970,7 @@ cdef inline bint _pass_step(PGSState self, Pass* ps, const RowKernels* kn, Row* 
     step_commit(self, ps, bsize)
     # phase 2: lambda <- lambda - g_t, touching only the step's coordinates (with a single
     # row, rw still describes it)
-    if bsize == 1:
+    if bsize == 1 and not batched_ad:
         call_step(kn[0], ps, rw, indices)
     else:
         call_batch(kn[0], ps, data, indices, indptr, pos, bsize)
