@@ -223,6 +223,77 @@ def test_learning_gives_train_is_model_and_answers_before_each_row(a9a, tmp_path
     run("train", a9a / "test.svm", "-i", tmp_path / "learned.pgs", "--quiet")
 
 
+# rows that would make the model diverge: a label whose squared loss overflows, a value
+# of 1e300 (the running sums overflow), a value of 1e9 among values near 1 (predictions
+# that run away, `onlinepgs._runaway`)
+POISON = [b"1e200 3:1\n", b"1 3:1e300 5:1\n", b"1 3:1e9\n"]
+
+
+def test_a_row_that_diverges_is_undone_and_the_server_goes_on(a9a, tmp_path):
+    """Each poisoned row is answered `error: not learned: ...` and leaves the model as it
+    was: the saved model is train -i's of the file without them, bit for bit, and the
+    answers after them are predict's of the models train -i makes of the clean rows
+    before them."""
+    run("train", a9a / "train.svm", "-o", tmp_path / "sq.pgs", "--loss", "squared",
+        "--sigma", "1e-3", "--quiet")
+    clean = (a9a / "test.svm").read_bytes().splitlines(keepends=True)[:600]
+    stream = clean[:200] + POISON[:1] + clean[200:400] + POISON[1:] + clean[400:]
+    with served(tmp_path / "sq.pgs", "--learn", "-o", tmp_path / "learned.pgs", "--kind",
+                "scores", tmp_path=tmp_path) as proc:
+        answers = exchange(proc, b"".join(stream)).decode().splitlines()
+    assert len(answers) == len(stream)
+    refused = [answers[200], answers[401], answers[402]]
+    assert all(a.startswith("error: not learned: ") for a in refused), refused
+    assert "overflowed" in refused[0] and "ran away" in refused[2]
+    clean_answers = answers[:200] + answers[201:401] + answers[403:]
+    (tmp_path / "clean.svm").write_bytes(b"".join(clean))
+    run("train", tmp_path / "clean.svm", "-i", tmp_path / "sq.pgs", "-o",
+        tmp_path / "ref.pgs", "--quiet")
+    _same_model(tmp_path / "learned.pgs", tmp_path / "ref.pgs")
+    for i in (200, 201, 400, 599):  # the clean row i, answered by the rows before it
+        (tmp_path / "head.svm").write_bytes(b"".join(clean[:i]))
+        (tmp_path / "next.svm").write_bytes(clean[i])
+        run("train", tmp_path / "head.svm", "-i", tmp_path / "sq.pgs", "-o",
+            tmp_path / "head.pgs", "--quiet")
+        assert clean_answers[i] == predicted(tmp_path / "head.pgs", tmp_path / "next.svm",
+                                             "scores")[0]
+
+
+@pytest.mark.parametrize("sigma", ["1e-3", "auto"])
+def test_undo_from_a_snapshot_replays_the_rows_since(a9a, tmp_path, monkeypatch, sigma):
+    """In the server's process, snapshots every few hundred rows: poisoned rows in
+    batches and alone, on the compiled pass (a fixed sigma) and on partial_fit (a sigma
+    race), leave the model of partial_fit over the clean rows, bit for bit."""
+    from onlinepgs.cli.parser import build_parser
+    from onlinepgs.cli.serve import ServedModel, Undo
+    from onlinepgs.streaming.engine import _narrow
+    from onlinepgs.svmlight import load_svmlight
+
+    monkeypatch.setattr(Undo, "MIN_BYTES", 4000)
+    monkeypatch.setattr(Undo, "MAX_BYTES", 4000)
+    run("train", a9a / "train.svm", "-o", tmp_path / "sq.pgs", "--loss", "squared",
+        "--sigma", sigma, "--quiet")
+    args = build_parser().parse_args(["serve", str(tmp_path / "sq.pgs"), "--learn",
+                                      "--kind", "scores"])
+    served_model = ServedModel.from_args(args)
+    clean = (a9a / "test.svm").read_bytes().splitlines(keepends=True)[:500]
+    batches = [clean[:150] + POISON[:1] + clean[150:300], POISON[1:2], clean[300:301],
+               POISON[2:] + clean[301:]]
+    answers = []
+    for batch in batches:
+        answers += served_model.answer([b"".join(batch)])
+    assert [a.startswith("error: not learned") for a in answers].count(True) == 3
+    assert len(served_model.undo.since) < 20  # snapshots were taken on the way
+    reference = load_learner(str(tmp_path / "sq.pgs"))
+    (tmp_path / "clean.svm").write_bytes(b"".join(clean))
+    X, y = load_svmlight(str(tmp_path / "clean.svm"), zero_based=False)
+    for i in range(X.shape[0]):  # each row as wide as it needs, as the server takes it
+        reference.partial_fit(_narrow(X[i:i + 1]), y[i:i + 1])
+    est = served_model.est
+    assert np.array_equal(est.coef_, reference.coef_)
+    assert np.array_equal(est.intercept_, reference.intercept_) and est.t_ == reference.t_
+
+
 def test_a_client_that_leaves_mid_line_leaves_no_half_row(a9a, tmp_path):
     lines = (a9a / "test.svm").read_bytes().splitlines(keepends=True)[:300]
     with served(a9a / "model.pgs", "--learn", "-o", tmp_path / "learned.pgs",

@@ -85,12 +85,31 @@ def prediction_lines(est, X, kind):
     """The lines (without their newlines) that predict writes for the rows of X, one a
     row, of `kind` ("labels", "scores" or "probabilities"): also `serve`'s answers."""
     if kind == "labels":
-        return [label_text(v) for v in est.predict(X)]
+        return _lines(est.predict(X), kind)
     if kind == "scores":
-        values = (est.decision_function(X) if hasattr(est, "decision_function")
-                  else est.predict(X))
-        return [" ".join(f"{v:.9g}" for v in np.atleast_1d(row)) for row in values]
-    return [" ".join(f"{v:.9g}" for v in row) for row in est.predict_proba(X)]
+        return _lines(est.decision_function(X) if hasattr(est, "decision_function")
+                      else est.predict(X), kind)
+    return _lines(est.predict_proba(X), kind)
+
+
+def score_lines(est, scores, kind):
+    """`prediction_lines` of rows whose (rows, K) scores by `est`'s model are `scores`
+    (as `decision_function`, `predict` and `predict_proba` make them of the scores:
+    ``serve --learn``'s rows, scored in the pass that learns them)."""
+    from onlinepgs.model import labels_from_scores, proba_from_scores
+
+    values = scores.ravel() if scores.shape[1] == 1 else scores
+    if kind == "labels":
+        values = labels_from_scores(values, est.classes_ if est._classifier else None)
+    elif kind == "probabilities":
+        values = proba_from_scores(values, est._fitted_multi_class())
+    return _lines(values, kind)
+
+
+def _lines(values, kind):
+    if kind == "labels":
+        return [label_text(v) for v in values]
+    return [" ".join(f"{v:.9g}" for v in np.atleast_1d(row)) for row in values]
 
 
 def cmd_eval(args):
