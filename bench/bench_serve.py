@@ -84,7 +84,19 @@ def client(port, payload, n_lines, result, i):
     conn.close()
 
 
-def served_seconds(port, payload, n_lines, clients):
+def cpu_seconds(pid):
+    """User + system CPU seconds of process `pid` so far (Linux's /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def served_seconds(port, payload, n_lines, clients, server=None, cpu=None):
+    """Wall seconds of `clients` pipelining clients sending payload at once; with
+    `server` (its process), the server's and this process's (the clients') CPU seconds
+    added to cpu[clients] (a pair)."""
+    if server is not None:
+        before = cpu_seconds(server.pid), sum(os.times()[:2])
     results = [None] * clients
     threads = [threading.Thread(target=client, args=(port, payload, n_lines, results, i))
                for i in range(clients)]
@@ -93,6 +105,9 @@ def served_seconds(port, payload, n_lines, clients):
     for t in threads:
         t.join(600)
     assert all(r is not None and r[1] == n_lines for r in results), results
+    if server is not None:
+        spent = cpu_seconds(server.pid) - before[0], sum(os.times()[:2]) - before[1]
+        cpu[clients] = [a + b for a, b in zip(cpu.get(clients, (0.0, 0.0)), spent)]
     return max(r[0] for r in results)
 
 
@@ -118,12 +133,13 @@ def main():
             learner, learn_port = start_server(model, tmp, "--learn")
             figures.update({"train -i": [], "serve --learn": []})
             ratios.update({"serve --learn": []})
-        rss = []
+        rss, cpu = [], {}
         try:
             for round_ in range(args.repeats + 1):  # round 0: the warm-up
                 wall, peak = predict_seconds(model, args.data)
-                one = served_seconds(port, payload, n, 1)
-                two = served_seconds(port, payload, n, 2)
+                timed = (server, cpu) if round_ else ()
+                one = served_seconds(port, payload, n, 1, *timed)
+                two = served_seconds(port, payload, n, 2, *timed)
                 if learner is not None:
                     trained, _ = train_seconds(model, args.data, os.path.join(tmp, "t.pgs"))
                     learned = served_seconds(learn_port, payload, n, 1)
@@ -150,6 +166,11 @@ def main():
             ratio = (f"  {statistics.median(ratios[name]):.2f}x predict"
                      if name in ratios else "")
             print(f"{name:18s} {statistics.median(values):12,.0f} rows/s{ratio}")
+        for clients, (server_cpu, client_cpu) in sorted(cpu.items()):
+            rows = clients * n * args.repeats
+            print(f"serve, {clients} client{'s' if clients > 1 else ''}: CPU a row "
+                  f"{server_cpu / rows * 1e6:.2f} us in the server, "
+                  f"{client_cpu / rows * 1e6:.2f} us in the clients")
 
 
 if __name__ == "__main__":

@@ -294,6 +294,78 @@ def test_undo_from_a_snapshot_replays_the_rows_since(a9a, tmp_path, monkeypatch,
     assert np.array_equal(est.intercept_, reference.intercept_) and est.t_ == reference.t_
 
 
+def _three_classes(a9a, tmp_path):
+    """a9a's rows with a third class (label 2 where feature 40 is on) and a model of
+    its training rows."""
+    def relabel(lines):
+        return [(b"2" + line[line.index(b" "):] if b" 40:1" in line else line)
+                for line in lines]
+    train = relabel((a9a / "train.svm").read_bytes().splitlines(keepends=True))
+    (tmp_path / "mc.svm").write_bytes(b"".join(train))
+    run("train", tmp_path / "mc.svm", "-o", tmp_path / "mc.pgs", "--sigma", "1e-3",
+        "--classes", "-1,1,2", "--quiet")
+    return relabel((a9a / "test.svm").read_bytes().splitlines(keepends=True)[:400])
+
+
+@pytest.mark.parametrize("classes, kind", [(2, "labels"), (2, "probabilities"),
+                                           (3, "labels"), (3, "probabilities"),
+                                           (3, "scores")])
+def test_the_compiled_pass_answers_and_learns_as_partial_fit_a_row(a9a, tmp_path,
+                                                                   classes, kind):
+    """In the server's process: the answers and the model of `test_then_train`'s pass are
+    those of predict then partial_fit on each row in turn (the learner's Python), a
+    label outside the classes refused in the middle of a batch."""
+    from onlinepgs.cli.parser import build_parser
+    from onlinepgs.cli.predict import prediction_lines
+    from onlinepgs.cli.serve import ServedModel
+    from onlinepgs.streaming.engine import _narrow
+
+    if classes == 2:
+        model = a9a / "model.pgs"
+        lines = (a9a / "test.svm").read_bytes().splitlines(keepends=True)[:400]
+    else:
+        lines = _three_classes(a9a, tmp_path)
+        model = tmp_path / "mc.pgs"
+    lines.insert(150, b"7" + lines[0][lines[0].index(b" "):])
+    args = build_parser().parse_args(["serve", str(model), "--learn", "--kind", kind])
+    served_model = ServedModel.from_args(args)
+    answers = served_model.answer([b"".join(lines[:300]), b"".join(lines[300:])])
+    reference = load_learner(str(model))
+    pieces, _ = served_model.lines.read(b"".join(lines))
+    X, y, _, _ = pieces[0]
+    want = []
+    for i in range(X.shape[0]):
+        if y[i] == 7:
+            want.append(answers[150])
+            continue
+        want += prediction_lines(reference, X[i:i + 1], kind)
+        reference.partial_fit(_narrow(X[i:i + 1]), y[i:i + 1], classes=reference.classes_)
+    assert answers[150].startswith("error: label 7 is not one of the model's classes")
+    assert answers == want
+    est = served_model.est
+    assert np.array_equal(est.coef_, reference.coef_) and est.t_ == reference.t_
+
+
+def test_numbers_are_written_as_pythons_format_writes_them():
+    """The compiled formatting of the answers (and predict's lines): Python's
+    ``format(v, ".9g")`` of every finite double, across the exponents; a row with a value
+    that is not finite left to Python."""
+    from onlinepgs._core._format import format_rows
+    from onlinepgs.cli.predict import _lines
+
+    rng = np.random.default_rng(0)
+    with np.errstate(over="ignore"):
+        values = rng.standard_normal(60000) * 10.0 ** rng.integers(-320, 309, 60000)
+    values = np.concatenate([values[np.isfinite(values)],
+                             [0.0, -0.0, 1e-5, 1e-4, 123456789.0, 1234567890.0, 5e-324,
+                              1.7976931348623157e308, 0.5, 2.5, 1e16, 0.1, -1.0]])
+    rows = np.ascontiguousarray(values[:len(values) // 3 * 3].reshape(-1, 3))
+    text = format_rows(rows).decode().split("\n")[:-1]
+    assert text == [" ".join(format(v, ".9g") for v in row) for row in rows]
+    assert format_rows(np.array([[1.0, np.inf]])) is None
+    assert _lines(np.array([0.25, np.nan, -np.inf]), "scores") == ["0.25", "nan", "-inf"]
+
+
 def test_a_client_that_leaves_mid_line_leaves_no_half_row(a9a, tmp_path):
     lines = (a9a / "test.svm").read_bytes().splitlines(keepends=True)[:300]
     with served(a9a / "model.pgs", "--learn", "-o", tmp_path / "learned.pgs",

@@ -107,8 +107,23 @@ def score_lines(est, scores, kind):
 
 
 def _lines(values, kind):
-    if kind == "labels":
-        return [label_text(v) for v in values]
+    """The text of each row of `values` (labels, or numbers written ``.9g``, a space
+    between a row's), in compiled code where it can (`_format.format_rows`, the text of
+    Python's ``format``, the GIL released: ``serve``'s clients format in parallel)."""
+    from onlinepgs._core._format import format_rows
+
+    values = np.asarray(values)
+    if not len(values):
+        return []
+    if kind == "labels":  # each distinct label's text once
+        distinct, at = np.unique(values, return_inverse=True)
+        texts = [label_text(v) for v in distinct]
+        return [texts[k] for k in at.ravel().tolist()]
+    text = format_rows(np.ascontiguousarray(values.reshape(len(values), -1),
+                                            dtype=np.float64))
+    if text is not None:
+        return text.decode("ascii").split("\n")[:-1]
+    # a value not finite: Python spells it ("inf", "nan")
     return [" ".join(f"{v:.9g}" for v in np.atleast_1d(row)) for row in values]
 
 
