@@ -366,6 +366,24 @@ def test_numbers_are_written_as_pythons_format_writes_them():
     assert _lines(np.array([0.25, np.nan, -np.inf]), "scores") == ["0.25", "nan", "-inf"]
 
 
+def test_a_sigma_race_learns_as_train_continues_it(a9a, tmp_path):
+    """A model whose sigma race is live (one run, its next check at row 2,250): the
+    compiled pass steps its one run up to the check's row, the race's Python takes that
+    row (and any row while two runs are live); the model is train -i's, bit for bit."""
+    run("train", a9a / "train.svm", "-o", tmp_path / "race.pgs", "--quiet")
+    race = load_learner(str(tmp_path / "race.pgs"))._race
+    assert len(race.states) == 1 and race.n_rows < race.schedule.check_at < race.n_rows + 1500
+    with served(tmp_path / "race.pgs", "--learn", "-o", tmp_path / "learned.pgs",
+                tmp_path=tmp_path) as proc:
+        exchange(proc, (a9a / "test.svm").read_bytes())
+    run("train", a9a / "test.svm", "-i", tmp_path / "race.pgs", "-o", tmp_path / "ref.pgs",
+        "--quiet")
+    _same_model(tmp_path / "learned.pgs", tmp_path / "ref.pgs")
+    # the check was decided on the way (the next one is later)
+    assert load_learner(str(tmp_path / "learned.pgs"))._race.schedule.check_at > \
+        race.schedule.check_at
+
+
 def test_a_client_that_leaves_mid_line_leaves_no_half_row(a9a, tmp_path):
     lines = (a9a / "test.svm").read_bytes().splitlines(keepends=True)[:300]
     with served(a9a / "model.pgs", "--learn", "-o", tmp_path / "learned.pgs",

@@ -225,8 +225,10 @@ class ServedModel:
         model installed after them as partial_fit installs it a row. Returns the row to
         go on from: the end; a save due; after a row the learner's Python took (a score
         not finite; a step the learner's checks refuse, undone). None where the learner
-        or the batch is none the pass takes (a sigma race, class weights, p whose powers
-        NumPy takes, a row wider than the model, non-canonical rows)."""
+        or the batch is none the pass takes (a sigma race of several live runs, class
+        weights, p whose powers NumPy takes, a row wider than the model, non-canonical
+        rows); a race of one live run is taken up to the row of its next check, which
+        the race's Python takes."""
         import numpy as np
 
         from onlinepgs import _runaway
@@ -245,6 +247,18 @@ class ServedModel:
             cut = np.flatnonzero(np.cumsum(learn) >= due)
             if len(cut):
                 rows, learn = rows[:cut[0] + 1], learn[:cut[0] + 1]
+        race = est.__dict__.get("_race")
+        if race is not None and not race.schedule.settled:
+            # a race of one live run steps it alone, as a fixed sigma steps its state, up
+            # to the row of its next check (decided by the race's Python)
+            room = race.schedule.check_at - race.n_rows - 1
+            cut = np.flatnonzero(np.cumsum(learn) > room)
+            if len(cut) and cut[0] == 0:
+                i = int(rows[0])
+                out[i:i + 1] = self._learn_row(X, y, w, i)
+                return i + 1
+            if len(cut):
+                rows, learn = rows[:cut[0]], learn[:cut[0]]
         if not len(rows):
             return len(out)
         state = est._state
@@ -306,7 +320,10 @@ class ServedModel:
 
         est = self.est
         d = est.__dict__
-        if (d.get("_race") is not None or "diverged" in d.get("_cache", {})
+        race = d.get("_race")
+        if ((race is not None and (len(race.states) != 1 or d["_state"] not in
+                                   race.states.values()))
+                or "diverged" in d.get("_cache", {})
                 or getattr(est, "class_weight", None) is not None
                 or getattr(est, "class_counts_", None) is not None
                 or "_saved_stats" in d or not self._cheap_powers()):
@@ -444,6 +461,8 @@ def _installed(est, n):
     est._cache = {}
     est.n_iter_ = est.n_iter_ + n
     est.t_ = int(est._state.t)
+    if est._race is not None:  # a race of one run: the rows counted (`SigmaRace.advance`)
+        est._race.n_rows += n
 
 
 def _one_row_csr(X, i):
