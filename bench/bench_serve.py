@@ -13,7 +13,7 @@ medians of ``--repeats``, and the median of the per-round ratios to predict.
 
     python bench/bench_serve.py --train TRAIN.svm --data TEST.svm --repeats 5
 
-(TRAIN: the model is trained on it first, ``--sigma 1e-4``.) With ``--learn``, a server
+(TRAIN: the model is trained on it first, ``--sigma 1e-4``, or ``--sigma`` as given.) With ``--learn``, a server
 of ``serve --learn`` started once, and one pipelining client sending DATA in each round
 (each row answered, then learned, test then train: the model goes on learning from round
 to round), against ``onlinepgs train DATA -i MODEL`` as a whole process (one pass over
@@ -117,10 +117,12 @@ def main():
     parser.add_argument("--data", required=True)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--learn", action="store_true")
+    parser.add_argument("--sigma", default="1e-4",
+                        help="the model's sigma (auto: a race, which the model continues)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "model.pgs")
-        subprocess.run([*CLI, "train", args.train, "-o", model, "--sigma", "1e-4",
+        subprocess.run([*CLI, "train", args.train, "-o", model, "--sigma", args.sigma,
                         "--quiet"], check=True)
         with open(args.data, "rb") as f:
             payload = f.read()

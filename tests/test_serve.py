@@ -262,8 +262,9 @@ def test_a_row_that_diverges_is_undone_and_the_server_goes_on(a9a, tmp_path):
 @pytest.mark.parametrize("sigma", ["1e-3", "auto"])
 def test_undo_from_a_snapshot_replays_the_rows_since(a9a, tmp_path, monkeypatch, sigma):
     """In the server's process, snapshots every few hundred rows: poisoned rows in
-    batches and alone, on the compiled pass (a fixed sigma) and on partial_fit (a sigma
-    race), leave the model of partial_fit over the clean rows, bit for bit."""
+    batches and alone, on the compiled pass (a fixed sigma; a sigma race, one run or two
+    live, its checks' rows on partial_fit), leave the model of partial_fit over the clean
+    rows, bit for bit."""
     from onlinepgs.cli.parser import build_parser
     from onlinepgs.cli.serve import ServedModel, Undo
     from onlinepgs.streaming.engine import _narrow
@@ -276,7 +277,11 @@ def test_undo_from_a_snapshot_replays_the_rows_since(a9a, tmp_path, monkeypatch,
     args = build_parser().parse_args(["serve", str(tmp_path / "sq.pgs"), "--learn",
                                       "--kind", "scores"])
     served_model = ServedModel.from_args(args)
-    clean = (a9a / "test.svm").read_bytes().splitlines(keepends=True)[:500]
+    duel_rows = []  # rows learned while two runs of the race were live
+    race_rows = ServedModel._race_rows
+    monkeypatch.setattr(ServedModel, "_race_rows", lambda self, *a: duel_rows.append(
+        len(a[4])) or race_rows(self, *a))
+    clean = (a9a / "test.svm").read_bytes().splitlines(keepends=True)[:1500]
     batches = [clean[:150] + POISON[:1] + clean[150:300], POISON[1:2], clean[300:301],
                POISON[2:] + clean[301:]]
     answers = []
@@ -284,6 +289,7 @@ def test_undo_from_a_snapshot_replays_the_rows_since(a9a, tmp_path, monkeypatch,
         answers += served_model.answer([b"".join(batch)])
     assert [a.startswith("error: not learned") for a in answers].count(True) == 3
     assert len(served_model.undo.since) < 20  # snapshots were taken on the way
+    assert (sum(duel_rows) > 100) == (sigma == "auto"), duel_rows
     reference = load_learner(str(tmp_path / "sq.pgs"))
     (tmp_path / "clean.svm").write_bytes(b"".join(clean))
     X, y = load_svmlight(str(tmp_path / "clean.svm"), zero_based=False)

@@ -261,6 +261,8 @@ class ServedModel:
                 rows, learn = rows[:cut[0]], learn[:cut[0]]
         if not len(rows):
             return len(out)
+        if race is not None and len(race.states) > 1:
+            return self._race_rows(X, y, w, csr, rows, learn, targets, weights, out)
         state = est._state
         check = _runaway.checked(state)
         zero = (_runaway.zero_model_losses(state, targets, est._classifier)
@@ -310,6 +312,59 @@ class ServedModel:
         self._learned(n_learned + 1)
         return i + 1
 
+    def _race_rows(self, X, y, w, csr, rows, learn, targets, weights, out):
+        """`_pass` while several runs of a sigma race are live (between its checks): a
+        row at a time, scored by the leader, then every live run's step on it in the
+        order of their ids (`SigmaRace.advance`), each with its call's checks, then the
+        leader chosen again (`SigmaRace.leader`). A row that fails a run's checks is
+        undone and taken by the race's Python (which drops that run, or refuses the
+        row). Returns the row to go on from."""
+        import numpy as np
+
+        from onlinepgs import _runaway
+        from onlinepgs._core._event import test_then_train
+        from onlinepgs.cli.predict import score_lines
+
+        est, n_cols = self.est, X.shape[1]
+        check = _runaway.checked(est._state)
+        zero = (_runaway.zero_model_losses(est._state, targets, est._classifier)
+                if check else np.zeros(len(rows)))
+        test_only, step = np.zeros(1, dtype=np.uint8), np.ones(1, dtype=np.uint8)
+        scores = np.empty((len(rows), est._state.n_problems))
+        n_learned = 0
+        for k in range(len(rows)):
+            i, row = int(rows[k]), rows[k:k + 1]
+            done = test_then_train(est._state, *csr, row, test_only, n_cols, targets[k:],
+                                   weights[k:], est._classifier, scores[k:k + 1])[0]
+            if done == 0 or not learn[k]:
+                if done:
+                    out[i] = score_lines(est, scores[k:k + 1], self.kind)[0]
+                    continue
+                self._learned(n_learned)
+                out[i:i + 1] = (self._learn_row(X, y, w, i) if learn[k]
+                                else self._predicted(X[i:i + 1]))
+                return i + 1
+            seen = _runaway.seen(est)
+            for rid in sorted(est._race.states):
+                done, _, seen_then = test_then_train(
+                    est._race.states[rid], *csr, row, step, n_cols, targets[k:],
+                    weights[k:], est._classifier, scores[k:k + 1].copy(),
+                    zero[k:k + 1] if check else None, _runaway.RATIO, seen or 0.0)[:3]
+                if not done:  # undone; the race's Python decides
+                    self.undo.undo(seen)
+                    self._learned(n_learned)
+                    out[i:i + 1] = self._learn_row(X, y, w, i)
+                    return i + 1
+            if check:
+                _runaway.remember(est, seen_then)
+            self.undo.keep_pass(csr, n_cols, row, step, targets[k:k + 1],
+                                weights[k:k + 1])
+            out[i] = score_lines(est, scores[k:k + 1], self.kind)[0]
+            _installed(est, 1)  # the rows counted, the leader chosen again
+            n_learned += 1
+        self._learned(n_learned)
+        return int(rows[-1]) + 1
+
     def _fast_batch(self, X, y, w, labeled, at):
         """The rows at, at + 1, ... of X as `test_then_train` takes them: (rows, learn
         flags, core targets, sample weights, {row: answer} of the rows refused for
@@ -321,8 +376,7 @@ class ServedModel:
         est = self.est
         d = est.__dict__
         race = d.get("_race")
-        if ((race is not None and (len(race.states) != 1 or d["_state"] not in
-                                   race.states.values()))
+        if ((race is not None and d["_state"] not in race.states.values())
                 or "diverged" in d.get("_cache", {})
                 or getattr(est, "class_weight", None) is not None
                 or getattr(est, "class_counts_", None) is not None
@@ -458,11 +512,14 @@ def _installed(est, n):
     """The model installed after n rows stepped in `test_then_train`, as partial_fit
     installs it after each (`PGSLearner._install`: its read-out emptied, the calls
     counted)."""
+    race = est._race
+    if race is not None:  # the rows counted (`SigmaRace.advance`), the leader installed
+        race.n_rows += n
+        if len(race.states) > 1:  # (then a row at a time: the leader may change)
+            est._state = race.leader
     est._cache = {}
     est.n_iter_ = est.n_iter_ + n
     est.t_ = int(est._state.t)
-    if est._race is not None:  # a race of one run: the rows counted (`SigmaRace.advance`)
-        est._race.n_rows += n
 
 
 def _one_row_csr(X, i):
@@ -540,12 +597,16 @@ class Undo:
                 est.partial_fit(X, y, **kwargs)
                 continue
             csr, n_cols, rows, learn, targets, weights = piece
-            state = est._state
-            scores = np.empty((len(rows), state.n_problems))
-            done = test_then_train(state, *csr, rows, learn, n_cols, targets, weights,
-                                   est._classifier, scores)[0]
-            if done != len(rows):  # the same steps as before: they cannot differ
-                raise RuntimeError("serve: a row learned before did not learn again")
+            scores = np.empty((len(rows), est._state.n_problems))
+            # the one state, or each live run of a race (a row at a time, then)
+            race = est._race
+            states = ([race.states[rid] for rid in sorted(race.states)] if race is not None
+                      else [est._state])
+            for state in states:
+                done = test_then_train(state, *csr, rows, learn, n_cols, targets, weights,
+                                       est._classifier, scores)[0]
+                if done != len(rows):  # the same steps as before: they cannot differ
+                    raise RuntimeError("serve: a row learned before did not learn again")
             _installed(est, int(np.count_nonzero(learn)))
         _runaway.remember(est, seen)
 
