@@ -358,7 +358,7 @@ class ServedModel:
             if check:
                 _runaway.remember(est, seen_then)
             self.undo.keep_pass(csr, n_cols, row, step, targets[k:k + 1],
-                                weights[k:k + 1])
+                                weights[k:k + 1], slow=True)
             out[i] = score_lines(est, scores[k:k + 1], self.kind)[0]
             _installed(est, 1)  # the rows counted, the leader chosen again
             n_learned += 1
@@ -539,9 +539,14 @@ class Undo:
     states, O(width); it is taken when the rows kept since the last one reach its size
     (between MIN_BYTES and MAX_BYTES of rows), so its cost spread over those rows is a
     copy of their own bytes, and an undo learns at most MAX_BYTES of rows again
-    (docs/design/serve.md, "A row that diverges")."""
+    (docs/design/serve.md, "A row that diverges"). A piece kept weighs its arrays' bytes
+    and PIECE_BYTES (the objects that hold them); a row learned again slowly weighs as
+    many bytes as the compiled pass's rows learned again in the same time: SLOW_ROW_BYTES
+    a row of a race of two live runs (a row at a time, the leader chosen in Python), and
+    CALL_BYTES a partial_fit call."""
 
     MIN_BYTES, MAX_BYTES = 1 << 20, 64 << 20
+    PIECE_BYTES, SLOW_ROW_BYTES, CALL_BYTES = 512, 8 << 10, 64 << 10
 
     def __init__(self, est):
         self.est = est
@@ -565,17 +570,19 @@ class Undo:
             self.kept += sum(a.nbytes for a in arrays)
         self.kept += extra
 
-    def keep_pass(self, csr, n_cols, rows, learn, targets, weights):
+    def keep_pass(self, csr, n_cols, rows, learn, targets, weights, slow=False):
         """Rows `rows` of the batch `csr` (data, indices, indptr) of n_cols columns
-        tested then trained (where `learn`) by `test_then_train`."""
+        tested then trained (where `learn`) by `test_then_train`; `slow`: a row of a race
+        of several live runs."""
         piece = (rows.copy(), learn.copy(), targets.copy(), weights.copy())
         self.since.append(("pass", (csr, n_cols, *piece)))
-        self._count(csr, sum(a.nbytes for a in piece))
+        self._count(csr, sum(a.nbytes for a in piece) + self.PIECE_BYTES
+                    + (self.SLOW_ROW_BYTES if slow else 0))
 
     def keep_call(self, X, y, kwargs):
         """A partial_fit call (its arguments)."""
         self.since.append(("call", (X, y, kwargs)))
-        self._count((X.data, X.indices, X.indptr), 64)
+        self._count((X.data, X.indices, X.indptr), self.CALL_BYTES)
 
     def undo(self, seen):
         """The learner as it was after the rows kept: the snapshot, those rows learned
