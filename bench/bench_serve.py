@@ -13,8 +13,12 @@ medians of ``--repeats``, and the median of the per-round ratios to predict.
 
     python bench/bench_serve.py --train TRAIN.svm --data TEST.svm --repeats 5
 
-(TRAIN: the model is trained on it first, ``--sigma 1e-4``; ``--learn`` adds a client of
-``serve --learn`` on DATA, its rows learned one at a time.)
+(TRAIN: the model is trained on it first, ``--sigma 1e-4``, or ``--sigma`` as given.) With ``--learn``, a server
+of ``serve --learn`` started once, and one pipelining client sending DATA in each round
+(each row answered, then learned, test then train: the model goes on learning from round
+to round), against ``onlinepgs train DATA -i MODEL`` as a whole process (one pass over
+the same rows, the same model continued), ``/usr/bin/time -f '%e %M' onlinepgs train
+DATA -i MODEL -o OUT --quiet``, in the same rounds.
 """
 import argparse
 import os
@@ -37,6 +41,14 @@ def predict_seconds(model, data):
                           "-o", "/dev/null", "--kind", "scores"],
                          capture_output=True, text=True, check=True)
     wall, rss = out.stderr.strip().splitlines()[-1].split()
+    return float(wall), int(rss)
+
+
+def train_seconds(model, data, out):
+    """train -i's whole process: wall seconds and peak RSS (KB)."""
+    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", *CLI, "train", data, "-i", model,
+                           "-o", out, "--quiet"], capture_output=True, text=True, check=True)
+    wall, rss = proc.stderr.strip().splitlines()[-1].split()
     return float(wall), int(rss)
 
 
@@ -72,7 +84,19 @@ def client(port, payload, n_lines, result, i):
     conn.close()
 
 
-def served_seconds(port, payload, n_lines, clients):
+def cpu_seconds(pid):
+    """User + system CPU seconds of process `pid` so far (Linux's /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def served_seconds(port, payload, n_lines, clients, server=None, cpu=None):
+    """Wall seconds of `clients` pipelining clients sending payload at once; with
+    `server` (its process), the server's and this process's (the clients') CPU seconds
+    added to cpu[clients] (a pair)."""
+    if server is not None:
+        before = cpu_seconds(server.pid), sum(os.times()[:2])
     results = [None] * clients
     threads = [threading.Thread(target=client, args=(port, payload, n_lines, results, i))
                for i in range(clients)]
@@ -81,6 +105,9 @@ def served_seconds(port, payload, n_lines, clients):
     for t in threads:
         t.join(600)
     assert all(r is not None and r[1] == n_lines for r in results), results
+    if server is not None:
+        spent = cpu_seconds(server.pid) - before[0], sum(os.times()[:2]) - before[1]
+        cpu[clients] = [a + b for a, b in zip(cpu.get(clients, (0.0, 0.0)), spent)]
     return max(r[0] for r in results)
 
 
@@ -90,10 +117,12 @@ def main():
     parser.add_argument("--data", required=True)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--learn", action="store_true")
+    parser.add_argument("--sigma", default="1e-4",
+                        help="the model's sigma (auto: a race, which the model continues)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "model.pgs")
-        subprocess.run([*CLI, "train", args.train, "-o", model, "--sigma", "1e-4",
+        subprocess.run([*CLI, "train", args.train, "-o", model, "--sigma", args.sigma,
                         "--quiet"], check=True)
         with open(args.data, "rb") as f:
             payload = f.read()
@@ -101,12 +130,21 @@ def main():
         server, port = start_server(model, tmp)
         figures = {"predict": [], "serve, 1 client": [], "serve, 2 clients": []}
         ratios = {"serve, 1 client": [], "serve, 2 clients": []}
-        rss = []
+        learner = None
+        if args.learn:
+            learner, learn_port = start_server(model, tmp, "--learn")
+            figures.update({"train -i": [], "serve --learn": []})
+            ratios.update({"serve --learn": []})
+        rss, cpu = [], {}
         try:
             for round_ in range(args.repeats + 1):  # round 0: the warm-up
                 wall, peak = predict_seconds(model, args.data)
-                one = served_seconds(port, payload, n, 1)
-                two = served_seconds(port, payload, n, 2)
+                timed = (server, cpu) if round_ else ()
+                one = served_seconds(port, payload, n, 1, *timed)
+                two = served_seconds(port, payload, n, 2, *timed)
+                if learner is not None:
+                    trained, _ = train_seconds(model, args.data, os.path.join(tmp, "t.pgs"))
+                    learned = served_seconds(learn_port, payload, n, 1)
                 if round_ == 0:
                     continue
                 rss.append(peak)
@@ -115,23 +153,26 @@ def main():
                 figures["serve, 2 clients"].append(2 * n / two)
                 ratios["serve, 1 client"].append(wall / one)
                 ratios["serve, 2 clients"].append(2 * wall / two)
+                if learner is not None:
+                    figures["train -i"].append(n / trained)
+                    figures["serve --learn"].append(n / learned)
+                    ratios["serve --learn"].append(wall / learned)
         finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(60)
+            for proc in (server, learner):
+                if proc is not None:
+                    proc.send_signal(signal.SIGTERM)
+                    proc.wait(60)
         print(f"{n} rows, {len(payload) / 2**20:.1f} MiB; medians of {args.repeats} "
               f"rounds; predict's peak RSS {statistics.median(rss) / 1024:.0f} MB")
         for name, values in figures.items():
             ratio = (f"  {statistics.median(ratios[name]):.2f}x predict"
                      if name in ratios else "")
             print(f"{name:18s} {statistics.median(values):12,.0f} rows/s{ratio}")
-        if args.learn:
-            learner, port = start_server(model, tmp, "--learn")
-            try:
-                seconds = served_seconds(port, payload, n, 1)
-            finally:
-                learner.send_signal(signal.SIGTERM)
-                learner.wait(60)
-            print(f"{'serve --learn':18s} {n / seconds:12,.0f} rows/s (one run)")
+        for clients, (server_cpu, client_cpu) in sorted(cpu.items()):
+            rows = clients * n * args.repeats
+            print(f"serve, {clients} client{'s' if clients > 1 else ''}: CPU a row "
+                  f"{server_cpu / rows * 1e6:.2f} us in the server, "
+                  f"{client_cpu / rows * 1e6:.2f} us in the clients")
 
 
 if __name__ == "__main__":

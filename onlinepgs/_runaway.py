@@ -39,16 +39,35 @@ def zero_model_loss(state, y, rows, classifier):
     core sums a row's loss over its problems: K l(0; 1) one-vs-rest (1 problem when
     binary), log K multinomial, 1 Crammer-Singer, max l(0; y_i) for a regression (0
     without rows; the labels gathered only there)."""
-    if classifier and state.multiclass and state.mc_code == _MULTINOMIAL:
-        return math.log(state.n_problems)
-    if classifier and state.multiclass and state.mc_code == _CRAMMER_SINGER:
-        return 1.0
     if classifier:
-        return state.n_problems * float(loss_value_py(state.loss, 0.0, 1.0, state.epsilon))
+        return _classifier_zero_loss(state)
     if len(rows) == 0:
         return 0.0
-    y = np.asarray(y)[rows]
-    return float(np.max(loss_value_py(state.loss, np.zeros(len(y)), y, state.epsilon)))
+    return float(np.max(zero_model_losses(state, np.asarray(y)[rows], False)))
+
+
+def zero_model_losses(state, y, classifier):
+    """Each row's loss of predicting 0 (`zero_model_loss` of the row alone), for the
+    core labels `y`: an array (``serve --learn`` checks a call a row in compiled code,
+    `onlinepgs._core._event.test_then_train`)."""
+    if classifier:
+        return np.full(len(y), _classifier_zero_loss(state))
+    y = np.asarray(y, dtype=float)
+    return np.asarray(loss_value_py(state.loss, np.zeros(len(y)), y, state.epsilon),
+                      dtype=float).reshape(len(y))
+
+
+def _classifier_zero_loss(state):
+    if state.multiclass and state.mc_code == _MULTINOMIAL:
+        return math.log(state.n_problems)
+    if state.multiclass and state.mc_code == _CRAMMER_SINGER:
+        return 1.0
+    return state.n_problems * float(loss_value_py(state.loss, 0.0, 1.0, state.epsilon))
+
+
+def checked(state):
+    """Whether `check` judges the calls of `state` (the global geometry on a ball)."""
+    return not state.adaptive and (state.radius_auto or math.isfinite(state.radius))
 
 
 def largest_value(X, rows):
@@ -110,7 +129,7 @@ def check(learner, state, X, y, order, classifier, before):
     radius "auto" or a number): on R^n such predictions overflow soon after, and
     PGSDivergedError says so with the advice of that case; the adaptive geometry's steps
     are scaled per feature."""
-    if state.adaptive or not (state.radius_auto or math.isfinite(state.radius)):
+    if not checked(state):
         return None
     rows = np.asarray(order)
     zero = zero_model_loss(state, y, rows, classifier)
@@ -124,3 +143,18 @@ def check(learner, state, X, y, order, classifier, before):
     if not (math.isfinite(mean) and mean > RATIO * zero):  # NaN, inf: `_check_finite`'s
         return None
     return runaway_reason(state.loss, mean, zero, X, rows)
+
+
+def seen(learner):
+    """The largest loss of predicting 0 over the rows `learner`'s state trained, as
+    `check` remembers it (None: nothing remembered)."""
+    return _SEEN.get(learner)
+
+
+def remember(learner, value):
+    """Make `value` (`seen`'s, None: nothing) what `check` remembers of `learner` (a
+    learner restored to an earlier state, or trained by `serve --learn`'s pass)."""
+    if value is None:
+        _SEEN.pop(learner, None)
+    else:
+        _SEEN[learner] = value

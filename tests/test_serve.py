@@ -223,6 +223,173 @@ def test_learning_gives_train_is_model_and_answers_before_each_row(a9a, tmp_path
     run("train", a9a / "test.svm", "-i", tmp_path / "learned.pgs", "--quiet")
 
 
+# rows that would make the model diverge: a label whose squared loss overflows, a value
+# of 1e300 (the running sums overflow), a value of 1e9 among values near 1 (predictions
+# that run away, `onlinepgs._runaway`)
+POISON = [b"1e200 3:1\n", b"1 3:1e300 5:1\n", b"1 3:1e9\n"]
+
+
+def test_a_row_that_diverges_is_undone_and_the_server_goes_on(a9a, tmp_path):
+    """Each poisoned row is answered `error: not learned: ...` and leaves the model as it
+    was: the saved model is train -i's of the file without them, bit for bit, and the
+    answers after them are predict's of the models train -i makes of the clean rows
+    before them."""
+    run("train", a9a / "train.svm", "-o", tmp_path / "sq.pgs", "--loss", "squared",
+        "--sigma", "1e-3", "--quiet")
+    clean = (a9a / "test.svm").read_bytes().splitlines(keepends=True)[:600]
+    stream = clean[:200] + POISON[:1] + clean[200:400] + POISON[1:] + clean[400:]
+    with served(tmp_path / "sq.pgs", "--learn", "-o", tmp_path / "learned.pgs", "--kind",
+                "scores", tmp_path=tmp_path) as proc:
+        answers = exchange(proc, b"".join(stream)).decode().splitlines()
+    assert len(answers) == len(stream)
+    refused = [answers[200], answers[401], answers[402]]
+    assert all(a.startswith("error: not learned: ") for a in refused), refused
+    assert "overflowed" in refused[0] and "ran away" in refused[2]
+    clean_answers = answers[:200] + answers[201:401] + answers[403:]
+    (tmp_path / "clean.svm").write_bytes(b"".join(clean))
+    run("train", tmp_path / "clean.svm", "-i", tmp_path / "sq.pgs", "-o",
+        tmp_path / "ref.pgs", "--quiet")
+    _same_model(tmp_path / "learned.pgs", tmp_path / "ref.pgs")
+    for i in (200, 201, 400, 599):  # the clean row i, answered by the rows before it
+        (tmp_path / "head.svm").write_bytes(b"".join(clean[:i]))
+        (tmp_path / "next.svm").write_bytes(clean[i])
+        run("train", tmp_path / "head.svm", "-i", tmp_path / "sq.pgs", "-o",
+            tmp_path / "head.pgs", "--quiet")
+        assert clean_answers[i] == predicted(tmp_path / "head.pgs", tmp_path / "next.svm",
+                                             "scores")[0]
+
+
+@pytest.mark.parametrize("sigma", ["1e-3", "auto"])
+def test_undo_from_a_snapshot_replays_the_rows_since(a9a, tmp_path, monkeypatch, sigma):
+    """In the server's process, snapshots every few hundred rows: poisoned rows in
+    batches and alone, on the compiled pass (a fixed sigma; a sigma race, one run or two
+    live, its checks' rows on partial_fit), leave the model of partial_fit over the clean
+    rows, bit for bit."""
+    from onlinepgs.cli.parser import build_parser
+    from onlinepgs.cli.serve import ServedModel, Undo
+    from onlinepgs.streaming.engine import _narrow
+    from onlinepgs.svmlight import load_svmlight
+
+    monkeypatch.setattr(Undo, "MIN_BYTES", 4000)
+    monkeypatch.setattr(Undo, "MAX_BYTES", 4000)
+    run("train", a9a / "train.svm", "-o", tmp_path / "sq.pgs", "--loss", "squared",
+        "--sigma", sigma, "--quiet")
+    args = build_parser().parse_args(["serve", str(tmp_path / "sq.pgs"), "--learn",
+                                      "--kind", "scores"])
+    served_model = ServedModel.from_args(args)
+    duel_rows = []  # rows learned while two runs of the race were live
+    race_rows = ServedModel._race_rows
+    monkeypatch.setattr(ServedModel, "_race_rows", lambda self, *a: duel_rows.append(
+        len(a[4])) or race_rows(self, *a))
+    clean = (a9a / "test.svm").read_bytes().splitlines(keepends=True)[:1500]
+    batches = [clean[:150] + POISON[:1] + clean[150:300], POISON[1:2], clean[300:301],
+               POISON[2:] + clean[301:]]
+    answers = []
+    for batch in batches:
+        answers += served_model.answer([b"".join(batch)])
+    assert [a.startswith("error: not learned") for a in answers].count(True) == 3
+    assert len(served_model.undo.since) < 20  # snapshots were taken on the way
+    assert (sum(duel_rows) > 100) == (sigma == "auto"), duel_rows
+    reference = load_learner(str(tmp_path / "sq.pgs"))
+    (tmp_path / "clean.svm").write_bytes(b"".join(clean))
+    X, y = load_svmlight(str(tmp_path / "clean.svm"), zero_based=False)
+    for i in range(X.shape[0]):  # each row as wide as it needs, as the server takes it
+        reference.partial_fit(_narrow(X[i:i + 1]), y[i:i + 1])
+    est = served_model.est
+    assert np.array_equal(est.coef_, reference.coef_)
+    assert np.array_equal(est.intercept_, reference.intercept_) and est.t_ == reference.t_
+
+
+def _three_classes(a9a, tmp_path):
+    """a9a's rows with a third class (label 2 where feature 40 is on) and a model of
+    its training rows."""
+    def relabel(lines):
+        return [(b"2" + line[line.index(b" "):] if b" 40:1" in line else line)
+                for line in lines]
+    train = relabel((a9a / "train.svm").read_bytes().splitlines(keepends=True))
+    (tmp_path / "mc.svm").write_bytes(b"".join(train))
+    run("train", tmp_path / "mc.svm", "-o", tmp_path / "mc.pgs", "--sigma", "1e-3",
+        "--classes", "-1,1,2", "--quiet")
+    return relabel((a9a / "test.svm").read_bytes().splitlines(keepends=True)[:400])
+
+
+@pytest.mark.parametrize("classes, kind", [(2, "labels"), (2, "probabilities"),
+                                           (3, "labels"), (3, "probabilities"),
+                                           (3, "scores")])
+def test_the_compiled_pass_answers_and_learns_as_partial_fit_a_row(a9a, tmp_path,
+                                                                   classes, kind):
+    """In the server's process: the answers and the model of `test_then_train`'s pass are
+    those of predict then partial_fit on each row in turn (the learner's Python), a
+    label outside the classes refused in the middle of a batch."""
+    from onlinepgs.cli.parser import build_parser
+    from onlinepgs.cli.predict import prediction_lines
+    from onlinepgs.cli.serve import ServedModel
+    from onlinepgs.streaming.engine import _narrow
+
+    if classes == 2:
+        model = a9a / "model.pgs"
+        lines = (a9a / "test.svm").read_bytes().splitlines(keepends=True)[:400]
+    else:
+        lines = _three_classes(a9a, tmp_path)
+        model = tmp_path / "mc.pgs"
+    lines.insert(150, b"7" + lines[0][lines[0].index(b" "):])
+    args = build_parser().parse_args(["serve", str(model), "--learn", "--kind", kind])
+    served_model = ServedModel.from_args(args)
+    answers = served_model.answer([b"".join(lines[:300]), b"".join(lines[300:])])
+    reference = load_learner(str(model))
+    pieces, _ = served_model.lines.read(b"".join(lines))
+    X, y, _, _ = pieces[0]
+    want = []
+    for i in range(X.shape[0]):
+        if y[i] == 7:
+            want.append(answers[150])
+            continue
+        want += prediction_lines(reference, X[i:i + 1], kind)
+        reference.partial_fit(_narrow(X[i:i + 1]), y[i:i + 1], classes=reference.classes_)
+    assert answers[150].startswith("error: label 7 is not one of the model's classes")
+    assert answers == want
+    est = served_model.est
+    assert np.array_equal(est.coef_, reference.coef_) and est.t_ == reference.t_
+
+
+def test_numbers_are_written_as_pythons_format_writes_them():
+    """The compiled formatting of the answers (and predict's lines): Python's
+    ``format(v, ".9g")`` of every finite double, across the exponents; a row with a value
+    that is not finite left to Python."""
+    from onlinepgs._core._format import format_rows
+    from onlinepgs.cli.predict import _lines
+
+    rng = np.random.default_rng(0)
+    with np.errstate(over="ignore"):
+        values = rng.standard_normal(60000) * 10.0 ** rng.integers(-320, 309, 60000)
+    values = np.concatenate([values[np.isfinite(values)],
+                             [0.0, -0.0, 1e-5, 1e-4, 123456789.0, 1234567890.0, 5e-324,
+                              1.7976931348623157e308, 0.5, 2.5, 1e16, 0.1, -1.0]])
+    rows = np.ascontiguousarray(values[:len(values) // 3 * 3].reshape(-1, 3))
+    text = format_rows(rows).decode().split("\n")[:-1]
+    assert text == [" ".join(format(v, ".9g") for v in row) for row in rows]
+    assert format_rows(np.array([[1.0, np.inf]])) is None
+    assert _lines(np.array([0.25, np.nan, -np.inf]), "scores") == ["0.25", "nan", "-inf"]
+
+
+def test_a_sigma_race_learns_as_train_continues_it(a9a, tmp_path):
+    """A model whose sigma race is live (one run, its next check at row 2,250): the
+    compiled pass steps its one run up to the check's row, the race's Python takes that
+    row (and any row while two runs are live); the model is train -i's, bit for bit."""
+    run("train", a9a / "train.svm", "-o", tmp_path / "race.pgs", "--quiet")
+    race = load_learner(str(tmp_path / "race.pgs"))._race
+    assert len(race.states) == 1 and race.n_rows < race.schedule.check_at < race.n_rows + 1500
+    with served(tmp_path / "race.pgs", "--learn", "-o", tmp_path / "learned.pgs",
+                tmp_path=tmp_path) as proc:
+        exchange(proc, (a9a / "test.svm").read_bytes())
+    run("train", a9a / "test.svm", "-i", tmp_path / "race.pgs", "-o", tmp_path / "ref.pgs",
+        "--quiet")
+    _same_model(tmp_path / "learned.pgs", tmp_path / "ref.pgs")
+    # the check was decided on the way (the next one is later)
+    assert load_learner(str(tmp_path / "learned.pgs"))._race.schedule.check_at > \
+        race.schedule.check_at
+
+
 def test_a_client_that_leaves_mid_line_leaves_no_half_row(a9a, tmp_path):
     lines = (a9a / "test.svm").read_bytes().splitlines(keepends=True)[:300]
     with served(a9a / "model.pgs", "--learn", "-o", tmp_path / "learned.pgs",

@@ -303,29 +303,116 @@ cdef class EventRow:
         return [out[c] for c in range(K)]
 
     cpdef bint state_finite(self, PGSState state):
-        """`onlinepgs.pgs._finite_after` for a call on this one row, in O(nnz K): the
-        state's scalars, then its fields at the intercept and the row's coordinates
-        (every field where the state is as small as the row, none more where the core
-        keeps N: its refresh reaches any overflow of lambda at once), and the
-        progressive loss (`PGSLearner._check_finite`'s first test)."""
-        cdef Py_ssize_t e, K = state.n_problems, S = state.n_fields
-        cdef const double* blk = <const double*>cnp.PyArray_DATA(state.block_a)
-        if not isfinite(state.sum_weighted_loss):
-            return False
-        if not (_all_finite(state.s_a) and _all_finite(state.cum_a)
-                and _all_finite(state.cum2_a) and _all_finite(state.norm_a)
-                and _all_finite(state.scale_a)):
-            return False
-        if cnp.PyArray_SIZE(state.block_a) <= 4 * (self.nnz + 1):
-            return _all_finite(state.block_a) and _all_finite(state.snap_a)
-        if state.need_norm:
-            return True
-        if not _finite_run(blk, K * S):  # the intercept's coordinate 0
-            return False
-        for e in range(self.nnz):
-            if not _finite_run(blk + (<Py_ssize_t>self.cols[e] + 1) * K * S, K * S):
-                return False
+        """`onlinepgs.pgs._finite_after` for a call on this one row (`_finite_at_row`)."""
+        return _finite_at_row(state, self.cols, self.nnz)
+
+
+cdef bint _finite_at_row(PGSState state, const int32_t* cols, Py_ssize_t nnz) except -1:
+    """`onlinepgs.pgs._finite_after` for a call on the one row of columns `cols`, in
+    O(nnz K): the state's scalars, then its fields at the intercept and the row's
+    coordinates (every field where the state is as small as the row, none more where the
+    core keeps N: its refresh reaches any overflow of lambda at once), and the
+    progressive loss (`PGSLearner._check_finite`'s first test)."""
+    cdef Py_ssize_t e, K = state.n_problems, S = state.n_fields
+    cdef const double* blk = <const double*>cnp.PyArray_DATA(state.block_a)
+    if not isfinite(state.sum_weighted_loss):
+        return False
+    if not (_all_finite(state.s_a) and _all_finite(state.cum_a)
+            and _all_finite(state.cum2_a) and _all_finite(state.norm_a)
+            and _all_finite(state.scale_a)):
+        return False
+    if cnp.PyArray_SIZE(state.block_a) <= 4 * (nnz + 1):
+        return _all_finite(state.block_a) and _all_finite(state.snap_a)
+    if state.need_norm:
         return True
+    if not _finite_run(blk, K * S):  # the intercept's coordinate 0
+        return False
+    for e in range(nnz):
+        if not _finite_run(blk + (<Py_ssize_t>cols[e] + 1) * K * S, K * S):
+            return False
+    return True
+
+
+# why `test_then_train` stopped before the end (0: it did not)
+STOP_SCORE = 1  # a score of the row is not finite: nothing done on it
+STOP_UNSOUND = 2  # its step diverged, or left the state not finite
+STOP_RUNAWAY = 3  # its progressive loss ran away (`onlinepgs._runaway.check`)
+
+
+def test_then_train(PGSState state, const double[::1] data, const int32_t[::1] indices,
+                    const int64_t[::1] indptr, const int64_t[::1] rows,
+                    const uint8_t[::1] learn, Py_ssize_t n_cols, const double[::1] y,
+                    const double[::1] sw, bint classifier, double[:, ::1] scores,
+                    zero_loss=None, double ratio=0.0, double seen=0.0):
+    """Test then train the rows `rows` of a canonical CSR batch (int32 columns below
+    n_cols), in order: the K scores of row rows[k] by the reported model as it stands
+    into scores[k] (`PGSState.scores` of the row, bit for bit), then, where learn[k], its
+    step (target y[k], sample weight sw[k]) as `PGSLearner.partial_fit` on that one row
+    takes it, and that call's checks: the step did not diverge, the state is finite
+    (`_finite_at_row`), and, with `zero_loss` (each row's loss of predicting 0: the
+    global geometry on a ball), its progressive loss is at most `ratio` times the
+    largest such loss so far (`seen` before the batch), as `onlinepgs._runaway.check`
+    judges a call. One core call a row, without the per-call work of the learner's
+    Python (`onlinepgs serve --learn`).
+
+    Returns ``(done, stop, seen, loss_before, weight_before)``: the rows done, why it
+    stopped at row rows[done] (0: it did not, else STOP_*), the runaway check's `seen`
+    and the state's sum_weighted_loss_reported and sum_weight before that row (the
+    learner's Python then words the error, or takes the row, from there)."""
+    cdef Py_ssize_t k, n = rows.shape[0], K = state.n_problems, c
+    cdef int64_t i, start
+    cdef int64_t ptr[2]
+    cdef double[::1] y1 = np.zeros(1), sw1 = np.ones(1)
+    cdef int64_t[::1] order1 = np.zeros(1, dtype=np.int64)
+    cdef const double[::1] zero
+    cdef bint check = zero_loss is not None
+    cdef double loss_before = 0.0, weight_before = 0.0, z, weight, mean
+    cdef const double* vals
+    cdef const int32_t* cols
+    cdef Readout rd
+    if check:
+        zero = zero_loss
+    if scores.shape[0] < n or scores.shape[1] != K or learn.shape[0] < n or (
+            y.shape[0] < n or sw.shape[0] < n):
+        raise ValueError("scores, learn, y and sw need a row for each of rows")
+    if n_cols + 1 > state.dim:
+        raise ValueError("state dimension too small for the data")
+    ptr[0] = 0
+    for k in range(n):
+        i = rows[k]
+        if i < 0 or i + 1 >= indptr.shape[0] or indptr[i] > indptr[i + 1] or (
+                indptr[i + 1] > indices.shape[0] or indptr[i + 1] > data.shape[0]):
+            raise ValueError(f"row {i} is not a row of the batch")
+        start = indptr[i]
+        ptr[1] = indptr[i + 1] - start
+        vals = &data[start] if ptr[1] else NULL
+        cols = &indices[start] if ptr[1] else NULL
+        rd = _readout(state, state.iterate)
+        with nogil:
+            _read_scores(rd, vals, cols, ptr, 1, state.dim - 1, state.fit_intercept,
+                         state.intercept_scaling, &scores[k, 0])
+        for c in range(K):
+            if not isfinite(scores[k, c]):
+                return k, STOP_SCORE, seen, loss_before, weight_before
+        if not learn[k]:
+            continue
+        loss_before, weight_before = state.sum_weighted_loss_reported, state.sum_weight
+        y1[0] = y[k]
+        sw1[0] = sw[k]
+        run_row(state, vals, cols, ptr, n_cols, y1, sw1, order1, classifier, NULL)
+        if state.diverged or not _finite_at_row(state, cols, ptr[1]):
+            return k, STOP_UNSOUND, seen, loss_before, weight_before
+        if check:  # `onlinepgs._runaway.check` of a call on this row
+            z = zero[k]
+            if weight_before > 0 and seen > z:
+                z = seen
+            weight = state.sum_weight - weight_before
+            if weight > 0 and z > 0:
+                mean = (state.sum_weighted_loss_reported - loss_before) / weight
+                if isfinite(mean) and mean > ratio * z:
+                    return k, STOP_RUNAWAY, seen, loss_before, weight_before
+            seen = z
+    return n, 0, seen, loss_before, weight_before
 
 
 cdef bint _as_double(object value, double* out):

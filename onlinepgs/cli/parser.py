@@ -402,7 +402,9 @@ def _serve_parser(sub):
         "it takes its answers. With --learn a line with a label is scored, then learned "
         "(test-then-train: the answer is the prediction before learning), one row at a "
         "time in the order the lines arrive, the model as `train -i MODEL` of the same "
-        "lines. SIGTERM or SIGINT: stop accepting, finish the update in progress, save "
+        "lines; a line whose step would make the model diverge (an overflow, "
+        "predictions that run away) is answered 'error: not learned: WHY' and leaves "
+        "the model as it was. SIGTERM or SIGINT: stop accepting, finish the update in progress, save "
         "to -o, exit 0. Example: onlinepgs serve model.pgs --port 0 --port-file "
         "port.txt, then `nc 127.0.0.1 $(cat port.txt) < test.svm`.")
     serve.add_argument("model", metavar="MODEL")

@@ -85,12 +85,46 @@ def prediction_lines(est, X, kind):
     """The lines (without their newlines) that predict writes for the rows of X, one a
     row, of `kind` ("labels", "scores" or "probabilities"): also `serve`'s answers."""
     if kind == "labels":
-        return [label_text(v) for v in est.predict(X)]
+        return _lines(est.predict(X), kind)
     if kind == "scores":
-        values = (est.decision_function(X) if hasattr(est, "decision_function")
-                  else est.predict(X))
-        return [" ".join(f"{v:.9g}" for v in np.atleast_1d(row)) for row in values]
-    return [" ".join(f"{v:.9g}" for v in row) for row in est.predict_proba(X)]
+        return _lines(est.decision_function(X) if hasattr(est, "decision_function")
+                      else est.predict(X), kind)
+    return _lines(est.predict_proba(X), kind)
+
+
+def score_lines(est, scores, kind):
+    """`prediction_lines` of rows whose (rows, K) scores by `est`'s model are `scores`
+    (as `decision_function`, `predict` and `predict_proba` make them of the scores:
+    ``serve --learn``'s rows, scored in the pass that learns them)."""
+    from onlinepgs.model import labels_from_scores, proba_from_scores
+
+    values = scores.ravel() if scores.shape[1] == 1 else scores
+    if kind == "labels":
+        values = labels_from_scores(values, est.classes_ if est._classifier else None)
+    elif kind == "probabilities":
+        values = proba_from_scores(values, est._fitted_multi_class())
+    return _lines(values, kind)
+
+
+def _lines(values, kind):
+    """The text of each row of `values` (labels, or numbers written ``.9g``, a space
+    between a row's), in compiled code where it can (`_format.format_rows`, the text of
+    Python's ``format``, the GIL released: ``serve``'s clients format in parallel)."""
+    from onlinepgs._core._format import format_rows
+
+    values = np.asarray(values)
+    if not len(values):
+        return []
+    if kind == "labels":  # each distinct label's text once
+        distinct, at = np.unique(values, return_inverse=True)
+        texts = [label_text(v) for v in distinct]
+        return [texts[k] for k in at.ravel().tolist()]
+    text = format_rows(np.ascontiguousarray(values.reshape(len(values), -1),
+                                            dtype=np.float64))
+    if text is not None:
+        return text.decode("ascii").split("\n")[:-1]
+    # a value not finite: Python spells it ("inf", "nan")
+    return [" ".join(f"{v:.9g}" for v in np.atleast_1d(row)) for row in values]
 
 
 def cmd_eval(args):

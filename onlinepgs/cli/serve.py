@@ -129,6 +129,13 @@ def reason(exc):
     return message.strip()
 
 
+def diverged_reason(exc):
+    """Why a row's step diverged (PGSDivergedError's reason: what overflowed or ran away
+    and what helps), without the learner's words about its model: the server undoes
+    the step."""
+    return getattr(exc, "reason", None) or reason(exc)
+
+
 class ServedModel:
     """The model the server answers with: its predictions, and with ``learn`` its
     training row by row (test then train) and its saves, all under `lock` (one writer
@@ -146,6 +153,8 @@ class ServedModel:
         self.learned = 0  # rows learned since the start
         self.saved_at = 0  # ... at the last save
         self.closed = False  # shutting down: no more learning
+        # what undoes a row that diverges (the learner as it was, and the rows since)
+        self.undo = Undo(est) if self.learn else None
 
     @classmethod
     def from_args(cls, args):
@@ -157,6 +166,8 @@ class ServedModel:
             est, extra = _trainable(args.model)
             # the run option train sets too: the budget of a model the data widens
             est.set_params(max_model_bytes=args.max_model_bytes)
+            # predictions that run away stop a row as they stop train (then undone)
+            est._runaway_fatal = True
             check_output(args.output, [])
         if args.kind == "probabilities" and not hasattr(est, "predict_proba"):
             raise UserError(f"{args.model}: probabilities need the logistic loss "
@@ -172,8 +183,12 @@ class ServedModel:
             if isinstance(item, str):
                 answers.append("error: " + item)
                 continue
-            out = [None] * item.count(b"\n")
+            n_lines = item.count(b"\n")
             pieces, why = self.lines.read(item)
+            if not why and len(pieces) == 1 and len(pieces[0][3]) == n_lines:
+                answers += self._rows(*pieces[0][:3])  # every line a row, in order
+                continue
+            out = [None] * n_lines
             for j, text in why.items():
                 out[j] = "error: " + text
             for X, y, w, at in pieces:
@@ -193,15 +208,251 @@ class ServedModel:
         with self.lock:
             if self.closed or not labeled.any():
                 return self._predicted(X)
-            out, start, n = [], 0, X.shape[0]
-            for i in np.flatnonzero(labeled).tolist():
-                if i > start:  # the rows without a label before it, at once
-                    out += self._predicted(X[start:i])
-                out += self._learn_row(X, y, w, i)
-                start = i + 1
-            if start < n:
-                out += self._predicted(X[start:n])
+            out, at = [None] * X.shape[0], 0
+            while at < len(out):
+                at = self._pass(X, y, w, labeled, at, out)
+                if at is None:  # the learner's Python takes the rows left, one by one
+                    for i in range(len(out)):
+                        if out[i] is None:
+                            out[i:i + 1] = (self._learn_row(X, y, w, i) if labeled[i]
+                                            else self._predicted(X[i:i + 1]))
+                    break
             return out
+
+    def _pass(self, X, y, w, labeled, at, out):
+        """Rows at, at + 1, ... of X answered (into out) and learned in compiled code
+        (`onlinepgs._core._event.test_then_train`: each row scored, then its step), the
+        model installed after them as partial_fit installs it a row. Returns the row to
+        go on from: the end; a save due; after a row the learner's Python took (a score
+        not finite; a step the learner's checks refuse, undone). None where the learner
+        or the batch is none the pass takes (a sigma race of several live runs, class
+        weights, p whose powers NumPy takes, a row wider than the model, non-canonical
+        rows); a race of one live run is taken up to the row of its next check, which
+        the race's Python takes."""
+        import numpy as np
+
+        from onlinepgs import _runaway
+        from onlinepgs._core._event import STOP_SCORE, test_then_train
+        from onlinepgs.cli.predict import score_lines
+
+        est = self.est
+        batch = self._fast_batch(X, y, w, labeled, at)
+        if batch is None:
+            return None
+        csr, rows, learn, targets, weights, refused = batch
+        for i, text in refused.items():
+            out[i] = text
+        if self.save_every:  # no further than the row that makes a save due
+            due = self.save_every - (self.learned - self.saved_at)
+            cut = np.flatnonzero(np.cumsum(learn) >= due)
+            if len(cut):
+                rows, learn = rows[:cut[0] + 1], learn[:cut[0] + 1]
+        race = est.__dict__.get("_race")
+        if race is not None and not race.schedule.settled:
+            # a race of one live run steps it alone, as a fixed sigma steps its state, up
+            # to the row of its next check (decided by the race's Python)
+            room = race.schedule.check_at - race.n_rows - 1
+            cut = np.flatnonzero(np.cumsum(learn) > room)
+            if len(cut) and cut[0] == 0:
+                i = int(rows[0])
+                out[i:i + 1] = self._learn_row(X, y, w, i)
+                return i + 1
+            if len(cut):
+                rows, learn = rows[:cut[0]], learn[:cut[0]]
+        if not len(rows):
+            return len(out)
+        if race is not None and len(race.states) > 1:
+            return self._race_rows(X, y, w, csr, rows, learn, targets, weights, out)
+        state = est._state
+        check = _runaway.checked(state)
+        zero = (_runaway.zero_model_losses(state, targets, est._classifier)
+                if check else None)
+        seen = _runaway.seen(est)
+        scores = np.empty((len(rows), state.n_problems))
+        done, stop, seen_then, loss_before, weight_before = test_then_train(
+            state, *csr, rows, learn, X.shape[1], targets, weights, est._classifier,
+            scores, zero, _runaway.RATIO, seen or 0.0)
+        before = seen_then if check else seen  # the runaway check's memory then
+        n_learned = int(np.count_nonzero(learn[:done]))
+        if n_learned:
+            if check:
+                _runaway.remember(est, seen_then)
+            self._installed(n_learned)
+            self.undo.keep_pass(csr, X.shape[1], rows[:done], learn[:done],
+                                targets[:done], weights[:done])
+        for i, text in zip(rows[:done].tolist(), score_lines(est, scores[:done],
+                                                               self.kind)):
+            out[i] = text
+        if done == len(rows) or stop == STOP_SCORE:  # the state: after rows[:done]
+            self._learned(n_learned)  # (a save, a snapshot: not before)
+        if done == len(rows):
+            return int(rows[-1]) + 1
+        i = int(rows[done])
+        if stop == STOP_SCORE:  # the learner's Python answers it (the model says why)
+            out[i:i + 1] = (self._learn_row(X, y, w, i) if learn[done]
+                            else self._predicted(X[i:i + 1]))
+            return i + 1
+        # the step diverged, left the state not finite or ran away: the learner's own
+        # checks of that call (`PGSLearner._after_pass`) word it, and it is undone
+        _runaway.remember(est, before)
+        try:
+            est._after_pass(state, _one_row_csr(X, i), targets[done:done + 1],
+                            weights[done:done + 1], np.zeros(1, dtype=np.int64),
+                            est._classifier, (loss_before, weight_before))
+        except FloatingPointError as exc:  # PGSDivergedError
+            self.undo.undo(before)
+            self._learned(n_learned)
+            out[i] = f"error: not learned: {diverged_reason(exc)}"
+            return i + 1
+        # the learner's checks take it (they have the last word): learned
+        self._installed(1)
+        self.undo.keep_pass(csr, X.shape[1], rows[done:done + 1], learn[done:done + 1],
+                            targets[done:done + 1], weights[done:done + 1])
+        out[i] = score_lines(est, scores[done:done + 1], self.kind)[0]
+        self._learned(n_learned + 1)
+        return i + 1
+
+    def _race_rows(self, X, y, w, csr, rows, learn, targets, weights, out):
+        """`_pass` while several runs of a sigma race are live (between its checks): a
+        row at a time, scored by the leader, then every live run's step on it in the
+        order of their ids (`SigmaRace.advance`), each with its call's checks, then the
+        leader chosen again (`SigmaRace.leader`). A row that fails a run's checks is
+        undone and taken by the race's Python (which drops that run, or refuses the
+        row). Returns the row to go on from."""
+        import numpy as np
+
+        from onlinepgs import _runaway
+        from onlinepgs._core._event import test_then_train
+        from onlinepgs.cli.predict import score_lines
+
+        est, n_cols = self.est, X.shape[1]
+        check = _runaway.checked(est._state)
+        zero = (_runaway.zero_model_losses(est._state, targets, est._classifier)
+                if check else np.zeros(len(rows)))
+        test_only, step = np.zeros(1, dtype=np.uint8), np.ones(1, dtype=np.uint8)
+        scores = np.empty((len(rows), est._state.n_problems))
+        n_learned = 0
+        for k in range(len(rows)):
+            i, row = int(rows[k]), rows[k:k + 1]
+            done = test_then_train(est._state, *csr, row, test_only, n_cols, targets[k:],
+                                   weights[k:], est._classifier, scores[k:k + 1])[0]
+            if done == 0 or not learn[k]:
+                if done:
+                    out[i] = score_lines(est, scores[k:k + 1], self.kind)[0]
+                    continue
+                self._learned(n_learned)
+                out[i:i + 1] = (self._learn_row(X, y, w, i) if learn[k]
+                                else self._predicted(X[i:i + 1]))
+                return i + 1
+            seen = _runaway.seen(est)
+            for rid in sorted(est._race.states):
+                done, _, seen_then = test_then_train(
+                    est._race.states[rid], *csr, row, step, n_cols, targets[k:],
+                    weights[k:], est._classifier, scores[k:k + 1].copy(),
+                    zero[k:k + 1] if check else None, _runaway.RATIO, seen or 0.0)[:3]
+                if not done:  # undone; the race's Python decides
+                    self.undo.undo(seen)
+                    self._learned(n_learned)
+                    out[i:i + 1] = self._learn_row(X, y, w, i)
+                    return i + 1
+            if check:
+                _runaway.remember(est, seen_then)
+            self.undo.keep_pass(csr, n_cols, row, step, targets[k:k + 1],
+                                weights[k:k + 1], slow=True)
+            out[i] = score_lines(est, scores[k:k + 1], self.kind)[0]
+            _installed(est, 1)  # the rows counted, the leader chosen again
+            n_learned += 1
+        self._learned(n_learned)
+        return int(rows[-1]) + 1
+
+    def _fast_batch(self, X, y, w, labeled, at):
+        """The rows at, at + 1, ... of X as `test_then_train` takes them: (rows, learn
+        flags, core targets, sample weights, {row: answer} of the rows refused for
+        their label), or None where the learner's Python must take them."""
+        import numpy as np
+
+        from onlinepgs._checks import check_labels
+
+        est = self.est
+        d = est.__dict__
+        race = d.get("_race")
+        if ((race is not None and d["_state"] not in race.states.values())
+                or "diverged" in d.get("_cache", {})
+                or getattr(est, "class_weight", None) is not None
+                or getattr(est, "class_counts_", None) is not None
+                or "_saved_stats" in d or not self._cheap_powers()):
+            return None
+        indices = getattr(X, "indices", None)
+        if (indices is None or getattr(X, "format", "csr") != "csr"
+                or hasattr(X, "crossing") or indices.dtype != np.int32
+                or X.shape[1] > est.n_features_in_):
+            return None
+        csr = (np.ascontiguousarray(X.data, dtype=np.float64),
+               np.ascontiguousarray(indices), np.ascontiguousarray(X.indptr, dtype=np.int64))
+        indptr, n = csr[2], X.shape[0]
+        lo, hi = int(indptr[at]), int(indptr[n])
+        data, cols = csr[0][lo:hi], csr[1][lo:hi]
+        if not np.isfinite(data).all():
+            return None
+        # canonical rows (columns increasing within each row), as the readers make them
+        steps = np.diff(cols) <= 0
+        if steps.any():
+            starts = indptr[at + 1:n] - lo - 1  # a row's first entry after another's last
+            steps[starts[(starts >= 0) & (starts < len(steps))]] = False
+            if steps.any():
+                return None
+        rows = np.arange(at, n, dtype=np.int64)
+        learn = np.asarray(labeled[at:], dtype=np.uint8)
+        refused = {}
+        yv = np.asarray(y)
+        if est._classifier:
+            known = np.isin(yv[at:], est.classes_) | ~learn.astype(bool)
+            if not known.all():
+                for i in (at + np.flatnonzero(~known)).tolist():
+                    refused[i] = self._label_refused(y[i])
+                rows, learn = rows[known], learn[known]
+        targets = np.zeros(len(rows))
+        chosen = rows[learn.astype(bool)]
+        if len(chosen):
+            try:  # (a shape for the count of rows)
+                targets[learn.astype(bool)] = est._encode_targets(
+                    np.empty((len(chosen), 0)), yv[chosen], fit=False,
+                    classes=est.classes_ if est._classifier else None)[0]
+            except ValueError:  # the learner's Python words it
+                return None
+        weights = np.ones(len(rows)) if w is None else np.asarray(w, dtype=float)[rows]
+        if not (np.isfinite(weights).all() and (weights >= 0).all()
+                and np.isfinite(est._state.sum_weight + weights[learn.astype(bool)].sum())):
+            return None
+        return csr, rows, learn, np.ascontiguousarray(targets), weights, refused
+
+    def _cheap_powers(self):
+        """Whether partial_fit passes no row power sums taken by NumPy (p = 2, or a p
+        whose powers the core takes: `PGSLearner._row_power_sums`)."""
+        from onlinepgs._event import _one_row_matrix
+        import numpy as np
+
+        cheap = getattr(self, "_powers_cheap", None)
+        if cheap is None:
+            probe = _one_row_matrix(np.ones(1), np.zeros(1, dtype=np.int32), 2)
+            cheap = self._powers_cheap = self.est._row_power_sums(probe) is None
+        return cheap
+
+    def _label_refused(self, label):
+        from onlinepgs.streaming.errors import label_text
+
+        classes = ", ".join(label_text(c) for c in self.est.classes_)
+        return (f"error: label {label_text(label)} is not one of the model's classes "
+                f"[{classes}]")
+
+    def _installed(self, n):
+        _installed(self.est, n)
+
+    def _learned(self, n):
+        self.learned += n
+        if self.save_every and self.learned - self.saved_at >= self.save_every:
+            self._save()
+        self.undo.maybe_snapshot()
 
     def _predicted(self, X):
         try:
@@ -210,9 +461,10 @@ class ServedModel:
             return [f"error: {reason(exc)}"] * X.shape[0]
 
     def _learn_row(self, X, y, w, i):
-        """Row i's answer, then the row learned (under the lock)."""
+        """Row i's answer, then the row learned by partial_fit (under the lock); a row
+        whose step diverges is undone (`Undo`)."""
+        from onlinepgs import _runaway
         from onlinepgs.streaming.engine import _narrow, first_unknown_label
-        from onlinepgs.streaming.errors import label_text
 
         est = self.est
         row = X[i:i + 1]
@@ -222,21 +474,23 @@ class ServedModel:
         kwargs = {}
         if est._classifier:
             if first_unknown_label(y[i:i + 1], est.classes_) is not None:
-                classes = ", ".join(label_text(c) for c in est.classes_)
-                return [f"error: label {label_text(y[i])} is not one of the model's "
-                        f"classes [{classes}]"]
+                return [self._label_refused(y[i])]
             kwargs["classes"] = est.classes_
         if w is not None:
             kwargs["sample_weight"] = w[i:i + 1]
+        seen = _runaway.seen(est)
+        # as wide as its own entries: a row must not widen the model beyond them
+        # (the streaming engine's pieces, whose model serve's must equal)
+        row = _narrow(row)
         try:
-            # as wide as its own entries: a row must not widen the model beyond them
-            # (the streaming engine's pieces, whose model serve's must equal)
-            est.partial_fit(_narrow(row), y[i:i + 1], **kwargs)
-        except (ValueError, FloatingPointError) as exc:
+            est.partial_fit(row, y[i:i + 1], **kwargs)
+        except FloatingPointError as exc:  # PGSDivergedError: the step undone
+            self.undo.undo(seen)
+            return [f"error: not learned: {diverged_reason(exc)}"]
+        except ValueError as exc:  # refused before any step: nothing changed
             return [f"error: not learned: {reason(exc)}"]
-        self.learned += 1
-        if self.save_every and self.learned - self.saved_at >= self.save_every:
-            self._save()
+        self.undo.keep_call(row, y[i:i + 1], kwargs)
+        self._learned(1)
         return answer
 
     def _save(self):
@@ -252,6 +506,153 @@ class ServedModel:
             self.closed = True
             if self.learn and self.output is not None:
                 self._save()
+
+
+def _installed(est, n):
+    """The model installed after n rows stepped in `test_then_train`, as partial_fit
+    installs it after each (`PGSLearner._install`: its read-out emptied, the calls
+    counted)."""
+    race = est._race
+    if race is not None:  # the rows counted (`SigmaRace.advance`), the leader installed
+        race.n_rows += n
+        if len(race.states) > 1:  # (then a row at a time: the leader may change)
+            est._state = race.leader
+    est._cache = {}
+    est.n_iter_ = est.n_iter_ + n
+    est.t_ = int(est._state.t)
+
+
+def _one_row_csr(X, i):
+    """Row i of the readers' CSR batch X as a one-row CSR of X's width (error paths)."""
+    from onlinepgs._event import _one_row_matrix
+
+    lo, hi = int(X.indptr[i]), int(X.indptr[i + 1])
+    return _one_row_matrix(X.data[lo:hi], X.indices[lo:hi], X.shape[1])
+
+
+class Undo:
+    """What makes a row whose step diverges leave the model as it was: the learner at
+    its last snapshot, and the rows learned since, in order, as they were learned (the
+    pieces of `test_then_train`, the partial_fit calls). `undo` restores the snapshot and
+    learns those rows again by the same calls, so the state is, bit for bit, the one
+    before that row (PGS is deterministic). A snapshot copies the learner's solver
+    states, O(width); it is taken when the rows kept since the last one reach its size
+    (between MIN_BYTES and MAX_BYTES of rows), so its cost spread over those rows is a
+    copy of their own bytes, and an undo learns at most MAX_BYTES of rows again
+    (docs/design/serve.md, "A row that diverges"). A piece kept weighs its arrays' bytes
+    and PIECE_BYTES (the objects that hold them); a row learned again slowly weighs as
+    many bytes as the compiled pass's rows learned again in the same time: SLOW_ROW_BYTES
+    a row of a race of two live runs (a row at a time, the leader chosen in Python), and
+    CALL_BYTES a partial_fit call."""
+
+    MIN_BYTES, MAX_BYTES = 1 << 20, 64 << 20
+    PIECE_BYTES, SLOW_ROW_BYTES, CALL_BYTES = 512, 8 << 10, 64 << 10
+
+    def __init__(self, est):
+        self.est = est
+        self.snapshot()
+
+    def snapshot(self):
+        from onlinepgs import _runaway
+
+        self.saved = _attributes_copy(self.est.__dict__)
+        self.saved_seen = _runaway.seen(self.est)
+        self.since, self.kept, self.last_batch = [], 0, None
+        self.limit = min(max(_states_bytes(self.saved), self.MIN_BYTES), self.MAX_BYTES)
+
+    def maybe_snapshot(self):
+        if self.kept >= self.limit:
+            self.snapshot()
+
+    def _count(self, arrays, extra):
+        if arrays[0] is not self.last_batch:  # a batch's arrays are held once
+            self.last_batch = arrays[0]
+            self.kept += sum(a.nbytes for a in arrays)
+        self.kept += extra
+
+    def keep_pass(self, csr, n_cols, rows, learn, targets, weights, slow=False):
+        """Rows `rows` of the batch `csr` (data, indices, indptr) of n_cols columns
+        tested then trained (where `learn`) by `test_then_train`; `slow`: a row of a race
+        of several live runs."""
+        piece = (rows.copy(), learn.copy(), targets.copy(), weights.copy())
+        self.since.append(("pass", (csr, n_cols, *piece)))
+        self._count(csr, sum(a.nbytes for a in piece) + self.PIECE_BYTES
+                    + (self.SLOW_ROW_BYTES if slow else 0))
+
+    def keep_call(self, X, y, kwargs):
+        """A partial_fit call (its arguments)."""
+        self.since.append(("call", (X, y, kwargs)))
+        self._count((X.data, X.indices, X.indptr), self.CALL_BYTES)
+
+    def undo(self, seen):
+        """The learner as it was after the rows kept: the snapshot, those rows learned
+        again; `seen`, the runaway check's memory then (`onlinepgs._runaway.seen`)."""
+        import numpy as np
+
+        from onlinepgs import _runaway
+        from onlinepgs._core._event import test_then_train
+
+        est = self.est
+        attributes = _attributes_copy(self.saved)
+        est.__dict__.update(attributes)
+        for name in [n for n in est.__dict__ if n not in attributes]:
+            del est.__dict__[name]
+        _runaway.remember(est, self.saved_seen)
+        for kind, piece in self.since:
+            if kind == "call":
+                X, y, kwargs = piece
+                est.partial_fit(X, y, **kwargs)
+                continue
+            csr, n_cols, rows, learn, targets, weights = piece
+            scores = np.empty((len(rows), est._state.n_problems))
+            # the one state, or each live run of a race (a row at a time, then)
+            race = est._race
+            states = ([race.states[rid] for rid in sorted(race.states)] if race is not None
+                      else [est._state])
+            for state in states:
+                done = test_then_train(state, *csr, rows, learn, n_cols, targets, weights,
+                                       est._classifier, scores)[0]
+                if done != len(rows):  # the same steps as before: they cannot differ
+                    raise RuntimeError("serve: a row learned before did not learn again")
+            _installed(est, int(np.count_nonzero(learn)))
+        _runaway.remember(est, seen)
+
+
+def _attributes_copy(attributes):
+    """A learner's attributes (its __dict__), independent of it: each solver state copied
+    once (`PGSState.copy`; the race's leader is one of its runs), the rest deep-copied;
+    without the event path and the read-out cache (made again as needed)."""
+    import copy
+
+    kept = {k: v for k, v in attributes.items() if k not in ("_events", "_cache")}
+    memo = {}
+    for state in _states(kept):
+        memo.setdefault(id(state), state.copy())
+    out = copy.deepcopy(kept, memo)
+    out["_cache"] = {}
+    return out
+
+
+def _states(attributes):
+    race = attributes.get("_race")
+    states = [attributes["_state"]] if "_state" in attributes else []
+    return states + (list(race.states.values()) if race is not None else [])
+
+
+def _states_bytes(attributes):
+    """The bytes of the solver states' arrays (what a snapshot copies)."""
+    import numpy as np
+
+    seen, total = set(), 0
+    for state in _states(attributes):
+        if id(state) in seen:
+            continue
+        seen.add(id(state))
+        for name in ("block_a", "snap_a", "snapv_a"):
+            array = getattr(state, name, None)
+            if isinstance(array, np.ndarray):
+                total += array.nbytes
+    return total
 
 
 def _trainable(path):
