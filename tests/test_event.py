@@ -206,8 +206,6 @@ def test_a_fresh_classifier_predicts_the_zero_model_or_nothing():
     assert PGSClassifier(n_bits=10).predict_proba_one({"w": "x"}) == {}
     assert PGSClassifier(n_bits=10).predict_one({"w": "x"}) is None
     assert PGSRegressor(n_bits=10).predict_one({"w": "x"}) == 0.0
-    with pytest.raises(NotFittedError, match=r"classes parameter"):
-        PGSClassifier(n_bits=10).learn_one({"w": "x"}, 1)
 
 
 def _state_of(clf):

@@ -257,8 +257,8 @@ cdef class EventRow:
                 return None
             if out[c] > out[best]:
                 best = c
-        if K == 1:
-            return labels[1] if out[0] > 0 else labels[0]
+        if K == 1:  # (a model of one class: that class)
+            return labels[1] if out[0] > 0 and len(labels) == 2 else labels[0]
         return labels[best]
 
     cpdef object proba(self, PGSState state, list labels, int multi_class_code):
@@ -272,6 +272,8 @@ cdef class EventRow:
         for c in range(K):
             if not isfinite(out[c]):
                 return None
+        if K == 1 and len(labels) == 1:  # a model of one class
+            return {labels[0]: 1.0}
         if K == 1:
             z = _sigmoid(out[0])
             return {labels[0]: 1.0 - z, labels[1]: z}
