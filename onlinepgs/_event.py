@@ -304,42 +304,46 @@ class EventLearner:
         onlinepgs._learned_classes): a label not yet seen regroups the model's problems
         for the classes with it (the first starts a model of one class, which learns the
         event: True); then the event is learned as any (False). The event and the label
-        are checked before anything changes."""
+        are checked before anything changes; one thread at a time adds a class."""
         from onlinepgs import _learned_classes
 
         d = self.__dict__
-        first = "_state" not in d
-        grown = _learned_classes.new_classes(
-            None if first else self.classes_.tolist(), y,
-            getattr(self, "multi_class", "ovr"))
-        if grown is None:
-            return False
-        if getattr(self, "class_weight", None) is not None:
-            raise ValueError(f"learn_one: label {y!r} is not one of the classes "
-                             f"{[] if first else self.classes_.tolist()}, and class_weight "
-                             "needs every class up front: set the classes parameter")
-        self._check_event_x(x, "learn_one")
-        weight = self._event_weight(w, "learn_one")
-        if first:
-            if int(self.batch_size) != 1:
-                raise ValueError(f"learn_one takes one event a step: batch_size=1 (got "
-                                 f"{self.batch_size!r}); mini-batches are partial_fit's")
-            self._partial_fit([x], [y], [weight], classes=grown, one_class=True)
-            return True
-        with self._lock("_train_lock"), self._lock("_state_lock"):
-            if "_saved_stats" in d:  # (a weights-only file's model: partial_fit says why)
+        multi_class = getattr(self, "multi_class", "ovr")
+        if "_state" in d and _learned_classes.new_classes(
+                self.classes_.tolist(), y, multi_class) is None:
+            return False  # (a label seen: no lock taken)
+        with self._lock("_train_lock"):
+            first = "_state" not in d
+            grown = _learned_classes.new_classes(
+                None if first else self.classes_.tolist(), y, multi_class)
+            if grown is None or "_saved_stats" in d:
+                # another thread added it meanwhile; a weights-only file's model:
+                # partial_fit says why it cannot learn
                 return False
-            old = self.classes_
-            race = d.get("_race")
-            if race is None:
-                state = _learned_classes.regrouped(self._state, old, grown)
-            else:
-                states = {rid: _learned_classes.regrouped(st, old, grown)
-                          for rid, st in race.states.items()}
-                race.states = states
-                _learned_classes.set_problems(race.schedule, len(grown))
-                state = race.leader
-            self._install(state, self.n_iter_, race=race, classes_=grown)
+            if getattr(self, "class_weight", None) is not None:
+                raise ValueError(f"learn_one: label {y!r} is not one of the classes "
+                                 f"{[] if first else self.classes_.tolist()}, and "
+                                 "class_weight needs every class up front: set the classes "
+                                 "parameter")
+            self._check_event_x(x, "learn_one")
+            weight = self._event_weight(w, "learn_one")
+            if first:
+                if int(self.batch_size) != 1:
+                    raise ValueError(f"learn_one takes one event a step: batch_size=1 "
+                                     f"(got {self.batch_size!r}); mini-batches are "
+                                     "partial_fit's")
+                self._partial_fit([x], [y], [weight], classes=grown, one_class=True)
+                return True
+            with self._lock("_state_lock"):
+                old, race = self.classes_, d.get("_race")
+                if race is None:
+                    state = _learned_classes.regrouped(self._state, old, grown)
+                else:
+                    race.states = {rid: _learned_classes.regrouped(st, old, grown)
+                                   for rid, st in race.states.items()}
+                    _learned_classes.set_problems(race.schedule, len(grown))
+                    state = race.leader
+                self._install(state, self.n_iter_, race=race, classes_=grown)
         return False
 
     def _learn_one_generic(self, x, y, w):

@@ -761,7 +761,8 @@ class PGSLearner(EventLearner, LinearLearner):
 
     def _partial_fit(self, X, y, sample_weight, classes=None, one_class=False):
         with _training(self, keep=(PGSDivergedError,)):
-            return self._partial_fit_unguarded(X, y, sample_weight, classes, one_class)
+            return self._partial_fit_unguarded(X, y, sample_weight, classes,
+                                               one_class=one_class)
 
     def _check_call_params(self, first):
         """The parameter checks of a partial_fit call starting (`first`) or continuing

@@ -233,3 +233,26 @@ def test_a_race_regroups_every_run():
     probabilities = clf.predict_proba([records[0]])[0]
     got = clf.predict_proba_one(records[0])
     np.testing.assert_allclose([got[c] for c in (0, 1, 2)], probabilities, rtol=1e-13)
+
+
+def test_threads_adding_labels_at_once_add_each_class_once():
+    import threading
+
+    clf = PGSClassifier(n_bits=10, sigma=1e-3, random_state=0)
+    records = _records(400, seed=13)
+    errors = []
+
+    def learn(offset):
+        try:
+            for i, x in enumerate(records):
+                clf.learn_one(x, ["p", "q", "r", "s"][(i + offset) % 4])
+        except Exception as exc:  # pragma: no cover - the test's failure
+            errors.append(exc)
+    threads = [threading.Thread(target=learn, args=(k,)) for k in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors
+    assert clf.classes_.tolist() == ["p", "q", "r", "s"]
+    assert clf._state.n_problems == 4 and clf.t_ == 3 * 400
