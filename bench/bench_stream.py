@@ -418,6 +418,8 @@ def test_then_train(args, out):
 EVENT_API = {
     "onlinepgs default (sigma auto)": {},
     "onlinepgs sigma 1e-3": {"sigma": 1e-3},
+    "onlinepgs geometry adaptive (eta auto, sigma auto)": {
+        "geometry": "adaptive", "radius": None, "iterate": "last"},
 }
 
 

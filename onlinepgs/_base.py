@@ -248,12 +248,13 @@ class LinearLearner:
     def _validate_weights(self, sample_weight, n_rows):
         return _checks.check_weights(sample_weight, n_rows)
 
-    def _encode_targets(self, X, y, fit, classes=None):
-        """``(y_core, n_problems, multiclass, fitted attributes)`` of y for the core."""
+    def _encode_targets(self, X, y, fit, classes=None, one_class=False):
+        """``(y_core, n_problems, multiclass, fitted attributes)`` of y for the core
+        (`one_class`: `classes` of one label may start a classifier, `learn_one`'s)."""
         kwargs = {"column": self._column}
         if self._classifier:
             kwargs.update(fitted_classes=None if fit else self.classes_, classes=classes,
-                          check_targets=self._check_discrete)
+                          check_targets=self._check_discrete, one_class=one_class)
         y_core, n_problems, multiclass, cls = _checks.encode_targets(
             y, X.shape[0], self._owner, self._classifier, **kwargs)
         extra = {"classes_": cls} if fit and self._classifier else {}
@@ -373,9 +374,9 @@ class ClassifierLearner:
     def predict_proba(self, X):
         """Class probabilities (logistic loss only): for K > 2 the softmax of the scores
         (multi_class="multinomial") or the one-vs-rest sigmoids normalised."""
-        scores, _, multi_class = self._scores(X)
+        scores, classes, multi_class = self._scores(X)
         return proba_from_scores(scores.ravel() if scores.shape[1] == 1 else scores,
-                                 multi_class)
+                                 multi_class, classes.shape[0])
 
     @available_if(_is_logistic)
     def predict_log_proba(self, X):

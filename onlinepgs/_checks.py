@@ -429,9 +429,11 @@ def binary_targets(y, classes):
 
 
 def encode_labels(y, n_rows, owner, *, fitted_classes=None, classes=None,
-                  check_targets=check_discrete, column=None):
+                  check_targets=check_discrete, column=None, one_class=False):
     """A classifier's labels as the core's targets: ``(y_core, n_problems, multiclass,
-    classes_)``; +-1 for two classes, class indices for K > 2 (one-vs-rest).
+    classes_)``; +-1 for two classes, class indices for K > 2 (one-vs-rest); -1 for a
+    model of one class (`learn_one`'s first label, ``one_class``: `classes` of one label
+    may start it; onlinepgs._learned_classes).
 
     ``fitted_classes``: the classes of a trained model (None: training starts, and the
     classes are `classes` or those of y). ``check_targets(y)`` refuses label types a
@@ -453,7 +455,7 @@ def encode_labels(y, n_rows, owner, *, fitted_classes=None, classes=None,
         raise RowError("y contains NaN or infinity (", bad, f": {py(y[bad])!r})")
     if fitted_classes is None:
         cls = unique(y) if classes is None else unique(classes)
-        if cls.shape[0] < 2:
+        if cls.shape[0] < 2 and not (one_class and cls.shape[0] == 1):
             raise ValueError(f"{owner} needs samples of at least 2 classes in the data, "
                              f"got one class: {cls.tolist()}")
     else:
@@ -465,6 +467,8 @@ def encode_labels(y, n_rows, owner, *, fitted_classes=None, classes=None,
     if unknown is not None:
         raise RowError(f"label {unknown[1]!r} (", unknown[0], ") is not one of the "
                        f"classes {cls.tolist()}")
+    if cls.shape[0] == 1:
+        return np.full(y.shape[0], -1.0), 1, False, cls
     idx = np.searchsorted(cls, y)
     if cls.shape[0] == 2:
         return np.where(idx == 1, 1.0, -1.0), 1, False, cls

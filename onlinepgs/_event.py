@@ -12,7 +12,8 @@ The compiled path needs hashing (``n_bits``) and ``batch_size=1``; a model whose
 data decides (``n_bits=None``), ``class_weight``, a model loaded without its solver state
 and a model whose last step diverged take `partial_fit` / `predict` on the one record (the
 same results, at their cost). The first event of a fresh estimator starts the model
-through `partial_fit`, with the classes of the ``classes`` parameter.
+through `partial_fit`, with the classes of the ``classes`` parameter; without it, a
+classifier learns its classes as labels arrive (`onlinepgs._learned_classes`).
 """
 import math
 import operator
@@ -20,7 +21,7 @@ import operator
 import numpy as np
 
 from onlinepgs import _race
-from onlinepgs._checks import NotFittedError, check_weight_sum, unique
+from onlinepgs._checks import check_weight_sum, unique
 from onlinepgs._row_errors import RowError
 
 __all__ = ["EventLearner", "EventClassifier"]
@@ -61,8 +62,9 @@ def _make_path(est, params, classes):
     if classes is not None:
         labels = classes.tolist()
         ev.labels = labels
-        if len(labels) == 2:  # the binary encoding: +-1 (onlinepgs._checks.binary_targets)
-            ev.codes = {labels[0]: -1.0, labels[1]: 1.0}
+        if len(labels) <= 2:  # the binary encoding: +-1 (onlinepgs._checks.binary_targets)
+            ev.codes = {labels[0]: -1.0, labels[-1]: 1.0} if len(labels) == 2 else {
+                labels[0]: -1.0}  # one class: onlinepgs._learned_classes
         else:
             ev.codes = {label: float(k) for k, label in enumerate(labels)}
         ev.mc = _MULTINOMIAL if est._fitted_multi_class() == "multinomial" else 0
@@ -203,8 +205,10 @@ class EventLearner:
             as the records of `partial_fit` and the JSON-lines reader take them. A None
             value is a missing field.
         y : label or float
-            A label of the classes (a classifier: its ``classes`` parameter or its
-            first training call's), else the target.
+            A classifier's label: one of its ``classes`` parameter when given;
+            without it, any label (a number, a str or a bool, orderable with the
+            others): one not seen before is a new class (see Notes). A regressor's
+            target.
         w : float >= 0, default=1.0
             The event's sample weight.
 
@@ -218,9 +222,29 @@ class EventLearner:
             x has no feature, a value that is not a number (or a str), not finite, a
             label outside the classes, a weight < 0: the message names the key and the
             value, and the model is as it was. PGSDivergedError as `partial_fit`.
-        NotFittedError
-            A fresh classifier without its ``classes`` parameter (its first event must
-            know every class: the one-vs-rest problems start together).
+            A third class of a coupled ``multi_class`` without the ``classes``
+            parameter (its loss couples every class in each row's loss).
+
+        Notes
+        -----
+        Classes learned as labels arrive (no ``classes`` parameter; ``classes_`` is
+        sorted, as `partial_fit`'s): the first label alone is the model's one class
+        (``predict_one`` gives it, ``predict_proba_one`` gives it 1.0), and every event
+        until the second label is learned as a row of it; with the second label the
+        model is the binary model of the two, bit for bit the model of
+        ``classes=[a, b]`` declared from the start. A third class and on
+        (one-vs-rest): each old class keeps its problem, and the new class's problem
+        starts at zero at its first event, as River's ``OneVsRestClassifier`` starts a
+        fresh binary model, on the model's clock: it is the problem of a binary learner
+        of that class against the rest trained on every event, the events before its
+        first weighing 0 (its step size and averages count them; the ball of
+        ``radius="auto"`` is the model's). The earlier events are not replayed: they are
+        not negatives of the new class. Adding a class costs O(width K) once (the
+        state's problems regrouped) and a replay of the ``t`` steps' scalars in the
+        core (about 1 s per million events seen, each run of a race), and the statistics of ``online_stats_`` add up
+        each event's loss under the classes of its time. ``multi_class="multinomial"``
+        and ``"crammer_singer"`` learn two classes this way and refuse a third.
+        docs/design/estimators.md, "Classes learned as labels arrive".
 
         Examples
         --------
@@ -231,12 +255,28 @@ class EventLearner:
         ...     _ = clf.learn_one({"word": "hello", "len": 0.9}, "ham")
         >>> clf.predict_one({"word": "cheap", "len": 0.3})
         'spam'
+
+        Without ``classes``, the labels seen are the classes:
+
+        >>> clf = PGSClassifier(n_bits=18, sigma=1e-2)
+        >>> _ = clf.learn_one({"word": "hello"}, "ham")
+        >>> clf.classes_.tolist(), clf.predict_one({"word": "cheap"})
+        (['ham'], 'ham')
+        >>> for _ in range(20):
+        ...     _ = clf.learn_one({"word": "cheap"}, "spam")
+        ...     _ = clf.learn_one({"word": "hello"}, "ham")
+        >>> _ = clf.learn_one({"word": "meeting"}, "work")
+        >>> clf.classes_.tolist(), clf.predict_one({"word": "cheap"})
+        (['ham', 'spam', 'work'], 'spam')
         """
         ev = self.__dict__.get("_events")
         if ev is not None:
             done = ev.learn(self, x, y, w)
             if done is not NotImplemented:
                 return done
+        if self._classifier and getattr(self, "classes", None) is None:
+            if self._learn_new_label(x, y, w):
+                return self
         ev = self._event_path()
         if ev is None:
             return self._learn_one_generic(x, y, w)
@@ -260,6 +300,53 @@ class EventLearner:
                 self._event_step(ev, self.__dict__.get("_race"), target, weight)
         return self
 
+    def _learn_new_label(self, x, y, w):
+        """Classes learned as labels arrive (no ``classes`` parameter,
+        onlinepgs._learned_classes): a label not yet seen regroups the model's problems
+        for the classes with it (the first starts a model of one class, which learns the
+        event: True); then the event is learned as any (False). The event and the label
+        are checked before anything changes; one thread at a time adds a class."""
+        from onlinepgs import _learned_classes
+
+        d = self.__dict__
+        multi_class = getattr(self, "multi_class", "ovr")
+        if "_state" in d and _learned_classes.new_classes(
+                self.classes_.tolist(), y, multi_class) is None:
+            return False  # (a label seen: no lock taken)
+        with self._lock("_train_lock"):
+            first = "_state" not in d
+            grown = _learned_classes.new_classes(
+                None if first else self.classes_.tolist(), y, multi_class)
+            if grown is None or "_saved_stats" in d:
+                # another thread added it meanwhile; a weights-only file's model:
+                # partial_fit says why it cannot learn
+                return False
+            if getattr(self, "class_weight", None) is not None:
+                raise ValueError(f"learn_one: label {y!r} is not one of the classes "
+                                 f"{[] if first else self.classes_.tolist()}, and "
+                                 "class_weight needs every class up front: set the classes "
+                                 "parameter")
+            self._check_event_x(x, "learn_one")
+            weight = self._event_weight(w, "learn_one")
+            if first:
+                if int(self.batch_size) != 1:
+                    raise ValueError(f"learn_one takes one event a step: batch_size=1 "
+                                     f"(got {self.batch_size!r}); mini-batches are "
+                                     "partial_fit's")
+                self._partial_fit([x], [y], [weight], classes=grown, one_class=True)
+                return True
+            with self._lock("_state_lock"):
+                old, race = self.classes_, d.get("_race")
+                if race is None:
+                    state = _learned_classes.regrouped(self._state, old, grown)
+                else:
+                    race.states = {rid: _learned_classes.regrouped(st, old, grown)
+                                   for rid, st in race.states.items()}
+                    _learned_classes.set_problems(race.schedule, len(grown))
+                    state = race.leader
+                self._install(state, self.n_iter_, race=race, classes_=grown)
+        return False
+
     def _learn_one_generic(self, x, y, w):
         """`partial_fit` on the one record (see the module docstring)."""
         if int(self.batch_size) != 1:
@@ -268,12 +355,7 @@ class EventLearner:
         first = "_state" not in self.__dict__
         classes = None
         if self._classifier and first:
-            classes = getattr(self, "classes", None)
-            if classes is None:
-                raise NotFittedError(
-                    f"learn_one on a fresh {self._owner} needs its classes: set the "
-                    f"classes parameter ({self._owner}(classes=[...])), or start the model "
-                    "with partial_fit(X, y, classes=...)")
+            classes = self.classes  # (without it, `_learn_new_label` started the model)
         self._check_event_x(x, "learn_one")
         weight = self._event_weight(w, "learn_one")
         if self._classifier and not first:

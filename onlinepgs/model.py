@@ -52,10 +52,13 @@ def softmax(scores):
     return e / e.sum(axis=1, keepdims=True)
 
 
-def proba_from_scores(scores, multi_class="ovr"):
+def proba_from_scores(scores, multi_class="ovr", n_classes=None):
     """Class probabilities of the logistic loss from `decision_function`'s scores: the
     sigmoid for two classes; for K > 2, the softmax of the scores (multinomial) or the
-    one-vs-rest sigmoids normalised."""
+    one-vs-rest sigmoids normalised; 1 for a model of one class (``n_classes=1``: a
+    classifier that has seen one label, `learn_one`)."""
+    if n_classes == 1:
+        return np.ones((scores.shape[0], 1))
     if scores.ndim == 1:
         pos = _sigmoid(scores)
         return np.column_stack([1.0 - pos, pos])
@@ -69,10 +72,12 @@ def proba_from_scores(scores, multi_class="ovr"):
 
 def labels_from_scores(scores, classes):
     """Labels from `decision_function`'s scores: ``classes[1]`` where a binary score is
-    positive (else ``classes[0]``), the argmax's class for K > 2; classes None (a
-    regressor): the scores, its targets."""
+    positive (else ``classes[0]``), the argmax's class for K > 2, the one class of a
+    model of one; classes None (a regressor): the scores, its targets."""
     if classes is None:
         return scores
+    if classes.shape[0] == 1:
+        return classes[np.zeros(scores.shape[0], dtype=int)]
     if scores.ndim == 1:
         return classes[(scores > 0).astype(int)]
     return classes[np.argmax(scores, axis=1)]
@@ -183,8 +188,8 @@ class LinearModel:
             raise ValueError(f"intercept_weight must have shape ({K},), got {w0.shape}")
         if classes is not None:
             classes = np.asarray(classes)
-            expected = 1 if classes.shape[0] == 2 else classes.shape[0]
-            if classes.ndim != 1 or classes.shape[0] < 2 or expected != K:
+            expected = 1 if classes.shape[0] <= 2 else classes.shape[0]
+            if classes.ndim != 1 or classes.shape[0] < 1 or expected != K:
                 raise ValueError(f"{classes.shape[0]} classes need {expected} row(s) of "
                                  f"weights, got {K}")
         elif K != 1:
@@ -354,4 +359,5 @@ class LinearModel:
     def predict_proba(self, X):
         """Class probabilities (the logistic loss): for K > 2 the softmax of the scores
         (multinomial) or the one-vs-rest sigmoids normalised."""
-        return proba_from_scores(self.decision_function(X), self.multi_class)
+        return proba_from_scores(self.decision_function(X), self.multi_class,
+                                 self.classes.shape[0])

@@ -220,8 +220,12 @@ _CLASS_WEIGHT_DOC = """    class_weight : dict, "balanced" or None, default=None
 _CLASSES_DOC = """    classes : array-like or None, default=None
         Every label the stream may hold, for a model started without a set-up call:
         the first `learn_one` (or a first `partial_fit` / `fit_stream` that passes no
-        ``classes``) takes them. None: the first training call gives them. `fit` takes
-        the labels of its y, as scikit-learn's does.
+        ``classes``) takes them, and `learn_one` refuses any other label. None: the
+        first training call gives them, and `learn_one` learns a label it has not seen
+        as a new class (the binary model of two labels is the model of both declared;
+        a third class's one-vs-rest problem starts at zero at its first event, as
+        River's one-vs-rest does: `learn_one`'s Notes). `fit` takes the labels of its
+        y, as scikit-learn's does.
 """
 
 _THREADS_DOC = """
@@ -765,9 +769,10 @@ class PGSLearner(EventLearner, LinearLearner):
         self._install(state, epochs, race=race, **extra)  # max_epochs >= 1: state is set
         return self
 
-    def _partial_fit(self, X, y, sample_weight, classes=None):
+    def _partial_fit(self, X, y, sample_weight, classes=None, one_class=False):
         with _training(self, keep=(PGSDivergedError,)):
-            return self._partial_fit_unguarded(X, y, sample_weight, classes)
+            return self._partial_fit_unguarded(X, y, sample_weight, classes,
+                                               one_class=one_class)
 
     def _check_call_params(self, first):
         """The parameter checks of a partial_fit call starting (`first`) or continuing
@@ -778,7 +783,7 @@ class PGSLearner(EventLearner, LinearLearner):
         else:
             self._check_state_params()
 
-    def _partial_fit_unguarded(self, X, y, sample_weight, classes):
+    def _partial_fit_unguarded(self, X, y, sample_weight, classes, one_class=False):
         first = not hasattr(self, "_state")
         if not first and hasattr(self, "_saved_stats"):  # loaded from a weights-only file
             from onlinepgs.model_io.stateless import NO_STATE
@@ -788,7 +793,7 @@ class PGSLearner(EventLearner, LinearLearner):
         crossed = self._validate_crossed(X, first) if isinstance(X, CrossedRows) else None
         X = crossed if crossed is not None else self._validate_X(X, reset=first)
         y_core, n_problems, multiclass, extra = self._encode_targets(
-            X, y, fit=first, classes=classes)
+            X, y, fit=first, classes=classes, one_class=one_class)
         raw = self._validate_weights(sample_weight, X.shape[0])
         # "balanced" adds them up since the stream's start (class_counts_total_)
         _checks.check_weight_sum(raw, 0.0 if first else getattr(self, "class_counts_total_",

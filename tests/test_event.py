@@ -206,8 +206,6 @@ def test_a_fresh_classifier_predicts_the_zero_model_or_nothing():
     assert PGSClassifier(n_bits=10).predict_proba_one({"w": "x"}) == {}
     assert PGSClassifier(n_bits=10).predict_one({"w": "x"}) is None
     assert PGSRegressor(n_bits=10).predict_one({"w": "x"}) == 0.0
-    with pytest.raises(NotFittedError, match=r"classes parameter"):
-        PGSClassifier(n_bits=10).learn_one({"w": "x"}, 1)
 
 
 def _state_of(clf):
@@ -432,3 +430,20 @@ def test_threads_learning_and_predicting_at_once_lose_no_event():
     assert not errors
     assert clf.t_ == clf.online_stats_["n_examples"] == 2000
     assert np.isfinite(clf.coef_).all()
+
+
+@pytest.mark.parametrize("params", [{}, {"geometry": "adaptive", **_ADAPTIVE}])
+def test_an_event_reports_the_leader_the_race_s_rule_chooses(params):
+    # the event path reads SigmaSchedule.leader's choice from the runs' states in place
+    # (`_race_leader`): at every event, through the start, duels and forks (and the race
+    # of eta, then its kept family), the reported state is the rule's
+    records, labels = _events(9000, seed=21)
+    clf = PGSClassifier(n_bits=12, classes=[0, 1], random_state=0, **params)
+    chosen = set()
+    for x, label in zip(records, labels):
+        clf.learn_one(x, label)
+        race = clf._race
+        if race is not None and len(race.states) > 1:
+            assert clf._state is race.leader
+            chosen.add(id(clf._state))
+    assert len(chosen) > 2  # the lead changed hands

@@ -61,9 +61,9 @@ def test_threads_calling_partial_fit_neither_crash_nor_lose_rows():
 class _Recording(PGSClassifier):
     """Notes which chunk each training pass ran on, in the order the passes ran."""
 
-    def _partial_fit_unguarded(self, X, y, sample_weight, classes):
+    def _partial_fit_unguarded(self, X, y, sample_weight, classes, **kwargs):
         self.ran.append(id(X))  # inside the training lock: the true order
-        return super()._partial_fit_unguarded(X, y, sample_weight, classes)
+        return super()._partial_fit_unguarded(X, y, sample_weight, classes, **kwargs)
 
 
 def _growing_chunks(n_chunks, rows, seed=0):

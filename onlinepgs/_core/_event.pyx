@@ -28,6 +28,9 @@ from onlinepgs._core._features cimport (MAX_ORDER, RowBuilder, builder_init,
 from onlinepgs._core._pgs cimport PGSState, run_row, Readout
 from onlinepgs._core._readout cimport _readout, _read_scores
 
+from onlinepgs._race import SigmaSchedule
+from onlinepgs._eta_race import EtaSchedule
+
 cnp.import_array()
 
 
@@ -257,8 +260,8 @@ cdef class EventRow:
                 return None
             if out[c] > out[best]:
                 best = c
-        if K == 1:
-            return labels[1] if out[0] > 0 else labels[0]
+        if K == 1:  # (a model of one class: that class)
+            return labels[1] if out[0] > 0 and len(labels) == 2 else labels[0]
         return labels[best]
 
     cpdef object proba(self, PGSState state, list labels, int multi_class_code):
@@ -272,6 +275,8 @@ cdef class EventRow:
         for c in range(K):
             if not isfinite(out[c]):
                 return None
+        if K == 1 and len(labels) == 1:  # a model of one class
+            return {labels[0]: 1.0}
         if K == 1:
             z = _sigmoid(out[0])
             return {labels[0]: 1.0 - z, labels[1]: z}
@@ -596,7 +601,7 @@ cdef class EventPath:
                     sound = False
         if not sound:
             est._event_race_unsound(self, race, weight)  # drops runs, or raises
-        return next(iter(states.values())) if len(states) == 1 else race.leader
+        return next(iter(states.values())) if len(states) == 1 else _race_leader(race)
 
     cdef object _predict(self, est, x, int kind):
         cdef dict d = est.__dict__
@@ -626,6 +631,59 @@ cdef class EventPath:
     def proba(self, est, x):
         """`predict_proba_one`: the dict {label: probability}."""
         return self._predict(est, x, 1)
+
+
+cdef object _race_leader(race):
+    """`SigmaRace.leader` after an event: `SigmaSchedule.leader`'s choice read from the
+    live runs' states in place (the rule's home is `SigmaSchedule.leader`, with
+    `_loss_between`, `_best` and `_informed`; this is its reading for one event, without
+    a dict of sums a run: an event's cost). A race of eta before its choice asks the
+    race (`EtaSchedule.leader`). tests/test_event.py holds the two equal at every event."""
+    cdef dict states = race.states
+    cdef PGSState st
+    cdef double loss, best_loss = INFINITY, best_neg_sigma = INFINITY, neg_sigma, mass
+    schedule = race.schedule
+    if type(schedule) is EtaSchedule and schedule.eta is not None:
+        schedule = schedule.families[schedule.eta]  # the kept family's runs
+    if type(schedule) is not SigmaSchedule:
+        return race.leader
+    leader_id, since = schedule.leader_id, schedule.since
+    n_rows = race.n_rows
+    if since and leader_id in states and (n_rows - since) * 2 < schedule.check_at - since:
+        return states[leader_id]  # the first half of a duel: the judged leader
+    cdef dict marks = schedule.marks
+    best = None
+    for rid, run in (<dict>schedule.runs).items():
+        st = <PGSState>states.get(rid)
+        if st is None:
+            continue
+        loss = _window_loss(st, marks.get(rid))
+        neg_sigma = -(<double>run.sigma)
+        # min over (loss, -sigma), the first of the runs' order on a tie (`_best`)
+        if best is None or loss < best_loss or (loss == best_loss
+                                                and neg_sigma < best_neg_sigma):
+            best, best_loss, best_neg_sigma = rid, loss, neg_sigma
+    if best is None:
+        return race.leader
+    if since and best != leader_id and leader_id in states:
+        # a window too poor in information keeps the incumbent (`_informed`)
+        then = marks.get(leader_id)
+        mass = (<PGSState>states[leader_id]).sum_weighted_loss_reported - (
+            <double>then["sum_weighted_loss"] if then else 0.0)
+        if not mass >= schedule.evidence:
+            best = leader_id
+    return states[best]
+
+
+cdef inline double _window_loss(PGSState st, then):
+    """`onlinepgs._race._loss_between` of the state's progressive sums and `then`."""
+    cdef double w = st.sum_weight - (<double>then["sum_weight"] if then else 0.0)
+    cdef double loss
+    if not w > 0:
+        return INFINITY
+    loss = (st.sum_weighted_loss_reported
+            - (<double>then["sum_weighted_loss"] if then else 0.0)) / w
+    return loss if isfinite(loss) else INFINITY
 
 
 def _no_path():

@@ -430,10 +430,10 @@ def build(header, arrays, path, sklearn=True):
                                        "not a non-negative integer")
     if cls._classifier:
         classes = attributes["classes_"]
-        if not isinstance(classes, np.ndarray) or classes.ndim != 1 or classes.shape[0] < 2:
+        if not isinstance(classes, np.ndarray) or classes.ndim != 1 or classes.shape[0] < 1:
             raise ModelFileError(path, "malformed model: classes_ is not an array of at "
-                                       "least 2 classes")
-        expected = 1 if classes.shape[0] == 2 else classes.shape[0]
+                                       "least 1 class")
+        expected = 1 if classes.shape[0] <= 2 else classes.shape[0]  # 1: learn_one's first
         if state.n_problems != expected:
             raise ModelFileError(path, f"malformed model: {classes.shape[0]} classes but the "
                                        f"solver state has {state.n_problems} problem(s)")
