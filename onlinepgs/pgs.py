@@ -28,7 +28,7 @@ from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,
 from onlinepgs._checks import AtRows, check_random_state, is_records, py, row_of_entry
 from onlinepgs._core import PGSState
 from onlinepgs._core._pgs import (finite_at_columns, power_is_cheap, row_power_sums,
-                                  run_crossed)
+                                  run_lockstep)
 from onlinepgs._event import EventClassifier, EventLearner
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs._layout import StateLayout, scales_of
@@ -492,13 +492,16 @@ class PGSLearner(EventLearner, LinearLearner):
     def _race_pass(self, race, X, y, sw, order, power_sums):
         """Train every live run of the race on the rows of `order`; a run that diverges
         is dropped (the race's path says so), unless every run has: then the last
-        run's error is raised."""
+        run's error is raised. With one row a step the runs learn each piece in lockstep
+        (`run_lockstep`: a row read, or crossed, once for them all); mini-batches run
+        after run."""
         crossed = isinstance(X, CrossedRows)
-        before = {}  # crossed: each run's sums before train_all, for the runaway check
+        lockstep = crossed or self.batch_size == 1
+        before = {}  # lockstep: each run's sums before train_all, for the runaway check
 
         def train(state, start, stop):
             # the finiteness guard once a call (below), not once a piece: it is O(width)
-            if crossed:  # trained by train_all with the other runs
+            if lockstep:  # trained by train_all with the other runs
                 self._after_pass(state, X, y, sw, order[start:stop], self._classifier,
                                  before.pop(id(state)), guard=False)
             else:
@@ -508,12 +511,18 @@ class PGSLearner(EventLearner, LinearLearner):
         def train_all(states, start, stop):
             before.update({id(state): (state.sum_weighted_loss_reported, state.sum_weight)
                            for state in states})
-            # each row crossed once for every run (`run_crossed`)
-            run_crossed(states, X.shape[1], y, sw, order[start:stop], self._classifier,
-                        X.crossing(), power_sums)
+            if crossed:  # each row crossed once for every run
+                run_lockstep(states, None, None, None, X.shape[1], y, sw, order[start:stop],
+                             self._classifier, power_sums, X.crossing())
+            elif sp.issparse(X):
+                run_lockstep(states, X.data, X.indices, X.indptr, X.shape[1], y, sw,
+                             order[start:stop], self._classifier, power_sums)
+            else:
+                run_lockstep(states, X.ravel(), None, None, X.shape[1], y, sw,
+                             order[start:stop], self._classifier, power_sums)
         try:
             race.advance(len(order), train, diverged=(PGSDivergedError,),
-                         train_all=train_all if crossed else None)
+                         train_all=train_all if lockstep else None)
             race.check(lambda state: self._check_finite(state, X, sw),
                        diverged=(PGSDivergedError,))
         except _race.RaceDivergedError as exc:

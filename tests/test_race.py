@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from onlinepgs import PGSClassifier, PGSRegressor, duality_gap
 from onlinepgs.duality import gap_of_weights
 from onlinepgs._core import PGSState
+from onlinepgs._core._pgs import run_lockstep
 from onlinepgs._race import (DEFAULT_GRID, FIRST_CHECK, RaceDivergedError, SigmaRace,
                              SigmaSchedule, progressive_sums)
 from onlinepgs.model_io import load_learner, save_model
@@ -162,6 +163,84 @@ def test_schedule_settles_at_the_bottom_of_its_grid():
     assert [r.sigma for r in schedule.start()] == [1e-1, 1e-2]
     d = schedule.decide(1000, {0: _sums(0.5, 1000), 1: _sums(0.4, 1000)})
     assert d.settled and d.leader == 1 and d.fork == [] and schedule.next_check(1000) is None
+
+
+def _same_state(a, b):
+    """Two PGS states equal bit for bit, field by field (their `to_dict`)."""
+    da, db = a.to_dict(), b.to_dict()
+    assert da.keys() == db.keys()
+    for key in da:
+        if isinstance(da[key], np.ndarray):
+            assert da[key].tobytes() == db[key].tobytes(), key
+        else:
+            assert repr(da[key]) == repr(db[key]), key
+
+
+def _assorted_states(n_features):
+    """States of several kinds (the adaptive geometry, the default ball, p < 2, l1, the
+    random iterate) and one that diverges (sigma 1e-9 on R^n with large targets)."""
+    kinds = [dict(sigma=1e-2, geometry="adaptive", eta=0.5, radius=None),
+             dict(sigma=1e-1, radius="auto", iterate="weighted2"),
+             dict(sigma=1e-9, radius=None), dict(sigma=1e-2, p=1.5, radius="auto"),
+             dict(sigma=1e-2, l1=1e-3, radius=None), dict(sigma=1e-2, iterate="random")]
+    return [PGSState(loss="squared", n_features=n_features, seed=3, **kind) for kind in kinds]
+
+
+@pytest.mark.parametrize("form", ["csr32", "csr64", "dense"])
+def test_states_in_lockstep_end_as_each_alone(form):
+    """run_lockstep (a race's runs on a chunk of rows, each row read once for them all):
+    every state ends as its own pass over the same rows, bit for bit, a diverging one
+    stopped at its row, the others going on (yardstick: `PGSState.run`, state after
+    state)."""
+    X, y = _rows(n=400, d=30, seed=5, regression=True)
+    y = y * 1e6
+    order = np.arange(X.shape[0], dtype=np.int64)[::-1].copy()
+    sw = np.ones(X.shape[0])
+    if form == "dense":
+        args = (np.ascontiguousarray(X.toarray()).ravel(), None, None)
+    else:
+        dtype = np.int32 if form == "csr32" else np.int64
+        args = (X.data, X.indices.astype(dtype), X.indptr.astype(dtype))
+    together, alone = _assorted_states(X.shape[1]), _assorted_states(X.shape[1])
+    run_lockstep(together, *args, X.shape[1], y, sw, order, False)
+    for state in alone:
+        state.run(*args, X.shape[1], y, sw, order, False)
+    assert [s.diverged for s in together] == [False, False, True, False, False, False]
+    assert together[2].diverged_row == alone[2].diverged_row and together[2].t < len(y)
+    for a, b in zip(together, alone):
+        _same_state(a, b)
+
+
+@pytest.mark.parametrize("kind", [dict(geometry="adaptive", eta=0.5, radius=None),
+                                  dict(radius="auto", iterate="weighted2")])
+def test_a_fork_is_its_parent_bit_for_bit_over_reused_memory(kind):
+    """A fork's block is taken without zeros where every element is copied (the adaptive
+    state), with zeros where only the coordinates reached are (the ball's list): over
+    memory that held NaNs just before, the fork equals its parent bit for bit (the same
+    numbers, the same zeros elsewhere), then steps as a fork into fresh memory."""
+    X, y = _rows(n=200, d=30, seed=7, regression=True)
+    width = 300_000  # a block of 2 MB or more: it starts a huge page
+    parent = PGSState(loss="squared", sigma=1e-2, n_features=width, seed=3, **kind)
+    order, sw = np.arange(150, dtype=np.int64), np.ones(X.shape[0])
+    y = np.ascontiguousarray(y)
+    parent.run(X.data, X.indices, X.indptr, X.shape[1], y, sw, order, False)
+    nbytes = parent.block_a.nbytes
+    fresh = parent.with_sigma(1e-3)
+    for _ in range(3):  # freed memory full of NaNs, which the next blocks may reuse
+        garbage = np.full(nbytes // 8 + 1024, np.nan)
+        del garbage
+        reused = parent.with_sigma(1e-3)
+        if parent.adaptive:  # its fork changes no number of the block (sigma is read afresh)
+            np.testing.assert_array_equal(reused.block_a, parent.block_a)
+        untouched = ~parent.block_a.any(axis=(1, 2))
+        assert untouched.sum() > width // 2 and not reused.block_a[untouched].any()
+        _same_state(reused, fresh)
+    rest = np.arange(150, 200, dtype=np.int64)
+    for state in (fresh, reused):
+        state.run(X.data, X.indices, X.indptr, X.shape[1], y, sw, rest, False)
+    _same_state(fresh, reused)
+    # a model file's state is built the same way
+    _same_state(PGSState.from_dict(fresh.to_dict()), fresh)
 
 
 # ---- the race against fixed-sigma runs --------------------------------------------------------

@@ -74,10 +74,12 @@ cdef double CUM_RANGE = 1048576.0  # 2^20
 
 
 CACHE_LINE = 64
+HUGE_PAGE = 1 << 21  # a transparent huge page of x86-64
 
 
-def cache_aligned_zeros(shape):
-    """A C-contiguous float64 array of zeros whose first element starts a cache line.
+def cache_aligned_zeros(shape, bint zero=True):
+    """A C-contiguous float64 array of zeros whose first element starts a cache line
+    (``zero=False``: its elements not set, for a caller that writes every one).
 
     malloc aligns to 16 bytes only: a block of 32-byte coordinates (p < 2, averaged)
     that starts 16 or 48 bytes into a line splits every other coordinate over two lines,
@@ -85,8 +87,16 @@ def cache_aligned_zeros(shape):
     to 62% more than its partner on the other core (docs/benchmarks.md).
     """
     n = math.prod(shape)
-    raw = np.zeros(n * 8 + CACHE_LINE, dtype=np.uint8)
-    start = (-raw.ctypes.data) % CACHE_LINE
+    # a block of a huge page or more starts one (and holds 4 MB or more, for which NumPy
+    # asks for transparent huge pages): its first touches fault a 2 MB page each, not
+    # 512 small ones, each twice (read, then written). A race's twelve fresh states of
+    # 89,528 coordinates (2.9 MB each) took 27 ms in faults, a third of their first rows
+    align = HUGE_PAGE if n * 8 >= HUGE_PAGE else CACHE_LINE
+    size = n * 8 + align
+    if align == HUGE_PAGE:
+        size = max(-(-size // HUGE_PAGE) * HUGE_PAGE, 2 * HUGE_PAGE)
+    raw = (np.zeros if zero else np.empty)(size, dtype=np.uint8)
+    start = (-raw.ctypes.data) % align
     return raw[start:start + n * 8].view(np.float64).reshape(shape)
 
 
@@ -239,11 +249,12 @@ cdef class PGSState:
         self.l1q = NULL
 
     # ---- storage ---------------------------------------------------------------
-    def _allocate(self, Py_ssize_t new_dim):
+    def _allocate(self, Py_ssize_t new_dim, bint zero=True):
         """Grow the state to new_dim coordinates, its arrays as `self.layout` gives them
-        (onlinepgs._layout); new coordinates are zero."""
+        (onlinepgs._layout); new coordinates are zero (``zero=False``: their block rows
+        not set, for a caller that writes every one: a copy's)."""
         shapes = self.layout.arrays(new_dim)
-        block = cache_aligned_zeros(shapes["block_a"][0])
+        block = cache_aligned_zeros(shapes["block_a"][0], zero)
         if self.dim:
             block[: self.dim] = self.block_a
         self.block_a = block
@@ -826,7 +837,7 @@ cdef class PGSState:
         CSR input: data/indices/indptr; dense C-contiguous input: indices is None;
         namespaced rows crossed one at a time as the pass reaches them: `crossing`
         (`onlinepgs._core._features.Crossing`, one row a step; data, indices and indptr
-        are not read: `run_crossed`), the same rows as its chunk by `rows_to_csr` and the
+        are not read: `run_lockstep`), the same rows as its chunk by `rows_to_csr` and the
         same steps.
         y holds +-1 (binary), the class index (multiclass) or the target (regression).
         row_power_sums, optional: sum_j |x_ij|^q for every row (see `row_power_sums`),
@@ -846,8 +857,8 @@ cdef class PGSState:
         cdef int64_t[::1] ptr64
         cdef Rep rep
         if crossing is not None:
-            run_crossed([self], n_cols, y, sample_weight, order, classifier, crossing,
-                        row_power_sums)
+            run_lockstep([self], None, None, None, n_cols, y, sample_weight, order,
+                         classifier, row_power_sums, crossing)
             return
         if n_cols + 1 > self.dim:
             raise ValueError("state dimension too small for the data")
@@ -999,65 +1010,96 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices,
         pos += bsize
 
 
-cdef void _run_crossed(PyObject** states, Py_ssize_t n_states, const Rep* reps,
-                       Pass* ps, RowKernels* kn, Row* rw, bint* live,
-                       const double[::1] y, const double[::1] sw,
-                       const int64_t[::1] order, bint classifier, const double* row_xq,
-                       CrossRows* cross) noexcept nogil:
-    """One pass of each of n_states states (PGSState) over the crossed rows in `order`,
-    in lockstep: row after row, each live state's step on it (`_pass_step`), so that a
-    row is made once for them all (`row_crossed`). A state that diverges stops there (its
-    `diverged` says where); the others go on, as they would alone. `ps`, `kn`, `rw` and
-    `live`: room for n_states of each."""
+cdef void _run_lockstep(PyObject** states, Py_ssize_t n_states, const Rep* reps,
+                        Pass* ps, RowKernels* kn, Row* rw, bint* live,
+                        const double* data, const index_t* indices, int64_t* indptr,
+                        Py_ssize_t n_cols, bint dense, const double[::1] y,
+                        const double[::1] sw, const int64_t[::1] order, bint classifier,
+                        const double* row_xq, CrossRows* cross) noexcept nogil:
+    """One pass of each of n_states states (PGSState, one row a step) over the rows in
+    `order`, in lockstep: row after row, each live state's step on it (`_pass_step`), so
+    that a row is read (crossed rows: made, `row_crossed`; then `indices` is the
+    crossing's) once for them all. A state that diverges stops there (its `diverged`
+    says where); the others go on, as they would alone. `ps`, `kn`, `rw` and `live`:
+    room for n_states of each."""
     cdef Py_ssize_t n_rows = order.shape[0], pos, s
-    cdef const int32_t* indices = cross.row_idx
-    cross.made_at[0] = cross.made_at[1] = -1  # no row of this pass made yet
+    if cross != NULL:
+        cross.made_at[0] = cross.made_at[1] = -1  # no row of this pass made yet
     for s in range(n_states):
-        ps[s] = pass_of(<PGSState>states[s], reps[s], classifier, False, 0, &y[0], &sw[0],
-                        &order[0], n_rows, row_xq, cross)
+        ps[s] = pass_of(<PGSState>states[s], reps[s], classifier, dense, n_cols, &y[0],
+                        &sw[0], &order[0], n_rows, row_xq, cross)
         kn[s] = select_kernels(&ps[s], indices)
-        note_rows(&ps[s], &(<PGSState>states[s]).seen, indices, NULL, order)
+        note_rows(&ps[s], &(<PGSState>states[s]).seen, indices, indptr, order)
         live[s] = True
     for pos in range(n_rows):
         for s in range(n_states):
             if live[s]:
-                live[s] = _pass_step(<PGSState>states[s], &ps[s], &kn[s], &rw[s], NULL,
-                                     indices, NULL, pos, 1)
+                live[s] = _pass_step(<PGSState>states[s], &ps[s], &kn[s], &rw[s], data,
+                                     indices, indptr, pos, 1)
 
 
-def run_crossed(states, Py_ssize_t n_cols, const double[::1] y,
-                const double[::1] sample_weight, const int64_t[::1] order, bint classifier,
-                Crossing crossing, row_power_sums=None):
+def run_lockstep(states, data, indices, indptr, Py_ssize_t n_cols, const double[::1] y,
+                 const double[::1] sample_weight, const int64_t[::1] order,
+                 bint classifier, row_power_sums=None, Crossing crossing=None):
     """One pass of each state of `states` (PGSStates of batch_size 1) over the rows in
-    `order` of `crossing` (`onlinepgs._core._features.Crossing`: namespaced rows whose
-    interactions are made as the pass reaches each row), in lockstep, each row made once
-    for all the states: the states end as after ``state.run(..., crossing=crossing)``
-    one after the other (a state that diverges stops at its row, its `diverged` set; the
-    others go on). The sigma race's runs learn a chunk this way.
+    `order`, in lockstep, each row read once for all the states while each state's
+    coordinates of it are touched in turn: the states end as after ``state.run(...)``
+    with the same arguments one after the other (a state that diverges stops at its
+    row, its `diverged` set; the others go on). The rows as `PGSState.run` takes them:
+    CSR (data, indices, indptr), dense C-contiguous (indices None) or namespaced rows
+    crossed as the pass reaches them (`crossing`; data, indices and indptr not read),
+    each made once for all the states. The runs of a race learn a chunk this way
+    (`onlinepgs._race.SigmaRace.advance`).
     """
     cdef list held = list(states)
     cdef Py_ssize_t n_states = len(held), s
     cdef PGSState st
     cdef const double[::1] rps
     cdef const double* rps_ptr = NULL
+    cdef const double[::1] d
+    cdef const double* vals = NULL
+    cdef const int32_t[::1] ind32
+    cdef const int64_t[::1] ind64
+    cdef int64_t[::1] ptr64
+    cdef int64_t* ptr = NULL
+    cdef const int32_t* idx32 = NULL
+    cdef const int64_t* idx64 = NULL
+    cdef bint dense = crossing is None and indices is None, wide = False
+    cdef CrossRows* cross = NULL
     cdef PyObject** ptrs = NULL
     cdef Rep* reps = NULL
     cdef Pass* ps = NULL
     cdef RowKernels* kn = NULL
     cdef Row* rw = NULL
     cdef bint* live = NULL
-    if crossing.c.n_rows != y.shape[0]:
-        raise ValueError("the crossing must hold one row per label")
     if row_power_sums is not None:
         rps = row_power_sums
         if rps.shape[0] != y.shape[0]:
             raise ValueError("row_power_sums must have one entry per row")
         rps_ptr = &rps[0] if rps.shape[0] else NULL
+    if crossing is not None:
+        if crossing.c.n_rows != y.shape[0]:
+            raise ValueError("the crossing must hold one row per label")
+        cross = &crossing.c
+        idx32 = <const int32_t*>cross.row_idx
+    else:
+        d = data
+        vals = &d[0] if d.shape[0] else NULL
+        if not dense:
+            ptr64 = np.array(indptr, dtype=np.int64)  # writable copy of n_rows + 1 offsets
+            ptr = &ptr64[0]
+            if indices.dtype == np.int32:
+                ind32 = indices
+                idx32 = &ind32[0] if ind32.shape[0] else NULL
+            else:
+                ind64 = indices
+                idx64 = &ind64[0] if ind64.shape[0] else NULL
+                wide = True
     for st in held:
         if n_cols + 1 > st.dim:
             raise ValueError("state dimension too small for the data")
         if st.batch_size != 1:
-            raise ValueError("crossed rows are read one at a time: batch_size must be 1")
+            raise ValueError("states in lockstep take one row a step: batch_size must be 1")
     if n_states == 0 or order.shape[0] == 0:
         return
     try:
@@ -1073,8 +1115,13 @@ def run_crossed(states, Py_ssize_t n_cols, const double[::1] y,
             ptrs[s] = <PyObject*>held[s]  # borrowed: `held` keeps them
             reps[s] = rep_of(held[s])
         with nogil:
-            _run_crossed(ptrs, n_states, reps, ps, kn, rw, live, y, sample_weight, order,
-                         classifier, rps_ptr, &crossing.c)
+            if wide:
+                _run_lockstep(ptrs, n_states, reps, ps, kn, rw, live, vals, idx64, ptr,
+                              0, False, y, sample_weight, order, classifier, rps_ptr, NULL)
+            else:  # dense rows: their width; CSR and crossed rows: their columns
+                _run_lockstep(ptrs, n_states, reps, ps, kn, rw, live, vals, idx32, ptr,
+                              n_cols if dense else 0, dense, y, sample_weight, order,
+                              classifier, rps_ptr, cross)
     finally:
         free(ptrs)
         free(reps)
@@ -1082,6 +1129,15 @@ def run_crossed(states, Py_ssize_t n_cols, const double[::1] y,
         free(kn)
         free(rw)
         free(live)
+
+
+def run_crossed(states, Py_ssize_t n_cols, const double[::1] y,
+                const double[::1] sample_weight, const int64_t[::1] order, bint classifier,
+                Crossing crossing, row_power_sums=None):
+    """`run_lockstep` over the rows of `crossing` (namespaced rows whose interactions
+    are made as the pass reaches each row, once for all the states)."""
+    run_lockstep(states, None, None, None, n_cols, y, sample_weight, order, classifier,
+                 row_power_sums, crossing)
 
 
 def _merge_module():

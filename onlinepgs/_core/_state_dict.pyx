@@ -47,7 +47,7 @@ def restore(cls, d, coords, bint coords_known):
     if d.get("version") not in (2, 3, STATE_DICT_VERSION):
         raise ValueError(f"unsupported solver state version {d.get('version')!r}")
     cfg = d["config"]
-    cdef PGSState st = cls(**cfg, n_features=int(d["dim"]) - 1)
+    cdef PGSState st = cls(**cfg, n_features=0)
     if st.off_on > 0 and not d.get("l1_folded"):
         d = unfold_marks_layout(d)
     K = st.n_problems
@@ -55,6 +55,9 @@ def restore(cls, d, coords, bint coords_known):
     # field, as the fresh arrays do, so only the list's are copied: O(reached), not
     # O(width), for a race's forks (docs/design/auto-sigma.md)
     sparse_copy = coords_known and coords is not None and st.keep_seen
+    # the block at its width, zeros only where not every element is copied below (the
+    # zeros of 89,528 coordinates took a quarter of a fork's time)
+    st._allocate(int(d["dim"]), sparse_copy)
     for name in ("block_a", "snap_a", "snapv_a"):
         arr = np.ascontiguousarray(d[name])
         target = getattr(st, name)
