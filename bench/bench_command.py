@@ -60,6 +60,21 @@ model on the held-out rows.
     python bench/bench_command.py --clicks --rows 500000 --repeats 5 \
         --out docs/bench/command.md#clicks
 
+``--oaa`` mode, issue 52's multiclass goal: news20 (``news20_multiclass.svm.gz``, 20
+classes, raw term counts) split 70/30 by a seeded shuffle (seed 0: `bench_auto.split`'s
+rows, the training rows in shuffled order), written once as svmlight and as VW text
+(``label |f index:count ...``, the same rows in the same order). Timed in turn, whole
+processes, cold: ``onlinepgs train news20_train.svm -o m.pgs --quiet`` (the defaults: the
+global geometry, sigma raced), the same with ``--geometry adaptive`` (its race of eta),
+``onlinepgs train news20_train.vw`` (the VW text, hashed into 2^18 columns) and VW's own
+command ``python -m vowpalwabbit -d news20_train.vw --oaa 20 -f m.vw --quiet`` (the
+package has no ``vw`` executable: its ``__main__`` is the whole process, which parses
+``-d`` and writes the model at exit); test accuracy of each model (``onlinepgs eval``;
+VW ``-t -i m.vw -p``).
+
+    python bench/bench_command.py --oaa --data-dir DATA --repeats 5 \
+        --out docs/bench/command.md#oaa
+
 Needs ``pip install vowpalwabbit`` (and scikit-learn for ``--logs`` and ``--clicks``).
 """
 import argparse
@@ -430,6 +445,97 @@ def run_logs(args, given):
             + "\n".join(rows) + "\n")
 
 
+# ---- --oaa mode -----------------------------------------------------------------------
+OAA_SEED, OAA_TEST = 0, 0.3  # bench_auto.py's split of news20
+
+
+def prepare_oaa(data_dir, work):
+    """news20's seeded 70/30 split as svmlight and VW text: {part: (svm, vw)}, and the
+    test labels."""
+    with gzip.open(Path(data_dir) / "news20_multiclass.svm.gz", "rt") as f:
+        lines = [line.strip() for line in f if line.strip()]
+    perm = np.random.RandomState(OAA_SEED).permutation(len(lines))
+    n_train = len(lines) - int(round(OAA_TEST * len(lines)))
+    paths = {}
+    for part, rows in (("train", perm[:n_train]), ("test", perm[n_train:])):
+        svm, vw = work / f"news20_{part}.svm", work / f"news20_{part}.vw"
+        with open(svm, "w") as fs, open(vw, "w") as fv:
+            for i in rows:
+                label, _, feats = lines[i].partition(" ")
+                fs.write(lines[i] + "\n")
+                fv.write(f"{label} |f {feats}\n")
+        paths[part] = (svm, vw)
+    return paths, [int(lines[i].split(" ", 1)[0]) for i in perm[n_train:]]
+
+
+def vw_command(options):
+    """VW's own command: the vowpalwabbit package's ``python -m vowpalwabbit``."""
+    return [sys.executable, "-m", "vowpalwabbit", *shlex.split(options)]
+
+
+def run_oaa(args, given):
+    """--oaa: news20 multiclass against VW --oaa 20 (module docstring); the record."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    compileall.compile_dir(str(REPO / "onlinepgs"), quiet=1)
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="onlinepgs-oaa-") as tmp:
+        work = Path(tmp)
+        paths, y_test = prepare_oaa(args.data_dir, work)
+        (svm, vw), (svm_test, vw_test) = paths["train"], paths["test"]
+        ours = [sys.executable, "-m", "onlinepgs.cli", "train"]
+        runs = {  # name: (command shown, argv, model, test file)
+            "global": ("onlinepgs train news20_train.svm -o m.pgs --quiet",
+                       ours + [str(svm), "-o", str(work / "g.pgs"), "--quiet"],
+                       work / "g.pgs", svm_test),
+            "adaptive": ("onlinepgs train news20_train.svm -o m.pgs --quiet --geometry adaptive",
+                         ours + [str(svm), "-o", str(work / "a.pgs"), "--quiet",
+                                 "--geometry", "adaptive"], work / "a.pgs", svm_test),
+            "vw text": ("onlinepgs train news20_train.vw -o m.pgs --quiet",
+                        ours + [str(vw), "-o", str(work / "v.pgs"), "--quiet"],
+                        work / "v.pgs", vw_test),
+            "vw": ("python -m vowpalwabbit -d news20_train.vw --oaa 20 -f m.vw --quiet",
+                   vw_command(f"-d {vw} --oaa 20 -f {work / 'm.vw'} --quiet"),
+                   work / "m.vw", vw_test)}
+        times = compare({name: run[1] for name, run in runs.items()}, args.repeats, env)
+        acc = {name: accuracy_ours(run[2], run[3], env)
+               for name, run in runs.items() if name != "vw"}
+        pred = work / "pred.txt"
+        subprocess.run(vw_command(f"-d {vw_test} -t -i {work / 'm.vw'} -p {pred} --quiet"),
+                       check=True, env=env)
+        predicted = [int(float(line.split()[0])) for line in pred.read_text().splitlines()]
+        acc["vw"] = float(np.mean(np.array(predicted) == np.array(y_test)))
+    med = statistics.median
+    lines = ["| run | command | test accuracy | wall s (min-max) | cpu s | peak MiB | "
+             "wall / VW's (median of pairs) | cpu / VW's | peak / VW's |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    goals = []
+    for name, (shown, *_rest) in runs.items():
+        wall = [r[0] for r in times[name]]
+        peak = med(r[2] for r in times[name])
+        vw_peak = med(r[2] for r in times["vw"])
+        # ours over VW's, pair by pair: wall and CPU seconds
+        over, cpu_over = ratio(times["vw"], times[name]), ratio(times["vw"], times[name], 1)
+        lines.append(f"| {name} | `{shown}` | {acc[name]:.4f} | {med(wall):.3f} "
+                     f"({min(wall):.3f}-{max(wall):.3f}) | "
+                     f"{med(r[1] for r in times[name]):.3f} | {peak:.1f} | "
+                     + (" | | |" if name == "vw" else
+                        f"{over:.2f} | {cpu_over:.2f} | {peak / vw_peak:.2f} |"))
+        if name != "vw":
+            met = acc[name] >= acc["vw"] and over <= 3.0 and peak <= 3.0 * vw_peak
+            goals.append(f"| {name} | {acc[name]:.4f} against {acc['vw']:.4f} | "
+                         f"{over:.2f}x (CPU {cpu_over:.2f}x) | {peak / vw_peak:.2f}x | "
+                         f"{'met' if met else '**not met**'} |")
+    cmd = "python bench/bench_command.py " + " ".join(shlex.quote(a) for a in given)
+    return (f"# news20 multiclass against VW --oaa 20\n\n`{cmd}`\n\n"
+            f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load "
+            f"average {load:.1f} at the start and {os.getloadavg()[0]:.1f} at the end; "
+            f"11,155 training rows, 4,780 held out; {args.repeats} runs of each command in "
+            "turn after a warm-up, medians.\n\n" + "\n".join(lines)
+            + "\n\n| run | accuracy against VW's | time over VW's | peak over VW's | "
+            "goal (issue 52: accuracy no lower, at most 3x time and memory) |\n"
+            "|---|---|---|---|---|\n" + "\n".join(goals) + "\n")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--logs", action="store_true", help="the CSV logs (TalkingData, "
@@ -445,6 +551,8 @@ def main(argv=None):
     parser.add_argument("--clicks", action="store_true", help="an Avazu-shaped click log "
                         "that this script makes, with and without interactions, instead "
                         "of IMDB")
+    parser.add_argument("--oaa", action="store_true", help="news20 multiclass (20 "
+                        "classes) against VW --oaa 20, instead of IMDB")
     parser.add_argument("--rows", type=int, default=500_000, help="--clicks: training rows")
     parser.add_argument("--sets", default="talkingdata,flights", help="--logs: the logs")
     parser.add_argument("--scale", type=int, default=10, help="--logs: copies of a log's "
@@ -460,10 +568,10 @@ def main(argv=None):
         return
     if not args.data_dir:
         parser.error("--data-dir (or $ONLINEPGS_DATA) is needed")
-    if args.logs:
+    if args.logs or args.oaa:
         given = ["DATA" if a == args.data_dir else a
                  for a in (sys.argv[1:] if argv is None else argv)]
-        report = run_logs(args, given)
+        report = (run_oaa if args.oaa else run_logs)(args, given)
         print(report)
         if args.out:
             write_record(args.out, report)

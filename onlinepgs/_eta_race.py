@@ -17,7 +17,8 @@ whole pass's best on every set tried. The cost is three sigma races for those ro
 one.
 
 `EtaSchedule` is a schedule as `SigmaSchedule` is (the same methods: `start`,
-`next_check`, `align`, `decide`, `leader`, `settle`, `discard`, `fork_ids`, `to_dict`), so
+`next_check`, `align`, `beaten`, `decide`, `leader`, `settle`, `discard`, `fork_ids`,
+`to_dict`), so
 `onlinepgs._race.SigmaRace` runs it unchanged: a pure decision object, which reads only
 progressive sums, so the choice depends on the rows and never on how they were split into
 calls.
@@ -188,6 +189,17 @@ class EtaSchedule:
         self.last_forks = forks
         return Decision(drop=sorted(set(drop)), fork=fork,
                         leader=self.leader(n_rows, sums), settled=self.settled)
+
+    def beaten(self, n_rows, sums):
+        """The runs of `sums` that the check at row `n_rows` drops whatever the other
+        runs' sums (`SigmaSchedule.beaten`): each family due there says which of its
+        own; none where this race's own checks fall (the window's start, the choice)."""
+        if self.next_check(n_rows) != n_rows or n_rows in self._pending():
+            return []
+        return sorted(r for family in self.families.values()
+                      if family.next_check(n_rows) == n_rows
+                      for r in family.beaten(n_rows, {k: sums[k] for k in family.runs
+                                                      if k in sums}))
 
     def _window_losses(self, n_rows, sums):
         """Each family's reported run's mean progressive loss since ``mark_at`` (the

@@ -335,6 +335,18 @@ class SigmaSchedule:
             self.check_at = self.fork_at
         return Decision(drop=drop, fork=fork, leader=leader, settled=settled)
 
+    def beaten(self, n_rows, sums):
+        """The runs of `sums` (the sums at row `n_rows`, the next check's, of some live
+        runs) that this check drops whatever the other runs' sums: at the first check,
+        which keeps the best run over the whole history, every one but the best of
+        them; none at the others (a duel's judgement reads both runs' windows)."""
+        if self.settled or n_rows != self.check_at or self.since != 0 or (
+                n_rows == self.mark_at):
+            return []
+        losses = self._losses(sums)
+        best = self._best(losses) if losses else None
+        return sorted(r for r in losses if r != best)
+
     def leader(self, n_rows, sums, live=None):
         """The run to report now, from the live runs' sums: before the first check, the
         lowest progressive loss; in a duel, the lower over the rows since the fork once
@@ -508,14 +520,25 @@ class SigmaRace:
                 raise RuntimeError(f"the schedule's next check ({check}) is not after row "
                                    f"{self.n_rows}")
             stop = n if check is None else min(n, done + check - self.n_rows)
-            if train_all is not None:
+            at = self.n_rows + stop - done
+            # at a check, a run it will drop whatever the others' sums (`beaten`: the
+            # first check keeps the best start run alone) is dropped as soon as it is
+            # trained: the runs of a piece are trained in turn, and this holds two
+            # states at a time instead of every start run's
+            beaten = (lambda sums: self.schedule.beaten(at, sums)) if at == check else None
+            gone = {}  # the sums of the runs dropped so, for the check's decision
+            if train_all is not None and beaten is None:
                 train_all([self.states[rid] for rid in sorted(self.states)], done, stop)
-            self._each(lambda state: train(state, done, stop), diverged,
-                       self.n_rows + stop - done, errors)
+
+            def call(state):
+                if train_all is not None and beaten is not None:
+                    train_all([state], done, stop)
+                train(state, done, stop)
+            self._each(call, diverged, at, errors, beaten, gone)
             self.n_rows += stop - done
             done = stop
             if check is not None and self.n_rows == check:
-                self._apply(self.schedule.decide(self.n_rows, self.sums()))
+                self._apply(self.schedule.decide(self.n_rows, {**gone, **self.sums()}))
 
     def check(self, check, diverged=(FloatingPointError,)):
         """``check(state)`` on every live run after a call: a run for which it raises one
@@ -523,10 +546,14 @@ class SigmaRace:
         if none is left)."""
         self._each(check, diverged, self.n_rows, [])
 
-    def _each(self, call, diverged, at_row, errors):
+    def _each(self, call, diverged, at_row, errors, beaten=None, gone=None):
         """``call(state)`` on every live run; a run for which it raises one of `diverged`
         is discarded at row `at_row` (its error kept in `errors`); RaceDivergedError
-        with them all if none is left."""
+        with them all if none is left. With ``beaten(sums)`` (the runs a check at
+        `at_row` drops whatever the others' sums, of those whose sums it is given), each
+        run's sums are taken once it is done, and the states of the runs beaten so far
+        are let go (their sums into `gone`)."""
+        done = {}
         for rid in sorted(self.states):
             try:
                 call(self.states[rid])
@@ -534,10 +561,23 @@ class SigmaRace:
                 errors.append(exc)
                 del self.states[rid]
                 self.schedule.discard(rid, at_row)
+                continue
+            if beaten is not None:
+                done[rid] = progressive_sums(self.states[rid])
+                for loser in beaten(done):
+                    if loser in self.states:
+                        gone[loser] = done[loser]
+                        del self.states[loser]
         if not self.states:
             raise RaceDivergedError(errors)
 
     def _apply(self, decision):
+        # the dropped runs go before the forks are made (a fork is a whole state: the
+        # runs a check drops and its forks are never held at once), their parents after
+        parents = {parent for parent, _ in decision.fork}
+        for rid in decision.drop:
+            if rid not in parents:
+                self.states.pop(rid, None)
         forked = {}
         for parent, sigma in decision.fork:
             forked[parent, sigma] = self.states[parent].with_sigma(sigma)

@@ -219,3 +219,23 @@ def test_a_call_that_ends_inside_a_mini_batch_moves_the_choice_to_a_whole_one():
     assert [(c["rows"], c["window"]) for c in choice] == [(4003, [2003, 4003])]
     alone = _fit_in_chunks(PGSClassifier(eta=raced.eta_, **kw), X, y, [3], classes=[-1, 1])
     np.testing.assert_array_equal(raced.coef_, alone.coef_)
+
+
+def test_the_start_runs_beaten_at_the_first_check_are_let_go_alike(monkeypatch):
+    """Each family's start runs beaten at the first check are let go once trained
+    (`EtaSchedule.beaten`): the race's path and model equal, bit for bit, those of the
+    race that keeps every start run to the check."""
+    X, y = raw_rows(m=1500)
+    lean = PGSClassifier(**ADAPTIVE).fit(X, y)
+    schedule = EtaSchedule("logistic")
+    runs = schedule.start()
+    sums = {r.run_id: dict(sum_weight=250.0, sum_weighted_loss=float(r.run_id % 7),
+                           n_examples=250) for r in runs}
+    beaten = schedule.beaten(250, sums)
+    assert len(beaten) == len(runs) - len(ETAS)  # all but one start run a family
+    assert schedule.beaten(250, {r: sums[r] for r in list(sums)[:1]}) == []
+    monkeypatch.setattr(EtaSchedule, "beaten", lambda self, n_rows, sums: [])
+    whole = PGSClassifier(**ADAPTIVE).fit(X, y)
+    assert lean.sigma_path_ == whole.sigma_path_ and lean.eta_ == whole.eta_
+    np.testing.assert_array_equal(lean.coef_, whole.coef_)
+    np.testing.assert_array_equal(lean.intercept_, whole.intercept_)

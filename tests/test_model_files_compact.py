@@ -210,3 +210,28 @@ def test_info_weights_of_a_sparse_file_never_builds_the_dense_array(tmp_path, mo
         assert got == {int(c): float(coef[k, c]) for c in columns}
         magnitudes = [abs(w["weight"]) for w in problem["weights"]]
         assert magnitudes == sorted(magnitudes, reverse=True)
+
+
+@pytest.mark.parametrize("rows", [30, 3000])
+def test_a_save_holds_no_copy_of_the_solver_state(tmp_path, rows):
+    """Saving writes the solver state's arrays as they are, its kept rows a piece at a
+    time (stored by rows: 30 rows; whole: 3000 rows over 2**15 columns): the memory a
+    save allocates (tracemalloc, which sees NumPy's buffers) stays far under one copy
+    of the state, and the file loads the same state bit for bit."""
+    import tracemalloc
+
+    rng = np.random.RandomState(0)
+    X = sp.random(rows, 2**15, density=2**-9, random_state=rng, format="csr")
+    y = rng.randint(0, 20, rows)
+    est = PGSClassifierLearner(sigma=1e-2, random_state=0).partial_fit(X, y, classes=range(20))
+    est.model_  # the weights, which `info`'s count reads, made before
+    state_bytes = est._state.to_dict()["block_a"].nbytes  # 2**15 x 20 x 2 doubles: 10 MB
+    tracemalloc.start()
+    try:
+        save_model(est, tmp_path / "m.pgs")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < state_bytes / 4, (peak, state_bytes)
+    assert ("stored_rows" in read_header(tmp_path / "m.pgs")["state"]) == (rows == 30)
+    _same_state(load_learner(tmp_path / "m.pgs")._state, est._state)

@@ -632,3 +632,69 @@ def test_a_duel_on_a_window_without_information_keeps_the_leader():
         assert d.leader == (4 if moves else 3), mass
     # regression losses keep the old rule: no unit of information to count
     assert SigmaSchedule("squared").evidence == 0.0
+
+
+# ---- memory: the runs a check drops are let go as soon as they are trained ---------------
+
+def _trained_alive(monkeypatch, est):
+    """Spy on `est`'s race as it trains: the most states the race holds that were
+    trained already, besides the one being trained, at any run's training call."""
+    races, most = [], [0]
+    advance, train = SigmaRace.advance, type(est)._run
+
+    def watch(self, *args, **kwargs):
+        races.append(self)
+        return advance(self, *args, **kwargs)
+
+    def spy(self, state, *args, **kwargs):
+        held = [s for s in races[-1].states.values() if s is not state and s.n_examples > 0]
+        most[0] = max(most[0], len(held))
+        return train(self, state, *args, **kwargs)
+    monkeypatch.setattr(SigmaRace, "advance", watch)
+    monkeypatch.setattr(type(est), "_run", spy)
+    return most
+
+
+@pytest.mark.parametrize("chunk", [5000, 100])
+def test_the_first_check_holds_one_start_run_besides_the_one_trained(monkeypatch, chunk):
+    """The first check keeps the best start run alone: a start run beaten by another one
+    trained before it is let go at once (the K-class states of news20 are 20 MB each),
+    and the race goes on as if every start run had lived to the check: its path and its
+    model equal, bit for bit, those of the race whose runs are all kept to the check."""
+    X, y = _rows(n=1200, classes=5)
+
+    def fit(est):
+        for lo in range(0, X.shape[0], chunk):
+            est.partial_fit(X[lo:lo + chunk], y[lo:lo + chunk], classes=np.unique(y))
+        return est
+    lean = PGSClassifierLearner(sigma="auto", random_state=0)
+    most = _trained_alive(monkeypatch, lean)
+    fit(lean)
+    # a call covering the first check: the best so far and the one being trained; a
+    # call ending before it holds what the earlier calls trained (every start run)
+    assert most[0] == (1 if chunk > FIRST_CHECK else 3)
+    monkeypatch.setattr(SigmaSchedule, "beaten", lambda self, n_rows, sums: [])
+    whole = fit(PGSClassifierLearner(sigma="auto", random_state=0))
+    assert lean.sigma_path_ == whole.sigma_path_
+    assert [r["event"] for r in lean.sigma_path_][:1] == ["check"]
+    assert len(lean.sigma_path_[0]["runs"]) == 4  # every start run's sums recorded
+    np.testing.assert_array_equal(lean.model_.coef, whole.model_.coef)
+    np.testing.assert_array_equal(lean.model_.intercept, whole.model_.intercept)
+
+
+def test_beaten_names_all_but_the_best_at_the_first_check_only():
+    schedule = SigmaSchedule("logistic")
+    runs = schedule.start()
+    sums = {r.run_id: dict(sum_weight=250.0, sum_weighted_loss=100.0 + k, n_examples=250)
+            for k, r in enumerate(runs)}
+    best = runs[0].run_id
+    assert schedule.beaten(FIRST_CHECK, sums) == sorted(set(sums) - {best})
+    assert schedule.beaten(FIRST_CHECK - 1, sums) == []  # not a check
+    # a tie goes to the larger sigma, as the check's own choice does
+    tied = {r.run_id: dict(s, sum_weighted_loss=100.0) for r, s in zip(runs, sums.values())}
+    assert schedule.beaten(FIRST_CHECK, tied) == sorted(set(sums) - {best})
+    decision = schedule.decide(FIRST_CHECK, sums)
+    assert decision.leader == best and decision.drop == sorted(set(sums) - {best})
+    # a duel's judgement reads both windows: nothing is beaten before it is made
+    later = {r: sums.get(r, sums[best]) for r in schedule.runs}
+    assert schedule.beaten(schedule.check_at, later) == []

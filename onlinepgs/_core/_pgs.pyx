@@ -35,7 +35,8 @@ from onlinepgs._core._select cimport (select_kernels, call_row, call_margins, ca
 from onlinepgs._core._l1avg cimport harmonic_diff, l1_fallen
 from onlinepgs._core._readout cimport (weight_total, _part_value, rep_of, _readout,
                                        _read_all, _read_scores)
-from onlinepgs._core._upkeep cimport settle_all, scale_of, widen_window, l1_rebuild
+from onlinepgs._core._upkeep cimport (settle_all, settle_every, scale_of, widen_window,
+                                      l1_rebuild)
 from onlinepgs._core._adaptive cimport AD_SQ, AD_STAB, AD_INV, AD_S, raise_batch
 from onlinepgs._core._losses import LOSS_CODES, MULTI_CLASS, multi_class_code
 from onlinepgs._options import check_pgs_state
@@ -795,8 +796,7 @@ cdef class PGSState:
             # its weights read sigma afresh at every step (_adaptive.pxd): nothing to settle
             new.sigma = sigma
             return new
-        for c in range(new.n_problems):
-            settle_all(new, c)
+        settle_every(new)
         new.sigma = sigma
         # l1: the threshold moves with sigma (down for a larger one), so the active sets
         # are found again (the lazy sums were settled above at the old sigma)

@@ -7,10 +7,10 @@
 from libc.math cimport fabs
 from libc.stdint cimport int64_t
 
-from onlinepgs._core._pgs cimport Core, Pass, Row, ITERATE_RANDOM
+from onlinepgs._core._pgs cimport Core, Pass, Part, Row, ITERATE_RANDOM
 from onlinepgs._core._touch cimport _averaged, TOUCH_PLAIN
 from onlinepgs._core._steps cimport row_power_sum, step_tail, step_rows, batch_rows
-from onlinepgs._core._readout cimport rep_margin, rep_dot
+from onlinepgs._core._readout cimport rep_margin, rep_dot, _part_dot
 from onlinepgs._core._mirror cimport mirror_row
 from onlinepgs._core._sparse cimport (index_t, sparse_axpy, sparse_dot_sq, sparse_dot_sq_avg2,
                                       sparse_dot_sq_avgq)
@@ -151,6 +151,33 @@ cdef inline void margins_l2(Pass* ps, const Row* rw, const index_t* idx) noexcep
                                       ps.dense))
         if not ps.rep_last:
             rep_margin(ps, c, rep_dot(ps, c, rw.vals, idx, rw.nnz))
+
+
+cdef inline void margins_l2_avg2(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """The K margins of a sparse row (several problems), an average at p = 2: problem
+    c's margin and its average's sums lambda_j C_c - acc_j read in one loop over the row
+    (`margins_l2` reads them in two: `_margin`, then `rep_dot`; the same sums, term by
+    term, in the same order)."""
+    cdef Py_ssize_t c, e, j, K = ps.K, S = ps.core.S, KS = K * S
+    cdef Part pt = ps.rep.own
+    cdef const double* base
+    cdef const double* at
+    cdef double t0, r0, cum
+    for c in range(K):
+        base = ps.core.phi + (K + c) * S  # coordinate j + 1 of problem c
+        cum = pt.cum[c]
+        t0 = 0.0
+        r0 = 0.0
+        for e in range(rw.nnz):
+            j = <Py_ssize_t>idx[e]
+            t0 += base[j * KS] * rw.vals[e]
+            if j + 1 < pt.dim:  # `_part_value` of PART_AVG2 at coordinate j + 1
+                at = pt.blk + ((j + 1) * pt.K + c) * pt.S
+                r0 += rw.vals[e] * (at[0] * cum - at[pt.off_acc])
+            else:
+                r0 += rw.vals[e] * 0.0
+        margin_l2_done(ps, c, t0)
+        rep_margin(ps, c, r0 + _part_dot(ps.rep.ref, c, rw.vals, idx, rw.nnz, False))
 
 
 cdef inline void step_l2_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:

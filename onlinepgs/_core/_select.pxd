@@ -18,7 +18,8 @@ from onlinepgs._core._multiclass cimport MC_NONE
 from onlinepgs._core._touch cimport touch_kind, TOUCH_L1, TOUCH_L1Q
 from onlinepgs._core._pass cimport row_sparse, row_dense, row_crossed, loss_ovr, loss_coupled
 from onlinepgs._core._rows_l2 cimport (margins_l2_one_avg2, margins_l2_one_avgq,
-                                       margins_l2_one, margins_l2, step_l2_one, step_l2,
+                                       margins_l2_one, margins_l2, margins_l2_avg2,
+                                       step_l2_one, step_l2,
                                        batch_l2)
 from onlinepgs._core._rows_l1 cimport (margins_l1_one_avg, margins_l1_one, margins_l1,
                                        margins_l1q, step_l1_one, step_l1, step_l1q,
@@ -69,7 +70,8 @@ cdef inline RowKernels select_kernels(const Pass* ps, const index_t* of_type) no
     else:  # the l_p regularizer alone
         margins = (margins_l2_one_avg2 if one and own == PART_AVG2 else
                    margins_l2_one_avgq if one and own == PART_AVGQ else
-                   margins_l2_one if one else margins_l2)
+                   margins_l2_one if one else
+                   margins_l2_avg2 if not ps.dense and own == PART_AVG2 else margins_l2)
         step = step_l2_one if one else step_l2
         batch = batch_l2
     kn.row = not_inlined(<void*>row)

@@ -172,6 +172,33 @@ cdef inline void settle_all(PGSState st, Py_ssize_t c) noexcept nogil:
     st.cum[c] = 0.0
 
 
+cdef inline void settle_every(PGSState st) noexcept nogil:
+    """`settle_all` of every problem: one sweep of the coordinates, each one's K problems
+    side by side in the block, not K sweeps that each read a line of every coordinate
+    (a race's fork of a 20-class state over 62k features: one pass of 20 MB, not 20).
+    The same values: each (coordinate, problem) is folded by the same formula."""
+    cdef Py_ssize_t c, i, j, n, K = st.n_problems
+    cdef const int64_t* coords
+    if not _averaged(st.iterate):
+        return
+    if st.l1 > 0.0 or K == 1:
+        for c in range(K):
+            settle_all(st, c)
+        return
+    n = st._sweep(&coords)
+    for i in range(n):
+        j = coords[i] if coords != NULL else i
+        if st.p_is_two:
+            for c in range(K):
+                st.acc[j, c] -= st.lam[j, c] * st.cum[c]
+        else:
+            for c in range(K):
+                st.acc[j, c] += st.phi[j, c] * (st.cum[c] - st.mark[j, c])
+                st.mark[j, c] = 0.0
+    for c in range(K):
+        st.cum[c] = 0.0
+
+
 cdef inline void l1_settle_all(PGSState st, Py_ssize_t c) noexcept nogil:
     """l1: fold every coordinate's running sums into acc and restart C and C2 (every
     coordinate reached is visited; one that fell to the threshold since its touch, on
@@ -219,8 +246,7 @@ cdef inline void renormalize(PGSState st) noexcept nogil:
     cdef const int64_t* coords
     cdef double g = st.decay
     cdef bint averaged = _averaged(st.iterate)
-    for c in range(K):
-        settle_all(st, c)  # the running sums C restart at 0: the rest is in acc
+    settle_every(st)  # the running sums C restart at 0: the rest is in acc
     n = st._sweep(&coords)
     for i in range(n):
         j = coords[i] if coords != NULL else i

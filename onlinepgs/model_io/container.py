@@ -46,22 +46,32 @@ def _canonical(header):
                       allow_nan=False).encode("ascii")
 
 
-def _digest(header, arrays):
-    """SHA-256 of the arrays' raw bytes (header order) and the canonical header."""
+def _bytes_of(arr):
+    """The raw bytes of an array to store, or of one given in pieces (an object with
+    ``dtype``, ``shape``, ``nbytes`` and ``pieces()``: `staterows.TakenRows`), as uint8."""
     import numpy as np
 
+    for piece in (arr.pieces() if hasattr(arr, "pieces") else (arr,)):
+        yield np.ascontiguousarray(piece).reshape(-1).view(np.uint8)
+
+
+def _digest(header, arrays):
+    """SHA-256 of the arrays' raw bytes (header order) and the canonical header."""
     h = hashlib.sha256()
     for entry in header["arrays"]:
-        arr = np.ascontiguousarray(arrays[entry["name"]])
-        h.update(arr.reshape(-1).view(np.uint8))
+        for piece in _bytes_of(arrays[entry["name"]]):
+            h.update(piece)
     h.update(_canonical(header))
     return h.hexdigest()
 
 
 def storable_array(name, arr, path):
-    """(array to write, table entry) for one array; object arrays only as strings."""
+    """(array to write, table entry) for one array (or one given in pieces: `_bytes_of`);
+    object arrays only as strings."""
     import numpy as np
 
+    if hasattr(arr, "pieces"):  # a state's numbers: stored as they are
+        return arr, {"name": name, "dtype": arr.dtype.str, "shape": list(arr.shape)}
     arr = np.asarray(arr)
     as_object = False
     if arr.dtype == object:
@@ -90,9 +100,18 @@ def _zip_info(name, compress):
 
 
 def _write_array(fileobj, arr):
+    """One .npy entry: numpy's header (as `write_array` writes it), then the array's
+    bytes as they lie in memory, or a piece at a time (`_bytes_of`): never a copy of
+    the whole (`write_array` copies 16 MiB at a time into a stream that is no file)."""
     from numpy.lib import format as _npy
 
-    _npy.write_array(fileobj, arr, allow_pickle=False)
+    if not hasattr(arr, "pieces") and arr.dtype.kind not in "biufc":
+        _npy.write_array(fileobj, arr, allow_pickle=False)
+        return
+    _npy.write_array_header_1_0(fileobj, {"descr": _npy.dtype_to_descr(arr.dtype),
+                                          "fortran_order": False, "shape": tuple(arr.shape)})
+    for piece in _bytes_of(arr):
+        fileobj.write(piece)
 
 
 def _header_bytes(header, arrays, path):

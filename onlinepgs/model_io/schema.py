@@ -145,10 +145,9 @@ def encode(estimator, path, extra, with_state=True):
         n_features = model.n_features
         stats = estimator.online_stats_ if stateless else {}
     else:
-        state_dict = state.to_dict()
-        state_json = add_state(state_dict, add_array, "state/", lambda key, value: to_json(
+        state_json = add_state(state, add_array, "state/", lambda key, value: to_json(
             value, f"solver state {key}", path, depth=3))
-        n_features, stats = int(state_dict["dim"]) - 1, estimator.online_stats_
+        n_features, stats = int(state.dim) - 1, estimator.online_stats_
     race = None if sdca or stateless else _encode_race(estimator, add_array, path)
 
     import onlinepgs  # late: the package may import this module while initialising
@@ -185,7 +184,7 @@ def _encode_race(estimator, add_array, path):
     for rid, st in sorted(race.states.items()):
         if rid == leader:
             continue
-        runs[str(rid)] = add_state(st.to_dict(), add_array, f"race/run{rid}_",
+        runs[str(rid)] = add_state(st, add_array, f"race/run{rid}_",
                                    lambda k, v, rid=rid: to_json(
                                        v, f"race run {rid} state {k}", path, depth=5))
     return {"schedule": to_json(race.schedule.to_dict(), "sigma race schedule", path, depth=3),

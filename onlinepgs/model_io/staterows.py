@@ -19,10 +19,11 @@ model beyond that is stored dense).
 import numpy as np
 
 from onlinepgs._core._pgs import PGSState
+from onlinepgs._core._state_dict import as_dict
 from onlinepgs._layout import StateLayout
 from onlinepgs.model_io.errors import ModelFileError, short
 
-__all__ = ["compact", "expand", "state_template", "ROWS"]
+__all__ = ["compact", "expand", "state_template", "TakenRows", "ROWS"]
 
 ROWS = "stored_rows"
 _ENTRY_BYTES = 250  # zip and .npy headers of one more entry (see weights.py)
@@ -34,9 +35,34 @@ def _limit(stored_bytes):
     return max(_MAX_EXPANDED, _MAX_RATIO * stored_bytes)
 
 
+class TakenRows:
+    """The rows ``rows`` of ``array`` (along its first axis), to store as one array
+    without copying them all at once: the checksum and the writer take them a piece of
+    at most `PIECE_BYTES` at a time (a solver state's block is most of a process's
+    memory; a whole copy would double it for the time of a save)."""
+
+    PIECE_BYTES = 2**20
+
+    def __init__(self, array, rows):
+        self.array, self.rows = array, rows
+        self.dtype = array.dtype
+        self.shape = (len(rows),) + tuple(array.shape[1:])
+        self.row_bytes = array.itemsize
+        for n in array.shape[1:]:
+            self.row_bytes *= n
+        self.nbytes = self.row_bytes * len(rows)
+
+    def pieces(self):
+        """Contiguous copies of consecutive runs of the rows, in order."""
+        step = max(1, self.PIECE_BYTES // max(1, self.row_bytes))
+        for start in range(0, len(self.rows), step):
+            yield np.ascontiguousarray(self.array[self.rows[start:start + step]])
+
+
 def compact(state_dict):
     """(the state's arrays to store by key, the header entry or None): the per-coordinate
-    arrays cut to their non-zero rows when that makes the file smaller."""
+    arrays cut to their non-zero rows when that makes the file smaller (as `TakenRows`
+    of the state's arrays: the rows are copied a piece at a time as they are written)."""
     dim = int(state_dict["dim"])
     arrays = {k: v for k, v in state_dict.items() if isinstance(v, np.ndarray)}
     per_row = StateLayout.of(state_dict["config"]).row_arrays(dim)
@@ -53,7 +79,7 @@ def compact(state_dict):
     if cut + rows.nbytes + _ENTRY_BYTES >= dense or dense > _limit(cut + rows.nbytes):
         return arrays, None
     for key in per_row:
-        arrays[key] = arrays[key][rows]
+        arrays[key] = TakenRows(arrays[key], rows)
     arrays[ROWS] = rows
     return arrays, {"arrays": per_row, "n_rows": int(rows.size)}
 
@@ -107,9 +133,12 @@ def expand(state_json, arrays, prefix, path):
     return out
 
 
-def add_state(state_dict, add_array, prefix, scalar):
-    """Write a state's arrays with ``add_array(prefix + key, array)`` (compact when smaller)
-    and return its header scalars, ``scalar(key, value)`` each, with the rows entry."""
+def add_state(state, add_array, prefix, scalar):
+    """Write a `PGSState`'s arrays with ``add_array(prefix + key, array)`` (compact when
+    smaller) and return its header scalars, ``scalar(key, value)`` each, with the rows
+    entry. The arrays are the state's own, not `PGSState.to_dict`'s copies: written as
+    they are (a save comes between updates), without a second state in memory."""
+    state_dict = as_dict(state, False)
     stored, rows = compact(state_dict)
     for key, value in stored.items():
         add_array(prefix + key, value)
