@@ -24,7 +24,8 @@ RUNNABLE = [(i, lang, code) for i, (lang, code) in enumerate(BLOCKS)
             if lang in ("python", "bash")]
 # The two commands a newcomer types first (see the module docstring).
 SETUP = 'python3 -m venv .venv && . .venv/bin/activate && pip install -q -e ".[test]" && python examples/quickstart.py'
-TESTS = ". .venv/bin/activate && python -m pytest -q"
+TESTS = '. .venv/bin/activate && python -m pytest -q -m "not slow"'
+SLOW = ". .venv/bin/activate && python -m pytest -q -m slow"  # CI runs them as well
 MAIN_JOB = "python examples/quickstart.py"
 
 
@@ -55,7 +56,7 @@ def test_readme_starts_with_the_two_commands_ci_runs():
     first = [code.strip() for lang, code in BLOCKS[:2]]
     assert first == [SETUP, TESTS]
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
-    assert SETUP in ci and TESTS in ci
+    assert SETUP in ci and TESTS in ci and SLOW in ci
     assert SETUP.endswith("&& " + MAIN_JOB)
 
 
