@@ -660,21 +660,23 @@ def test_the_first_check_holds_one_start_run_besides_the_one_trained(monkeypatch
     """The first check keeps the best start run alone: a start run beaten by another one
     trained before it is let go at once (the K-class states of news20 are 20 MB each),
     and the race goes on as if every start run had lived to the check: its path and its
-    model equal, bit for bit, those of the race whose runs are all kept to the check."""
+    model equal, bit for bit, those of the race whose runs are all kept to the check.
+    (Steps of 2 rows: the runs train one after another. Steps of one row train them in
+    lockstep, a row for them all, so every start run is trained when the check comes.)"""
     X, y = _rows(n=1200, classes=5)
 
     def fit(est):
         for lo in range(0, X.shape[0], chunk):
             est.partial_fit(X[lo:lo + chunk], y[lo:lo + chunk], classes=np.unique(y))
         return est
-    lean = PGSClassifierLearner(sigma="auto", random_state=0)
+    lean = PGSClassifierLearner(sigma="auto", random_state=0, batch_size=2)
     most = _trained_alive(monkeypatch, lean)
     fit(lean)
     # a call covering the first check: the best so far and the one being trained; a
     # call ending before it holds what the earlier calls trained (every start run)
     assert most[0] == (1 if chunk > FIRST_CHECK else 3)
     monkeypatch.setattr(SigmaSchedule, "beaten", lambda self, n_rows, sums: [])
-    whole = fit(PGSClassifierLearner(sigma="auto", random_state=0))
+    whole = fit(PGSClassifierLearner(sigma="auto", random_state=0, batch_size=2))
     assert lean.sigma_path_ == whole.sigma_path_
     assert [r["event"] for r in lean.sigma_path_][:1] == ["check"]
     assert len(lean.sigma_path_[0]["runs"]) == 4  # every start run's sums recorded
