@@ -31,6 +31,7 @@ from onlinepgs._core._pgs cimport Core, Pass, Row
 from libc.stdint cimport int64_t
 
 from onlinepgs._core._sparse cimport index_t
+from onlinepgs._core._steps cimport batch_row, batch_entry, mark_touched
 from onlinepgs._core._losses cimport loss_value, loss_derivative, invariant_move
 from onlinepgs._core._multiclass cimport MC_NONE
 from onlinepgs._core._pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
@@ -418,23 +419,15 @@ cdef inline void raise_batch(Pass* ps, const double* data, const index_t* indice
     scales (a row's margin would otherwise see a scale that a later row raises, and its
     gradient another)."""
     cdef Core core = ps.core
-    cdef Py_ssize_t b, e, nnz, start, K = core.K, KS = core.K * AD_S
+    cdef Py_ssize_t b, e, j, nnz, start, K = core.K, KS = core.K * AD_S
     cdef double st = core.sigma * <double>core.t[0], thr = core.l1 * <double>core.t[0]
     cdef double inv_eta = 1.0 / core.eta, delta = core.delta, xv
-    cdef int64_t row
     for b in range(bsize):
-        row = ps.order[pos + b]
-        if ps.dense:
-            start = row * ps.n_cols
-            nnz = ps.n_cols
-        else:
-            start = indptr[row]
-            nnz = indptr[row + 1] - start
+        batch_row(ps, indptr, pos + b, &start, &nnz)
         for e in range(nnz):
-            xv = data[start + e]
+            j = batch_entry(ps, data, indices, start, e, &xv)
             if xv != 0.0:
-                _raised(core.lam + ((e if ps.dense else <Py_ssize_t>indices[start + e]) + 1)
-                        * KS, K, AD_S, xv, st, thr, delta, inv_eta)
+                _raised(core.lam + j * KS, K, AD_S, xv, st, thr, delta, inv_eta)
     if ps.fit_icpt:
         _raised(core.lam, K, AD_S, ps.icpt, st, thr, delta, inv_eta)
 
@@ -461,31 +454,15 @@ cdef inline void batch_ad(Pass* ps, const double* data, const index_t* indices,
     cdef double* at
     cdef unsigned char* is_touched = ps.is_touched
     cdef int64_t* touched = ps.touched
-    cdef int64_t row
     for b in range(bsize):
-        row = ps.order[pos + b]
-        wk = ps.sw[row] * ps.inv_k
+        wk = ps.sw[batch_row(ps, indptr, pos + b, &start, &nnz)] * ps.inv_k
         if wk == 0.0:  # no gradient, no square
             continue
-        if ps.dense:
-            start = row * ps.n_cols
-            nnz = ps.n_cols
-        else:
-            start = indptr[row]
-            nnz = indptr[row + 1] - start
         for e in range(-1 if ps.fit_icpt else 0, nnz):
-            if e < 0:
-                j = 0
-                xv = ps.icpt
-            else:
-                xv = data[start + e]
-                if xv == 0.0:
-                    continue
-                j = (e if ps.dense else <Py_ssize_t>indices[start + e]) + 1
-            if not is_touched[j]:
-                is_touched[j] = 1
-                touched[n_touched] = j
-                n_touched += 1
+            j = batch_entry(ps, data, indices, start, e, &xv)
+            if xv == 0.0:
+                continue
+            n_touched = mark_touched(ps, j, n_touched)
             xs = xv * core.lam[j * KS + AD_INV]
             for c in range(K):
                 cf = ps.coefs[b * K + c]

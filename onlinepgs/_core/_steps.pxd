@@ -76,6 +76,42 @@ cdef inline void step_rows(Pass* ps, const Row* rw, const index_t* idx,
     step_tail(ps, xq, nnz, kind)
 
 
+cdef inline int64_t batch_row(const Pass* ps, const int64_t* indptr, Py_ssize_t at,
+                              Py_ssize_t* start, Py_ssize_t* nnz) noexcept nogil:
+    """The row at position `at` of the order: its number, and where its entries start in
+    the data and how many there are (a dense row: all its columns)."""
+    cdef int64_t row = ps.order[at]
+    if ps.dense:
+        start[0] = row * ps.n_cols
+        nnz[0] = ps.n_cols
+    else:
+        start[0] = indptr[row]
+        nnz[0] = indptr[row + 1] - start[0]
+    return row
+
+
+cdef inline Py_ssize_t batch_entry(const Pass* ps, const double* data, const index_t* indices,
+                                   Py_ssize_t start, Py_ssize_t e, double* xv) noexcept nogil:
+    """Entry e of a row whose entries start at `start`: its coordinate (column + 1) and
+    its value into xv; e = -1 is the intercept's constant feature (coordinate 0). A step
+    of several rows walks them from -1 (with an intercept) to nnz - 1, skipping values 0."""
+    if e < 0:
+        xv[0] = ps.icpt
+        return 0
+    xv[0] = data[start + e]
+    return (e if ps.dense else <Py_ssize_t>indices[start + e]) + 1
+
+
+cdef inline Py_ssize_t mark_touched(Pass* ps, Py_ssize_t j, Py_ssize_t n_touched) noexcept nogil:
+    """Coordinate j added once to the step's list of the coordinates it reached; the
+    list's length."""
+    if not ps.is_touched[j]:
+        ps.is_touched[j] = 1
+        ps.touched[n_touched] = j
+        n_touched += 1
+    return n_touched
+
+
 cdef inline void batch_rows(Pass* ps, const double* data, const index_t* indices,
                             const int64_t* indptr, Py_ssize_t pos, Py_ssize_t bsize,
                             int kind) noexcept nogil:
@@ -83,32 +119,17 @@ cdef inline void batch_rows(Pass* ps, const double* data, const index_t* indices
     intercept's included), then each coordinate it reached moved once through the touch of
     `kind`, and ||g_t||_q^q summed over them."""
     cdef Py_ssize_t b, e, j, c, K = ps.K, nnz, start, n_touched = 0, ti
-    cdef int64_t row
     cdef double xv, g
     cdef double* G = ps.G
     cdef unsigned char* is_touched = ps.is_touched
     cdef int64_t* touched = ps.touched
     for b in range(bsize):
-        row = ps.order[pos + b]
-        if ps.dense:
-            start = row * ps.n_cols
-            nnz = ps.n_cols
-        else:
-            start = indptr[row]
-            nnz = indptr[row + 1] - start
+        batch_row(ps, indptr, pos + b, &start, &nnz)
         for e in range(-1 if ps.fit_icpt else 0, nnz):
-            if e < 0:
-                j = 0
-                xv = ps.icpt
-            else:
-                xv = data[start + e]
-                if xv == 0.0:
-                    continue
-                j = (e if ps.dense else <Py_ssize_t>indices[start + e]) + 1
-            if not is_touched[j]:
-                is_touched[j] = 1
-                touched[n_touched] = j
-                n_touched += 1
+            j = batch_entry(ps, data, indices, start, e, &xv)
+            if xv == 0.0:
+                continue
+            n_touched = mark_touched(ps, j, n_touched)
             for c in range(K):
                 G[j * K + c] += ps.coefs[b * K + c] * xv
     for ti in range(n_touched):
