@@ -687,8 +687,9 @@ def check_sdca_problem(**config):
 # ---- Dask and the streaming engine --------------------------------------------------------
 def dask_rules(params, words, balanced=False):
     """What `onlinepgs.dask` (``train --scheduler``) refuses of a learner's parameters:
-    l1, forgetting, class weights (``balanced``: a model trained with them) and coupled
-    multiclass losses; its lanes' merge is exact only without them."""
+    l1, forgetting, class weights (``balanced``: a model trained with them), coupled
+    multiclass losses and the adaptive geometry's race of eta; its lanes' merge is
+    exact only without them."""
     get = params.get
     if get("l1", 0):
         # a round's lanes soft-threshold their own lambda; the merged rounds are not
@@ -706,10 +707,12 @@ def dask_rules(params, words, balanced=False):
             "a model trained with class weights"
         raise _refuse("class_weight", f"{{%dask}} does not weigh classes ({which}); "
                       "{%weights_instead}", params, words)
-    if get("geometry", "global") != "global":
-        # the lanes' merge moves lambda by the global geometry's one-coordinate update
-        raise _refuse("geometry", "{%dask} trains the global geometry only ({geometry}); "
-                      "train it {%one_process}", params, words)
+    if get("geometry", "global") == "adaptive" and get("eta", "auto") == "auto":
+        # the race of the base rate is the local race's (onlinepgs._eta_race): the lanes'
+        # rounds do not carry its families; a fixed rate merges (docs/design/dask.md)
+        raise _refuse("eta", "{%dask} does not race the adaptive geometry's base rate "
+                      "({eta}): train with a fixed one, e.g. {eta=0.5} (the rate the race "
+                      "keeps on ties), or train {%one_process}", params, words)
     if get("multi_class", "ovr") != "ovr":
         # the lanes' merge and statistics are written for one-vs-rest problems
         raise _refuse("multi_class", "{%dask} trains one-vs-rest models only "

@@ -68,6 +68,18 @@ With ``sigma="auto"`` the global state holds one run per sigma of the race
 merge as above, and between rounds the race's schedule drops and forks runs from their
 progressive sums (summed over the lanes); a round ends at each of its decisions.
 
+The adaptive geometry (``geometry="adaptive"``, with a fixed ``eta``: the race of eta is
+refused on lanes) merges differently (`onlinepgs.distributed.adaptive`,
+docs/design/dask.md): its lanes count their steps once and the merge adds the mean of the
+lanes' changes of U (the sum of the scaled gradients) and of the squares n_j, both
+brought to the merged scales, the largest any lane reached (a lane's gradient times
+s_lane / s, its square times (s_lane / s)^2, the round's start raised as the core raises
+a scale), the centered term taken once at the merged squares; t moves by the most steps
+a lane took. With one lane the run is the single process's, bit for bit; with one step
+per lane and round it is the mini-batch run whose batch is the round's rows together,
+wherever each lane read its rows at the batch's scales (always on binary or one-hot
+features); longer slices take delayed gradients, as above.
+
 Examples
 --------
 >>> import numpy as np, dask.array as da
@@ -79,6 +91,11 @@ Examples
 >>> clf = opd.fit(PGSClassifier(sigma=1e-3), dX, y, n_lanes=2, slice_rows=500)
 >>> clf.score(X, y) > 0.95, clf.online_stats_["n_examples"]
 (True, 4000)
+>>> ada = PGSClassifier(geometry="adaptive", iterate="last", radius=None, eta=0.5,
+...                     sigma=1e-3)                     # a fixed eta: no race of eta
+>>> ada = opd.fit(ada, dX * 1000.0, y, n_lanes=2, slice_rows=500)   # raw units
+>>> ada.score(X * 1000.0, y) > 0.95, ada.t_             # t: the rounds' merged steps
+(True, 2000)
 """
 import dataclasses
 
@@ -114,7 +131,8 @@ def fit(estimator, X, y=None, *, sample_weight=None, classes=None, passes=1, cli
         race on its slice and the race decides between rounds, on the rows the local race
         would (a round ends at each decision): ``sigma_``, ``sigma_path_`` as after
         `fit`; the race ends after the first pass of `fit`, and `partial_fit` keeps it
-        (docs/design/dask.md).
+        (docs/design/dask.md). ``geometry="adaptive"`` needs a fixed ``eta`` (its race
+        is not run on lanes); its lanes' merge: above.
     X : dask.array.Array, dask.bag.Bag or list of paths
         A 2-d dask array of rows (NumPy or scipy.sparse blocks; column chunks are
         merged); a bag of svmlight text lines (str or bytes); or a list of svmlight

@@ -92,7 +92,7 @@ def _cli(*args, cwd):
 def test_the_command_trains_raw_columns_with_geometry_adaptive(tmp_path):
     """``train --geometry adaptive`` takes the last iterate and no ball by default, and
     its model predicts the raw file as the estimator does; its wrong combinations and
-    --scheduler are one-line errors in the flags' words."""
+    --scheduler with the race of eta are one-line errors in the flags' words."""
     X, y = raw_columns(m=2000)
     path = tmp_path / "raw.svm"
     with open(path, "w") as f:
@@ -113,7 +113,7 @@ def test_the_command_trains_raw_columns_with_geometry_adaptive(tmp_path):
     assert "--iterate: the adaptive geometry runs with --iterate last only" in bad.stderr
     dask = _cli("train", path, "--geometry", "adaptive", "--scheduler", "local", "-o",
                 tmp_path / "x.pgs", cwd=tmp_path)
-    assert dask.returncode != 0 and "--geometry adaptive" in dask.stderr
+    assert dask.returncode != 0 and "--eta 0.5" in dask.stderr
     assert "Traceback" not in dask.stderr
     gap = _cli("gap", tmp_path / "m.pgs", path, cwd=tmp_path)  # its scaled objective's
     assert gap.returncode == 0 and "objective = scaled" in gap.stdout, gap.stderr

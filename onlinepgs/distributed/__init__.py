@@ -14,6 +14,7 @@ modules, from the top of a run down (the method: docs/design/dask.md):
 * `tasks`: what runs on the workers each round: a lane's slice, the merge;
 * `rounds`: the round's arithmetic, no Dask: a lane's run (`run_lane`) and the merge
   (`merge_round`);
+* `adaptive`: the same for the adaptive geometry (its merge at the largest scales);
 * `replicas`: a cluster's copies of the global state on the lanes' workers;
 * `blocks`: rows validated and encoded for the core;
 * `sources`: the partitions of a dask array, a bag of svmlight lines, svmlight files;

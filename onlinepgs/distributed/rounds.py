@@ -97,7 +97,7 @@ def _lane_iterate(state):
     return state.iterate if state.iterate in averaged else ITERATES["last"]
 
 
-def _slice_coords(pieces, dim):
+def slice_coords(pieces, dim):
     """Every coordinate a run over the pieces can touch (sorted): the intercept's 0 and
     1 + the columns of their rows. None (search them all, in order) for dense rows, or
     when the rows hold so many entries that that is cheaper."""
@@ -137,10 +137,40 @@ def run_lane(base, pieces, classifier, n_lanes=1, slot=None, changed=None, round
 
     ``slot``, ``changed`` (the coordinates the last merge changed, None if it moved M)
     and ``round_no`` let a lane reuse its state from the previous round (`LaneSlot`).
+
+    The adaptive geometry's lanes count their steps once and send back their fields
+    (`onlinepgs.distributed.adaptive.run_lane`; its merge takes the mean of the lanes').
     """
+    if base.adaptive:
+        from onlinepgs.distributed import adaptive  # it builds on this module's helpers
+        return adaptive.run_lane(base, pieces, classifier)
     lane = _lane_state(base, slot, changed, round_no)
     lane.t_step = n_lanes
     out = LaneResult()
+    if not train_pieces(lane, pieces, classifier, out):
+        return out
+    out.radius = lane.radius
+    out.t_step = n_lanes
+    out.steps = int(lane.t - base.t) // n_lanes
+    out.dim = int(lane.dim)
+    out.span = int(lane.span)
+    _lane_delta(base, lane, out, slice_coords(pieces, lane.dim))
+    out.stats = dict(
+        n_examples=int(lane.n_examples), n_mistakes=int(lane.n_mistakes),
+        sum_weight=float(lane.sum_weight), sum_loss=float(lane.sum_loss),
+        sum_weighted_loss=float(lane.sum_weighted_loss), loss0_max=float(lane.loss0_max),
+        sum_weighted_loss_reported=float(lane.sum_weighted_loss_reported),
+        n_mistakes_reported=int(lane.n_mistakes_reported),
+        regret=np.array(lane.regret_a), sum_conj=np.array(lane.sum_conj_a),
+        sum_step_loss=np.array(lane.sum_step_loss_a), sum_reg=np.array(lane.sum_reg_a))
+    return out
+
+
+def train_pieces(lane, pieces, classifier, out):
+    """Run `lane` over the pieces in turn (growing it for wider rows); count their rows
+    into ``out.rows``. False, with ``out.diverged_row`` (piece, row) and
+    ``out.diverged_at`` set, where a row's loss derivative overflowed (the rest is not
+    run); else True, ``out.diverged_row`` None."""
     out.rows = 0
     out.diverged_row = None
     for number, (X, y_core, sw, order, rps) in enumerate(pieces):
@@ -154,23 +184,9 @@ def run_lane(base, pieces, classifier, n_lanes=1, slot=None, changed=None, round
         if lane.diverged:
             out.diverged_row = (number, int(lane.diverged_row))
             out.diverged_at = f"row {lane.diverged_row} of piece {number}"
-            return out
+            return False
         out.rows += int(order.shape[0])
-    out.radius = lane.radius
-    out.t_step = n_lanes
-    out.steps = int(lane.t - base.t) // n_lanes
-    out.dim = int(lane.dim)
-    out.span = int(lane.span)
-    _lane_delta(base, lane, out, _slice_coords(pieces, lane.dim))
-    out.stats = dict(
-        n_examples=int(lane.n_examples), n_mistakes=int(lane.n_mistakes),
-        sum_weight=float(lane.sum_weight), sum_loss=float(lane.sum_loss),
-        sum_weighted_loss=float(lane.sum_weighted_loss), loss0_max=float(lane.loss0_max),
-        sum_weighted_loss_reported=float(lane.sum_weighted_loss_reported),
-        n_mistakes_reported=int(lane.n_mistakes_reported),
-        regret=np.array(lane.regret_a), sum_conj=np.array(lane.sum_conj_a),
-        sum_step_loss=np.array(lane.sum_step_loss_a), sum_reg=np.array(lane.sum_reg_a))
-    return out
+    return True
 
 
 def _lane_delta(base, lane, out, coords=None):
@@ -245,8 +261,12 @@ def merge_round(state, results):
     """Add one round's `LaneResult`s (in lane order) into the global `state`.
 
     Returns the coordinates whose lambda or phi the merge changed (sorted), or None if
-    it moved the scale M (then every phi changed).
+    it moved the scale M (then every phi changed). The adaptive geometry's rounds merge
+    as `onlinepgs.distributed.adaptive.merge_round` says.
     """
+    if state.adaptive:
+        from onlinepgs.distributed import adaptive
+        return adaptive.merge_round(state, results)
     results = [r for r in results if r is not None and r.steps]
     if not results:
         return np.zeros(0, dtype=np.int64)
