@@ -54,15 +54,15 @@ def with_intercept(X):
 
 # ---- the transcription: lanes from the round's start, the merge's formulas -------------
 class Sums:
-    """The transcription's state: U (its sign as tests/reference.py's), the squares,
-    the scales (0 unseen), t."""
+    """The transcription's state of K problems: U (its sign as tests/reference.py's),
+    the squares, the scales (0 unseen), t; the loss, delta and the form."""
 
-    def __init__(self, n, delta, centered):
-        self.U, self.acc, self.s, self.t = np.zeros((n, 1)), np.zeros((n, 1)), np.zeros(n), 0
-        self.delta, self.centered = delta, centered
+    def __init__(self, n, K=1, delta=0.0, centered=True, loss="logistic"):
+        self.U, self.acc, self.s, self.t = np.zeros((n, K)), np.zeros((n, K)), np.zeros(n), 0
+        self.delta, self.centered, self.loss = delta, centered, loss
 
     def copy(self):
-        other = Sums(0, self.delta, self.centered)
+        other = Sums(0, 1, self.delta, self.centered, self.loss)
         other.U, other.acc, other.s = self.U.copy(), self.acc.copy(), self.s.copy()
         other.t = self.t
         return other
@@ -78,13 +78,13 @@ class Sums:
                   l1=0.0, delta=self.delta)
         self.s = raised
 
-    def step(self, Xb, yb):
-        """One step of the rows Xb (a mini-batch), as reference_adaptive takes it."""
+    def step(self, Xb, Yb, cb):
+        """One step of the rows Xb (a mini-batch; targets Yb (b, K), weights cb), as
+        reference_adaptive takes it."""
         self.raise_to(np.max(np.abs(Xb), axis=0))
         Xs = _scaled_rows(Xb, self.s)
         V = self.v()
-        gt, dn, _ = _batch_sums(Xs, loss_derivative("logistic", Xs @ V, yb[:, None], 0.1),
-                                np.ones(len(yb)), 2.0)
+        gt, dn, _ = _batch_sums(Xs, loss_derivative(self.loss, Xs @ V, Yb, 0.1), cb, 2.0)
         self.t += 1
         if self.centered:
             self.U = self.U + gt - (np.sqrt(self.acc + dn) - np.sqrt(self.acc)) / ETA * V
@@ -93,8 +93,9 @@ class Sums:
         self.acc = self.acc + dn
 
     def weights(self):
-        """w = v / s (0 where unseen): the intercept's first."""
-        return np.where(self.s > 0, self.v()[:, 0] / np.where(self.s > 0, self.s, 1.0), 0.0)
+        """w = v / s (n, K), 0 where unseen: the intercept's first."""
+        s = self.s[:, None]
+        return np.where(s > 0, self.v() / np.where(s > 0, s, 1.0), 0.0)
 
 
 def raised_copy(state, s_new):
@@ -129,11 +130,14 @@ def merge(start, lanes):
     return merged
 
 
-def reference_rounds(X, y, lanes, slice_rows, batch_size, centered=True, delta=0.0):
+def reference_rounds(X, Y, lanes, slice_rows, batch_size, c=None, **config):
     """Rounds of `slice_rows` rows a lane (whole steps of `batch_size`), each lane's
-    steps taken from the round's start, merged by `merge`; X with its intercept column.
-    Returns the model's weights (the intercept first)."""
-    state = Sums(X.shape[1], delta, centered)
+    steps taken from the round's start, merged by `merge`; X with its intercept column,
+    Y (m, K) the problems' targets, c the rows' weights. Returns the model's weights
+    (n, K), the intercept first."""
+    Y = np.asarray(Y, dtype=float).reshape(X.shape[0], -1)
+    c = np.ones(X.shape[0]) if c is None else c
+    state = Sums(X.shape[1], Y.shape[1], **config)
     at = [0] * len(lanes)
     while any(at[l] < len(lanes[l]) for l in range(len(lanes))):
         ends = []
@@ -144,14 +148,17 @@ def reference_rounds(X, y, lanes, slice_rows, batch_size, centered=True, delta=0
             mine = rows[at[l]:at[l] + slice_rows]
             at[l] += len(mine)
             for k in range(0, len(mine), batch_size):
-                lane.step(X[mine[k:k + batch_size]], y[mine[k:k + batch_size]])
+                rows = mine[k:k + batch_size]
+                lane.step(X[rows], Y[rows], c[rows])
             ends.append(lane)
         state = ends[0] if len(ends) == 1 else merge(state, ends)
     return state.weights()
 
 
-def model_weights(clf):
-    return np.concatenate([clf.intercept_, clf.coef_.ravel()])
+def model_weights(est):
+    """(1 + features, K): the intercepts first."""
+    coef = np.atleast_2d(est.coef_)
+    return np.vstack([np.atleast_1d(est.intercept_)[None, :], coef.T])
 
 
 def assert_weights(got, want, rtol=1e-10):
@@ -174,6 +181,30 @@ def test_rounds_follow_the_transcription_of_lanes_and_merge(n_lanes, slice_rows,
     assert clf.online_stats_["n_examples"] == len(y)
 
 
+def test_one_vs_rest_weights_and_regression_follow_the_transcription():
+    """Three classes one-vs-rest with sample weights in [0.5, 1], and a regressor of the
+    squared loss, on raw columns over 3 lanes: the transcription's models, to 1e-10."""
+    from onlinepgs import PGSRegressor
+
+    X, y = raw_rows(m=210, seed=3)
+    rng = np.random.RandomState(3)
+    labels = rng.randint(0, 3, len(y)).astype(float)
+    labels[y > 0] = 2.0
+    c = rng.uniform(0.5, 1.0, len(y))
+    sizes = [70, 70, 70]
+    lanes = lane_rows(sizes, 3)
+    clf = opd.fit(adaptive(), dask_rows(X, sizes), labels, sample_weight=c,
+                  classes=[0, 1, 2], n_lanes=3, slice_rows=9)
+    Y = np.where(labels[:, None] == np.arange(3)[None, :], 1.0, -1.0)
+    assert_weights(model_weights(clf), reference_rounds(with_intercept(X), Y, lanes, 9, 1, c))
+    target = X[:, :3] / np.max(np.abs(X[:, :3]), axis=0) @ np.array([1.0, -2.0, 0.5])
+    reg = opd.fit(PGSRegressor(geometry="adaptive", iterate="last", radius=None,
+                               sigma=SIGMA, eta=ETA, loss="squared"),
+                  dask_rows(X, sizes), target, n_lanes=3, slice_rows=9)
+    assert_weights(model_weights(reg), reference_rounds(with_intercept(X), target, lanes, 9,
+                                                        1, loss="squared"))
+
+
 def state_rounds(X, y, lanes, slice_rows, **config):
     """The rounds driven by hand on `PGSState`s: every lane's slice through
     `rounds.run_lane` from the global state, then `rounds.merge_round` (what the
@@ -194,8 +225,7 @@ def state_rounds(X, y, lanes, slice_rows, **config):
                 piece = (Xc, y, np.ones(len(y)), np.asarray(mine, dtype=np.int64), None)
                 results.append(run_lane(state, [piece], True))
         merge_round(state, results)
-    w = state.weights()
-    return np.concatenate([w[:1, 0], w[1:, 0]])
+    return state.weights()
 
 
 @pytest.mark.parametrize("centered", [True, False])
@@ -224,7 +254,7 @@ def test_one_step_a_lane_is_the_mini_batch_step_of_the_rounds_rows():
                             for r in range(0, 60, 2)])
     its, _ = reference_adaptive(with_intercept(X[order]), y[order], p=2.0, sigma=SIGMA,
                                 loss="logistic", eta=ETA, centered=True, batch_size=6)
-    assert_weights(model_weights(clf), its[-1].ravel())
+    assert_weights(model_weights(clf), its[-1])
     assert clf.t_ == 30
 
 
@@ -293,14 +323,16 @@ def test_the_command_trains_the_adaptive_geometry_on_lanes(tmp_path, capsys):
 @pytest.mark.slow
 def test_a_local_cluster_gives_the_threads_model(cluster):
     """A LocalCluster of two worker processes (127.0.0.1) and Dask's threads train the
-    same adaptive model bit for bit: every copy of the state merges alike."""
-    X, y = raw_rows()
-    dX = dask_rows(X, [60, 60, 60, 60])
-    args = dict(classes=[-1, 1], n_lanes=2, slice_rows=16, passes=2)
-    a = opd.fit(adaptive(), dX, y, **args)
-    b = opd.fit(adaptive(), dX, y, client=cluster, **args)
-    np.testing.assert_array_equal(model_weights(a), model_weights(b))
-    assert a.t_ == b.t_
+    same adaptive model bit for bit, at a fixed sigma and with the sigma race: every
+    copy of the state merges alike."""
+    X, y = raw_rows(m=1200, seed=4)
+    dX = dask_rows(X, [300, 300, 300, 300])
+    args = dict(classes=[-1, 1], n_lanes=2, slice_rows=64, passes=2)
+    for sigma in (SIGMA, "auto"):
+        a = opd.fit(adaptive(sigma=sigma), dX, y, **args)
+        b = opd.fit(adaptive(sigma=sigma), dX, y, client=cluster, **args)
+        np.testing.assert_array_equal(model_weights(a), model_weights(b))
+        assert a.t_ == b.t_ and a.sigma_ == b.sigma_
 
 
 def test_the_sigma_race_runs_on_lanes_and_one_lane_is_the_local_race():
