@@ -207,10 +207,10 @@ def test_one_vs_rest_weights_and_regression_follow_the_transcription():
 
 def state_rounds(X, y, lanes, slice_rows, **config):
     """The rounds driven by hand on `PGSState`s: every lane's slice through
-    `rounds.run_lane` from the global state, then `rounds.merge_round` (what the
+    `adaptive.run_lane` from the global state, then `adaptive.merge_round` (what the
     driver's tasks do). Returns the model's weights, the intercept first."""
     from onlinepgs._core import PGSState
-    from onlinepgs.distributed.rounds import merge_round, run_lane
+    from onlinepgs.distributed.adaptive import merge_round, run_lane
 
     state = PGSState(p=2.0, sigma=SIGMA, loss="logistic", geometry="adaptive", eta=ETA,
                      n_features=X.shape[1], **config)

@@ -267,7 +267,8 @@ def build_parser():
                       "default to last and none with it)")
     opts.add_argument("--eta", type=_sigma, default="auto",
                       help="the adaptive geometry's base rate, or auto (the default): 0.1, "
-                      "0.5 and 2 raced over the first 4,000 rows, the best kept")
+                      "0.5 and 2 raced over the first 4,000 rows, the best kept; "
+                      "--scheduler needs a number (e.g. 0.5)")
     opts.add_argument("--classes", default=None,
                       help="comma-separated labels and integer ranges A..B, e.g. "
                       "--classes -1,1, 1..20 or 0,2..5 (default: those of the model with -i, "

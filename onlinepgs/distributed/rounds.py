@@ -138,12 +138,9 @@ def run_lane(base, pieces, classifier, n_lanes=1, slot=None, changed=None, round
     ``slot``, ``changed`` (the coordinates the last merge changed, None if it moved M)
     and ``round_no`` let a lane reuse its state from the previous round (`LaneSlot`).
 
-    The adaptive geometry's lanes count their steps once and send back their fields
-    (`onlinepgs.distributed.adaptive.run_lane`; its merge takes the mean of the lanes').
+    The global geometry's: the adaptive geometry's lanes are
+    `onlinepgs.distributed.adaptive.run_lane`.
     """
-    if base.adaptive:
-        from onlinepgs.distributed import adaptive  # it builds on this module's helpers
-        return adaptive.run_lane(base, pieces, classifier)
     lane = _lane_state(base, slot, changed, round_no)
     lane.t_step = n_lanes
     out = LaneResult()
@@ -261,12 +258,9 @@ def merge_round(state, results):
     """Add one round's `LaneResult`s (in lane order) into the global `state`.
 
     Returns the coordinates whose lambda or phi the merge changed (sorted), or None if
-    it moved the scale M (then every phi changed). The adaptive geometry's rounds merge
-    as `onlinepgs.distributed.adaptive.merge_round` says.
+    it moved the scale M (then every phi changed). The global geometry's: the adaptive
+    geometry's is `onlinepgs.distributed.adaptive.merge_round`.
     """
-    if state.adaptive:
-        from onlinepgs.distributed import adaptive
-        return adaptive.merge_round(state, results)
     results = [r for r in results if r is not None and r.steps]
     if not results:
         return np.zeros(0, dtype=np.int64)

@@ -3,14 +3,16 @@
 `train_slice` gathers a lane's slice from its blocks (in place where it can) and runs
 `rounds.run_lane` on it for every run of the global `Runs` (one, or a race's); `merge_task`
 checks that no lane diverged and adds the round's results into each run's global state
-(`rounds.merge_round`). `SlicePlan` says which rows of
+(`rounds.merge_round`; the adaptive geometry's `adaptive.run_lane` and
+`adaptive.merge_round`). `SlicePlan` says which rows of
 which blocks a lane trains, and names a row of the slice in messages.
 """
 import numpy as np
 import scipy.sparse as sp
 
+from onlinepgs.distributed import adaptive, rounds
 from onlinepgs.distributed._estimator import PGSDivergedError
-from onlinepgs.distributed.rounds import LaneSlot, merge_round, run_lane
+from onlinepgs.distributed.rounds import LaneSlot
 
 __all__ = ["SlicePlan", "merge_task", "train_slice"]
 
@@ -34,7 +36,9 @@ def merge_task(runs, round_no, *results):
                 raise
             runs.drop_diverged(run, str(exc))
             continue
-        changed[run] = merge_round(runs.states[run], lanes)
+        state = runs.states[run]
+        # each geometry's merge (the adaptive one's at the largest scales)
+        changed[run] = (adaptive if state.adaptive else rounds).merge_round(state, lanes)
     return changed
 
 
@@ -112,8 +116,11 @@ def train_slice(base, plan, *blocks):
     for run, state in base.states.items():
         slot = None if slots is None else slots.setdefault(run, LaneSlot())
         changed = None if plan.changed is None else plan.changed.get(run)
-        result = run_lane(state, pieces, plan.classifier, plan.n_lanes, slot, changed,
-                          plan.round_no)
+        if state.adaptive:  # its lanes count their steps once, from a copy
+            result = adaptive.run_lane(state, pieces, plan.classifier)
+        else:
+            result = rounds.run_lane(state, pieces, plan.classifier, plan.n_lanes, slot,
+                                     changed, plan.round_no)
         if result.diverged_row is not None:
             # a row of the arrays given to the core: back to the slice's numbering
             number, row = result.diverged_row
