@@ -37,6 +37,9 @@ Parts (``--parts``, comma-separated; all by default):
   0.5 and 2) and the global default against VW and VW ``--ftrl``, one pass over the same
   VW text files (a9a, w8a, IMDB, news20 binary, the flight log with raw numbers,
   TalkingData; `geometry_files`), 2^18 hashed columns: test log loss and AUC;
+* ``geometry_p``: the adaptive geometry at p = 1.5 (one scalar stabilizer; eta raced over
+  p < 2's rates, and each of them) against p = 2 (eta raced), one pass over the same VW
+  files of a9a and w8a: test log loss and AUC;
 * ``geometry_l1``: l1 in the adaptive geometry (defaults, an l1 grid) on IMDB and news20
   binary: test accuracy and non-zero weights;
 * ``race_cost``: the adaptive geometry's races of eta and sigma against one run at a
@@ -552,6 +555,38 @@ def part_geometry(args, record, out):
     out.append("")
 
 
+GEOMETRY_P_SETS = ("a9a", "w8a")
+
+
+def part_geometry_p(args, record, out):
+    """The adaptive geometry at p = 1.5 against p = 2, one pass, sigma raced."""
+    from onlinepgs._eta_race import ETAS_BELOW_2
+    adaptive = dict(geometry="adaptive", iterate="last", radius=None)
+    runs = {"p 2, eta auto": dict(adaptive),
+            "p 1.5, eta auto": dict(adaptive, p=1.5),
+            **{f"p 1.5, eta {eta:g}": dict(adaptive, p=1.5, eta=eta) for eta in ETAS_BELOW_2}}
+    out += ["## The adaptive geometry at p = 1.5 against p = 2, one pass (same VW files)", "",
+            "Test log loss / AUC (the rate the race kept in brackets); sigma raced.", "",
+            "| set | " + " | ".join(runs) + " |", "|---" * (len(runs) + 1) + "|"]
+    for name in GEOMETRY_P_SETS:
+        with tempfile.TemporaryDirectory() as workdir:
+            train, test = geometry_files(args.data_dir, name, workdir)
+            X, y = _vw_matrix(train)
+            X_test, y_test = _vw_matrix(test)
+        r = {"set": name}
+        for tag, params in runs.items():
+            est = PGSClassifier(random_state=0, **params)
+            est.partial_fit(X, y, classes=[-1.0, 1.0])
+            r[tag] = _log_loss_auc(y_test, est.decision_function(X_test))
+            r[tag + " eta_"] = est.eta_
+        record.setdefault("geometry_p", []).append(r)
+        cells = [f"{r[t][0]:.4f} / {r[t][1]:.4f}"
+                 + (f" ({r[t + ' eta_']:g})" if "auto" in t else "") for t in runs]
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+        print(out[-1], file=sys.stderr, flush=True)
+    out.append("")
+
+
 # ---- issue 52: small raw regression streams, and label-sorted streams -----------------
 RAW_STREAMS = ("binary_sum", "counts", "huge_feature")
 RAW_SEEDS = (0, 1, 2)
@@ -1027,7 +1062,8 @@ def part_race_cost(args, record, out):
 PARTS = {"grid": part_grid, "vw": part_vw, "sgd": part_sgd, "regression": part_regression,
          "cost": part_cost, "commands": part_commands, "goals": part_goals,
          "geometry": part_geometry, "race_cost": part_race_cost,
-         "geometry_l1": part_geometry_l1, "raw_squared": part_raw_squared,
+         "geometry_l1": part_geometry_l1, "geometry_p": part_geometry_p,
+         "raw_squared": part_raw_squared,
          "sorted": part_sorted, "weights": part_weights}
 
 

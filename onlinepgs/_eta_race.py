@@ -28,10 +28,21 @@ import math
 from onlinepgs._race import (Decision, SigmaSchedule, _finite_or_none, _loss_between,
                              evidence_for)
 
-__all__ = ["EtaSchedule", "ETAS", "DECIDE_AT"]
+__all__ = ["EtaSchedule", "ETAS", "ETAS_BELOW_2", "etas_for", "DECIDE_AT"]
 
 ETAS = (0.1, 0.5, 2.0)  # the base rates raced (a decade and a half each side of 0.5)
 DEFAULT_ETA = 0.5  # ties and windows too poor in information keep it
+# p < 2 (one scalar stabilizer a problem, docs/design/adaptive.md "p < 2"): a rare
+# coordinate steps at the rate of the whole gradient's norm, so the best rates are two
+# decades higher (8 to 128 in one-pass replays of a9a, w8a, IMDB, the flight log and
+# TalkingData at p = 1.5), and p = 2's grid leaves them far too small
+ETAS_BELOW_2 = (8.0, 32.0, 128.0)
+DEFAULT_ETA_BELOW_2 = 32.0
+
+
+def etas_for(p):
+    """The rates raced at p, and the one that ties keep."""
+    return (ETAS, DEFAULT_ETA) if p == 2 else (ETAS_BELOW_2, DEFAULT_ETA_BELOW_2)
 DECIDE_AT = 4000  # the row of the choice; its window is the second half of the rows
 # each family's run ids start here (disjoint from the other families'): far above any
 # race's count of runs (one fork a check, a check per doubling of the rows)
@@ -51,6 +62,9 @@ class EtaSchedule:
         each family's reported run over the rows since ``decide_at // 2``.
     grid, start : the sigmas of every family's sigma race (`SigmaSchedule`'s; a grid of
         one sigma races eta alone at that sigma).
+    default : float, default=`DEFAULT_ETA`
+        The rate that ties and windows too poor in information keep (the grid's rate
+        nearest to it, in ratio).
     batch_size : int, default=1
         Rows a step: every check (the families', the window's start and the choice)
         falls on whole mini-batches, moved as `SigmaSchedule.align` moves its own.
@@ -59,7 +73,7 @@ class EtaSchedule:
     """
 
     def __init__(self, loss, *, etas=ETAS, decide_at=DECIDE_AT, n_problems=1, batch_size=1,
-                 evidence=None, **options):
+                 evidence=None, default=DEFAULT_ETA, **options):
         etas = sorted({float(e) for e in etas})
         if not etas or not all(e > 0 and math.isfinite(e) for e in etas):
             raise ValueError(f"a race of eta needs positive finite rates, got {etas!r}")
@@ -76,7 +90,7 @@ class EtaSchedule:
                                             eta=eta, first_id=k * ID_STRIDE,
                                             evidence=evidence, **options)
                          for k, eta in enumerate(etas)}
-        self.default = min(etas, key=lambda e: (abs(math.log(e / DEFAULT_ETA)), e))
+        self.default = min(etas, key=lambda e: (abs(math.log(e / default)), e))
         self.eta = None  # the kept family's rate, once chosen
         self.origin = {}  # run_id -> the run, live at mark_at, it descends from
         self.marks = {}  # a run live at mark_at -> its sums there

@@ -18,7 +18,8 @@ holds, besides a few arrays of K entries:
     touch), ``key`` (l1 on a ball, p = 2: the heap's key), ``on`` (l1, p = 2, averaged:
     the flag of a folded sum); in the adaptive geometry ``sq`` (the sum of the squared
     scaled gradients), ``stab`` (the stabilizer (delta + sqrt(sq)) / eta) and
-    ``inv_scale`` (one over the largest |x_j| seen, 0 before), after ``lam``.
+    ``inv_scale`` (one over the largest |x_j| seen, 0 before), after ``lam``; at p < 2
+    ``phi`` in place of ``sq``, ``stab`` unused (the stabilizer is one scalar a problem).
 ``snap_a``, ``snapv_a`` (dim, K) float64 and int64, saved
     The random iterate's snapshots and their versions; one row otherwise.
 ``grad_acc`` (dim K,) float64, ``is_touched`` (dim,) uint8, ``touched`` (dim,) int64
@@ -97,7 +98,9 @@ class StateLayout:
             # the stabilizer they give and one over the feature's scale (the largest |x_j|
             # seen; a copy per problem, so that a coordinate's update reads one place), in
             # this order (_core/_adaptive.pxd's AD_* offsets), docs/design/adaptive.md
-            fields += ["sq", "stab", "inv_scale"]
+            # p < 2: its one scalar stabilizer a problem leaves n_j's place to phi_j, the
+            # l_q map of lam (the global geometry's), and stab unused (0)
+            fields += ["sq" if p == 2.0 else "phi", "stab", "inv_scale"]
         elif p != 2.0:
             fields.append("phi")
         if averaged:
@@ -118,7 +121,9 @@ class StateLayout:
         self.row_cache = geometry == "adaptive"
         # N, the l_q map's running sum (p < 2, or a ball's norm at p = 2), without l1 (on
         # a ball l1 keeps the norm of the soft thresholds in its heaps)
-        self.keeps_norm = (p != 2.0 or bounded) and l1 == 0.0 and geometry != "adaptive"
+        # (the adaptive geometry at p < 2 too: its iterate is the l_q map's)
+        self.keeps_norm = ((p != 2.0 or bounded) and l1 == 0.0
+                           and (geometry != "adaptive" or p != 2.0))
         # the sweeps: N's upkeep; l1's recounts of the ball's norm and of N, and the folds
         # of its averages
         self.keeps_seen = self.keeps_norm or (l1 > 0.0 and (bounded or p != 2.0 or averaged)

@@ -33,7 +33,7 @@ _ODD_FIELDS = ("lam", "phi", "acc")
 _FEATURE_FIELDS = ("inv_scale",)
 # the per-problem arrays of a state's dict (`PGSState.to_dict`)
 _PER_PROBLEM = ("norm_a", "scale_a", "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a",
-                "sum_conj_a", "sum_step_loss_a", "sum_reg_a", "cum2_a", "l1q_a")
+                "sum_conj_a", "sum_step_loss_a", "sum_reg_a", "cum2_a", "l1q_a", "ad_sq_a")
 # zero-weight rows replayed a call (`_zero_problem`)
 _REPLAY_ROWS = 1 << 16
 

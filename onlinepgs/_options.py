@@ -664,17 +664,28 @@ def check_pgs_state(**config):
 
 
 def _adaptive_rules(params, words):
-    """What the adaptive geometry does not run yet: p < 2, a ball, the averaged and
-    random iterates, forgetting (docs/design/adaptive.md)."""
+    """What the adaptive geometry does not run yet: the averaged and random iterates,
+    forgetting, l1 at p < 2, a ball at p = 2 (docs/design/adaptive.md)."""
     if params.get("geometry", "global") != "adaptive":
         return
     get = params.get
-    wanted = {"p": (2.0, "2"), "radius": (None, "None"), "iterate": ("last", "last"),
-              "forget": (1.0, "1")}
+    wanted = {"iterate": ("last", "last"), "forget": (1.0, "1")}
     for name, (value, said) in wanted.items():
         if get(name, value) != value:
             raise _refuse(name, f"the adaptive geometry runs with {{{name}={said}}} only, "
                           f"got {{{name}}}", params, words)
+    p, radius = get("p", 2.0), get("radius", None)
+    if p == 2 and radius is not None:
+        # the per-coordinate stabilizers put one multiplier, shared by every coordinate,
+        # into the ball's minimizer: no O(nnz) step and no lazy weights
+        raise _refuse("radius", "the adaptive geometry's ball ({radius}) needs a p below 2, "
+                      "got {p}: at p = 2 each coordinate's own stabilizer makes the step on "
+                      "the ball move every coordinate (no O(nnz) step); use {radius=None}, "
+                      "a p below 2 (one scalar stabilizer: the ball is a factor), or the "
+                      "global geometry", params, words)
+    if p != 2 and get("l1", 0.0):
+        raise _refuse("l1", "the adaptive geometry has no l_1 term at p below 2 yet ({l1}, "
+                      "{p}); use {l1=0}, {p=2}, or the global geometry", params, words)
 
 
 def check_sdca_problem(**config):
@@ -707,6 +718,12 @@ def dask_rules(params, words, balanced=False):
             "a model trained with class weights"
         raise _refuse("class_weight", f"{{%dask}} does not weigh classes ({which}); "
                       "{%weights_instead}", params, words)
+    if get("geometry", "global") == "adaptive" and get("p", 2.0) != 2:
+        # the lanes' merge adds the per-coordinate squares; p < 2's scalar stabilizer and
+        # its norm's sums are not merged
+        raise _refuse("p", "{%dask} trains the adaptive geometry at {p=2} only ({p}): "
+                      "its scalar stabilizer below 2 does not merge across lanes; train "
+                      "{%one_process}", params, words)
     if get("geometry", "global") == "adaptive" and get("eta", "auto") == "auto":
         # the race of the base rate is the local race's (onlinepgs._eta_race): the lanes'
         # rounds do not carry its families; a fixed rate merges (docs/design/dask.md)

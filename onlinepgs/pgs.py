@@ -174,15 +174,18 @@ _COMMON_DOC = """
         own squared gradients (FTRL-Proximal's centered form), on each feature divided by
         the largest ``|x_j|`` seen so far: raw columns of any units need no scaling (a
         column multiplied by any c > 0 leaves every prediction as it was), and sigma, l1
-        regularize the scaled weights ``s_j w_j``. It runs with p=2, iterate="last",
-        radius=None and forget=1 (say so: other values are refused), any batch_size, not
-        on Dask; `onlinepgs.duality_gap` certifies its objective on the scaled weights
-        (docs/design/adaptive.md).
+        regularize the scaled weights ``s_j w_j``. At p < 2 the stabilizer is one
+        scalar a problem, grown by the scaled gradients' squared dual norms (uncentered;
+        Orabona and Pal's scale-free form), and a radius bounds ``||S w||_p``; p=2 has
+        no ball (refused: its step on one would move every coordinate). It runs with
+        iterate="last" and forget=1 (other values are refused), l1 at p=2 only, any
+        batch_size, not on Dask; `onlinepgs.duality_gap` certifies its objective on the
+        scaled weights (docs/design/adaptive.md).
     eta : float > 0 or "auto", default="auto"
         The adaptive geometry's base rate: a coordinate's step is ``eta / sqrt(sum of
         its squared scaled gradients)`` while sigma t is small against it. "auto" races
-        0.1, 0.5 and 2, each with its own sigma race (or at the fixed sigma), over the
-        first 4,000 rows and keeps the best by progressive loss over the second half of
+        0.1, 0.5 and 2 (8, 32 and 128 at p < 2), each with its own sigma race (or at
+        the fixed sigma), over the first 4,000 rows and keeps the best by progressive loss over the second half of
         them (``eta_`` is the choice). Unused by the global geometry.
 """
 
@@ -481,8 +484,10 @@ class PGSLearner(EventLearner, LinearLearner):
             # sigma's race inside each eta's family, or the fixed sigma as a grid of one
             fixed = {} if isinstance(self.sigma, str) else dict(
                 grid=[float(self.sigma)], start=[float(self.sigma)])
+            etas, default = _eta_race.etas_for(float(self.p))
             schedule = _eta_race.EtaSchedule(self.loss, n_problems=n_problems,
-                                             batch_size=int(self.batch_size), **fixed)
+                                             batch_size=int(self.batch_size), etas=etas,
+                                             default=default, **fixed)
         else:
             schedule = _race.SigmaSchedule(self.loss, n_problems=n_problems,
                                            batch_size=int(self.batch_size))
@@ -588,7 +593,7 @@ class PGSLearner(EventLearner, LinearLearner):
         if race is not None and race.schedule.settled:
             return 1
         starts = len(_race.START_SIGMAS) if isinstance(self.sigma, str) else 1
-        return starts * (len(_eta_race.ETAS) if self._eta_auto() else 1)
+        return starts * (len(_eta_race.etas_for(float(self.p))[0]) if self._eta_auto() else 1)
 
     def _check_state_params(self):
         changed = [n for n in _STATE_PARAMS

@@ -76,8 +76,7 @@ def test_chunks_and_a_model_file_continue_bit_for_bit(tmp_path):
     assert whole.sigma_ == parts.sigma_
 
 
-@pytest.mark.parametrize("option, value", [("iterate", "weighted2"), ("radius", "auto"),
-                                           ("p", 1.5), ("forget", 0.999)])
+@pytest.mark.parametrize("option, value", [("iterate", "weighted2"), ("forget", 0.999)])
 def test_what_it_does_not_run_yet_is_refused_by_name_before_any_row(option, value):
     params = {**ADAPTIVE, option: value}
     with pytest.raises(ValueError, match=f"the adaptive geometry runs with {option}="):

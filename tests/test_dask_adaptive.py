@@ -296,6 +296,14 @@ def test_the_race_of_eta_is_refused_with_a_fixed_one_named():
         opd.fit(adaptive(eta="auto"), dask_rows(X, [20, 20]), y, classes=[-1, 1])
 
 
+def test_p_below_2_is_refused_on_lanes_by_name():
+    """p < 2's scalar stabilizer (and its norm's sums) has no merge across lanes: the
+    lanes would average the per-coordinate fields only and report a wrong model."""
+    X, y = raw_rows(m=40)
+    with pytest.raises(ValueError, match=r"adaptive geometry at p=2 only \(p=1\.5\)"):
+        opd.fit(adaptive(eta=0.5, p=1.5), dask_rows(X, [20, 20]), y, classes=[-1, 1])
+
+
 def test_the_command_trains_the_adaptive_geometry_on_lanes(tmp_path, capsys):
     """`train --scheduler threads --geometry adaptive --eta 0.5` writes the model of
     onlinepgs.dask.fit with the same options; without --eta, one line names it."""

@@ -25,13 +25,16 @@
 # (`_ad_rest`). A step of several rows (`batch_size` > 1): every row raises its features'
 # scales before any margin (`raise_batch`), the margins are all at the step's start, and
 # each coordinate reached moves once by the rows' sums (`batch_ad`).
-from libc.math cimport fabs, copysign, sqrt, fmin, INFINITY
+from libc.math cimport fabs, copysign, sqrt, fmin, pow, INFINITY
 
-from onlinepgs._core._pgs cimport Core, Pass, Row
+from onlinepgs._core._pgs cimport Core, Pass, Row, PGSState
+from onlinepgs._core._mirror cimport mirror_link, mirror_row
+from onlinepgs._core._regularizer cimport phi_power
+from onlinepgs._core._touch cimport touch_as, TOUCH_PLAIN
 from libc.stdint cimport int64_t
 
 from onlinepgs._core._sparse cimport index_t
-from onlinepgs._core._steps cimport batch_row, batch_entry, mark_touched
+from onlinepgs._core._steps cimport batch_row, batch_entry, mark_touched, move_touched
 from onlinepgs._core._losses cimport loss_value, loss_derivative, invariant_move
 from onlinepgs._core._multiclass cimport MC_NONE
 from onlinepgs._core._pair cimport (opgs_pair, opgs_pair_of, opgs_pair_all, opgs_lo,
@@ -49,6 +52,7 @@ cdef enum:
     AD_STAB = 2
     AD_INV = 3
     AD_S = 4
+    AD_PHI = 1  # p < 2: phi_j in place of the p = 2 form's n_j
 
 
 cdef inline opgs_pair ad_values(const double* a0, const double* a1, double sigma_t,
@@ -102,6 +106,19 @@ cdef inline double _raised(double* at, Py_ssize_t K, Py_ssize_t S, double x, dou
                 a = fabs(f[0]) - thr
                 if a > 0.0 and den > 0.0:
                     f[0] = copysign(thr + a * ((st + f[AD_STAB]) / den), f[0])
+    return inv
+
+
+cdef inline double _raised_scale(double* at, Py_ssize_t K, Py_ssize_t S,
+                                 double x) noexcept nogil:
+    """p < 2: 1 / s_j after s_j = max(s_j, |x|), in every problem's copy of the coordinate
+    at `at` (0 while the feature has shown only zeros); nothing else moves."""
+    cdef Py_ssize_t c
+    cdef double ax = fabs(x), inv = at[AD_INV]
+    if ax > 0.0 and (inv == 0.0 or ax * inv > 1.0):
+        inv = 1.0 / ax
+        for c in range(K):
+            at[c * S + AD_INV] = inv
     return inv
 
 
@@ -426,9 +443,13 @@ cdef inline void raise_batch(Pass* ps, const double* data, const index_t* indice
         batch_row(ps, indptr, pos + b, &start, &nnz)
         for e in range(nnz):
             j = batch_entry(ps, data, indices, start, e, &xv)
-            if xv != 0.0:
+            if xv != 0.0 and not core.p_is_two:  # p < 2: the scale alone
+                _raised_scale(core.lam + j * KS, K, AD_S, xv)
+            elif xv != 0.0:
                 _raised(core.lam + j * KS, K, AD_S, xv, st, thr, delta, inv_eta)
-    if ps.fit_icpt:
+    if ps.fit_icpt and not core.p_is_two:
+        _raised_scale(core.lam, K, AD_S, ps.icpt)
+    elif ps.fit_icpt:
         _raised(core.lam, K, AD_S, ps.icpt, st, thr, delta, inv_eta)
 
 
@@ -488,3 +509,169 @@ cdef inline void batch_ad(Pass* ps, const double* data, const index_t* indices,
             at[AD_SQ] = sq
             at[AD_STAB] = stab
             ps.mov[c] = 1
+
+
+# ---- p < 2: one scale-free scalar stabilizer a problem ------------------------------
+#
+# The per-coordinate stabilizer has no l_p form (a sum of per-coordinate quadratics inside
+# a non-Euclidean norm changes the objective), so for p < 2 the stabilizer is one scalar a
+# problem, grown by the scaled gradients' dual norms (Orabona and Pal 2016, "Scale-free
+# online learning"; docs/design/adaptive.md, "p < 2"):
+#
+#     v(t) = grad r*( lam / D_t ),   D_t = sigma t + (delta + sqrt(L_t)) / eta,
+#     L_t  = sum over steps of (1/b) sum_i c_i ||l'_i x_i / s||_q^2,
+#
+# with lam = -U (minus the sum of the scaled gradients, each with the scales of its step)
+# and r = ||.||_p^2 / (2 (p - 1)). grad r* is homogeneous of degree 1, so
+#
+#     v_j = f_c phi_j,   phi_j = sgn(lam_j) (|lam_j| / M)^(q-1),
+#     f_c = M N^((2-q)/q) / ((q - 1) D_t)  (times min(1, B / ||v||_p) on the ball),
+#
+# where M and N = sum_j (|lam_j| / M)^q are the global geometry's l_q map (_mirror.pxd):
+# the block's second field holds phi_j (the p = 2 form's `sq`), and a step keeps phi and
+# N exact through the global geometry's code: its row kernel (`mirror_row`) for one
+# problem of sparse rows, its one-coordinate update (`touch_as(TOUCH_PLAIN)`) otherwise,
+# its refreshes of M and recounts of N after the step (`upkeep_norms`, _upkeep.pxd). The
+# factor f_c is the state's scale s_c, set after every step (`adq_scales`). A scale that
+# grows changes only the coordinate's 1 / s_j: lam sums each gradient in the scale of its
+# step, so N, phi and L do not move (there is no per-coordinate sum of squares to rescale),
+# and only the model's w_j = v_j / s_j follows. A row costs O(nnz): one power a touched
+# coordinate (phi's), one a row's entry (|x_j / s_j|^q, for L).
+cdef inline double _power_q(Pass* ps, double xs) noexcept nogil:
+    """|xs|^q = |xs| phi_power(|xs|) (the map's packed roots where q - 1 is a multiple of
+    1/4)."""
+    cdef double a = fabs(xs)
+    return a * phi_power(a, ps.core.mm.q, ps.core.mm.quarters) if a > 0.0 else 0.0
+
+
+cdef inline void margins_adq(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """p < 2: the K margins of a row, each entry's scale raised first (`_raised_scale`),
+    f_c sum_j phi_j x_j / s_j; ||x / s||_q^q of the row into ps.row_xx, for its step's L."""
+    cdef Core core = ps.core
+    cdef Py_ssize_t e, j, c, K = core.K, KS = K * AD_S
+    cdef double xs, xq = 0.0
+    cdef double* at
+    for c in range(K):
+        ps.margins[c] = 0.0
+    for e in range(-1 if ps.fit_icpt else 0, rw.nnz):
+        if e < 0:  # the intercept's constant feature, coordinate 0
+            at = core.lam
+            xs = ps.icpt * _raised_scale(at, K, AD_S, ps.icpt)
+        else:
+            j = (e if ps.dense else <Py_ssize_t>idx[e]) + 1
+            at = core.lam + j * KS
+            xs = rw.vals[e] * _raised_scale(at, K, AD_S, rw.vals[e])
+        if xs == 0.0:
+            continue
+        xq += _power_q(ps, xs)
+        for c in range(K):
+            ps.margins[c] += at[c * AD_S + AD_PHI] * xs
+    for c in range(K):
+        ps.margins[c] *= ps.s[c]
+    ps.row_xx = xq
+
+
+cdef inline double _dual_sq(Pass* ps, double xq) noexcept nogil:
+    """||x / s||_q^2 from ||x / s||_q^q."""
+    return pow(xq, 2.0 / ps.core.mm.q) if xq > 0.0 else 0.0
+
+
+cdef inline void step_adq(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """p < 2, a step of one row: for each problem with a non-zero coefficient cf = c l'(z)
+    / b, lam_j -= cf x_j / s_j at every entry and the intercept (phi and N following,
+    `touch_as`), and L_c += (c / b) l'(z)^2 ||x / s||_q^2 = cf^2 / (c / b) ||x / s||_q^2. A
+    row of any weight steps linearly (the invariant update is p = 2's)."""
+    cdef Core core = ps.core
+    cdef Py_ssize_t e, j, c, K = core.K, KS = K * AD_S
+    cdef double cf, xs, wk = ps.sw[rw.row] * ps.inv_k
+    cdef double n2 = _dual_sq(ps, ps.row_xx)
+    cdef double* lam1 = core.lam + AD_S  # data feature j is coordinate j + 1
+    cdef double* xs_row = ps.G  # a row's scaled values (one problem of sparse rows)
+    if K == 1 and not ps.dense:
+        # the global geometry's row kernel on the row's scaled values: the moves, then
+        # the powers of phi taken together (packed roots), then phi and N (`mirror_row`)
+        cf = ps.coefs[0]
+        if cf != 0.0:
+            for e in range(rw.nnz):
+                xs_row[e] = rw.vals[e] * lam1[<Py_ssize_t>idx[e] * AD_S + AD_INV]
+            core.norm_sum[0] += mirror_row(core.mm, lam1, lam1 + AD_PHI, AD_S, xs_row, idx,
+                                           rw.nnz, cf, core.inv_scale[0], lam1, lam1, 0.0,
+                                           False, &ps.resc[0])
+            xs = ps.icpt * core.lam[AD_INV] if ps.fit_icpt else 0.0
+            if xs != 0.0:
+                touch_as(TOUCH_PLAIN, core, 0, 0, cf * xs, &ps.resc[0])
+            core.ad_sq[0] += (cf * cf / wk) * n2
+            ps.mov[0] = 1
+        ps.touches[0] += rw.nnz + 1
+        return
+    for c in range(K):
+        cf = ps.coefs[c]
+        if cf == 0.0:
+            continue
+        for e in range(-1 if ps.fit_icpt else 0, rw.nnz):
+            if e < 0:
+                j = 0
+                xs = ps.icpt * core.lam[AD_INV]
+            else:
+                j = (e if ps.dense else <Py_ssize_t>idx[e]) + 1
+                xs = rw.vals[e] * core.lam[j * KS + AD_INV]
+            if xs != 0.0:
+                touch_as(TOUCH_PLAIN, core, j, c, cf * xs, &ps.resc[c])
+        core.ad_sq[c] += (cf * cf / wk) * n2
+        ps.mov[c] = 1
+    ps.touches[0] += rw.nnz + 1
+
+
+cdef inline void batch_adq(Pass* ps, const double* data, const index_t* indices,
+                           const int64_t* indptr, Py_ssize_t pos,
+                           Py_ssize_t bsize) noexcept nogil:
+    """p < 2, a step of the bsize rows at order[pos:] (their scales raised at the step's
+    start: `raise_batch`): per (coordinate, problem) the sum of the rows' scaled gradients
+    (the scratch's first dim K doubles), L_c += sum_b (c_b / k) l'_b^2 ||x_b / s||_q^2;
+    then each coordinate reached moves once (`touch_as`)."""
+    cdef Core core = ps.core
+    cdef Py_ssize_t b, e, j, c, K = core.K, KS = K * AD_S, nnz, start
+    cdef Py_ssize_t n_touched = 0
+    cdef double xv, xs, xq, n2, cf, wk
+    cdef double* G = ps.G
+    for b in range(bsize):
+        wk = ps.sw[batch_row(ps, indptr, pos + b, &start, &nnz)] * ps.inv_k
+        if wk == 0.0:  # no gradient, no square
+            continue
+        xq = 0.0
+        for e in range(-1 if ps.fit_icpt else 0, nnz):
+            j = batch_entry(ps, data, indices, start, e, &xv)
+            if xv == 0.0:
+                continue
+            n_touched = mark_touched(ps, j, n_touched)
+            xs = xv * core.lam[j * KS + AD_INV]
+            xq += _power_q(ps, xs)
+            for c in range(K):
+                G[j * K + c] += ps.coefs[b * K + c] * xs
+        n2 = _dual_sq(ps, xq)
+        for c in range(K):
+            cf = ps.coefs[b * K + c]
+            core.ad_sq[c] += (cf * cf / wk) * n2
+    move_touched(ps, n_touched, TOUCH_PLAIN, False)
+
+
+cdef inline void adq_scales(PGSState st) noexcept nogil:
+    """p < 2, after a step (N and M kept: `upkeep_norms`), a change of sigma or a load:
+    each problem's factor f_c of v = f_c phi into st.s, at the state's t. With ||v||_p =
+    M N^(1/q) / ((q - 1) D_t) (grad r* maps ||theta||_q to ||theta||_q / (q - 1) in l_p),
+    the ball ||v||_p <= B multiplies it by min(1, B / ||v||_p): the step's minimizer, the
+    stabilizer being a multiple of r (B: the radius, or the "auto" one of the rows so far).
+    0 before any gradient (N = 0) or while D_t is 0."""
+    cdef Py_ssize_t c
+    cdef double den, f, norm_v
+    for c in range(st.n_problems):
+        den = st.sigma * <double>st.t + (st.delta + sqrt(st.ad_sq[c])) / st.eta
+        if not (den > 0.0) or st.norm_sum[c] <= 0.0:
+            st.s[c] = 0.0
+            continue
+        f = mirror_link(st.mm, st.mscale[c], st.norm_sum[c]) / ((st.q - 1.0) * den)
+        if st.bounded:
+            norm_v = st.mscale[c] * pow(st.norm_sum[c], 1.0 / st.q) / ((st.q - 1.0) * den)
+            if norm_v > st.radius:
+                f = f * (st.radius / norm_v)
+        st.s[c] = f

@@ -81,6 +81,7 @@ cdef struct Core:
     bint adaptive
     bint centered
     double eta, delta
+    double* ad_sq  # p < 2: each problem's scalar accumulator L (_adaptive.pxd)
 
 
 # How the pass reads the REPORTED iterate's margin of a row before the row trains (the
@@ -129,6 +130,7 @@ cdef enum:
     READ_SUMS = 3  # an average: the part's weighted sum over the weights' total
     READ_RANDOM = 4  # the random iterate: the part's value (a snapshot or rnd_s phi_j)
     READ_ADAPTIVE = 5  # the adaptive geometry's last iterate, v_j / scale_j (_adaptive.pxd)
+    READ_ADAPTIVE_Q = 6  # the same at p < 2: s_c phi_j / scale_j
 
 
 cdef struct Readout:
@@ -290,6 +292,10 @@ cdef class PGSState:
     # base rate and the stabilizer's delta
     cdef readonly bint adaptive, centered
     cdef readonly double eta, delta
+    # p < 2: each problem's scalar accumulator L, the sum of the scaled gradients' squared
+    # dual norms (_adaptive.pxd; zeros otherwise)
+    cdef public cnp.ndarray ad_sq_a
+    cdef double[::1] ad_sq
     cdef readonly bint keep_seen  # sweeps its coordinates: keeps a list of those reached
     # the coupled multiclass loss of the K problems (_multiclass.pxd's MC_*): MC_NONE is
     # one-vs-rest, K independent binary problems

@@ -37,7 +37,7 @@ from onlinepgs._core._readout cimport (weight_total, _part_value, rep_of, _reado
                                        _read_all, _read_scores)
 from onlinepgs._core._upkeep cimport (settle_all, settle_every, scale_of, widen_window,
                                       l1_rebuild)
-from onlinepgs._core._adaptive cimport AD_SQ, AD_STAB, AD_INV, AD_S, raise_batch
+from onlinepgs._core._adaptive cimport AD_SQ, AD_STAB, AD_INV, AD_S, raise_batch, adq_scales
 from onlinepgs._core._losses import LOSS_CODES, MULTI_CLASS, multi_class_code
 from onlinepgs._options import check_pgs_state
 from onlinepgs import _layout
@@ -132,7 +132,7 @@ cdef class PGSState:
                  bint fit_intercept=True, double intercept_scaling=1.0, double epsilon=0.1,
                  Py_ssize_t n_features=0, uint64_t seed=0, double forget=1.0,
                  double l1=0.0, multi_class="ovr", str geometry="global", double eta=0.5,
-                 double delta=0.0, bint centered=True):
+                 double delta=0.0, centered=None):
         # the learners' rules (onlinepgs._options): a state is never built from options
         # they refuse
         check_pgs_state(p=p, sigma=sigma, radius=radius, loss=loss, batch_size=batch_size,
@@ -163,7 +163,15 @@ cdef class PGSState:
                                   batch_size=batch_size, n_problems=n_problems,
                                   geometry=geometry)
         self.adaptive = geometry == "adaptive"
-        self.centered = centered
+        # the centered form (FTRL-Proximal) by default at p = 2; p < 2 has one scalar
+        # stabilizer, which has no centered form (docs/design/adaptive.md, "p < 2")
+        if centered is None:
+            centered = p == 2.0
+        if self.adaptive and p != 2.0 and centered:
+            raise ValueError("the adaptive geometry's centered form is per-coordinate: it "
+                             f"needs p=2, got p={p!r}; at p < 2 the stabilizer is one "
+                             "scalar (centered=False)")
+        self.centered = bool(centered)
         self.eta = eta
         self.delta = delta
         # N, the l_q map's running sum (p < 2, or the ball's norm at p = 2; l1 on the ball
@@ -213,6 +221,7 @@ cdef class PGSState:
         self.rnd_s_a = np.zeros(K)
         self.regret_a = np.zeros(K)
         self.rnd_ver_a = np.zeros(K, dtype=np.int64)
+        self.ad_sq_a = np.zeros(K)
         self.sum_conj_a = np.zeros(K)
         self.sum_step_loss_a = np.zeros(K)
         # the regularizer's running value needs N, which p = 2 on R^n does not keep
@@ -296,7 +305,7 @@ cdef class PGSState:
                 self.norm_a, self.scale_a, self.s_a, self.cum_a, self.rnd_s_a, self.regret_a,
                 self.rnd_ver_a, self.sum_conj_a, self.sum_step_loss_a, self.sum_reg_a,
                 self.grad_acc, self.is_touched, self.touched, self.coefs, self.margins_buf,
-                self.flag_rescale, self.flag_moved, self.step_gq, self.mc_grad,
+                self.flag_rescale, self.flag_moved, self.step_gq, self.mc_grad, self.ad_sq_a,
                 self.mc_scores, self.b_loss_c, self.b_conj_c, self.w_norm, self.norm_peak,
                 self.inv_scale)
         return sum(np.asarray(a).nbytes for a in held)
@@ -366,6 +375,7 @@ cdef class PGSState:
         self.cum = self.cum_a
         self.rnd_s = self.rnd_s_a
         self.regret = self.regret_a
+        self.ad_sq = self.ad_sq_a
         self.rnd_ver = self.rnd_ver_a
         self.sum_conj = self.sum_conj_a
         self.sum_step_loss = self.sum_step_loss_a
@@ -476,6 +486,7 @@ cdef class PGSState:
         core.centered = self.centered
         core.eta = self.eta
         core.delta = self.delta
+        core.ad_sq = &self.ad_sq[0]
         return core
 
     # ---- scalars -------------------------------------------------------------------
@@ -759,7 +770,9 @@ cdef class PGSState:
         """
         K = self.n_problems
         T = <double>self.t
-        if self.t == 0 or self.forgetting:
+        if self.t == 0 or self.forgetting or self.adaptive:
+            # the adaptive geometry's iterates are not grad r*(lambda / (sigma t)): no
+            # running r(w_t) is kept, and the pair is not its own (`duality_gap` certifies it)
             nan = np.full(K, np.nan)
             return dict(online_objective=nan, dual_objective=nan.copy(),
                         online_duality_gap=nan.copy())
@@ -793,8 +806,13 @@ cdef class PGSState:
             raise ValueError(f"sigma must be a positive finite number, got {sigma!r}")
         new = self.copy()
         if new.adaptive:
-            # its weights read sigma afresh at every step (_adaptive.pxd): nothing to settle
+            # its weights read sigma afresh at every step (_adaptive.pxd): nothing to
+            # settle; p < 2 keeps the factor of its iterate, set again at the new sigma
             new.sigma = sigma
+            if new.radius_auto and new.loss0_max > 0.0:
+                new.radius = sqrt(new.loss0_max) * sqrt(2.0 * (new.p - 1.0) / sigma)
+            if not new.p_is_two:
+                adq_scales(new)
             return new
         settle_every(new)
         new.sigma = sigma

@@ -10,6 +10,7 @@ from libc.stdint cimport uint64_t, int64_t
 
 from onlinepgs._core._pgs cimport (PGSState, Part, Rep, Pass, Readout, READ_ZERO, READ_LAST,
                                    READ_L1_LAST, READ_SUMS, READ_RANDOM, READ_ADAPTIVE,
+                                   READ_ADAPTIVE_Q,
                                    PART_NONE,
                                    PART_AVG2, PART_AVGQ, PART_RANDOM, PART_L1AVG,
                                    ITERATE_LAST, ITERATE_WEIGHTED, ITERATE_WEIGHTED2,
@@ -18,7 +19,7 @@ from onlinepgs._core._l1q cimport L1Q
 from onlinepgs._core._l1avg cimport l1_folded_total
 from onlinepgs._core._touch cimport _averaged
 from onlinepgs._core._sparse cimport index_t
-from onlinepgs._core._adaptive cimport ad_value, AD_INV
+from onlinepgs._core._adaptive cimport ad_value, AD_INV, AD_PHI
 
 
 cdef inline double weight_total(int iterate, int64_t t) noexcept nogil:
@@ -121,7 +122,7 @@ cdef inline Readout _readout(PGSState st, int it):
     if st.t == 0:
         rd.kind = READ_ZERO
     elif st.adaptive:
-        rd.kind = READ_ADAPTIVE
+        rd.kind = READ_ADAPTIVE if st.p_is_two else READ_ADAPTIVE_Q
     elif it == ITERATE_LAST:
         rd.kind = READ_L1_LAST if st.l1 > 0.0 else READ_LAST
     elif _averaged(it):
@@ -149,6 +150,8 @@ cdef inline double _read_weight(Readout rd, int kind, Py_ssize_t j,
     if kind == READ_ADAPTIVE:  # a feature never seen: inv_scale 0
         return ad_value(at, rd.pt.sigma * <double>rd.pt.t[0], rd.pt.l1 * <double>rd.pt.t[0]
                         ) * at[AD_INV]
+    if kind == READ_ADAPTIVE_Q:  # p < 2: v_j = s_c phi_j (_adaptive.pxd)
+        return at[AD_PHI] * rd.s[c] * at[AD_INV]
     if kind == READ_LAST:
         return at[rd.pt.off_phi] * rd.s[c]
     lam = at[0]
@@ -186,6 +189,8 @@ cdef inline void _read_all(Readout rd, Py_ssize_t dim, double* out) noexcept nog
         _read_range(rd, READ_RANDOM, dim, out)
     elif rd.kind == READ_ADAPTIVE:
         _read_range(rd, READ_ADAPTIVE, dim, out)
+    elif rd.kind == READ_ADAPTIVE_Q:
+        _read_range(rd, READ_ADAPTIVE_Q, dim, out)
 
 
 cdef inline void _read_scores(Readout rd, const double* vals, const index_t* idx,

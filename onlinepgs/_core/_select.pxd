@@ -25,7 +25,8 @@ from onlinepgs._core._rows_l1 cimport (margins_l1_one_avg, margins_l1_one, margi
                                        margins_l1q, step_l1_one, step_l1, step_l1q,
                                        batch_l1, batch_l1q)
 from onlinepgs._core._adaptive cimport (margins_ad_one, margins_ad_one_l1, margins_ad,
-                                       step_ad_one, step_ad, batch_ad)
+                                       step_ad_one, step_ad, batch_ad, margins_adq,
+                                       step_adq, batch_adq)
 from onlinepgs._core._sparse cimport index_t, not_inlined
 
 
@@ -50,7 +51,11 @@ cdef inline RowKernels select_kernels(const Pass* ps, const index_t* of_type) no
                        Py_ssize_t) noexcept nogil
     row = row_crossed if ps.cross != NULL else row_dense if ps.dense else row_sparse
     loss = loss_ovr if ps.mc == MC_NONE else loss_coupled
-    if ps.core.adaptive:  # the adaptive geometry (_adaptive.pxd)
+    if ps.core.adaptive and not ps.core.p_is_two:  # p < 2's scalar stabilizer
+        margins = margins_adq
+        step = step_adq
+        batch = batch_adq
+    elif ps.core.adaptive:  # the adaptive geometry (_adaptive.pxd)
         # with batches the general margins (the one-problem kernels keep a row's weights
         # where a batch sums its gradient) and every step a batch's (`_pass_step`)
         one = one and ps.k == 1

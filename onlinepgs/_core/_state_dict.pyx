@@ -31,6 +31,9 @@ def as_dict(PGSState st, bint copy):
         d["cum2_a"] = np.array(st.cum2_a, copy=True) if copy else st.cum2_a
     if st.l1q != NULL:
         d["l1q_a"] = l1q_sums(st)
+    if st.adaptive and not st.p_is_two:
+        # p < 2: each problem's scalar accumulator (_adaptive.pxd)
+        d["ad_sq_a"] = np.array(st.ad_sq_a, copy=True) if copy else st.ad_sq_a
     if st.off_on > 0:
         # the sums folded with a flag (before: marks and a heap's version count)
         d["l1_folded"] = 1
@@ -94,6 +97,8 @@ def restore(cls, d, coords, bint coords_known):
     st.rng = int(d["rng"])
     if st.l1 > 0.0:
         st.cum2_a[...] = d["cum2_a"]
+    if st.adaptive and not st.p_is_two:
+        st.ad_sq_a[...] = d["ad_sq_a"]
     if st.keep_seen:
         st._set_seen(None, coords if coords_known else st._reached(st.dim))
     st._bind()

@@ -112,17 +112,39 @@ cdef inline Py_ssize_t mark_touched(Pass* ps, Py_ssize_t j, Py_ssize_t n_touched
     return n_touched
 
 
+cdef inline void move_touched(Pass* ps, Py_ssize_t n_touched, int kind,
+                              bint regret) noexcept nogil:
+    """The end of a step of several rows: each coordinate on the step's list moved once by
+    its summed gradient (G[j K + c], cleared) through the touch of `kind`; with `regret`,
+    ||g_t||_q^q summed over them (the regret statistic's)."""
+    cdef Py_ssize_t ti, j, c, K = ps.K
+    cdef double g
+    cdef double* G = ps.G
+    cdef unsigned char* is_touched = ps.is_touched
+    cdef int64_t* touched = ps.touched
+    for ti in range(n_touched):
+        j = touched[ti]
+        is_touched[j] = 0
+        for c in range(K):
+            g = G[j * K + c]
+            if g != 0.0:
+                G[j * K + c] = 0.0
+                if regret:
+                    ps.gqs[c] += g * g if ps.p2 else pow(fabs(g), ps.q)
+                touch_as(kind, ps.core, j, c, g, &ps.resc[c])
+                ps.mov[c] = 1
+    ps.touches[0] += n_touched
+
+
 cdef inline void batch_rows(Pass* ps, const double* data, const index_t* indices,
                             const int64_t* indptr, Py_ssize_t pos, Py_ssize_t bsize,
                             int kind) noexcept nogil:
     """A step of the bsize rows at order[pos:]: their gradient summed per coordinate (the
     intercept's included), then each coordinate it reached moved once through the touch of
     `kind`, and ||g_t||_q^q summed over them."""
-    cdef Py_ssize_t b, e, j, c, K = ps.K, nnz, start, n_touched = 0, ti
-    cdef double xv, g
+    cdef Py_ssize_t b, e, j, c, K = ps.K, nnz, start, n_touched = 0
+    cdef double xv
     cdef double* G = ps.G
-    cdef unsigned char* is_touched = ps.is_touched
-    cdef int64_t* touched = ps.touched
     for b in range(bsize):
         batch_row(ps, indptr, pos + b, &start, &nnz)
         for e in range(-1 if ps.fit_icpt else 0, nnz):
@@ -132,14 +154,4 @@ cdef inline void batch_rows(Pass* ps, const double* data, const index_t* indices
             n_touched = mark_touched(ps, j, n_touched)
             for c in range(K):
                 G[j * K + c] += ps.coefs[b * K + c] * xv
-    for ti in range(n_touched):
-        j = touched[ti]
-        is_touched[j] = 0
-        for c in range(K):
-            g = G[j * K + c]
-            if g != 0.0:
-                G[j * K + c] = 0.0
-                ps.gqs[c] += g * g if ps.p2 else pow(fabs(g), ps.q)
-                touch_as(kind, ps.core, j, c, g, &ps.resc[c])
-                ps.mov[c] = 1
-    ps.touches[0] += n_touched
+    move_touched(ps, n_touched, kind, True)

@@ -16,6 +16,7 @@ from onlinepgs._core._l1avg cimport l1_folded_total
 from onlinepgs._core._ball cimport (l1_ball_factor, l1_heaps_pop, l1_heaps_upkeep,
                                     l1_build_heap)
 from onlinepgs._core._random cimport uniform01
+from onlinepgs._core._adaptive cimport adq_scales
 
 
 cdef extern from *:
@@ -372,8 +373,12 @@ cdef inline void end_steps(PGSState st, int* need_rescale, int* moved, int64_t s
     cdef double wt, to_sum
     st.t += steps
     if st.adaptive:
-        # its weights read t, sigma and their own fields (_adaptive.pxd): no scalar to keep
+        # its weights read t, sigma and their own fields (_adaptive.pxd): no scalar to
+        # keep at p = 2; p < 2 keeps the l_q map's N and M, and the factor of its iterate
         st.l1_sum_t = st.t
+        if not st.p_is_two:
+            upkeep_norms(st, need_rescale, moved)
+            adq_scales(st)
         return
     st.l1_sum_t = st.t - steps  # C and C2 take the step's terms below
     if st.forgetting:

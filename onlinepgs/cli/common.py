@@ -291,9 +291,10 @@ def _sigma_note(est):
         chosen = [r for r in path if r["event"] == "eta"]
         how = (f"chosen at row {chosen[-1]['rows']:,}" if chosen else
                "racing on: the run of least progressive loss so far")
-        from onlinepgs._eta_race import ETAS  # the rates, from their one home
+        from onlinepgs._eta_race import etas_for  # the rates, from their one home
 
-        rates = ", ".join(f"{e:g}" for e in ETAS[:-1]) + f" and {ETAS[-1]:g}"
+        etas = etas_for(float(params.get("p", 2.0)))[0]
+        rates = ", ".join(f"{e:g}" for e in etas[:-1]) + f" and {etas[-1]:g}"
         lines.append(f"eta = {est.eta_:g} (auto: {rates} raced; {how})")
     return lines
 

@@ -263,12 +263,14 @@ def build_parser():
                       help="global: one step size for every coordinate (PGS); adaptive: a "
                       "step per coordinate from its own squared gradients, on features "
                       "divided by their largest |value| seen, so raw numeric columns need no "
-                      "scaling (p 2, the last iterate, no ball: --iterate and --radius "
-                      "default to last and none with it)")
+                      "scaling (the last iterate, no ball: --iterate and --radius default "
+                      "to last and none with it; with --p below 2 one scalar step size "
+                      "from the gradients' dual norms, and --radius a ball on the scaled "
+                      "weights; no --l1 below 2, no ball at --p 2)")
     opts.add_argument("--eta", type=_sigma, default="auto",
                       help="the adaptive geometry's base rate, or auto (the default): 0.1, "
-                      "0.5 and 2 raced over the first 4,000 rows, the best kept; "
-                      "--scheduler needs a number (e.g. 0.5)")
+                      "0.5 and 2 (8, 32 and 128 with --p below 2) raced over the first "
+                      "4,000 rows, the best kept; --scheduler needs a number (e.g. 0.5)")
     opts.add_argument("--classes", default=None,
                       help="comma-separated labels and integer ranges A..B, e.g. "
                       "--classes -1,1, 1..20 or 0,2..5 (default: those of the model with -i, "
