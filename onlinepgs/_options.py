@@ -664,17 +664,20 @@ def check_pgs_state(**config):
 
 
 def _adaptive_rules(params, words):
-    """What the adaptive geometry does not run yet: p < 2, a ball, the averaged and
-    random iterates, forgetting (docs/design/adaptive.md)."""
+    """What the adaptive geometry does not run yet: p < 2, a ball, the random iterate,
+    forgetting (docs/design/adaptive.md)."""
     if params.get("geometry", "global") != "adaptive":
         return
     get = params.get
-    wanted = {"p": (2.0, "2"), "radius": (None, "None"), "iterate": ("last", "last"),
-              "forget": (1.0, "1")}
+    wanted = {"p": (2.0, "2"), "radius": (None, "None"), "forget": (1.0, "1")}
     for name, (value, said) in wanted.items():
         if get(name, value) != value:
             raise _refuse(name, f"the adaptive geometry runs with {{{name}={said}}} only, "
                           f"got {{{name}}}", params, words)
+    if get("iterate", "last") == "random":
+        raise _refuse("iterate", "the adaptive geometry reports the last iterate or an "
+                      "average of its iterates (last, average, weighted, weighted2), got "
+                      "{iterate}", params, words)
 
 
 def check_sdca_problem(**config):

@@ -174,9 +174,10 @@ _COMMON_DOC = """
         own squared gradients (FTRL-Proximal's centered form), on each feature divided by
         the largest ``|x_j|`` seen so far: raw columns of any units need no scaling (a
         column multiplied by any c > 0 leaves every prediction as it was), and sigma, l1
-        regularize the scaled weights ``s_j w_j``. It runs with p=2, iterate="last",
-        radius=None and forget=1 (say so: other values are refused), any batch_size, not
-        on Dask; `onlinepgs.duality_gap` certifies its objective on the scaled weights
+        regularize the scaled weights ``s_j w_j``. It runs with p=2, radius=None and
+        forget=1 (say so: other values are refused), iterate "last" or an average
+        ("average", "weighted", "weighted2": the scaled weights' average divided by
+        the final scales; not "random"), any batch_size, not on Dask; `onlinepgs.duality_gap` certifies its objective on the scaled weights
         (docs/design/adaptive.md).
     eta : float > 0 or "auto", default="auto"
         The adaptive geometry's base rate: a coordinate's step is ``eta / sqrt(sum of

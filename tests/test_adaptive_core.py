@@ -262,7 +262,7 @@ def test_features_never_seen_weigh_zero_and_cost_nothing():
 
 
 @pytest.mark.parametrize("option, value", [("p", 1.5), ("radius", "auto"),
-                                           ("iterate", "weighted2"), ("forget", 0.99)])
+                                           ("forget", 0.99)])
 def test_what_the_adaptive_geometry_does_not_run_is_refused_by_name(option, value):
     with pytest.raises(OptionError, match=f"adaptive geometry runs with {option}="):
         fresh(3, **{option: value})

@@ -129,6 +129,7 @@ cdef enum:
     READ_SUMS = 3  # an average: the part's weighted sum over the weights' total
     READ_RANDOM = 4  # the random iterate: the part's value (a snapshot or rnd_s phi_j)
     READ_ADAPTIVE = 5  # the adaptive geometry's last iterate, v_j / scale_j (_adaptive.pxd)
+    READ_ADAPTIVE_AVG = 6  # its averages: settled and pending sums (_adaptive_avg.pxd)
 
 
 cdef struct Readout:
