@@ -34,6 +34,10 @@ three calls after it, medians of ``--repeats`` interleaved runs (a state takes u
 
 ``--geometry`` mode: one IMDB epoch of the adaptive geometry against the global one's.
 
+``--adaptive-iterates`` mode: one pass of the adaptive geometry with its defaults on a9a
+and w8a for each iterate it reports (last, average, weighted, weighted2): test log loss
+and AUC.
+
 ``--callgrind`` mode: the instructions of one IMDB epoch in the compiled pass, counted by
 valgrind's callgrind, for p=2, p=1.5, l1, p=2's last iterate on R^n and the adaptive
 geometry (the baseline of a change to the core: the counts are the same run after run,
@@ -386,8 +390,8 @@ def run_iterates(args, out):
 # ---- --geometry mode -------------------------------------------------------------------
 def run_geometry(args, out):
     """One IMDB epoch of the adaptive geometry (one base rate, eta 0.5: its race of eta
-    runs several; and at p = 1.5, eta 32) against the global geometry's default and last
-    iterate, at sigma 1e-4:
+    runs several; and at p = 1.5, eta 32), last iterate and weighted2 average, against
+    the global geometry's default and last iterate, at sigma 1e-4:
     seconds, the ratio of the medians to the global default's measured in the same run
     (the goal: 1.3x) and the median of the ratios round by round."""
     Xtr, ytr, _, _ = load_dataset("imdb", args.data, QUICK_ROWS if args.quick else None)
@@ -404,7 +408,8 @@ def run_geometry(args, out):
               # p < 2: one scalar stabilizer, the l_q map's powers (goal: 1.5x the
               # global default)
               "adaptive p = 1.5 (eta 32)": pgs(**dict(adaptive, p=1.5, eta=32.0)),
-              "global p = 1.5, last iterate on R^n": pgs(p=1.5, iterate="last", radius=None)}
+              "global p = 1.5, last iterate on R^n": pgs(p=1.5, iterate="last", radius=None),
+              "adaptive, weighted2": pgs(**{**adaptive, "iterate": "weighted2"})}
     raw = {}
     times = seconds_per_epoch(makers, Xtr, ytr, args.repeats, raw)
     base = times[base_name][0]
@@ -416,6 +421,34 @@ def run_geometry(args, out):
             for name, (median, _) in times.items()]
     out += md_table(["run", "seconds", "over the global default",
                      "median of the rounds' ratios"], rows)
+
+
+# ---- --adaptive-iterates mode ----------------------------------------------------------
+def run_adaptive_iterates(args, out):
+    """One pass of the adaptive geometry with its defaults (eta and sigma raced) on a9a
+    and w8a, for each iterate it reports: test log loss and AUC, and the fit's seconds."""
+    from sklearn.metrics import log_loss, roc_auc_score
+
+    out += ["## One pass of the adaptive geometry by iterate (defaults: eta and sigma "
+            "raced, logistic, rows in file order)", ""]
+    rows = []
+    for dataset in ("a9a", "w8a"):
+        Xtr, ytr, Xte, yte = load_dataset(dataset, args.data,
+                                          QUICK_ROWS if args.quick else None)
+        for iterate in ("last", "average", "weighted", "weighted2"):
+            clf = PGSClassifier(loss="logistic", geometry="adaptive", radius=None,
+                                iterate=iterate, max_epochs=1, shuffle=False,
+                                random_state=args.seed)
+            start = CLOCK()
+            clf.fit(Xtr, ytr)
+            seconds = CLOCK() - start
+            proba = clf.predict_proba(Xte)[:, 1]
+            rows.append([dataset, iterate, f"{clf.eta_:g}", f"{clf.sigma_:.3g}",
+                         f"{log_loss(yte, proba):.4f}", f"{roc_auc_score(yte, proba):.4f}",
+                         f"{seconds:.2f}"])
+            print(" | ".join(rows[-1]), flush=True)
+    out += md_table(["set", "iterate", "eta", "sigma", "test log loss", "test AUC",
+                     "fit seconds"], rows)
 
 
 # ---- --radius mode ---------------------------------------------------------------------
@@ -646,6 +679,9 @@ def main(argv=None):
     parser.add_argument("--geometry", action="store_true",
                         help="time one IMDB epoch of the adaptive geometry against the "
                         "global one")
+    parser.add_argument("--adaptive-iterates", action="store_true",
+                        help="one pass of the adaptive geometry on a9a and w8a for each "
+                             "iterate: test log loss and AUC")
     parser.add_argument("--callgrind", action="store_true",
                         help="count the instructions of one IMDB epoch in the pass (p=2, "
                              "p=1.5, l1, last, adaptive) with valgrind's callgrind")
@@ -676,7 +712,8 @@ def main(argv=None):
     mode = (run_wide if args.wide else run_wide_adaptive if args.wide_adaptive
             else run_radius if args.radius
             else run_iterates if args.iterates else run_callgrind if args.callgrind
-            else run_geometry if args.geometry else run_core)
+            else run_geometry if args.geometry
+            else run_adaptive_iterates if args.adaptive_iterates else run_core)
     mode(args, out)
     out += ["", f"Total benchmark time: {time.perf_counter() - start:.0f} s; load average "
             f"(1 min) at the end: {os.getloadavg()[0]:.2f}"]

@@ -21,7 +21,9 @@ holds, besides a few arrays of K entries:
     ``inv_scale`` (one over the largest |x_j| seen, 0 before), after ``lam``; at p < 2
     ``phi`` in place of ``sq``, ``stab`` unused (the stabilizer is one scalar a problem).
 ``snap_a``, ``snapv_a`` (dim, K) float64 and int64, saved
-    The random iterate's snapshots and their versions; one row otherwise.
+    The random iterate's snapshots and their versions; in the adaptive geometry's
+    averages, each (coordinate, problem)'s settled sum of weighted iterates and the step
+    it holds up to; one row otherwise.
 ``grad_acc`` (dim K,) float64, ``is_touched`` (dim,) uint8, ``touched`` (dim,) int64
     A mini-batch's (``batch_size > 1``) gradient and the coordinates it touched; one
     entry otherwise (``grad_acc``: dim entries in the adaptive geometry, a row's weights
@@ -103,13 +105,16 @@ class StateLayout:
             fields += ["sq" if p == 2.0 else "phi", "stab", "inv_scale"]
         elif p != 2.0:
             fields.append("phi")
-        if averaged:
+        # the adaptive geometry's averages keep their settled sums and the step they hold
+        # up to in snap_a and snapv_a (_core/_adaptive_avg.pxd), not in the block
+        self.adaptive_average = geometry == "adaptive" and averaged
+        if averaged and not self.adaptive_average:
             fields.append("acc")
             if p != 2.0:
                 fields.append("mark")
         if l1 > 0.0 and p == 2.0 and bounded:
             fields.append("key")  # the heap of the active coordinates on the ball
-        if l1 > 0.0 and p == 2.0 and averaged:
+        if l1 > 0.0 and p == 2.0 and averaged and not self.adaptive_average:
             fields.append("on")  # an average's sums folded, a flag a coordinate
         self.fields = tuple(fields)
         self.n_problems = int(n_problems)
@@ -129,7 +134,8 @@ class StateLayout:
         self.keeps_seen = self.keeps_norm or (l1 > 0.0 and (bounded or p != 2.0 or averaged)
                                               and geometry != "adaptive")
         K = self.n_problems
-        self.per_feature = (8 * K * len(self.fields) + (16 * K if self.random else 0)
+        self.per_feature = (8 * K * len(self.fields)
+                            + (16 * K if self.random or self.adaptive_average else 0)
                             + ((16 if self.row_cache else 8) * K + 9 if self.batched
                                else 0)
                             + (8 if self.row_cache and not self.batched else 0)
@@ -148,7 +154,7 @@ class StateLayout:
         """{name: (shape, dtype)} of every array whose size grows with the width, for a
         state of `dim` coordinates (dtype as NumPy's "f8", "i8", "u1")."""
         K = self.n_problems
-        rows = dim if self.random else 1
+        rows = dim if self.random or self.adaptive_average else 1
         scratch = dim if self.batched else 1
         # a step of several rows sums a gradient per (coordinate, problem), two sums in
         # the adaptive geometry (the gradient and its weighted squares, `batch_ad`)

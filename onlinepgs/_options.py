@@ -664,12 +664,12 @@ def check_pgs_state(**config):
 
 
 def _adaptive_rules(params, words):
-    """What the adaptive geometry does not run yet: the averaged and random iterates,
-    forgetting, l1 at p < 2, a ball at p = 2 (docs/design/adaptive.md)."""
+    """What the adaptive geometry does not run yet: the random iterate, forgetting, l1
+    at p < 2, a ball at p = 2, an average at p < 2 (docs/design/adaptive.md)."""
     if params.get("geometry", "global") != "adaptive":
         return
     get = params.get
-    wanted = {"iterate": ("last", "last"), "forget": (1.0, "1")}
+    wanted = {"forget": (1.0, "1")}
     for name, (value, said) in wanted.items():
         if get(name, value) != value:
             raise _refuse(name, f"the adaptive geometry runs with {{{name}={said}}} only, "
@@ -686,6 +686,17 @@ def _adaptive_rules(params, words):
     if p != 2 and get("l1", 0.0):
         raise _refuse("l1", "the adaptive geometry has no l_1 term at p below 2 yet ({l1}, "
                       "{p}); use {l1=0}, {p=2}, or the global geometry", params, words)
+    iterate = get("iterate", "last")
+    if iterate == "random":
+        raise _refuse("iterate", "the adaptive geometry reports the last iterate or an "
+                      "average of its iterates (last, average, weighted, weighted2), got "
+                      "{iterate}", params, words)
+    if p != 2 and iterate != "last":
+        # the averages' lazy sums are per-coordinate denominators (_adaptive_avg.pxd);
+        # p < 2's iterate is a scalar factor of phi, whose average has no such sum yet
+        raise _refuse("iterate", "the adaptive geometry averages its iterates at p = 2 "
+                      "only ({iterate}, {p}); use {iterate=last}, {p=2}, or the global "
+                      "geometry", params, words)
 
 
 def check_sdca_problem(**config):
@@ -724,6 +735,12 @@ def dask_rules(params, words, balanced=False):
         raise _refuse("p", "{%dask} trains the adaptive geometry at {p=2} only ({p}): "
                       "its scalar stabilizer below 2 does not merge across lanes; train "
                       "{%one_process}", params, words)
+    if get("geometry", "global") == "adaptive" and get("iterate", "last") != "last":
+        # the averages' settled sums and their steps (snap_a, snapv_a) are a lane's own:
+        # the lanes' merge adds U and the squares only
+        raise _refuse("iterate", "{%dask} trains the adaptive geometry with {iterate=last} "
+                      "only ({iterate}): its averages' sums do not merge across lanes; "
+                      "train {%one_process}", params, words)
     if get("geometry", "global") == "adaptive" and get("eta", "auto") == "auto":
         # the race of the base rate is the local race's (onlinepgs._eta_race): the lanes'
         # rounds do not carry its families; a fixed rate merges (docs/design/dask.md)

@@ -178,8 +178,10 @@ _COMMON_DOC = """
         scalar a problem, grown by the scaled gradients' squared dual norms (uncentered;
         Orabona and Pal's scale-free form), and a radius bounds ``||S w||_p``; p=2 has
         no ball (refused: its step on one would move every coordinate). It runs with
-        iterate="last" and forget=1 (other values are refused), l1 at p=2 only, any
-        batch_size, not on Dask; `onlinepgs.duality_gap` certifies its objective on the
+        forget=1 (other values are refused), iterate "last" or, at p=2, an average
+        ("average", "weighted", "weighted2": the scaled weights' average divided by
+        the final scales; not "random"), l1 at p=2 only, any batch_size; on Dask with
+        a fixed eta at p=2; `onlinepgs.duality_gap` certifies its objective on the
         scaled weights (docs/design/adaptive.md).
     eta : float > 0 or "auto", default="auto"
         The adaptive geometry's base rate: a coordinate's step is ``eta / sqrt(sum of

@@ -268,7 +268,7 @@ def test_features_never_seen_weigh_zero_and_cost_nothing():
     assert 0 < np.count_nonzero(W[cols]) < 30
 
 
-@pytest.mark.parametrize("option, value", [("iterate", "weighted2"), ("forget", 0.99)])
+@pytest.mark.parametrize("option, value", [("forget", 0.99)])
 def test_what_the_adaptive_geometry_does_not_run_is_refused_by_name(option, value):
     with pytest.raises(OptionError, match=f"adaptive geometry runs with {option}="):
         fresh(3, **{option: value})

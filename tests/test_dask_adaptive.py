@@ -304,6 +304,14 @@ def test_p_below_2_is_refused_on_lanes_by_name():
         opd.fit(adaptive(eta=0.5, p=1.5), dask_rows(X, [20, 20]), y, classes=[-1, 1])
 
 
+def test_an_average_is_refused_on_lanes_by_name():
+    """The averages' settled sums are a lane's own; the merge adds U and the squares."""
+    X, y = raw_rows(m=40)
+    with pytest.raises(ValueError, match=r"iterate='last' only \(iterate='weighted'\)"):
+        opd.fit(adaptive(eta=0.5, iterate="weighted"), dask_rows(X, [20, 20]), y,
+                classes=[-1, 1])
+
+
 def test_the_command_trains_the_adaptive_geometry_on_lanes(tmp_path, capsys):
     """`train --scheduler threads --geometry adaptive --eta 0.5` writes the model of
     onlinepgs.dask.fit with the same options; without --eta, one line names it."""

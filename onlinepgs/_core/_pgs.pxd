@@ -131,6 +131,7 @@ cdef enum:
     READ_RANDOM = 4  # the random iterate: the part's value (a snapshot or rnd_s phi_j)
     READ_ADAPTIVE = 5  # the adaptive geometry's last iterate, v_j / scale_j (_adaptive.pxd)
     READ_ADAPTIVE_Q = 6  # the same at p < 2: s_c phi_j / scale_j
+    READ_ADAPTIVE_AVG = 7  # its averages (p = 2): settled and pending sums (_adaptive_avg.pxd)
 
 
 cdef struct Readout:

@@ -38,6 +38,7 @@ from onlinepgs._core._readout cimport (weight_total, _part_value, rep_of, _reado
 from onlinepgs._core._upkeep cimport (settle_all, settle_every, scale_of, widen_window,
                                       l1_rebuild)
 from onlinepgs._core._adaptive cimport AD_SQ, AD_STAB, AD_INV, AD_S, raise_batch, adq_scales
+from onlinepgs._core._adaptive_avg cimport settle_batch, ad_settle, ad_gap_sum, avg_power
 from onlinepgs._core._losses import LOSS_CODES, MULTI_CLASS, multi_class_code
 from onlinepgs._options import check_pgs_state
 from onlinepgs import _layout
@@ -614,7 +615,7 @@ cdef class PGSState:
         cdef double[:, ::1] W = out
         rd.pt.blk = &blk[0, 0, 0]
         rd.pt.dim = n
-        if rd.kind == READ_RANDOM:
+        if rd.kind == READ_RANDOM or rd.kind == READ_ADAPTIVE_AVG:
             sn = np.ascontiguousarray(snap, dtype=np.float64).reshape(n, self.n_problems)
             sv = np.ascontiguousarray(snapv, dtype=np.int64).reshape(n, self.n_problems)
             rd.pt.snap = &sn[0, 0]
@@ -806,8 +807,11 @@ cdef class PGSState:
             raise ValueError(f"sigma must be a positive finite number, got {sigma!r}")
         new = self.copy()
         if new.adaptive:
-            # its weights read sigma afresh at every step (_adaptive.pxd): nothing to
-            # settle; p < 2 keeps the factor of its iterate, set again at the new sigma
+            # its weights read sigma afresh at every step (_adaptive.pxd); an average's
+            # pending sums hold the old sigma's iterates: settled first; p < 2 keeps the
+            # factor of its iterate, set again at the new sigma
+            if _averaged(new.iterate):
+                new._settle_averages()
             new.sigma = sigma
             if new.radius_auto and new.loss0_max > 0.0:
                 new.radius = sqrt(new.loss0_max) * sqrt(2.0 * (new.p - 1.0) / sigma)
@@ -827,6 +831,17 @@ cdef class PGSState:
                 if new.need_norm and not new.bounded:
                     new.w_norm[c] = new._w_norm(c, new.t)
         return new
+
+    def _settle_averages(self):
+        """The adaptive geometry's averages: every coordinate's settled sum brought up to
+        step t (`ad_settle`; the reported average does not change)."""
+        cdef Py_ssize_t j, K = self.n_problems
+        cdef Core core = self._core()
+        cdef int k = avg_power(self.iterate)
+        with nogil:
+            for j in range(self.dim):
+                ad_settle(core.lam + j * K * core.S, core.snap + j * K, core.snapv + j * K,
+                          K, core.S, self.t, self.sigma, self.l1, k)
 
     # ---- distributed rounds (onlinepgs.dask): the merge of lanes lives in _merge.pyx ----
     def fork(self):
@@ -988,6 +1003,8 @@ cdef inline bint _pass_step(PGSState self, Pass* ps, const RowKernels* kn, Row* 
     cdef bint batched_ad = self.adaptive and ps.k > 1
     step_begin(self, ps, bsize)
     if batched_ad:
+        if _averaged(self.iterate):  # the averages settled before the scales move
+            settle_batch(ps, data, indices, indptr, pos, bsize)
         raise_batch(ps, data, indices, indptr, pos, bsize)
     for b in range(bsize):  # phase 1: every row of the step at w_{t-1}
         call_row(kn[0], ps, rw, data, indices, indptr, pos + b)
@@ -1198,3 +1215,10 @@ def _l1_fallen(double a, int64_t now, double sigma, double l1, str iterate):
     cdef double dc2
     cdef double dc = l1_fallen(a, now, sigma, l1, ITERATES[iterate], &dc2)
     return dc, dc2
+
+
+def adaptive_gap_sum(double A, double l1, double c, double sigma, int64_t a, int64_t b,
+                     int k):
+    """sum_{t=a}^{b} t^k (A - l1 t)_+ / (sigma t + c): the adaptive geometry's lazy sum of
+    an average between two touches (`ad_gap_sum`, _adaptive_avg.pxd), for its tests."""
+    return ad_gap_sum(A, l1, c, sigma, a, b, k)

@@ -10,8 +10,7 @@ from libc.stdint cimport uint64_t, int64_t
 
 from onlinepgs._core._pgs cimport (PGSState, Part, Rep, Pass, Readout, READ_ZERO, READ_LAST,
                                    READ_L1_LAST, READ_SUMS, READ_RANDOM, READ_ADAPTIVE,
-                                   READ_ADAPTIVE_Q,
-                                   PART_NONE,
+                                   READ_ADAPTIVE_Q, READ_ADAPTIVE_AVG, PART_NONE,
                                    PART_AVG2, PART_AVGQ, PART_RANDOM, PART_L1AVG,
                                    ITERATE_LAST, ITERATE_WEIGHTED, ITERATE_WEIGHTED2,
                                    ITERATE_RANDOM)
@@ -20,6 +19,7 @@ from onlinepgs._core._l1avg cimport l1_folded_total
 from onlinepgs._core._touch cimport _averaged
 from onlinepgs._core._sparse cimport index_t
 from onlinepgs._core._adaptive cimport ad_value, AD_INV, AD_PHI
+from onlinepgs._core._adaptive_avg cimport ad_pending, avg_power
 
 
 cdef inline double weight_total(int iterate, int64_t t) noexcept nogil:
@@ -83,6 +83,9 @@ cdef inline Part part_of(PGSState st):
     pt.sigma = st.sigma
 
     pt.iterate = st.iterate
+    if st.adaptive:
+        # its averages' settled sums are read by its own kernels (_adaptive_avg.pxd)
+        return pt
     if _averaged(st.iterate):
         pt.kind = PART_AVG2 if st.p_is_two else PART_AVGQ
         if st.l1 > 0.0:
@@ -122,7 +125,8 @@ cdef inline Readout _readout(PGSState st, int it):
     if st.t == 0:
         rd.kind = READ_ZERO
     elif st.adaptive:
-        rd.kind = READ_ADAPTIVE if st.p_is_two else READ_ADAPTIVE_Q
+        rd.kind = (READ_ADAPTIVE_AVG if _averaged(it) else
+                   READ_ADAPTIVE if st.p_is_two else READ_ADAPTIVE_Q)
     elif it == ITERATE_LAST:
         rd.kind = READ_L1_LAST if st.l1 > 0.0 else READ_LAST
     elif _averaged(it):
@@ -147,6 +151,10 @@ cdef inline double _read_weight(Readout rd, int kind, Py_ssize_t j,
     if kind == READ_ZERO:
         return 0.0
     at = rd.pt.blk + (j * rd.pt.K + c) * rd.pt.S
+    if kind == READ_ADAPTIVE_AVG:  # the settled sum and the pending one, in the final scale
+        return ((rd.pt.snap[j * rd.pt.K + c]
+                 + ad_pending(at, rd.pt.snapv[j * rd.pt.K + c], rd.pt.t[0], rd.pt.sigma,
+                              rd.pt.l1, avg_power(rd.pt.iterate))) / rd.norm) * at[AD_INV]
     if kind == READ_ADAPTIVE:  # a feature never seen: inv_scale 0
         return ad_value(at, rd.pt.sigma * <double>rd.pt.t[0], rd.pt.l1 * <double>rd.pt.t[0]
                         ) * at[AD_INV]
@@ -191,6 +199,8 @@ cdef inline void _read_all(Readout rd, Py_ssize_t dim, double* out) noexcept nog
         _read_range(rd, READ_ADAPTIVE, dim, out)
     elif rd.kind == READ_ADAPTIVE_Q:
         _read_range(rd, READ_ADAPTIVE_Q, dim, out)
+    elif rd.kind == READ_ADAPTIVE_AVG:
+        _read_range(rd, READ_ADAPTIVE_AVG, dim, out)
 
 
 cdef inline void _read_scores(Readout rd, const double* vals, const index_t* idx,

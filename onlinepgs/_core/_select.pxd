@@ -27,6 +27,8 @@ from onlinepgs._core._rows_l1 cimport (margins_l1_one_avg, margins_l1_one, margi
 from onlinepgs._core._adaptive cimport (margins_ad_one, margins_ad_one_l1, margins_ad,
                                        step_ad_one, step_ad, batch_ad, margins_adq,
                                        step_adq, batch_adq)
+from onlinepgs._core._adaptive_avg cimport margins_ad_avg
+from onlinepgs._core._touch cimport _averaged
 from onlinepgs._core._sparse cimport index_t, not_inlined
 
 
@@ -59,7 +61,11 @@ cdef inline RowKernels select_kernels(const Pass* ps, const index_t* of_type) no
         # with batches the general margins (the one-problem kernels keep a row's weights
         # where a batch sums its gradient) and every step a batch's (`_pass_step`)
         one = one and ps.k == 1
-        margins = (margins_ad_one_l1 if one and ps.core.l1 > 0.0 else
+        # an average settles a coordinate's sums before its fields move: its own margins
+        # (_adaptive_avg.pxd), and the general step
+        one = one and not _averaged(ps.core.iterate)
+        margins = (margins_ad_avg if _averaged(ps.core.iterate) else
+                   margins_ad_one_l1 if one and ps.core.l1 > 0.0 else
                    margins_ad_one if one else margins_ad)
         step = step_ad_one if one else step_ad
         batch = batch_ad

@@ -245,7 +245,10 @@ def build_parser():
     opts.add_argument("--radius", type=_radius, default="auto",
                       help="domain: auto (default), none (R^n) or a number (l_p ball)")
     opts.add_argument("--batch-size", type=_int, default=1, help="rows per step (k)")
-    opts.add_argument("--iterate", default="weighted2", choices=sorted(ITERATES))
+    opts.add_argument("--iterate", default="weighted2", choices=sorted(ITERATES),
+                      help="the iterate the model reports: weighted2 (default), weighted, "
+                      "average (averages of the steps' iterates with weights t^2, t, 1), "
+                      "last, random (the global geometry only)")
     opts.add_argument("--no-intercept", action="store_true")
     opts.add_argument("--intercept-scaling", type=float, default=1.0)
     opts.add_argument("--epsilon", type=float, default=0.1,
@@ -264,7 +267,8 @@ def build_parser():
                       "step per coordinate from its own squared gradients, on features "
                       "divided by their largest |value| seen, so raw numeric columns need no "
                       "scaling (the last iterate, no ball: --iterate and --radius default "
-                      "to last and none with it; with --p below 2 one scalar step size "
+                      "to last and none with it; --iterate average, weighted or weighted2 "
+                      "report an average at --p 2; with --p below 2 one scalar step size "
                       "from the gradients' dual norms, and --radius a ball on the scaled "
                       "weights; no --l1 below 2, no ball at --p 2)")
     opts.add_argument("--eta", type=_sigma, default="auto",
