@@ -177,7 +177,8 @@ def test_p_below_2_a_column_multiplied_by_any_c_changes_no_prediction(radius):
 def test_p_below_2_takes_the_uncentered_form_and_refuses_what_it_does_not_run():
     """The centered form is per-coordinate (p = 2); at p < 2 a state is uncentered by
     default and refuses centered=True; l1 at p < 2 and a ball at p = 2 are refused by
-    name, with the reason."""
+    name, with the reason; so is an average at p < 2 (the averages' lazy sums are
+    per-coordinate denominators)."""
     assert fresh(3, p=1.5).config()["centered"] is False
     assert fresh(3).config()["centered"] is True
     with pytest.raises(ValueError, match="centered form is per-coordinate"):
@@ -186,6 +187,9 @@ def test_p_below_2_takes_the_uncentered_form_and_refuses_what_it_does_not_run():
         fresh(3, radius="auto")
     with pytest.raises(OptionError, match="no l_1 term at p below 2"):
         fresh(3, p=1.5, l1=1e-3)
+    with pytest.raises(OptionError, match=r"averages its iterates at p = 2 only "
+                       r"\(iterate='weighted2', p=1\.5\)"):
+        fresh(3, p=1.5, iterate="weighted2")
 
 
 def _race_data(m=4400, n=30, seed=9):
