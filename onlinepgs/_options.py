@@ -665,12 +665,11 @@ def check_pgs_state(**config):
 
 def _adaptive_rules(params, words):
     """What the adaptive geometry does not run yet: p < 2, a ball, the averaged and
-    random iterates, forgetting (docs/design/adaptive.md)."""
+    random iterates (docs/design/adaptive.md)."""
     if params.get("geometry", "global") != "adaptive":
         return
     get = params.get
-    wanted = {"p": (2.0, "2"), "radius": (None, "None"), "iterate": ("last", "last"),
-              "forget": (1.0, "1")}
+    wanted = {"p": (2.0, "2"), "radius": (None, "None"), "iterate": ("last", "last")}
     for name, (value, said) in wanted.items():
         if get(name, value) != value:
             raise _refuse(name, f"the adaptive geometry runs with {{{name}={said}}} only, "

@@ -168,6 +168,9 @@ _COMMON_DOC = """
         averaged iterates forget alike. 1.0: no forgetting, the plain PGS. With
         forgetting the regret bound and online duality gap of ``online_stats_`` are NaN
         (they concern the unweighted objective); not on Dask (docs/design/forgetting.md).
+        With ``geometry="adaptive"`` each coordinate's sum of squared gradients decays
+        by ``forget`` too (its step grows again once the feature's gradients shrink),
+        not the feature scales (docs/design/adaptive.md, "Forgetting").
     geometry : {"global", "adaptive"}, default="global"
         "global": PGS's one step size for every coordinate, ``1 / (sigma t)`` through the
         l_p map. "adaptive": a step per coordinate, which shrinks with that coordinate's
@@ -175,7 +178,7 @@ _COMMON_DOC = """
         the largest ``|x_j|`` seen so far: raw columns of any units need no scaling (a
         column multiplied by any c > 0 leaves every prediction as it was), and sigma, l1
         regularize the scaled weights ``s_j w_j``. It runs with p=2, iterate="last",
-        radius=None and forget=1 (say so: other values are refused), any batch_size, not
+        radius=None (say so: other values are refused), any forget and batch_size, not
         on Dask; `onlinepgs.duality_gap` certifies its objective on the scaled weights
         (docs/design/adaptive.md).
     eta : float > 0 or "auto", default="auto"

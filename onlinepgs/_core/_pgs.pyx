@@ -476,6 +476,10 @@ cdef class PGSState:
         core.centered = self.centered
         core.eta = self.eta
         core.delta = self.delta
+        core.forgetting = self.forgetting
+        core.forget = self.forget
+        core.tau = &self.tau
+        core.decay = &self.decay
         return core
 
     # ---- scalars -------------------------------------------------------------------

@@ -18,7 +18,7 @@ from onlinepgs._core._l1q cimport L1Q
 from onlinepgs._core._l1avg cimport l1_folded_total
 from onlinepgs._core._touch cimport _averaged
 from onlinepgs._core._sparse cimport index_t
-from onlinepgs._core._adaptive cimport ad_value, AD_INV
+from onlinepgs._core._adaptive cimport ad_value, ad_scalars, AD_INV
 
 
 cdef inline double weight_total(int iterate, int64_t t) noexcept nogil:
@@ -80,7 +80,10 @@ cdef inline Part part_of(PGSState st):
     pt.t = &st.t
     pt.l1 = st.l1
     pt.sigma = st.sigma
-
+    pt.forgetting = st.forgetting
+    pt.tau = &st.tau
+    pt.decay = &st.decay
+    pt.delta_eta = st.delta / st.eta if st.adaptive else 0.0
     pt.iterate = st.iterate
     if _averaged(st.iterate):
         pt.kind = PART_AVG2 if st.p_is_two else PART_AVGQ
@@ -138,7 +141,7 @@ cdef inline double _read_weight(Readout rd, int kind, Py_ssize_t j,
     compiler then folds). By value, as `Core`: its fields stay in registers across the
     caller's stores."""
     cdef const double* at
-    cdef double lam, a
+    cdef double lam, a, st, thr, bs
     if kind == READ_SUMS:
         return _part_value(rd.pt, j, c) / rd.norm
     if kind == READ_RANDOM:
@@ -147,8 +150,9 @@ cdef inline double _read_weight(Readout rd, int kind, Py_ssize_t j,
         return 0.0
     at = rd.pt.blk + (j * rd.pt.K + c) * rd.pt.S
     if kind == READ_ADAPTIVE:  # a feature never seen: inv_scale 0
-        return ad_value(at, rd.pt.sigma * <double>rd.pt.t[0], rd.pt.l1 * <double>rd.pt.t[0]
-                        ) * at[AD_INV]
+        ad_scalars(rd.pt.forgetting, rd.pt.sigma, rd.pt.l1, rd.pt.t[0], rd.pt.tau[0],
+                   rd.pt.decay[0], rd.pt.delta_eta, &st, &thr, &bs)
+        return ad_value(at, st, thr, bs) * at[AD_INV]
     if kind == READ_LAST:
         return at[rd.pt.off_phi] * rd.s[c]
     lam = at[0]

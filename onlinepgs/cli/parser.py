@@ -258,13 +258,15 @@ def build_parser():
     opts.add_argument("--random-seed", type=int, default=0, help="seed of the random iterate")
     opts.add_argument("--forget", type=_number, default=1.0, metavar="GAMMA",
                       help="forgetting for drifting data: each step weighs the past by "
-                      "GAMMA, a memory of about 1/(1-GAMMA) steps (e.g. 0.999); 1: none")
+                      "GAMMA, a memory of about 1/(1-GAMMA) steps (e.g. 0.999); 1: none. "
+                      "With --geometry adaptive the per-coordinate sums of squares decay "
+                      "too, not the feature scales")
     opts.add_argument("--geometry", default="global", choices=["global", "adaptive"],
                       help="global: one step size for every coordinate (PGS); adaptive: a "
                       "step per coordinate from its own squared gradients, on features "
                       "divided by their largest |value| seen, so raw numeric columns need no "
                       "scaling (p 2, the last iterate, no ball: --iterate and --radius "
-                      "default to last and none with it)")
+                      "default to last and none with it; --forget applies)")
     opts.add_argument("--eta", type=_sigma, default="auto",
                       help="the adaptive geometry's base rate, or auto (the default): 0.1, "
                       "0.5 and 2 raced over the first 4,000 rows, the best kept")
