@@ -80,7 +80,7 @@ cdef inline void ad_scalars(bint forgetting, double sigma, double l1, int64_t t,
         bs[0] = 1.0
 
 
-cdef inline void ad_now(Core core, double* sigma_t, double* thr, double* bs,
+cdef inline void ad_now(const Core* core, double* sigma_t, double* thr, double* bs,
                         double* delta) noexcept nogil:
     """`ad_scalars` of the state's weights before the step, and the delta a stabilizer's
     field adds (0 with forgetting: the scalar sigma_t holds it)."""
@@ -190,7 +190,7 @@ cdef inline void _margins_ad_one(Pass* ps, const Row* rw, const index_t* idx,
     cdef const double* vals = rw.vals
     cdef double* kept = ps.G
     cdef opgs_pair v, terms
-    ad_now(core, &st, &thr, &bs, &delta)
+    ad_now(&ps.core, &st, &thr, &bs, &delta)
     for e in range(0, half, 2):
         terms = _ad_terms(lam + <Py_ssize_t>idx[e] * AD_S, lam + <Py_ssize_t>idx[e + 1] * AD_S,
                           opgs_load(vals + e), st, thr, bs, delta, inv_eta, plain, fg, &v)
@@ -210,14 +210,8 @@ cdef inline void _margins_ad_one(Pass* ps, const Row* rw, const index_t* idx,
 
 
 cdef inline void margins_ad_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
-    """`_margins_ad_one` without l1: plain weights from the second step on (sigma t > 0;
-    with forgetting, while sigma tau + delta / eta > 0)."""
-    if ps.core.forgetting:
-        if ps.core.sigma * ps.core.tau[0] + ps.core.delta / ps.core.eta > 0.0:
-            _margins_ad_one(ps, rw, idx, True, True)
-        else:
-            _margins_ad_one(ps, rw, idx, False, True)
-    elif ps.core.sigma * <double>ps.core.t[0] > 0.0:
+    """`_margins_ad_one` without l1: plain weights from the second step on (sigma t > 0)."""
+    if ps.core.sigma * <double>ps.core.t[0] > 0.0:
         _margins_ad_one(ps, rw, idx, True, False)
     else:
         _margins_ad_one(ps, rw, idx, False, False)
@@ -226,50 +220,64 @@ cdef inline void margins_ad_one(Pass* ps, const Row* rw, const index_t* idx) noe
 cdef inline void margins_ad_one_l1(Pass* ps, const Row* rw,
                                    const index_t* idx) noexcept nogil:
     """`_margins_ad_one` with l1."""
-    if ps.core.forgetting:
-        _margins_ad_one(ps, rw, idx, False, True)
-    else:
-        _margins_ad_one(ps, rw, idx, False, False)
+    _margins_ad_one(ps, rw, idx, False, False)
+
+
+cdef inline void margins_ad_one_fg(Pass* ps, const Row* rw,
+                                   const index_t* idx) noexcept nogil:
+    """`_margins_ad_one` with forgetting, l1 or not: a kernel of its own, so that the
+    kernels without forgetting keep their code."""
+    _margins_ad_one(ps, rw, idx, False, True)
 
 
 cdef inline void _add_margins(Pass* ps, const double* at, double sigma_t, double thr,
-                              double bs, double xs) noexcept nogil:
+                              double bs, double xs, bint fg) noexcept nogil:
     """The K margins += v_c xs over the problems c of the coordinate at `at`, two
     problems at a time."""
     cdef Py_ssize_t c, K = ps.K, half = K - (K & 1)
     for c in range(0, half, 2):
         opgs_store(ps.margins + c, opgs_add(
             opgs_load(ps.margins + c),
-            opgs_mul(ad_values(at + c * AD_S, at + (c + 1) * AD_S, sigma_t, thr, False, True,
+            opgs_mul(ad_values(at + c * AD_S, at + (c + 1) * AD_S, sigma_t, thr, False, fg,
                                bs),
                      opgs_pair_all(xs))))
     if half < K:
         ps.margins[half] += ad_value(at + half * AD_S, sigma_t, thr, bs) * xs
 
 
-cdef inline void margins_ad(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+cdef inline void _margins_ad(Pass* ps, const Row* rw, const index_t* idx,
+                             bint fg) noexcept nogil:
     """The K margins of a row (several problems, or a dense row): as `margins_ad_one`,
-    each entry's scale raised once for every problem."""
+    each entry's scale raised once for every problem (`fg`: forgetting, a constant)."""
     cdef Core core = ps.core
     cdef Py_ssize_t e, j, c, K = core.K, KS = K * AD_S
     cdef double st, thr, bs, delta
     cdef double inv_eta = 1.0 / core.eta
     cdef double* at
-    ad_now(core, &st, &thr, &bs, &delta)
+    ad_now(&ps.core, &st, &thr, &bs, &delta)
     for c in range(K):
         ps.margins[c] = 0.0
     for e in range(rw.nnz):
         j = (e if ps.dense else <Py_ssize_t>idx[e]) + 1
         at = core.lam + j * KS
         _add_margins(ps, at, st, thr, bs, rw.vals[e] * _raised(at, K, AD_S, rw.vals[e], st,
-                                                                thr, bs, delta, inv_eta))
+                                                                thr, bs, delta, inv_eta), fg)
     if ps.fit_icpt:
         _add_margins(ps, core.lam, st, thr, bs,
                      ps.icpt * _raised(core.lam, K, AD_S, ps.icpt, st, thr, bs, delta,
-                                       inv_eta))
+                                       inv_eta), fg)
 
 
-cdef inline void ad_decays(Core core, double* rg, double* bsn) noexcept nogil:
+cdef inline void margins_ad(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    _margins_ad(ps, rw, idx, False)
+
+
+cdef inline void margins_ad_fg(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """`_margins_ad` with forgetting: a kernel of its own."""
+    _margins_ad(ps, rw, idx, True)
+
+
+cdef inline void ad_decays(const Core* core, double* rg, double* bsn) noexcept nogil:
     """The centered form's scalars of a step with forgetting: sqrt(gamma) and
     1 / sqrt(G_t) (G_t = gamma G, the step's own); 1 and 1 without."""
     if core.forgetting:
@@ -319,7 +327,7 @@ cdef inline void _ad_touch(double* a0, double* a1, opgs_pair xs, opgs_pair v, do
 
 cdef inline void _step_entries(Pass* ps, const Row* rw, const index_t* idx, double* base,
                                Py_ssize_t stride, double cf, double wk, bint dense, bint kept,
-                               bint centered) noexcept nogil:
+                               bint centered, bint fg) noexcept nogil:
     """One problem's step over a row's entries, two at a time (`_ad_touch`), with the
     coefficient cf = wk l'(z) of the row's weight wk (its first copy's, 1, where the row
     weighs more: `_ad_rest` takes the rest): the coordinate of entry e at base + j stride
@@ -332,20 +340,19 @@ cdef inline void _step_entries(Pass* ps, const Row* rw, const index_t* idx, doub
     cdef double st, thr, bs, delta, rg, bsn
     cdef double dl = cf / wk  # the loss's derivative, l'(z)
     cdef double inv_eta = 1.0 / core.eta
-    cdef bint fg = core.forgetting
     cdef const double* vals = rw.vals
     cdef double* a0
     cdef double* a1
     cdef opgs_pair v = opgs_pair_all(0.0)
-    ad_now(core, &st, &thr, &bs, &delta)
-    ad_decays(core, &rg, &bsn)
+    ad_now(&ps.core, &st, &thr, &bs, &delta)
+    ad_decays(&ps.core, &rg, &bsn)
     for e in range(0, half, 2):
         a0 = base + (e if dense else <Py_ssize_t>idx[e]) * stride
         a1 = base + (e + 1 if dense else <Py_ssize_t>idx[e + 1]) * stride
         if kept:
             v = opgs_load(ps.G + e)
         elif centered:
-            v = ad_values(a0, a1, st, thr, False, True, bs)
+            v = ad_values(a0, a1, st, thr, False, fg, bs)
         _ad_touch(a0, a1, opgs_mul(opgs_load(vals + e), opgs_pair_of(a0[AD_INV], a1[AD_INV])),
                   v, cf, wk, dl, delta, inv_eta, centered, fg, rg, bsn)
     if half < rw.nnz:
@@ -353,7 +360,7 @@ cdef inline void _step_entries(Pass* ps, const Row* rw, const index_t* idx, doub
         if kept:
             v = opgs_pair_all(ps.G[half])
         elif centered:
-            v = ad_values(a0, a0, st, thr, False, True, bs)
+            v = ad_values(a0, a0, st, thr, False, fg, bs)
         _ad_touch(a0, a0, opgs_pair_all(vals[half] * a0[AD_INV]), v, cf, wk, dl, delta,
                   inv_eta, centered, fg, rg, bsn)
 
@@ -365,8 +372,8 @@ cdef inline void _step_intercept(Pass* ps, const Row* rw, double* at, double cf,
     cdef Core core = ps.core
     cdef opgs_pair v = opgs_pair_all(0.0)
     cdef double st, thr, bs, delta, rg, bsn
-    ad_now(core, &st, &thr, &bs, &delta)
-    ad_decays(core, &rg, &bsn)
+    ad_now(&ps.core, &st, &thr, &bs, &delta)
+    ad_decays(&ps.core, &rg, &bsn)
     if core.centered:
         v = ad_values(at, at, st, thr, False, True, bs)
     _ad_touch(at, at, opgs_pair_all(ps.icpt * at[AD_INV]), v, cf, wk, cf / wk, delta,
@@ -449,14 +456,15 @@ cdef inline void _ad_rest(Pass* ps, const Row* rw, const index_t* idx, Py_ssize_
         icpt[0] += shift * (ps.icpt * icpt[AD_INV])
 
 
-cdef inline void step_ad_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+cdef inline void _step_ad_one(Pass* ps, const Row* rw, const index_t* idx,
+                              bint fg) noexcept nogil:
     """A step of one row, one problem of sparse rows (`_step_entries` with the weights
     `margins_ad_one` kept), and the intercept; a row of weight above 1 then takes the
-    rest of its importance (`_ad_rest`)."""
+    rest of its importance (`_ad_rest`). `fg`: forgetting (a constant)."""
     cdef double cf = ps.coefs[0], wk = ps.sw[rw.row] * ps.inv_k, rest = 0.0
     # the row's importance (wk carries forgetting's 1 / G_t)
-    cdef double imp = ps.sw[rw.row] * ps.step_w if ps.core.forgetting else wk
-    if cf == 0.0 and (wk == 0.0 or not (ps.core.centered and ps.core.forgetting)):
+    cdef double imp = ps.sw[rw.row] * ps.step_w if fg else wk
+    if cf == 0.0 and (wk == 0.0 or not (ps.core.centered and fg)):
         # nothing moves (a zero weight, or a loss flat at the margin; forgetting's
         # centered form moves the coordinates a row of weight reaches, `_ad_touch`)
         return
@@ -465,9 +473,9 @@ cdef inline void step_ad_one(Pass* ps, const Row* rw, const index_t* idx) noexce
         cf = cf / imp
         wk = wk / imp
     if ps.core.centered:
-        _step_entries(ps, rw, idx, ps.core.lam + AD_S, AD_S, cf, wk, False, True, True)
+        _step_entries(ps, rw, idx, ps.core.lam + AD_S, AD_S, cf, wk, False, True, True, fg)
     else:
-        _step_entries(ps, rw, idx, ps.core.lam + AD_S, AD_S, cf, wk, False, True, False)
+        _step_entries(ps, rw, idx, ps.core.lam + AD_S, AD_S, cf, wk, False, True, False, fg)
     if ps.fit_icpt:
         _step_intercept(ps, rw, ps.core.lam, cf, wk)
     if rest > 0.0:
@@ -475,16 +483,26 @@ cdef inline void step_ad_one(Pass* ps, const Row* rw, const index_t* idx) noexce
     ps.mov[0] = 1
 
 
-cdef inline void step_ad(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+cdef inline void step_ad_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    _step_ad_one(ps, rw, idx, False)
+
+
+cdef inline void step_ad_one_fg(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """`_step_ad_one` with forgetting: a kernel of its own."""
+    _step_ad_one(ps, rw, idx, True)
+
+
+cdef inline void _step_ad(Pass* ps, const Row* rw, const index_t* idx, bint fg) noexcept nogil:
     """A step of one row, several problems or a dense row: for each problem with a
     non-zero coefficient cf = c l'(z) / b, every entry's coordinate (`_step_entries`,
     each weight read afresh) and the intercept's; a row of weight above 1 then takes the
-    rest of its importance (`_ad_rest`), each problem toward its own label."""
+    rest of its importance (`_ad_rest`), each problem toward its own label. `fg`:
+    forgetting (a constant)."""
     cdef Core core = ps.core
     cdef Py_ssize_t c, KS = core.K * AD_S
     cdef double cf, wk = ps.sw[rw.row] * ps.inv_k, w1 = wk, rest = 0.0, yc
     # the row's importance (wk carries forgetting's 1 / G_t)
-    cdef double imp = ps.sw[rw.row] * ps.step_w if core.forgetting else wk
+    cdef double imp = ps.sw[rw.row] * ps.step_w if fg else wk
     cdef bint ovr = ps.classifier and ps.multiclass
     cdef Py_ssize_t label = <Py_ssize_t>ps.y[rw.row] if ovr else 0
     if imp > 1.0 and ps.mc == MC_NONE:
@@ -494,22 +512,31 @@ cdef inline void step_ad(Pass* ps, const Row* rw, const index_t* idx) noexcept n
         w1 = wk / imp
     for c in range(core.K):
         cf = ps.coefs[c]
-        if cf == 0.0 and (wk == 0.0 or not (core.centered and core.forgetting)):
+        if cf == 0.0 and (wk == 0.0 or not (core.centered and fg)):
             continue  # as in `step_ad_one`
         if rest > 0.0:
             cf = cf / imp
         if ps.dense:
             _step_entries(ps, rw, idx, core.lam + KS + c * AD_S, KS, cf, w1, True, False,
-                          core.centered)
+                          core.centered, fg)
         else:
             _step_entries(ps, rw, idx, core.lam + KS + c * AD_S, KS, cf, w1, False, False,
-                          core.centered)
+                          core.centered, fg)
         if ps.fit_icpt:
             _step_intercept(ps, rw, core.lam + c * AD_S, cf, w1)
         if rest > 0.0:
             yc = (1.0 if c == label else -1.0) if ovr else ps.y[rw.row]
             _ad_rest(ps, rw, idx, c, yc, rest)
         ps.mov[c] = 1
+
+
+cdef inline void step_ad(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    _step_ad(ps, rw, idx, False)
+
+
+cdef inline void step_ad_fg(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """`_step_ad` with forgetting: a kernel of its own."""
+    _step_ad(ps, rw, idx, True)
 
 
 cdef inline void raise_batch(Pass* ps, const double* data, const index_t* indices,
@@ -524,7 +551,7 @@ cdef inline void raise_batch(Pass* ps, const double* data, const index_t* indice
     cdef Py_ssize_t b, e, j, nnz, start, K = core.K, KS = core.K * AD_S
     cdef double st, thr, bs, delta
     cdef double inv_eta = 1.0 / core.eta, xv
-    ad_now(core, &st, &thr, &bs, &delta)
+    ad_now(&ps.core, &st, &thr, &bs, &delta)
     for b in range(bsize):
         batch_row(ps, indptr, pos + b, &start, &nnz)
         for e in range(nnz):
@@ -557,8 +584,8 @@ cdef inline void batch_ad(Pass* ps, const double* data, const index_t* indices,
     cdef double* at
     cdef unsigned char* is_touched = ps.is_touched
     cdef int64_t* touched = ps.touched
-    ad_now(core, &st, &thr, &bs, &delta)
-    ad_decays(core, &rg, &bsn)
+    ad_now(&ps.core, &st, &thr, &bs, &delta)
+    ad_decays(&ps.core, &rg, &bsn)
     for b in range(bsize):
         wk = ps.sw[batch_row(ps, indptr, pos + b, &start, &nnz)] * ps.inv_k
         if wk == 0.0:  # no gradient, no square
