@@ -621,6 +621,13 @@ def _pgs_l1_rules(params, words):
     iterate, forget = get("iterate", "last"), get("forget", 1.0)
     if not l1:
         return
+    if get("forget", 1.0) < 1 and (p != 2 or iterate != "last"):
+        # forgetting decays the per-coordinate sums over one global factor
+        # (_adaptive.pxd); p < 2's scalar stabilizer and the averages' settled sums have
+        # no decayed form yet
+        raise _refuse("forget", "the adaptive geometry forgets ({forget}) at p = 2 with "
+                      "the last iterate only, got {p}, {iterate}; use {forget=1}, or "
+                      "{p=2} and {iterate=last}", params, words)
     if p != 2 and iterate != "last":
         # p < 2 keeps N(thr) by an expansion about a reference threshold (_l1q.pxd); the
         # averages would need it at every past step of every coordinate
@@ -664,16 +671,12 @@ def check_pgs_state(**config):
 
 
 def _adaptive_rules(params, words):
-    """What the adaptive geometry does not run yet: the random iterate, forgetting, l1
-    at p < 2, a ball at p = 2, an average at p < 2 (docs/design/adaptive.md)."""
+    """What the adaptive geometry does not run yet: the random iterate, l1 at p < 2, a
+    ball at p = 2, an average at p < 2, forgetting at p < 2 or with an average
+    (docs/design/adaptive.md)."""
     if params.get("geometry", "global") != "adaptive":
         return
     get = params.get
-    wanted = {"forget": (1.0, "1")}
-    for name, (value, said) in wanted.items():
-        if get(name, value) != value:
-            raise _refuse(name, f"the adaptive geometry runs with {{{name}={said}}} only, "
-                          f"got {{{name}}}", params, words)
     p, radius = get("p", 2.0), get("radius", None)
     if p == 2 and radius is not None:
         # the per-coordinate stabilizers put one multiplier, shared by every coordinate,

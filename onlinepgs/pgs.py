@@ -168,6 +168,9 @@ _COMMON_DOC = """
         averaged iterates forget alike. 1.0: no forgetting, the plain PGS. With
         forgetting the regret bound and online duality gap of ``online_stats_`` are NaN
         (they concern the unweighted objective); not on Dask (docs/design/forgetting.md).
+        With ``geometry="adaptive"`` each coordinate's sum of squared gradients decays
+        by ``forget`` too (its step grows again once the feature's gradients shrink),
+        not the feature scales (docs/design/adaptive.md, "Forgetting").
     geometry : {"global", "adaptive"}, default="global"
         "global": PGS's one step size for every coordinate, ``1 / (sigma t)`` through the
         l_p map. "adaptive": a step per coordinate, which shrinks with that coordinate's
@@ -178,11 +181,11 @@ _COMMON_DOC = """
         scalar a problem, grown by the scaled gradients' squared dual norms (uncentered;
         Orabona and Pal's scale-free form), and a radius bounds ``||S w||_p``; p=2 has
         no ball (refused: its step on one would move every coordinate). It runs with
-        forget=1 (other values are refused), iterate "last" or, at p=2, an average
-        ("average", "weighted", "weighted2": the scaled weights' average divided by
-        the final scales; not "random"), l1 at p=2 only, any batch_size; on Dask with
-        a fixed eta at p=2; `onlinepgs.duality_gap` certifies its objective on the
-        scaled weights (docs/design/adaptive.md).
+        iterate "last" or, at p=2, an average ("average", "weighted", "weighted2": the
+        scaled weights' average divided by the final scales; not "random"), forget < 1
+        at p=2 with the last iterate, l1 at p=2 only, any batch_size; on Dask with a
+        fixed eta at p=2 and the last iterate; `onlinepgs.duality_gap` certifies its
+        objective on the scaled weights (docs/design/adaptive.md).
     eta : float > 0 or "auto", default="auto"
         The adaptive geometry's base rate: a coordinate's step is ``eta / sqrt(sum of
         its squared scaled gradients)`` while sigma t is small against it. "auto" races

@@ -435,11 +435,34 @@ def _finish_stats(stats, m, t, s, margins):
                 scales=s, margins=np.array(margins))
 
 
+def _forget_sums(U, acc, gt, dn, V, reached, *, eta, centered, forget):
+    """Forgetting's step of the sums (p = 2), eagerly: U (or z), the accumulators n_j
+    decay by gamma = forget before the step's additions gt and dn (in place). The
+    centered form's correction is the growth of the decayed stabilizer,
+    sig_t = (sqrt(n_t) - gamma sqrt(n_{t-1})) / eta, centered at the weights V the step
+    had, on the coordinates the step's rows reach (`reached`, (n, 1): x_j != 0 in a row
+    of non-zero weight, whatever its gradient): a coordinate every step reaches has
+    sum_u gamma^(t-u) sig_u = sqrt(n_t) / eta; one the steps do not reach fades (U by
+    gamma, sqrt(n_j) by sqrt(gamma) a step), which keeps a step O(nnz)."""
+    root_old = np.sqrt(acc)
+    acc *= forget
+    acc += dn
+    U *= forget
+    U += gt
+    if centered:
+        U -= np.where(reached, (np.sqrt(acc) - forget * root_old) / eta * V, 0.0)
+
+
 def reference_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, centered=False,
                        batch_size=1, radius=None, sample_weight=None, epsilon=0.1,
-                       labels=None):
+                       labels=None, forget=1.0):
     """Adaptive, normalized dual averaging over the rows of dense X in order, for the
     columns of Y (one problem each), eagerly: every coordinate every step.
+
+    ``forget`` = gamma < 1 (p = 2 without a ball): every step decays U (z), the
+    accumulators n_j and the count t by gamma before its additions (`_forget_sums`); t
+    becomes tau = gamma tau + 1 wherever it enters (sigma t, l1 t, the weights read
+    while the scales grow and the invariant update's).
 
     Returns the list of iterates w_1..w_T (each (n, K), in the final scales: w_t = v_t /
     s, so that `combine` gives the reported model) and the online statistics, with
@@ -450,6 +473,8 @@ def reference_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, cent
     m, n = X.shape
     K = Y.shape[1]
     _check_adaptive(p, centered, l1, None, radius, lazy=False)
+    if forget < 1.0 and (p != 2.0 or radius is not None):
+        raise ValueError("forgetting in the adaptive geometry: p = 2 without a ball only")
     c = np.ones(m) if sample_weight is None else np.asarray(sample_weight, float)
     q = p / (p - 1.0)
     s = np.zeros(n)
@@ -461,10 +486,12 @@ def reference_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, cent
     stats = dict(sum_loss=0.0, sum_wloss=0.0, sum_w=0.0, mistakes=0)
     invariant = batch_size == 1 and p == 2.0 and radius is None  # importance weights
     t = 0
+    count = 0.0  # t, or forgetting's tau
     for start in range(0, m, batch_size):
         rows = np.arange(start, min(start + batch_size, m))
         raised = np.maximum(s, np.max(np.abs(X[rows]), axis=0))
-        _rescaled(U, acc, s, raised, t, p=p, sigma=sigma, eta=eta, l1=l1, delta=delta)
+        _rescaled(U, acc, s, raised, count if forget < 1.0 else t, p=p, sigma=sigma, eta=eta,
+                  l1=l1, delta=delta)
         s = raised
         Xs = _scaled_rows(X[rows], s)
         Z = Xs @ V
@@ -474,22 +501,29 @@ def reference_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, cent
         weights = np.minimum(c[rows], 1.0) if invariant else c[rows]  # the first copy
         gt, dn, dlam2 = _batch_sums(Xs, loss_derivative(loss, Z, Y[rows], epsilon), weights, q)
         t += 1
-        if centered:
+        if forget < 1.0:
+            count = forget * count + 1.0
+            reached = ((Xs != 0) & (weights[:, None] != 0)).any(axis=0)[:, None]
+            _forget_sums(U, acc, gt, dn, V, reached, eta=eta, centered=centered,
+                         forget=forget)
+        elif centered:
             U += gt - (np.sqrt(acc + dn) - np.sqrt(acc)) / eta * V
         else:
             U += gt
-        acc += dn
+        if forget == 1.0:
+            acc += dn
         lam2 += dlam2
+        now = count if forget < 1.0 else t
         if invariant and c[start] > 1.0:  # the rest of the row's importance
             nz = Xs[0] != 0
             for k in range(K):
                 if loss_derivative(loss, Z[0, k], Y[start, k], epsilon) != 0:
                     Uk, acck = U[nz, k], acc[nz, k]
-                    _invariant_rest(loss, Xs[0, nz], Uk, acck, t, Y[start, k],
+                    _invariant_rest(loss, Xs[0, nz], Uk, acck, now, Y[start, k],
                                     c[start] - 1.0, sigma=sigma, eta=eta, l1=l1,
                                     delta=delta, centered=centered, epsilon=epsilon)
                     U[nz, k], acc[nz, k] = Uk, acck
-        V = adaptive_map(U, acc, lam2, t, p=p, sigma=sigma, eta=eta, l1=l1, delta=delta,
+        V = adaptive_map(U, acc, lam2, now, p=p, sigma=sigma, eta=eta, l1=l1, delta=delta,
                          radius=radius)
         iterates.append(V.copy())
     inv = np.where(s > 0, 1.0 / np.where(s > 0, s, 1.0), 0.0)[:, None]

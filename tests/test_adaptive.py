@@ -76,11 +76,23 @@ def test_chunks_and_a_model_file_continue_bit_for_bit(tmp_path):
     assert whole.sigma_ == parts.sigma_
 
 
-@pytest.mark.parametrize("option, value", [("forget", 0.999)])
+@pytest.mark.parametrize("option, value", [("iterate", "weighted2"), ("p", 1.5)])
 def test_what_it_does_not_run_yet_is_refused_by_name_before_any_row(option, value):
-    params = {**ADAPTIVE, option: value}
-    with pytest.raises(ValueError, match=f"the adaptive geometry runs with {option}="):
+    """Forgetting decays the per-coordinate sums: p < 2's scalar stabilizer and the
+    averages' settled sums have no decayed form, refused by name."""
+    params = {**ADAPTIVE, option: value, "forget": 0.999}
+    with pytest.raises(ValueError, match=r"forgets \(forget=0\.999\) at p = 2 with the "
+                       r"last iterate only"):
         PGSClassifier(**params).fit(np.zeros((2, 1)), [0, 1])
+
+
+def write_svm(path, X, y):
+    """The rows of X with labels y as an svmlight file at path (every value exact)."""
+    with open(path, "w") as f:
+        for yi, row in zip(y, X):
+            f.write(f"{yi} " + " ".join(f"{j + 1}:{v:.17g}" for j, v in enumerate(row))
+                    + "\n")
+    return path
 
 
 def _cli(*args, cwd):
@@ -93,11 +105,7 @@ def test_the_command_trains_raw_columns_with_geometry_adaptive(tmp_path):
     its model predicts the raw file as the estimator does; its wrong combinations and
     --scheduler with the race of eta are one-line errors in the flags' words."""
     X, y = raw_columns(m=2000)
-    path = tmp_path / "raw.svm"
-    with open(path, "w") as f:
-        for yi, row in zip(y, X):
-            f.write(f"{2 * yi - 1} " + " ".join(f"{j + 1}:{v:.17g}" for j, v in enumerate(row))
-                    + "\n")
+    path = write_svm(tmp_path / "raw.svm", X, 2 * y - 1)
     done = _cli("train", path, "--geometry", "adaptive", "--sigma", "1e-4", "-o",
                 tmp_path / "m.pgs", "--quiet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

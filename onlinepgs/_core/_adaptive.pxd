@@ -25,6 +25,18 @@
 # (`_ad_rest`). A step of several rows (`batch_size` > 1): every row raises its features'
 # scales before any margin (`raise_batch`), the margins are all at the step's start, and
 # each coordinate reached moves once by the rows' sums (`batch_ad`).
+#
+# Forgetting (forget = gamma < 1; docs/design/adaptive.md, "Forgetting"): every step
+# decays U, n_j and the count t (which becomes tau = gamma tau + 1) by gamma before its
+# additions. The fields hold them undecayed, over the state's G = gamma^t (`decay`):
+# lam = -U / G, sq = n_j / G, and stab = sqrt(n_j / G) / eta without delta, so that
+#
+#     v_j = soft(lam_j, l1 tau / G) / ((sigma tau + delta / eta) / G + stab_j / sqrt(G))
+#
+# (`ad_now`'s scalars: the weight is ad_values' formula with stab_j times 1 / sqrt(G)),
+# and a step adds its gradients over G_t (the pass's inv_k carries 1 / G_t). A step is
+# O(nnz); when G falls below 2^-200 every field is brought back to G = 1
+# (`ad_renormalize`).
 from libc.math cimport fabs, copysign, sqrt, fmin, pow, INFINITY
 
 from onlinepgs._core._pgs cimport Core, Pass, Row, PGSState
@@ -55,17 +67,49 @@ cdef enum:
     AD_PHI = 1  # p < 2: phi_j in place of the p = 2 form's n_j
 
 
+cdef inline void ad_scalars(bint forgetting, double sigma, double l1, int64_t t,
+                            double tau, double decay, double delta_eta, double* sigma_t,
+                            double* thr, double* bs) noexcept nogil:
+    """The scalars a weight reads (`ad_values`): sigma t, the threshold l1 t and the
+    stabilizer's factor 1; forgetting, in the fields' units (over G = decay):
+    (sigma tau + delta / eta) / G, l1 tau / G and 1 / sqrt(G) (the stabilizers' fields
+    hold sqrt(n_j / G) / eta, delta apart)."""
+    if forgetting:
+        sigma_t[0] = (sigma * tau + delta_eta) / decay
+        thr[0] = l1 * tau / decay
+        bs[0] = 1.0 / sqrt(decay)
+    else:
+        sigma_t[0] = sigma * <double>t
+        thr[0] = l1 * <double>t
+        bs[0] = 1.0
+
+
+cdef inline void ad_now(const Core* core, double* sigma_t, double* thr, double* bs,
+                        double* delta) noexcept nogil:
+    """`ad_scalars` of the state's weights before the step, and the delta a stabilizer's
+    field adds (0 with forgetting: the scalar sigma_t holds it)."""
+    ad_scalars(core.forgetting, core.sigma, core.l1, core.t[0],
+               core.tau[0] if core.forgetting else 0.0,
+               core.decay[0] if core.forgetting else 1.0,
+               core.delta / core.eta, sigma_t, thr, bs)
+    delta[0] = 0.0 if core.forgetting else core.delta
+
+
 cdef inline opgs_pair ad_values(const double* a0, const double* a1, double sigma_t,
-                                double thr, bint plain) noexcept nogil:
+                                double thr, bint plain, bint fg, double bs) noexcept nogil:
     """The scaled weights v_j of two (coordinate, problem)s whose fields start at a0 and
     a1 (lanes lo and hi; a0 == a1 for one), with sigma t and the threshold l1 t of the
     step count t: exactly 0 while |lam_j| <= l1 t (and before any gradient reached it).
     `plain` (a constant of the caller: no l1 and sigma t > 0, so no threshold and a
-    positive denominator) takes lam_j / (sigma t + stab_j) without the tests."""
+    positive denominator) takes lam_j / (sigma t + stab_j) without the tests. `fg` (a
+    constant of the caller: forgetting) multiplies stab_j by bs (`ad_scalars`)."""
     cdef opgs_pair lam = opgs_pair_of(a0[0], a1[0])
-    cdef opgs_pair den = opgs_add(opgs_pair_all(sigma_t),
-                                  opgs_pair_of(a0[AD_STAB], a1[AD_STAB]))
+    cdef opgs_pair stab = opgs_pair_of(a0[AD_STAB], a1[AD_STAB])
+    cdef opgs_pair den
     cdef opgs_pair thrp, mag
+    if fg:
+        stab = opgs_mul(stab, opgs_pair_all(bs))
+    den = opgs_add(opgs_pair_all(sigma_t), stab)
     if plain:
         return opgs_div(lam, den)
     thrp = opgs_pair_all(thr)
@@ -77,19 +121,20 @@ cdef inline opgs_pair ad_values(const double* a0, const double* a1, double sigma
                     opgs_gt(den, opgs_pair_all(0.0)))
 
 
-cdef inline double ad_value(const double* at, double sigma_t, double thr) noexcept nogil:
+cdef inline double ad_value(const double* at, double sigma_t, double thr,
+                            double bs) noexcept nogil:
     """The scaled weight v_j of the (coordinate, problem) whose fields start at `at`
-    (`ad_values`, one lane)."""
-    return opgs_lo(ad_values(at, at, sigma_t, thr, False))
+    (`ad_values`, one lane; bs 1 without forgetting, a product exact by 1)."""
+    return opgs_lo(ad_values(at, at, sigma_t, thr, False, True, bs))
 
 
 cdef inline double _raised(double* at, Py_ssize_t K, Py_ssize_t S, double x, double st,
-                          double thr, double delta, double inv_eta) noexcept nogil:
+                          double thr, double bs, double delta, double inv_eta) noexcept nogil:
     """1 / s_j after s_j = max(s_j, |x|), in every problem's copy of the coordinate at
     `at` (0 while the feature has shown only zeros). A scale that grows shrinks the
     coordinate's sum of squares by (s_old / s_new)^2 (those of the same gradients in the
     new scale, as VW's normalized update has it) and moves lam so that the weight at
-    sigma t = st, threshold thr, is the one it was."""
+    sigma t = st, threshold thr, is the one it was (bs and delta: `ad_now`'s)."""
     cdef Py_ssize_t c
     cdef double ax = fabs(x), inv = at[AD_INV], ratio, den, a
     cdef double* f
@@ -100,12 +145,12 @@ cdef inline double _raised(double* at, Py_ssize_t K, Py_ssize_t S, double x, dou
             f = at + c * S
             f[AD_INV] = inv
             if ratio > 0.0 and f[AD_SQ] > 0.0:
-                den = st + f[AD_STAB]
+                den = st + bs * f[AD_STAB]
                 f[AD_SQ] = f[AD_SQ] * (ratio * ratio)
                 f[AD_STAB] = (delta + sqrt(f[AD_SQ])) * inv_eta
                 a = fabs(f[0]) - thr
                 if a > 0.0 and den > 0.0:
-                    f[0] = copysign(thr + a * ((st + f[AD_STAB]) / den), f[0])
+                    f[0] = copysign(thr + a * ((st + bs * f[AD_STAB]) / den), f[0])
     return inv
 
 
@@ -123,8 +168,8 @@ cdef inline double _raised_scale(double* at, Py_ssize_t K, Py_ssize_t S,
 
 
 cdef inline opgs_pair _ad_terms(double* a0, double* a1, opgs_pair x, double sigma_t,
-                                double thr, double delta, double inv_eta, bint plain,
-                                opgs_pair* v) noexcept nogil:
+                                double thr, double bs, double delta, double inv_eta,
+                                bint plain, bint fg, opgs_pair* v) noexcept nogil:
     """Two entries of a row of one problem (lanes lo and hi: coordinates at a0 and a1,
     values x; a0 == a1 with equal lanes for one entry): each coordinate's scale raised by
     its value (`_raised`), its weight into v, and the terms v_j x_j / s_j."""
@@ -136,104 +181,144 @@ cdef inline opgs_pair _ad_terms(double* a0, double* a1, opgs_pair x, double sigm
             opgs_le(opgs_mul(opgs_abs(x), inv), opgs_pair_all(1.0)),
             opgs_gt(inv, opgs_pair_all(0.0)))) != 3):
         if a0 == a1:  # one entry: raised once (a second raise would rescale by rounding)
-            inv = opgs_pair_all(_raised(a0, 1, AD_S, opgs_lo(x), sigma_t, thr, delta, inv_eta))
+            inv = opgs_pair_all(_raised(a0, 1, AD_S, opgs_lo(x), sigma_t, thr, bs, delta,
+                                        inv_eta))
         else:
-            inv = opgs_pair_of(_raised(a0, 1, AD_S, opgs_lo(x), sigma_t, thr, delta, inv_eta),
-                               _raised(a1, 1, AD_S, opgs_hi(x), sigma_t, thr, delta, inv_eta))
-    v[0] = ad_values(a0, a1, sigma_t, thr, plain)
+            inv = opgs_pair_of(_raised(a0, 1, AD_S, opgs_lo(x), sigma_t, thr, bs, delta,
+                                       inv_eta),
+                               _raised(a1, 1, AD_S, opgs_hi(x), sigma_t, thr, bs, delta,
+                                       inv_eta))
+    v[0] = ad_values(a0, a1, sigma_t, thr, plain, fg, bs)
     return opgs_mul(v[0], opgs_mul(x, inv))
 
 
 cdef inline void _margins_ad_one(Pass* ps, const Row* rw, const index_t* idx,
-                                 bint plain) noexcept nogil:
+                                 bint plain, bint fg) noexcept nogil:
     """One problem of sparse rows: each entry's coordinate takes its scale, then its term
     v_j x_j / s_j, in one loop over the row, two entries at a time (their terms summed
     in the row's order); the intercept's constant feature (its scale the constant
     itself) last. Each entry's weight is kept for the step (`step_ad_one`)."""
     cdef Core core = ps.core
     cdef Py_ssize_t e, half = rw.nnz - (rw.nnz & 1)
-    cdef double st = core.sigma * <double>core.t[0], thr = core.l1 * <double>core.t[0]
-    cdef double z = 0.0, inv_eta = 1.0 / core.eta, delta = core.delta
+    cdef double st, thr, bs, delta
+    cdef double z = 0.0, inv_eta = 1.0 / core.eta
     cdef double* lam = core.lam + AD_S  # data feature j is coordinate j + 1
     cdef double* at
     cdef const double* vals = rw.vals
     cdef double* kept = ps.G
     cdef opgs_pair v, terms
+    ad_now(&ps.core, &st, &thr, &bs, &delta)
     for e in range(0, half, 2):
         terms = _ad_terms(lam + <Py_ssize_t>idx[e] * AD_S, lam + <Py_ssize_t>idx[e + 1] * AD_S,
-                          opgs_load(vals + e), st, thr, delta, inv_eta, plain, &v)
+                          opgs_load(vals + e), st, thr, bs, delta, inv_eta, plain, fg, &v)
         opgs_store(kept + e, v)
         z += opgs_lo(terms)
         z += opgs_hi(terms)
     if half < rw.nnz:
         at = lam + <Py_ssize_t>idx[half] * AD_S
-        terms = _ad_terms(at, at, opgs_pair_all(vals[half]), st, thr, delta, inv_eta, plain,
-                          &v)
+        terms = _ad_terms(at, at, opgs_pair_all(vals[half]), st, thr, bs, delta, inv_eta,
+                          plain, fg, &v)
         kept[half] = opgs_lo(v)
         z += opgs_lo(terms)
     if ps.fit_icpt:
-        z += opgs_lo(_ad_terms(core.lam, core.lam, opgs_pair_all(ps.icpt), st, thr, delta,
-                               inv_eta, False, &v))
+        z += opgs_lo(_ad_terms(core.lam, core.lam, opgs_pair_all(ps.icpt), st, thr, bs,
+                               delta, inv_eta, False, fg, &v))
     ps.margins[0] = z
 
 
 cdef inline void margins_ad_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
     """`_margins_ad_one` without l1: plain weights from the second step on (sigma t > 0)."""
     if ps.core.sigma * <double>ps.core.t[0] > 0.0:
-        _margins_ad_one(ps, rw, idx, True)
+        _margins_ad_one(ps, rw, idx, True, False)
     else:
-        _margins_ad_one(ps, rw, idx, False)
+        _margins_ad_one(ps, rw, idx, False, False)
 
 
 cdef inline void margins_ad_one_l1(Pass* ps, const Row* rw,
                                    const index_t* idx) noexcept nogil:
     """`_margins_ad_one` with l1."""
-    _margins_ad_one(ps, rw, idx, False)
+    _margins_ad_one(ps, rw, idx, False, False)
+
+
+cdef inline void margins_ad_one_fg(Pass* ps, const Row* rw,
+                                   const index_t* idx) noexcept nogil:
+    """`_margins_ad_one` with forgetting, l1 or not: a kernel of its own, so that the
+    kernels without forgetting keep their code."""
+    _margins_ad_one(ps, rw, idx, False, True)
 
 
 cdef inline void _add_margins(Pass* ps, const double* at, double sigma_t, double thr,
-                              double xs) noexcept nogil:
+                              double bs, double xs, bint fg) noexcept nogil:
     """The K margins += v_c xs over the problems c of the coordinate at `at`, two
     problems at a time."""
     cdef Py_ssize_t c, K = ps.K, half = K - (K & 1)
     for c in range(0, half, 2):
         opgs_store(ps.margins + c, opgs_add(
             opgs_load(ps.margins + c),
-            opgs_mul(ad_values(at + c * AD_S, at + (c + 1) * AD_S, sigma_t, thr, False),
+            opgs_mul(ad_values(at + c * AD_S, at + (c + 1) * AD_S, sigma_t, thr, False, fg,
+                               bs),
                      opgs_pair_all(xs))))
     if half < K:
-        ps.margins[half] += ad_value(at + half * AD_S, sigma_t, thr) * xs
+        ps.margins[half] += ad_value(at + half * AD_S, sigma_t, thr, bs) * xs
 
 
-cdef inline void margins_ad(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+cdef inline void _margins_ad(Pass* ps, const Row* rw, const index_t* idx,
+                             bint fg) noexcept nogil:
     """The K margins of a row (several problems, or a dense row): as `margins_ad_one`,
-    each entry's scale raised once for every problem."""
+    each entry's scale raised once for every problem (`fg`: forgetting, a constant)."""
     cdef Core core = ps.core
     cdef Py_ssize_t e, j, c, K = core.K, KS = K * AD_S
-    cdef double st = core.sigma * <double>core.t[0], thr = core.l1 * <double>core.t[0]
-    cdef double inv_eta = 1.0 / core.eta, delta = core.delta
+    cdef double st, thr, bs, delta
+    cdef double inv_eta = 1.0 / core.eta
     cdef double* at
+    ad_now(&ps.core, &st, &thr, &bs, &delta)
     for c in range(K):
         ps.margins[c] = 0.0
     for e in range(rw.nnz):
         j = (e if ps.dense else <Py_ssize_t>idx[e]) + 1
         at = core.lam + j * KS
-        _add_margins(ps, at, st, thr, rw.vals[e] * _raised(at, K, AD_S, rw.vals[e], st, thr,
-                                                            delta, inv_eta))
+        _add_margins(ps, at, st, thr, bs, rw.vals[e] * _raised(at, K, AD_S, rw.vals[e], st,
+                                                                thr, bs, delta, inv_eta), fg)
     if ps.fit_icpt:
-        _add_margins(ps, core.lam, st, thr,
-                     ps.icpt * _raised(core.lam, K, AD_S, ps.icpt, st, thr, delta, inv_eta))
+        _add_margins(ps, core.lam, st, thr, bs,
+                     ps.icpt * _raised(core.lam, K, AD_S, ps.icpt, st, thr, bs, delta,
+                                       inv_eta), fg)
+
+
+cdef inline void margins_ad(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    _margins_ad(ps, rw, idx, False)
+
+
+cdef inline void margins_ad_fg(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """`_margins_ad` with forgetting: a kernel of its own."""
+    _margins_ad(ps, rw, idx, True)
+
+
+cdef inline void ad_decays(const Core* core, double* rg, double* bsn) noexcept nogil:
+    """The centered form's scalars of a step with forgetting: sqrt(gamma) and
+    1 / sqrt(G_t) (G_t = gamma G, the step's own); 1 and 1 without."""
+    if core.forgetting:
+        rg[0] = sqrt(core.forget)
+        bsn[0] = 1.0 / sqrt(core.decay[0] * core.forget)
+    else:
+        rg[0] = 1.0
+        bsn[0] = 1.0
 
 
 cdef inline void _ad_touch(double* a0, double* a1, opgs_pair xs, opgs_pair v, double cf,
                            double wk, double dl, double delta, double inv_eta,
-                           bint centered) noexcept nogil:
+                           bint centered, bint fg, double rg, double bsn) noexcept nogil:
     """Two coordinates' update (lanes lo and hi: a0 and a1, distinct; a0 == a1 with equal
     lanes for one) by a row's scaled values xs (v: their weights before the step): the
     gradient g = cf xs moves lam, its weighted square wk (dl xs)^2 grows n_j (a row of
     weight c in a step of b rows counts c / b times: wk), and the centered form moves lam
     back by the stabilizer's growth times the weight it had (FTRL-Proximal's
-    z_j -= (sqrt(n'_j) - sqrt(n_j)) / eta v_j)."""
+    z_j -= (sqrt(n'_j) - sqrt(n_j)) / eta v_j). With forgetting (`fg`; cf and wk
+    carry 1 / G_t) the growth is of the decayed stabilizer, sqrt(n'_j) - gamma sqrt(n_j),
+    which in the fields' units is (stab' - sqrt(gamma) stab) / sqrt(G_t) (rg, bsn:
+    `ad_decays`), taken on the coordinates the step's rows reach (x_j != 0 in a row of
+    non-zero weight, its gradient 0 or not; the others are not touched:
+    docs/design/adaptive.md, "Forgetting")."""
     cdef opgs_pair d = opgs_mul(opgs_pair_all(dl), xs)
     cdef opgs_pair sq = opgs_add(opgs_pair_of(a0[AD_SQ], a1[AD_SQ]),
                                  opgs_mul(opgs_pair_all(wk), opgs_mul(d, d)))
@@ -241,7 +326,11 @@ cdef inline void _ad_touch(double* a0, double* a1, opgs_pair xs, opgs_pair v, do
                                    opgs_pair_all(inv_eta))
     cdef opgs_pair step = opgs_mul(opgs_pair_all(cf), xs)
     cdef opgs_pair lam
-    if centered:
+    if centered and fg:  # on the coordinates the step reaches only (x_j != 0)
+        step = opgs_sub(step, opgs_and(opgs_mul(
+            opgs_sub(stab, opgs_mul(opgs_pair_all(rg), opgs_pair_of(a0[AD_STAB], a1[AD_STAB]))),
+            opgs_mul(opgs_pair_all(bsn), v)), opgs_abs_gt(xs, opgs_pair_all(0.0))))
+    elif centered:
         step = opgs_sub(step, opgs_mul(opgs_sub(stab, opgs_pair_of(a0[AD_STAB], a1[AD_STAB])),
                                        v))
     lam = opgs_sub(opgs_pair_of(a0[0], a1[0]), step)
@@ -255,7 +344,7 @@ cdef inline void _ad_touch(double* a0, double* a1, opgs_pair xs, opgs_pair v, do
 
 cdef inline void _step_entries(Pass* ps, const Row* rw, const index_t* idx, double* base,
                                Py_ssize_t stride, double cf, double wk, bint dense, bint kept,
-                               bint centered) noexcept nogil:
+                               bint centered, bint fg) noexcept nogil:
     """One problem's step over a row's entries, two at a time (`_ad_touch`), with the
     coefficient cf = wk l'(z) of the row's weight wk (its first copy's, 1, where the row
     weighs more: `_ad_rest` takes the rest): the coordinate of entry e at base + j stride
@@ -265,30 +354,32 @@ cdef inline void _step_entries(Pass* ps, const Row* rw, const index_t* idx, doub
     the callers."""
     cdef Core core = ps.core
     cdef Py_ssize_t e, half = rw.nnz - (rw.nnz & 1)
-    cdef double st = core.sigma * <double>core.t[0], thr = core.l1 * <double>core.t[0]
+    cdef double st, thr, bs, delta, rg, bsn
     cdef double dl = cf / wk  # the loss's derivative, l'(z)
-    cdef double inv_eta = 1.0 / core.eta, delta = core.delta
+    cdef double inv_eta = 1.0 / core.eta
     cdef const double* vals = rw.vals
     cdef double* a0
     cdef double* a1
     cdef opgs_pair v = opgs_pair_all(0.0)
+    ad_now(&ps.core, &st, &thr, &bs, &delta)
+    ad_decays(&ps.core, &rg, &bsn)
     for e in range(0, half, 2):
         a0 = base + (e if dense else <Py_ssize_t>idx[e]) * stride
         a1 = base + (e + 1 if dense else <Py_ssize_t>idx[e + 1]) * stride
         if kept:
             v = opgs_load(ps.G + e)
         elif centered:
-            v = ad_values(a0, a1, st, thr, False)
+            v = ad_values(a0, a1, st, thr, False, fg, bs)
         _ad_touch(a0, a1, opgs_mul(opgs_load(vals + e), opgs_pair_of(a0[AD_INV], a1[AD_INV])),
-                  v, cf, wk, dl, delta, inv_eta, centered)
+                  v, cf, wk, dl, delta, inv_eta, centered, fg, rg, bsn)
     if half < rw.nnz:
         a0 = base + (half if dense else <Py_ssize_t>idx[half]) * stride
         if kept:
             v = opgs_pair_all(ps.G[half])
         elif centered:
-            v = ad_values(a0, a0, st, thr, False)
+            v = ad_values(a0, a0, st, thr, False, fg, bs)
         _ad_touch(a0, a0, opgs_pair_all(vals[half] * a0[AD_INV]), v, cf, wk, dl, delta,
-                  inv_eta, centered)
+                  inv_eta, centered, fg, rg, bsn)
 
 
 cdef inline void _step_intercept(Pass* ps, const Row* rw, double* at, double cf,
@@ -297,19 +388,22 @@ cdef inline void _step_intercept(Pass* ps, const Row* rw, double* at, double cf,
     weight read afresh (cf and wk as `_step_entries` takes them)."""
     cdef Core core = ps.core
     cdef opgs_pair v = opgs_pair_all(0.0)
+    cdef double st, thr, bs, delta, rg, bsn
+    ad_now(&ps.core, &st, &thr, &bs, &delta)
+    ad_decays(&ps.core, &rg, &bsn)
     if core.centered:
-        v = ad_values(at, at, core.sigma * <double>core.t[0], core.l1 * <double>core.t[0],
-                      False)
-    _ad_touch(at, at, opgs_pair_all(ps.icpt * at[AD_INV]), v, cf, wk, cf / wk, core.delta,
-              1.0 / core.eta, core.centered)
+        v = ad_values(at, at, st, thr, False, True, bs)
+    _ad_touch(at, at, opgs_pair_all(ps.icpt * at[AD_INV]), v, cf, wk, cf / wk, delta,
+              1.0 / core.eta, core.centered, core.forgetting, rg, bsn)
 
 
-cdef inline double _ad_rest_sums(double* at, double xs, double st, double thr,
+cdef inline double _ad_rest_sums(double* at, double xs, double st, double thr, double bs,
                                  double* q) noexcept nogil:
     """A coordinate's term of the margin v_j x_j / s_j, and (into q) of Q, x_j^2 / s_j^2
-    over its rate's denominator sigma t + stab_j."""
-    q[0] += xs * xs / (st + at[AD_STAB])
-    return ad_value(at, st, thr) * xs
+    over its rate's denominator sigma t + stab_j (in the fields' units: G Q with
+    forgetting)."""
+    q[0] += xs * xs / (st + bs * at[AD_STAB])
+    return ad_value(at, st, thr, bs) * xs
 
 
 cdef inline void _ad_rest(Pass* ps, const Row* rw, const index_t* idx, Py_ssize_t c,
@@ -323,27 +417,34 @@ cdef inline void _ad_rest(Pass* ps, const Row* rw, const index_t* idx, Py_ssize_
     rates, lam_j moves by the invariant move of the margin over tau = Q2 rest, divided
     by Q2, times x_j / s_j: the margin moves toward the loss's minimizer and never past
     it (by at most that move where l1 holds a coordinate at 0). Three more loops over the
-    row, one entry at a time, for the rows whose weight is above 1 only."""
+    row, one entry at a time, for the rows whose weight is above 1 only. With forgetting
+    the weights read the step's own tau and G_t (gt), q is G_t Q, and the fields take
+    the growth and the move over G_t (the step's own: nothing decays within it)."""
     cdef Core core = ps.core
     cdef Py_ssize_t e, KS = core.K * AD_S, off = c * AD_S
     cdef double t = <double>core.t[0] + 1.0  # the step's own t, as its weights read it
-    cdef double st = core.sigma * t, thr = core.l1 * t
-    cdef double inv_eta = 1.0 / core.eta, delta = core.delta
+    cdef double gt = core.decay[0] * core.forget if core.forgetting else 1.0
+    cdef double st, thr, bs
+    cdef double inv_eta = 1.0 / core.eta, delta = 0.0 if core.forgetting else core.delta
     cdef double z = 0.0, q = 0.0, g, grow, xs, sq_new, stab_new, shift
     cdef bint centered = core.centered
     cdef double* at
     cdef double* icpt = core.lam + off
+    ad_scalars(core.forgetting, core.sigma, core.l1, <int64_t>t,
+               core.forget * core.tau[0] + 1.0 if core.forgetting else 0.0, gt,
+               core.delta / core.eta, &st, &thr, &bs)
     for e in range(rw.nnz):
         at = core.lam + ((e if ps.dense else <Py_ssize_t>idx[e]) + 1) * KS + off
         xs = rw.vals[e] * at[AD_INV]
         if xs != 0.0:
-            z += _ad_rest_sums(at, xs, st, thr, &q)
+            z += _ad_rest_sums(at, xs, st, thr, bs, &q)
     if ps.fit_icpt:
-        z += _ad_rest_sums(icpt, ps.icpt * icpt[AD_INV], st, thr, &q)
+        z += _ad_rest_sums(icpt, ps.icpt * icpt[AD_INV], st, thr, bs, &q)
     g = loss_derivative(ps.loss_code, z, y, ps.epsilon)
+    q = q / gt  # Q (exact at gt = 1)
     if g == 0.0 or not (q > 0.0 and q < INFINITY):
         return
-    grow = fmin(rest * g * g, loss_value(ps.loss_code, z, y, ps.epsilon) / q)
+    grow = fmin(rest * g * g, loss_value(ps.loss_code, z, y, ps.epsilon) / q) / gt
     z = 0.0
     q = 0.0
     for e in range(rw.nnz + (1 if ps.fit_icpt else 0)):
@@ -358,11 +459,13 @@ cdef inline void _ad_rest(Pass* ps, const Row* rw, const index_t* idx, Py_ssize_
         sq_new = at[AD_SQ] + grow * (xs * xs)
         stab_new = (delta + sqrt(sq_new)) * inv_eta
         if centered:  # lam_j = -U_j: U_j -= (growth of the stabilizer) v_j
-            at[0] += (stab_new - at[AD_STAB]) * ad_value(at, st, thr)
+            at[0] += ((stab_new - at[AD_STAB]) * bs) * ad_value(at, st, thr, bs)
         at[AD_SQ] = sq_new
         at[AD_STAB] = stab_new
-        z += _ad_rest_sums(at, xs, st, thr, &q)
-    shift = invariant_move(ps.loss_code, z, y, q * rest, ps.epsilon) / q  # lam += shift x/s
+        z += _ad_rest_sums(at, xs, st, thr, bs, &q)
+    q = q / gt
+    # lam += shift x / s
+    shift = invariant_move(ps.loss_code, z, y, q * rest, ps.epsilon) / q / gt
     for e in range(rw.nnz):
         at = core.lam + ((e if ps.dense else <Py_ssize_t>idx[e]) + 1) * KS + off
         at[0] += shift * (rw.vals[e] * at[AD_INV])
@@ -370,21 +473,26 @@ cdef inline void _ad_rest(Pass* ps, const Row* rw, const index_t* idx, Py_ssize_
         icpt[0] += shift * (ps.icpt * icpt[AD_INV])
 
 
-cdef inline void step_ad_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+cdef inline void _step_ad_one(Pass* ps, const Row* rw, const index_t* idx,
+                              bint fg) noexcept nogil:
     """A step of one row, one problem of sparse rows (`_step_entries` with the weights
     `margins_ad_one` kept), and the intercept; a row of weight above 1 then takes the
-    rest of its importance (`_ad_rest`)."""
+    rest of its importance (`_ad_rest`). `fg`: forgetting (a constant)."""
     cdef double cf = ps.coefs[0], wk = ps.sw[rw.row] * ps.inv_k, rest = 0.0
-    if cf == 0.0:  # nothing moves (a zero weight, or a loss flat at the margin)
+    # the row's importance (wk carries forgetting's 1 / G_t)
+    cdef double imp = ps.sw[rw.row] * ps.step_w if fg else wk
+    if cf == 0.0 and (wk == 0.0 or not (ps.core.centered and fg)):
+        # nothing moves (a zero weight, or a loss flat at the margin; forgetting's
+        # centered form moves the coordinates a row of weight reaches, `_ad_touch`)
         return
-    if wk > 1.0:  # the first copy here, the rest of the importance after
-        rest = wk - 1.0
-        cf = cf / wk
-        wk = 1.0
+    if imp > 1.0:  # the first copy here, the rest of the importance after
+        rest = imp - 1.0
+        cf = cf / imp
+        wk = wk / imp
     if ps.core.centered:
-        _step_entries(ps, rw, idx, ps.core.lam + AD_S, AD_S, cf, wk, False, True, True)
+        _step_entries(ps, rw, idx, ps.core.lam + AD_S, AD_S, cf, wk, False, True, True, fg)
     else:
-        _step_entries(ps, rw, idx, ps.core.lam + AD_S, AD_S, cf, wk, False, True, False)
+        _step_entries(ps, rw, idx, ps.core.lam + AD_S, AD_S, cf, wk, False, True, False, fg)
     if ps.fit_icpt:
         _step_intercept(ps, rw, ps.core.lam, cf, wk)
     if rest > 0.0:
@@ -392,39 +500,60 @@ cdef inline void step_ad_one(Pass* ps, const Row* rw, const index_t* idx) noexce
     ps.mov[0] = 1
 
 
-cdef inline void step_ad(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+cdef inline void step_ad_one(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    _step_ad_one(ps, rw, idx, False)
+
+
+cdef inline void step_ad_one_fg(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """`_step_ad_one` with forgetting: a kernel of its own."""
+    _step_ad_one(ps, rw, idx, True)
+
+
+cdef inline void _step_ad(Pass* ps, const Row* rw, const index_t* idx, bint fg) noexcept nogil:
     """A step of one row, several problems or a dense row: for each problem with a
     non-zero coefficient cf = c l'(z) / b, every entry's coordinate (`_step_entries`,
     each weight read afresh) and the intercept's; a row of weight above 1 then takes the
-    rest of its importance (`_ad_rest`), each problem toward its own label."""
+    rest of its importance (`_ad_rest`), each problem toward its own label. `fg`:
+    forgetting (a constant)."""
     cdef Core core = ps.core
     cdef Py_ssize_t c, KS = core.K * AD_S
     cdef double cf, wk = ps.sw[rw.row] * ps.inv_k, w1 = wk, rest = 0.0, yc
+    # the row's importance (wk carries forgetting's 1 / G_t)
+    cdef double imp = ps.sw[rw.row] * ps.step_w if fg else wk
     cdef bint ovr = ps.classifier and ps.multiclass
     cdef Py_ssize_t label = <Py_ssize_t>ps.y[rw.row] if ovr else 0
-    if wk > 1.0 and ps.mc == MC_NONE:
+    if imp > 1.0 and ps.mc == MC_NONE:
         # the first copy here, the rest of the importance after; a coupled multiclass
         # loss has no scalar margin to move: it keeps the linear rule
-        rest = wk - 1.0
-        w1 = 1.0
+        rest = imp - 1.0
+        w1 = wk / imp
     for c in range(core.K):
         cf = ps.coefs[c]
-        if cf == 0.0:
-            continue
+        if cf == 0.0 and (wk == 0.0 or not (core.centered and fg)):
+            continue  # as in `step_ad_one`
         if rest > 0.0:
-            cf = cf / wk
+            cf = cf / imp
         if ps.dense:
             _step_entries(ps, rw, idx, core.lam + KS + c * AD_S, KS, cf, w1, True, False,
-                          core.centered)
+                          core.centered, fg)
         else:
             _step_entries(ps, rw, idx, core.lam + KS + c * AD_S, KS, cf, w1, False, False,
-                          core.centered)
+                          core.centered, fg)
         if ps.fit_icpt:
             _step_intercept(ps, rw, core.lam + c * AD_S, cf, w1)
         if rest > 0.0:
             yc = (1.0 if c == label else -1.0) if ovr else ps.y[rw.row]
             _ad_rest(ps, rw, idx, c, yc, rest)
         ps.mov[c] = 1
+
+
+cdef inline void step_ad(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    _step_ad(ps, rw, idx, False)
+
+
+cdef inline void step_ad_fg(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """`_step_ad` with forgetting: a kernel of its own."""
+    _step_ad(ps, rw, idx, True)
 
 
 cdef inline void raise_batch(Pass* ps, const double* data, const index_t* indices,
@@ -437,8 +566,9 @@ cdef inline void raise_batch(Pass* ps, const double* data, const index_t* indice
     gradient another)."""
     cdef Core core = ps.core
     cdef Py_ssize_t b, e, j, nnz, start, K = core.K, KS = core.K * AD_S
-    cdef double st = core.sigma * <double>core.t[0], thr = core.l1 * <double>core.t[0]
-    cdef double inv_eta = 1.0 / core.eta, delta = core.delta, xv
+    cdef double st, thr, bs, delta
+    cdef double inv_eta = 1.0 / core.eta, xv
+    ad_now(&ps.core, &st, &thr, &bs, &delta)
     for b in range(bsize):
         batch_row(ps, indptr, pos + b, &start, &nnz)
         for e in range(nnz):
@@ -446,11 +576,11 @@ cdef inline void raise_batch(Pass* ps, const double* data, const index_t* indice
             if xv != 0.0 and not core.p_is_two:  # p < 2: the scale alone
                 _raised_scale(core.lam + j * KS, K, AD_S, xv)
             elif xv != 0.0:
-                _raised(core.lam + j * KS, K, AD_S, xv, st, thr, delta, inv_eta)
+                _raised(core.lam + j * KS, K, AD_S, xv, st, thr, bs, delta, inv_eta)
     if ps.fit_icpt and not core.p_is_two:
         _raised_scale(core.lam, K, AD_S, ps.icpt)
     elif ps.fit_icpt:
-        _raised(core.lam, K, AD_S, ps.icpt, st, thr, delta, inv_eta)
+        _raised(core.lam, K, AD_S, ps.icpt, st, thr, bs, delta, inv_eta)
 
 
 cdef inline void batch_ad(Pass* ps, const double* data, const index_t* indices,
@@ -468,13 +598,15 @@ cdef inline void batch_ad(Pass* ps, const double* data, const index_t* indices,
     cdef Core core = ps.core
     cdef Py_ssize_t b, e, j, c, K = core.K, KS = core.K * AD_S, nnz, start
     cdef Py_ssize_t n_touched = 0, ti
-    cdef double st = core.sigma * <double>core.t[0], thr = core.l1 * <double>core.t[0]
-    cdef double inv_eta = 1.0 / core.eta, delta = core.delta
+    cdef double st, thr, bs, delta, rg, bsn
+    cdef double inv_eta = 1.0 / core.eta
     cdef double xv, xs, cf, wk, g, dn, sq, stab, step
     cdef double* G = ps.G
     cdef double* at
     cdef unsigned char* is_touched = ps.is_touched
     cdef int64_t* touched = ps.touched
+    ad_now(&ps.core, &st, &thr, &bs, &delta)
+    ad_decays(&ps.core, &rg, &bsn)
     for b in range(bsize):
         wk = ps.sw[batch_row(ps, indptr, pos + b, &start, &nnz)] * ps.inv_k
         if wk == 0.0:  # no gradient, no square
@@ -497,14 +629,16 @@ cdef inline void batch_ad(Pass* ps, const double* data, const index_t* indices,
             dn = G[2 * (j * K + c) + 1]
             G[2 * (j * K + c)] = 0.0
             G[2 * (j * K + c) + 1] = 0.0
-            if g == 0.0 and dn == 0.0:
-                continue
+            if g == 0.0 and dn == 0.0 and not (core.centered and core.forgetting):
+                continue  # forgetting's centered form moves every coordinate reached
             at = core.lam + j * KS + c * AD_S
             sq = at[AD_SQ] + dn
             stab = (delta + sqrt(sq)) * inv_eta
             step = g
-            if core.centered:
-                step = step - (stab - at[AD_STAB]) * ad_value(at, st, thr)
+            if core.centered and core.forgetting:  # `_ad_touch`'s decayed growth
+                step = step - (stab - rg * at[AD_STAB]) * (bsn * ad_value(at, st, thr, bs))
+            elif core.centered:
+                step = step - (stab - at[AD_STAB]) * ad_value(at, st, thr, bs)
             at[0] = at[0] - step
             at[AD_SQ] = sq
             at[AD_STAB] = stab
@@ -675,3 +809,17 @@ cdef inline void adq_scales(PGSState st) noexcept nogil:
             if norm_v > st.radius:
                 f = f * (st.radius / norm_v)
         st.s[c] = f
+
+
+cdef inline void ad_renormalize(double* lam, Py_ssize_t n_coords, Py_ssize_t K,
+                                double g) noexcept nogil:
+    """Forgetting: the fields of n_coords coordinates of K problems from units over G = g
+    to units over 1 (lam and sq times g, the stabilizers times sqrt(g)), which leaves
+    every weight as it is; the caller sets G = 1. One sweep of the block, every
+    200 ln 2 / ln(1 / gamma) steps (138,629 at 0.999)."""
+    cdef Py_ssize_t i
+    cdef double rt = sqrt(g)
+    for i in range(n_coords * K):
+        lam[i * AD_S] *= g
+        lam[i * AD_S + AD_SQ] *= g
+        lam[i * AD_S + AD_STAB] *= rt

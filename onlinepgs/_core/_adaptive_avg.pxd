@@ -219,9 +219,9 @@ cdef inline void _settle_raise_add(Pass* ps, Py_ssize_t j, double x, double* rep
     cdef double xs
     ad_settle(at, core.snap + j * K, core.snapv + j * K, K, S, core.t[0], core.sigma,
               core.l1, avg_power(core.iterate))
-    xs = x * _raised(at, K, S, x, st, thr, core.delta, 1.0 / core.eta)
+    xs = x * _raised(at, K, S, x, st, thr, 1.0, core.delta, 1.0 / core.eta)
     for c in range(K):
-        ps.margins[c] += ad_value(at + c * S, st, thr) * xs
+        ps.margins[c] += ad_value(at + c * S, st, thr, 1.0) * xs
         rep[c] += core.snap[j * K + c] * xs
 
 

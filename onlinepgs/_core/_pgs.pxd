@@ -82,6 +82,12 @@ cdef struct Core:
     bint centered
     double eta, delta
     double* ad_sq  # p < 2: each problem's scalar accumulator L (_adaptive.pxd)
+    # forgetting (docs/design/forgetting.md): gamma, whether it is below 1, and the
+    # state's tau and G (`decay`), which the adaptive geometry's weights read
+    bint forgetting
+    double forget
+    const double* tau
+    const double* decay
 
 
 # How the pass reads the REPORTED iterate's margin of a row before the row trains (the
@@ -111,6 +117,12 @@ cdef struct Part:
     const int64_t* t
     double l1, sigma
     int iterate
+    # the adaptive geometry's weights with forgetting (_adaptive.pxd, `ad_now`): tau, G
+    # and the stabilizer's start delta / eta
+    bint forgetting
+    const double* tau
+    const double* decay
+    double delta_eta
 
 
 cdef struct Rep:

@@ -488,6 +488,10 @@ cdef class PGSState:
         core.eta = self.eta
         core.delta = self.delta
         core.ad_sq = &self.ad_sq[0]
+        core.forgetting = self.forgetting
+        core.forget = self.forget
+        core.tau = &self.tau
+        core.decay = &self.decay
         return core
 
     # ---- scalars -------------------------------------------------------------------

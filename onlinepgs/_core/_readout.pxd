@@ -18,7 +18,7 @@ from onlinepgs._core._l1q cimport L1Q
 from onlinepgs._core._l1avg cimport l1_folded_total
 from onlinepgs._core._touch cimport _averaged
 from onlinepgs._core._sparse cimport index_t
-from onlinepgs._core._adaptive cimport ad_value, AD_INV, AD_PHI
+from onlinepgs._core._adaptive cimport ad_value, ad_scalars, AD_INV, AD_PHI
 from onlinepgs._core._adaptive_avg cimport ad_pending, avg_power
 
 
@@ -81,7 +81,10 @@ cdef inline Part part_of(PGSState st):
     pt.t = &st.t
     pt.l1 = st.l1
     pt.sigma = st.sigma
-
+    pt.forgetting = st.forgetting
+    pt.tau = &st.tau
+    pt.decay = &st.decay
+    pt.delta_eta = st.delta / st.eta if st.adaptive else 0.0
     pt.iterate = st.iterate
     if st.adaptive:
         # its averages' settled sums are read by its own kernels (_adaptive_avg.pxd)
@@ -143,7 +146,7 @@ cdef inline double _read_weight(Readout rd, int kind, Py_ssize_t j,
     compiler then folds). By value, as `Core`: its fields stay in registers across the
     caller's stores."""
     cdef const double* at
-    cdef double lam, a
+    cdef double lam, a, st, thr, bs
     if kind == READ_SUMS:
         return _part_value(rd.pt, j, c) / rd.norm
     if kind == READ_RANDOM:
@@ -156,8 +159,9 @@ cdef inline double _read_weight(Readout rd, int kind, Py_ssize_t j,
                  + ad_pending(at, rd.pt.snapv[j * rd.pt.K + c], rd.pt.t[0], rd.pt.sigma,
                               rd.pt.l1, avg_power(rd.pt.iterate))) / rd.norm) * at[AD_INV]
     if kind == READ_ADAPTIVE:  # a feature never seen: inv_scale 0
-        return ad_value(at, rd.pt.sigma * <double>rd.pt.t[0], rd.pt.l1 * <double>rd.pt.t[0]
-                        ) * at[AD_INV]
+        ad_scalars(rd.pt.forgetting, rd.pt.sigma, rd.pt.l1, rd.pt.t[0], rd.pt.tau[0],
+                   rd.pt.decay[0], rd.pt.delta_eta, &st, &thr, &bs)
+        return ad_value(at, st, thr, bs) * at[AD_INV]
     if kind == READ_ADAPTIVE_Q:  # p < 2: v_j = s_c phi_j (_adaptive.pxd)
         return at[AD_PHI] * rd.s[c] * at[AD_INV]
     if kind == READ_LAST:

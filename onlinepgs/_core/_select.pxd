@@ -26,7 +26,8 @@ from onlinepgs._core._rows_l1 cimport (margins_l1_one_avg, margins_l1_one, margi
                                        batch_l1, batch_l1q)
 from onlinepgs._core._adaptive cimport (margins_ad_one, margins_ad_one_l1, margins_ad,
                                        step_ad_one, step_ad, batch_ad, margins_adq,
-                                       step_adq, batch_adq)
+                                       step_adq, batch_adq, margins_ad_one_fg,
+                                       margins_ad_fg, step_ad_one_fg, step_ad_fg)
 from onlinepgs._core._adaptive_avg cimport margins_ad_avg
 from onlinepgs._core._touch cimport _averaged
 from onlinepgs._core._sparse cimport index_t, not_inlined
@@ -68,6 +69,9 @@ cdef inline RowKernels select_kernels(const Pass* ps, const index_t* of_type) no
                    margins_ad_one_l1 if one and ps.core.l1 > 0.0 else
                    margins_ad_one if one else margins_ad)
         step = step_ad_one if one else step_ad
+        if ps.core.forgetting:  # kernels of their own (docs/design/adaptive.md, "Forgetting")
+            margins = margins_ad_one_fg if one else margins_ad_fg
+            step = step_ad_one_fg if one else step_ad_fg
         batch = batch_ad
     elif kind == TOUCH_L1Q:  # l1 at p < 2 (the last iterate only)
         margins = margins_l1q

@@ -16,7 +16,7 @@ from onlinepgs._core._l1avg cimport l1_folded_total
 from onlinepgs._core._ball cimport (l1_ball_factor, l1_heaps_pop, l1_heaps_upkeep,
                                     l1_build_heap)
 from onlinepgs._core._random cimport uniform01
-from onlinepgs._core._adaptive cimport adq_scales
+from onlinepgs._core._adaptive cimport adq_scales, ad_renormalize
 
 
 cdef extern from *:
@@ -374,11 +374,21 @@ cdef inline void end_steps(PGSState st, int* need_rescale, int* moved, int64_t s
     st.t += steps
     if st.adaptive:
         # its weights read t, sigma and their own fields (_adaptive.pxd): no scalar to
-        # keep at p = 2; p < 2 keeps the l_q map's N and M, and the factor of its iterate
+        # keep at p = 2; p < 2 keeps the l_q map's N and M, and the factor of its iterate;
+        # forgetting's tau and G, and the fields back to G = 1 once G is small
+        # (`ad_renormalize`)
         st.l1_sum_t = st.t
         if not st.p_is_two:
             upkeep_norms(st, need_rescale, moved)
             adq_scales(st)
+        if st.forgetting:
+            st.decay *= st.forget
+            st.tau = st.forget * st.tau + 1.0
+            if st.decay < RENORM_BELOW:
+                ad_renormalize(&st.block[0, 0, 0], st.block.shape[0], st.n_problems,
+                               st.decay)
+                st.decay = 1.0
+                st.n_renorms += 1
         return
     st.l1_sum_t = st.t - steps  # C and C2 take the step's terms below
     if st.forgetting:

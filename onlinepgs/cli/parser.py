@@ -261,7 +261,9 @@ def build_parser():
     opts.add_argument("--random-seed", type=int, default=0, help="seed of the random iterate")
     opts.add_argument("--forget", type=_number, default=1.0, metavar="GAMMA",
                       help="forgetting for drifting data: each step weighs the past by "
-                      "GAMMA, a memory of about 1/(1-GAMMA) steps (e.g. 0.999); 1: none")
+                      "GAMMA, a memory of about 1/(1-GAMMA) steps (e.g. 0.999); 1: none. "
+                      "With --geometry adaptive the per-coordinate sums of squares decay "
+                      "too, not the feature scales")
     opts.add_argument("--geometry", default="global", choices=["global", "adaptive"],
                       help="global: one step size for every coordinate (PGS); adaptive: a "
                       "step per coordinate from its own squared gradients, on features "
@@ -270,7 +272,8 @@ def build_parser():
                       "to last and none with it; --iterate average, weighted or weighted2 "
                       "report an average at --p 2; with --p below 2 one scalar step size "
                       "from the gradients' dual norms, and --radius a ball on the scaled "
-                      "weights; no --l1 below 2, no ball at --p 2)")
+                      "weights; no --l1 below 2, no ball at --p 2; --forget at --p 2 with "
+                      "the last iterate)")
     opts.add_argument("--eta", type=_sigma, default="auto",
                       help="the adaptive geometry's base rate, or auto (the default): 0.1, "
                       "0.5 and 2 (8, 32 and 128 with --p below 2) raced over the first "
