@@ -621,13 +621,6 @@ def _pgs_l1_rules(params, words):
     iterate, forget = get("iterate", "last"), get("forget", 1.0)
     if not l1:
         return
-    if get("forget", 1.0) < 1 and (p != 2 or iterate != "last"):
-        # forgetting decays the per-coordinate sums over one global factor
-        # (_adaptive.pxd); p < 2's scalar stabilizer and the averages' settled sums have
-        # no decayed form yet
-        raise _refuse("forget", "the adaptive geometry forgets ({forget}) at p = 2 with "
-                      "the last iterate only, got {p}, {iterate}; use {forget=1}, or "
-                      "{p=2} and {iterate=last}", params, words)
     if p != 2 and iterate != "last":
         # p < 2 keeps N(thr) by an expansion about a reference threshold (_l1q.pxd); the
         # averages would need it at every past step of every coordinate
@@ -694,6 +687,13 @@ def _adaptive_rules(params, words):
         raise _refuse("iterate", "the adaptive geometry reports the last iterate or an "
                       "average of its iterates (last, average, weighted, weighted2), got "
                       "{iterate}", params, words)
+    if get("forget", 1.0) < 1 and (p != 2 or iterate != "last"):
+        # forgetting decays the per-coordinate sums over one global factor
+        # (_adaptive.pxd); p < 2's scalar stabilizer and the averages' settled sums have
+        # no decayed form yet
+        raise _refuse("forget", "the adaptive geometry forgets ({forget}) at p = 2 with "
+                      "the last iterate only, got {p}, {iterate}; use {forget=1}, or "
+                      "{p=2} and {iterate=last}", params, words)
     if p != 2 and iterate != "last":
         # the averages' lazy sums are per-coordinate denominators (_adaptive_avg.pxd);
         # p < 2's iterate is a scalar factor of phi, whose average has no such sum yet
