@@ -541,18 +541,24 @@ def part_geometry(args, record, out):
         runs = {"global": {}, **{f"eta {eta}": dict(geometry="adaptive", iterate="last",
                                                     radius=None, eta=eta)
                                  for eta in ("auto", 0.1, 0.5, 2.0)}}
-        for tag, params in runs.items():
-            est = PGSClassifier(random_state=0, **params)
-            est.partial_fit(X, y, classes=[-1.0, 1.0])
-            r[tag] = _log_loss_auc(y_test, est.decision_function(X_test))
-            r[tag + " sigma_"] = float(est.sigma_)
-            r[tag + " eta_"] = est.eta_
+        _one_pass_each(runs, X, y, X_test, y_test, r)
         record.setdefault("geometry", []).append(r)
         cells = [f"{r[t][0]:.4f} / {r[t][1]:.4f}" for t in
                  ("global", "eta auto", "eta 0.1", "eta 0.5", "eta 2.0", "vw", "vw_ftrl")]
         out.append(f"| {name} | " + " | ".join(cells) + " |")
         print(out[-1], file=sys.stderr, flush=True)
     out.append("")
+
+
+def _one_pass_each(runs, X, y, X_test, y_test, r):
+    """Into r, for each run {tag: params}: one pass of PGSClassifier(**params) on (X, y),
+    its test (log loss, AUC) under the tag, and the sigma and eta it kept."""
+    for tag, params in runs.items():
+        est = PGSClassifier(random_state=0, **params)
+        est.partial_fit(X, y, classes=[-1.0, 1.0])
+        r[tag] = _log_loss_auc(y_test, est.decision_function(X_test))
+        r[tag + " sigma_"] = float(est.sigma_)
+        r[tag + " eta_"] = est.eta_
 
 
 GEOMETRY_P_SETS = ("a9a", "w8a")
@@ -574,11 +580,7 @@ def part_geometry_p(args, record, out):
             X, y = _vw_matrix(train)
             X_test, y_test = _vw_matrix(test)
         r = {"set": name}
-        for tag, params in runs.items():
-            est = PGSClassifier(random_state=0, **params)
-            est.partial_fit(X, y, classes=[-1.0, 1.0])
-            r[tag] = _log_loss_auc(y_test, est.decision_function(X_test))
-            r[tag + " eta_"] = est.eta_
+        _one_pass_each(runs, X, y, X_test, y_test, r)
         record.setdefault("geometry_p", []).append(r)
         cells = [f"{r[t][0]:.4f} / {r[t][1]:.4f}"
                  + (f" ({r[t + ' eta_']:g})" if "auto" in t else "") for t in runs]

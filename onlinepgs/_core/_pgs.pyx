@@ -812,23 +812,23 @@ cdef class PGSState:
         new = self.copy()
         if new.adaptive:
             # its weights read sigma afresh at every step (_adaptive.pxd); an average's
-            # pending sums hold the old sigma's iterates: settled first; p < 2 keeps the
-            # factor of its iterate, set again at the new sigma
+            # pending sums hold the old sigma's iterates: settled first
             if _averaged(new.iterate):
                 new._settle_averages()
             new.sigma = sigma
-            if new.radius_auto and new.loss0_max > 0.0:
-                new.radius = sqrt(new.loss0_max) * sqrt(2.0 * (new.p - 1.0) / sigma)
+        else:
+            settle_every(new)
+            new.sigma = sigma
+            # l1: the threshold moves with sigma (down for a larger one), so the active
+            # sets are found again (the lazy sums were settled above at the old sigma)
+            l1_rebuild(new)
+        if new.radius_auto and new.loss0_max > 0.0:
+            new.radius = sqrt(new.loss0_max) * sqrt(2.0 * (new.p - 1.0) / sigma)
+        if new.adaptive:
+            # p < 2 keeps the factor of its iterate, set again at the new sigma and radius
             if not new.p_is_two:
                 adq_scales(new)
             return new
-        settle_every(new)
-        new.sigma = sigma
-        # l1: the threshold moves with sigma (down for a larger one), so the active sets
-        # are found again (the lazy sums were settled above at the old sigma)
-        l1_rebuild(new)
-        if new.radius_auto and new.loss0_max > 0.0:
-            new.radius = sqrt(new.loss0_max) * sqrt(2.0 * (new.p - 1.0) / sigma)
         if new.t > 0:
             for c in range(new.n_problems):
                 new.s[c] = scale_of(new, c, new.t)
