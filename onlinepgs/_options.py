@@ -48,7 +48,7 @@ __all__ = ["OptionError", "InvalidParameterError", "Words", "PYTHON", "FLAGS",
            "SDCA_ORDERS", "L1_GEOMETRIES", "MODEL_OPTIONS", "CSV_OPTIONS", "MAX_Q_MINUS_1",
            "check_params", "describe", "learner_constraints", "check_ranges",
            "check_finite", "learner_rules", "check_learner", "check_pgs_state", "check_sdca_problem",
-           "dask_rules", "check_dask_run", "check_stream_run", "parse_interactions",
+           "dask_rules", "settle_auto", "check_dask_run", "check_stream_run", "parse_interactions",
            "bad_class_weight", "check_command", "check_train_model", "learner_params"]
 
 # ---- names --------------------------------------------------------------------------------
@@ -396,7 +396,7 @@ _PGS = {
     "l1": _COMMON["l1"],
     "radius": [None, ("str", {"auto"}), _POSITIVE],
     "batch_size": [_COUNT],
-    "iterate": [("str", set(ITERATES))],
+    "iterate": [("str", set(ITERATES) | {"auto"})],
     "fit_intercept": _COMMON["fit_intercept"],
     "intercept_scaling": _COMMON["intercept_scaling"],
     "max_epochs": _COMMON["max_epochs"],
@@ -558,10 +558,41 @@ def check_p(p, words=PYTHON):
                       f"{{p={1.0 + 1.0 / MAX_Q_MINUS_1:.9g}}} or more", {"p": p}, words)
 
 
-def learner_rules(params, solver, words):
+def settle_auto(params):
+    """`params` with PGS's ``iterate="auto"`` and ``radius="auto"`` settled for the rest
+    of them (a new dict; checked ranges assumed).
+
+    iterate "auto": the t^2-weighted average ("weighted2") where the configuration runs
+    one, else the last iterate: the adaptive geometry (its averages settle a sum at
+    every touch, several times the last iterate's cost), and l1 at p < 2 or with
+    forgetting (exact with the last iterate only). radius "auto": the ball that holds
+    the optimum, but R^n in the adaptive geometry at p = 2, whose per-coordinate steps
+    have no O(nnz) form on a ball and need none (each is bounded by its stabilizer).
+
+    >>> settle_auto({"geometry": "adaptive", "iterate": "auto", "radius": "auto"})
+    {'geometry': 'adaptive', 'iterate': 'last', 'radius': None}
+    >>> settle_auto({"iterate": "auto", "radius": "auto"})
+    {'iterate': 'weighted2', 'radius': 'auto'}
+    """
+    out = dict(params)
+    get = params.get
+    adaptive, p = get("geometry", "global") == "adaptive", get("p", 2.0)
+    if get("iterate") == "auto":
+        only_last = adaptive or (get("l1", 0.0) and (p != 2 or get("forget", 1.0) < 1))
+        out["iterate"] = "last" if only_last else "weighted2"
+    if adaptive and p == 2 and get("radius") == "auto":
+        out["radius"] = None
+    return out
+
+
+def learner_rules(params, solver, words, core=False):
     """The rules on a learner's parameters beyond their ranges (checked first, by
     `check_ranges`): what the solver, the loss, the iterate, l1 and multi_class refuse
-    together. `params` may lack some (a core state's configuration)."""
+    together, a learner's "auto" settled first (`settle_auto`; ``core``: a core state's
+    configuration, which has no "auto" iterate and keeps its radius as given). `params`
+    may lack some (a core state's configuration)."""
+    if solver == "pgs" and not core:
+        params = settle_auto(params)
     get = params.get
     if "interactions" in params:
         try:
@@ -656,8 +687,8 @@ def check_pgs_state(**config):
         params["multi_class"] = config["multi_class"]
     check_ranges(params, "pgs", None, _CORE,
                  {**learner_constraints("pgs", None), "sigma": [_POSITIVE],
-                  "eta": [_POSITIVE]})
-    learner_rules(params, "pgs", PYTHON)
+                  "eta": [_POSITIVE], "iterate": [("str", set(ITERATES))]})
+    learner_rules(params, "pgs", PYTHON, core=True)
     # the adaptive geometry's stabilizer start: the core's own parameter
     check_ranges({"delta": config["delta"]} if "delta" in config else {}, "pgs", None,
                  _CORE, {"delta": [_AT_LEAST_0]})
@@ -715,6 +746,7 @@ def dask_rules(params, words, balanced=False):
     l1, forgetting, class weights (``balanced``: a model trained with them), coupled
     multiclass losses and the adaptive geometry's race of eta; its lanes' merge is
     exact only without them."""
+    params = settle_auto(params)
     get = params.get
     if get("l1", 0):
         # a round's lanes soft-threshold their own lambda; the merged rounds are not
@@ -878,12 +910,7 @@ def learner_params(args):
         params.update(radius=args.radius, batch_size=args.batch_size, iterate=args.iterate,
                       forget=args.forget, max_model_bytes=args.max_model_bytes)
         if getattr(args, "geometry", "global") == "adaptive":
-            # its iterate is the last and it has no ball: the flags' defaults follow
             params.update(geometry="adaptive", eta=args.eta)
-            if not _given(args, "iterate"):
-                params["iterate"] = "last"
-            if not _given(args, "radius"):
-                params["radius"] = None
     return solver, task, params
 
 

@@ -23,6 +23,7 @@ import warnings
 import numpy as np
 
 from onlinepgs import _checks, _class_weight, _eta_race, _options, _race, _runaway
+from onlinepgs._options import settle_auto
 from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,  # noqa: F401
                              _training, _unchanged_on_error)
 from onlinepgs._checks import AtRows, check_random_state, is_records, py, row_of_entry
@@ -95,17 +96,21 @@ _COMMON_DOC = """
         seen so far, which contains the optimum (sigma r(w*) <= F(0)), so the solution
         is that of R^n while the large early steps stay bounded; it is what makes the
         squared and squared-hinge losses (unbounded gradients) safe at small sigma.
+        With ``geometry="adaptive"`` at p = 2, "auto" is R^n: its per-coordinate steps
+        are bounded by their own stabilizers, and a ball there has no O(nnz) step.
     batch_size : int >= 1, default=1
         k rows per step, all evaluated at the same iterate.
-    iterate : {"weighted2", "weighted", "average", "last", "random"}, default="weighted2"
+    iterate : {"auto", "weighted2", "weighted", "average", "last", "random"}, default="auto"
         Which iterate the model reports: the average of w_1..w_T with weights
         proportional to t^2 ("weighted2", polynomial-decay averaging) or to t
         ("weighted"), the uniform average, the last iterate, or the paper's uniformly
-        random iterate (reservoir-sampled). "weighted2" is the default because it
-        gave the best test accuracy after 1, 2 and 5 passes on the IMDB, a9a
-        and w8a data (best in 11 of 18 cells, never more than 0.0010 behind;
+        random iterate (reservoir-sampled). "auto" is "weighted2" in the global
+        geometry, because it gave the best test accuracy after 1, 2 and 5 passes on the
+        IMDB, a9a and w8a data (best in 11 of 18 cells, never more than 0.0010 behind;
         docs/benchmarks.md): the early, large steps of PGS count least, while the last
-        iterate alone is noisy.
+        iterate alone is noisy. It is "last" where an average does not run or does not
+        pay: l1 at p < 2 or with forget < 1, and the adaptive geometry (its small early
+        steps need no averaging, and its averages cost several times its epoch).
     fit_intercept : bool, default=True
         Learn an intercept as a constant feature of value ``intercept_scaling``
         inside the regularized vector (keeps the objective strongly convex, paper
@@ -409,7 +414,7 @@ class PGSLearner(EventLearner, LinearLearner):
     _runaway_fatal = False
 
     def __init__(self, loss, *, p=2.0, sigma="auto", l1=0.0, radius="auto", batch_size=1,
-                 iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
+                 iterate="auto", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
                  max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None,
@@ -457,19 +462,30 @@ class PGSLearner(EventLearner, LinearLearner):
             if not self._eta_auto():
                 l1.update(eta=float(self.eta))
 
+        settled = self._settled()
+        radius, iterate = settled["radius"], settled["iterate"]
+
         def make(sigma, eta=None):
             # a run of a race of eta (eta="auto") takes its family's rate
             rate = {} if eta is None else {"eta": float(eta)}
             return PGSState(p=float(self.p), sigma=float(sigma), **{**l1, **rate},
                             multi_class=multi_class,
-                            radius=self.radius if self.radius in (None, "auto") else float(self.radius),
+                            radius=radius if radius in (None, "auto") else float(radius),
                             loss=self.loss, batch_size=int(self.batch_size),
-                            iterate=self.iterate, n_problems=n_problems, multiclass=multiclass,
+                            iterate=iterate, n_problems=n_problems, multiclass=multiclass,
                             fit_intercept=bool(self.fit_intercept),
                             intercept_scaling=float(self.intercept_scaling),
                             epsilon=float(self.epsilon), n_features=n_features, seed=seed,
                             forget=float(self.forget))
         return make
+
+    def _settled(self):
+        """The iterate and the radius this learner runs, "auto" settled for its geometry,
+        p, l1 and forget (`onlinepgs._options.settle_auto`): ``{"iterate", "radius"}``."""
+        settled = settle_auto(dict(geometry=self.geometry, p=self.p, l1=self.l1,
+                                   forget=self.forget, iterate=self.iterate,
+                                   radius=self.radius))
+        return {"iterate": settled["iterate"], "radius": settled["radius"]}
 
     def _auto(self):
         """Whether a race trains the model: sigma="auto", or the adaptive geometry's
@@ -541,8 +557,8 @@ class PGSLearner(EventLearner, LinearLearner):
     def _layout(self, n_problems):
         """The solver state's per-coordinate layout at these parameters
         (`onlinepgs._layout`: what PGSState allocates, what max_model_bytes counts)."""
-        return StateLayout(p=float(self.p), iterate=self.iterate, l1=float(self.l1),
-                           radius=self.radius, batch_size=int(self.batch_size),
+        return StateLayout(p=float(self.p), l1=float(self.l1), **self._settled(),
+                           batch_size=int(self.batch_size),
                            n_problems=n_problems, geometry=self.geometry)
 
     def _check_width(self, X, n_problems, where=None, have=0):
@@ -710,13 +726,14 @@ class PGSLearner(EventLearner, LinearLearner):
                 raise PGSDivergedError(
                     ("PGS diverged at ", row, f" (step {state.t + 1}): {reason} {kept}"),
                     reason=reason)
-            if self.radius is None:
+            radius = self._settled()["radius"]
+            if radius is None:
                 advice = (f"Its gradient is unbounded, so on R^n (radius=None) a small "
                           f"sigma={state.sigma:g} lets the first steps of size 1/(t sigma) "
                           "blow up; use radius='auto' (or a finite radius) or a larger "
                           "sigma.")
             else:
-                advice = (f"Even on the ball (radius={self.radius!r}) sigma={state.sigma:g} "
+                advice = (f"Even on the ball (radius={radius!r}) sigma={state.sigma:g} "
                           "makes the steps of size 1/(t sigma) overflow; use a larger sigma.")
             kept = ("The model keeps the state before that step."
                     if _finite_weights(state) else
@@ -738,7 +755,8 @@ class PGSLearner(EventLearner, LinearLearner):
             reason = (f"the progressive {self.loss!r} loss overflowed the double range: "
                       "the predictions grew without bound (the steps of size 1/(t sigma) "
                       f"overshoot at sigma={state.sigma:g}); use "
-                      + ("radius='auto' (or a finite radius) or " if self.radius is None
+                      + ("radius='auto' (or a finite radius) or "
+                         if self._settled()["radius"] is None
                          else "") + "a larger sigma.")
             raise PGSDivergedError(
                 f"PGS diverged in this call (after step {state.t}): {reason} The model is "
@@ -1111,7 +1129,7 @@ class PGSClassifierLearner(ClassifierLearner, EventClassifier, PGSLearner):
     _constraints = _options.learner_constraints("pgs", "classifier")
 
     def __init__(self, loss="logistic", *, p=2.0, sigma="auto", l1=0.0, radius="auto",
-                 batch_size=1, iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
+                 batch_size=1, iterate="auto", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
                  max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None,
@@ -1180,7 +1198,7 @@ class PGSRegressorLearner(RegressorLearner, PGSLearner):
     _constraints = _options.learner_constraints("pgs", "regressor")
 
     def __init__(self, loss="squared", *, p=2.0, sigma="auto", l1=0.0, radius="auto",
-                 batch_size=1, iterate="weighted2", fit_intercept=True, intercept_scaling=1.0,
+                 batch_size=1, iterate="auto", fit_intercept=True, intercept_scaling=1.0,
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
                  max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None,

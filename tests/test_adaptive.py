@@ -100,6 +100,29 @@ def _cli(*args, cwd):
                           capture_output=True, text=True, cwd=cwd)
 
 
+@pytest.mark.parametrize("params, settled", [
+    (dict(geometry="adaptive"), dict(iterate="last", radius=None)),
+    (dict(geometry="adaptive", p=1.5), dict(iterate="last", radius="auto")),
+    (dict(), dict(iterate="weighted2", radius="auto")),
+    (dict(l1=1e-3, p=1.5), dict(iterate="last", radius="auto")),
+    (dict(l1=1e-3, forget=0.99), dict(iterate="last", radius="auto")),
+    (dict(forget=0.99), dict(iterate="weighted2", radius="auto")),
+])
+def test_auto_iterate_and_radius_settle_by_the_geometry(params, settled):
+    """The defaults iterate="auto", radius="auto" run what the configuration runs best:
+    a fresh ``PGSClassifier(geometry="adaptive")`` trains (the last iterate on R^n at
+    p = 2) and its model is, bit for bit, the one of those values typed out."""
+    X, y = raw_columns(m=600)
+    X = X / np.abs(X).max(axis=0)  # the global geometry's cases need scaled columns
+    auto = PGSClassifier(sigma=1e-4, random_state=0, **params).partial_fit(X, y, [0, 1])
+    typed = PGSClassifier(sigma=1e-4, random_state=0, **params, **settled)
+    typed.partial_fit(X, y, [0, 1])
+    config = auto._state.config()
+    assert (config["iterate"], config["radius"]) == (settled["iterate"], settled["radius"])
+    np.testing.assert_array_equal(auto.coef_, typed.coef_)
+    assert auto.get_params()["iterate"] == auto.get_params()["radius"] == "auto"
+
+
 def test_the_command_trains_raw_columns_with_geometry_adaptive(tmp_path):
     """``train --geometry adaptive`` takes the last iterate and no ball by default, and
     its model predicts the raw file as the estimator does; its wrong combinations and
@@ -110,7 +133,10 @@ def test_the_command_trains_raw_columns_with_geometry_adaptive(tmp_path):
                 tmp_path / "m.pgs", "--quiet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     model = load_model(tmp_path / "m.pgs")
-    assert (model.geometry, model.iterate, model.radius) == ("adaptive", "last", None)
+    config = model._state.config()
+    assert (model.geometry, model.iterate, model.radius) == ("adaptive", "auto", "auto")
+    assert (config["geometry"], config["iterate"], config["radius"]) == \
+        ("adaptive", "last", None)
     ours = PGSClassifier(sigma=1e-4, max_epochs=1, shuffle=False, **ADAPTIVE)
     ours.partial_fit(X, 2 * y - 1, classes=[-1, 1])
     np.testing.assert_allclose(model.coef_, ours.coef_, rtol=1e-12, atol=1e-15)

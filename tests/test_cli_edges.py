@@ -49,7 +49,7 @@ def test_version_prints_the_packages_version_from_pyproject():
 # option -> the default its --help must show (from the options' documented values)
 DEFAULTS = {
     "train": {"--loss": "logistic", "--p": "2.0", "--sigma": "auto", "--batch-size": "1",
-              "--iterate": "weighted2", "--intercept-scaling": "1.0", "--epsilon": "0.1",
+              "--iterate": "auto", "--intercept-scaling": "1.0", "--epsilon": "0.1",
               "--hash-seed": "0", "--random-seed": "0", "--passes": "1",
               "--chunk-rows": "2000", "--zero-based": "auto", "--max-model-bytes": "1G",
               "--slice-rows": "65536", "--connect-timeout": "10", "--solver": "pgs",

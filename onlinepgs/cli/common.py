@@ -310,7 +310,7 @@ def print_summary(est, args, start, before=(), after=()):
              f"average loss = {stats['progressive_loss']:.6f}"]
     if "progressive_error_rate" in stats:
         lines.append(f"progressive error rate = {stats['progressive_error_rate']:.6f}")
-    if "progressive_loss_last" in stats and est.iterate != "last":
+    if "progressive_loss_last" in stats and est._settled()["iterate"] != "last":
         # the averaged model's figures above; the last iterate's, which PGS steps from
         rate = stats.get("progressive_error_rate_last")
         lines.append(f"last iterate: average loss = {stats['progressive_loss_last']:.6f}"

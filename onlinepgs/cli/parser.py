@@ -243,12 +243,16 @@ def build_parser():
                       "||x||_2); auto (default): the one whose run-time bound is smaller on "
                       "the data")
     opts.add_argument("--radius", type=_radius, default="auto",
-                      help="domain: auto (default), none (R^n) or a number (l_p ball)")
+                      help="domain: none (R^n), a number (l_p ball), or auto (default): the "
+                      "ball that holds the optimum, but R^n with --geometry adaptive at "
+                      "--p 2")
     opts.add_argument("--batch-size", type=_int, default=1, help="rows per step (k)")
-    opts.add_argument("--iterate", default="weighted2", choices=sorted(ITERATES),
-                      help="the iterate the model reports: weighted2 (default), weighted, "
-                      "average (averages of the steps' iterates with weights t^2, t, 1), "
-                      "last, random (the global geometry only)")
+    opts.add_argument("--iterate", default="auto", choices=sorted(ITERATES + ("auto",)),
+                      help="the iterate the model reports: weighted2, weighted, average "
+                      "(averages of the steps' iterates with weights t^2, t, 1), last, "
+                      "random (the global geometry only), or auto (default): weighted2, "
+                      "but last with --geometry adaptive and with --l1 at --p below 2 or "
+                      "with --forget")
     opts.add_argument("--no-intercept", action="store_true")
     opts.add_argument("--intercept-scaling", type=float, default=1.0)
     opts.add_argument("--epsilon", type=float, default=0.1,
@@ -268,8 +272,8 @@ def build_parser():
                       help="global: one step size for every coordinate (PGS); adaptive: a "
                       "step per coordinate from its own squared gradients, on features "
                       "divided by their largest |value| seen, so raw numeric columns need no "
-                      "scaling (the last iterate, no ball: --iterate and --radius default "
-                      "to last and none with it; --iterate average, weighted or weighted2 "
+                      "scaling (the last iterate, no ball at --p 2: --iterate and --radius "
+                      "auto settle to last and none with it; --iterate average, weighted or weighted2 "
                       "report an average at --p 2; with --p below 2 one scalar step size "
                       "from the gradients' dual norms, and --radius a ball on the scaled "
                       "weights; no --l1 below 2, no ball at --p 2; --forget at --p 2 with "

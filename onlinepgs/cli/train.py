@@ -49,7 +49,7 @@ def cmd_train(args):
         from onlinepgs.cli.train_dask import train_on_dask
 
         return train_on_dask(args, est, base)
-    table = ProgressTable(sys.stderr, not args.quiet, est.iterate)
+    table = ProgressTable(sys.stderr, not args.quiet, est._settled()["iterate"])
     table.notes = [unsaved(args)] if args.output is None else []
     if est._classifier:  # given or the model's now; the first chunk's from the engine
         if given_classes is not None:

@@ -49,7 +49,7 @@ def train_on_dask(args, est, base):
             raise UserError(f"{args.data[0]}: the first chunk has one label "
                             f"({classes.tolist()}); pass --classes")
         origin = f"the labels of the first chunk of {args.data[0]}; --classes gives them all"
-    table = ProgressTable(sys.stderr, not args.quiet, est.iterate)
+    table = ProgressTable(sys.stderr, not args.quiet, est._settled()["iterate"])
     table.notes = [unsaved(args)] if args.output is None else []
     if est._classifier:
         table.notes.append(class_note(classes, origin))

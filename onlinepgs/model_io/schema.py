@@ -14,6 +14,7 @@ import numbers
 import numpy as np
 
 from onlinepgs._checks import unique
+from onlinepgs._options import settle_auto
 from onlinepgs._core._pgs import STATE_VERSION, PGSState
 from onlinepgs import pgs as _pgs
 from onlinepgs.model import LinearModel
@@ -253,6 +254,8 @@ def _inconsistency(estimator):
     config = state.config()
     params = estimator.get_params(deep=False)
     trained = estimator._state_params
+    # "auto" of iterate and radius as the state settled it (`_options.settle_auto`)
+    settled = settle_auto({**trained, "geometry": config.get("geometry", "global")})
     for key in _pgs._STATE_PARAMS:
         if key in params and key in trained and not _same(params[key], trained[key]):
             return (f"parameter {key}={short(params[key])} but the solver state was trained "
@@ -260,7 +263,7 @@ def _inconsistency(estimator):
                     "again")
         if key == "sigma" and trained.get(key) == "auto":
             continue  # the race's choice: any sigma of the state's own
-        if key in config and key in trained and not _same(trained[key], config[key]):
+        if key in config and key in trained and not _same(settled[key], config[key]):
             return (f"_state_params has {key}={short(trained[key])} but the solver state's "
                     f"configuration has {key}={short(config[key])}")
     n_bits = trained.get("n_bits")
