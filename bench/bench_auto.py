@@ -1005,7 +1005,9 @@ def part_goals(args, record, out):
 
 
 GEOMETRY_L1 = (1e-6, 1e-5, 3e-5, 1e-4, 3e-4)
-VW_L1 = (1e-7, 1e-6, 3e-6, 1e-5)
+# VW's --l1 per learner: the default update truncates every step's weights (l1 a row),
+# FTRL-Proximal thresholds the gradients' sum (its lambda_1, as our l1 times t)
+VW_L1 = {"VW": (1e-7, 1e-6, 1e-5, 1e-4), "VW --ftrl": (0.1, 0.3, 1.0, 3.0, 10.0)}
 
 
 def part_geometry_l1(args, record, out):
@@ -1031,7 +1033,7 @@ def part_geometry_l1(args, record, out):
                                      accuracy=float(np.mean(est.predict(X_test) == y_test)),
                                      nonzeros=int(np.count_nonzero(est.coef_))))
             for learner, extra in (("VW", ""), ("VW --ftrl", " --ftrl")):
-                for l1 in (0.0, *VW_L1):
+                for l1 in (0.0, *VW_L1[learner]):
                     accuracy, nonzeros = _vw_l1(train, test, y_test, workdir, extra, l1)
                     rows.append(dict(set=name, learner=learner, l1=l1, eta=None,
                                      accuracy=accuracy, nonzeros=nonzeros))
