@@ -91,8 +91,7 @@ Examples
 >>> clf = opd.fit(PGSClassifier(sigma=1e-3), dX, y, n_lanes=2, slice_rows=500)
 >>> clf.score(X, y) > 0.95, clf.online_stats_["n_examples"]
 (True, 4000)
->>> ada = PGSClassifier(geometry="adaptive", iterate="last", radius=None, eta=0.5,
-...                     sigma=1e-3)                     # a fixed eta: no race of eta
+>>> ada = PGSClassifier(geometry="adaptive", eta=0.5, sigma=1e-3)  # a fixed eta: no race
 >>> ada = opd.fit(ada, dX * 1000.0, y, n_lanes=2, slice_rows=500)   # raw units
 >>> ada.score(X * 1000.0, y) > 0.95, ada.t_             # t: the rounds' merged steps
 (True, 2000)

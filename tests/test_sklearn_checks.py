@@ -42,9 +42,8 @@ def _expected(estimator):
      PGSClassifier(random_state=0), PGSRegressor(sigma=0.1, random_state=0),
      PGSRegressor(sigma="auto", random_state=0),  # the default sigma, seeded
      PGSClassifier(multi_class="multinomial", random_state=0),  # the coupled softmax loss
-     # the adaptive geometry (per-coordinate steps on scaled features)
-     PGSClassifier(geometry="adaptive", iterate="last", radius=None),
-     PGSRegressor(geometry="adaptive", iterate="last", radius=None),
+     # the adaptive geometry (per-coordinate steps on scaled features), its defaults
+     PGSClassifier(geometry="adaptive"), PGSRegressor(geometry="adaptive"),
      SDCAClassifier(tol=0.0, max_epochs=300, random_state=0),
      SDCARegressor(sigma=0.1, tol=0.0, max_epochs=300, random_state=0)],
     expected_failed_checks=_expected,
