@@ -17,16 +17,15 @@ whole pass's best on every set tried. The cost is three sigma races for those ro
 one.
 
 `EtaSchedule` is a schedule as `SigmaSchedule` is (the same methods: `start`,
-`next_check`, `align`, `beaten`, `decide`, `leader`, `settle`, `discard`, `fork_ids`,
-`to_dict`), so
-`onlinepgs._race.SigmaRace` runs it unchanged: a pure decision object, which reads only
+`next_check`, `align`, `drops_early`, `beaten`, `decide`, `leader`, `settle`, `discard`,
+`fork_ids`, `to_dict`), so `onlinepgs._race.SigmaRace` runs it unchanged: a pure decision object, which reads only
 progressive sums, so the choice depends on the rows and never on how they were split into
 calls.
 """
 import math
 
-from onlinepgs._race import (Decision, SigmaSchedule, _finite_or_none, _loss_between,
-                             evidence_for)
+from onlinepgs._race import (INDIFFERENCE, Decision, SigmaSchedule, _finite_or_none,
+                             _loss_between, evidence_for)
 
 __all__ = ["EtaSchedule", "ETAS", "ETAS_BELOW_2", "etas_for", "DECIDE_AT"]
 
@@ -68,12 +67,16 @@ class EtaSchedule:
     batch_size : int, default=1
         Rows a step: every check (the families', the window's start and the choice)
         falls on whole mini-batches, moved as `SigmaSchedule.align` moves its own.
+    indifference : float or None, default=`onlinepgs._race.INDIFFERENCE`
+        Every family's duels judged after `DECIDE_AT` (the kept family's, then) whose
+        runs' window losses differ by less than this fraction are ties, and two in a row
+        settle its race (`SigmaSchedule`; None: it races on).
     **options
         The other `SigmaSchedule` parameters, the same for every family.
     """
 
     def __init__(self, loss, *, etas=ETAS, decide_at=DECIDE_AT, n_problems=1, batch_size=1,
-                 evidence=None, default=DEFAULT_ETA, **options):
+                 evidence=None, default=DEFAULT_ETA, indifference=INDIFFERENCE, **options):
         etas = sorted({float(e) for e in etas})
         if not etas or not all(e > 0 and math.isfinite(e) for e in etas):
             raise ValueError(f"a race of eta needs positive finite rates, got {etas!r}")
@@ -84,11 +87,13 @@ class EtaSchedule:
         self.loss, self.n_problems, self.batch_size = loss, int(n_problems), int(batch_size)
         self.decide_at, self.mark_at = int(decide_at), int(decide_at) // 2
         self.evidence = evidence_for(loss, evidence)
+        self.indifference = None if indifference is None else float(indifference)
         self.options = dict(options)
         self.families = {eta: SigmaSchedule(loss, n_problems=n_problems,
                                             batch_size=self.batch_size,
                                             eta=eta, first_id=k * ID_STRIDE,
-                                            evidence=evidence, **options)
+                                            evidence=evidence,
+                                            **self.sigma_options(indifference), **options)
                          for k, eta in enumerate(etas)}
         self.default = min(etas, key=lambda e: (abs(math.log(e / default)), e))
         self.eta = None  # the kept family's rate, once chosen
@@ -98,6 +103,13 @@ class EtaSchedule:
         self.dropped_path = []  # the records of families whose every run diverged
         self.last_forks = []  # the run ids of the last decision's forks, in its order
         self.decided = 0  # the row of the last decision
+
+    @staticmethod
+    def sigma_options(indifference=INDIFFERENCE):
+        """The options of the adaptive geometry's sigma races (every family's, and a
+        learner's at a fixed eta, so that a kept family equals its rate raced alone):
+        ties between sigmas that no longer matter from row `DECIDE_AT` on."""
+        return dict(indifference=indifference, indifferent_after=DECIDE_AT)
 
     # ---- the families ------------------------------------------------------------
     @property
@@ -204,6 +216,15 @@ class EtaSchedule:
         return Decision(drop=sorted(set(drop)), fork=fork,
                         leader=self.leader(n_rows, sums), settled=self.settled)
 
+    def drops_early(self, n_rows):
+        """Whether the check at row `n_rows` may drop runs whatever the others' sums
+        (`beaten`): where a family due drops early and this race's own checks do not
+        fall."""
+        if self.next_check(n_rows) != n_rows or n_rows in self._pending():
+            return False
+        return any(family.next_check(n_rows) == n_rows and family.drops_early(n_rows)
+                   for family in self.families.values())
+
     def beaten(self, n_rows, sums):
         """The runs of `sums` that the check at row `n_rows` drops whatever the other
         runs' sums (`SigmaSchedule.beaten`): each family due there says which of its
@@ -302,6 +323,7 @@ class EtaSchedule:
         return dict(version=1, kind="eta", loss=self.loss, n_problems=self.n_problems,
                     decide_at=self.decide_at, mark_at=self.mark_at,
                     batch_size=self.batch_size, evidence=self.evidence, options=self.options,
+                    indifference=self.indifference,
                     default=self.default, eta=self.eta, decided=self.decided,
                     families=[f.to_dict() for f in self.families.values()],
                     origin=[[r, o] for r, o in self.origin.items()],
@@ -316,7 +338,8 @@ class EtaSchedule:
         families = [SigmaSchedule.from_dict(f) for f in d["families"]]
         self = cls(d["loss"], etas=[f.eta for f in families], decide_at=d["decide_at"],
                    n_problems=d["n_problems"], batch_size=d.get("batch_size", 1),
-                   evidence=d["evidence"], **d["options"])
+                   evidence=d["evidence"], indifference=d.get("indifference"),
+                   **d["options"])
         self.mark_at = int(d.get("mark_at", self.mark_at))  # as aligned
         self.families = {f.eta: f for f in families}
         self.default = float(d["default"])

@@ -35,6 +35,17 @@ DUEL = 0.5  # the part of each interval between fork points that a challenger ru
 BURN = 0.5  # the first part of a duel, not judged: the fork's average is its parent's
 CHASE = True  # a challenger that wins is challenged at once (not at the next fork point)
 PATIENCE = None  # duels lost in a row after which the schedule settles (None: never)
+# A duel whose two runs' mean losses over its window differ by less than this fraction is
+# a tie where the schedule is told so (`indifference`: the adaptive geometry's sigma races
+# from row 4,000 on, `onlinepgs._eta_race`), and two such duels in a row settle the race
+# at the larger sigma: a half-decade of sigma that moves the loss by less than 0.1% no
+# longer matters on these rows, and chasing it down costs a second run all the way (IMDB
+# at eta 0.1: every duel from row 4,000 on differs by 0.004-0.05%, each won by the
+# smaller sigma, down to the grid's bottom). The duels that matter differ by 1-6% (w8a,
+# TalkingData, the flight log). One such duel alone does not settle: sigma's weight grows
+# with the rows (news20 at row 5,700: 0.04%, yet 1e-6 is better than 3.2e-6 by the end)
+INDIFFERENCE = 1e-3
+INDIFFERENT_DUELS = 2
 # A challenger wins only over a window in which the leader's summed loss is at least this
 # (classification losses, in nats or hinge units: about three mistakes' worth). With rare
 # positives an early window holds none; there every run's loss is ~0, the run of smaller
@@ -123,8 +134,10 @@ class SigmaSchedule:
     does a window too poor in information to move the lead (classification losses: the
     leader's summed loss over it under `evidence`, about three mistakes' worth; with rare
     positives a short window holds none, and every run's loss there is ~0). After
-    `patience` duels lost by the challenger in a row, or with the leader at the bottom of
-    the grid, the schedule settles: the leader alone goes on, no more checks.
+    `patience` duels lost by the challenger in a row, with the leader at the bottom of
+    the grid, or after `INDIFFERENT_DUELS` ties in a row between sigmas that no longer
+    matter (`indifference`), the schedule settles: the leader alone goes on, no more
+    checks.
 
     Parameters
     ----------
@@ -141,11 +154,18 @@ class SigmaSchedule:
     evidence : float or None
         The least summed loss of the leader over a duel's window for the challenger to
         win it (None: `EVIDENCE` for classification losses, 0 for regression ones).
+    indifference : float or None
+        A duel judged after row `indifferent_after` whose runs' mean window losses differ
+        by less than this fraction of the larger is a tie, and `INDIFFERENT_DUELS` of them
+        in a row settle the schedule at the larger sigma (None: never; `INDIFFERENCE`).
+    indifferent_after : int, default=0
+        The row after which `indifference` applies (the adaptive geometry's: 4,000).
     """
 
     def __init__(self, loss, *, n_problems=1, grid=None, batch_size=1, start=START_SIGMAS,
                  first_check=FIRST_CHECK, growth=GROWTH, duel=DUEL, burn=BURN,
-                 chase=CHASE, patience=PATIENCE, evidence=None, eta=None, first_id=0):
+                 chase=CHASE, patience=PATIENCE, evidence=None, eta=None, first_id=0,
+                 indifference=None, indifferent_after=0):
         grid = DEFAULT_GRID if grid is None else grid
         self.grid = sorted({float(s) for s in grid}, reverse=True)
         if not self.grid or not all(s > 0 and math.isfinite(s) for s in self.grid):
@@ -159,6 +179,9 @@ class SigmaSchedule:
         self.burn, self.chase = float(burn), bool(chase)
         self.start_sigmas = sorted({self._nearest(float(x)) for x in start}, reverse=True)
         self.patience = patience
+        self.indifference = None if indifference is None else float(indifference)
+        self.indifferent_after = int(indifferent_after)
+        self.indifferent = 0  # duels in a row whose runs differed by under `indifference`
         self.evidence = evidence_for(loss, evidence)
         self.eta = None if eta is None else float(eta)  # every run's (a race of eta)
         self.runs = {}  # live runs: run_id -> Run
@@ -233,6 +256,16 @@ class SigmaSchedule:
             then["sum_weighted_loss"] if then else 0.0)
         return best if mass >= self.evidence else incumbent
 
+    def _indifferent(self, losses):
+        """Whether a duel's two window losses differ by less than `indifference` of the
+        larger (never without it, nor with a loss that is not finite)."""
+        if self.indifference is None or len(losses) != 2:
+            return False
+        a, b = losses.values()
+        if not (math.isfinite(a) and math.isfinite(b)):
+            return False
+        return abs(a - b) < self.indifference * max(abs(a), abs(b))
+
     def _best(self, losses):
         return min(losses, key=lambda r: (losses[r], -self.runs[r].sigma))
 
@@ -291,9 +324,13 @@ class SigmaSchedule:
         if not losses:
             raise ValueError("no live run to decide on")
         leader = self._best(losses)
-        won = False
+        won = indifferent = False
         if len(self.runs) == 2 and self.since > 0:  # a duel: did the challenger win?
             leader = self._informed(leader, sums)
+            indifferent = n_rows > self.indifferent_after and self._indifferent(losses)
+            self.indifferent = self.indifferent + 1 if indifferent else 0
+            if indifferent:  # a tie: the larger sigma leads
+                leader = max(self.runs, key=lambda r: self.runs[r].sigma)
             won = self.runs[leader].sigma < max(r.sigma for r in self.runs.values())
             self.lost = 0 if won else self.lost + 1
         if won and self.chase:
@@ -302,7 +339,8 @@ class SigmaSchedule:
         self.leader_id = leader
         drop = sorted(r for r in self.runs if r != leader)
         fork = []
-        settled = self.patience is not None and self.lost >= self.patience
+        settled = (self.indifferent >= INDIFFERENT_DUELS
+                   or (self.patience is not None and self.lost >= self.patience))
         if n_rows == self.fork_at and not settled:
             i = self.grid.index(self.runs[leader].sigma)
             if i + 1 < len(self.grid):
@@ -313,7 +351,8 @@ class SigmaSchedule:
                      leader_sigma=self.runs[leader].sigma,
                      dropped=[dict(run_id=r, sigma=self.runs[r].sigma) for r in drop],
                      forked=[dict(parent=p, sigma=s, run_id=self.next_id + k)
-                             for k, (p, s) in enumerate(fork)], settled=settled)
+                             for k, (p, s) in enumerate(fork)], settled=settled,
+                     **({"indifferent": True} if indifferent else {}))
         for r in drop:
             del self.runs[r]
         self.marks = {leader: dict(sums[leader])}
@@ -335,13 +374,18 @@ class SigmaSchedule:
             self.check_at = self.fork_at
         return Decision(drop=drop, fork=fork, leader=leader, settled=settled)
 
+    def drops_early(self, n_rows):
+        """Whether the check at row `n_rows` may drop runs whatever the others' sums
+        (`beaten`): the first check only."""
+        return not (self.settled or n_rows != self.check_at or self.since != 0 or (
+            n_rows == self.mark_at))
+
     def beaten(self, n_rows, sums):
         """The runs of `sums` (the sums at row `n_rows`, the next check's, of some live
         runs) that this check drops whatever the other runs' sums: at the first check,
         which keeps the best run over the whole history, every one but the best of
         them; none at the others (a duel's judgement reads both runs' windows)."""
-        if self.settled or n_rows != self.check_at or self.since != 0 or (
-                n_rows == self.mark_at):
+        if not self.drops_early(n_rows):
             return []
         losses = self._losses(sums)
         best = self._best(losses) if losses else None
@@ -423,6 +467,10 @@ class SigmaSchedule:
                     batch_size=self.batch_size, first_check=self.first_check,
                     growth=self.growth, duel=self.duel, burn=self.burn, chase=self.chase,
                     patience=self.patience, evidence=self.evidence,
+                    **({} if self.indifference is None else
+                       {"indifference": self.indifference,
+                        "indifferent_after": self.indifferent_after,
+                        "indifferent": self.indifferent}),
                     runs=[r.to_dict() for r in self.runs.values()],
                     leader_id=self.leader_id, settled=self.settled,
                     marks=[[r, m] for r, m in self.marks.items()], path=self.path,
@@ -438,6 +486,8 @@ class SigmaSchedule:
                    batch_size=d["batch_size"], first_check=d["first_check"],
                    growth=d["growth"], duel=d["duel"], burn=d["burn"], chase=d["chase"],
                    patience=d["patience"], evidence=d.get("evidence", 0.0),
+                   indifference=d.get("indifference"),
+                   indifferent_after=d.get("indifferent_after", 0),
                    eta=d.get("eta"))
         self.runs = {int(r["run_id"]): Run(int(r["run_id"]), float(r["sigma"]),
                                            int(r["started_at"]),
@@ -448,6 +498,7 @@ class SigmaSchedule:
             setattr(self, key, int(d[key]))
         self.leader_id = None if d["leader_id"] is None else int(d["leader_id"])
         self.settled = bool(d["settled"])
+        self.indifferent = int(d.get("indifferent", 0))
         self.marks = {int(r): (None if m is None else dict(m)) for r, m in d["marks"]}
         self.path = list(d["path"])
         return self
@@ -521,11 +572,13 @@ class SigmaRace:
                                    f"{self.n_rows}")
             stop = n if check is None else min(n, done + check - self.n_rows)
             at = self.n_rows + stop - done
-            # at a check, a run it will drop whatever the others' sums (`beaten`: the
-            # first check keeps the best start run alone) is dropped as soon as it is
-            # trained: the runs of a piece are trained in turn, and this holds two
-            # states at a time instead of every start run's
-            beaten = (lambda sums: self.schedule.beaten(at, sums)) if at == check else None
+            # at a check that drops runs whatever the others' sums (`beaten`: the first
+            # check keeps the best start run alone), a run it drops is let go as soon as
+            # it is trained: the runs of that piece are trained in turn, and this holds
+            # two trained states at a time instead of every start run's. Every other
+            # piece, those ending at the other checks too, is stepped in lockstep
+            early = at == check and self.schedule.drops_early(at)
+            beaten = (lambda sums: self.schedule.beaten(at, sums)) if early else None
             gone = {}  # the sums of the runs dropped so, for the check's decision
             if train_all is not None and beaten is None:
                 train_all([self.states[rid] for rid in sorted(self.states)], done, stop)

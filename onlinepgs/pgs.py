@@ -510,8 +510,12 @@ class PGSLearner(EventLearner, LinearLearner):
                                              batch_size=int(self.batch_size), etas=etas,
                                              default=default, **fixed)
         else:
+            # the adaptive geometry's sigma race at a fixed eta is a family of its race
+            # of eta alone (the same ties from row 4,000 on)
+            options = (_eta_race.EtaSchedule.sigma_options()
+                       if self.geometry == "adaptive" else {})
             schedule = _race.SigmaSchedule(self.loss, n_problems=n_problems,
-                                           batch_size=int(self.batch_size))
+                                           batch_size=int(self.batch_size), **options)
         return _race.SigmaRace.begin(
             schedule, self._state_factory(n_features, n_problems, multiclass, rng))
 

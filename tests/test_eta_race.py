@@ -14,7 +14,7 @@ import pytest
 
 from onlinepgs import PGSClassifier, PGSRegressor, load_model, save_model
 from onlinepgs._eta_race import DECIDE_AT, ETAS, EtaSchedule, schedule_from_dict
-from onlinepgs._race import SigmaSchedule
+from onlinepgs._race import INDIFFERENCE, SigmaSchedule
 
 ADAPTIVE = dict(geometry="adaptive", iterate="last", radius=None, random_state=0)
 
@@ -239,3 +239,24 @@ def test_the_start_runs_beaten_at_the_first_check_are_let_go_alike(monkeypatch):
     assert lean.sigma_path_ == whole.sigma_path_ and lean.eta_ == whole.eta_
     np.testing.assert_array_equal(lean.coef_, whole.coef_)
     np.testing.assert_array_equal(lean.intercept_, whole.intercept_)
+
+
+def test_the_race_settles_after_two_duels_between_sigmas_that_no_longer_matter():
+    """From row DECIDE_AT on, a duel whose runs' window losses differ by less than
+    INDIFFERENCE (relative) is a tie, and the second in a row settles the race at the
+    larger sigma: no check after it, the model that of the kept rate's sigma race
+    alone (the same rule), bit for bit."""
+    X, y = raw_rows(m=20000, seed=0)
+    raced = PGSClassifier(eta="auto", **ADAPTIVE).partial_fit(X, y, classes=[-1, 1])
+    ties = [r for r in raced.sigma_path_ if r.get("indifferent")]
+    assert [r["settled"] for r in ties] == [False, True]
+    assert all(r["rows"] > DECIDE_AT and not r["forked"] for r in ties)
+    for r in ties:
+        a, b = (run["window_loss"] for run in r["runs"])
+        assert abs(a - b) < INDIFFERENCE * max(a, b)
+        assert r["leader_sigma"] == max(run["sigma"] for run in r["runs"])
+    assert raced.sigma_path_[-1] is ties[-1] and raced.sigma_ == ties[-1]["leader_sigma"]
+    alone = PGSClassifier(eta=raced.eta_, **ADAPTIVE).partial_fit(X, y, classes=[-1, 1])
+    assert alone.sigma_ == raced.sigma_
+    np.testing.assert_array_equal(raced.coef_, alone.coef_)
+    np.testing.assert_array_equal(raced.intercept_, alone.intercept_)

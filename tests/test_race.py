@@ -145,6 +145,66 @@ def test_schedule_judges_by_the_window_and_forks_below_the_leader(chase):
     assert schedule.next_check(2250) == 3000
 
 
+def _duel(schedule, at, runs, means):
+    """`decide` at row `at` with each run's mean loss over the judged window (since the
+    schedule's marks) given, rows weighted 1."""
+    sums = {}
+    for rid, mean in zip(runs, means):
+        mark = schedule.marks[rid]
+        rows = at - schedule.since
+        sums[rid] = dict(mark, n_examples=at, sum_weight=mark["sum_weight"] + rows,
+                         sum_weighted_loss=mark["sum_weighted_loss"] + mean * rows)
+    return schedule.decide(at, sums)
+
+
+def _to_the_judgement(schedule, leader):
+    """Past the burn-in of the duel just forked from `leader` (marks at the same loss):
+    the row of its judgement and the challenger's id."""
+    challenger = max(schedule.runs)
+    at = schedule.next_check(0)
+    schedule.decide(at, {r: _sums(0.3, at) for r in (leader, challenger)})
+    return schedule.next_check(at), challenger
+
+
+@pytest.mark.parametrize("after", [0, 10_000])
+def test_duels_between_sigmas_that_no_longer_matter_are_ties_and_two_settle(after):
+    """With `indifference` (the adaptive geometry's races from row 4,000 on), a duel
+    whose runs' mean window losses differ by less than that fraction of the larger is a
+    tie: the larger sigma leads, no chase; a second such duel in a row settles the race
+    there. A duel that differs by more is judged as always (the challenger wins and is
+    chased), and before `indifferent_after` every duel is (the smaller loss wins)."""
+    schedule = SigmaSchedule("logistic", first_check=1000, indifference=1e-3,
+                             indifferent_after=after)
+    schedule.start()
+    d = schedule.decide(1000, {0: _sums(0.5, 1000), 1: _sums(0.4, 1000),
+                               2: _sums(0.45, 1000), 3: _sums(0.9, 1000)})
+    leader = d.leader
+    at, challenger = _to_the_judgement(schedule, leader)
+    # 0.2% better: a win, chased at once, whatever `after`
+    d = _duel(schedule, at, [leader, challenger], [0.3, 0.3 * (1 - 2e-3)])
+    assert (d.leader, d.drop, d.settled) == (challenger, [leader], False) and d.fork
+    leader = challenger
+    at, challenger = _to_the_judgement(schedule, leader)
+    # 0.05% better: a tie where indifference applies (the leader stays, no fork now)
+    d = _duel(schedule, at, [leader, challenger], [0.3, 0.3 * (1 - 5e-4)])
+    if after:
+        assert (d.leader, d.settled) == (challenger, False) and d.fork
+        assert "indifferent" not in schedule.path[-1]
+        return
+    assert (d.leader, d.drop, d.fork, d.settled) == (leader, [challenger], [], False)
+    assert schedule.path[-1]["indifferent"] and schedule.indifferent == 1
+    copy = SigmaSchedule.from_dict(json.loads(json.dumps(schedule.to_dict())))
+    assert copy.to_dict() == schedule.to_dict() and copy.indifferent == 1
+    # the next fork point's duel, again within 0.1% (the challenger worse): settled
+    at = schedule.next_check(at)
+    d = schedule.decide(at, {leader: _sums(0.3, at)})
+    assert d.fork
+    at, challenger = _to_the_judgement(schedule, leader)
+    d = _duel(schedule, at, [leader, challenger], [0.3, 0.3 * (1 + 5e-4)])
+    assert (d.leader, d.drop, d.fork, d.settled) == (leader, [challenger], [], True)
+    assert schedule.next_check(at) is None
+
+
 def test_schedule_round_trips_through_json_and_decides_the_same():
     schedule = SigmaSchedule("squared", batch_size=7, first_check=1000)
     schedule.start()
@@ -280,6 +340,42 @@ def test_race_runs_equal_fixed_sigma_runs_and_manual_forks(kind):
         dict(parent=leader.run_id, sigma=challenger.sigma, run_id=challenger.run_id)]
     assert race_est.sigma_ == race_est.model_.sigma == race_est._state.sigma
     assert race_est.sigma_ in DEFAULT_GRID
+
+
+def test_every_piece_of_a_race_steps_its_live_runs_together(monkeypatch):
+    """One row a step: every piece of rows, those that end at a check too, is one
+    `run_lockstep` call for every live run (not one call a run), but the piece that
+    ends at the first check (its start runs trained in turn, each beaten one let go at
+    once); and the race ends as the race whose runs are trained one at a time
+    (yardstick: `run_lockstep` called on each state alone)."""
+    import onlinepgs.pgs as pgs_module
+    X, y = _rows(n=2500, classes=2)
+    calls, races = [], []
+    advance = SigmaRace.advance
+
+    def watch(self, *args, **kwargs):
+        races.append(self)
+        return advance(self, *args, **kwargs)
+
+    def spy(states, *args, **kwargs):
+        calls.append((len(states), len(races[-1].states), races[-1].n_rows))
+        return run_lockstep(states, *args, **kwargs)
+    monkeypatch.setattr(SigmaRace, "advance", watch)
+    monkeypatch.setattr(pgs_module, "run_lockstep", spy)
+    together = PGSClassifierLearner(sigma="auto", random_state=0).fit(X, y)
+    later = [(n, live) for n, live, at in calls if at >= FIRST_CHECK]
+    assert len(later) > 4 and all(n == live for n, live in later)
+    assert any(n > 1 for n, _ in later)
+    assert [n for n, _, at in calls if at < FIRST_CHECK] == [1, 1, 1, 1]
+
+    def one_at_a_time(states, *args, **kwargs):
+        for state in states:
+            run_lockstep([state], *args, **kwargs)
+    monkeypatch.setattr(pgs_module, "run_lockstep", one_at_a_time)
+    alone = PGSClassifierLearner(sigma="auto", random_state=0).fit(X, y)
+    assert together.sigma_path_ == alone.sigma_path_
+    np.testing.assert_array_equal(together.model_.coef, alone.model_.coef)
+    np.testing.assert_array_equal(together.model_.intercept, alone.model_.intercept)
 
 
 def _stream(X, y):
