@@ -17,10 +17,40 @@ A new label regroups the state's problems for the new classes (`regrouped`):
   zero, on the model's clock: it is the problem of a binary learner of "that class
   against the rest" trained on every row, the rows before its first one weighing 0.
 
-The zero problem's per-problem scalars (its scale, the averages' running sums) are those
-of a problem that took ``t`` steps with zero gradients, from a replay of ``t`` zero-weight
-rows on a one-coordinate state of the same configuration (`_zero_problem`).
+The zero problem's per-problem scalars (its scale s_t, the averages' running sums C and
+C2, the random iterate's scale, forgetting's M, l1's and the adaptive geometry's sums)
+are those of a problem that took ``t`` steps with zero gradients, in closed form
+(`_zero_problem`): a class first seen after 10^9 events costs milliseconds, where
+stepping through the t steps of a one-coordinate state would take minutes (0.2-0.6 us a
+step).
+
+* N, the online gap's and regret's sums, l1's N(thr) and the adaptive geometry's stay
+  at their start (lambda = 0): a fresh state's, as does every scalar of the adaptive
+  geometry and of p < 2 (s_t = 0 while N is);
+* p = 2: s_t = 1 / ((t + 1) sigma) (the ball's and l1's factors are 1 at lambda = 0),
+  and the random iterate's scale that of its step ``rnd_t``, bit for bit;
+* the running sums add a_u s_u (and times thr_u = (u + 1) l1 for C2) with the weights
+  a_u = 1, u or u^2: a polynomial plus a harmonic difference (`weighted_scale_sums`,
+  _l1avg.pxd, to a few ulps). An average restarts C where a term falls below
+  C / CUM_RANGE, about every 2^20 steps: each restart is found on the closed form by a
+  gallop and a bisection (a few evaluations each, 17 ms for t = 10^9). A replay adds
+  one rounded term a step, so that its sums differ from these by its own rounding
+  (up to t eps relative; 1.9e-12 at t = 10^5 for C2, 1e-13 and below for C); a restart
+  found at another step than a replay's would need a sum within that rounding of the
+  threshold;
+* forgetting: G = gamma G and tau = gamma tau + 1 round once a step, so that no closed
+  form gives them bit for bit, but they repeat every renormalization (138.6 /
+  ln(1 / gamma) steps; tau is at its fixed point by the first): the first period and
+  one later one are stepped through with the core's arithmetic (`_zero_forget_steps`),
+  O(min(t, period)) steps of a few ns whatever t. The averages are then bit for bit
+  (their sums restart at each renormalization); the last and random iterates' sums,
+  which never restart and which those iterates do not read, are the periods' sums
+  added up (to rounding). M, times G (about 2^-200) at each renormalization, stays at
+  the last power whose inverse is finite (`_renormalized_scale`): from the sixth, M = 0
+  would make N's recount 0 * inf = NaN, and a problem's step on it diverge.
 """
+import math
+
 import numpy as np
 
 __all__ = ["CoupledClassesError", "regrouped", "new_classes", "set_problems"]
@@ -34,8 +64,6 @@ _FEATURE_FIELDS = ("inv_scale",)
 # the per-problem arrays of a state's dict (`PGSState.to_dict`)
 _PER_PROBLEM = ("norm_a", "scale_a", "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a",
                 "sum_conj_a", "sum_step_loss_a", "sum_reg_a", "cum2_a", "l1q_a", "ad_sq_a")
-# zero-weight rows replayed a call (`_zero_problem`)
-_REPLAY_ROWS = 1 << 16
 
 
 class CoupledClassesError(ValueError):
@@ -148,29 +176,181 @@ def set_problems(schedule, n_problems):
 
 def _zero_problem(state):
     """The per-problem arrays of a problem of `state`'s configuration that took the
-    state's ``t`` steps with zero gradients: a one-coordinate, one-problem state of the
-    same configuration (and seed: the random iterate's draws) through ``t`` zero-weight
-    empty rows. Nothing depends on the rows but the step count (tested against a learner
-    trained on zero weights)."""
+    state's ``t`` steps with zero gradients, in closed form (the module docstring): those
+    of a fresh one-problem state of the same configuration, and where ``t`` moves them,
+    the scale s_t, the running sums C and C2, the random iterate's scale at its step
+    ``rnd_t`` (its version count the state's) and forgetting's M. O(1) but for the
+    averages' restarts (`_restarted_sums`) and forgetting (`_forgetting_scalars`)."""
     from onlinepgs._core._pgs import PGSState
 
     cfg = dict(state.config())
     cfg.update(n_problems=1, multiclass=False)
     cfg.pop("multi_class", None)
-    replay = PGSState(**cfg, n_features=0)
-    random = cfg["iterate"] == "random"
-    # the random iterate: the state's reservoir holds step rnd_t (its draws follow the
-    # model's rows): the zero problem's scale then, and the state's version count
-    rnd_s = None
-    for stop in ((int(state.rnd_t),) if random else ()) + (int(state.t),):
-        while replay.t < stop:
-            rows = min(stop - replay.t, _REPLAY_ROWS)
-            replay.run(np.zeros(0), np.zeros(0, dtype=np.int32),
-                       np.zeros(rows + 1, dtype=np.int64), 0, np.full(rows, -1.0),
-                       np.zeros(rows), np.arange(rows, dtype=np.int64), True)
-        if random and rnd_s is None:
-            rnd_s = replay.s_a.copy()
-    d = replay.to_dict()
-    if random:
-        d["rnd_s_a"], d["rnd_ver_a"] = rnd_s, np.asarray(state.rnd_ver_a)[:1].copy()
+    d = PGSState(**cfg, n_features=0).to_dict()  # the arrays at t = 0
+    t, rnd_t = int(state.t), int(state.rnd_t)
+    if cfg["iterate"] == "random":
+        d["rnd_ver_a"] = np.asarray(state.rnd_ver_a)[:1].copy()
+    if t == 0 or state.adaptive:
+        # the adaptive geometry's steps move no per-problem scalar of a zero problem: its
+        # scale is 0 while N is (p < 2) or unused (p = 2)
+        return d
+    if state.forgetting:
+        scalars = _forgetting_scalars(state, cfg, t, rnd_t)
+        d["scale_a"][0] = scalars["scale"]
+        if not state.p_is_two:  # s_t = 0 while N is: C, C2 and the reservoir's too
+            return d
+        cum, cum2, rnd_s = scalars["cum"], scalars["cum2"], scalars["rnd_s"]
+        denom = (state.tau + 1.0) * state.sigma / state.decay
+    else:
+        if not state.p_is_two:
+            return d
+        cum, cum2 = _restarted_sums(t, state.sigma, state.l1, cfg["iterate"])
+        rnd_s = 1.0 / ((rnd_t + 1.0) * state.sigma) if rnd_t > 0 else 0.0
+        denom = (t + 1.0) * state.sigma
+    # p = 2: s_t = 1 / ((t + 1) sigma) (tau and G for t with forgetting), the ball's and
+    # l1's factors being 1 at lambda = 0
+    d["s_a"][0] = 1.0 / denom
+    d["cum_a"][0] = cum
+    if "cum2_a" in d:
+        d["cum2_a"][0] = cum2
+    if cfg["iterate"] == "random":
+        d["rnd_s_a"][0] = rnd_s
     return d
+
+
+def _step_term(u, sigma, iterate):
+    """The running sum's term a_u s_u of step u at p = 2 on R^n, as the core computes it
+    (`end_steps`): the weight 1, u or u^2 times 1 / ((u + 1) sigma)."""
+    weight = (float(u) if iterate == "weighted" else
+              float(u) * float(u) if iterate == "weighted2" else 1.0)
+    return weight * (1.0 / ((u + 1.0) * sigma))
+
+
+def _restarted_sums(t, sigma, l1, iterate):
+    """(C, C2) of a zero problem after t >= 1 steps at p = 2 without forgetting: the sums
+    of a_u s_u and a_u s_u thr_u (thr_u = (u + 1) l1) over the steps since C last
+    restarted, in closed form (`_weighted_scale_sums`). The last and random iterates
+    never restart (weights 1); an average restarts at the first step u whose term is
+    below C / CUM_RANGE (`_restart_sum_if_needed`), about every CUM_RANGE steps whatever
+    the weights: each restart is found by bisection on the closed form, O(log t)
+    evaluations, galloping out from the last segment's length first (a few)."""
+    from onlinepgs._core._pgs import _cum_range, _weighted_scale_sums
+
+    averaged = iterate in ("average", "weighted", "weighted2")
+    weights = iterate if averaged else "average"  # the weight 1
+
+    def sums(lo, hi):
+        sum_wv, sum_w = _weighted_scale_sums(lo, hi, weights)
+        return sum_wv / sigma, sum_w * l1 / sigma
+
+    start = 1
+    if averaged:
+        cum_range = _cum_range()
+
+        def restarts(u):  # the step u > start whose term restarts C, summed from start
+            return _step_term(u, sigma, iterate) * cum_range < sums(start, u - 1)[0]
+
+        length = None
+        while restarts(t) if t > start else False:
+            # the first restart in (start, t]: the predicate is False then True (C grows
+            # faster than the term past its first steps)
+            lo, hi = start, t  # restarts(lo) is False (lo = start: none), restarts(hi)
+            if length is not None and lo < start + length < hi:
+                # the segments' lengths change slowly: gallop out from the last one's
+                guess = start + length
+                toward, step = (-1, 1) if restarts(guess) else (1, 1)
+                if toward < 0:
+                    hi = guess
+                else:
+                    lo = guess
+                while lo < guess + toward * step < hi:
+                    probe = guess + toward * step
+                    if restarts(probe):
+                        hi = probe
+                        if toward > 0:
+                            break
+                    else:
+                        lo = probe
+                        if toward < 0:
+                            break
+                    step *= 2
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if restarts(mid):
+                    hi = mid
+                else:
+                    lo = mid
+            length, start = hi - start, hi
+    return sums(start, t)
+
+
+def _forgetting_scalars(state, cfg, t, rnd_t):
+    """Forgetting's zero problem after t >= 1 steps: M (times G at each renormalization),
+    and at p = 2 C, C2 and the scale at step rnd_t. G = gamma G and tau = gamma tau + 1
+    round once a step, so that no closed form gives them bit for bit, but G restarts at 1
+    at each renormalization, every P = 138.6 / ln(1 / gamma) steps, and tau has reached
+    its fixed point by the first (in about a quarter of P): the periods after the first
+    are alike. So the first period and one later period are stepped through with the
+    core's arithmetic (`_zero_forget_steps`, a few ns a step): O(min(t, P)) whatever t.
+    An average's C restarts at each renormalization (its value: the steps of the last
+    period); the last and random iterates' C and C2 never restart: the first period's
+    sums, plus the later full periods' as many times, plus the last partial one."""
+    from onlinepgs._core._pgs import _zero_forget_steps
+
+    def steps(n, tau=0.0, decay=1.0, cum=0.0, cum2=0.0, until_renorm=False):
+        done, tau, decay, cum, cum2, s, renorms, g = _zero_forget_steps(
+            state.forget, state.sigma, state.l1, cfg["iterate"], n, tau, decay, cum, cum2,
+            until_renorm)
+        return dict(steps=done, tau=tau, decay=decay, cum=cum, cum2=cum2, s=s, g=g)
+
+    def scale_at(u):  # s_u (0 at u = 0)
+        if u == 0:
+            return 0.0
+        if u <= period:
+            return steps(u)["s"]
+        return steps(u % period or period, tau=tau_p)["s"]
+
+    first = steps(t, until_renorm=True)
+    if first["steps"] == t and first["g"] == 0.0:  # no renormalization yet
+        return dict(scale=1.0, cum=first["cum"], cum2=first["cum2"],
+                    rnd_s=steps(rnd_t)["s"] if rnd_t else 0.0)
+    period, tau_p, g = first["steps"], first["tau"], first["g"]
+    if state.forget * tau_p + 1.0 != tau_p:
+        # tau is not at its fixed point by the first renormalization (not seen for any
+        # gamma in (0, 1)): step through every step, O(t)
+        whole = steps(t)
+        return dict(scale=_renormalized_scale(g, t // period), cum=whole["cum"],
+                    cum2=whole["cum2"], rnd_s=steps(rnd_t)["s"] if rnd_t else 0.0)
+    renorms = t // period
+    scale = _renormalized_scale(g, renorms)
+    rest = t - renorms * period
+    if cfg["iterate"] in ("average", "weighted", "weighted2"):
+        # C restarted at the last renormalization, whose step adds its term at G = 1
+        # (tau at its fixed point); then the steps since, G from 1 (no l1: C2 is 0)
+        weight = {"weighted": tau_p, "weighted2": tau_p * tau_p}.get(cfg["iterate"], 1.0)
+        renormed = weight * (1.0 / ((tau_p + 1.0) * state.sigma / 1.0)) / 1.0
+        last = steps(rest, tau=tau_p, cum=renormed)
+        cum, cum2 = last["cum"], last["cum2"]
+    else:
+        full = steps(period, tau=tau_p)  # a later period's sums
+        cum = first["cum"] + (renorms - 1) * full["cum"]
+        cum2 = first["cum2"] + (renorms - 1) * full["cum2"]
+        if rest:
+            tail = steps(rest, tau=tau_p, cum=cum, cum2=cum2)
+            cum, cum2 = tail["cum"], tail["cum2"]
+    return dict(scale=scale, cum=cum, cum2=cum2, rnd_s=scale_at(rnd_t))
+
+
+def _renormalized_scale(g, renorms):
+    """A zero problem's M after `renorms` renormalizations of factor g (M = 1 at t = 0,
+    times g each, `renormalize`), kept where 1 / M would overflow: with lambda = 0 its
+    value is immaterial (the first touch of the problem refreshes it) but M = 0, or 1 / M
+    infinite, makes N's recount 0 * inf = NaN (N, s_t and the regularizer's sum NaN
+    from the sixth renormalization, g being about 2^-200, and the step diverged)."""
+    scale = 1.0
+    for _ in range(renorms):
+        smaller = scale * g
+        if smaller == 0.0 or math.isinf(1.0 / smaller):
+            break
+        scale = smaller
+    return scale

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from onlinepgs import PGSClassifier, load_model, save_model
-from onlinepgs._learned_classes import _zero_problem
+from onlinepgs._core._pgs import PGSState
+from onlinepgs._learned_classes import _PER_PROBLEM, _zero_problem
 from onlinepgs.pgs import PGSClassifierLearner
 
 
@@ -131,17 +132,130 @@ def test_a_class_first_seen_mid_stream_starts_its_problem_at_zero(params):
                                     {"sigma": 1e-3, "forget": 0.99, "iterate": "last"}])
 def test_a_new_problem_s_scalars_are_those_of_zero_weight_rows(params):
     # the scale, the averages' running sums and the reservoir's of a problem that took t
-    # steps of zero gradients: a learner trained on t rows of weight 0 holds them
+    # steps of zero gradients: a learner trained on t rows of weight 0 holds them (the
+    # running sums to their rounding: `_same_scalars`)
     records = _records(300, seed=6)
     ref = PGSClassifier(n_bits=9, random_state=0, radius=None, classes=[0, 1], **params)
     ref.partial_fit(records, np.arange(300) % 2, sample_weight=np.zeros(300))
-    d, zero = ref._state.to_dict(), _zero_problem(ref._state)
-    for name in ("norm_a", "scale_a", "s_a", "cum_a", "rnd_s_a", "rnd_ver_a",
-                 "regret_a", "sum_conj_a", "sum_step_loss_a", "sum_reg_a", "cum2_a"):
-        if name in d:
-            np.testing.assert_array_equal(zero[name], d[name])
+    _same_scalars(_zero_problem(ref._state), ref._state.to_dict(), int(ref._state.t))
 
 
+# The yardstick of the zero problem's closed forms: the replay of t zero-weight empty rows
+# on a one-coordinate state of the same configuration, through the core's own pass (what
+# `_zero_problem` did before its closed forms)
+def _replayed_zero_problem(state):
+    cfg = dict(state.config())
+    cfg.update(n_problems=1, multiclass=False)
+    cfg.pop("multi_class", None)
+    replay = PGSState(**cfg, n_features=0)
+    random = cfg["iterate"] == "random"
+    rnd_s = None
+    for stop in ((int(state.rnd_t),) if random else ()) + (int(state.t),):
+        _zero_rows(replay, stop - int(replay.t))
+        if random and rnd_s is None:
+            rnd_s = replay.s_a.copy()
+    d = replay.to_dict()
+    if random:
+        d["rnd_s_a"], d["rnd_ver_a"] = rnd_s, np.asarray(state.rnd_ver_a)[:1].copy()
+    return d
+
+
+def _zero_rows(state, steps):
+    """`steps` steps of empty rows of weight 0 (batch_size rows a step)."""
+    rows = steps * state.batch_size
+    if rows > 0:
+        state.run(np.zeros(0), np.zeros(0, dtype=np.int32), np.zeros(rows + 1, dtype=np.int64),
+                  0, np.full(rows, -1.0), np.zeros(rows), np.arange(rows, dtype=np.int64),
+                  True)
+
+
+_SUMS = ("cum_a", "cum2_a")  # the running sums: sums of t rounded terms
+
+
+def _same_scalars(got, want, t, sums_exact=False):
+    """The per-problem arrays of `got` (the closed forms) are `want`'s (a replay's) bit
+    for bit, but the running sums C and C2 without `sums_exact`: those the replay adds
+    one rounded term a step, so that its sum carries up to t rounding errors of its own
+    (1.9e-12 relative at t = 10^5 for l1's C2, whose terms are all alike); they are held
+    to that bound here and to the exact sum of the replay's own terms by
+    `test_the_running_sums_are_the_exact_sums_of_the_replay_s_terms`."""
+    for name in _PER_PROBLEM:
+        if name not in want:
+            continue
+        a, b = np.asarray(got[name]), np.asarray(want[name])
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        if name in _SUMS and not sums_exact:
+            np.testing.assert_allclose(a, b, rtol=max(1e-13, t * 2.0 ** -53), atol=0,
+                                       err_msg=name)
+        else:
+            assert np.array_equal(a, b, equal_nan=True), (name, a, b)
+
+
+def _zero_state(params, t):
+    """A one-problem state of `params` after t steps of zero-weight rows."""
+    state = PGSState(**params, n_features=3)
+    _zero_rows(state, t)
+    return state
+
+
+_ZERO_CONFIGS = {
+    "p 2": {},
+    "ball": {"radius": 1.0},
+    "ball auto": {"radius": "auto"},
+    "p 1.5": {"p": 1.5},
+    "p 1.5 ball auto": {"p": 1.5, "radius": "auto"},
+    "p 1.01 ball": {"p": 1.01, "radius": 2.0},
+    "l1": {"l1": 1e-4},
+    "l1 ball": {"l1": 1e-4, "radius": 1.0},
+    "l1 p 1.5": {"l1": 1e-4, "p": 1.5},
+    "batch 4": {"batch_size": 4},
+    "forget": {"forget": 0.9},
+    "forget ball": {"forget": 0.9, "radius": 1.0},
+    "forget l1": {"forget": 0.9, "l1": 1e-4},
+    "forget p 1.5": {"forget": 0.9, "p": 1.5},
+    "adaptive": {"geometry": "adaptive"},
+    "adaptive l1": {"geometry": "adaptive", "l1": 1e-4},
+    "adaptive p 1.5 ball": {"geometry": "adaptive", "p": 1.5, "radius": 1.0},
+    "adaptive forget": {"geometry": "adaptive", "forget": 0.9},
+}
+_ITERATES = ("last", "average", "weighted", "weighted2", "random")
+
+
+def _zero_cases():
+    for name, params in _ZERO_CONFIGS.items():
+        for iterate in _ITERATES:
+            try:
+                PGSState(sigma=1e-3, iterate=iterate, **params)
+            except ValueError:
+                continue  # a configuration the package refuses
+            yield pytest.param({"sigma": 1e-3, "iterate": iterate, **params},
+                               id=f"{name}, {iterate}")
+
+
+# forget 0.9 renormalizes every 1,316 steps: t = 1316, 1317 and 5000 follow one, and three
+@pytest.mark.parametrize("t", [0, 1, 2, 7, 1000, 1316, 1317, 5000, 10**5])
+@pytest.mark.parametrize("params", list(_zero_cases()))
+def test_the_zero_problem_s_closed_forms_are_the_replay_s_scalars(params, t):
+    state = _zero_state(params, t)
+    got, want = _zero_problem(state), _replayed_zero_problem(state)
+    forgetting_average = (state.forgetting and not state.adaptive
+                          and params["iterate"] in ("average", "weighted", "weighted2"))
+    if state.forgetting and not state.adaptive and t >= 6 * 1316:
+        # six renormalizations and more: the replay's M, times 2^-200 each, is 0, and the
+        # recounts of N make it and what reads it NaN (`_renormalized_scale`); the closed
+        # form keeps M at the last renormalization that leaves 1 / M finite
+        assert want["scale_a"][0] == 0.0
+        assert 0.0 < got["scale_a"][0] and np.isfinite(1.0 / got["scale_a"][0])
+        assert got["norm_a"][0] == 0.0 and np.isfinite(got["s_a"][0])
+        want = dict(want, scale_a=got["scale_a"])
+        for name in want:  # N, s_t (p < 2), the sums that add them: finite
+            if name in _PER_PROBLEM and np.isnan(want[name]).any() and name != "sum_reg_a":
+                assert np.isfinite(got[name]).all(), name
+                want[name] = got[name]
+        if np.isnan(want["sum_reg_a"][0]) and state.need_norm:
+            assert got["sum_reg_a"][0] == 0.0
+            want["sum_reg_a"] = got["sum_reg_a"]
+    _same_scalars(got, want, t, sums_exact=forgetting_average)
 @pytest.mark.parametrize("params", [{}, _ADAPTIVE, {"sigma": 1e-3}])
 def test_copies_pickles_and_model_files_learn_on_as_the_original(params, tmp_path):
     n = 900 if "geometry" not in params else 4300
@@ -256,3 +370,182 @@ def test_threads_adding_labels_at_once_add_each_class_once():
     assert not errors
     assert clf.classes_.tolist() == ["p", "q", "r", "s"]
     assert clf._state.n_problems == 4 and clf.t_ == 3 * 400
+
+
+def _exact_sums(t, sigma, l1, iterate, cum_range):
+    """(C, C2) of a zero problem after t steps at p = 2 without forgetting, from the
+    replay's own terms in NumPy (a_u / ((u + 1) sigma), times thr_u = (u + 1) sigma l1 /
+    sigma for C2, rounded as the core rounds them), C restarting where a term falls below
+    C / cum_range, each sum added exactly (math.fsum)."""
+    import math
+
+    u = np.arange(1, t + 1, dtype=np.float64)
+    weight = {"weighted": u, "weighted2": u * u}.get(iterate, np.ones(t))
+    terms = weight * (1.0 / ((u + 1.0) * sigma))
+    terms2 = terms * ((u + 1.0) * sigma * l1 / sigma)
+    start = 0  # index of the segment's first step
+    if iterate in ("average", "weighted", "weighted2"):
+        while True:
+            before = np.cumsum(terms[start:])  # C before each later step (to rounding)
+            later = np.flatnonzero(terms[start + 1:] * cum_range < before[:-1])
+            if not len(later):
+                break
+            start += 1 + int(later[0])
+    return math.fsum(terms[start:]), math.fsum(terms2[start:])
+
+
+@pytest.mark.parametrize("cum_range", [None, 64.0])  # the core's 2^20; restarts often
+@pytest.mark.parametrize("iterate, l1", [("last", 0.0), ("random", 0.0), ("average", 0.0),
+                                         ("average", 1e-4), ("weighted", 1e-4),
+                                         ("weighted2", 0.0)])
+def test_the_running_sums_are_the_exact_sums_of_the_replay_s_terms(iterate, l1, cum_range):
+    from onlinepgs._core._pgs import _set_cum_range
+
+    old = _set_cum_range(cum_range) if cum_range else None
+    try:
+        for t in (1, 2, 7, 1000, 10**5, 3 * 10**6 if cum_range is None else 2 * 10**4):
+            state = PGSState(sigma=1e-3, iterate=iterate, l1=l1)
+            state.t = t  # the closed forms read t only (without forgetting)
+            got = _zero_problem(state)
+            want = _exact_sums(t, 1e-3, l1, iterate, cum_range or 2.0**20)
+            np.testing.assert_allclose(got["cum_a"][0], want[0], rtol=1e-14, atol=0)
+            if l1:
+                np.testing.assert_allclose(got["cum2_a"][0], want[1], rtol=1e-14, atol=0)
+            if cum_range and t <= 2 * 10**4:  # and the core's restarts are those
+                zero = _zero_state({"sigma": 1e-3, "iterate": iterate, "l1": l1}, t)
+                _same_scalars(_zero_problem(zero), _replayed_zero_problem(zero), t)
+    finally:
+        if old is not None:
+            _set_cum_range(old)
+
+
+def _counting(monkeypatch, name):
+    """Count the calls of the core's `name` (and the steps `_zero_forget_steps` takes)."""
+    import onlinepgs._core._pgs as core
+
+    counts = {"calls": 0, "steps": 0}
+    inner = getattr(core, name)
+
+    def counted(*args):
+        counts["calls"] += 1
+        out = inner(*args)
+        if name == "_zero_forget_steps":
+            counts["steps"] += out[0]  # the steps taken
+        return out
+    monkeypatch.setattr(core, name, counted)
+    return counts
+
+
+@pytest.mark.parametrize("params", [
+    {"iterate": "last"}, {"iterate": "random"}, {"iterate": "average"},
+    {"iterate": "weighted"}, {"iterate": "weighted2", "l1": 1e-4},
+    {"iterate": "weighted2", "radius": "auto"}, {"iterate": "last", "p": 1.5},
+    {"iterate": "last", "geometry": "adaptive"},
+])
+def test_a_class_after_a_billion_events_costs_no_replay(params, monkeypatch):
+    # the closed forms' work: one evaluation for the last and random iterates, and for an
+    # average a few per restart of C (one each CUM_RANGE = 2^20 steps or so), against
+    # the 10^9 steps of a replay
+    counts = _counting(monkeypatch, "_weighted_scale_sums")
+    state = PGSState(sigma=1e-3, **params)
+    t = 10**9
+    state.t, state.rnd_t = t, t // 3
+    got = _zero_problem(state)
+    averaged = params["iterate"] not in ("last", "random")
+    bound = 16 * (t >> 20) if averaged else 1
+    assert counts["calls"] <= bound
+    if state.p_is_two and not state.adaptive:
+        assert got["s_a"][0] == 1.0 / ((t + 1.0) * 1e-3)
+        assert got["cum_a"][0] > 0.0
+
+
+@pytest.mark.parametrize("iterate", ["last", "weighted2", "random"])
+def test_forgetting_s_zero_problem_steps_through_one_period_whatever_t(iterate, monkeypatch):
+    # G and tau round once a step (no closed form bit for bit) but repeat every
+    # renormalization: the work is a few periods' steps, not t
+    forget = 0.99
+    period = 13_794  # G = 0.99^13794 < 2^-200: the renormalization's (0.99^13793 is not)
+    state = _zero_state({"sigma": 1e-3, "forget": forget, "iterate": iterate}, 3 * period + 5)
+    state.rnd_t = 2 * period + 77  # a step past the first period (tau at its fixed point)
+    counts = _counting(monkeypatch, "_zero_forget_steps")
+    want = _zero_problem(state)
+    assert counts["steps"] <= 4 * period
+    # the same problem at t = 10^9 + 5, 10^9 a multiple of the period away: the same
+    # scalars (the sums of the last and random iterates, which never restart, grow)
+    far = 10**9 - 10**9 % period
+    state.t += far
+    state.rnd_t += far
+    counts["steps"] = 0
+    got = _zero_problem(state)
+    assert counts["steps"] <= 4 * period
+    for name in ("s_a", "rnd_s_a", "norm_a"):  # (M: times 2^-200 a renormalization)
+        assert np.array_equal(got[name], want[name]), name
+    if iterate == "weighted2":
+        assert np.array_equal(got["cum_a"], want["cum_a"])
+    else:
+        assert got["cum_a"][0] > want["cum_a"][0]
+
+
+def _late_class_stream(n, late, seed):
+    """Records and labels a or b, then a, b or c from event `late` on (c at `late`)."""
+    records = _records(n, seed=seed)
+    rng = np.random.RandomState(seed + 1)
+    labels = np.where(np.arange(n) < late, rng.choice(["a", "b"], n),
+                      rng.choice(["a", "b", "c"], n))
+    labels[late] = "c"
+    return records, labels
+
+
+@pytest.mark.parametrize("params", [
+    {},  # the sigma race, weighted2, the automatic ball
+    {"sigma": 1e-3, "iterate": "last"},
+    {"sigma": 1e-3, "p": 1.5, "iterate": "last", "radius": "auto"},
+    {"sigma": 1e-3, "l1": 1e-4, "iterate": "average"},
+    {"sigma": 1e-3, "iterate": "random"},
+    {"sigma": 1e-3, "forget": 0.99, "iterate": "last", "radius": 5.0},
+    {"sigma": 1e-3, "iterate": "weighted"},
+    _ADAPTIVE,
+])
+def test_a_late_class_makes_the_model_the_replay_made(params, monkeypatch):
+    # a stream whose third class first comes after thousands of events ends with the model
+    # of the replay's zero problem: bit for bit but for the averages, whose running sums
+    # (to their rounding) enter every weight of the new class as C_T - C_u
+    records, labels = _late_class_stream(6000, 5000, seed=14)
+    models = []
+    for zero in (_zero_problem, _replayed_zero_problem):
+        monkeypatch.setattr("onlinepgs._learned_classes._zero_problem", zero)
+        clf = PGSClassifier(n_bits=10, random_state=0, **params)
+        for x, label in zip(records, labels):
+            clf.learn_one(x, label)
+        models.append(clf)
+    got, want = models
+    assert got.classes_.tolist() == ["a", "b", "c"]
+    assert np.isfinite(got.coef_).all()
+    if got._state.config()["iterate"] in ("last", "random") or got._state.adaptive:
+        _same_model(got, want)
+    else:
+        np.testing.assert_allclose(got.coef_, want.coef_, rtol=1e-9,
+                                   atol=1e-12 * np.abs(want.coef_).max())
+        np.testing.assert_allclose(got.intercept_, want.intercept_, rtol=1e-9, atol=1e-12)
+        assert (got.t_, got.sigma_, got.eta_) == (want.t_, want.sigma_, want.eta_)
+
+
+@pytest.mark.parametrize("params", [{"p": 1.5}, {"radius": 5.0}])
+def test_a_class_after_six_renormalizations_of_forgetting_starts_finite(params):
+    # forget 0.9 renormalizes every 1,316 steps, M times 2^-200 each: at 0 from the sixth,
+    # a zero problem's N is NaN (p < 2, or the ball's N), and so its steps: a replay of
+    # the zero-weight steps diverged there and never ended
+    records, labels = _late_class_stream(9000, 8500, seed=16)
+    clf = PGSClassifier(n_bits=10, random_state=0, sigma=1e-3, forget=0.9,
+                        iterate="last", **params)
+    for x, label in zip(records, labels):
+        clf.learn_one(x, label)
+    assert clf.classes_.tolist() == ["a", "b", "c"]
+    assert np.isfinite(clf.coef_).all() and np.isfinite(clf.intercept_).all()
+    assert np.abs(clf.coef_[2]).max() > 0.0
+    proba = clf.predict_proba(records[-50:])
+    assert np.isfinite(proba).all()
+    # the new class's rows are learned: it scores its own rows above the others' on
+    # average
+    own = labels[-50:] == "c"
+    assert proba[own, 2].mean() > proba[~own, 2].mean()

@@ -44,37 +44,44 @@ cdef inline double harmonic_diff(int64_t lo, int64_t hi) noexcept nogil:
     return s + log1p((b - a) / a) + (_psi_tail(b) - _psi_tail(a))
 
 
+cdef inline double weighted_scale_sums(int64_t A, int64_t now, int iterate,
+                                       double* sum_w) noexcept nogil:
+    """sum_u a_u / (u + 1) over the steps u = A .. now (1 <= A <= now), and sum_u a_u in
+    sum_w, in closed form: the averages' weights a_u = 1, u or u^2 (u^2 / v = v - 2 + 1 / v
+    and u / v = 1 - 1 / v with v = u + 1: a polynomial plus a harmonic difference). The
+    running sums C and C2 of p = 2 add a_u s_u and a_u s_u thr_u with s_u = 1 / ((u + 1)
+    sigma) and thr_u = (u + 1) l1 on R^n: these over sigma and times l1 / sigma."""
+    cdef double n = <double>(now - A + 1), A_f = <double>A
+    cdef int64_t lo = A + 1, hi = now + 1  # v = u + 1
+    if iterate == ITERATE_WEIGHTED2:
+        # sum u^2 = n A^2 + A n (n - 1) + (n - 1) n (2n - 1) / 6
+        sum_w[0] = (n * A_f * A_f + A_f * n * (n - 1.0)
+                    + (n - 1.0) * n * (2.0 * n - 1.0) / 6.0)
+        return 0.5 * n * (<double>lo + <double>hi) - 2.0 * n + harmonic_diff(lo, hi)
+    if iterate == ITERATE_WEIGHTED:
+        sum_w[0] = 0.5 * n * (A_f + <double>now)
+        return n - harmonic_diff(lo, hi)
+    sum_w[0] = n
+    return harmonic_diff(lo, hi)
+
+
 cdef inline double l1_fallen(double a, int64_t now, double sigma, double l1, int iterate,
                              double* dc2) noexcept nogil:
     """The running sums' terms after an l1 coordinate fell to the threshold (R^n, p = 2):
     with lambda_j = +-a fixed, it is active up to the last step u_end with
     (u_end + 1) l1 < a; returns sum_u a_u s_u over u = u_end + 1 .. now (C's terms) and
-    leaves sum_u a_u s_u thr_u there in dc2 (C2's), in closed form: s_u = 1 / ((u + 1)
-    sigma), thr_u = (u + 1) l1, weights a_u = 1, u or u^2, so C2's terms are a_u l1 /
-    sigma and C's a polynomial plus a harmonic difference. C - that and C2 - dc2 are the
-    running sums as they stood at u_end."""
-    cdef double n, sum_w, sum_wv, A_f
-    cdef int64_t A, lo, hi
+    leaves sum_u a_u s_u thr_u there in dc2 (C2's), in closed form
+    (`weighted_scale_sums`). C - that and C2 - dc2 are the running sums as they stood at
+    u_end."""
+    cdef double sum_w, sum_wv
+    cdef int64_t A
     A = <int64_t>ceil(a / l1) - 1  # u_end + 1 (a / l1 <= now + 1 here: a <= thr)
     if A < 1:
         A = 1
     if A > now:
         dc2[0] = 0.0
         return 0.0
-    n = <double>(now - A + 1)
-    A_f = <double>A
-    lo = A + 1  # v = u + 1
-    hi = now + 1
-    if iterate == ITERATE_WEIGHTED2:
-        # sum u^2 = n A^2 + A n (n - 1) + (n - 1) n (2n - 1) / 6; u^2 / v = v - 2 + 1 / v
-        sum_w = n * A_f * A_f + A_f * n * (n - 1.0) + (n - 1.0) * n * (2.0 * n - 1.0) / 6.0
-        sum_wv = 0.5 * n * (<double>lo + <double>hi) - 2.0 * n + harmonic_diff(lo, hi)
-    elif iterate == ITERATE_WEIGHTED:
-        sum_w = 0.5 * n * (A_f + <double>now)  # u / v = 1 - 1 / v
-        sum_wv = n - harmonic_diff(lo, hi)
-    else:
-        sum_w = n
-        sum_wv = harmonic_diff(lo, hi)
+    sum_wv = weighted_scale_sums(A, now, iterate, &sum_w)
     dc2[0] = sum_w * l1 / sigma
     return sum_wv / sigma
 

@@ -32,11 +32,11 @@ from onlinepgs._core._features cimport Crossing, CrossRows
 from onlinepgs._core._pass cimport pass_of, note_rows, step_begin, step_commit, step_end
 from onlinepgs._core._select cimport (select_kernels, call_row, call_margins, call_loss,
                                       call_step, call_batch)
-from onlinepgs._core._l1avg cimport harmonic_diff, l1_fallen
+from onlinepgs._core._l1avg cimport harmonic_diff, l1_fallen, weighted_scale_sums
 from onlinepgs._core._readout cimport (weight_total, _part_value, rep_of, _readout,
                                        _read_all, _read_scores)
 from onlinepgs._core._upkeep cimport (settle_all, settle_every, scale_of, widen_window,
-                                      l1_rebuild)
+                                      l1_rebuild, RENORM_BELOW)
 from onlinepgs._core._adaptive cimport AD_SQ, AD_STAB, AD_INV, AD_S, raise_batch, adq_scales
 from onlinepgs._core._adaptive_avg cimport settle_batch, ad_settle, ad_gap_sum, avg_power
 from onlinepgs._core._losses import LOSS_CODES, MULTI_CLASS, multi_class_code
@@ -1204,6 +1204,74 @@ def _set_cum_range(double value):
         raise ValueError(f"CUM_RANGE must be >= 1, got {value!r}")
     CUM_RANGE = value
     return old
+
+
+def _cum_range():
+    """CUM_RANGE: the running sums restart when a term falls below C / CUM_RANGE."""
+    return CUM_RANGE
+
+
+def _weighted_scale_sums(int64_t lo, int64_t hi, str iterate):
+    """(sum_u a_u / (u + 1), sum_u a_u) over the steps u = lo .. hi (1 <= lo <= hi) with
+    the weights a_u of `iterate` ("average": 1, "weighted": u, "weighted2": u^2), in
+    closed form (`weighted_scale_sums`): the running sums' terms on R^n at p = 2 over
+    sigma, and C2's over l1 / sigma (onlinepgs._learned_classes)."""
+    cdef double sum_w
+    if not 1 <= lo <= hi:
+        raise ValueError(f"need 1 <= lo <= hi, got {lo}, {hi}")
+    cdef double sum_wv = weighted_scale_sums(lo, hi, ITERATES[iterate], &sum_w)
+    return sum_wv, sum_w
+
+
+def _zero_forget_steps(double forget, double sigma, double l1, str iterate, int64_t n,
+                       double tau, double decay, double cum, double cum2,
+                       bint until_renorm=False):
+    """Forgetting at p = 2 in the global geometry: `n` steps of a problem whose gradients
+    are zero, from the scalars (tau, G = decay, C = cum, C2 = cum2) before them, with the
+    arithmetic of `end_steps` (_upkeep.pxd), bit for bit: G = gamma G, tau = gamma tau +
+    1, l1's threshold, the renormalization (G back to 1, the threshold times G, an
+    average's sums restarted), s = 1 / ((tau + 1) sigma / G) and the sums' terms a s / G
+    (restarted past CUM_RANGE); `until_renorm`: stop after the first renormalization.
+    Returns (steps, tau, decay, cum, cum2, s, renorms, g): g is the last
+    renormalization's factor (0 without), renorms how many there were. A few ns a step
+    (onlinepgs._learned_classes: at most a period of the renormalization's)."""
+    cdef int code = ITERATES[iterate]
+    cdef bint averaged = _averaged(code)
+    cdef double thr = l1, s = 0.0, g = 0.0, wt, to_sum
+    cdef int64_t i, renorms = 0, steps = 0
+    cdef bint done = False
+    with nogil:
+        for i in range(n):
+            decay *= forget
+            tau = forget * tau + 1.0
+            if l1 > 0.0:
+                thr = (tau + 1.0) * sigma / decay * l1 / sigma
+            if decay < RENORM_BELOW:
+                if averaged:
+                    cum = 0.0
+                    cum2 = 0.0
+                thr *= decay
+                g = decay
+                renorms += 1
+                decay = 1.0
+                done = until_renorm
+            if code == ITERATE_WEIGHTED:
+                wt = tau
+            elif code == ITERATE_WEIGHTED2:
+                wt = tau * tau
+            else:
+                wt = 1.0
+            s = 1.0 / ((tau + 1.0) * sigma / decay)
+            to_sum = wt * s / decay
+            if averaged and to_sum * CUM_RANGE < cum:
+                cum = 0.0
+                cum2 = 0.0
+            cum += to_sum
+            cum2 += to_sum * thr
+            steps += 1
+            if done:
+                break
+    return steps, tau, decay, cum, cum2, s, renorms, g
 
 
 def _harmonic_diff(int64_t lo, int64_t hi):
