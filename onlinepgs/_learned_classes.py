@@ -45,9 +45,8 @@ step).
   O(min(t, period)) steps of a few ns whatever t. The averages are then bit for bit
   (their sums restart at each renormalization); the last and random iterates' sums,
   which never restart and which those iterates do not read, are the periods' sums
-  added up (to rounding). M, times G (about 2^-200) at each renormalization, stays at
-  the last power whose inverse is finite (`_renormalized_scale`): from the sixth, M = 0
-  would make N's recount 0 * inf = NaN, and a problem's step on it diverge.
+  added up (to rounding). M, times G (about 2^-200) at each renormalization, is
+  refreshed as the core refreshes it below 2^-600 (`_renormalized_scale`).
 """
 import math
 
@@ -319,10 +318,10 @@ def _forgetting_scalars(state, cfg, t, rnd_t):
         # tau is not at its fixed point by the first renormalization (not seen for any
         # gamma in (0, 1)): step through every step, O(t)
         whole = steps(t)
-        return dict(scale=_renormalized_scale(g, t // period), cum=whole["cum"],
+        return dict(scale=_renormalized_scale(g, t // period, state), cum=whole["cum"],
                     cum2=whole["cum2"], rnd_s=steps(rnd_t)["s"] if rnd_t else 0.0)
     renorms = t // period
-    scale = _renormalized_scale(g, renorms)
+    scale = _renormalized_scale(g, renorms, state)
     rest = t - renorms * period
     if cfg["iterate"] in ("average", "weighted", "weighted2"):
         # C restarted at the last renormalization, whose step adds its term at G = 1
@@ -341,16 +340,33 @@ def _forgetting_scalars(state, cfg, t, rnd_t):
     return dict(scale=scale, cum=cum, cum2=cum2, rnd_s=scale_at(rnd_t))
 
 
-def _renormalized_scale(g, renorms):
-    """A zero problem's M after `renorms` renormalizations of factor g (M = 1 at t = 0,
-    times g each, `renormalize`), kept where 1 / M would overflow: with lambda = 0 its
-    value is immaterial (the first touch of the problem refreshes it) but M = 0, or 1 / M
-    infinite, makes N's recount 0 * inf = NaN (N, s_t and the regularizer's sum NaN
-    from the sixth renormalization, g being about 2^-200, and the step diverged)."""
-    scale = 1.0
-    for _ in range(renorms):
-        smaller = scale * g
-        if smaller == 0.0 or math.isinf(1.0 / smaller):
-            break
-        scale = smaller
-    return scale
+def _renormalized_scale(g, renorms, state):
+    """A zero problem's M after `renorms` renormalizations of factor g, as `end_steps`
+    leaves it in `state`'s configuration: M = 1 at t = 0, times g at each, and where the
+    state keeps N (p < 2, a ball) and M falls below the core's floor (`RENORM_M_FLOOR`,
+    2^-600), refreshed from max |lambda_j| = 0 to the map's headroom (`exact_norm`):
+    M = 0, or 1 / M infinite, would make N's recount 0 * inf = NaN and the problem's
+    first step diverge. O(1): the refreshes repeat with a period of a few
+    renormalizations."""
+    from onlinepgs._core._pgs import RENORM_M_FLOOR
+    floor = RENORM_M_FLOOR if state.need_norm else 0.0  # M unread without N: no refresh
+    headroom = state.headroom
+
+    def shrink(scale, n):  # n renormalizations from `scale`; (M, the first refresh's)
+        first = None
+        for i in range(n):
+            scale *= g
+            if scale < floor:
+                scale = headroom
+                first = i + 1 if first is None else first
+        return scale, first
+
+    scale, first = shrink(1.0, min(renorms, 8))
+    if first is None or renorms <= 8:
+        return scale
+    # after the first refresh the scales cycle from headroom: the cycle's length is the
+    # renormalizations from one refresh to the next (headroom g^k below the floor)
+    cycle = shrink(headroom, 8)[1]
+    return shrink(headroom, (renorms - first) % cycle)[0]
+
+

@@ -124,6 +124,28 @@ def test_against_numpy_transcription_across_renormalizations(kind, p, iterate, b
     np.testing.assert_allclose(state.tau, (1 - gamma ** state.t) / (1 - gamma), rtol=1e-12)
 
 
+@pytest.mark.parametrize("p, radius", [(1.5, None), (1.5, "auto"), (2.0, 1.0)])
+def test_a_long_run_of_zero_weight_rows_leaves_the_model_finite(p, radius):
+    """Rows of weight 0 move no lambda, so no step refreshes the l_q map's scale M: it
+    only shrinks by G at each renormalization (p < 2, a ball), and past the sixth its
+    inverse overflowed (the model diverged at row 7,902 at gamma 0.9). After 9,000 such
+    rows the model of the same weighted rows equals, to the renormalizations' rounding,
+    the model after 1,000 (the step count tau is at its fixed point 1 / (1 - gamma) in
+    both, and lambda is 0)."""
+    rng = np.random.RandomState(0)
+    X = rng.rand(9000, 3)
+    y = (X[:, 0] + 0.3 * rng.randn(9000) > 0.5).astype(int)
+    coefs = []
+    for zeros in (1000, 9000):
+        clf = PGSClassifier(sigma=1e-3, forget=0.9, p=p, radius=radius, iterate="last",
+                            random_state=0)
+        clf.partial_fit(X[:zeros], y[:zeros], [0, 1], sample_weight=np.zeros(zeros))
+        clf.partial_fit(X[:300], y[:300])
+        assert np.isfinite(clf.coef_).all() and np.abs(clf.coef_).max() > 0.1
+        coefs.append(clf.coef_.copy())
+    np.testing.assert_allclose(coefs[1], coefs[0], rtol=1e-10)
+
+
 def test_forgetting_changes_the_model():
     """The transcription's gamma is what the core uses (not a test that cannot fail)."""
     X, y, Y, loss, K, multiclass = _problem("binary", 500)

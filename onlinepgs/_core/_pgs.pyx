@@ -36,7 +36,7 @@ from onlinepgs._core._l1avg cimport harmonic_diff, l1_fallen, weighted_scale_sum
 from onlinepgs._core._readout cimport (weight_total, _part_value, rep_of, _readout,
                                        _read_all, _read_scores)
 from onlinepgs._core._upkeep cimport (settle_all, settle_every, scale_of, widen_window,
-                                      l1_rebuild, RENORM_BELOW)
+                                      l1_rebuild, RENORM_BELOW, M_FLOOR)
 from onlinepgs._core._adaptive cimport AD_SQ, AD_STAB, AD_INV, AD_S, raise_batch, adq_scales
 from onlinepgs._core._adaptive_avg cimport settle_batch, ad_settle, ad_gap_sum, avg_power
 from onlinepgs._core._losses import LOSS_CODES, MULTI_CLASS, multi_class_code
@@ -1221,6 +1221,11 @@ def _weighted_scale_sums(int64_t lo, int64_t hi, str iterate):
         raise ValueError(f"need 1 <= lo <= hi, got {lo}, {hi}")
     cdef double sum_wv = weighted_scale_sums(lo, hi, ITERATES[iterate], &sum_w)
     return sum_wv, sum_w
+
+
+# the smallest M forgetting's renormalization leaves as it is (`end_steps` refreshes a
+# smaller one from max |lambda_j|: onlinepgs._learned_classes follows it)
+RENORM_M_FLOOR = M_FLOOR
 
 
 def _zero_forget_steps(double forget, double sigma, double l1, str iterate, int64_t n,

@@ -22,6 +22,7 @@ from onlinepgs._core._adaptive cimport adq_scales, ad_renormalize
 cdef extern from *:
     """
     static const double OPGS_RENORM_BELOW = 6.223015277861142e-61;  /* 2^-200 */
+    static const double OPGS_M_FLOOR = 2.409919865102884e-181;  /* 2^-600 */
     """
     # Forgetting keeps lambda~ = lambda / G with G = gamma^t falling every step, so lambda~
     # and the lazy sums grow like 1 / G: once G falls below RENORM_BELOW they are
@@ -29,6 +30,10 @@ cdef extern from *:
     # 138.6 / ln(1/gamma) steps), far from the double range (lambda~ at most 2^200 times
     # lambda).
     const double RENORM_BELOW "OPGS_RENORM_BELOW"
+    # the smallest M a renormalization leaves as it is (M_FLOOR): far enough above
+    # the double range's bottom (2^-1074) for the next renormalizations' factors of
+    # about 2^-200 each
+    const double M_FLOOR "OPGS_M_FLOOR"
 
 
 cdef inline double _projected_scale(double radius, double norm, double q) noexcept nogil:
@@ -401,6 +406,13 @@ cdef inline void end_steps(PGSState st, int* need_rescale, int* moved, int64_t s
     upkeep_norms(st, need_rescale, moved)
     if st.forgetting and st.decay < RENORM_BELOW:
         renormalize(st)
+        if st.need_norm:
+            for c in range(K):
+                # a problem whose lambda stays at (or near) 0, as through a run of
+                # zero-weight rows, is never refreshed by a step: its M only shrinks by
+                # G at each renormalization, and at the sixth 1 / M would overflow
+                if st.mscale[c] < M_FLOOR:
+                    exact_norm(st, c, True)
     if st.iterate == ITERATE_RANDOM:
         # a reservoir over steps; a merged round's iterate stands for its steps, so
         # the choice can only stop at the ends of rounds there
