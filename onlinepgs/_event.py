@@ -40,18 +40,21 @@ def _make_path(est, params, classes):
     Valid while the estimator's fitted parameters and classes are the objects it was made
     for (a `partial_fit` or `fit` installs new ones: the next event makes it again)."""
     from onlinepgs._core._event import EventPath, EventRow
-    from onlinepgs.features import _letters
+    from onlinepgs.features import _letters, parse_interactions
 
     ev = EventPath()
     ev.params, ev.classes = params, classes
     names = tuple(params)
-    # the parameters the state depends on, compared each event as partial_fit compares
-    # them each call
+    # the parameters the state depends on, as partial_fit compares them each call: here
+    # once, as the path is made (a learner drops its path when a parameter is set,
+    # `EventLearner.__setattr__`)
     ev.names, ev.read_params = names, operator.itemgetter(*names)
     ev.fitted = tuple(params[n] for n in names)
-    ev.train_lock, ev.state_lock = est._lock("_train_lock"), est._lock("_state_lock")
-    letters, orders = _letters(est._interactions())
-    ev.row = EventRow(int(est.n_bits), int(est.hash_seed), letters, orders)
+    ev.params_ok = ev.read_params(est.__dict__) == ev.fitted
+    ev.hold_locks(est._lock("_train_lock"), est._lock("_state_lock"))
+    # the row by the fitted hashing (the model's columns), whatever was set since
+    letters, orders = _letters(parse_interactions(params.get("interactions")))
+    ev.row = EventRow(int(params["n_bits"]), int(params["hash_seed"]), letters, orders)
     ev.n_cols = int(est.n_features_in_)
     ev.classifier = est._classifier
     # partial_fit's row power sums (`_row_power_sums`): NumPy's where it passes them
@@ -104,6 +107,14 @@ class EventLearner:
 
     _diverged_error = FloatingPointError
 
+    def __setattr__(self, name, value):
+        # a parameter set (set_params, or assigned) drops the event path, which compared
+        # the parameters the state depends on when it was made (`_make_path`): the next
+        # event makes it again. Fitted (name_) and private (_name) attributes keep it.
+        if name[:1] != "_" and name[-1:] != "_":
+            self.__dict__.pop("_events", None)
+        super().__setattr__(name, value)
+
     # ---- the path ---------------------------------------------------------------------
     def _event_path(self):
         """The estimator's `EventPath` for its installed model, or None where an event takes
@@ -112,7 +123,8 @@ class EventLearner:
         ev = d.get("_events")
         if ev is not None and ev.current(self):
             return ev
-        if ("_state_params" not in d or self.n_bits is None or "_saved_stats" in d
+        if ("_state_params" not in d or self.n_bits is None
+                or d["_state_params"].get("n_bits") is None or "_saved_stats" in d
                 or int(self.batch_size) != 1
                 or getattr(self, "class_weight", None) is not None):
             return None
