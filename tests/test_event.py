@@ -504,7 +504,7 @@ def test_threads_learning_and_predicting_at_once_lose_no_event():
 @pytest.mark.parametrize("params", [{}, {"geometry": "adaptive", **_ADAPTIVE}])
 def test_an_event_reports_the_leader_the_race_s_rule_chooses(params):
     # the event path reads SigmaSchedule.leader's choice from the runs' states in place
-    # (`_race_leader`): at every event, through the start, duels and forks (and the race
+    # (`EventPath._leader`): at every event, through the start, duels and forks (and the race
     # of eta, then its kept family), the reported state is the rule's
     records, labels = _events(9000, seed=21)
     clf = PGSClassifier(n_bits=12, classes=[0, 1], random_state=0, **params)

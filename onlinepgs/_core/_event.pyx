@@ -34,6 +34,24 @@ from onlinepgs._eta_race import EtaSchedule
 cnp.import_array()
 
 
+cdef extern from *:
+    """
+    /* A dict's version tag (PEP 509): a new value each time the dict changes, never
+       reused; deprecated from CPython 3.12, where EventRow holds the items instead */
+    #if PY_VERSION_HEX < 0x030C0000
+    #define ONLINEPGS_DICT_TAGS 1
+    static inline uint64_t onlinepgs_dict_tag(PyObject* d) {
+        return ((PyDictObject*)d)->ma_version_tag;
+    }
+    #else
+    #define ONLINEPGS_DICT_TAGS 0
+    static inline uint64_t onlinepgs_dict_tag(PyObject* d) { (void)d; return 0; }
+    #endif
+    """
+    bint DICT_TAGS "ONLINEPGS_DICT_TAGS"
+    uint64_t _dict_tag "onlinepgs_dict_tag"(object d)
+
+
 @cython.final
 cdef class EventRow:
     """The one-row CSR input of the latest event (hashed, with the interactions).
@@ -60,10 +78,11 @@ cdef class EventRow:
     cdef Py_ssize_t room
     cdef RowBuilder build
     cdef readonly Py_ssize_t nnz, n_entries
-    # the dict the row was made of and its items' objects then (held: 2 references an
-    # item), for `read` to know the same dict again: predict_one then learn_one of one
-    # event read it once
+    # the dict the row was made of, and its version tag then (CPython < 3.12) or its
+    # items' objects then (held: 2 references an item), for `read` to know the same dict
+    # again: predict_one then learn_one of one event read it once
     cdef object last_x
+    cdef uint64_t last_tag
     cdef PyObject** held
     cdef Py_ssize_t n_held, held_room
     # the pass's one-row arguments
@@ -147,11 +166,19 @@ cdef class EventRow:
 
     cdef bint _hold(self, dict x) except -1:
         """Hold x's keys and values if they are objects that cannot change: str or int
-        keys, float, int, str, bool or None values, exactly (a namespace, a dict, can)."""
+        keys, float, int, str, bool or None values, exactly (a namespace, a dict, can).
+        Where dicts have version tags, the tag (of a dict kept alive by `last_x`) says
+        whether x changed since, and its items are only looked at."""
         cdef Py_ssize_t pos = 0, n = 0
         cdef PyObject* key
         cdef PyObject* value
         cdef void* room
+        if DICT_TAGS:
+            while PyDict_Next(x, &pos, &key, &value):
+                if not (_unchanging_key(<object>key) and _unchanging_value(<object>value)):
+                    return False
+            self.last_tag = _dict_tag(x)
+            return True
         if 2 * len(x) > self.held_room:
             room = realloc(self.held, 2 * len(x) * sizeof(PyObject*))
             if room == NULL:
@@ -170,10 +197,13 @@ cdef class EventRow:
         return True
 
     cdef bint _holds(self, dict x):
-        """Whether x holds the very objects held, in the same order."""
+        """Whether x holds the very objects held, in the same order (where dicts have
+        version tags: whether x, the dict held, has not changed since)."""
         cdef Py_ssize_t pos = 0, n = 0
         cdef PyObject* key
         cdef PyObject* value
+        if DICT_TAGS:
+            return _dict_tag(x) == self.last_tag
         if 2 * len(x) != self.n_held:
             return False
         while PyDict_Next(x, &pos, &key, &value):
