@@ -106,6 +106,9 @@ class EventLearner:
     ``_diverged_error`` is the error a diverging step raises (PGSDivergedError)."""
 
     _diverged_error = FloatingPointError
+    # the event path (`_make_path`) once made, in the instance's dict: an attribute read
+    # (this default where there is none) is an event's cheapest way to it
+    _events = None
 
     def __setattr__(self, name, value):
         # a parameter set (set_params, or assigned) drops the event path, which compared
@@ -281,7 +284,7 @@ class EventLearner:
         >>> clf.classes_.tolist(), clf.predict_one({"word": "cheap"})
         (['ham', 'spam', 'work'], 'spam')
         """
-        ev = self.__dict__.get("_events")
+        ev = self._events
         if ev is not None:
             done = ev.learn(self, x, y, w)
             if done is not NotImplemented:
@@ -499,6 +502,11 @@ class EventLearner:
         >>> round(reg.predict_one({"size": 1.0, "city": "paris"}), 1)  # sigma shrinks it
         2.6
         """
+        ev = self._events
+        if ev is not None:  # (a path is current, or says NotImplemented)
+            out = ev.label(self, x)
+            if out is not NotImplemented:
+                return out
         if "_state" not in self.__dict__:
             self._check_event_x(x, "predict_one")
             if not self._classifier:
@@ -554,6 +562,11 @@ class EventClassifier:
         if self.loss != "logistic":
             raise AttributeError(f"predict_proba_one gives the probabilities of the "
                                  f"logistic loss, not of loss={self.loss!r}")
+        ev = self._events
+        if ev is not None:  # (a path is current, or says NotImplemented)
+            out = ev.proba(self, x)
+            if out is not NotImplemented:
+                return out
         if "_state" not in self.__dict__:
             self._check_event_x(x, "predict_proba_one")
             classes = getattr(self, "classes", None)
