@@ -54,9 +54,20 @@ cdef extern from *:
     #define ONLINEPGS_DICT_TAGS 0
     static inline uint64_t onlinepgs_dict_tag(PyObject* d) { (void)d; return 0; }
     #endif
+    /* an item that cannot change: a str or int key (exactly), a float, int, str, bool or
+       None value (exactly); read from the pointers, no reference taken */
+    static inline int onlinepgs_unchanging_item(PyObject* key, PyObject* value) {
+        PyTypeObject* k = Py_TYPE(key);
+        PyTypeObject* v = Py_TYPE(value);
+        return (k == &PyUnicode_Type || k == &PyLong_Type)
+            && (v == &PyFloat_Type || v == &PyUnicode_Type || v == &PyLong_Type
+                || v == &PyBool_Type || value == Py_None);
+    }
     """
     bint DICT_TAGS "ONLINEPGS_DICT_TAGS"
     uint64_t _dict_tag "onlinepgs_dict_tag"(object d)
+    bint _unchanging_item "onlinepgs_unchanging_item"(PyObject* key,
+                                                      PyObject* value) noexcept
 
 
 @cython.final
@@ -182,7 +193,7 @@ cdef class EventRow:
         cdef void* room
         if DICT_TAGS:
             while PyDict_Next(x, &pos, &key, &value):
-                if not (_unchanging_key(<object>key) and _unchanging_value(<object>value)):
+                if not _unchanging_item(key, value):
                     return False
             self.last_tag = _dict_tag(x)
             return True
@@ -192,7 +203,7 @@ cdef class EventRow:
                 raise MemoryError()
             self.held, self.held_room = <PyObject**>room, 2 * len(x)
         while PyDict_Next(x, &pos, &key, &value):
-            if not (_unchanging_key(<object>key) and _unchanging_value(<object>value)):
+            if not _unchanging_item(key, value):
                 self._let_go()
                 return False
             Py_INCREF(<object>key)
@@ -471,16 +482,6 @@ cdef bint _as_double(object value, double* out):
     except OverflowError:
         return False
     return True
-
-
-cdef inline bint _unchanging_key(object key):
-    kind = type(key)
-    return kind is str or kind is int
-
-
-cdef inline bint _unchanging_value(object value):
-    kind = type(value)
-    return kind is float or kind is str or kind is int or kind is bool or value is None
 
 
 cdef uint64_t _EXPONENT = 0x7FF0000000000000  # a double's exponent bits
