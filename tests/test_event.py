@@ -516,3 +516,19 @@ def test_an_event_reports_the_leader_the_race_s_rule_chooses(params):
             assert clf._state is race.leader
             chosen.add(id(clf._state))
     assert len(chosen) > 2  # the lead changed hands
+
+
+def test_a_parameter_set_between_events_is_honoured_as_partial_fit_honours_it():
+    # setting a parameter drops the event path (`EventLearner.__setattr__`): class weights
+    # set mid-stream weigh the next events as partial_fit of each record weighs them
+    records, y = _events(160, seed=17)
+    one = PGSClassifier(n_bits=12, sigma=1e-3, classes=[0, 1])
+    each = PGSClassifier(n_bits=12, sigma=1e-3, classes=[0, 1])
+    for k, (x, label) in enumerate(zip(records, y)):
+        if k == 80:
+            one.set_params(class_weight={0: 3.0})
+            each.set_params(class_weight={0: 3.0})
+        one.predict_proba_one(x)
+        one.learn_one(x, label)
+        each.partial_fit([x], [label])
+    _same_model(one, each)
