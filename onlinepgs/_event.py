@@ -40,18 +40,21 @@ def _make_path(est, params, classes):
     Valid while the estimator's fitted parameters and classes are the objects it was made
     for (a `partial_fit` or `fit` installs new ones: the next event makes it again)."""
     from onlinepgs._core._event import EventPath, EventRow
-    from onlinepgs.features import _letters
+    from onlinepgs.features import _letters, parse_interactions
 
     ev = EventPath()
     ev.params, ev.classes = params, classes
     names = tuple(params)
-    # the parameters the state depends on, compared each event as partial_fit compares
-    # them each call
+    # the parameters the state depends on, as partial_fit compares them each call: here
+    # once, as the path is made (a learner drops its path when a parameter is set,
+    # `EventLearner.__setattr__`)
     ev.names, ev.read_params = names, operator.itemgetter(*names)
     ev.fitted = tuple(params[n] for n in names)
-    ev.train_lock, ev.state_lock = est._lock("_train_lock"), est._lock("_state_lock")
-    letters, orders = _letters(est._interactions())
-    ev.row = EventRow(int(est.n_bits), int(est.hash_seed), letters, orders)
+    ev.params_ok = ev.read_params(est.__dict__) == ev.fitted
+    ev.hold_locks(est._lock("_train_lock"), est._lock("_state_lock"))
+    # the row by the fitted hashing (the model's columns), whatever was set since
+    letters, orders = _letters(parse_interactions(params.get("interactions")))
+    ev.row = EventRow(int(params["n_bits"]), int(params["hash_seed"]), letters, orders)
     ev.n_cols = int(est.n_features_in_)
     ev.classifier = est._classifier
     # partial_fit's row power sums (`_row_power_sums`): NumPy's where it passes them
@@ -103,6 +106,17 @@ class EventLearner:
     ``_diverged_error`` is the error a diverging step raises (PGSDivergedError)."""
 
     _diverged_error = FloatingPointError
+    # the event path (`_make_path`) once made, in the instance's dict: an attribute read
+    # (this default where there is none) is an event's cheapest way to it
+    _events = None
+
+    def __setattr__(self, name, value):
+        # a parameter set (set_params, or assigned) drops the event path, which compared
+        # the parameters the state depends on when it was made (`_make_path`): the next
+        # event makes it again. Fitted (name_) and private (_name) attributes keep it.
+        if name[:1] != "_" and name[-1:] != "_":
+            self.__dict__.pop("_events", None)
+        super().__setattr__(name, value)
 
     # ---- the path ---------------------------------------------------------------------
     def _event_path(self):
@@ -112,7 +126,8 @@ class EventLearner:
         ev = d.get("_events")
         if ev is not None and ev.current(self):
             return ev
-        if ("_state_params" not in d or self.n_bits is None or "_saved_stats" in d
+        if ("_state_params" not in d or self.n_bits is None
+                or d["_state_params"].get("n_bits") is None or "_saved_stats" in d
                 or int(self.batch_size) != 1
                 or getattr(self, "class_weight", None) is not None):
             return None
@@ -269,7 +284,7 @@ class EventLearner:
         >>> clf.classes_.tolist(), clf.predict_one({"word": "cheap"})
         (['ham', 'spam', 'work'], 'spam')
         """
-        ev = self.__dict__.get("_events")
+        ev = self._events
         if ev is not None:
             done = ev.learn(self, x, y, w)
             if done is not NotImplemented:
@@ -487,6 +502,11 @@ class EventLearner:
         >>> round(reg.predict_one({"size": 1.0, "city": "paris"}), 1)  # sigma shrinks it
         2.6
         """
+        ev = self._events
+        if ev is not None:  # (a path is current, or says NotImplemented)
+            out = ev.label(self, x)
+            if out is not NotImplemented:
+                return out
         if "_state" not in self.__dict__:
             self._check_event_x(x, "predict_one")
             if not self._classifier:
@@ -542,6 +562,11 @@ class EventClassifier:
         if self.loss != "logistic":
             raise AttributeError(f"predict_proba_one gives the probabilities of the "
                                  f"logistic loss, not of loss={self.loss!r}")
+        ev = self._events
+        if ev is not None:  # (a path is current, or says NotImplemented)
+            out = ev.proba(self, x)
+            if out is not NotImplemented:
+                return out
         if "_state" not in self.__dict__:
             self._check_event_x(x, "predict_proba_one")
             classes = getattr(self, "classes", None)

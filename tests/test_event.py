@@ -123,6 +123,75 @@ def test_the_race_crosses_its_checks_and_forks_as_partial_fit_does():
     _same_model(one, batch)
 
 
+def _duel_rows(est):
+    """Whether `est`'s race is in the second half of a duel (two runs, the window's
+    losses read)."""
+    race = getattr(est, "_race", None)
+    return race is not None and len(race.states) == 2 and getattr(race.schedule, "since", 0) > 0
+
+
+@pytest.mark.parametrize("params, n, fit_at, copy_at, set_at", [
+    ({}, 2600, (700, 1900), 1400, 2200),
+    # the adaptive geometry's race of eta chooses at row 4,000, then its family's duel
+    ({"geometry": "adaptive", **_ADAPTIVE}, 5600, (3000, 5300), 4700, 5450)])
+def test_the_race_held_by_the_event_path_follows_calls_that_train_it_otherwise(
+        params, n, fit_at, copy_at, set_at):
+    # the event path holds the race between its checks: a partial_fit of a record, a
+    # pickled copy, a changed parameter set back, in duels and out, are followed (the
+    # race read again) and the model ends as one partial_fit over all the records
+    records, y = _events(n, seed=15)
+    one = PGSClassifier(n_bits=14, classes=[0, 1], random_state=0, **params)
+    duels = compiled = 0
+    for k, (x, label) in enumerate(zip(records, y)):
+        if k in fit_at:
+            one.partial_fit(records[k:k + 1], y[k:k + 1])
+            continue
+        if k == copy_at:
+            one = pickle.loads(pickle.dumps(one))
+        if k == set_at:
+            one.set_params(sigma=1e-3)
+            with pytest.raises(ValueError, match=r"\['sigma'\] changed since training"):
+                one.learn_one(x, label)
+            one.set_params(sigma="auto")
+        duels += _duel_rows(one)
+        one.predict_proba_one(x)
+        ev = one.__dict__.get("_events")
+        if ev is not None and ev.learn(one, x, label, 1.0) is one:
+            compiled += 1
+        else:  # a first event, a check of the race (the learner's Python takes them)
+            one.learn_one(x, label)
+    assert duels > 300 and compiled > 0.95 * n
+    batch = PGSClassifier(n_bits=14, random_state=0, **params).partial_fit(
+        records, y, classes=[0, 1])
+    _same_model(one, batch)
+
+
+def test_the_race_s_rows_counted_elsewhere_are_read_again():
+    # a race whose rows were stepped outside the event path (as `onlinepgs serve` steps
+    # them, counting race.n_rows itself): the next event reads the race again, and its
+    # checks fall where partial_fit's do
+    from onlinepgs._core._event import test_then_train
+
+    records, y = _events(1200, seed=16)
+    X = PGSClassifier(n_bits=14).partial_fit(records[:1], y[:1], classes=[0, 1])._as_matrix(
+        records, fitted=True)
+    one = PGSClassifier(n_bits=14, classes=[0, 1], random_state=0)
+    for k, (x, label) in enumerate(zip(records, y)):
+        if 640 <= k < 660:  # in a duel: each run steps on the row, the row counted
+            race = one._race
+            for rid in sorted(race.states):
+                test_then_train(race.states[rid], X.data, X.indices, X.indptr.astype(np.int64),
+                                np.array([k], dtype=np.int64), np.ones(1, dtype=np.uint8),
+                                X.shape[1], np.array([2.0 * label - 1.0]), np.ones(1),
+                                True, np.zeros((1, 1)))
+            race.n_rows += 1
+            one._state = race.leader
+            continue
+        one.learn_one(x, label)
+    batch = PGSClassifier(n_bits=14, random_state=0).partial_fit(records, y, classes=[0, 1])
+    _same_model(one, batch)
+
+
 @pytest.mark.parametrize("params", [{}, {"sigma": 1e-3, "loss": "huber", "p": 1.8}])
 def test_a_regressor_learns_one_event_at_a_time_as_partial_fit(params):
     records, y = _events(900, regression=True, seed=5)
@@ -435,7 +504,7 @@ def test_threads_learning_and_predicting_at_once_lose_no_event():
 @pytest.mark.parametrize("params", [{}, {"geometry": "adaptive", **_ADAPTIVE}])
 def test_an_event_reports_the_leader_the_race_s_rule_chooses(params):
     # the event path reads SigmaSchedule.leader's choice from the runs' states in place
-    # (`_race_leader`): at every event, through the start, duels and forks (and the race
+    # (`EventPath._leader`): at every event, through the start, duels and forks (and the race
     # of eta, then its kept family), the reported state is the rule's
     records, labels = _events(9000, seed=21)
     clf = PGSClassifier(n_bits=12, classes=[0, 1], random_state=0, **params)
@@ -447,3 +516,19 @@ def test_an_event_reports_the_leader_the_race_s_rule_chooses(params):
             assert clf._state is race.leader
             chosen.add(id(clf._state))
     assert len(chosen) > 2  # the lead changed hands
+
+
+def test_a_parameter_set_between_events_is_honoured_as_partial_fit_honours_it():
+    # setting a parameter drops the event path (`EventLearner.__setattr__`): class weights
+    # set mid-stream weigh the next events as partial_fit of each record weighs them
+    records, y = _events(160, seed=17)
+    one = PGSClassifier(n_bits=12, sigma=1e-3, classes=[0, 1])
+    each = PGSClassifier(n_bits=12, sigma=1e-3, classes=[0, 1])
+    for k, (x, label) in enumerate(zip(records, y)):
+        if k == 80:
+            one.set_params(class_weight={0: 3.0})
+            each.set_params(class_weight={0: 3.0})
+        one.predict_proba_one(x)
+        one.learn_one(x, label)
+        each.partial_fit([x], [label])
+    _same_model(one, each)

@@ -14,10 +14,17 @@ cimport cython
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport isfinite, exp, INFINITY
-from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t, INT64_MAX
 from libc.stdlib cimport realloc, free
+from libc.string cimport memcpy
 from cpython.dict cimport PyDict_Next, PyDict_GetItem
 from cpython.object cimport PyObject
+
+
+cdef extern from "Python.h":
+    # the instance's __dict__ without looking the attribute up in its class's MRO (an
+    # event's cost; the learners' classes do not redefine __dict__)
+    dict PyObject_GenericGetDict(object obj, void* context)
 from cpython.ref cimport Py_INCREF, Py_DECREF
 from cpython.float cimport PyFloat_AsDouble
 
@@ -32,6 +39,35 @@ from onlinepgs._race import SigmaSchedule
 from onlinepgs._eta_race import EtaSchedule
 
 cnp.import_array()
+
+
+cdef extern from *:
+    """
+    /* A dict's version tag (PEP 509): a new value each time the dict changes, never
+       reused; deprecated from CPython 3.12, where EventRow holds the items instead */
+    #if PY_VERSION_HEX < 0x030C0000
+    #define ONLINEPGS_DICT_TAGS 1
+    static inline uint64_t onlinepgs_dict_tag(PyObject* d) {
+        return ((PyDictObject*)d)->ma_version_tag;
+    }
+    #else
+    #define ONLINEPGS_DICT_TAGS 0
+    static inline uint64_t onlinepgs_dict_tag(PyObject* d) { (void)d; return 0; }
+    #endif
+    /* an item that cannot change: a str or int key (exactly), a float, int, str, bool or
+       None value (exactly); read from the pointers, no reference taken */
+    static inline int onlinepgs_unchanging_item(PyObject* key, PyObject* value) {
+        PyTypeObject* k = Py_TYPE(key);
+        PyTypeObject* v = Py_TYPE(value);
+        return (k == &PyUnicode_Type || k == &PyLong_Type)
+            && (v == &PyFloat_Type || v == &PyUnicode_Type || v == &PyLong_Type
+                || v == &PyBool_Type || value == Py_None);
+    }
+    """
+    bint DICT_TAGS "ONLINEPGS_DICT_TAGS"
+    uint64_t _dict_tag "onlinepgs_dict_tag"(object d)
+    bint _unchanging_item "onlinepgs_unchanging_item"(PyObject* key,
+                                                      PyObject* value) noexcept
 
 
 @cython.final
@@ -60,10 +96,11 @@ cdef class EventRow:
     cdef Py_ssize_t room
     cdef RowBuilder build
     cdef readonly Py_ssize_t nnz, n_entries
-    # the dict the row was made of and its items' objects then (held: 2 references an
-    # item), for `read` to know the same dict again: predict_one then learn_one of one
-    # event read it once
+    # the dict the row was made of, and its version tag then (CPython < 3.12) or its
+    # items' objects then (held: 2 references an item), for `read` to know the same dict
+    # again: predict_one then learn_one of one event read it once
     cdef object last_x
+    cdef uint64_t last_tag
     cdef PyObject** held
     cdef Py_ssize_t n_held, held_room
     # the pass's one-row arguments
@@ -147,18 +184,26 @@ cdef class EventRow:
 
     cdef bint _hold(self, dict x) except -1:
         """Hold x's keys and values if they are objects that cannot change: str or int
-        keys, float, int, str, bool or None values, exactly (a namespace, a dict, can)."""
+        keys, float, int, str, bool or None values, exactly (a namespace, a dict, can).
+        Where dicts have version tags, the tag (of a dict kept alive by `last_x`) says
+        whether x changed since, and its items are only looked at."""
         cdef Py_ssize_t pos = 0, n = 0
         cdef PyObject* key
         cdef PyObject* value
         cdef void* room
+        if DICT_TAGS:
+            while PyDict_Next(x, &pos, &key, &value):
+                if not _unchanging_item(key, value):
+                    return False
+            self.last_tag = _dict_tag(x)
+            return True
         if 2 * len(x) > self.held_room:
             room = realloc(self.held, 2 * len(x) * sizeof(PyObject*))
             if room == NULL:
                 raise MemoryError()
             self.held, self.held_room = <PyObject**>room, 2 * len(x)
         while PyDict_Next(x, &pos, &key, &value):
-            if not (_unchanging_key(<object>key) and _unchanging_value(<object>value)):
+            if not _unchanging_item(key, value):
                 self._let_go()
                 return False
             Py_INCREF(<object>key)
@@ -170,10 +215,13 @@ cdef class EventRow:
         return True
 
     cdef bint _holds(self, dict x):
-        """Whether x holds the very objects held, in the same order."""
+        """Whether x holds the very objects held, in the same order (where dicts have
+        version tags: whether x, the dict held, has not changed since)."""
         cdef Py_ssize_t pos = 0, n = 0
         cdef PyObject* key
         cdef PyObject* value
+        if DICT_TAGS:
+            return _dict_tag(x) == self.last_tag
         if 2 * len(x) != self.n_held:
             return False
         while PyDict_Next(x, &pos, &key, &value):
@@ -436,22 +484,19 @@ cdef bint _as_double(object value, double* out):
     return True
 
 
-cdef inline bint _unchanging_key(object key):
-    kind = type(key)
-    return kind is str or kind is int
-
-
-cdef inline bint _unchanging_value(object value):
-    kind = type(value)
-    return kind is float or kind is str or kind is int or kind is bool or value is None
+cdef uint64_t _EXPONENT = 0x7FF0000000000000  # a double's exponent bits
 
 
 cdef inline bint _finite_run(const double* values, Py_ssize_t n) noexcept nogil:
+    """Whether the n doubles are finite: none has every exponent bit set (inf, NaN), read
+    as integers without a branch an entry, so that the compiler takes them 4 at a time
+    (each run of a race looks at its state at the event's coordinates: K S an entry)."""
     cdef Py_ssize_t i
+    cdef uint64_t bits, beyond = 0
     for i in range(n):
-        if not isfinite(values[i]):
-            return False
-    return True
+        memcpy(&bits, &values[i], sizeof(uint64_t))
+        beyond |= (bits & _EXPONENT) == _EXPONENT
+    return beyond == 0
 
 
 cdef bint _all_finite(object arr) except -1:
@@ -481,17 +526,46 @@ cdef class EventPath:
     to the learner (which holds it through a weak dict): the learner is passed in.
 
     `learn`, `label` and `proba` return NotImplemented where the learner's Python takes
-    the event (a model installed since, a changed parameter, a race of sigma, an error
-    to word): nothing has changed then.
+    the event (a model installed since, a changed parameter, a check of the race of
+    sigma, an error to word): nothing has changed then.
     """
     cdef public EventRow row
     cdef public object params, classes, read_params, train_lock, state_lock
+    # the locks' bound methods, taken once (not looked up each event)
+    cdef object train_acquire, train_release, state_acquire, state_release
     cdef public tuple names, fitted
+    # whether the learner's parameters the state depends on were those it was fitted
+    # with when this path was made: a learner drops its path when a parameter is set
+    # (`EventLearner.__setattr__`), so this is not compared again each event
+    cdef public bint params_ok
     cdef public dict codes
     cdef public list labels
     cdef public int mc
     cdef public bint classifier, numpy_powers
     cdef public Py_ssize_t n_cols
+    # The race (sigma="auto") as this path holds it between two of its checks (`_hold`):
+    # read from its Python objects when the path first meets it, then kept here and
+    # moved by each event (its row count). A check, a fork, a duel's judgement or a run
+    # dropped go through the race's Python (`SigmaRace.advance`), which installs the
+    # model anew (a new path), or drops this hold (`_race_step`); a row count that is not
+    # the one this path left (a call that trained the race otherwise) reads it again.
+    cdef object race, race_states
+    cdef list steppers  # the live runs' states, in the order of their ids
+    cdef int64_t race_rows  # race.n_rows as this path left it
+    cdef int64_t race_check  # the row of the race's next check (INT64_MAX: none)
+    # `SigmaSchedule.leader`'s rule between checks, its inputs read once: the live runs
+    # in the order of the schedule's runs (its ties), each one's mark (its sums where
+    # the window began) and sigma, the judged leader's place among them (-1: not live),
+    # the window's start, the check that ends it and the evidence a lead change needs
+    cdef int rule
+    cdef list ruled
+    cdef double* marks  # 3 a ruled run: sum_weight, sum_weighted_loss at the mark; -sigma
+    cdef Py_ssize_t n_ruled, leader_at
+    cdef int64_t since, rule_check
+    cdef double evidence
+
+    def __dealloc__(self):
+        free(self.marks)
 
     def __reduce__(self):
         # a copy or an unpickled learner makes its own path at its next event
@@ -504,16 +578,11 @@ cdef class EventPath:
         """Whether this path is the one of `est`'s installed model."""
         return self._current(est.__dict__)
 
-    cdef bint _same_params(self, dict d) except -1:
-        """Whether the learner's parameters the state depends on are those it was fitted
-        with: the very objects (no comparison: an event's cost), else equal ones."""
-        cdef Py_ssize_t i
-        cdef PyObject* value
-        for i in range(len(self.names)):
-            value = PyDict_GetItem(d, self.names[i])
-            if value == NULL or <object>value is not self.fitted[i]:
-                return self.read_params(d) == self.fitted
-        return True
+    def hold_locks(self, train_lock, state_lock):
+        """The learner's training and state locks (`_base._lock`), for each event."""
+        self.train_lock, self.state_lock = train_lock, state_lock
+        self.train_acquire, self.train_release = train_lock.acquire, train_lock.release
+        self.state_acquire, self.state_release = state_lock.acquire, state_lock.release
 
     cdef inline bint _read(self, object x) except -1:
         """Whether x is a dict the row could take (False: the learner words the error)."""
@@ -528,17 +597,17 @@ cdef class EventPath:
     def learn(self, est, x, y, w):
         """`learn_one`: the event's step on the installed state, or on each run of its
         race on a row that is no check of the race's schedule."""
-        cdef dict d = est.__dict__
+        cdef dict d = PyObject_GenericGetDict(est, NULL)
         cdef double target, weight
         cdef PGSState state
         if not (_as_double(w, &weight) and 0.0 <= weight < INFINITY):
             return NotImplemented
-        self.train_lock.acquire()
+        self.train_acquire()
         try:
             race = d.get("_race")
             # the model this path was made for (a call in another thread may have
             # installed another while this one waited), and its parameters
-            if not self._current(d) or not self._same_params(d) or self.numpy_powers or (
+            if not self._current(d) or not self.params_ok or self.numpy_powers or (
                     race is not None and not self._between_checks(race)):
                 return NotImplemented
             if self.classifier:
@@ -551,7 +620,7 @@ cdef class EventPath:
                 target = code
             elif not (_as_double(y, &target) and isfinite(target)):
                 return NotImplemented
-            self.state_lock.acquire()
+            self.state_acquire()
             try:
                 state = d["_state"]
                 if not isfinite(state.sum_weight + weight) or not self._read(x):
@@ -569,44 +638,124 @@ cdef class EventPath:
                 d["n_iter_"] = d["n_iter_"] + 1
                 d["t_"] = state.t
             finally:
-                self.state_lock.release()
+                self.state_release()
         finally:
-            self.train_lock.release()
+            self.train_release()
         return est
 
     cdef bint _between_checks(self, race) except -1:
         """Whether the race's next row is no check of its schedule (`SigmaRace.advance`
-        over it only trains its runs), batch_size being 1."""
-        schedule = race.schedule  # attributes, not next_check(): an event's cost
-        return schedule.settled or schedule.check_at > race.n_rows + 1
+        over it only trains its runs), batch_size being 1: the race held (`_hold`)."""
+        if race is not self.race or race.n_rows != self.race_rows or (
+                race.states is not self.race_states):
+            self._hold(race)
+        return self.race_rows + 1 < self.race_check
+
+    cdef int _hold(self, race) except -1:
+        """Read the race's live runs, the row of its next check and the inputs of its
+        leader rule from its Python objects (see the attributes)."""
+        cdef dict states = race.states
+        cdef Py_ssize_t k, n
+        cdef double* room
+        self.race = None
+        schedule = race.schedule
+        check = None if schedule.settled else schedule.check_at
+        self.race_check = (INT64_MAX if check is None or check == INFINITY
+                           else <int64_t>check)
+        self.steppers = [states[rid] for rid in sorted(states)]
+        if type(schedule) is EtaSchedule and schedule.eta is not None:
+            schedule = schedule.families[schedule.eta]  # the kept family's runs
+        self.rule = _RULE_ONE if len(states) == 1 else (
+            _RULE_SIGMA if type(schedule) is SigmaSchedule else _RULE_RACE)
+        self.ruled, self.n_ruled, self.leader_at = [], 0, -1
+        if self.rule == _RULE_SIGMA:
+            runs, marks = schedule.runs, schedule.marks
+            n = len(runs)
+            room = <double*>realloc(self.marks, 3 * max(n, 1) * sizeof(double))
+            if room == NULL:
+                raise MemoryError()
+            self.marks = room
+            for rid, run in runs.items():
+                if rid not in states:
+                    continue
+                k = self.n_ruled
+                then = marks.get(rid)
+                self.marks[3 * k] = <double>then["sum_weight"] if then else 0.0
+                self.marks[3 * k + 1] = <double>then["sum_weighted_loss"] if then else 0.0
+                self.marks[3 * k + 2] = -(<double>run.sigma)
+                if rid == schedule.leader_id:
+                    self.leader_at = k
+                self.ruled.append(states[rid])
+                self.n_ruled = k + 1
+            if self.n_ruled == 0:
+                self.rule = _RULE_RACE  # (no live run the schedule knows: its own rule)
+            self.since, self.rule_check = schedule.since, schedule.check_at
+            self.evidence = schedule.evidence
+        self.race, self.race_states, self.race_rows = race, states, race.n_rows
+        return 0
 
     cdef PGSState _race_step(self, est, race, double target, double weight):
         """The row as `SigmaRace.advance` over one row that is no check, then `check`:
         every live run steps on it (in the order of their ids), the row counted, each
         run's soundness looked at; the learner's Python where a run is not sound
-        (`_event_race_unsound`: the run dropped, as the race drops it). Returns the state
-        to report (`SigmaRace.leader`)."""
-        cdef dict states = race.states
+        (`_event_race_unsound`: the run dropped, as the race drops it, and the race read
+        again at the next event). Returns the state to report (`SigmaRace.leader`)."""
         cdef PGSState state
         cdef bint sound = True
-        for rid in (sorted(states) if len(states) > 1 else states):
-            state = states[rid]
+        for state in self.steppers:
             self.row.learn(state, self.n_cols, target, weight, self.classifier)
             if state.diverged:
                 sound = False
-        race.n_rows += 1
+        self.race_rows += 1
+        race.n_rows = self.race_rows
         if sound:
-            for state in states.values():
+            for state in self.steppers:
                 if not self.row.state_finite(state):
                     sound = False
         if not sound:
+            self.race = None
             est._event_race_unsound(self, race, weight)  # drops runs, or raises
-        return next(iter(states.values())) if len(states) == 1 else _race_leader(race)
+            return race.leader
+        return self._leader(race)
+
+    cdef PGSState _leader(self, race):
+        """`SigmaSchedule.leader` after an event, read from the held runs' states in
+        place (the rule's home is `SigmaSchedule.leader`, with `_loss_between`, `_best`
+        and `_informed`; this is its reading for one event, without a dict of sums a
+        run: an event's cost). A race of eta before its choice asks the race.
+        tests/test_event.py holds the two equal at every event."""
+        cdef PGSState st
+        cdef Py_ssize_t k, best = -1
+        cdef double loss, best_loss = INFINITY, best_neg_sigma = INFINITY, mass
+        cdef int64_t n_rows = self.race_rows
+        if self.rule == _RULE_ONE:
+            return self.steppers[0]
+        if self.rule == _RULE_RACE:
+            return race.leader
+        if self.n_ruled == 1:
+            return self.ruled[0]
+        if self.since and self.leader_at >= 0 and (
+                (n_rows - self.since) * 2 < self.rule_check - self.since):
+            return self.ruled[self.leader_at]  # the first half of a duel: the judged leader
+        for k in range(self.n_ruled):
+            st = <PGSState>self.ruled[k]
+            loss = _window_loss(st, self.marks[3 * k], self.marks[3 * k + 1])
+            # min over (loss, -sigma), the first of the runs' order on a tie (`_best`)
+            if best < 0 or loss < best_loss or (loss == best_loss
+                                                and self.marks[3 * k + 2] < best_neg_sigma):
+                best, best_loss, best_neg_sigma = k, loss, self.marks[3 * k + 2]
+        if self.since and best != self.leader_at and self.leader_at >= 0:
+            # a window too poor in information keeps the incumbent (`_informed`)
+            st = <PGSState>self.ruled[self.leader_at]
+            mass = st.sum_weighted_loss_reported - self.marks[3 * self.leader_at + 1]
+            if not mass >= self.evidence:
+                best = self.leader_at
+        return self.ruled[best]
 
     cdef object _predict(self, est, x, int kind):
-        cdef dict d = est.__dict__
+        cdef dict d = PyObject_GenericGetDict(est, NULL)
         cdef PGSState state
-        self.state_lock.acquire()
+        self.state_acquire()
         try:
             if not self._current(d) or "diverged" in d["_cache"] or not self._read(x):
                 return NotImplemented
@@ -621,7 +770,7 @@ cdef class EventPath:
             else:
                 out = self.row.proba(state, self.labels, self.mc)
         finally:
-            self.state_lock.release()
+            self.state_release()
         return NotImplemented if out is None else out
 
     def label(self, est, x):
@@ -633,56 +782,21 @@ cdef class EventPath:
         return self._predict(est, x, 1)
 
 
-cdef object _race_leader(race):
-    """`SigmaRace.leader` after an event: `SigmaSchedule.leader`'s choice read from the
-    live runs' states in place (the rule's home is `SigmaSchedule.leader`, with
-    `_loss_between`, `_best` and `_informed`; this is its reading for one event, without
-    a dict of sums a run: an event's cost). A race of eta before its choice asks the
-    race (`EtaSchedule.leader`). tests/test_event.py holds the two equal at every event."""
-    cdef dict states = race.states
-    cdef PGSState st
-    cdef double loss, best_loss = INFINITY, best_neg_sigma = INFINITY, neg_sigma, mass
-    schedule = race.schedule
-    if type(schedule) is EtaSchedule and schedule.eta is not None:
-        schedule = schedule.families[schedule.eta]  # the kept family's runs
-    if type(schedule) is not SigmaSchedule:
-        return race.leader
-    leader_id, since = schedule.leader_id, schedule.since
-    n_rows = race.n_rows
-    if since and leader_id in states and (n_rows - since) * 2 < schedule.check_at - since:
-        return states[leader_id]  # the first half of a duel: the judged leader
-    cdef dict marks = schedule.marks
-    best = None
-    for rid, run in (<dict>schedule.runs).items():
-        st = <PGSState>states.get(rid)
-        if st is None:
-            continue
-        loss = _window_loss(st, marks.get(rid))
-        neg_sigma = -(<double>run.sigma)
-        # min over (loss, -sigma), the first of the runs' order on a tie (`_best`)
-        if best is None or loss < best_loss or (loss == best_loss
-                                                and neg_sigma < best_neg_sigma):
-            best, best_loss, best_neg_sigma = rid, loss, neg_sigma
-    if best is None:
-        return race.leader
-    if since and best != leader_id and leader_id in states:
-        # a window too poor in information keeps the incumbent (`_informed`)
-        then = marks.get(leader_id)
-        mass = (<PGSState>states[leader_id]).sum_weighted_loss_reported - (
-            <double>then["sum_weighted_loss"] if then else 0.0)
-        if not mass >= schedule.evidence:
-            best = leader_id
-    return states[best]
+# the leader rules an `EventPath` holds (`EventPath._hold`)
+cdef enum:
+    _RULE_ONE = 0  # one live run
+    _RULE_SIGMA = 1  # SigmaSchedule.leader's, read in place
+    _RULE_RACE = 2  # the race's own (a race of eta before its choice)
 
 
-cdef inline double _window_loss(PGSState st, then):
-    """`onlinepgs._race._loss_between` of the state's progressive sums and `then`."""
-    cdef double w = st.sum_weight - (<double>then["sum_weight"] if then else 0.0)
+cdef inline double _window_loss(PGSState st, double weight_then,
+                                double loss_then) noexcept:
+    """`onlinepgs._race._loss_between` of the state's progressive sums and a mark's."""
+    cdef double w = st.sum_weight - weight_then
     cdef double loss
     if not w > 0:
         return INFINITY
-    loss = (st.sum_weighted_loss_reported
-            - (<double>then["sum_weighted_loss"] if then else 0.0)) / w
+    loss = (st.sum_weighted_loss_reported - loss_then) / w
     return loss if isfinite(loss) else INFINITY
 
 

@@ -23,6 +23,19 @@ cdef extern from "Python.h":
     void Py_SET_SIZE(object o, Py_ssize_t size)
     bint PyUnicode_IS_COMPACT_ASCII(object o)
 
+
+cdef extern from *:
+    """
+    /* a record's item that is an exact str name in ASCII with an exact float value (read
+       from the pointers, no reference taken) */
+    static inline int onlinepgs_ascii_name_number(PyObject* key, PyObject* value) {
+        return Py_TYPE(key) == &PyUnicode_Type && PyUnicode_IS_COMPACT_ASCII(key)
+            && Py_TYPE(value) == &PyFloat_Type;
+    }
+    """
+    bint _ascii_name_number "onlinepgs_ascii_name_number"(PyObject* key,
+                                                          PyObject* value) noexcept
+
 from onlinepgs._row_errors import RowError
 
 if _array.array("I").itemsize != 4:  # pragma: no cover - the hashes are 32-bit
@@ -427,9 +440,20 @@ cdef Py_ssize_t _push_record(object record, Py_ssize_t row, uint32_t hash_seed,
     cdef Py_ssize_t pushed = 0, pos = 0
     cdef PyObject* key
     cdef PyObject* raw
+    cdef double value
     if type(record) is dict:
         # a plain dict's items without a tuple each (one event's cost is mostly this walk)
         while PyDict_Next(record, &pos, &key, &raw):
+            if name_out is None and _ascii_name_number(key, raw):
+                # `_push_pair`'s entry of a str name (ASCII: its UTF-8 is its data) with a
+                # finite float value, without its calls: the commonest item
+                value = PyFloat_AS_DOUBLE(<object>raw)
+                if isfinite(value):
+                    out.push(DEFAULT_NAMESPACE, murmurhash3_x86_32(
+                        <const uint8_t*>PyUnicode_DATA(<object>key),
+                        PyUnicode_GET_LENGTH(<object>key), hash_seed), value)
+                    pushed += 1
+                    continue
             pushed += _push_pair(<object>key, <object>raw, row, hash_seed, out, name_out)
         return pushed
     for pair in _pairs_of(record, row):
