@@ -73,8 +73,8 @@ repository root with ``PYTHONPATH=.`` for the checkout's::
         --sigmas auto,1e-1,3e-2,1e-2,3e-3,1e-3,3e-4,1e-4,3e-5,1e-5,3e-6,1e-6,3e-7,1e-7
     python bench/bench_auto.py --data-dir DATA --parts cost,commands --sets a9a,imdb
 
-Prints a markdown table per part and writes the record as JSON (``--json``, default
-docs/bench/auto.json).
+Prints a markdown table per part and, with ``--json FILE``, writes the record as JSON
+(docs/benchmarks.md gives each command's record file).
 """
 import argparse
 import csv
@@ -1124,7 +1124,10 @@ def main(argv=None):
     parser.add_argument("--no-replay", dest="replay", action="store_false",
                         help="skip the averaged model's progressive loss (a row-by-row replay)")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--json", default=str(REPO / "docs" / "bench" / "auto.json"))
+    parser.add_argument("--json", default=None,
+                        help="write the record here (docs/bench/auto.json for the parts "
+                        "docs/benchmarks.md records there); none by default, so that a "
+                        "part run alone does not replace another's record")
     args = parser.parse_args(argv)
     if not args.data_dir:
         parser.error("give --data-dir (or set ONLINEPGS_DATA)")
