@@ -131,8 +131,9 @@ class StateLayout:
                            and (geometry != "adaptive" or p != 2.0))
         # the sweeps: N's upkeep; l1's recounts of the ball's norm and of N, and the folds
         # of its averages
+        # (the adaptive geometry's l1 at p < 2 recounts N(thr) as the global one does)
         self.keeps_seen = self.keeps_norm or (l1 > 0.0 and (bounded or p != 2.0 or averaged)
-                                              and geometry != "adaptive")
+                                              and (geometry != "adaptive" or p != 2.0))
         K = self.n_problems
         self.per_feature = (8 * K * len(self.fields)
                             + (16 * K if self.random or self.adaptive_average else 0)

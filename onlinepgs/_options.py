@@ -695,9 +695,10 @@ def check_pgs_state(**config):
 
 
 def _adaptive_rules(params, words):
-    """What the adaptive geometry does not run yet: the random iterate, l1 at p < 2, a
-    ball at p = 2, an average at p < 2, forgetting at p < 2 or with an average
-    (docs/design/adaptive.md)."""
+    """What the adaptive geometry does not run yet: the random iterate, a ball at p = 2,
+    an average at p < 2, forgetting at p < 2 or with an average (docs/design/adaptive.md;
+    l1 at p < 2 keeps the last iterate, without forgetting, as in the global geometry:
+    `_pgs_l1_rules`)."""
     if params.get("geometry", "global") != "adaptive":
         return
     get = params.get
@@ -710,9 +711,6 @@ def _adaptive_rules(params, words):
                       "the ball move every coordinate (no O(nnz) step); use {radius=None}, "
                       "a p below 2 (one scalar stabilizer: the ball is a factor), or the "
                       "global geometry", params, words)
-    if p != 2 and get("l1", 0.0):
-        raise _refuse("l1", "the adaptive geometry has no l_1 term at p below 2 yet ({l1}, "
-                      "{p}); use {l1=0}, {p=2}, or the global geometry", params, words)
     iterate = get("iterate", "last")
     if iterate == "random":
         raise _refuse("iterate", "the adaptive geometry reports the last iterate or an "

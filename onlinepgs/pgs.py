@@ -188,7 +188,8 @@ _COMMON_DOC = """
         no ball (refused: its step on one would move every coordinate). It runs with
         iterate "last" or, at p=2, an average ("average", "weighted", "weighted2": the
         scaled weights' average divided by the final scales; not "random"), forget < 1
-        at p=2 with the last iterate, l1 at p=2 only, any batch_size; on Dask with a
+        at p=2 with the last iterate, l1 (at p < 2 with the last iterate, as in the
+        global geometry), any batch_size; on Dask with a
         fixed eta at p=2 and the last iterate; `onlinepgs.duality_gap` certifies its
         objective on the scaled weights (docs/design/adaptive.md).
     eta : float > 0 or "auto", default="auto"

@@ -234,7 +234,9 @@ cdef class PGSState:
                 raise MemoryError()
             for c in range(K):
                 self.heaps[c].lazy = True  # lambda = 0: within any ball
-        self.l1_thr = l1  # _denom(0) l1 / sigma
+        # _denom(0) l1 / sigma; the adaptive geometry's at p < 2, l1 t (_upkeep.pxd's
+        # `ad_threshold`): 0
+        self.l1_thr = 0.0 if self.adaptive and p != 2.0 else l1
         if l1 > 0.0 and p != 2.0:
             # p < 2: N(thr) by its expansion about thr0, per problem (_l1q.pxd)
             self.l1q_tol = l1q_tol()

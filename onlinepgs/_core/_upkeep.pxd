@@ -44,6 +44,12 @@ cdef inline double _projected_scale(double radius, double norm, double q) noexce
     return radius * exp(log(norm) * (1.0 - q) / q)
 
 
+cdef inline double ad_threshold(PGSState st) noexcept nogil:
+    """The adaptive geometry's l1 threshold at p < 2 in lam's units, l1 t: v =
+    grad r*(soft(lam, l1 t) / D_t) (docs/design/adaptive.md, "l1 at p < 2")."""
+    return st.l1 * <double>st.t
+
+
 cdef inline void l1q_recount(PGSState st, Py_ssize_t c) noexcept nogil:
     """l1, p < 2: problem c's sums S_k counted exactly about the current threshold
     (O(coordinates reached), _l1q.pxd)."""
@@ -383,7 +389,14 @@ cdef inline void end_steps(PGSState st, int* need_rescale, int* moved, int64_t s
         # forgetting's tau and G, and the fields back to G = 1 once G is small
         # (`ad_renormalize`)
         st.l1_sum_t = st.t
-        if not st.p_is_two:
+        if st.l1q != NULL:
+            # p < 2 with l1: the threshold l1 t on lam = -U, N(thr)'s sums counted again
+            # where their estimate is no longer close enough (the l_q map's N and M are
+            # not kept: its phi is the soft threshold's, read on the fly)
+            st.l1_thr = ad_threshold(st)
+            l1q_check(st)
+            adq_scales(st)
+        elif not st.p_is_two:
             upkeep_norms(st, need_rescale, moved)
             adq_scales(st)
         if st.forgetting:
@@ -446,7 +459,8 @@ cdef inline void l1_rebuild(PGSState st, l1q_sums=None):
     cdef Py_ssize_t c
     if st.l1 == 0.0:
         return
-    st.l1_thr = st._denom(st.t) * st.l1 / st.sigma
+    st.l1_thr = ad_threshold(st) if st.l1q != NULL and st.adaptive else \
+        st._denom(st.t) * st.l1 / st.sigma
     if st.l1q != NULL and l1q_sums is not None:
         for c in range(st.n_problems):
             (st.l1q[c].thr0, st.l1q[c].m, st.l1q[c].s0, st.l1q[c].s1,
