@@ -696,7 +696,7 @@ def check_pgs_state(**config):
 
 def _adaptive_rules(params, words):
     """What the adaptive geometry does not run yet: the random iterate, a ball at p = 2,
-    an average at p < 2, forgetting at p < 2 or with an average (docs/design/adaptive.md;
+    an average at p < 2, forgetting with an average (docs/design/adaptive.md;
     l1 at p < 2 keeps the last iterate, without forgetting, as in the global geometry:
     `_pgs_l1_rules`)."""
     if params.get("geometry", "global") != "adaptive":
@@ -716,13 +716,12 @@ def _adaptive_rules(params, words):
         raise _refuse("iterate", "the adaptive geometry reports the last iterate or an "
                       "average of its iterates (last, average, weighted, weighted2), got "
                       "{iterate}", params, words)
-    if get("forget", 1.0) < 1 and (p != 2 or iterate != "last"):
-        # forgetting decays the per-coordinate sums over one global factor
-        # (_adaptive.pxd); p < 2's scalar stabilizer and the averages' settled sums have
-        # no decayed form yet
-        raise _refuse("forget", "the adaptive geometry forgets ({forget}) at p = 2 with "
-                      "the last iterate only, got {p}, {iterate}; use {forget=1}, or "
-                      "{p=2} and {iterate=last}", params, words)
+    if get("forget", 1.0) < 1 and iterate != "last":
+        # forgetting decays the sums over one global factor (_adaptive.pxd); the
+        # averages' settled sums have no decayed form yet
+        raise _refuse("forget", "the adaptive geometry forgets ({forget}) with the last "
+                      "iterate only, got {iterate}; use {forget=1}, or {iterate=last}",
+                      params, words)
     if p != 2 and iterate != "last":
         # the averages' lazy sums are per-coordinate denominators (_adaptive_avg.pxd);
         # p < 2's iterate is a scalar factor of phi, whose average has no such sum yet

@@ -834,7 +834,8 @@ cdef inline void batch_adq_l1(Pass* ps, const double* data, const index_t* indic
 cdef inline void adq_scales(PGSState st) noexcept nogil:
     """p < 2, after a step (N and M kept: `upkeep_norms`; with l1, N(thr)'s sums checked:
     `l1q_check`), a change of sigma or a load: each problem's factor f_c of v = f_c phi
-    into st.s, at the state's t. With ||v||_p = m N^(1/q) / ((q - 1) D_t) (grad r* maps
+    into st.s, at the state's t (forgetting: tau and G). With ||v||_p = m N^(1/q) /
+    ((q - 1) D_t) (grad r* maps
     ||theta||_q to ||theta||_q / (q - 1) in l_p), the ball ||v||_p <= B multiplies it by
     min(1, B / ||v||_p): the step's minimizer, the stabilizer being a multiple of r (B:
     the radius, or the "auto" one of the rows so far). Without l1, m and N are the l_q
@@ -845,7 +846,13 @@ cdef inline void adq_scales(PGSState st) noexcept nogil:
     cdef Py_ssize_t c
     cdef double den, f, norm_v, m, n, bound
     for c in range(st.n_problems):
-        den = st.sigma * <double>st.t + (st.delta + sqrt(st.ad_sq[c])) / st.eta
+        if st.forgetting:
+            # lam~ = lam / G and L~ = L / G: v = grad r*(G lam~ / D_tau), D_tau = sigma tau
+            # + (delta + sqrt(G L~)) / eta, the map's M and N those of lam~; D_tau / G
+            den = (st.sigma * st.tau + (st.delta + sqrt(st.ad_sq[c] * st.decay)) / st.eta
+                   ) / st.decay
+        else:
+            den = st.sigma * <double>st.t + (st.delta + sqrt(st.ad_sq[c])) / st.eta
         if st.l1q != NULL:
             m = st.l1q[c].m
             n = l1q_estimate(st.l1q + c, st.l1_thr, st.q, &bound)

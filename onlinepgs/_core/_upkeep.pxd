@@ -373,6 +373,19 @@ cdef inline void upkeep_norms(PGSState st, int* need_rescale, int* moved) noexce
             exact_norm(st, c, False)
 
 
+cdef inline void floor_scales(PGSState st) noexcept nogil:
+    """After a renormalization: a problem whose lambda stays at (or near) 0, as through a
+    run of zero-weight rows, is never refreshed by a step: its M only shrinks by G at
+    each renormalization, and at the sixth 1 / M would overflow; below M_FLOOR it is
+    refreshed."""
+    cdef Py_ssize_t c
+    if not st.need_norm:
+        return
+    for c in range(st.n_problems):
+        if st.mscale[c] < M_FLOOR:
+            exact_norm(st, c, True)
+
+
 cdef inline void end_steps(PGSState st, int* need_rescale, int* moved, int64_t steps, double draw,
                      bint add_to_sum) noexcept nogil:
     """After the updates of a step (steps = t_step, draw = 1, add_to_sum) or of a merged
@@ -395,18 +408,25 @@ cdef inline void end_steps(PGSState st, int* need_rescale, int* moved, int64_t s
             # not kept: its phi is the soft threshold's, read on the fly)
             st.l1_thr = ad_threshold(st)
             l1q_check(st)
-            adq_scales(st)
         elif not st.p_is_two:
             upkeep_norms(st, need_rescale, moved)
-            adq_scales(st)
         if st.forgetting:
             st.decay *= st.forget
             st.tau = st.forget * st.tau + 1.0
-            if st.decay < RENORM_BELOW:
+            if st.decay < RENORM_BELOW and st.p_is_two:
                 ad_renormalize(&st.block[0, 0, 0], st.block.shape[0], st.n_problems,
                                st.decay)
                 st.decay = 1.0
                 st.n_renorms += 1
+            elif st.decay < RENORM_BELOW:
+                # p < 2: lam~ and M as the global geometry's (phi and N stay), and each
+                # problem's L~ = L / G likewise
+                for c in range(K):
+                    st.ad_sq[c] *= st.decay
+                renormalize(st)
+                floor_scales(st)
+        if not st.p_is_two:
+            adq_scales(st)  # at the step's t, tau and G
         return
     st.l1_sum_t = st.t - steps  # C and C2 take the step's terms below
     if st.forgetting:
@@ -419,13 +439,7 @@ cdef inline void end_steps(PGSState st, int* need_rescale, int* moved, int64_t s
     upkeep_norms(st, need_rescale, moved)
     if st.forgetting and st.decay < RENORM_BELOW:
         renormalize(st)
-        if st.need_norm:
-            for c in range(K):
-                # a problem whose lambda stays at (or near) 0, as through a run of
-                # zero-weight rows, is never refreshed by a step: its M only shrinks by
-                # G at each renormalization, and at the sixth 1 / M would overflow
-                if st.mscale[c] < M_FLOOR:
-                    exact_norm(st, c, True)
+        floor_scales(st)
     if st.iterate == ITERATE_RANDOM:
         # a reservoir over steps; a merged round's iterate stands for its steps, so
         # the choice can only stop at the ends of rounds there

@@ -277,7 +277,7 @@ def build_parser():
                       "report an average at --p 2; with --p below 2 one scalar step size "
                       "from the gradients' dual norms, and --radius a ball on the scaled "
                       "weights; --l1 below 2 with the last iterate, no ball at --p 2; --forget "
-                      "at --p 2 with the last iterate)")
+                      "with the last iterate)")
     opts.add_argument("--eta", type=_sigma, default="auto",
                       help="the adaptive geometry's base rate, or auto (the default): 0.1, "
                       "0.5 and 2 (8, 32 and 128 with --p below 2) raced over the first "
