@@ -107,7 +107,8 @@ class StateLayout:
             fields.append("phi")
         # the adaptive geometry's averages keep their settled sums and the step they hold
         # up to in snap_a and snapv_a (_core/_adaptive_avg.pxd), not in the block
-        self.adaptive_average = geometry == "adaptive" and averaged
+        # (p < 2 keeps the global geometry's acc and mark: its iterate is s_c phi_j)
+        self.adaptive_average = geometry == "adaptive" and averaged and p == 2.0
         if averaged and not self.adaptive_average:
             fields.append("acc")
             if p != 2.0:

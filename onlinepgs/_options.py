@@ -696,7 +696,7 @@ def check_pgs_state(**config):
 
 def _adaptive_rules(params, words):
     """What the adaptive geometry does not run yet: the random iterate, a ball at p = 2,
-    an average at p < 2, forgetting with an average (docs/design/adaptive.md;
+    forgetting with an average (docs/design/adaptive.md;
     l1 at p < 2 keeps the last iterate, without forgetting, as in the global geometry:
     `_pgs_l1_rules`)."""
     if params.get("geometry", "global") != "adaptive":
@@ -722,12 +722,6 @@ def _adaptive_rules(params, words):
         raise _refuse("forget", "the adaptive geometry forgets ({forget}) with the last "
                       "iterate only, got {iterate}; use {forget=1}, or {iterate=last}",
                       params, words)
-    if p != 2 and iterate != "last":
-        # the averages' lazy sums are per-coordinate denominators (_adaptive_avg.pxd);
-        # p < 2's iterate is a scalar factor of phi, whose average has no such sum yet
-        raise _refuse("iterate", "the adaptive geometry averages its iterates at p = 2 "
-                      "only ({iterate}, {p}); use {iterate=last}, {p=2}, or the global "
-                      "geometry", params, words)
 
 
 def check_sdca_problem(**config):

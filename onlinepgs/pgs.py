@@ -187,7 +187,7 @@ _COMMON_DOC = """
         scalar a problem, grown by the scaled gradients' squared dual norms (uncentered;
         Orabona and Pal's scale-free form), and a radius bounds ``||S w||_p``; p=2 has
         no ball (refused: its step on one would move every coordinate). It runs with
-        iterate "last" or, at p=2, an average ("average", "weighted", "weighted2": the
+        iterate "last" or an average ("average", "weighted", "weighted2": the
         scaled weights' average divided by the final scales; not "random"), forget < 1
         with the last iterate, l1 (at p < 2 with the last iterate, as in the
         global geometry), any batch_size; on Dask with a

@@ -186,8 +186,8 @@ def test_p_below_2_a_column_multiplied_by_any_c_changes_no_prediction(radius, l1
 def test_p_below_2_takes_the_uncentered_form_and_refuses_what_it_does_not_run():
     """The centered form is per-coordinate (p = 2); at p < 2 a state is uncentered by
     default and refuses centered=True; a ball at p = 2 is refused by name, with the
-    reason; so is an average at p < 2 (the averages' lazy sums are per-coordinate
-    denominators). l1 at p < 2 runs (tests/test_adaptive_l1q.py)."""
+    reason. l1 at p < 2 runs (tests/test_adaptive_l1q.py), and so do the averages
+    (tests/test_adaptive_avgq.py)."""
     assert fresh(3, p=1.5).config()["centered"] is False
     assert fresh(3).config()["centered"] is True
     with pytest.raises(ValueError, match="centered form is per-coordinate"):
@@ -195,9 +195,7 @@ def test_p_below_2_takes_the_uncentered_form_and_refuses_what_it_does_not_run():
     with pytest.raises(OptionError, match="ball .*needs a p below 2, got p=2"):
         fresh(3, radius="auto")
     assert fresh(3, p=1.5, l1=1e-3).config()["l1"] == 1e-3
-    with pytest.raises(OptionError, match=r"averages its iterates at p = 2 only "
-                       r"\(iterate='weighted2', p=1\.5\)"):
-        fresh(3, p=1.5, iterate="weighted2")
+    assert fresh(3, p=1.5, iterate="weighted2").config()["iterate"] == "weighted2"
 
 
 def _race_data(m=4400, n=30, seed=9):

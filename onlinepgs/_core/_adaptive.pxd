@@ -42,7 +42,7 @@ from libc.math cimport fabs, copysign, sqrt, fmin, pow, INFINITY
 from onlinepgs._core._pgs cimport Core, Pass, Row, PGSState
 from onlinepgs._core._mirror cimport mirror_link, mirror_row
 from onlinepgs._core._regularizer cimport phi_power
-from onlinepgs._core._touch cimport touch_as, TOUCH_PLAIN, TOUCH_L1Q
+from onlinepgs._core._touch cimport touch_as, TOUCH_PLAIN, TOUCH_L1Q, _averaged
 from onlinepgs._core._l1q cimport l1q_link, l1q_estimate
 from libc.stdint cimport int64_t
 
@@ -566,7 +566,7 @@ cdef inline void raise_batch(Pass* ps, const double* data, const index_t* indice
     scales (a row's margin would otherwise see a scale that a later row raises, and its
     gradient another)."""
     cdef Core core = ps.core
-    cdef Py_ssize_t b, e, j, nnz, start, K = core.K, KS = core.K * AD_S
+    cdef Py_ssize_t b, e, j, nnz, start, K = core.K, KS = core.K * core.S
     cdef double st, thr, bs, delta
     cdef double inv_eta = 1.0 / core.eta, xv
     ad_now(&ps.core, &st, &thr, &bs, &delta)
@@ -575,11 +575,11 @@ cdef inline void raise_batch(Pass* ps, const double* data, const index_t* indice
         for e in range(nnz):
             j = batch_entry(ps, data, indices, start, e, &xv)
             if xv != 0.0 and not core.p_is_two:  # p < 2: the scale alone
-                _raised_scale(core.lam + j * KS, K, AD_S, xv)
+                _raised_scale(core.lam + j * KS, K, core.S, xv)
             elif xv != 0.0:
                 _raised(core.lam + j * KS, K, AD_S, xv, st, thr, bs, delta, inv_eta)
     if ps.fit_icpt and not core.p_is_two:
-        _raised_scale(core.lam, K, AD_S, ps.icpt)
+        _raised_scale(core.lam, K, core.S, ps.icpt)
     elif ps.fit_icpt:
         _raised(core.lam, K, AD_S, ps.icpt, st, thr, bs, delta, inv_eta)
 
@@ -687,30 +687,41 @@ cdef inline void _margins_adq(Pass* ps, const Row* rw, const index_t* idx,
     sgn(lam_j) ((|lam_j| - l1 t)_+ / m_c)^(q-1) (`l1q_link`, m_c the scale of N(thr)'s
     sums), read on the fly: a power only where the coordinate is active."""
     cdef Core core = ps.core
-    cdef Py_ssize_t e, j, c, K = core.K, KS = K * AD_S
+    cdef Py_ssize_t e, j, c, K = core.K, S = core.S, KS = K * S
     cdef double xs, xq = 0.0, thr = core.thr[0]
     cdef double* at
+    # an average: its margin in the row's scales too, from each coordinate's settled sum
+    # and pending one, acc_j + phi_j (C - mark_j) (the read-out's PART_AVGQ)
+    cdef bint rep = not ps.rep_last
+    cdef Py_ssize_t oa = core.acc - core.lam, om = core.mark - core.lam
     for c in range(K):
         ps.margins[c] = 0.0
+        if rep:
+            ps.rep_scores[c] = 0.0
     for e in range(-1 if ps.fit_icpt else 0, rw.nnz):
         if e < 0:  # the intercept's constant feature, coordinate 0
             at = core.lam
-            xs = ps.icpt * _raised_scale(at, K, AD_S, ps.icpt)
+            xs = ps.icpt * _raised_scale(at, K, S, ps.icpt)
         else:
             j = (e if ps.dense else <Py_ssize_t>idx[e]) + 1
             at = core.lam + j * KS
-            xs = rw.vals[e] * _raised_scale(at, K, AD_S, rw.vals[e])
+            xs = rw.vals[e] * _raised_scale(at, K, S, rw.vals[e])
         if xs == 0.0:
             continue
         xq += _power_q(ps, xs)
         for c in range(K):
             if l1:
-                ps.margins[c] += l1q_link(at[c * AD_S], thr, core.l1q[c].inv_m, ps.q,
+                ps.margins[c] += l1q_link(at[c * S], thr, core.l1q[c].inv_m, ps.q,
                                           ps.quarters) * xs
             else:
-                ps.margins[c] += at[c * AD_S + AD_PHI] * xs
+                ps.margins[c] += at[c * S + AD_PHI] * xs
+            if rep:
+                ps.rep_scores[c] += (at[c * S + oa] + at[c * S + AD_PHI]
+                                     * (core.cum[c] - at[c * S + om])) * xs
     for c in range(K):
         ps.margins[c] *= ps.s[c]
+        if rep:
+            ps.rep_scores[c] *= ps.inv_w
     ps.row_xx = xq
 
 
@@ -736,21 +747,24 @@ cdef inline void _step_adq(Pass* ps, const Row* rw, const index_t* idx,
     keeps N(thr)'s sums instead), and L_c += (c / b) l'(z)^2 ||x / s||_q^2 = cf^2 / (c /
     b) ||x / s||_q^2. A row of any weight steps linearly (the invariant update is p = 2's)."""
     cdef Core core = ps.core
-    cdef Py_ssize_t e, j, c, K = core.K, KS = K * AD_S
+    cdef Py_ssize_t e, j, c, K = core.K, S = core.S, KS = K * S
     cdef double cf, xs, wk = ps.sw[rw.row] * ps.inv_k
     cdef double n2 = _dual_sq(ps, ps.row_xx)
-    cdef double* lam1 = core.lam + AD_S  # data feature j is coordinate j + 1
+    cdef double* lam1 = core.lam + S  # data feature j is coordinate j + 1
     cdef double* xs_row = ps.G  # a row's scaled values (one problem of sparse rows)
+    cdef bint averaged = _averaged(core.iterate)
     if kind == TOUCH_PLAIN and K == 1 and not ps.dense:
-        # the global geometry's row kernel on the row's scaled values: the moves, then
-        # the powers of phi taken together (packed roots), then phi and N (`mirror_row`)
+        # the global geometry's row kernel on the row's scaled values: the moves (an
+        # average's sums caught up first), then the powers of phi taken together (packed
+        # roots), then phi and N (`mirror_row`)
         cf = ps.coefs[0]
         if cf != 0.0:
             for e in range(rw.nnz):
-                xs_row[e] = rw.vals[e] * lam1[<Py_ssize_t>idx[e] * AD_S + AD_INV]
-            core.norm_sum[0] += mirror_row(core.mm, lam1, lam1 + AD_PHI, AD_S, xs_row, idx,
-                                           rw.nnz, cf, core.inv_scale[0], lam1, lam1, 0.0,
-                                           False, &ps.resc[0])
+                xs_row[e] = rw.vals[e] * lam1[<Py_ssize_t>idx[e] * S + AD_INV]
+            core.norm_sum[0] += mirror_row(core.mm, lam1, lam1 + AD_PHI, S, xs_row, idx,
+                                           rw.nnz, cf, core.inv_scale[0], core.acc + S,
+                                           core.mark + S, core.cum[0], averaged,
+                                           &ps.resc[0])
             xs = ps.icpt * core.lam[AD_INV] if ps.fit_icpt else 0.0
             if xs != 0.0:
                 touch_as(TOUCH_PLAIN, core, 0, 0, cf * xs, &ps.resc[0])
@@ -793,7 +807,7 @@ cdef inline void _batch_adq(Pass* ps, const double* data, const index_t* indices
     (the scratch's first dim K doubles), L_c += sum_b (c_b / k) l'_b^2 ||x_b / s||_q^2;
     then each coordinate reached moves once (`touch_as` of `kind`, a constant)."""
     cdef Core core = ps.core
-    cdef Py_ssize_t b, e, j, c, K = core.K, KS = K * AD_S, nnz, start
+    cdef Py_ssize_t b, e, j, c, K = core.K, KS = K * core.S, nnz, start
     cdef Py_ssize_t n_touched = 0
     cdef double xv, xs, xq, n2, cf, wk
     cdef double* G = ps.G

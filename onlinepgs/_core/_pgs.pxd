@@ -145,6 +145,7 @@ cdef enum:
     READ_ADAPTIVE_Q = 6  # the same at p < 2: s_c phi_j / scale_j
     READ_ADAPTIVE_AVG = 7  # its averages (p = 2): settled and pending sums (_adaptive_avg.pxd)
     READ_ADAPTIVE_Q_L1 = 8  # p < 2 with l1: s_c times the l_q map of soft(lam, l1 t) / scale_j
+    READ_ADAPTIVE_Q_AVG = 9  # p < 2, an average: (acc_j + phi_j (C - mark_j)) / total / scale_j
 
 
 cdef struct Readout:

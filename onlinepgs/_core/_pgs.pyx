@@ -815,8 +815,10 @@ cdef class PGSState:
         if new.adaptive:
             # its weights read sigma afresh at every step (_adaptive.pxd); an average's
             # pending sums hold the old sigma's iterates: settled first
-            if _averaged(new.iterate):
+            if _averaged(new.iterate) and new.p_is_two:
                 new._settle_averages()
+            else:
+                settle_every(new)  # p < 2: the global geometry's sums
             new.sigma = sigma
         else:
             settle_every(new)
@@ -1009,7 +1011,9 @@ cdef inline bint _pass_step(PGSState self, Pass* ps, const RowKernels* kn, Row* 
     cdef bint batched_ad = self.adaptive and ps.k > 1
     step_begin(self, ps, bsize)
     if batched_ad:
-        if _averaged(self.iterate):  # the averages settled before the scales move
+        # the averages settled before the scales move (p = 2; at p < 2 a raise moves
+        # no weight)
+        if _averaged(self.iterate) and self.p_is_two:
             settle_batch(ps, data, indices, indptr, pos, bsize)
         raise_batch(ps, data, indices, indptr, pos, bsize)
     for b in range(bsize):  # phase 1: every row of the step at w_{t-1}

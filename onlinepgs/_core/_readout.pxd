@@ -10,7 +10,8 @@ from libc.stdint cimport uint64_t, int64_t
 
 from onlinepgs._core._pgs cimport (PGSState, Part, Rep, Pass, Readout, READ_ZERO, READ_LAST,
                                    READ_L1_LAST, READ_SUMS, READ_RANDOM, READ_ADAPTIVE,
-                                   READ_ADAPTIVE_Q, READ_ADAPTIVE_Q_L1, READ_ADAPTIVE_AVG,
+                                   READ_ADAPTIVE_Q, READ_ADAPTIVE_Q_L1, READ_ADAPTIVE_Q_AVG,
+                                   READ_ADAPTIVE_AVG,
                                    PART_NONE,
                                    PART_AVG2, PART_AVGQ, PART_RANDOM, PART_L1AVG,
                                    ITERATE_LAST, ITERATE_WEIGHTED, ITERATE_WEIGHTED2,
@@ -87,8 +88,9 @@ cdef inline Part part_of(PGSState st):
     pt.decay = &st.decay
     pt.delta_eta = st.delta / st.eta if st.adaptive else 0.0
     pt.iterate = st.iterate
-    if st.adaptive:
-        # its averages' settled sums are read by its own kernels (_adaptive_avg.pxd)
+    if st.adaptive and st.p_is_two:
+        # its averages' settled sums are read by its own kernels (_adaptive_avg.pxd); p < 2
+        # keeps the global geometry's (acc, mark and the running sum C of the factors)
         return pt
     if _averaged(st.iterate):
         pt.kind = PART_AVG2 if st.p_is_two else PART_AVGQ
@@ -133,6 +135,8 @@ cdef inline Readout _readout(PGSState st, int it):
         rd.kind = (READ_ADAPTIVE_AVG if _averaged(it) else
                    READ_ADAPTIVE if st.p_is_two else
                    READ_ADAPTIVE_Q_L1 if st.l1q != NULL else READ_ADAPTIVE_Q)
+        if _averaged(it) and not st.p_is_two:
+            rd.kind = READ_ADAPTIVE_Q_AVG
     elif it == ITERATE_LAST:
         rd.kind = READ_L1_LAST if st.l1 > 0.0 else READ_LAST
     elif _averaged(it):
@@ -165,6 +169,8 @@ cdef inline double _read_weight(Readout rd, int kind, Py_ssize_t j,
         ad_scalars(rd.pt.forgetting, rd.pt.sigma, rd.pt.l1, rd.pt.t[0], rd.pt.tau[0],
                    rd.pt.decay[0], rd.pt.delta_eta, &st, &thr, &bs)
         return ad_value(at, st, thr, bs) * at[AD_INV]
+    if kind == READ_ADAPTIVE_Q_AVG:  # p < 2: the average of v_j, in the final scale
+        return (_part_value(rd.pt, j, c) / rd.norm) * at[AD_INV]
     if kind == READ_ADAPTIVE_Q:  # p < 2: v_j = s_c phi_j (_adaptive.pxd)
         return at[AD_PHI] * rd.s[c] * at[AD_INV]
     if kind == READ_ADAPTIVE_Q_L1:  # with l1: the l_q map of soft(lam, l1 t), as margins
@@ -212,6 +218,8 @@ cdef inline void _read_all(Readout rd, Py_ssize_t dim, double* out) noexcept nog
         _read_range(rd, READ_ADAPTIVE_Q, dim, out)
     elif rd.kind == READ_ADAPTIVE_Q_L1:
         _read_range(rd, READ_ADAPTIVE_Q_L1, dim, out)
+    elif rd.kind == READ_ADAPTIVE_Q_AVG:
+        _read_range(rd, READ_ADAPTIVE_Q_AVG, dim, out)
     elif rd.kind == READ_ADAPTIVE_AVG:
         _read_range(rd, READ_ADAPTIVE_AVG, dim, out)
 

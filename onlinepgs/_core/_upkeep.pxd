@@ -427,6 +427,14 @@ cdef inline void end_steps(PGSState st, int* need_rescale, int* moved, int64_t s
                 floor_scales(st)
         if not st.p_is_two:
             adq_scales(st)  # at the step's t, tau and G
+            if _averaged(st.iterate):
+                # an average: the running sum C of the weighted factors, as the global
+                # geometry's (v_j = s_c phi_j; phi_j moves only at a touch)
+                wt = st._step_weight()
+                for c in range(K):
+                    st._restart_sum_if_needed(c, wt * st.s[c])
+                    if add_to_sum:
+                        st.cum[c] += wt * st.s[c]
         return
     st.l1_sum_t = st.t - steps  # C and C2 take the step's terms below
     if st.forgetting:

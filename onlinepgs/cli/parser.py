@@ -274,7 +274,7 @@ def build_parser():
                       "divided by their largest |value| seen, so raw numeric columns need no "
                       "scaling (the last iterate, no ball at --p 2: --iterate and --radius "
                       "auto settle to last and none with it; --iterate average, weighted or weighted2 "
-                      "report an average at --p 2; with --p below 2 one scalar step size "
+                      "report an average; with --p below 2 one scalar step size "
                       "from the gradients' dual norms, and --radius a ball on the scaled "
                       "weights; --l1 below 2 with the last iterate, no ball at --p 2; --forget "
                       "with the last iterate)")
