@@ -563,9 +563,9 @@ def settle_auto(params):
     of them (a new dict; checked ranges assumed).
 
     iterate "auto": the t^2-weighted average ("weighted2") where the configuration runs
-    one, else the last iterate: the adaptive geometry (its averages settle a sum at
-    every touch, several times the last iterate's cost), and l1 at p < 2 or with
-    forgetting (exact with the last iterate only). radius "auto": the ball that holds
+    one, else the last iterate: the adaptive geometry (at p = 2 its averages settle a
+    sum at every touch, several times the last iterate's cost; one rule at every p),
+    and l1 at p < 2 or with forgetting (exact with the last iterate only). radius "auto": the ball that holds
     the optimum, but R^n in the adaptive geometry at p = 2, whose per-coordinate steps
     have no O(nnz) form on a ball and need none (each is bounded by its stabilizer).
 
