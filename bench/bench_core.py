@@ -428,6 +428,77 @@ def run_geometry(args, out):
                      "median of the rounds' ratios", "rounds' ratios over adaptive"], rows)
 
 
+# ---- --adaptive-l1q mode ----------------------------------------------------------------
+ADAPTIVE_L1Q = dict(loss="logistic", geometry="adaptive", iterate="last", radius=None,
+                    sigma=1e-4)
+ADAPTIVE_L1Q_GRID = (0.0, 1e-6, 1e-5, 3e-5, 1e-4, 3e-4)
+
+
+def run_adaptive_l1q(args, out):
+    """l1 in the adaptive geometry at p = 1.5 on IMDB: one epoch's seconds with l1 1e-5
+    against without (interleaved, the median of the rounds' ratios), its instructions in
+    the pass with callgrind (where valgrind is installed), and one pass's test accuracy
+    and non-zero weights over an l1 grid at p = 1.5 (eta 32) and p = 2 (eta 0.1)."""
+    Xtr, ytr, Xte, yte = load_dataset("imdb", args.data, QUICK_ROWS if args.quick else None)
+
+    def pgs(**params):
+        return lambda seed: PGSClassifier(max_epochs=1, shuffle=True, random_state=seed,
+                                          **{**ADAPTIVE_L1Q, **params})
+
+    plain = "adaptive p = 1.5 (eta 32)"
+    makers = {plain: pgs(p=1.5, eta=32.0),
+              "adaptive p = 1.5, l1 1e-5": pgs(p=1.5, eta=32.0, l1=1e-5),
+              "adaptive p = 1.5, l1 1e-4": pgs(p=1.5, eta=32.0, l1=1e-4),
+              "global p = 1.5, l1 1e-5, last iterate on R^n": lambda seed: PGSClassifier(
+                  loss="logistic", p=1.5, sigma=1e-4, l1=1e-5, iterate="last", radius=None,
+                  max_epochs=1, shuffle=True, random_state=seed)}
+    raw = {}
+    times = seconds_per_epoch(makers, Xtr, ytr, args.repeats, raw)
+    out += [f"## One IMDB epoch at p = 1.5 with l1 ({Xtr.shape[0]} rows, sigma 1e-4, "
+            f"{'CPU' if CLOCK is time.process_time else 'wall'} seconds, median of "
+            f"{args.repeats} interleaved)", ""]
+    rows = [[name, f"{median:.4f}", f"{median / times[plain][0]:.2f}",
+             f"{np.median(np.array(raw[name]) / np.array(raw[plain])):.2f}"]
+            for name, (median, _) in times.items()]
+    out += md_table(["run", "seconds", "over no l1", "median of the rounds' ratios"], rows)
+    if shutil.which("valgrind") is not None and not args.timing_only:
+        from onlinepgs import load_svmlight
+        X, y = load_svmlight(Path(args.data) / "imdb_train.svm.gz", n_features=89527)
+        if args.quick:
+            X, y = X[:QUICK_ROWS], y[:QUICK_ROWS]
+        rows = []
+        with tempfile.TemporaryDirectory() as tmp:
+            data = Path(tmp) / "rows.npz"
+            np.savez(data, data=X.data, indices=X.indices, indptr=X.indptr,
+                     shape=np.array(X.shape), y=y)
+            for l1 in (0.0, 1e-5, 1e-4):
+                params = {**ADAPTIVE_L1Q, "p": 1.5, "eta": 32.0, "l1": l1, "max_epochs": 1,
+                          "shuffle": False, "random_state": 0}
+                total, in_pass = callgrind_instructions(data, params, tmp)
+                rows.append([f"{l1:g}", f"{total:,}", "-" if in_pass is None else
+                             f"{in_pass:,}"])
+                print(f"l1 {l1:g}: {total:,} instructions", flush=True)
+        out += ["", "Instructions of the epoch in file order (callgrind, from the entry of "
+                "`PGSState.run` to its return; of them in `_run_pass`):", ""]
+        out += md_table(["l1", "PGSState.run", "_run_pass"], rows)
+    if args.timing_only:
+        return
+    out += ["", "## One pass (shuffled, random_state 0): test accuracy and non-zero weights "
+            "(the intercept excluded)", ""]
+    rows = []
+    for p, eta in ((1.5, 32.0), (2.0, 0.1)):
+        base = None
+        for l1 in ADAPTIVE_L1Q_GRID:
+            clf = pgs(p=p, eta=eta, l1=l1)(args.seed).fit(Xtr, ytr)
+            nnz = int(np.sum(clf.coef_ != 0))
+            base = nnz if base is None else base
+            rows.append([f"{p:g}", f"{eta:g}", f"{l1:g}", f"{clf.score(Xte, yte):.4f}",
+                         f"{nnz:,}", f"{base / max(nnz, 1):.1f}x"])
+            print(" | ".join(rows[-1]), flush=True)
+    out += md_table(["p", "eta", "l1", "test accuracy", "non-zeros",
+                     "fewer than without l1"], rows)
+
+
 # ---- --adaptive-iterates mode ----------------------------------------------------------
 def run_adaptive_iterates(args, out):
     """One pass of the adaptive geometry with its defaults (eta and sigma raced) on a9a
@@ -687,6 +758,10 @@ def main(argv=None):
     parser.add_argument("--adaptive-iterates", action="store_true",
                         help="one pass of the adaptive geometry on a9a and w8a for each "
                              "iterate: test log loss and AUC")
+    parser.add_argument("--adaptive-l1q", action="store_true",
+                        help="l1 in the adaptive geometry at p = 1.5 on IMDB: an epoch's "
+                             "time and instructions with and without, and one pass's "
+                             "accuracy and non-zeros over an l1 grid against p = 2")
     parser.add_argument("--callgrind", action="store_true",
                         help="count the instructions of one IMDB epoch in the pass (p=2, "
                              "p=1.5, l1, last, adaptive) with valgrind's callgrind")
@@ -718,6 +793,7 @@ def main(argv=None):
             else run_radius if args.radius
             else run_iterates if args.iterates else run_callgrind if args.callgrind
             else run_geometry if args.geometry
+            else run_adaptive_l1q if args.adaptive_l1q
             else run_adaptive_iterates if args.adaptive_iterates else run_core)
     mode(args, out)
     out += ["", f"Total benchmark time: {time.perf_counter() - start:.0f} s; load average "

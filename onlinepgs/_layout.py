@@ -107,7 +107,8 @@ class StateLayout:
             fields.append("phi")
         # the adaptive geometry's averages keep their settled sums and the step they hold
         # up to in snap_a and snapv_a (_core/_adaptive_avg.pxd), not in the block
-        self.adaptive_average = geometry == "adaptive" and averaged
+        # (p < 2 keeps the global geometry's acc and mark: its iterate is s_c phi_j)
+        self.adaptive_average = geometry == "adaptive" and averaged and p == 2.0
         if averaged and not self.adaptive_average:
             fields.append("acc")
             if p != 2.0:
@@ -131,8 +132,9 @@ class StateLayout:
                            and (geometry != "adaptive" or p != 2.0))
         # the sweeps: N's upkeep; l1's recounts of the ball's norm and of N, and the folds
         # of its averages
+        # (the adaptive geometry's l1 at p < 2 recounts N(thr) as the global one does)
         self.keeps_seen = self.keeps_norm or (l1 > 0.0 and (bounded or p != 2.0 or averaged)
-                                              and geometry != "adaptive")
+                                              and (geometry != "adaptive" or p != 2.0))
         K = self.n_problems
         self.per_feature = (8 * K * len(self.fields)
                             + (16 * K if self.random or self.adaptive_average else 0)

@@ -189,9 +189,10 @@ def _zero_problem(state):
     t, rnd_t = int(state.t), int(state.rnd_t)
     if cfg["iterate"] == "random":
         d["rnd_ver_a"] = np.asarray(state.rnd_ver_a)[:1].copy()
-    if t == 0 or state.adaptive:
+    if t == 0 or (state.adaptive and not (state.forgetting and not state.p_is_two)):
         # the adaptive geometry's steps move no per-problem scalar of a zero problem: its
-        # scale is 0 while N is (p < 2) or unused (p = 2)
+        # scale is 0 while N is (p < 2) or unused (p = 2); forgetting at p < 2 moves M as
+        # the global geometry's does (its renormalizations, `end_steps`), below
         return d
     if state.forgetting:
         scalars = _forgetting_scalars(state, cfg, t, rnd_t)

@@ -563,9 +563,9 @@ def settle_auto(params):
     of them (a new dict; checked ranges assumed).
 
     iterate "auto": the t^2-weighted average ("weighted2") where the configuration runs
-    one, else the last iterate: the adaptive geometry (its averages settle a sum at
-    every touch, several times the last iterate's cost), and l1 at p < 2 or with
-    forgetting (exact with the last iterate only). radius "auto": the ball that holds
+    one, else the last iterate: the adaptive geometry (at p = 2 its averages settle a
+    sum at every touch, several times the last iterate's cost; one rule at every p),
+    and l1 at p < 2 or with forgetting (exact with the last iterate only). radius "auto": the ball that holds
     the optimum, but R^n in the adaptive geometry at p = 2, whose per-coordinate steps
     have no O(nnz) form on a ball and need none (each is bounded by its stabilizer).
 
@@ -695,9 +695,10 @@ def check_pgs_state(**config):
 
 
 def _adaptive_rules(params, words):
-    """What the adaptive geometry does not run yet: the random iterate, l1 at p < 2, a
-    ball at p = 2, an average at p < 2, forgetting at p < 2 or with an average
-    (docs/design/adaptive.md)."""
+    """What the adaptive geometry does not run yet: the random iterate, a ball at p = 2,
+    forgetting with an average (docs/design/adaptive.md;
+    l1 at p < 2 keeps the last iterate, without forgetting, as in the global geometry:
+    `_pgs_l1_rules`)."""
     if params.get("geometry", "global") != "adaptive":
         return
     get = params.get
@@ -710,27 +711,17 @@ def _adaptive_rules(params, words):
                       "the ball move every coordinate (no O(nnz) step); use {radius=None}, "
                       "a p below 2 (one scalar stabilizer: the ball is a factor), or the "
                       "global geometry", params, words)
-    if p != 2 and get("l1", 0.0):
-        raise _refuse("l1", "the adaptive geometry has no l_1 term at p below 2 yet ({l1}, "
-                      "{p}); use {l1=0}, {p=2}, or the global geometry", params, words)
     iterate = get("iterate", "last")
     if iterate == "random":
         raise _refuse("iterate", "the adaptive geometry reports the last iterate or an "
                       "average of its iterates (last, average, weighted, weighted2), got "
                       "{iterate}", params, words)
-    if get("forget", 1.0) < 1 and (p != 2 or iterate != "last"):
-        # forgetting decays the per-coordinate sums over one global factor
-        # (_adaptive.pxd); p < 2's scalar stabilizer and the averages' settled sums have
-        # no decayed form yet
-        raise _refuse("forget", "the adaptive geometry forgets ({forget}) at p = 2 with "
-                      "the last iterate only, got {p}, {iterate}; use {forget=1}, or "
-                      "{p=2} and {iterate=last}", params, words)
-    if p != 2 and iterate != "last":
-        # the averages' lazy sums are per-coordinate denominators (_adaptive_avg.pxd);
-        # p < 2's iterate is a scalar factor of phi, whose average has no such sum yet
-        raise _refuse("iterate", "the adaptive geometry averages its iterates at p = 2 "
-                      "only ({iterate}, {p}); use {iterate=last}, {p=2}, or the global "
-                      "geometry", params, words)
+    if get("forget", 1.0) < 1 and iterate != "last":
+        # forgetting decays the sums over one global factor (_adaptive.pxd); the
+        # averages' settled sums have no decayed form yet
+        raise _refuse("forget", "the adaptive geometry forgets ({forget}) with the last "
+                      "iterate only, got {iterate}; use {forget=1}, or {iterate=last}",
+                      params, words)
 
 
 def check_sdca_problem(**config):

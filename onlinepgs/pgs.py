@@ -173,9 +173,10 @@ _COMMON_DOC = """
         averaged iterates forget alike. 1.0: no forgetting, the plain PGS. With
         forgetting the regret bound and online duality gap of ``online_stats_`` are NaN
         (they concern the unweighted objective); not on Dask (docs/design/forgetting.md).
-        With ``geometry="adaptive"`` each coordinate's sum of squared gradients decays
-        by ``forget`` too (its step grows again once the feature's gradients shrink),
-        not the feature scales (docs/design/adaptive.md, "Forgetting").
+        With ``geometry="adaptive"`` each coordinate's sum of squared gradients (at
+        p < 2 the problem's sum of their squared dual norms) decays by ``forget`` too
+        (its step grows again once the gradients shrink), not the feature scales
+        (docs/design/adaptive.md, "Forgetting").
     geometry : {"global", "adaptive"}, default="global"
         "global": PGS's one step size for every coordinate, ``1 / (sigma t)`` through the
         l_p map. "adaptive": a step per coordinate, which shrinks with that coordinate's
@@ -186,9 +187,10 @@ _COMMON_DOC = """
         scalar a problem, grown by the scaled gradients' squared dual norms (uncentered;
         Orabona and Pal's scale-free form), and a radius bounds ``||S w||_p``; p=2 has
         no ball (refused: its step on one would move every coordinate). It runs with
-        iterate "last" or, at p=2, an average ("average", "weighted", "weighted2": the
+        iterate "last" or an average ("average", "weighted", "weighted2": the
         scaled weights' average divided by the final scales; not "random"), forget < 1
-        at p=2 with the last iterate, l1 at p=2 only, any batch_size; on Dask with a
+        with the last iterate, l1 (at p < 2 with the last iterate, as in the
+        global geometry), any batch_size; on Dask with a
         fixed eta at p=2 and the last iterate; `onlinepgs.duality_gap` certifies its
         objective on the scaled weights (docs/design/adaptive.md).
     eta : float > 0 or "auto", default="auto"

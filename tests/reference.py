@@ -459,10 +459,10 @@ def reference_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, cent
     """Adaptive, normalized dual averaging over the rows of dense X in order, for the
     columns of Y (one problem each), eagerly: every coordinate every step.
 
-    ``forget`` = gamma < 1 (p = 2 without a ball): every step decays U (z), the
-    accumulators n_j and the count t by gamma before its additions (`_forget_sums`); t
-    becomes tau = gamma tau + 1 wherever it enters (sigma t, l1 t, the weights read
-    while the scales grow and the invariant update's).
+    ``forget`` = gamma < 1: every step decays U (z), the accumulators n_j (p < 2: the
+    scalar L of each problem) and the count t by gamma before its additions
+    (`_forget_sums`); t becomes tau = gamma tau + 1 wherever it enters (sigma t, l1 t,
+    the weights read while the scales grow and the invariant update's).
 
     Returns the list of iterates w_1..w_T (each (n, K), in the final scales: w_t = v_t /
     s, so that `combine` gives the reported model) and the online statistics, with
@@ -473,8 +473,8 @@ def reference_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, cent
     m, n = X.shape
     K = Y.shape[1]
     _check_adaptive(p, centered, l1, None, radius, lazy=False)
-    if forget < 1.0 and (p != 2.0 or radius is not None):
-        raise ValueError("forgetting in the adaptive geometry: p = 2 without a ball only")
+    if forget < 1.0 and p == 2.0 and radius is not None:
+        raise ValueError("forgetting in the adaptive geometry: no ball at p = 2")
     c = np.ones(m) if sample_weight is None else np.asarray(sample_weight, float)
     q = p / (p - 1.0)
     s = np.zeros(n)
@@ -512,6 +512,8 @@ def reference_adaptive(X, Y, *, p, sigma, loss, eta=0.5, l1=0.0, delta=0.0, cent
             U += gt
         if forget == 1.0:
             acc += dn
+        if forget < 1.0:  # p < 2's L decays as p = 2's n_j do
+            lam2 *= forget
         lam2 += dlam2
         now = count if forget < 1.0 else t
         if invariant and c[start] > 1.0:  # the rest of the row's importance

@@ -76,13 +76,14 @@ def test_chunks_and_a_model_file_continue_bit_for_bit(tmp_path):
     assert whole.sigma_ == parts.sigma_
 
 
-@pytest.mark.parametrize("option, value", [("iterate", "weighted2"), ("p", 1.5)])
-def test_what_it_does_not_run_yet_is_refused_by_name_before_any_row(option, value):
-    """Forgetting decays the per-coordinate sums: p < 2's scalar stabilizer and the
-    averages' settled sums have no decayed form, refused by name."""
-    params = {**ADAPTIVE, option: value, "forget": 0.999}
-    with pytest.raises(ValueError, match=r"forgets \(forget=0\.999\) at p = 2 with the "
-                       r"last iterate only"):
+@pytest.mark.parametrize("p", [2.0, 1.5])
+def test_what_it_does_not_run_yet_is_refused_by_name_before_any_row(p):
+    """Forgetting decays the sums over one global factor: the averages' settled sums
+    have no decayed form, refused by name (p < 2 forgets with the last iterate:
+    tests/test_adaptive_forget.py)."""
+    params = {**ADAPTIVE, "iterate": "weighted2", "p": p, "forget": 0.999}
+    with pytest.raises(ValueError, match=r"forgets \(forget=0\.999\) with the last "
+                       r"iterate only"):
         PGSClassifier(**params).fit(np.zeros((2, 1)), [0, 1])
 
 

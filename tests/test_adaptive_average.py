@@ -127,10 +127,17 @@ def test_the_progressive_loss_is_the_reported_averages(iterate):
     transcription's iterates combined row by row give the same progressive loss to
     1e-12; the last iterate's own is kept apart (sum_weighted_loss_last)."""
     X, y, _, _, sw = stream(seed=4)
+    kw = dict(p=2.0, sigma=1e-3, loss="logistic", eta=0.5, centered=True)
+    reported_progressive_loss_follows(X, y, sw, iterate, **kw)
+
+
+def reported_progressive_loss_follows(X, y, sw, iterate, **kw):
+    """One row a step in a state of `kw` reporting `iterate`: its progressive loss is that
+    of the transcription's iterates before each row combined (in the scaled weights v_t)
+    and read in the row's scales, to 1e-12, and not the last iterate's."""
     m, n = X.shape
     Xi = with_intercept(X)
-    its, stats = reference_adaptive(Xi, y, p=2.0, sigma=1e-3, loss="logistic", eta=0.5,
-                                    centered=True, sample_weight=sw)
+    its, stats = reference_adaptive(Xi, y, sample_weight=sw, **kw)
     final = stats["scales"][:, None]
     V = [w * final for w in its]  # the scaled iterates v_t
     a = np.arange(1, m + 1, dtype=float) ** POWER[iterate]
@@ -139,21 +146,23 @@ def test_the_progressive_loss_is_the_reported_averages(iterate):
         now = np.max(np.abs(Xi[:i + 1]), axis=0)
         avg = acc / a[:i].sum() if i else acc
         z = np.sum(np.where(now > 0, Xi[i] / np.where(now > 0, now, 1), 0) * avg[:, 0])
-        total += sw[i] * loss_value("logistic", z, y[i])
+        total += sw[i] * loss_value(kw["loss"], z, y[i])
         acc = acc + a[i] * V[i]
-    state = fresh(n, centered=True, iterate=iterate)
+    state = fresh(n, iterate=iterate, **kw)
     run(state, X, y, sw, range(m))
     got = state.stats_dict()
     assert got["progressive_loss"] == pytest.approx(total / sw.sum(), rel=1e-12)
     assert got["progressive_loss"] != stats["progressive_loss"]
 
 
-def test_a_fork_at_another_sigma_keeps_the_average_so_far():
+@pytest.mark.parametrize("kw", [dict(centered=True), dict(p=1.5, eta=16.0)])
+def test_a_fork_at_another_sigma_keeps_the_average_so_far(kw):
     """The sigma race forks a run at another sigma (`with_sigma`): the average over the
-    steps so far is the old sigma's, unchanged by the fork (to rounding), and the fork
-    then averages its own iterates from there."""
+    steps so far is the old sigma's, unchanged by the fork (to rounding; at p < 2 the
+    global geometry's sums, settled), and the fork then averages its own iterates from
+    there."""
     X, y, _, _, sw = stream()
-    state = fresh(X.shape[1], iterate="weighted2", centered=True)
+    state = fresh(X.shape[1], iterate="weighted2", **kw)
     run(state, X, y, sw, range(100))
     fork = state.with_sigma(0.3)
     np.testing.assert_allclose(fork.weights(), state.weights(), rtol=1e-14, atol=1e-300)

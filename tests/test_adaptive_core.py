@@ -149,14 +149,14 @@ def test_one_vs_rest_problems_follow_the_transcription(centered, heavy):
     ovr_follows(X, labels, sw, centered=centered, batch_size=4)  # and in steps of 4 rows
 
 
-def ovr_follows(X, labels, sw, **kw):
+def ovr_follows(X, labels, sw, p=2.0, **kw):
     """Three classes, one problem each, at sigma 1e-4 and eta 0.8 (and kw: the form, a
     step's rows, forgetting): the state's weights after one call over the rows equal
     the transcription's last iterate to 1e-12, and its mistakes the transcription's."""
     Y = np.where(labels[:, None] == np.arange(3)[None, :], 1.0, -1.0)
-    its, stats = reference_adaptive(with_intercept(X), Y, p=2.0, sigma=1e-4, loss="logistic",
+    its, stats = reference_adaptive(with_intercept(X), Y, p=p, sigma=1e-4, loss="logistic",
                                     eta=0.8, sample_weight=sw, labels=labels, **kw)
-    state = fresh(X.shape[1], sigma=1e-4, eta=0.8, n_problems=3, multiclass=True, **kw)
+    state = fresh(X.shape[1], p=p, sigma=1e-4, eta=0.8, n_problems=3, multiclass=True, **kw)
     run(state, X, labels, sw, range(len(labels)))
     np.testing.assert_allclose(state.weights(), its[-1], rtol=0,
                                atol=1e-12 * np.max(np.abs(its[-1])))
@@ -264,11 +264,11 @@ def test_features_never_seen_weigh_zero_and_cost_nothing():
     assert 0 < np.count_nonzero(W[cols]) < 30
 
 
-@pytest.mark.parametrize("option, value", [("iterate", "weighted2"), ("p", 1.5)])
-def test_what_the_adaptive_geometry_does_not_run_is_refused_by_name(option, value):
-    with pytest.raises(OptionError, match=r"forgets \(forget=0\.99\) at p = 2 with the "
-                       r"last iterate only"):
-        fresh(3, forget=0.99, **{option: value})
+@pytest.mark.parametrize("p", [2.0, 1.5])
+def test_what_the_adaptive_geometry_does_not_run_is_refused_by_name(p):
+    with pytest.raises(OptionError, match=r"forgets \(forget=0\.99\) with the last "
+                       r"iterate only, got iterate='weighted2'"):
+        fresh(3, forget=0.99, iterate="weighted2", p=p)
 
 
 @pytest.mark.parametrize("option, value", [("geometry", "per-coordinate"), ("eta", 0.0),

@@ -15,7 +15,9 @@ from onlinepgs import PGSClassifier, load_model, save_model
 from onlinepgs._core import PGSState
 from reference import reference_adaptive
 from test_adaptive import write_svm
-from test_adaptive_core import fresh, heavy_weights, ovr_follows, run, stream, with_intercept
+from test_adaptive_core import (assert_scale_free, fresh, heavy_weights, ovr_follows, run,
+                                stream, with_intercept)
+from test_adaptive_lp import assert_rows_follow
 
 ADAPTIVE = dict(geometry="adaptive", iterate="last", radius=None, random_state=0)
 
@@ -77,18 +79,24 @@ def test_the_lazy_scale_is_brought_back_to_1_and_nothing_moves(centered, forget,
     1,316 at 0.9): the fields are brought back to G = 1, and the weights still follow
     the eager transcription to 1e-12 after it; a copy taken across it continues bit for
     bit."""
+    renormalizes_and_follows(m, p=2.0, sigma=1e-3, loss="logistic", eta=0.5, l1=1e-3,
+                             centered=centered, forget=forget)
+
+
+def renormalizes_and_follows(m, **kw):
+    """m rows in a state of `kw` (forget among them), moved through its dict half-way:
+    the renormalizations the rows make happen, the moved state ends with the same bits,
+    and the weights and the progressive loss are the eager transcription's (1e-12)."""
     X, y, _, _, sw = stream(m=m, seed=4)
     Xi = with_intercept(X)
-    its, stats = reference_adaptive(Xi, y, p=2.0, sigma=1e-3, loss="logistic", eta=0.5,
-                                    l1=1e-3, centered=centered, sample_weight=sw,
-                                    forget=forget)
-    state = fresh(X.shape[1], l1=1e-3, centered=centered, forget=forget)
+    its, stats = reference_adaptive(Xi, y, sample_weight=sw, **kw)
+    state = fresh(X.shape[1], **kw)
     half = m // 2
     run(state, X, y, sw, range(half))
     moved = PGSState.from_dict(state.to_dict())
     run(state, X, y, sw, range(half, m))
     run(moved, X, y, sw, range(half, m))
-    want_renorms = int(np.floor(m * np.log(forget) / np.log(2.0 ** -200)))
+    want_renorms = int(np.floor(m * np.log(kw["forget"]) / np.log(2.0 ** -200)))
     assert state.n_renorms == want_renorms >= 1
     assert np.array_equal(moved.weights(), state.weights())
     _assert_follows(state, its, stats["scales"][:, None], Xi, m, m - 1)
@@ -199,3 +207,84 @@ def test_the_command_trains_and_certifies_with_forget(tmp_path):
     dask = _cli("train", path, "--geometry", "adaptive", "--forget", "0.999", "--scheduler",
                 "local", "-o", tmp_path / "x.pgs", cwd=tmp_path)
     assert dask.returncode != 0 and "Traceback" not in dask.stderr
+
+
+# ---- p < 2: one scalar stabilizer a problem, its L decayed with U and t ------------------
+@pytest.mark.parametrize("p", [1.2, 1.5, 1.8])
+@pytest.mark.parametrize("forget", [0.9, 0.99])
+@pytest.mark.parametrize("radius", [None, 1.0])
+@pytest.mark.parametrize("dense", [False, True])
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_forgetting_at_p_below_2_follows_the_transcription(p, forget, radius, dense,
+                                                           batch_size):
+    """300 rows, importance weights in [0.5, 2]: every step decays U, L and t (tau) by
+    gamma before its additions, v = grad r*(-U / (sigma tau + (delta + sqrt(L)) / eta)),
+    on the ball times min(1, B / ||v||_p): the compiled state (lam~, L~ over G) equals the
+    eager transcription to 1e-12 after each of the first 20 steps, every seventh and the
+    last, and so does the progressive loss."""
+    X, y, _, _, sw = stream(m=300, seed=4)
+    state = assert_rows_follow(X, y, sw, classifier=True, dense=dense, batch_size=batch_size,
+                               check_every=7, p=p, sigma=1e-3, loss="logistic", eta=16.0,
+                               delta=0.5, centered=False, radius=radius, forget=forget)
+    assert state.tau == pytest.approx((1 - forget ** state.t) / (1 - forget), rel=1e-12)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_one_vs_rest_problems_at_p_below_2_forget_as_the_transcription(batch_size):
+    X, _, labels, _, sw = stream(m=240, seed=1)
+    ovr_follows(X, labels, sw, p=1.5, centered=False, forget=0.95, batch_size=batch_size)
+    ovr_follows(X, labels, sw, p=1.2, centered=False, forget=0.95, radius=5.0,
+                batch_size=batch_size)
+
+
+@pytest.mark.parametrize("forget, m", [(0.5, 700), (0.9, 1500)])
+@pytest.mark.parametrize("radius", [None, 1.0])
+def test_at_p_below_2_the_lazy_scale_is_brought_back_to_1_and_nothing_moves(forget, m,
+                                                                            radius):
+    """Every 200 ln 2 / ln(1 / gamma) steps lam~, the map's M and each problem's L~ are
+    brought back to G = 1 (phi and N stay): the weights follow the eager transcription
+    to 1e-12 after it, and a state moved through its dict before it continues bit for
+    bit."""
+    renormalizes_and_follows(m, p=1.5, sigma=1e-3, loss="logistic", eta=16.0,
+                             centered=False, radius=radius, forget=forget)
+
+
+@pytest.mark.parametrize("radius", [None, 2.0])
+def test_at_p_below_2_a_column_multiplied_by_any_c_changes_no_forgetting_prediction(radius):
+    """Columns times c in [1e-3, 1e3] with forget 0.95 at p = 1.5: within 1e-9."""
+    X, y, _, _, sw = stream(seed=8)
+    c = 10.0 ** np.linspace(-3, 3, X.shape[1])
+    assert_scale_free(X, y, sw, c, p=1.5, eta=32.0, radius=radius, forget=0.95)
+
+
+def test_at_p_below_2_a_model_file_resumes_a_forgetting_race_exactly(tmp_path):
+    """p = 1.5, sigma and eta raced (p < 2's grid) with forget=0.99, saved mid-stream
+    (before eta's choice) and resumed: the model of an uninterrupted run, bit for bit;
+    the kept family equals its eta and sigma race alone."""
+    X, y = drift_stream(m=5000, seed=1)
+    params = dict(ADAPTIVE, p=1.5, forget=0.99)
+    whole = PGSClassifier(**params).partial_fit(X, y, classes=[-1, 1])
+    part = PGSClassifier(**params).partial_fit(X[:2500], y[:2500], classes=[-1, 1])
+    save_model(part, tmp_path / "m.pgs")
+    resumed = load_model(tmp_path / "m.pgs")
+    assert (resumed.forget, resumed.p) == (0.99, 1.5)
+    resumed.partial_fit(X[2500:], y[2500:])
+    assert resumed.eta_ == whole.eta_ in (8.0, 32.0, 128.0)
+    assert resumed.sigma_ == whole.sigma_
+    np.testing.assert_array_equal(resumed.coef_, whole.coef_)
+    alone = PGSClassifier(eta=whole.eta_, **params).partial_fit(X, y, classes=[-1, 1])
+    assert alone.sigma_ == whole.sigma_
+    np.testing.assert_array_equal(alone.coef_, whole.coef_)
+
+
+def test_at_p_below_2_forgetting_recovers_from_a_flipped_concept():
+    """p = 1.5, sigma 1e-4: after the concept flips half-way the model that forgets has
+    a lower progressive log loss over the second half than the one that does not: eta
+    8, 0.586 (forget 0.99) against 0.658; eta 32, 0.469 (0.999) against 0.532 (at 0.99
+    eta 32's steps are too long for its memory of 100 steps: 0.585, not asserted)."""
+    X, y = drift_stream()
+    for eta, forget in ((8.0, 0.99), (32.0, 0.999)):
+        fixed = dict(ADAPTIVE, p=1.5, sigma=1e-4, eta=eta)
+        keep = second_half_loss(PGSClassifier(**fixed), X, y, 3000)
+        got = second_half_loss(PGSClassifier(forget=forget, **fixed), X, y, 3000)
+        assert got < 0.95 * keep, (eta, forget, got, keep)

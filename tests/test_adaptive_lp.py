@@ -16,6 +16,7 @@ from reference import reference_adaptive
 from test_adaptive_core import assert_scale_free, fresh, run, stream, with_intercept
 
 P_VALUES = [1.5, 1.2]
+L1 = 0.03  # on `stream`'s rows: about a third of the weights held at 0 at the end
 
 
 def assert_rows_follow(X, target, sw, *, classifier, dense, batch_size=1, check_every=1,
@@ -111,13 +112,16 @@ def test_p_below_2_with_an_auto_radius_follows_the_radius_of_the_rows_so_far():
     assert max(norms) == pytest.approx(radius, rel=1e-9)
 
 
-def test_p_below_2_continues_bit_for_bit_through_a_copy_a_dict_and_chunks():
+@pytest.mark.parametrize("l1", [0.0, L1])
+def test_p_below_2_continues_bit_for_bit_through_a_copy_a_dict_and_chunks(l1):
     """One pass in one call, and in three calls through a copy and the state's dict (L,
-    M, N and the factor of the iterate are the state's): the same bits; a fork at
-    another sigma continues as a state built at that sigma from the same sums would."""
+    M, N and the factor of the iterate are the state's; with l1, N(thr)'s sums about
+    their reference threshold): the same bits; a fork at another sigma continues as a
+    state built at that sigma from the same sums would, its weights (and zeros) v times
+    D_t(old) / D_t(new)."""
     X, y, _, _, sw = stream(seed=7)
     m, n = X.shape
-    kw = dict(p=1.5, eta=32.0, radius=4.0)
+    kw = dict(p=1.5, eta=32.0, radius=4.0, l1=l1)
     whole = fresh(n, **kw)
     run(whole, X, y, sw, range(m))
     parts = fresh(n, **kw)
@@ -129,28 +133,31 @@ def test_p_below_2_continues_bit_for_bit_through_a_copy_a_dict_and_chunks():
     assert np.array_equal(moved.weights(), whole.weights())
     assert moved.stats_dict()["progressive_loss"] == whole.stats_dict()["progressive_loss"]
     assert moved.config() == whole.config()
+    assert (0 < np.sum(whole.weights() == 0)) == (l1 > 0)
     # with_sigma (a race's fork): the iterate's factor follows sigma at once, v times
     # D_t(old sigma) / D_t(new sigma) off the ball, and the fork goes on at the new sigma
-    free = fresh(n, p=1.5, eta=32.0)
+    free = fresh(n, p=1.5, eta=32.0, l1=l1)
     run(free, X, y, sw, range(90))
     forked = free.with_sigma(1e-2)
     L, t = free.to_dict()["ad_sq_a"][0], free.t
     ratio = (1e-3 * t + np.sqrt(L) / 32.0) / (1e-2 * t + np.sqrt(L) / 32.0)
     np.testing.assert_allclose(forked.weights(), free.weights() * ratio, rtol=1e-14)
-    alone = fresh(n, p=1.5, eta=32.0, sigma=1e-2)
+    np.testing.assert_array_equal(forked.weights() == 0, free.weights() == 0)
+    alone = fresh(n, p=1.5, eta=32.0, sigma=1e-2, l1=l1)
     run(forked, X, y, sw, range(90, m))
     run(alone, X, y, sw, range(90, m))
     assert not np.allclose(forked.weights(), alone.weights())  # it kept its sums
 
 
+@pytest.mark.parametrize("l1", [0.0, 1e-3])
 @pytest.mark.parametrize("radius", [None, "auto"])
-def test_p_below_2_resumes_bit_for_bit_from_a_model_file(tmp_path, radius):
+def test_p_below_2_resumes_bit_for_bit_from_a_model_file(tmp_path, radius, l1):
     """A model file written mid-stream (the eta race still on) holds the scalar
-    accumulators, N, M and the iterate's factor: the rest of the rows after a load give
-    the model of one pass, bit for bit."""
+    accumulators, N, M and the iterate's factor (with l1, N(thr)'s sums): the rest of
+    the rows after a load give the model of one pass, bit for bit, zeros and all."""
     from onlinepgs import save_model
     X, y = _race_data(m=5000, n=20, seed=12)
-    params = dict(geometry="adaptive", iterate="last", p=1.5, radius=radius,
+    params = dict(geometry="adaptive", iterate="last", p=1.5, radius=radius, l1=l1,
                   random_state=0)
     whole = PGSClassifier(**params)
     whole.partial_fit(X, y, classes=[-1, 1])
@@ -162,34 +169,33 @@ def test_p_below_2_resumes_bit_for_bit_from_a_model_file(tmp_path, radius):
     assert np.array_equal(whole.coef_, parts.coef_)
     assert np.array_equal(whole.intercept_, parts.intercept_)
     assert (whole.sigma_, whole.eta_) == (parts.sigma_, parts.eta_)
+    assert (0 < np.sum(whole.coef_ == 0)) == (l1 > 0)
 
 
+@pytest.mark.parametrize("l1", [0.0, L1])
 @pytest.mark.parametrize("radius", [None, 2.0])
-def test_p_below_2_a_column_multiplied_by_any_c_changes_no_prediction(radius):
-    """Columns times c in [1e-3, 1e3]: the scaled gradients, so U, L and the ball's norm
-    ||S w||_p, are those of the columns as they were: every progressive loss and the
-    final predictions equal within 1e-9 (relative)."""
+def test_p_below_2_a_column_multiplied_by_any_c_changes_no_prediction(radius, l1):
+    """Columns times c in [1e-3, 1e3]: the scaled gradients, so U, L, the ball's norm
+    ||S w||_p and l1's threshold on U, are those of the columns as they were: every
+    progressive loss and the final predictions equal within 1e-9 (relative)."""
     X, y, _, _, sw = stream(seed=8)
     c = 10.0 ** np.linspace(-3, 3, X.shape[1])
-    assert_scale_free(X, y, sw, c, p=1.5, eta=32.0, radius=radius)
+    assert_scale_free(X, y, sw, c, p=1.5, eta=32.0, radius=radius, l1=l1)
 
 
 def test_p_below_2_takes_the_uncentered_form_and_refuses_what_it_does_not_run():
     """The centered form is per-coordinate (p = 2); at p < 2 a state is uncentered by
-    default and refuses centered=True; l1 at p < 2 and a ball at p = 2 are refused by
-    name, with the reason; so is an average at p < 2 (the averages' lazy sums are
-    per-coordinate denominators)."""
+    default and refuses centered=True; a ball at p = 2 is refused by name, with the
+    reason. l1 at p < 2 runs (tests/test_adaptive_l1q.py), and so do the averages
+    (tests/test_adaptive_avgq.py)."""
     assert fresh(3, p=1.5).config()["centered"] is False
     assert fresh(3).config()["centered"] is True
     with pytest.raises(ValueError, match="centered form is per-coordinate"):
         fresh(3, p=1.5, centered=True)
     with pytest.raises(OptionError, match="ball .*needs a p below 2, got p=2"):
         fresh(3, radius="auto")
-    with pytest.raises(OptionError, match="no l_1 term at p below 2"):
-        fresh(3, p=1.5, l1=1e-3)
-    with pytest.raises(OptionError, match=r"averages its iterates at p = 2 only "
-                       r"\(iterate='weighted2', p=1\.5\)"):
-        fresh(3, p=1.5, iterate="weighted2")
+    assert fresh(3, p=1.5, l1=1e-3).config()["l1"] == 1e-3
+    assert fresh(3, p=1.5, iterate="weighted2").config()["iterate"] == "weighted2"
 
 
 def _race_data(m=4400, n=30, seed=9):
@@ -215,28 +221,32 @@ def test_the_eta_race_at_p_below_2_races_its_own_grid():
     assert sorted({r["eta"] for r in est2.sigma_path_ if "eta" in r}) == [0.1, 0.5, 2.0]
 
 
+@pytest.mark.parametrize("l1", [0.0, 2e-2])
 @pytest.mark.parametrize("radius", [None, 2.0])
-def test_the_gap_at_p_below_2_certifies_the_scaled_objective(radius):
-    """`duality_gap` of a p < 2 model certifies F(w) = mean loss + sigma r(S w) (on the
-    ball ||S w||_p <= B): the primal is that value (checked by hand), the gap is >= 0 and
-    it shrinks with the passes."""
+def test_the_gap_at_p_below_2_certifies_the_scaled_objective(radius, l1):
+    """`duality_gap` of a p < 2 model certifies F(w) = mean loss + sigma r(S w) + l1
+    ||S w||_1 (on the ball ||S w||_p <= B): the primal is that value (checked by hand),
+    the gap is >= 0 and it shrinks with the passes."""
     X, y = _race_data(m=600, n=12, seed=10)
     sigma, p = 1e-2, 1.5
     gaps = []
     for epochs in (1, 30):
-        est = PGSClassifier(geometry="adaptive", iterate="last", p=p, sigma=sigma, eta=8.0, radius=radius,
-                            max_epochs=epochs, random_state=0).fit(X, y)
+        est = PGSClassifier(geometry="adaptive", iterate="last", p=p, sigma=sigma, eta=8.0,
+                            radius=radius, l1=l1, max_epochs=epochs,
+                            random_state=0).fit(X, y)
         cert = duality_gap(est, X, y)
         s = np.max(np.abs(X), axis=0)
         v = est.coef_.ravel() * s
         z = X @ est.coef_.ravel() + est.intercept_[0]
         vi = np.append(v, est.intercept_[0])  # the intercept's constant column, scale 1
         primal = (np.mean(np.log1p(np.exp(-y * z)))
-                  + sigma * np.sum(np.abs(vi) ** p) ** (2 / p) / (2 * (p - 1)))
+                  + sigma * np.sum(np.abs(vi) ** p) ** (2 / p) / (2 * (p - 1))
+                  + l1 * np.sum(np.abs(vi)))
         assert cert.primal == pytest.approx(primal, rel=1e-9)
         assert cert.gap >= -1e-12
         gaps.append(cert.gap)
     assert gaps[1] < gaps[0] / 3
+    assert (0 < np.sum(est.coef_ == 0)) == (l1 > 0)
 
 
 def test_the_command_trains_p_below_2_in_the_adaptive_geometry(tmp_path):

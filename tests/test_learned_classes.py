@@ -216,6 +216,8 @@ _ZERO_CONFIGS = {
     "adaptive": {"geometry": "adaptive"},
     "adaptive l1": {"geometry": "adaptive", "l1": 1e-4},
     "adaptive p 1.5 ball": {"geometry": "adaptive", "p": 1.5, "radius": 1.0},
+    "adaptive p 1.5 l1": {"geometry": "adaptive", "p": 1.5, "l1": 1e-4},
+    "adaptive p 1.5 forget": {"geometry": "adaptive", "p": 1.5, "forget": 0.9},
     "adaptive forget": {"geometry": "adaptive", "forget": 0.9},
 }
 _ITERATES = ("last", "average", "weighted", "weighted2", "random")

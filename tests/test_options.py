@@ -14,10 +14,9 @@ from onlinepgs.cli import main
     (["--l1", "0.1", "--p", "1.5", "--iterate", "average"],
      "argument --iterate: --l1 0.1 with --p 1.5 < 2 keeps only the last iterate, not "
      "--iterate average; use --iterate last (or --p 2)"),
-    (["--geometry", "adaptive", "--forget", "0.9", "--p", "1.5"],  # a default the user
-     # did not type is named so, as it was settled ("auto")
-     "argument --forget: the adaptive geometry forgets (--forget 0.9) at p = 2 with the "
-     "last iterate only, got --p 1.5, the default --iterate last"),
+    (["--geometry", "adaptive", "--forget", "0.9", "--iterate", "weighted2"],
+     "argument --forget: the adaptive geometry forgets (--forget 0.9) with the last "
+     "iterate only, got --iterate weighted2"),
     (["--l1", "0.1", "--scheduler", "threads"],
      "argument --l1: --scheduler does not train an l_1 term (--l1 0.1)"),
     (["--forget", "0.9", "--scheduler", "threads"],

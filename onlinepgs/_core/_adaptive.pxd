@@ -42,7 +42,8 @@ from libc.math cimport fabs, copysign, sqrt, fmin, pow, INFINITY
 from onlinepgs._core._pgs cimport Core, Pass, Row, PGSState
 from onlinepgs._core._mirror cimport mirror_link, mirror_row
 from onlinepgs._core._regularizer cimport phi_power
-from onlinepgs._core._touch cimport touch_as, TOUCH_PLAIN
+from onlinepgs._core._touch cimport touch_as, TOUCH_PLAIN, TOUCH_L1Q, _averaged
+from onlinepgs._core._l1q cimport l1q_link, l1q_estimate
 from libc.stdint cimport int64_t
 
 from onlinepgs._core._sparse cimport index_t
@@ -565,7 +566,7 @@ cdef inline void raise_batch(Pass* ps, const double* data, const index_t* indice
     scales (a row's margin would otherwise see a scale that a later row raises, and its
     gradient another)."""
     cdef Core core = ps.core
-    cdef Py_ssize_t b, e, j, nnz, start, K = core.K, KS = core.K * AD_S
+    cdef Py_ssize_t b, e, j, nnz, start, K = core.K, KS = core.K * core.S
     cdef double st, thr, bs, delta
     cdef double inv_eta = 1.0 / core.eta, xv
     ad_now(&ps.core, &st, &thr, &bs, &delta)
@@ -574,11 +575,11 @@ cdef inline void raise_batch(Pass* ps, const double* data, const index_t* indice
         for e in range(nnz):
             j = batch_entry(ps, data, indices, start, e, &xv)
             if xv != 0.0 and not core.p_is_two:  # p < 2: the scale alone
-                _raised_scale(core.lam + j * KS, K, AD_S, xv)
+                _raised_scale(core.lam + j * KS, K, core.S, xv)
             elif xv != 0.0:
                 _raised(core.lam + j * KS, K, AD_S, xv, st, thr, bs, delta, inv_eta)
     if ps.fit_icpt and not core.p_is_two:
-        _raised_scale(core.lam, K, AD_S, ps.icpt)
+        _raised_scale(core.lam, K, core.S, ps.icpt)
     elif ps.fit_icpt:
         _raised(core.lam, K, AD_S, ps.icpt, st, thr, bs, delta, inv_eta)
 
@@ -678,31 +679,59 @@ cdef inline double _power_q(Pass* ps, double xs) noexcept nogil:
     return a * phi_power(a, ps.core.mm.q, ps.core.mm.quarters) if a > 0.0 else 0.0
 
 
-cdef inline void margins_adq(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+cdef inline void _margins_adq(Pass* ps, const Row* rw, const index_t* idx,
+                              bint l1) noexcept nogil:
     """p < 2: the K margins of a row, each entry's scale raised first (`_raised_scale`),
-    f_c sum_j phi_j x_j / s_j; ||x / s||_q^q of the row into ps.row_xx, for its step's L."""
+    f_c sum_j phi_j x_j / s_j; ||x / s||_q^q of the row into ps.row_xx, for its step's L.
+    With `l1` (a constant of the caller) phi_j is that of the soft threshold,
+    sgn(lam_j) ((|lam_j| - l1 t)_+ / m_c)^(q-1) (`l1q_link`, m_c the scale of N(thr)'s
+    sums), read on the fly: a power only where the coordinate is active."""
     cdef Core core = ps.core
-    cdef Py_ssize_t e, j, c, K = core.K, KS = K * AD_S
-    cdef double xs, xq = 0.0
+    cdef Py_ssize_t e, j, c, K = core.K, S = core.S, KS = K * S
+    cdef double xs, xq = 0.0, thr = core.thr[0]
     cdef double* at
+    # an average: its margin in the row's scales too, from each coordinate's settled sum
+    # and pending one, acc_j + phi_j (C - mark_j) (the read-out's PART_AVGQ)
+    cdef bint rep = not ps.rep_last
+    cdef Py_ssize_t oa = core.acc - core.lam, om = core.mark - core.lam
     for c in range(K):
         ps.margins[c] = 0.0
+        if rep:
+            ps.rep_scores[c] = 0.0
     for e in range(-1 if ps.fit_icpt else 0, rw.nnz):
         if e < 0:  # the intercept's constant feature, coordinate 0
             at = core.lam
-            xs = ps.icpt * _raised_scale(at, K, AD_S, ps.icpt)
+            xs = ps.icpt * _raised_scale(at, K, S, ps.icpt)
         else:
             j = (e if ps.dense else <Py_ssize_t>idx[e]) + 1
             at = core.lam + j * KS
-            xs = rw.vals[e] * _raised_scale(at, K, AD_S, rw.vals[e])
+            xs = rw.vals[e] * _raised_scale(at, K, S, rw.vals[e])
         if xs == 0.0:
             continue
         xq += _power_q(ps, xs)
         for c in range(K):
-            ps.margins[c] += at[c * AD_S + AD_PHI] * xs
+            if l1:
+                ps.margins[c] += l1q_link(at[c * S], thr, core.l1q[c].inv_m, ps.q,
+                                          ps.quarters) * xs
+            else:
+                ps.margins[c] += at[c * S + AD_PHI] * xs
+            if rep:
+                ps.rep_scores[c] += (at[c * S + oa] + at[c * S + AD_PHI]
+                                     * (core.cum[c] - at[c * S + om])) * xs
     for c in range(K):
         ps.margins[c] *= ps.s[c]
+        if rep:
+            ps.rep_scores[c] *= ps.inv_w
     ps.row_xx = xq
+
+
+cdef inline void margins_adq(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    _margins_adq(ps, rw, idx, False)
+
+
+cdef inline void margins_adq_l1(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """`_margins_adq` with l1: the l_q map of the soft threshold."""
+    _margins_adq(ps, rw, idx, True)
 
 
 cdef inline double _dual_sq(Pass* ps, double xq) noexcept nogil:
@@ -710,27 +739,32 @@ cdef inline double _dual_sq(Pass* ps, double xq) noexcept nogil:
     return pow(xq, 2.0 / ps.core.mm.q) if xq > 0.0 else 0.0
 
 
-cdef inline void step_adq(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+cdef inline void _step_adq(Pass* ps, const Row* rw, const index_t* idx,
+                           int kind) noexcept nogil:
     """p < 2, a step of one row: for each problem with a non-zero coefficient cf = c l'(z)
     / b, lam_j -= cf x_j / s_j at every entry and the intercept (phi and N following,
-    `touch_as`), and L_c += (c / b) l'(z)^2 ||x / s||_q^2 = cf^2 / (c / b) ||x / s||_q^2. A
-    row of any weight steps linearly (the invariant update is p = 2's)."""
+    `touch_as` of `kind`, a constant of the caller: TOUCH_PLAIN, or TOUCH_L1Q, which
+    keeps N(thr)'s sums instead), and L_c += (c / b) l'(z)^2 ||x / s||_q^2 = cf^2 / (c /
+    b) ||x / s||_q^2. A row of any weight steps linearly (the invariant update is p = 2's)."""
     cdef Core core = ps.core
-    cdef Py_ssize_t e, j, c, K = core.K, KS = K * AD_S
+    cdef Py_ssize_t e, j, c, K = core.K, S = core.S, KS = K * S
     cdef double cf, xs, wk = ps.sw[rw.row] * ps.inv_k
     cdef double n2 = _dual_sq(ps, ps.row_xx)
-    cdef double* lam1 = core.lam + AD_S  # data feature j is coordinate j + 1
+    cdef double* lam1 = core.lam + S  # data feature j is coordinate j + 1
     cdef double* xs_row = ps.G  # a row's scaled values (one problem of sparse rows)
-    if K == 1 and not ps.dense:
-        # the global geometry's row kernel on the row's scaled values: the moves, then
-        # the powers of phi taken together (packed roots), then phi and N (`mirror_row`)
+    cdef bint averaged = _averaged(core.iterate)
+    if kind == TOUCH_PLAIN and K == 1 and not ps.dense:
+        # the global geometry's row kernel on the row's scaled values: the moves (an
+        # average's sums caught up first), then the powers of phi taken together (packed
+        # roots), then phi and N (`mirror_row`)
         cf = ps.coefs[0]
         if cf != 0.0:
             for e in range(rw.nnz):
-                xs_row[e] = rw.vals[e] * lam1[<Py_ssize_t>idx[e] * AD_S + AD_INV]
-            core.norm_sum[0] += mirror_row(core.mm, lam1, lam1 + AD_PHI, AD_S, xs_row, idx,
-                                           rw.nnz, cf, core.inv_scale[0], lam1, lam1, 0.0,
-                                           False, &ps.resc[0])
+                xs_row[e] = rw.vals[e] * lam1[<Py_ssize_t>idx[e] * S + AD_INV]
+            core.norm_sum[0] += mirror_row(core.mm, lam1, lam1 + AD_PHI, S, xs_row, idx,
+                                           rw.nnz, cf, core.inv_scale[0], core.acc + S,
+                                           core.mark + S, core.cum[0], averaged,
+                                           &ps.resc[0])
             xs = ps.icpt * core.lam[AD_INV] if ps.fit_icpt else 0.0
             if xs != 0.0:
                 touch_as(TOUCH_PLAIN, core, 0, 0, cf * xs, &ps.resc[0])
@@ -750,21 +784,30 @@ cdef inline void step_adq(Pass* ps, const Row* rw, const index_t* idx) noexcept 
                 j = (e if ps.dense else <Py_ssize_t>idx[e]) + 1
                 xs = rw.vals[e] * core.lam[j * KS + AD_INV]
             if xs != 0.0:
-                touch_as(TOUCH_PLAIN, core, j, c, cf * xs, &ps.resc[c])
+                touch_as(kind, core, j, c, cf * xs, &ps.resc[c])
         core.ad_sq[c] += (cf * cf / wk) * n2
         ps.mov[c] = 1
     ps.touches[0] += rw.nnz + 1
 
 
-cdef inline void batch_adq(Pass* ps, const double* data, const index_t* indices,
-                           const int64_t* indptr, Py_ssize_t pos,
-                           Py_ssize_t bsize) noexcept nogil:
+cdef inline void step_adq(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    _step_adq(ps, rw, idx, TOUCH_PLAIN)
+
+
+cdef inline void step_adq_l1(Pass* ps, const Row* rw, const index_t* idx) noexcept nogil:
+    """`_step_adq` with l1: each coordinate's terms in N(thr)'s sums (`_touch_l1q`)."""
+    _step_adq(ps, rw, idx, TOUCH_L1Q)
+
+
+cdef inline void _batch_adq(Pass* ps, const double* data, const index_t* indices,
+                            const int64_t* indptr, Py_ssize_t pos, Py_ssize_t bsize,
+                            int kind) noexcept nogil:
     """p < 2, a step of the bsize rows at order[pos:] (their scales raised at the step's
     start: `raise_batch`): per (coordinate, problem) the sum of the rows' scaled gradients
     (the scratch's first dim K doubles), L_c += sum_b (c_b / k) l'_b^2 ||x_b / s||_q^2;
-    then each coordinate reached moves once (`touch_as`)."""
+    then each coordinate reached moves once (`touch_as` of `kind`, a constant)."""
     cdef Core core = ps.core
-    cdef Py_ssize_t b, e, j, c, K = core.K, KS = K * AD_S, nnz, start
+    cdef Py_ssize_t b, e, j, c, K = core.K, KS = K * core.S, nnz, start
     cdef Py_ssize_t n_touched = 0
     cdef double xv, xs, xq, n2, cf, wk
     cdef double* G = ps.G
@@ -786,26 +829,56 @@ cdef inline void batch_adq(Pass* ps, const double* data, const index_t* indices,
         for c in range(K):
             cf = ps.coefs[b * K + c]
             core.ad_sq[c] += (cf * cf / wk) * n2
-    move_touched(ps, n_touched, TOUCH_PLAIN, False)
+    move_touched(ps, n_touched, kind, False)
+
+
+cdef inline void batch_adq(Pass* ps, const double* data, const index_t* indices,
+                           const int64_t* indptr, Py_ssize_t pos,
+                           Py_ssize_t bsize) noexcept nogil:
+    _batch_adq(ps, data, indices, indptr, pos, bsize, TOUCH_PLAIN)
+
+
+cdef inline void batch_adq_l1(Pass* ps, const double* data, const index_t* indices,
+                              const int64_t* indptr, Py_ssize_t pos,
+                              Py_ssize_t bsize) noexcept nogil:
+    """`_batch_adq` with l1 (N(thr)'s sums, `_touch_l1q`)."""
+    _batch_adq(ps, data, indices, indptr, pos, bsize, TOUCH_L1Q)
 
 
 cdef inline void adq_scales(PGSState st) noexcept nogil:
-    """p < 2, after a step (N and M kept: `upkeep_norms`), a change of sigma or a load:
-    each problem's factor f_c of v = f_c phi into st.s, at the state's t. With ||v||_p =
-    M N^(1/q) / ((q - 1) D_t) (grad r* maps ||theta||_q to ||theta||_q / (q - 1) in l_p),
-    the ball ||v||_p <= B multiplies it by min(1, B / ||v||_p): the step's minimizer, the
-    stabilizer being a multiple of r (B: the radius, or the "auto" one of the rows so far).
-    0 before any gradient (N = 0) or while D_t is 0."""
+    """p < 2, after a step (N and M kept: `upkeep_norms`; with l1, N(thr)'s sums checked:
+    `l1q_check`), a change of sigma or a load: each problem's factor f_c of v = f_c phi
+    into st.s, at the state's t (forgetting: tau and G). With ||v||_p = m N^(1/q) /
+    ((q - 1) D_t) (grad r* maps
+    ||theta||_q to ||theta||_q / (q - 1) in l_p), the ball ||v||_p <= B multiplies it by
+    min(1, B / ||v||_p): the step's minimizer, the stabilizer being a multiple of r (B:
+    the radius, or the "auto" one of the rows so far). Without l1, m and N are the l_q
+    map's M and N; with l1, those of the soft threshold u = soft(lam, l1 t): m_c and the
+    estimate of N(thr) = ||u / m_c||_q^q (_l1q.pxd; an upper bound, so that the
+    projected iterate stays on the ball). 0 before any gradient (N = 0) or while D_t is
+    0."""
     cdef Py_ssize_t c
-    cdef double den, f, norm_v
+    cdef double den, f, norm_v, m, n, bound
     for c in range(st.n_problems):
-        den = st.sigma * <double>st.t + (st.delta + sqrt(st.ad_sq[c])) / st.eta
-        if not (den > 0.0) or st.norm_sum[c] <= 0.0:
+        if st.forgetting:
+            # lam~ = lam / G and L~ = L / G: v = grad r*(G lam~ / D_tau), D_tau = sigma tau
+            # + (delta + sqrt(G L~)) / eta, the map's M and N those of lam~; D_tau / G
+            den = (st.sigma * st.tau + (st.delta + sqrt(st.ad_sq[c] * st.decay)) / st.eta
+                   ) / st.decay
+        else:
+            den = st.sigma * <double>st.t + (st.delta + sqrt(st.ad_sq[c])) / st.eta
+        if st.l1q != NULL:
+            m = st.l1q[c].m
+            n = l1q_estimate(st.l1q + c, st.l1_thr, st.q, &bound)
+        else:
+            m = st.mscale[c]
+            n = st.norm_sum[c]
+        if not (den > 0.0) or n <= 0.0:
             st.s[c] = 0.0
             continue
-        f = mirror_link(st.mm, st.mscale[c], st.norm_sum[c]) / ((st.q - 1.0) * den)
+        f = mirror_link(st.mm, m, n) / ((st.q - 1.0) * den)
         if st.bounded:
-            norm_v = st.mscale[c] * pow(st.norm_sum[c], 1.0 / st.q) / ((st.q - 1.0) * den)
+            norm_v = m * pow(n, 1.0 / st.q) / ((st.q - 1.0) * den)
             if norm_v > st.radius:
                 f = f * (st.radius / norm_v)
         st.s[c] = f

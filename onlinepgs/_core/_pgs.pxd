@@ -144,6 +144,8 @@ cdef enum:
     READ_ADAPTIVE = 5  # the adaptive geometry's last iterate, v_j / scale_j (_adaptive.pxd)
     READ_ADAPTIVE_Q = 6  # the same at p < 2: s_c phi_j / scale_j
     READ_ADAPTIVE_AVG = 7  # its averages (p = 2): settled and pending sums (_adaptive_avg.pxd)
+    READ_ADAPTIVE_Q_L1 = 8  # p < 2 with l1: s_c times the l_q map of soft(lam, l1 t) / scale_j
+    READ_ADAPTIVE_Q_AVG = 9  # p < 2, an average: (acc_j + phi_j (C - mark_j)) / total / scale_j
 
 
 cdef struct Readout:
@@ -152,6 +154,7 @@ cdef struct Readout:
     const double* s
     const L1Q* l1q  # l1 with p < 2: the scale of the soft thresholds' powers
     double qm1, norm
+    int quarters  # the l_q map's packed roots (l1q_link)
     bint p_is_two
 
 

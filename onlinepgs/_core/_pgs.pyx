@@ -234,7 +234,9 @@ cdef class PGSState:
                 raise MemoryError()
             for c in range(K):
                 self.heaps[c].lazy = True  # lambda = 0: within any ball
-        self.l1_thr = l1  # _denom(0) l1 / sigma
+        # _denom(0) l1 / sigma; the adaptive geometry's at p < 2, l1 t (_upkeep.pxd's
+        # `ad_threshold`): 0
+        self.l1_thr = 0.0 if self.adaptive and p != 2.0 else l1
         if l1 > 0.0 and p != 2.0:
             # p < 2: N(thr) by its expansion about thr0, per problem (_l1q.pxd)
             self.l1q_tol = l1q_tol()
@@ -813,8 +815,10 @@ cdef class PGSState:
         if new.adaptive:
             # its weights read sigma afresh at every step (_adaptive.pxd); an average's
             # pending sums hold the old sigma's iterates: settled first
-            if _averaged(new.iterate):
+            if _averaged(new.iterate) and new.p_is_two:
                 new._settle_averages()
+            else:
+                settle_every(new)  # p < 2: the global geometry's sums
             new.sigma = sigma
         else:
             settle_every(new)
@@ -1007,7 +1011,9 @@ cdef inline bint _pass_step(PGSState self, Pass* ps, const RowKernels* kn, Row* 
     cdef bint batched_ad = self.adaptive and ps.k > 1
     step_begin(self, ps, bsize)
     if batched_ad:
-        if _averaged(self.iterate):  # the averages settled before the scales move
+        # the averages settled before the scales move (p = 2; at p < 2 a raise moves
+        # no weight)
+        if _averaged(self.iterate) and self.p_is_two:
             settle_batch(ps, data, indices, indptr, pos, bsize)
         raise_batch(ps, data, indices, indptr, pos, bsize)
     for b in range(bsize):  # phase 1: every row of the step at w_{t-1}

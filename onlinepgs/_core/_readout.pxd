@@ -10,11 +10,13 @@ from libc.stdint cimport uint64_t, int64_t
 
 from onlinepgs._core._pgs cimport (PGSState, Part, Rep, Pass, Readout, READ_ZERO, READ_LAST,
                                    READ_L1_LAST, READ_SUMS, READ_RANDOM, READ_ADAPTIVE,
-                                   READ_ADAPTIVE_Q, READ_ADAPTIVE_AVG, PART_NONE,
+                                   READ_ADAPTIVE_Q, READ_ADAPTIVE_Q_L1, READ_ADAPTIVE_Q_AVG,
+                                   READ_ADAPTIVE_AVG,
+                                   PART_NONE,
                                    PART_AVG2, PART_AVGQ, PART_RANDOM, PART_L1AVG,
                                    ITERATE_LAST, ITERATE_WEIGHTED, ITERATE_WEIGHTED2,
                                    ITERATE_RANDOM)
-from onlinepgs._core._l1q cimport L1Q
+from onlinepgs._core._l1q cimport L1Q, l1q_link
 from onlinepgs._core._l1avg cimport l1_folded_total
 from onlinepgs._core._touch cimport _averaged
 from onlinepgs._core._sparse cimport index_t
@@ -86,8 +88,9 @@ cdef inline Part part_of(PGSState st):
     pt.decay = &st.decay
     pt.delta_eta = st.delta / st.eta if st.adaptive else 0.0
     pt.iterate = st.iterate
-    if st.adaptive:
-        # its averages' settled sums are read by its own kernels (_adaptive_avg.pxd)
+    if st.adaptive and st.p_is_two:
+        # its averages' settled sums are read by its own kernels (_adaptive_avg.pxd); p < 2
+        # keeps the global geometry's (acc, mark and the running sum C of the factors)
         return pt
     if _averaged(st.iterate):
         pt.kind = PART_AVG2 if st.p_is_two else PART_AVGQ
@@ -123,13 +126,17 @@ cdef inline Readout _readout(PGSState st, int it):
     rd.s = &st.s[0]
     rd.l1q = st.l1q
     rd.qm1 = st.q - 1.0
+    rd.quarters = st.quarters
     rd.norm = st._average_norm() if _averaged(it) else 1.0
     rd.p_is_two = st.p_is_two
     if st.t == 0:
         rd.kind = READ_ZERO
     elif st.adaptive:
         rd.kind = (READ_ADAPTIVE_AVG if _averaged(it) else
-                   READ_ADAPTIVE if st.p_is_two else READ_ADAPTIVE_Q)
+                   READ_ADAPTIVE if st.p_is_two else
+                   READ_ADAPTIVE_Q_L1 if st.l1q != NULL else READ_ADAPTIVE_Q)
+        if _averaged(it) and not st.p_is_two:
+            rd.kind = READ_ADAPTIVE_Q_AVG
     elif it == ITERATE_LAST:
         rd.kind = READ_L1_LAST if st.l1 > 0.0 else READ_LAST
     elif _averaged(it):
@@ -162,8 +169,13 @@ cdef inline double _read_weight(Readout rd, int kind, Py_ssize_t j,
         ad_scalars(rd.pt.forgetting, rd.pt.sigma, rd.pt.l1, rd.pt.t[0], rd.pt.tau[0],
                    rd.pt.decay[0], rd.pt.delta_eta, &st, &thr, &bs)
         return ad_value(at, st, thr, bs) * at[AD_INV]
+    if kind == READ_ADAPTIVE_Q_AVG:  # p < 2: the average of v_j, in the final scale
+        return (_part_value(rd.pt, j, c) / rd.norm) * at[AD_INV]
     if kind == READ_ADAPTIVE_Q:  # p < 2: v_j = s_c phi_j (_adaptive.pxd)
         return at[AD_PHI] * rd.s[c] * at[AD_INV]
+    if kind == READ_ADAPTIVE_Q_L1:  # with l1: the l_q map of soft(lam, l1 t), as margins
+        return (l1q_link(at[0], rd.pt.thr[0], rd.l1q[c].inv_m, rd.qm1 + 1.0, rd.quarters)
+                * rd.s[c] * at[AD_INV])
     if kind == READ_LAST:
         return at[rd.pt.off_phi] * rd.s[c]
     lam = at[0]
@@ -179,7 +191,8 @@ cdef inline void _read_range(Readout rd, int kind, Py_ssize_t dim, double* out) 
     cdef Py_ssize_t j, c, K = rd.pt.K
     cdef double w
     # l1's zeros: out's stand (pages they fill are never touched)
-    cdef bint sparse = kind == READ_L1_LAST or (kind == READ_SUMS and rd.pt.kind == PART_L1AVG)
+    cdef bint sparse = (kind == READ_L1_LAST or kind == READ_ADAPTIVE_Q_L1
+                        or (kind == READ_SUMS and rd.pt.kind == PART_L1AVG))
     for c in range(K):
         for j in range(dim):
             w = _read_weight(rd, kind, j, c)
@@ -203,6 +216,10 @@ cdef inline void _read_all(Readout rd, Py_ssize_t dim, double* out) noexcept nog
         _read_range(rd, READ_ADAPTIVE, dim, out)
     elif rd.kind == READ_ADAPTIVE_Q:
         _read_range(rd, READ_ADAPTIVE_Q, dim, out)
+    elif rd.kind == READ_ADAPTIVE_Q_L1:
+        _read_range(rd, READ_ADAPTIVE_Q_L1, dim, out)
+    elif rd.kind == READ_ADAPTIVE_Q_AVG:
+        _read_range(rd, READ_ADAPTIVE_Q_AVG, dim, out)
     elif rd.kind == READ_ADAPTIVE_AVG:
         _read_range(rd, READ_ADAPTIVE_AVG, dim, out)
 

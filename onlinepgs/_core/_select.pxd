@@ -26,7 +26,8 @@ from onlinepgs._core._rows_l1 cimport (margins_l1_one_avg, margins_l1_one, margi
                                        batch_l1, batch_l1q)
 from onlinepgs._core._adaptive cimport (margins_ad_one, margins_ad_one_l1, margins_ad,
                                        step_ad_one, step_ad, batch_ad, margins_adq,
-                                       step_adq, batch_adq, margins_ad_one_fg,
+                                       step_adq, batch_adq, margins_adq_l1, step_adq_l1,
+                                       batch_adq_l1, margins_ad_one_fg,
                                        margins_ad_fg, step_ad_one_fg, step_ad_fg)
 from onlinepgs._core._adaptive_avg cimport margins_ad_avg
 from onlinepgs._core._touch cimport _averaged
@@ -54,7 +55,13 @@ cdef inline RowKernels select_kernels(const Pass* ps, const index_t* of_type) no
                        Py_ssize_t) noexcept nogil
     row = row_crossed if ps.cross != NULL else row_dense if ps.dense else row_sparse
     loss = loss_ovr if ps.mc == MC_NONE else loss_coupled
-    if ps.core.adaptive and not ps.core.p_is_two:  # p < 2's scalar stabilizer
+    if ps.core.adaptive and not ps.core.p_is_two and kind == TOUCH_L1Q:
+        # p < 2's scalar stabilizer with l1: the l_q map of the soft threshold, N(thr)'s
+        # sums (_l1q.pxd)
+        margins = margins_adq_l1
+        step = step_adq_l1
+        batch = batch_adq_l1
+    elif ps.core.adaptive and not ps.core.p_is_two:  # p < 2's scalar stabilizer
         margins = margins_adq
         step = step_adq
         batch = batch_adq

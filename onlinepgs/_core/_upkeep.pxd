@@ -44,6 +44,12 @@ cdef inline double _projected_scale(double radius, double norm, double q) noexce
     return radius * exp(log(norm) * (1.0 - q) / q)
 
 
+cdef inline double ad_threshold(PGSState st) noexcept nogil:
+    """The adaptive geometry's l1 threshold at p < 2 in lam's units, l1 t: v =
+    grad r*(soft(lam, l1 t) / D_t) (docs/design/adaptive.md, "l1 at p < 2")."""
+    return st.l1 * <double>st.t
+
+
 cdef inline void l1q_recount(PGSState st, Py_ssize_t c) noexcept nogil:
     """l1, p < 2: problem c's sums S_k counted exactly about the current threshold
     (O(coordinates reached), _l1q.pxd)."""
@@ -367,6 +373,19 @@ cdef inline void upkeep_norms(PGSState st, int* need_rescale, int* moved) noexce
             exact_norm(st, c, False)
 
 
+cdef inline void floor_scales(PGSState st) noexcept nogil:
+    """After a renormalization: a problem whose lambda stays at (or near) 0, as through a
+    run of zero-weight rows, is never refreshed by a step: its M only shrinks by G at
+    each renormalization, and at the sixth 1 / M would overflow; below M_FLOOR it is
+    refreshed."""
+    cdef Py_ssize_t c
+    if not st.need_norm:
+        return
+    for c in range(st.n_problems):
+        if st.mscale[c] < M_FLOOR:
+            exact_norm(st, c, True)
+
+
 cdef inline void end_steps(PGSState st, int* need_rescale, int* moved, int64_t steps, double draw,
                      bint add_to_sum) noexcept nogil:
     """After the updates of a step (steps = t_step, draw = 1, add_to_sum) or of a merged
@@ -383,17 +402,39 @@ cdef inline void end_steps(PGSState st, int* need_rescale, int* moved, int64_t s
         # forgetting's tau and G, and the fields back to G = 1 once G is small
         # (`ad_renormalize`)
         st.l1_sum_t = st.t
-        if not st.p_is_two:
+        if st.l1q != NULL:
+            # p < 2 with l1: the threshold l1 t on lam = -U, N(thr)'s sums counted again
+            # where their estimate is no longer close enough (the l_q map's N and M are
+            # not kept: its phi is the soft threshold's, read on the fly)
+            st.l1_thr = ad_threshold(st)
+            l1q_check(st)
+        elif not st.p_is_two:
             upkeep_norms(st, need_rescale, moved)
-            adq_scales(st)
         if st.forgetting:
             st.decay *= st.forget
             st.tau = st.forget * st.tau + 1.0
-            if st.decay < RENORM_BELOW:
+            if st.decay < RENORM_BELOW and st.p_is_two:
                 ad_renormalize(&st.block[0, 0, 0], st.block.shape[0], st.n_problems,
                                st.decay)
                 st.decay = 1.0
                 st.n_renorms += 1
+            elif st.decay < RENORM_BELOW:
+                # p < 2: lam~ and M as the global geometry's (phi and N stay), and each
+                # problem's L~ = L / G likewise
+                for c in range(K):
+                    st.ad_sq[c] *= st.decay
+                renormalize(st)
+                floor_scales(st)
+        if not st.p_is_two:
+            adq_scales(st)  # at the step's t, tau and G
+            if _averaged(st.iterate):
+                # an average: the running sum C of the weighted factors, as the global
+                # geometry's (v_j = s_c phi_j; phi_j moves only at a touch)
+                wt = st._step_weight()
+                for c in range(K):
+                    st._restart_sum_if_needed(c, wt * st.s[c])
+                    if add_to_sum:
+                        st.cum[c] += wt * st.s[c]
         return
     st.l1_sum_t = st.t - steps  # C and C2 take the step's terms below
     if st.forgetting:
@@ -406,13 +447,7 @@ cdef inline void end_steps(PGSState st, int* need_rescale, int* moved, int64_t s
     upkeep_norms(st, need_rescale, moved)
     if st.forgetting and st.decay < RENORM_BELOW:
         renormalize(st)
-        if st.need_norm:
-            for c in range(K):
-                # a problem whose lambda stays at (or near) 0, as through a run of
-                # zero-weight rows, is never refreshed by a step: its M only shrinks by
-                # G at each renormalization, and at the sixth 1 / M would overflow
-                if st.mscale[c] < M_FLOOR:
-                    exact_norm(st, c, True)
+        floor_scales(st)
     if st.iterate == ITERATE_RANDOM:
         # a reservoir over steps; a merged round's iterate stands for its steps, so
         # the choice can only stop at the ends of rounds there
@@ -446,7 +481,8 @@ cdef inline void l1_rebuild(PGSState st, l1q_sums=None):
     cdef Py_ssize_t c
     if st.l1 == 0.0:
         return
-    st.l1_thr = st._denom(st.t) * st.l1 / st.sigma
+    st.l1_thr = ad_threshold(st) if st.l1q != NULL and st.adaptive else \
+        st._denom(st.t) * st.l1 / st.sigma
     if st.l1q != NULL and l1q_sums is not None:
         for c in range(st.n_problems):
             (st.l1q[c].thr0, st.l1q[c].m, st.l1q[c].s0, st.l1q[c].s1,

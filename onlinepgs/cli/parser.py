@@ -274,10 +274,10 @@ def build_parser():
                       "divided by their largest |value| seen, so raw numeric columns need no "
                       "scaling (the last iterate, no ball at --p 2: --iterate and --radius "
                       "auto settle to last and none with it; --iterate average, weighted or weighted2 "
-                      "report an average at --p 2; with --p below 2 one scalar step size "
+                      "report an average; with --p below 2 one scalar step size "
                       "from the gradients' dual norms, and --radius a ball on the scaled "
-                      "weights; no --l1 below 2, no ball at --p 2; --forget at --p 2 with "
-                      "the last iterate)")
+                      "weights; --l1 below 2 with the last iterate, no ball at --p 2; --forget "
+                      "with the last iterate)")
     opts.add_argument("--eta", type=_sigma, default="auto",
                       help="the adaptive geometry's base rate, or auto (the default): 0.1, "
                       "0.5 and 2 (8, 32 and 128 with --p below 2) raced over the first "
