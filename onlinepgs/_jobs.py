@@ -13,7 +13,7 @@ Examples
 --------
 >>> from onlinepgs._jobs import groups, threads_for
 >>> threads_for(1, 8), threads_for(3, 2), threads_for(4, 8)
-(1, 1, 4)
+(1, 2, 4)
 >>> groups(["a", "b", "c", "d", "e"], 2)
 [['a', 'b', 'c'], ['d', 'e']]
 """
@@ -21,11 +21,14 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
-__all__ = ["cores", "threads_for", "groups", "run_groups", "MIN_ROWS"]
+__all__ = ["cores", "threads_for", "groups", "run_groups", "MIN_ROWS", "CROSSED_BLOCK"]
 
 # A piece of fewer rows is stepped on one thread: handing work to another thread costs
 # tens of microseconds, a few rows' steps
 MIN_ROWS = 64
+# Crossed rows shared by the threads are made into a matrix this many rows at a time: a few
+# MB with triples, held for one block (the pass on one thread makes a row at a time)
+CROSSED_BLOCK = 4096
 
 
 def cores():

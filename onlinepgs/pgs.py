@@ -536,14 +536,14 @@ class PGSLearner(EventLearner, LinearLearner):
         run's error is raised. With one row a step the runs learn each piece in lockstep
         (`run_lockstep`: a row read, or crossed, once for them all); mini-batches run
         after run. With ``n_jobs`` threads (`onlinepgs._jobs`), the runs are split into
-        groups, each stepped on its own thread over the same rows (crossed rows: each
-        thread's own `Crossing.twin`): the same steps, bit for bit."""
+        groups, each stepped on its own thread over the same rows (crossed rows: crossed
+        once into blocks the threads share, `_crossed_threads`): the same steps, bit for
+        bit."""
         crossed = isinstance(X, CrossedRows)
         lockstep = crossed or self.batch_size == 1
         n_jobs = getattr(self, "n_jobs", None)  # a learner unpickled from before it
         together = _jobs.threads_for(n_jobs, len(race.states))
         before = {}  # trained by train_all: each run's sums before it, for the runaway check
-        crossings = []  # crossed rows: one Crossing a thread (the chunk's, then twins)
 
         def train(state, start, stop):
             # the finiteness guard once a call (below), not once a piece: it is O(width)
@@ -558,9 +558,9 @@ class PGSLearner(EventLearner, LinearLearner):
             if not lockstep:  # mini-batches: run after run
                 for state in states:
                     self._core_pass(state, X, y, sw, rows, self._classifier, power_sums)
-            elif crossed:  # each row crossed once for the thread's runs
+            elif crossed:  # each row crossed once for the runs (one thread)
                 run_lockstep(states, None, None, None, X.shape[1], y, sw, rows,
-                             self._classifier, power_sums, crossings[i])
+                             self._classifier, power_sums, X.crossing())
             elif sp.issparse(X):
                 run_lockstep(states, X.data, X.indices, X.indptr, X.shape[1], y, sw, rows,
                              self._classifier, power_sums)
@@ -573,9 +573,9 @@ class PGSLearner(EventLearner, LinearLearner):
                            for state in states})
             rows = order[start:stop]
             k = _jobs.threads_for(n_jobs, len(states)) if len(rows) >= _jobs.MIN_ROWS else 1
-            if crossed:
-                while len(crossings) < k:
-                    crossings.append(X.crossing() if not crossings else crossings[0].twin())
+            if crossed and k > 1:
+                self._crossed_threads(states, k, X, y, sw, rows, power_sums)
+                return
             _jobs.run_groups(lambda i, group: step(i, group, rows), _jobs.groups(states, k))
         try:
             race.advance(len(order), train, diverged=(PGSDivergedError,),
@@ -585,6 +585,32 @@ class PGSLearner(EventLearner, LinearLearner):
                        diverged=(PGSDivergedError,))
         except _race.RaceDivergedError as exc:
             raise exc.errors[-1] from None
+
+    def _crossed_threads(self, states, k, X, y, sw, rows, power_sums):
+        """The runs `states` over the rows `rows` of the `CrossedRows` X, on k threads: a
+        Crossing's scratch (its row builder, the slots of made rows) serves one pass at a
+        time, so the rows are crossed once, on this thread, into a matrix of at most
+        `_jobs.CROSSED_BLOCK` rows at a time, which every thread's runs then step over in
+        lockstep. The steps are those over the crossed rows (the same entries, in the same
+        order); a run that diverges stops at its row (named in X's numbering) and sits
+        out the blocks after it."""
+        for lo in range(0, len(rows), _jobs.CROSSED_BLOCK):
+            take = rows[lo:lo + _jobs.CROSSED_BLOCK]
+            live = [state for state in states if not state.diverged]
+            if not live:
+                return
+            block = X[take].to_csr()
+            y_b, sw_b = y[take], sw[take]
+            sums_b = None if power_sums is None else power_sums[take]
+            at = np.arange(len(take), dtype=np.int64)
+            _jobs.run_groups(
+                lambda i, group: run_lockstep(group, block.data, block.indices, block.indptr,
+                                              X.shape[1], y_b, sw_b, at, self._classifier,
+                                              sums_b),
+                _jobs.groups(live, k))
+            for state in live:
+                if state.diverged:  # the block's row: X's
+                    state.diverged_row = int(take[state.diverged_row])
 
     def _layout(self, n_problems):
         """The solver state's per-coordinate layout at these parameters

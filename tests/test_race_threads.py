@@ -11,6 +11,7 @@ import scipy.sparse as sp
 
 from onlinepgs import PGSClassifier, PGSRegressor, _jobs
 from onlinepgs._core._features import Crossing
+from onlinepgs._core._pgs import run_lockstep
 from onlinepgs._core._hashing import records_to_rows
 from onlinepgs._race import FIRST_CHECK, SigmaRace
 from onlinepgs.features import CrossedRows, NamespacedRows
@@ -116,48 +117,70 @@ def test_a_run_diverging_mid_piece_stops_in_its_thread_the_others_go_on(split):
         _same_learners(runs[0], other)
 
 
-def test_crossed_rows_give_each_thread_its_own_crossing(monkeypatch):
-    """Rows crossed in the pass: each thread's runs read their own `Crossing` (its
-    builder and row slots are one pass's scratch), the chunk's own and its twins; the
-    race, diverging runs and all, is the serial race's (yardstick: n_jobs=1)."""
+def test_crossed_rows_are_crossed_once_for_the_threads(monkeypatch):
+    """Rows crossed in the pass: on one thread the runs read the chunk's `Crossing` (its
+    builder and row slots are one pass's scratch, not shared); on several, each block
+    of the piece is crossed once into a matrix every thread steps over, and no row is
+    crossed twice. The race, its diverging runs (their rows in the chunk's numbering)
+    and all, is the serial race's, bit for bit (yardstick: n_jobs=1)."""
     import onlinepgs.pgs as pgs_module
     rows, y, spec = diverging_crossed_rows()
-    seen = []
-    run_lockstep = pgs_module.run_lockstep
+    seen, made = [], []
+    run_lockstep, to_csr = pgs_module.run_lockstep, CrossedRows.to_csr
 
     def spy(states, *args):
-        seen.append(args[-1])
+        seen.append("crossing" if isinstance(args[-1], Crossing) else "matrix")
         return run_lockstep(states, *args)
+
+    def count(self):
+        made.append(self.rows.n_rows)
+        return to_csr(self)
     monkeypatch.setattr(pgs_module, "run_lockstep", spy)
+    monkeypatch.setattr(CrossedRows, "to_csr", count)
+    monkeypatch.setattr(_jobs, "CROSSED_BLOCK", 100)  # pieces of several blocks
     learners = []
     for n_jobs in (1, 2):
         seen.clear()
+        made.clear()
         est = PGSRegressorLearner(n_bits=12, interactions=["sd", "sda"], radius=None,
                                   n_jobs=n_jobs, random_state=0)
         for start in range(0, rows.n_rows, 300):
             with expanded_input():
                 est.partial_fit(CrossedRows(rows, spec)[start:start + 300],
                                 y[start:start + 300])
-        assert all(isinstance(c, Crossing) for c in seen)
-        assert len({id(c) for c in seen}) == (4 if n_jobs == 1 else 8)  # a chunk's, twins
         learners.append(est)
-    assert any(r["event"] == "drop" for r in learners[0].sigma_path_)
+        if n_jobs == 1:
+            assert set(seen) == {"crossing"} and made == []
+        else:  # the pieces of two or more live runs in blocks; rows of 4 runs crossed once
+            assert "matrix" in seen and max(made) == 100
+            assert sum(made) <= rows.n_rows
+    drops = [r for r in learners[0].sigma_path_ if r["event"] == "drop"]
+    assert drops and all(r["reason"] == "diverged" for r in drops)
     _same_learners(*learners)
 
 
-def test_a_twin_crossing_makes_the_rows_of_its_chunk():
-    rows = NamespacedRows(*records_to_rows(namespaced_records(random.Random(1), 40), 0)[:4])
-    letters = np.array([[ord("s"), ord("d"), ord(":")]], dtype=np.uint8)
-    orders = np.array([2], dtype=np.int32)
-    chunk = Crossing(rows.ns, rows.hashes, rows.values, rows.indptr, 12, letters, orders)
-    twin = chunk.twin()
-    assert twin is not chunk and twin.entries == chunk.entries
-    assert twin.widest_row == chunk.widest_row and twin.n_rows == chunk.n_rows == 40
-    for r in (0, 17, 39, 5):
-        for a, b in zip(chunk.row(r), twin.row(r)):
-            assert a.tobytes() == b.tobytes()
-    del chunk  # the twin holds the chunk's arrays
-    assert twin.row(3)[0].shape[0] > 0
+def test_states_of_all_kinds_on_crossed_blocks_end_as_on_the_crossed_pass(monkeypatch):
+    """`_crossed_threads` (blocks crossed once, stepped on threads) against one
+    `run_lockstep` over the `Crossing`, rows in a shuffled order, states of every kind
+    (tests/test_race.py's `_assorted_states`), one of which diverges: each ends the
+    same bit for bit, the diverging one at the same row of the chunk's numbering."""
+    from test_race import _assorted_states
+    monkeypatch.setattr(_jobs, "CROSSED_BLOCK", 70)
+    rows, y, spec = diverging_crossed_rows()
+    X = CrossedRows(rows, spec)[:400]
+    y = y[:400] * 1e4
+    sw = np.ones(400)
+    order = np.random.RandomState(0).permutation(400).astype(np.int64)
+    threaded, alone = _assorted_states(X.shape[1]), _assorted_states(X.shape[1])
+    learner = PGSRegressorLearner(n_bits=12, interactions=["sd", "sda"])
+    learner._crossed_threads(threaded, 3, X, y, sw, order, None)
+    run_lockstep(alone, None, None, None, X.shape[1], y, sw, order, False, None,
+                 X.crossing())
+    assert [s.diverged for s in alone] == [False, False, True, False, False, False]
+    assert alone[2].diverged_row == threaded[2].diverged_row
+    assert alone[2].t < 100  # diverged in the first blocks: the others went on
+    for a, b in zip(threaded, alone):
+        same_state(a, b)
 
 
 def test_the_first_check_trains_its_runs_together_and_lets_the_beaten_go(monkeypatch):

@@ -515,27 +515,6 @@ cdef class Crossing:
     def __dealloc__(self):
         _release(&self.c)
 
-    def twin(self):
-        """Another Crossing of the same chunk (its arrays shared, read only) with scratch
-        of its own: a builder and the pass's row slots. A Crossing's scratch belongs to
-        one pass at a time; passes on several threads at once (the runs of a race,
-        `onlinepgs._jobs`) each take a twin. O(widest row), the rows not checked again."""
-        cdef Crossing other = Crossing.__new__(Crossing)
-        cdef CrossRows* cx = &other.c
-        cx.ns, cx.hashes, cx.values = self.c.ns, self.c.hashes, self.c.values
-        cx.indptr, cx.n_rows = self.c.indptr, self.c.n_rows
-        cx.build.letters, cx.build.orders = self.c.build.letters, self.c.build.orders
-        cx.build.n_inter = self.c.build.n_inter
-        cx.build.mask, cx.build.spare_bits = self.c.build.mask, self.c.build.spare_bits
-        other.arrays, other.entries = self.arrays, self.entries
-        builder_reserve(&cx.build, self.c.build.entries_room, self.c.build.room)
-        cx.row_idx = <int32_t*>malloc(2 * cx.build.room * sizeof(int32_t))
-        cx.row_vals = <double*>malloc(2 * cx.build.room * sizeof(double))
-        if cx.row_idx == NULL or cx.row_vals == NULL:
-            raise MemoryError()  # __dealloc__ frees what was made
-        cx.made_at[0] = cx.made_at[1] = -1
-        return other
-
     @property
     def n_rows(self):
         return self.c.n_rows
