@@ -46,13 +46,13 @@ def split(monkeypatch):
 def _same_learners(a, b):
     assert a.sigma_path_ == b.sigma_path_
     assert a.t_ == b.t_
-    same_state(a._state, b._state)
+    assert same_state(a._state, b._state)
     race_a, race_b = getattr(a, "_race", None), getattr(b, "_race", None)
     assert (race_a is None) == (race_b is None)
     if race_a is not None:  # every live run, not only the one reported
         assert sorted(race_a.states) == sorted(race_b.states)
         for rid in race_a.states:
-            same_state(race_a.states[rid], race_b.states[rid])
+            assert same_state(race_a.states[rid], race_b.states[rid])
 
 
 def _chunked(est, X, y, chunk, **kwargs):
@@ -180,7 +180,7 @@ def test_states_of_all_kinds_on_crossed_blocks_end_as_on_the_crossed_pass(monkey
     assert alone[2].diverged_row == threaded[2].diverged_row
     assert alone[2].t < 100  # diverged in the first blocks: the others went on
     for a, b in zip(threaded, alone):
-        same_state(a, b)
+        assert same_state(a, b)
 
 
 def test_the_first_check_trains_its_runs_together_and_lets_the_beaten_go(monkeypatch):
@@ -276,14 +276,14 @@ def test_the_command_with_interactions_writes_the_same_model_whatever_jobs(tmp_p
         assert done.returncode == 0, done.stderr
         models[jobs] = load_learner(tmp_path / f"m{jobs}.opgs")
     assert models["2"].sigma_path_ == models["1"].sigma_path_
-    same_state(models["1"]._state, models["2"]._state)
+    assert same_state(models["1"]._state, models["2"]._state)
     for jobs, name in (("1", "r1.opgs"), ("2", "r2.opgs")):
         done = _cli("train", "a.vw", "-i", f"m{jobs}.opgs", "--jobs", "1" if jobs == "2"
                     else "2", "--chunk-rows", "700", "--quiet", "-o", name, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
     a, b = load_learner(tmp_path / "r1.opgs"), load_learner(tmp_path / "r2.opgs")
     assert a.sigma_path_ == b.sigma_path_
-    same_state(a._state, b._state)
+    assert same_state(a._state, b._state)
 
 
 def test_threads_for_counts_the_cores_and_the_runs(monkeypatch):
