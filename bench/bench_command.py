@@ -351,7 +351,7 @@ def run_clicks(args, given):
 
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     compileall.compile_dir(str(REPO / "onlinepgs"), quiet=1)
-    rows, goals, load = [], [], os.getloadavg()[0]
+    rows, goals, threads, load = [], [], [], os.getloadavg()[0]
     clip = lambda p: np.clip(p, 1e-15, 1 - 1e-15)  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="onlinepgs-clicks-") as tmp:
         work = Path(tmp)
@@ -364,11 +364,17 @@ def run_clicks(args, given):
                     str(BITS), *options, "-o", str(work / "m.pgs"), "--quiet"]
             theirs = vw_driver(f"-d {train} --loss_function logistic -b {BITS} "
                                f"{' '.join(options)} -f {work / 'm.vw'} --quiet")
-            runs = compare({"ours": ours, "vw": theirs}, args.repeats, env)
+            one = ours + ["--jobs", "1"]  # the race's runs on one thread
+            runs = compare({"ours": ours, "one": one, "vw": theirs}, args.repeats, env)
             med = statistics.median
             a_wall, a_cpu, a_mib = (med(r[i] for r in runs["ours"]) for i in range(3))
             b_wall, b_cpu, b_mib = (med(r[i] for r in runs["vw"]) for i in range(3))
             speed, cpu_speed = ratio(runs["ours"], runs["vw"]), ratio(runs["ours"], runs["vw"], 1)
+            j_wall, j_cpu = (med(r[i] for r in runs["one"]) for i in range(2))
+            threads.append(f"| {tag} | {j_wall:.2f} / {j_cpu:.2f} | {a_wall:.2f} / "
+                           f"{a_cpu:.2f} | {ratio(runs['ours'], runs['one']):.2f} | "
+                           f"{ratio(runs['ours'], runs['one'], 1):.2f} | "
+                           f"{ratio(runs['one'], runs['vw']):.2f} |")
             out = subprocess.run([sys.executable, "-m", "onlinepgs.cli", "predict",
                                   str(work / "m.pgs"), str(test), "--kind", "probabilities"],
                                  check=True, env=env, capture_output=True,
@@ -404,7 +410,11 @@ def run_clicks(args, given):
             f"({size:.0f} MB), {max(args.rows // 4, 1):,} held out, -b {BITS}, "
             f"{args.repeats} interleaved runs, medians.\n\n{head}\n" + "\n".join(rows)
             + "\n\n| goal (issue 53) | figure | met? |\n|---|---|---|\n"
-            + "\n".join(goals) + "\n")
+            + "\n".join(goals) + "\n\nThe race's runs on one thread (`--jobs 1`) "
+            "against the default (threads up to the cores; the same model bit for bit):"
+            "\n\n| interactions | --jobs 1: wall s / cpu s | default: wall s / cpu s | "
+            "--jobs 1 wall / default's | cpu | VW wall / --jobs 1's |\n|---|---|---|---|---|---|\n"
+            + "\n".join(threads) + "\n")
 
 
 def run_logs(args, given):
@@ -490,6 +500,14 @@ def run_oaa(args, given):
             "adaptive": ("onlinepgs train news20_train.svm -o m.pgs --quiet --geometry adaptive",
                          ours + [str(svm), "-o", str(work / "a.pgs"), "--quiet",
                                  "--geometry", "adaptive"], work / "a.pgs", svm_test),
+            "global --jobs 1": ("onlinepgs train news20_train.svm -o m.pgs --quiet --jobs 1",
+                                ours + [str(svm), "-o", str(work / "g1.pgs"), "--quiet",
+                                        "--jobs", "1"], work / "g1.pgs", svm_test),
+            "adaptive --jobs 1": ("onlinepgs train news20_train.svm -o m.pgs --quiet "
+                                  "--geometry adaptive --jobs 1",
+                                  ours + [str(svm), "-o", str(work / "a1.pgs"), "--quiet",
+                                          "--geometry", "adaptive", "--jobs", "1"],
+                                  work / "a1.pgs", svm_test),
             "vw text": ("onlinepgs train news20_train.vw -o m.pgs --quiet",
                         ours + [str(vw), "-o", str(work / "v.pgs"), "--quiet"],
                         work / "v.pgs", vw_test),
@@ -525,6 +543,11 @@ def run_oaa(args, given):
             goals.append(f"| {name} | {acc[name]:.4f} against {acc['vw']:.4f} | "
                          f"{over:.2f}x (CPU {cpu_over:.2f}x) | {peak / vw_peak:.2f}x | "
                          f"{'met' if met else '**not met**'} |")
+    threads = ["| run | wall / --jobs 1's (median of pairs) | cpu / --jobs 1's |",
+               "|---|---|---|"]
+    for name in ("global", "adaptive"):  # the race's runs on the cores against one thread
+        threads.append(f"| {name} | {ratio(times[name + ' --jobs 1'], times[name]):.2f} | "
+                       f"{ratio(times[name + ' --jobs 1'], times[name], 1):.2f} |")
     cmd = "python bench/bench_command.py " + " ".join(shlex.quote(a) for a in given)
     return (f"# news20 multiclass against VW --oaa 20\n\n`{cmd}`\n\n"
             f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load "
@@ -533,7 +556,10 @@ def run_oaa(args, given):
             "turn after a warm-up, medians.\n\n" + "\n".join(lines)
             + "\n\n| run | accuracy against VW's | time over VW's | peak over VW's | "
             "goal (issue 52: accuracy no lower, at most 3x time and memory) |\n"
-            "|---|---|---|---|---|\n" + "\n".join(goals) + "\n")
+            "|---|---|---|---|---|\n" + "\n".join(goals) + "\n\n"
+            "The race's runs on the cores (the default, threads up to the cores) against "
+            "one thread (`--jobs 1`; the same models bit for bit):\n\n"
+            + "\n".join(threads) + "\n")
 
 
 def main(argv=None):

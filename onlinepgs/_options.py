@@ -102,7 +102,7 @@ MODEL_OPTIONS = {"loss": "loss", "p": "p", "sigma": "sigma", "l1": "l1",
 # a parameter's (or a run option's) flag on the command line
 _FLAG = {**{param: "--" + option.replace("_", "-") for option, param in MODEL_OPTIONS.items()},
          "n_bits": "--bits", "interactions": "-q/--interactions", "solver": "--solver",
-         "max_model_bytes": "--max-model-bytes", "n_lanes": "--lanes",
+         "max_model_bytes": "--max-model-bytes", "n_lanes": "--lanes", "n_jobs": "--jobs",
          "checkpoint_path": "-o", "initial": "-i", "quadratic": "-q/--quadratic"}
 
 # what the words of a message name, in each vocabulary
@@ -229,7 +229,7 @@ _RUN = {"passes", "chunk_rows", "zero_based", "holdout_every", "checkpoint_every
         "initial", "resume", "scheduler", "solver", "audit", "skip_bad_lines", "format",
         "no_state", "refine", "top", "connect_timeout", "kind", "quadratic",
         "interactions", "port", "port_file", "save_every", "learn", "max_line_bytes",
-        "max_clients", "host"}
+        "max_clients", "host", "jobs", "n_jobs"}
 
 _FIELD = re.compile(r"\{([@%]?)([a-z_0-9]+)(?:=([^}]*))?\}")
 
@@ -412,6 +412,7 @@ _PGS = {
     "interactions": _INTERACTIONS,
     "geometry": [("str", {"global", "adaptive"})],
     "eta": [("str", {"auto"}), _POSITIVE],
+    "n_jobs": [None, _COUNT],
 }
 _SDCA = {
     "p": _COMMON["p"],
@@ -857,20 +858,22 @@ _RUN_FLAGS = {  # the command's run options (argparse names) and their ranges
     "refine": [("int", 0, None, "left")], "top": [("int", 0, None, "left")],
     # serve's (0: a free port, written to --port-file)
     "port": [("int", 0, 65535, "both")], "save_every": [None, _COUNT],
-    "max_line_bytes": [_COUNT], "max_clients": [_COUNT],
+    "max_line_bytes": [_COUNT], "max_clients": [_COUNT], "jobs": [None, _COUNT],
 }
 # the CSV/TSV options of train (each the reader's parameter of its name)
 CSV_OPTIONS = ("label", "weight", "categorical", "numeric", "ignore", "delimiter",
                "label_map", "header")
 # options of the streaming PGS run that --solver sdca (all rows at once) does not take
 _NOT_SDCA = ("initial", "resume", "holdout_every", "checkpoint_every", "scheduler")
-_PGS_ONLY = ("radius", "batch_size", "iterate", "forget")
+_PGS_ONLY = ("radius", "batch_size", "iterate", "forget", "jobs")
 # options of the streaming run that --scheduler (onlinepgs.dask's rounds) does not take
 _NOT_DASK = {"resume": "rounds read the files on the workers",
              "checkpoint_every": "rounds read the files on the workers",
              "holdout_every": "rounds read the files on the workers",
              "skip_bad_lines": "onlinepgs.dask's file source stops at a bad line, naming it",
-             "audit": "names are collected on the streaming PGS run only"}
+             "audit": "names are collected on the streaming PGS run only",
+             "jobs": "each lane's task trains its runs on one thread; --lanes sets "
+                     "how many train at once"}
 
 
 def _flag_words(args, model=None):

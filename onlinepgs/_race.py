@@ -552,7 +552,8 @@ class SigmaRace:
         """The state to report now (`SigmaSchedule.leader`)."""
         return self.states[self.leader_id]
 
-    def advance(self, n, train, diverged=(FloatingPointError,), train_all=None):
+    def advance(self, n, train, diverged=(FloatingPointError,), train_all=None,
+                together=1):
         """Train every live run on the next n rows, deciding at the schedule's checks.
 
         ``train(state, start, stop)`` trains a state on rows [start, stop) of the caller's
@@ -560,8 +561,9 @@ class SigmaRace:
         path); if every run has, RaceDivergedError carries their errors. With
         ``train_all(states, start, stop)``, the live runs' states (in the order of their
         ids) are trained on those rows together first (rows crossed in the pass, made
-        once for them all: `onlinepgs._core._pgs.run_crossed`), and ``train`` then only
-        raises each one's divergence.
+        once for them all: `onlinepgs._core._pgs.run_crossed`; on several threads:
+        `onlinepgs._jobs`), and ``train`` then only raises each one's divergence. The
+        pieces whose beaten runs go early are trained `together` runs at a time.
         """
         done, errors = 0, []
         while done < n:
@@ -574,18 +576,25 @@ class SigmaRace:
             at = self.n_rows + stop - done
             # at a check that drops runs whatever the others' sums (`beaten`: the first
             # check keeps the best start run alone), a run it drops is let go as soon as
-            # it is trained: the runs of that piece are trained in turn, and this holds
-            # two trained states at a time instead of every start run's. Every other
-            # piece, those ending at the other checks too, is stepped in lockstep
+            # it is trained: the runs of that piece are trained `together` at a time (one
+            # a thread), and this holds together + 1 trained states at a time instead of
+            # every start run's. Every other piece, those ending at the other checks
+            # too, is stepped in lockstep
             early = at == check and self.schedule.drops_early(at)
             beaten = (lambda sums: self.schedule.beaten(at, sums)) if early else None
             gone = {}  # the sums of the runs dropped so, for the check's decision
             if train_all is not None and beaten is None:
                 train_all([self.states[rid] for rid in sorted(self.states)], done, stop)
+            waiting = sorted(self.states)  # a beaten piece's runs not trained yet
 
             def call(state):
-                if train_all is not None and beaten is not None:
-                    train_all([state], done, stop)
+                # `_each` calls the runs in the order of their ids: the first waiting
+                # one is this run, then trained with the next ones
+                if train_all is not None and beaten is not None and waiting and (
+                        self.states.get(waiting[0]) is state):
+                    ids = waiting[:max(1, together)]
+                    del waiting[:len(ids)]
+                    train_all([self.states[rid] for rid in ids], done, stop)
                 train(state, done, stop)
             self._each(call, diverged, at, errors, beaten, gone)
             self.n_rows += stop - done

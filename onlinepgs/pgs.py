@@ -22,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from onlinepgs import _checks, _class_weight, _eta_race, _options, _race, _runaway
+from onlinepgs import _checks, _class_weight, _eta_race, _jobs, _options, _race, _runaway
 from onlinepgs._options import settle_auto
 from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,  # noqa: F401
                              _training, _unchanged_on_error)
@@ -199,6 +199,16 @@ _COMMON_DOC = """
         0.1, 0.5 and 2 (8, 32 and 128 at p < 2), each with its own sigma race (or at
         the fixed sigma), over the first 4,000 rows and keeps the best by progressive loss over the second half of
         them (``eta_`` is the choice). Unused by the global geometry.
+    n_jobs : int >= 1 or None, default=None
+        Threads the runs of a race (sigma="auto", eta="auto") learn on: the live runs
+        are split into groups, each stepped by its own thread over the same rows. None:
+        one thread a live run, up to the cores this process may run on
+        (``os.sched_getaffinity``); 1: every run on the calling thread. Every result is
+        the same bit for bit whatever n_jobs is (each run makes the same steps; only the
+        wall time changes, not the CPU time), so it is not a parameter of the model:
+        a model trained with one n_jobs continues with another. A fixed sigma trains
+        one run (one thread), as do `learn_one` and `onlinepgs.dask`'s lanes (Dask's
+        lanes are its parallelism).
 """
 
 _MULTI_CLASS_DOC = """    multi_class : {"ovr", "multinomial", "crammer_singer"}, default="ovr"
@@ -420,7 +430,7 @@ class PGSLearner(EventLearner, LinearLearner):
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
                  max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None,
-                 geometry="global", eta="auto"):
+                 geometry="global", eta="auto", n_jobs=None):
         self.loss = loss
         self.p = p
         self.sigma = sigma
@@ -443,6 +453,7 @@ class PGSLearner(EventLearner, LinearLearner):
         self.interactions = interactions
         self.geometry = geometry
         self.eta = eta
+        self.n_jobs = n_jobs
 
     def _new_state(self, n_features, n_problems, multiclass, rng):
         """A fresh solver state at the sigma parameter (a number); its own RNG (the random
@@ -526,39 +537,82 @@ class PGSLearner(EventLearner, LinearLearner):
         is dropped (the race's path says so), unless every run has: then the last
         run's error is raised. With one row a step the runs learn each piece in lockstep
         (`run_lockstep`: a row read, or crossed, once for them all); mini-batches run
-        after run."""
+        after run. With ``n_jobs`` threads (`onlinepgs._jobs`), the runs are split into
+        groups, each stepped on its own thread over the same rows (crossed rows: crossed
+        once into blocks the threads share, `_crossed_threads`): the same steps, bit for
+        bit."""
         crossed = isinstance(X, CrossedRows)
         lockstep = crossed or self.batch_size == 1
-        before = {}  # lockstep: each run's sums before train_all, for the runaway check
+        n_jobs = getattr(self, "n_jobs", None)  # a learner unpickled from before it
+        together = _jobs.threads_for(n_jobs, len(race.states))
+        before = {}  # trained by train_all: each run's sums before it, for the runaway check
 
         def train(state, start, stop):
             # the finiteness guard once a call (below), not once a piece: it is O(width)
-            if lockstep:  # trained by train_all with the other runs
+            if id(state) in before:  # trained by train_all with the other runs
                 self._after_pass(state, X, y, sw, order[start:stop], self._classifier,
                                  before.pop(id(state)), guard=False)
             else:
                 self._run(state, X, y, sw, order[start:stop], self._classifier, power_sums,
                           guard=False)
 
+        def step(i, states, rows):
+            if not lockstep:  # mini-batches: run after run
+                for state in states:
+                    self._core_pass(state, X, y, sw, rows, self._classifier, power_sums)
+            elif crossed:  # each row crossed once for the runs (one thread)
+                run_lockstep(states, None, None, None, X.shape[1], y, sw, rows,
+                             self._classifier, power_sums, X.crossing())
+            elif sp.issparse(X):
+                run_lockstep(states, X.data, X.indices, X.indptr, X.shape[1], y, sw, rows,
+                             self._classifier, power_sums)
+            else:
+                run_lockstep(states, X.ravel(), None, None, X.shape[1], y, sw, rows,
+                             self._classifier, power_sums)
+
         def train_all(states, start, stop):
             before.update({id(state): (state.sum_weighted_loss_reported, state.sum_weight)
                            for state in states})
-            if crossed:  # each row crossed once for every run
-                run_lockstep(states, None, None, None, X.shape[1], y, sw, order[start:stop],
-                             self._classifier, power_sums, X.crossing())
-            elif sp.issparse(X):
-                run_lockstep(states, X.data, X.indices, X.indptr, X.shape[1], y, sw,
-                             order[start:stop], self._classifier, power_sums)
-            else:
-                run_lockstep(states, X.ravel(), None, None, X.shape[1], y, sw,
-                             order[start:stop], self._classifier, power_sums)
+            rows = order[start:stop]
+            k = _jobs.threads_for(n_jobs, len(states)) if len(rows) >= _jobs.MIN_ROWS else 1
+            if crossed and k > 1:
+                self._crossed_threads(states, k, X, y, sw, rows, power_sums)
+                return
+            _jobs.run_groups(lambda i, group: step(i, group, rows), _jobs.groups(states, k))
         try:
             race.advance(len(order), train, diverged=(PGSDivergedError,),
-                         train_all=train_all if lockstep else None)
+                         train_all=train_all if lockstep or together > 1 else None,
+                         together=together)
             race.check(lambda state: self._check_finite(state, X, sw),
                        diverged=(PGSDivergedError,))
         except _race.RaceDivergedError as exc:
             raise exc.errors[-1] from None
+
+    def _crossed_threads(self, states, k, X, y, sw, rows, power_sums):
+        """The runs `states` over the rows `rows` of the `CrossedRows` X, on k threads: a
+        Crossing's scratch (its row builder, the slots of made rows) serves one pass at a
+        time, so the rows are crossed once, on this thread, into a matrix of at most
+        `_jobs.CROSSED_BLOCK` rows at a time, which every thread's runs then step over in
+        lockstep. The steps are those over the crossed rows (the same entries, in the same
+        order); a run that diverges stops at its row (named in X's numbering) and sits
+        out the blocks after it."""
+        for lo in range(0, len(rows), _jobs.CROSSED_BLOCK):
+            take = rows[lo:lo + _jobs.CROSSED_BLOCK]
+            live = [state for state in states if not state.diverged]
+            if not live:
+                return
+            block = X[take].to_csr()
+            y_b, sw_b = y[take], sw[take]
+            sums_b = None if power_sums is None else power_sums[take]
+            at = np.arange(len(take), dtype=np.int64)
+            _jobs.run_groups(
+                lambda i, group: run_lockstep(group, block.data, block.indices, block.indptr,
+                                              X.shape[1], y_b, sw_b, at, self._classifier,
+                                              sums_b),
+                _jobs.groups(live, k))
+            for state in live:
+                if state.diverged:  # the block's row: X's
+                    state.diverged_row = int(take[state.diverged_row])
 
     def _layout(self, n_problems):
         """The solver state's per-coordinate layout at these parameters
@@ -687,6 +741,13 @@ class PGSLearner(EventLearner, LinearLearner):
         (with `guard`, the O(nnz) `_check_finite`) where the state is not finite, or where
         the predictions ran away (`_runaway`)."""
         before = (state.sum_weighted_loss_reported, state.sum_weight)
+        self._core_pass(state, X, y, sw, order, classifier, row_power_sums)
+        self._after_pass(state, X, y, sw, order, classifier, before, guard)
+
+    @staticmethod
+    def _core_pass(state, X, y, sw, order, classifier, row_power_sums=None):
+        """The core's pass of `state` over the rows of `order` of X (CSR, dense or
+        `CrossedRows`), nothing checked after it."""
         if isinstance(X, CrossedRows):
             state.run(None, None, None, X.shape[1], y, sw, order, classifier,
                       row_power_sums, crossing=X.crossing())
@@ -696,7 +757,6 @@ class PGSLearner(EventLearner, LinearLearner):
         else:
             state.run(X.ravel(), None, None, X.shape[1], y, sw, order, classifier,
                       row_power_sums)
-        self._after_pass(state, X, y, sw, order, classifier, before, guard)
 
     def _after_pass(self, state, X, y, sw, order, classifier, before, guard=True):
         """After a core pass over the rows `order` of X (`before`: the state's
@@ -1139,8 +1199,8 @@ class PGSClassifierLearner(ClassifierLearner, EventClassifier, PGSLearner):
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
                  max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None,
-                 geometry="global", eta="auto", class_weight=None, multi_class="ovr",
-                 classes=None):
+                 geometry="global", eta="auto", n_jobs=None, class_weight=None,
+                 multi_class="ovr", classes=None):
         super().__init__(loss, p=p, sigma=sigma, l1=l1, radius=radius,
                          batch_size=batch_size, iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
@@ -1148,7 +1208,7 @@ class PGSClassifierLearner(ClassifierLearner, EventClassifier, PGSLearner):
                          random_state=random_state, epsilon=epsilon, n_bits=n_bits,
                          hash_seed=hash_seed, max_model_bytes=max_model_bytes,
                          forget=forget, interactions=interactions, geometry=geometry,
-                         eta=eta)
+                         eta=eta, n_jobs=n_jobs)
         self.class_weight = class_weight
         self.multi_class = multi_class
         self.classes = classes
@@ -1208,7 +1268,7 @@ class PGSRegressorLearner(RegressorLearner, PGSLearner):
                  max_epochs=5, tol=None, n_iter_no_change=5, shuffle=True,
                  random_state=None, epsilon=0.1, n_bits=None, hash_seed=0,
                  max_model_bytes=MAX_MODEL_BYTES, forget=1.0, interactions=None,
-                 geometry="global", eta="auto"):
+                 geometry="global", eta="auto", n_jobs=None):
         super().__init__(loss, p=p, sigma=sigma, l1=l1, radius=radius,
                          batch_size=batch_size, iterate=iterate, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, max_epochs=max_epochs, tol=tol,
@@ -1216,7 +1276,7 @@ class PGSRegressorLearner(RegressorLearner, PGSLearner):
                          random_state=random_state, epsilon=epsilon, n_bits=n_bits,
                          hash_seed=hash_seed, max_model_bytes=max_model_bytes,
                          forget=forget, interactions=interactions, geometry=geometry,
-                         eta=eta)
+                         eta=eta, n_jobs=n_jobs)
 
     def fit(self, X, y, sample_weight=None):
         """Run `max_epochs` passes of PGS over (X, y) from a fresh state.

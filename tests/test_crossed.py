@@ -285,17 +285,23 @@ def test_states_in_lockstep_end_as_each_alone(tmp_path):
         assert same_state(a, b)
 
 
-def test_a_race_on_crossed_chunks_drops_diverging_runs_as_on_matrices():
-    # squared loss on R^n with large targets: the race's small sigmas diverge and leave
-    # it; the runs learn each chunk together (rows crossed once for all), and the race
-    # ends as the one over the chunks' matrices, its path and its drops alike
-    rng = random.Random(3)
-    records = namespaced_records(rng, 1200)
+def diverging_crossed_rows():
+    """1,200 namespaced rows (`namespaced_records`), targets so large that the small
+    sigmas of a race on R^n (squared loss) diverge on them, and the spec that crosses
+    them (-q sd, sda at 12 bits)."""
+    records = namespaced_records(random.Random(3), 1200)
     ns, hashes, values, indptr, _ = records_to_rows(records, 0)
     rows = NamespacedRows(ns, hashes, values, indptr)
     y = np.array([10.0 * (hash(str(sorted(r["site"].items()))) % 7) + 30 * r["site"]["w"]
                   for r in records]) * 100.0
-    spec = FeatureSpec(12, 0, parse_interactions(["sd", "sda"]))
+    return rows, y, FeatureSpec(12, 0, parse_interactions(["sd", "sda"]))
+
+
+def test_a_race_on_crossed_chunks_drops_diverging_runs_as_on_matrices():
+    # squared loss on R^n with large targets: the race's small sigmas diverge and leave
+    # it; the runs learn each chunk together (rows crossed once for all), and the race
+    # ends as the one over the chunks' matrices, its path and its drops alike
+    rows, y, spec = diverging_crossed_rows()
     learners = []
     for crossed in (False, True):
         est = PGSRegressorLearner(n_bits=12, interactions=["sd", "sda"], radius=None,

@@ -343,7 +343,8 @@ def test_race_runs_equal_fixed_sigma_runs_and_manual_forks(kind):
 
 
 def test_every_piece_of_a_race_steps_its_live_runs_together(monkeypatch):
-    """One row a step: every piece of rows, those that end at a check too, is one
+    """One row a step on one thread (n_jobs=1; tests/test_race_threads.py: on several):
+    every piece of rows, those that end at a check too, is one
     `run_lockstep` call for every live run (not one call a run), but the piece that
     ends at the first check (its start runs trained in turn, each beaten one let go at
     once); and the race ends as the race whose runs are trained one at a time
@@ -362,7 +363,7 @@ def test_every_piece_of_a_race_steps_its_live_runs_together(monkeypatch):
         return run_lockstep(states, *args, **kwargs)
     monkeypatch.setattr(SigmaRace, "advance", watch)
     monkeypatch.setattr(pgs_module, "run_lockstep", spy)
-    together = PGSClassifierLearner(sigma="auto", random_state=0).fit(X, y)
+    together = PGSClassifierLearner(sigma="auto", random_state=0, n_jobs=1).fit(X, y)
     later = [(n, live) for n, live, at in calls if at >= FIRST_CHECK]
     assert len(later) > 4 and all(n == live for n, live in later)
     assert any(n > 1 for n, _ in later)
@@ -372,7 +373,7 @@ def test_every_piece_of_a_race_steps_its_live_runs_together(monkeypatch):
         for state in states:
             run_lockstep([state], *args, **kwargs)
     monkeypatch.setattr(pgs_module, "run_lockstep", one_at_a_time)
-    alone = PGSClassifierLearner(sigma="auto", random_state=0).fit(X, y)
+    alone = PGSClassifierLearner(sigma="auto", random_state=0, n_jobs=1).fit(X, y)
     assert together.sigma_path_ == alone.sigma_path_
     np.testing.assert_array_equal(together.model_.coef, alone.model_.coef)
     np.testing.assert_array_equal(together.model_.intercept, alone.model_.intercept)
@@ -757,22 +758,23 @@ def test_the_first_check_holds_one_start_run_besides_the_one_trained(monkeypatch
     trained before it is let go at once (the K-class states of news20 are 20 MB each),
     and the race goes on as if every start run had lived to the check: its path and its
     model equal, bit for bit, those of the race whose runs are all kept to the check.
-    (Steps of 2 rows: the runs train one after another. Steps of one row train them in
-    lockstep, a row for them all, so every start run is trained when the check comes.)"""
+    (Steps of 2 rows on one thread: the runs train one after another. Steps of one row
+    train them in lockstep, a row for them all, so every start run is trained when the
+    check comes; on several threads: tests/test_race_threads.py.)"""
     X, y = _rows(n=1200, classes=5)
 
     def fit(est):
         for lo in range(0, X.shape[0], chunk):
             est.partial_fit(X[lo:lo + chunk], y[lo:lo + chunk], classes=np.unique(y))
         return est
-    lean = PGSClassifierLearner(sigma="auto", random_state=0, batch_size=2)
+    lean = PGSClassifierLearner(sigma="auto", random_state=0, batch_size=2, n_jobs=1)
     most = _trained_alive(monkeypatch, lean)
     fit(lean)
     # a call covering the first check: the best so far and the one being trained; a
     # call ending before it holds what the earlier calls trained (every start run)
     assert most[0] == (1 if chunk > FIRST_CHECK else 3)
     monkeypatch.setattr(SigmaSchedule, "beaten", lambda self, n_rows, sums: [])
-    whole = fit(PGSClassifierLearner(sigma="auto", random_state=0, batch_size=2))
+    whole = fit(PGSClassifierLearner(sigma="auto", random_state=0, batch_size=2, n_jobs=1))
     assert lean.sigma_path_ == whole.sigma_path_
     assert [r["event"] for r in lean.sigma_path_][:1] == ["check"]
     assert len(lean.sigma_path_[0]["runs"]) == 4  # every start run's sums recorded

@@ -317,6 +317,11 @@ def build_parser():
                      "training with its line (a stray index of 4e8 needs 6.4G). Bytes, or "
                      "with a suffix K, M, G, T (powers of 1024); 'none': no limit "
                      "(default 1G: 2**26 features of a binary model)")
+    run.add_argument("--jobs", type=_int, default=None, metavar="N",
+                     help="threads the runs of the sigma (and eta) race learn on, each "
+                     "thread a group of runs over the same rows (default: one a run, up "
+                     "to the cores this process may use; 1: one thread). The model does "
+                     "not depend on it: the same bit for bit, whatever N")
     _input_options(train)
     dist = train.add_argument_group(
         "Dask (onlinepgs.dask: distributed PGS in rounds; needs onlinepgs[dask])")

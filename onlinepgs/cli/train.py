@@ -42,7 +42,7 @@ def cmd_train(args):
         extra = {"input": kept}
     sources = _read_as(sources, args, est, kept)
     # a run option (-i included): the budget guards this run's data, not the model
-    est.set_params(max_model_bytes=args.max_model_bytes)
+    est.set_params(max_model_bytes=args.max_model_bytes, n_jobs=args.jobs)  # -i too
     # predictions that ran away stop the command (the estimators warn): no model is written
     est._runaway_fatal = True
     if args.scheduler is not None:

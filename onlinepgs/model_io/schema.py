@@ -83,7 +83,7 @@ def _param_to_json(name, value, path):
 # versions read (a PGS model's l1 at 0 too, below); never classes (classes_ is kept)
 _LIST_PARAMS = ("interactions",)
 _OMITTED_AT = dict(interactions=None, multi_class="ovr", l1_geometry="auto", geometry="global",
-                   eta="auto")
+                   eta="auto", n_jobs=None)
 
 
 def encode(estimator, path, extra, with_state=True):

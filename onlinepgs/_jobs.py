@@ -1,0 +1,112 @@
+"""THE threads the runs of a race learn on (the learners' ``n_jobs``): how many, the
+groups of runs each one steps, and the pool they run in (docs/design/auto-sigma.md,
+"The runs on the machine's cores").
+
+The runs of a race (`onlinepgs._race.SigmaRace`) are independent solver states that read
+the same rows and write nothing another run reads. Split into k groups, each group
+stepped by its own thread through the GIL-free core (`run_lockstep`, or `PGSState.run`
+for mini-batches), every state makes the steps it makes alone, in the same order, with
+the same arithmetic: the results are the same bit for bit whatever k is. Only the wall
+time changes (the CPU time does not fall: the same work runs on more cores).
+
+Examples
+--------
+>>> from onlinepgs._jobs import groups, threads_for
+>>> threads_for(1, 8), threads_for(3, 2), threads_for(4, 8)
+(1, 2, 4)
+>>> groups(["a", "b", "c", "d", "e"], 2)
+[['a', 'b', 'c'], ['d', 'e']]
+"""
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
+
+__all__ = ["cores", "threads_for", "groups", "run_groups", "MIN_ROWS", "CROSSED_BLOCK"]
+
+# A piece of fewer rows is stepped on one thread: handing work to another thread costs
+# tens of microseconds, a few rows' steps
+MIN_ROWS = 64
+# Crossed rows shared by the threads are made into a matrix this many rows at a time: a few
+# MB with triples, held for one block (the pass on one thread makes a row at a time)
+CROSSED_BLOCK = 4096
+
+
+def cores():
+    """The cores this process may run on (its CPU affinity; the count of the machine's
+    where the system does not say)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this system
+        return os.cpu_count() or 1
+
+
+def threads_for(n_jobs, n_runs):
+    """The threads for `n_runs` live runs: ``n_jobs`` None, one a run up to `cores`; an
+    int, at most that many; never more than the runs, never fewer than 1."""
+    limit = cores() if n_jobs is None else int(n_jobs)
+    return max(1, min(limit, int(n_runs)))
+
+
+def groups(runs, k):
+    """`runs` in k groups of consecutive runs (their order kept), the sizes differing by
+    at most one. The runs of one race share every option but sigma and eta, so a row
+    costs each the same: equal counts are equal costs."""
+    k = max(1, min(k, len(runs)))
+    size, extra = divmod(len(runs), k)
+    out, at = [], 0
+    for g in range(k):
+        n = size + (1 if g < extra else 0)
+        out.append(list(runs[at:at + n]))
+        at += n
+    return out
+
+
+# the pool of the threads beyond the caller's, made on first use; a process forked from
+# this one (its threads are not copied) makes its own
+_pool = None
+_pool_size = 0
+_pool_pid = None
+_pool_lock = threading.Lock()
+
+
+def _executor(n_threads):
+    global _pool, _pool_size, _pool_pid
+    with _pool_lock:
+        if _pool is None or _pool_pid != os.getpid() or _pool_size < n_threads:
+            old = _pool if _pool_pid == os.getpid() else None
+            _pool = ThreadPoolExecutor(max_workers=n_threads,
+                                       thread_name_prefix="onlinepgs-runs")
+            _pool_size, _pool_pid = n_threads, os.getpid()
+            if old is not None:
+                old.shutdown(wait=False)  # its idle threads end; work it holds finishes
+        return _pool
+
+
+def run_groups(work, parts):
+    """``work(i, part)`` for each part of `parts` at once: the first on this thread, the
+    others on the pool's. Returns once every one has ended, even if one raised or this
+    thread was interrupted meanwhile (a state is never left to a thread after return);
+    then raises the first error in the parts' order, if any."""
+    if len(parts) == 1:
+        work(0, parts[0])
+        return
+    pool = _executor(len(parts) - 1)
+    futures = [pool.submit(work, i, part) for i, part in enumerate(parts) if i]
+    error = None
+    try:
+        work(0, parts[0])
+    except BaseException as exc:  # the others still run: waited for below
+        error = exc
+    while True:
+        try:
+            wait(futures)
+            break
+        except BaseException as exc:  # e.g. KeyboardInterrupt: the threads finish first
+            error = error or exc
+    if error is None:
+        for future in futures:
+            if future.exception() is not None:
+                error = future.exception()
+                break
+    if error is not None:
+        raise error
