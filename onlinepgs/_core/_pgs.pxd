@@ -403,3 +403,9 @@ cdef int run_row(PGSState self, const double* data, const int32_t* indices,
                  int64_t* indptr, Py_ssize_t n_cols, const double[::1] y,
                  const double[::1] sample_weight, const int64_t[::1] order, bint classifier,
                  const double* row_xq) except -1
+# ... and that row's step of each of several states (a race's live runs, one row a step)
+# under one release of the GIL
+cdef int run_row_states(list states, const double* data, const int32_t* indices,
+                        int64_t* indptr, Py_ssize_t n_cols, const double[::1] y,
+                        const double[::1] sample_weight, const int64_t[::1] order,
+                        bint classifier) except -1

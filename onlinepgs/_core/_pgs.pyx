@@ -992,6 +992,48 @@ cdef int run_row(PGSState self, const double* data, const int32_t* indices,
     return 0
 
 
+# the states `run_row_states` steps under one release of the GIL, their pass's set-up on
+# the stack (a race's live runs: two in a duel, a few per rate in a race of eta)
+DEF _ROW_STATES = 16
+
+
+cdef int run_row_states(list states, const double* data, const int32_t* indices,
+                        int64_t* indptr, Py_ssize_t n_cols, const double[::1] y,
+                        const double[::1] sample_weight, const int64_t[::1] order,
+                        bint classifier) except -1:
+    """`run_row` of each state of `states` (PGSStates of batch_size 1) on the one row, in
+    their order: `_run_lockstep` over that row, its passes' set-up made under the GIL
+    once and the GIL released once for them all (not once a state). A state that
+    diverges stops there (its `diverged` says so); the others step as they would alone.
+    More states than the stack holds, or a batch size above 1: `run_row` of each."""
+    cdef Py_ssize_t n = len(states), s
+    cdef PyObject* ptrs[_ROW_STATES]
+    cdef Rep reps[_ROW_STATES]
+    cdef Pass ps[_ROW_STATES]
+    cdef RowKernels kn[_ROW_STATES]
+    cdef Row rw[_ROW_STATES]
+    cdef bint live[_ROW_STATES]
+    cdef PGSState st
+    for st in states:
+        if n_cols + 1 > st.dim:
+            raise ValueError("state dimension too small for the data")
+        if st.batch_size != 1:
+            n = _ROW_STATES + 1
+    if n > _ROW_STATES:
+        for st in states:
+            run_row(st, data, indices, indptr, n_cols, y, sample_weight, order, classifier,
+                    NULL)
+        return 0
+    for s in range(n):
+        st = states[s]
+        ptrs[s] = <PyObject*>st  # borrowed: `states` keeps them
+        reps[s] = rep_of(st)
+    with nogil:
+        _run_lockstep(ptrs, n, reps, ps, kn, rw, live, data, indices, indptr, 0, False, y,
+                      sample_weight, order, classifier, NULL, NULL)
+    return 0
+
+
 cdef inline bint _pass_step(PGSState self, Pass* ps, const RowKernels* kn, Row* rw,
                             const double* data, const index_t* indices, int64_t* indptr,
                             Py_ssize_t pos, Py_ssize_t bsize) noexcept nogil:
