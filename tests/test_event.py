@@ -552,6 +552,21 @@ def test_the_race_of_eta_before_its_choice_is_ruled_in_compiled_code(monkeypatch
                                    **_ADAPTIVE).partial_fit(records, y, classes=[0, 1]))
 
 
+def test_each_state_has_a_serial_no_later_state_takes():
+    # an event keeps each state's pass from event to event (`_pgs.RowPasses`), knowing the
+    # state again by its address and its serial: a state made where a freed one was (a
+    # run the race let go, then a fork) is another
+    from onlinepgs._core import PGSState
+
+    first = PGSState(n_features=4)
+    serial = first.serial
+    del first
+    later = [PGSState(n_features=4) for _ in range(3)]
+    serials = [st.serial for st in later] + [later[0].with_sigma(1e-3).serial,
+                                             pickle.loads(pickle.dumps(later[1])).serial]
+    assert len(set(serials)) == len(serials) and min(serials) > serial
+
+
 def test_a_parameter_set_between_events_is_honoured_as_partial_fit_honours_it():
     # setting a parameter drops the event path (`EventLearner.__setattr__`): class weights
     # set mid-stream weigh the next events as partial_fit of each record weighs them

@@ -32,7 +32,7 @@ from onlinepgs._core._hashing cimport _Entries, _push_record
 from onlinepgs._core._features cimport (MAX_ORDER, RowBuilder, builder_init,
                                          builder_reserve, builder_release, check_row_bound,
                                          row_bound, build_row)
-from onlinepgs._core._pgs cimport PGSState, run_row, run_row_states, Readout
+from onlinepgs._core._pgs cimport PGSState, run_row, RowPasses, Readout
 from onlinepgs._core._readout cimport _readout, _read_scores
 
 from onlinepgs._race import SigmaSchedule
@@ -106,6 +106,10 @@ cdef class EventRow:
     # the pass's one-row arguments
     cdef int64_t ptr[2]
     cdef double[::1] y_v, sw_v, scores_v
+    # the steps' passes, kept from event to event, and the list of one state that `step`
+    # gives them
+    cdef RowPasses passes
+    cdef list one
     cdef int64_t[::1] order_v
     cdef cnp.ndarray y_a, sw_a, order_a, scores_a
 
@@ -126,6 +130,7 @@ cdef class EventRow:
         self.y_v, self.sw_v, self.order_v = self.y_a, self.sw_a, self.order_a
         self.scores_a = np.zeros(1)
         self.scores_v = self.scores_a
+        self.passes = RowPasses()
         self.ptr[0] = 0
         self.ptr[1] = 0
 
@@ -278,20 +283,22 @@ cdef class EventRow:
 
     cdef int learn_each(self, list states, Py_ssize_t n_cols, double y, double weight,
                         bint classifier) except -1:
-        """`learn` of each state of `states` (a race's live runs, in their order) under
-        one release of the GIL (`_pgs.run_row_states`); the caller reads each one's
-        ``diverged``."""
+        """`learn` of each state of `states` (a race's live runs, in their order; the
+        one installed state) under one release of the GIL, each state's pass kept from
+        event to event (`_pgs.RowPasses`); the caller reads each one's ``diverged``."""
         self.y_v[0] = y
         self.sw_v[0] = weight
-        run_row_states(states, self.vals, self.cols, self.ptr, n_cols, self.y_v, self.sw_v,
-                       self.order_v, classifier)
+        self.passes.step(states, self.vals, self.cols, self.ptr, n_cols, self.y_v, self.sw_v,
+                         self.order_v, classifier)
         return 0
 
     cpdef bint step(self, PGSState state, Py_ssize_t n_cols, double y, double weight,
-                    bint classifier, power_sum=None) except -1:
+                    bint classifier) except -1:
         """`learn`, then whether the state is sound: False where the step diverged or
         `state_finite` fails (the learner's Python then raises its error)."""
-        self.learn(state, n_cols, y, weight, classifier, power_sum)
+        if self.one is None or self.one[0] is not state:
+            self.one = [state]
+        self.learn_each(self.one, n_cols, y, weight, classifier)
         return not state.diverged and self.state_finite(state)
 
     cdef int _scores_into(self, PGSState state, double* out) except -1:
