@@ -32,7 +32,7 @@ from onlinepgs._core._hashing cimport _Entries, _push_record
 from onlinepgs._core._features cimport (MAX_ORDER, RowBuilder, builder_init,
                                          builder_reserve, builder_release, check_row_bound,
                                          row_bound, build_row)
-from onlinepgs._core._pgs cimport PGSState, run_row, Readout
+from onlinepgs._core._pgs cimport PGSState, run_row, RowPasses, Readout
 from onlinepgs._core._readout cimport _readout, _read_scores
 
 from onlinepgs._race import SigmaSchedule
@@ -106,6 +106,10 @@ cdef class EventRow:
     # the pass's one-row arguments
     cdef int64_t ptr[2]
     cdef double[::1] y_v, sw_v, scores_v
+    # the steps' passes, kept from event to event, and the list of one state that `step`
+    # gives them
+    cdef RowPasses passes
+    cdef list one
     cdef int64_t[::1] order_v
     cdef cnp.ndarray y_a, sw_a, order_a, scores_a
 
@@ -126,6 +130,7 @@ cdef class EventRow:
         self.y_v, self.sw_v, self.order_v = self.y_a, self.sw_a, self.order_a
         self.scores_a = np.zeros(1)
         self.scores_v = self.scores_a
+        self.passes = RowPasses()
         self.ptr[0] = 0
         self.ptr[1] = 0
 
@@ -276,11 +281,24 @@ cdef class EventRow:
                 self.order_v, classifier, rps_ptr)
         return 0
 
+    cdef int learn_each(self, list states, Py_ssize_t n_cols, double y, double weight,
+                        bint classifier) except -1:
+        """`learn` of each state of `states` (a race's live runs, in their order; the
+        one installed state) under one release of the GIL, each state's pass kept from
+        event to event (`_pgs.RowPasses`); the caller reads each one's ``diverged``."""
+        self.y_v[0] = y
+        self.sw_v[0] = weight
+        self.passes.step(states, self.vals, self.cols, self.ptr, n_cols, self.y_v, self.sw_v,
+                         self.order_v, classifier)
+        return 0
+
     cpdef bint step(self, PGSState state, Py_ssize_t n_cols, double y, double weight,
-                    bint classifier, power_sum=None) except -1:
+                    bint classifier) except -1:
         """`learn`, then whether the state is sound: False where the step diverged or
         `state_finite` fails (the learner's Python then raises its error)."""
-        self.learn(state, n_cols, y, weight, classifier, power_sum)
+        if self.one is None or self.one[0] is not state:
+            self.one = [state]
+        self.learn_each(self.one, n_cols, y, weight, classifier)
         return not state.diverged and self.state_finite(state)
 
     cdef int _scores_into(self, PGSState state, double* out) except -1:
@@ -518,6 +536,17 @@ cdef inline double _sigmoid(double z) noexcept:
     return ez / (1.0 + ez)
 
 
+cdef struct _Family:
+    # a family of runs of the leader rule an `EventPath` holds (`_hold_families`): its
+    # live runs are ruled[first:first + n], leader_at its judged leader's index (-1: not
+    # live); its window's start and the check that ends it, the evidence a lead change
+    # needs, and whether its rate is not the race of eta's default (its ties)
+    Py_ssize_t first, n, leader_at
+    int64_t since
+    double check_at, evidence
+    bint not_default
+
+
 @cython.final
 cdef class EventPath:
     """The hot path of one event for a learner's installed model (onlinepgs._event): its
@@ -554,18 +583,23 @@ cdef class EventPath:
     cdef int64_t race_rows  # race.n_rows as this path left it
     cdef int64_t race_check  # the row of the race's next check (INT64_MAX: none)
     # `SigmaSchedule.leader`'s rule between checks, its inputs read once: the live runs
-    # in the order of the schedule's runs (its ties), each one's mark (its sums where
-    # the window began) and sigma, the judged leader's place among them (-1: not live),
-    # the window's start, the check that ends it and the evidence a lead change needs
+    # in the order of the schedule's runs (its ties), each one's marks and sigma; a
+    # race of eta before its choice (`EtaSchedule.leader`) is one such group of runs a
+    # family, the family leaders then compared over the choice's window (`eta_mark_at`:
+    # the window's start, INT64_MAX where the race is a sigma race)
     cdef int rule
     cdef list ruled
-    cdef double* marks  # 3 a ruled run: sum_weight, sum_weighted_loss at the mark; -sigma
-    cdef Py_ssize_t n_ruled, leader_at
-    cdef int64_t since, rule_check
-    cdef double evidence
+    # 5 a ruled run: sum_weight, sum_weighted_loss at its family's mark; -sigma; the
+    # same two sums at the race of eta's mark (0 without)
+    cdef double* marks
+    cdef Py_ssize_t n_ruled
+    cdef _Family* families
+    cdef Py_ssize_t n_families
+    cdef int64_t eta_mark_at
 
     def __dealloc__(self):
         free(self.marks)
+        free(self.families)
 
     def __reduce__(self):
         # a copy or an unpickled learner makes its own path at its next event
@@ -655,43 +689,75 @@ cdef class EventPath:
         """Read the race's live runs, the row of its next check and the inputs of its
         leader rule from its Python objects (see the attributes)."""
         cdef dict states = race.states
-        cdef Py_ssize_t k, n
-        cdef double* room
         self.race = None
         schedule = race.schedule
         check = None if schedule.settled else schedule.check_at
         self.race_check = (INT64_MAX if check is None or check == INFINITY
                            else <int64_t>check)
         self.steppers = [states[rid] for rid in sorted(states)]
-        if type(schedule) is EtaSchedule and schedule.eta is not None:
-            schedule = schedule.families[schedule.eta]  # the kept family's runs
+        self.eta_mark_at = INT64_MAX
+        eta_race = None
+        if type(schedule) is EtaSchedule:
+            if schedule.eta is None:  # every family's runs, their leaders compared
+                eta_race = schedule
+                families = list(schedule.families.values())
+                self.eta_mark_at = schedule.mark_at
+            else:
+                families = [schedule.families[schedule.eta]]  # the kept family's runs
+        else:
+            families = [schedule] if type(schedule) is SigmaSchedule else []
         self.rule = _RULE_ONE if len(states) == 1 else (
-            _RULE_SIGMA if type(schedule) is SigmaSchedule else _RULE_RACE)
-        self.ruled, self.n_ruled, self.leader_at = [], 0, -1
+            _RULE_SIGMA if families else _RULE_RACE)
+        self.ruled, self.n_ruled, self.n_families = [], 0, 0
         if self.rule == _RULE_SIGMA:
-            runs, marks = schedule.runs, schedule.marks
-            n = len(runs)
-            room = <double*>realloc(self.marks, 3 * max(n, 1) * sizeof(double))
-            if room == NULL:
-                raise MemoryError()
-            self.marks = room
-            for rid, run in runs.items():
+            self._hold_families(families, states, eta_race)
+            if self.n_ruled == 0:
+                self.rule = _RULE_RACE  # (no live run the schedule knows: its own rule)
+        self.race, self.race_states, self.race_rows = race, states, race.n_rows
+        return 0
+
+    cdef int _hold_families(self, list families, dict states, eta_race) except -1:
+        """The leader rule's inputs (see the attributes): each family's live runs, in
+        the order of its runs, their marks and sigmas, the family's window and judged
+        leader; in a race of eta before its choice, the marks of its window too."""
+        cdef Py_ssize_t k, n = 0, g
+        cdef _Family* fam
+        cdef void* room
+        for family in families:
+            n += len(family.runs)
+        room = realloc(self.marks, 5 * max(n, 1) * sizeof(double))
+        if room == NULL:
+            raise MemoryError()
+        self.marks = <double*>room
+        room = realloc(self.families, max(len(families), 1) * sizeof(_Family))
+        if room == NULL:
+            raise MemoryError()
+        self.families = <_Family*>room
+        for g, family in enumerate(families):
+            fam = &self.families[g]
+            fam.first, fam.leader_at = self.n_ruled, -1
+            marks = family.marks
+            for rid, run in family.runs.items():
                 if rid not in states:
                     continue
                 k = self.n_ruled
                 then = marks.get(rid)
-                self.marks[3 * k] = <double>then["sum_weight"] if then else 0.0
-                self.marks[3 * k + 1] = <double>then["sum_weighted_loss"] if then else 0.0
-                self.marks[3 * k + 2] = -(<double>run.sigma)
-                if rid == schedule.leader_id:
-                    self.leader_at = k
+                self.marks[5 * k] = <double>then["sum_weight"] if then else 0.0
+                self.marks[5 * k + 1] = <double>then["sum_weighted_loss"] if then else 0.0
+                self.marks[5 * k + 2] = -(<double>run.sigma)
+                then = None if eta_race is None else eta_race.marks.get(
+                    eta_race.origin.get(rid, rid))
+                self.marks[5 * k + 3] = <double>then["sum_weight"] if then else 0.0
+                self.marks[5 * k + 4] = <double>then["sum_weighted_loss"] if then else 0.0
+                if rid == family.leader_id:
+                    fam.leader_at = k
                 self.ruled.append(states[rid])
                 self.n_ruled = k + 1
-            if self.n_ruled == 0:
-                self.rule = _RULE_RACE  # (no live run the schedule knows: its own rule)
-            self.since, self.rule_check = schedule.since, schedule.check_at
-            self.evidence = schedule.evidence
-        self.race, self.race_states, self.race_rows = race, states, race.n_rows
+            fam.n = self.n_ruled - fam.first
+            fam.since, fam.check_at = family.since, family.check_at
+            fam.evidence = family.evidence
+            fam.not_default = eta_race is not None and family.eta != eta_race.default
+        self.n_families = len(families)
         return 0
 
     cdef PGSState _race_step(self, est, race, double target, double weight):
@@ -702,8 +768,8 @@ cdef class EventPath:
         again at the next event). Returns the state to report (`SigmaRace.leader`)."""
         cdef PGSState state
         cdef bint sound = True
+        self.row.learn_each(self.steppers, self.n_cols, target, weight, self.classifier)
         for state in self.steppers:
-            self.row.learn(state, self.n_cols, target, weight, self.classifier)
             if state.diverged:
                 sound = False
         self.race_rows += 1
@@ -722,35 +788,58 @@ cdef class EventPath:
         """`SigmaSchedule.leader` after an event, read from the held runs' states in
         place (the rule's home is `SigmaSchedule.leader`, with `_loss_between`, `_best`
         and `_informed`; this is its reading for one event, without a dict of sums a
-        run: an event's cost). A race of eta before its choice asks the race.
+        run: an event's cost); a race of eta before its choice, `EtaSchedule.leader`:
+        each family's leader so, the one of the least loss over the choice's window
+        (once past its start; ties: the default rate's, then the first family's).
         tests/test_event.py holds the two equal at every event."""
-        cdef PGSState st
-        cdef Py_ssize_t k, best = -1
-        cdef double loss, best_loss = INFINITY, best_neg_sigma = INFINITY, mass
+        cdef Py_ssize_t g, k, best = -1
+        cdef double loss, best_loss = INFINITY
+        cdef bint best_not_default = True
         cdef int64_t n_rows = self.race_rows
+        cdef bint windowed = n_rows > self.eta_mark_at
         if self.rule == _RULE_ONE:
             return self.steppers[0]
         if self.rule == _RULE_RACE:
             return race.leader
-        if self.n_ruled == 1:
-            return self.ruled[0]
-        if self.since and self.leader_at >= 0 and (
-                (n_rows - self.since) * 2 < self.rule_check - self.since):
-            return self.ruled[self.leader_at]  # the first half of a duel: the judged leader
-        for k in range(self.n_ruled):
+        if self.eta_mark_at == INT64_MAX:  # a sigma race
+            return self.ruled[self._family_leader(&self.families[0], n_rows)]
+        for g in range(self.n_families):
+            if self.families[g].n == 0:
+                continue
+            k = self._family_leader(&self.families[g], n_rows)
+            loss = _window_loss(<PGSState>self.ruled[k],
+                                self.marks[5 * k + 3] if windowed else 0.0,
+                                self.marks[5 * k + 4] if windowed else 0.0)
+            # min over (loss, not the default rate), the first family on a tie (`_least`)
+            if best < 0 or loss < best_loss or (
+                    loss == best_loss and best_not_default and not self.families[g].not_default):
+                best, best_loss, best_not_default = k, loss, self.families[g].not_default
+        return self.ruled[best]
+
+    cdef Py_ssize_t _family_leader(self, const _Family* fam, int64_t n_rows) except -1:
+        """`SigmaSchedule.leader` of one family's live runs: the index of its run."""
+        cdef PGSState st
+        cdef Py_ssize_t k, best = -1
+        cdef double loss, best_loss = INFINITY, best_neg_sigma = INFINITY, mass
+        if fam.n == 1:
+            return fam.first
+        if fam.since and fam.leader_at >= 0 and (
+                (n_rows - fam.since) * 2 < fam.check_at - fam.since):
+            return fam.leader_at  # the first half of a duel: the judged leader
+        for k in range(fam.first, fam.first + fam.n):
             st = <PGSState>self.ruled[k]
-            loss = _window_loss(st, self.marks[3 * k], self.marks[3 * k + 1])
+            loss = _window_loss(st, self.marks[5 * k], self.marks[5 * k + 1])
             # min over (loss, -sigma), the first of the runs' order on a tie (`_best`)
             if best < 0 or loss < best_loss or (loss == best_loss
-                                                and self.marks[3 * k + 2] < best_neg_sigma):
-                best, best_loss, best_neg_sigma = k, loss, self.marks[3 * k + 2]
-        if self.since and best != self.leader_at and self.leader_at >= 0:
+                                                and self.marks[5 * k + 2] < best_neg_sigma):
+                best, best_loss, best_neg_sigma = k, loss, self.marks[5 * k + 2]
+        if fam.since and best != fam.leader_at and fam.leader_at >= 0:
             # a window too poor in information keeps the incumbent (`_informed`)
-            st = <PGSState>self.ruled[self.leader_at]
-            mass = st.sum_weighted_loss_reported - self.marks[3 * self.leader_at + 1]
-            if not mass >= self.evidence:
-                best = self.leader_at
-        return self.ruled[best]
+            st = <PGSState>self.ruled[fam.leader_at]
+            mass = st.sum_weighted_loss_reported - self.marks[5 * fam.leader_at + 1]
+            if not mass >= fam.evidence:
+                best = fam.leader_at
+        return best
 
     cdef object _predict(self, est, x, int kind):
         cdef dict d = PyObject_GenericGetDict(est, NULL)
@@ -785,8 +874,8 @@ cdef class EventPath:
 # the leader rules an `EventPath` holds (`EventPath._hold`)
 cdef enum:
     _RULE_ONE = 0  # one live run
-    _RULE_SIGMA = 1  # SigmaSchedule.leader's, read in place
-    _RULE_RACE = 2  # the race's own (a race of eta before its choice)
+    _RULE_SIGMA = 1  # SigmaSchedule.leader's (EtaSchedule.leader's), read in place
+    _RULE_RACE = 2  # the race's own (a schedule of another kind)
 
 
 cdef inline double _window_loss(PGSState st, double weight_then,

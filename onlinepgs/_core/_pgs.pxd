@@ -8,6 +8,7 @@
 cimport cython
 cimport numpy as cnp
 from libc.stdint cimport uint64_t, int64_t, int32_t
+from cpython.object cimport PyObject
 
 from onlinepgs._core._mirror cimport Mirror
 from onlinepgs._core._l1q cimport L1Q
@@ -379,6 +380,9 @@ cdef class PGSState:
     # reported iterate its rows are scored with together with the lane's own iterates;
     # own_weight is the weight total of the lane's own averaged iterates (not saved)
     cdef public object reference
+    # this state's number among the states made in the process (never reused: a state
+    # made where a freed one was is another)
+    cdef readonly int64_t serial
     cdef public double own_weight
     cdef public uint64_t rng
     # scratch for mini-batches (not part of the saved state)
@@ -406,3 +410,24 @@ cdef int run_row(PGSState self, const double* data, const int32_t* indices,
                  int64_t* indptr, Py_ssize_t n_cols, const double[::1] y,
                  const double[::1] sample_weight, const int64_t[::1] order, bint classifier,
                  const double* row_xq) except -1
+
+
+# The per-event API's steps of one or several states (a race's live runs) on its row, each
+# state's pass kept from event to event (`RowPasses.step`, _pgs.pyx)
+cdef class RowPasses:
+    cdef Pass* ps
+    cdef RowKernels* kn
+    cdef Row* rw
+    # the states the passes were made for (not held: a race lets a run go at once), known
+    # by their address and `serial`, and each one's `coefs` then (`_bind` renews it)
+    cdef PyObject** ptrs
+    cdef int64_t* serials
+    cdef double** scratch
+    cdef Py_ssize_t room, n_made
+
+    cdef int step(self, list states, const double* data, const int32_t* indices,
+                  int64_t* indptr, Py_ssize_t n_cols, const double[::1] y,
+                  const double[::1] sample_weight, const int64_t[::1] order,
+                  bint classifier) except -1
+    cdef bint _current(self, Py_ssize_t s, PGSState st, const double* y, const double* sw,
+                       const int64_t* order, bint classifier)

@@ -17,7 +17,7 @@ import numpy as np
 cimport numpy as cnp
 from libc.math cimport pow, fabs, sqrt, log, exp, isfinite, INFINITY
 from libc.stdint cimport uint64_t, int64_t, int32_t
-from libc.stdlib cimport free, calloc
+from libc.stdlib cimport free, calloc, realloc
 from cpython.object cimport PyObject
 
 from onlinepgs._core._multiclass cimport MC_NONE
@@ -107,6 +107,9 @@ def power_is_cheap(double p):
     return p == 2.0 or phi_quarters(p / (p - 1.0)) > 0
 
 
+cdef int64_t _states_made = 0  # PGSStates made in the process (`PGSState.serial`)
+
+
 @cython.final
 cdef class PGSState:
     """Everything PGS carries between steps, for K problems sharing one pass.
@@ -127,6 +130,11 @@ cdef class PGSState:
     kept.
     """
     # the attributes are declared in _pgs.pxd (the merge, _merge.pyx, reads them)
+
+    def __cinit__(self, *args, **kwargs):
+        global _states_made
+        _states_made += 1
+        self.serial = _states_made
 
     def __init__(self, *, double p=2.0, double sigma=1e-4, radius=None, str loss="logistic",
                  int batch_size=1, str iterate="last", int n_problems=1, bint multiclass=False,
@@ -994,6 +1002,98 @@ cdef int run_row(PGSState self, const double* data, const int32_t* indices,
         _run_pass(self, data, indices, indptr, 0, y, sample_weight, order, classifier, False,
                   row_xq, rep)
     return 0
+
+
+@cython.final
+cdef class RowPasses:
+    """The per-event API's step (onlinepgs._core._event) of one or several states on the
+    event's one row: `run_row` of each, in their order (a race's live runs), with each
+    state's pass kept from event to event (its `Pass` and kernels, `pass_of` and
+    `select_kernels`: the state's arrays and constants, which a pass only reads, and the
+    caller's one-row buffers), made again only for a state it was not made for (another
+    `serial`), one whose arrays were bound again (`_bind` renews its scratch), a lane's
+    (its round's reference moves every step) or other buffers. A pass over many rows
+    keeps its `Pass` from row to row the same way: each step sets its own sums
+    (`step_begin`), so a kept pass is a pass that goes on. The GIL is released once for
+    all the states' steps."""
+
+    def __dealloc__(self):
+        free(self.ps)
+        free(self.kn)
+        free(self.rw)
+        free(self.ptrs)
+        free(self.serials)
+        free(self.scratch)
+
+    def __reduce__(self):
+        raise TypeError("RowPasses is not picklable")
+
+    cdef bint _current(self, Py_ssize_t s, PGSState st, const double* y, const double* sw,
+                       const int64_t* order, bint classifier):
+        cdef const Pass* ps = &self.ps[s]
+        return (s < self.n_made and self.ptrs[s] == <PyObject*>st
+                and self.serials[s] == st.serial and st.reference is None
+                and self.scratch[s] == &st.coefs[0] and ps.y == y and ps.sw == sw
+                and ps.order == order and ps.classifier == classifier
+                and ps.step_w == <double>st.t_step)
+
+    cdef int step(self, list states, const double* data, const int32_t* indices,
+                  int64_t* indptr, Py_ssize_t n_cols, const double[::1] y,
+                  const double[::1] sample_weight, const int64_t[::1] order,
+                  bint classifier) except -1:
+        """One step of each state of `states` (PGSStates of batch_size 1) on the row (a
+        canonical CSR row of int32 columns below n_cols, `indptr` [0, nnz], order [0]),
+        as `run_row` of each in turn: a state that diverges stops there (its `diverged`
+        says so), the others step as they would alone."""
+        cdef Py_ssize_t n = len(states), s
+        cdef PGSState st
+        cdef Rep rep
+        cdef void* room
+        for st in states:
+            if n_cols + 1 > st.dim:
+                raise ValueError("state dimension too small for the data")
+            if st.batch_size != 1:
+                raise ValueError("an event's step is one row: batch_size must be 1")
+        if n > self.room:
+            room = realloc(self.ps, n * sizeof(Pass))
+            if room != NULL:
+                self.ps = <Pass*>room
+                room = realloc(self.kn, n * sizeof(RowKernels))
+            if room != NULL:
+                self.kn = <RowKernels*>room
+                room = realloc(self.rw, n * sizeof(Row))
+            if room != NULL:
+                self.rw = <Row*>room
+                room = realloc(self.ptrs, n * sizeof(PyObject*))
+            if room != NULL:
+                self.ptrs = <PyObject**>room
+                room = realloc(self.serials, n * sizeof(int64_t))
+            if room != NULL:
+                self.serials = <int64_t*>room
+                room = realloc(self.scratch, n * sizeof(double*))
+            if room == NULL:
+                raise MemoryError()
+            self.scratch = <double**>room
+            self.room = n
+        for s in range(n):
+            st = states[s]
+            if not self._current(s, st, &y[0], &sample_weight[0], &order[0], classifier):
+                rep = rep_of(st)
+                self.ps[s] = pass_of(st, rep, classifier, False, 0, &y[0], &sample_weight[0],
+                                     &order[0], 1, NULL, NULL)
+                self.kn[s] = select_kernels(&self.ps[s], indices)
+                self.scratch[s] = &st.coefs[0]
+                self.ptrs[s] = <PyObject*>st  # borrowed: `states` keeps them
+                self.serials[s] = st.serial
+        self.n_made = n
+        with nogil:
+            for s in range(n):
+                note_rows(&self.ps[s], &(<PGSState>self.ptrs[s]).seen, indices, indptr,
+                          order)  # for the sweeps (_seen.pxd)
+            for s in range(n):
+                _pass_step(<PGSState>self.ptrs[s], &self.ps[s], &self.kn[s], &self.rw[s],
+                           data, indices, indptr, 0, 1)
+        return 0
 
 
 cdef inline bint _pass_step(PGSState self, Pass* ps, const RowKernels* kn, Row* rw,
