@@ -411,7 +411,7 @@ def run_clicks(args, given):
             f"{args.repeats} interleaved runs, medians.\n\n{head}\n" + "\n".join(rows)
             + "\n\n| goal (issue 53) | figure | met? |\n|---|---|---|\n"
             + "\n".join(goals) + "\n\nThe race's runs on one thread (`--jobs 1`) "
-            "against the default (threads up to the cores; the same model bit for bit):"
+            "against the default (threads up to the cores but the reader's while it parses; the same model bit for bit):"
             "\n\n| interactions | --jobs 1: wall s / cpu s | default: wall s / cpu s | "
             "--jobs 1 wall / default's | cpu | VW wall / --jobs 1's |\n|---|---|---|---|---|---|\n"
             + "\n".join(threads) + "\n")
@@ -557,7 +557,7 @@ def run_oaa(args, given):
             + "\n\n| run | accuracy against VW's | time over VW's | peak over VW's | "
             "goal (issue 52: accuracy no lower, at most 3x time and memory) |\n"
             "|---|---|---|---|---|\n" + "\n".join(goals) + "\n\n"
-            "The race's runs on the cores (the default, threads up to the cores) against "
+            "The race's runs on the cores (the default: threads up to the cores but the reader's while it parses) against "
             "one thread (`--jobs 1`; the same models bit for bit):\n\n"
             + "\n".join(threads) + "\n")
 

@@ -19,9 +19,9 @@ Examples
 """
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor, wait
 
-__all__ = ["cores", "threads_for", "groups", "run_groups", "MIN_ROWS", "CROSSED_BLOCK"]
+__all__ = ["cores", "threads_for", "reading", "groups", "run_groups", "MIN_ROWS",
+           "CROSSED_BLOCK"]
 
 # A piece of fewer rows is stepped on one thread: handing work to another thread costs
 # tens of microseconds, a few rows' steps
@@ -41,10 +41,39 @@ def cores():
 
 
 def threads_for(n_jobs, n_runs):
-    """The threads for `n_runs` live runs: ``n_jobs`` None, one a run up to `cores`; an
-    int, at most that many; never more than the runs, never fewer than 1."""
-    limit = cores() if n_jobs is None else int(n_jobs)
+    """The threads for `n_runs` live runs: ``n_jobs`` None, one a run up to the cores
+    but those a reader is parsing input on right now (`reading`), at least 1; an int,
+    at most that many; never more than the runs, never fewer than 1."""
+    limit = max(1, cores() - _parsing) if n_jobs is None else int(n_jobs)
     return max(1, min(limit, int(n_runs)))
+
+
+# the readers parsing a chunk at this moment (`reading`): each holds a core
+_parsing = 0
+_parsing_lock = threading.Lock()
+
+
+class reading:
+    """``with reading():`` around a reader's parse of one chunk on a thread of its own
+    (`onlinepgs.streaming.read_ahead`): while it parses, the runs of a race take a
+    thread fewer (`threads_for` with n_jobs None). The reader of the command parses the
+    next chunk while the runs learn; a thread a core for the runs as well left them
+    waiting on each other and on the reader (on 2 cores, the whole command 1.08x
+    slower over IMDB's rows five times, docs/benchmarks.md), while a reader that waits
+    for room in its queue (the runs slower than the parse: news20's 20 classes) leaves
+    its core to them."""
+
+    def __enter__(self):
+        global _parsing
+        with _parsing_lock:
+            _parsing += 1
+        return self
+
+    def __exit__(self, *exc):
+        global _parsing
+        with _parsing_lock:
+            _parsing -= 1
+        return False
 
 
 def groups(runs, k):
@@ -74,6 +103,8 @@ def _executor(n_threads):
     with _pool_lock:
         if _pool is None or _pool_pid != os.getpid() or _pool_size < n_threads:
             old = _pool if _pool_pid == os.getpid() else None
+            from concurrent.futures import ThreadPoolExecutor  # 12 ms: a race's first
+
             _pool = ThreadPoolExecutor(max_workers=n_threads,
                                        thread_name_prefix="onlinepgs-runs")
             _pool_size, _pool_pid = n_threads, os.getpid()
@@ -90,6 +121,8 @@ def run_groups(work, parts):
     if len(parts) == 1:
         work(0, parts[0])
         return
+    from concurrent.futures import wait
+
     pool = _executor(len(parts) - 1)
     futures = [pool.submit(work, i, part) for i, part in enumerate(parts) if i]
     error = None

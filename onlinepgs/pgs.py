@@ -203,12 +203,14 @@ _COMMON_DOC = """
         Threads the runs of a race (sigma="auto", eta="auto") learn on: the live runs
         are split into groups, each stepped by its own thread over the same rows. None:
         one thread a live run, up to the cores this process may run on
-        (``os.sched_getaffinity``); 1: every run on the calling thread. Every result is
-        the same bit for bit whatever n_jobs is (each run makes the same steps; only the
-        wall time changes, not the CPU time), so it is not a parameter of the model:
-        a model trained with one n_jobs continues with another. A fixed sigma trains
-        one run (one thread), as do `learn_one` and `onlinepgs.dask`'s lanes (Dask's
-        lanes are its parallelism).
+        (``os.sched_getaffinity``) less those a file reader of the command or of
+        ``onlinepgs.streaming.train_stream`` is parsing on at that moment; 1: every run
+        on the calling thread. Every result is the same bit for bit whatever n_jobs is
+        (each run makes the same steps; only the wall time changes, not the CPU time),
+        so it is not a parameter of the model: a model trained with one n_jobs continues
+        with another, and a model file does not hold it (a loaded model has None). A
+        fixed sigma trains one run (one thread), as do `learn_one` and
+        `onlinepgs.dask`'s lanes (Dask's lanes are its parallelism).
 """
 
 _MULTI_CLASS_DOC = """    multi_class : {"ovr", "multinomial", "crammer_singer"}, default="ovr"

@@ -15,7 +15,7 @@ from onlinepgs._core._pgs import run_lockstep
 from onlinepgs._core._hashing import records_to_rows
 from onlinepgs._race import FIRST_CHECK, SigmaRace
 from onlinepgs.features import CrossedRows, NamespacedRows
-from onlinepgs.model_io import load_learner, load_model, save_model
+from onlinepgs.model_io import load_learner, load_model, read_header, save_model
 from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
 from test_crossed import (click_lines, diverging_crossed_rows, expanded_input,
                           namespaced_records, same_state)
@@ -222,14 +222,12 @@ def test_a_model_trained_on_two_threads_continues_on_one(tmp_path, split):
                      classes=[-1, 1])
     save_model(first, tmp_path / "m.opgs")
     again = load_model(tmp_path / "m.opgs")
-    assert again.n_jobs == 2
+    assert again.n_jobs is None  # how a machine runs it: never in the file
     again.set_params(n_jobs=1)
     _chunked(again, X[2500:], y[2500:], 700)
     whole = _chunked(PGSClassifier(n_jobs=1, random_state=0), X, y, 700, classes=[-1, 1])
     _same_learners(whole, again)
-    # the default (None) is not written: the file of a default learner has no n_jobs
-    save_model(whole.set_params(n_jobs=None), tmp_path / "d.opgs")
-    assert load_learner(tmp_path / "d.opgs").n_jobs is None
+    assert "n_jobs" not in read_header(tmp_path / "m.opgs")["params"]
 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, "2"])
@@ -291,6 +289,38 @@ def test_threads_for_counts_the_cores_and_the_runs(monkeypatch):
     assert _jobs.threads_for(None, 12) == 2 and _jobs.threads_for(None, 1) == 1
     assert _jobs.threads_for(5, 3) == 3 and _jobs.threads_for(1, 12) == 1
     assert _jobs.groups(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
+
+
+def test_a_reader_parsing_takes_a_core_from_the_runs(monkeypatch):
+    monkeypatch.setattr(_jobs, "cores", lambda: 2)
+    with _jobs.reading():
+        assert _jobs.threads_for(None, 12) == 1 and _jobs.threads_for(2, 12) == 2
+        with _jobs.reading():
+            assert _jobs.threads_for(None, 12) == 1
+    assert _jobs.threads_for(None, 12) == 2
+    monkeypatch.setattr(_jobs, "cores", lambda: 8)
+    with _jobs.reading():
+        assert _jobs.threads_for(None, 12) == 7
+
+
+def test_read_ahead_holds_a_core_only_while_it_parses(monkeypatch):
+    """The reader counts as parsing while it makes a chunk, not while it waits for room
+    in its queue, nor once it has ended."""
+    from onlinepgs.streaming import read_ahead
+    seen = []
+
+    class Reader:
+        n_lines = 0
+
+        def __iter__(self):
+            for i in range(3):
+                seen.append(_jobs._parsing)  # inside the parse of chunk i
+                self.n_lines += 1
+                yield sp.csr_matrix(np.ones((1, 2))), np.ones(1)
+    chunks = read_ahead(Reader(), depth=1)
+    next(chunks)
+    list(chunks)
+    assert seen == [1, 1, 1] and _jobs._parsing == 0
 
 
 def test_an_error_in_one_thread_is_raised_after_every_thread_ended():

@@ -320,8 +320,9 @@ def build_parser():
     run.add_argument("--jobs", type=_int, default=None, metavar="N",
                      help="threads the runs of the sigma (and eta) race learn on, each "
                      "thread a group of runs over the same rows (default: one a run, up "
-                     "to the cores this process may use; 1: one thread). The model does "
-                     "not depend on it: the same bit for bit, whatever N")
+                     "to the cores this process may use but the one the reader parses "
+                     "on while it parses; 1: one thread). The model does not depend on it: the same bit for "
+                     "bit, whatever N")
     _input_options(train)
     dist = train.add_argument_group(
         "Dask (onlinepgs.dask: distributed PGS in rounds; needs onlinepgs[dask])")

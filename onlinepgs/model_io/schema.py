@@ -83,7 +83,11 @@ def _param_to_json(name, value, path):
 # versions read (a PGS model's l1 at 0 too, below); never classes (classes_ is kept)
 _LIST_PARAMS = ("interactions",)
 _OMITTED_AT = dict(interactions=None, multi_class="ovr", l1_geometry="auto", geometry="global",
-                   eta="auto", n_jobs=None)
+                   eta="auto")
+# parameters never written: how this machine runs the model, not what the model is (the
+# threads of a race: the same model bit for bit whatever their number); a loaded model
+# takes their defaults
+_RUN_PARAMS = ("n_jobs",)
 
 
 def encode(estimator, path, extra, with_state=True):
@@ -107,7 +111,8 @@ def encode(estimator, path, extra, with_state=True):
     params = estimator.get_params(deep=False)
     omit = {**_OMITTED_AT, **({} if sdca else {"l1": 0})}  # SDCA's l1 is older
     json_params = {key: _param_to_json(key, value, path) for key, value in params.items()
-                   if key != "classes" and not (key in omit and value == omit[key])}
+                   if key != "classes" and key not in _RUN_PARAMS
+                   and not (key in omit and value == omit[key])}
 
     arrays, table = {}, []
 

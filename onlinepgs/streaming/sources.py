@@ -46,9 +46,15 @@ def read_ahead(reader, depth=2):
     stop = threading.Event()
 
     def produce():
+        from onlinepgs import _jobs
+
         try:
-            lines = 0
-            for item in reader:
+            lines, items = 0, iter(reader)
+            while True:
+                with _jobs.reading():  # a core parsing: a race's runs take one fewer
+                    item = next(items, done)
+                if item is done:
+                    break
                 X, y = item[0], item[1]
                 w = item[2] if len(item) > 2 else None
                 # the parser stops right after the row that fills a chunk
