@@ -503,16 +503,23 @@ def _log_loss_auc(y, z):
             float(roc_auc_score(y > 0, p)))
 
 
+def _vw_scores(train, test, workdir, options, model_options=""):
+    """VW's margins on the VW file `test` after one pass over `train` (its defaults, the
+    logistic loss, 2^GEOMETRY_BITS columns, `options`; `model_options`: beside the model
+    it writes, e.g. a readable copy), and the model's path."""
+    model, pred = Path(workdir) / "vw.model", Path(workdir) / "vw.pred"
+    subprocess.run([sys.executable, "-c", VW_TRAIN,
+                    f"-d {train} --loss_function logistic -b {GEOMETRY_BITS}{options} "
+                    f"-f {model}{model_options.format(model=model)} --quiet"], check=True)
+    subprocess.run([sys.executable, "-c", VW_TRAIN,
+                    f"-d {test} -i {model} -t --quiet -p {pred}"], check=True)
+    return np.loadtxt(pred), model
+
+
 def _vw_logistic(train, test, y_test, workdir, extra=""):
     """Test (log loss, AUC) of VW's one pass over `train` (its defaults, the logistic
     loss, 2^GEOMETRY_BITS columns, and `extra`), scoring the VW file `test`."""
-    model, pred = Path(workdir) / "vw.model", Path(workdir) / "vw.pred"
-    subprocess.run([sys.executable, "-c", VW_TRAIN,
-                    f"-d {train} --loss_function logistic -b {GEOMETRY_BITS}{extra} "
-                    f"-f {model} --quiet"], check=True)
-    subprocess.run([sys.executable, "-c", VW_TRAIN,
-                    f"-d {test} -i {model} -t --quiet -p {pred}"], check=True)
-    return _log_loss_auc(y_test, np.loadtxt(pred))
+    return _log_loss_auc(y_test, _vw_scores(train, test, workdir, extra)[0])
 
 
 def _ours_logistic(params, X, y, X_test, y_test, sample_weight=None):
@@ -1055,13 +1062,9 @@ def _vw_l1(train, test, y_test, workdir, extra, l1):
     (the logistic loss, 2^GEOMETRY_BITS columns, and `extra`), its weights counted in
     ``--readable_model`` by `bench_l1.vw_nonzeros` (the constant excluded)."""
     from bench_l1 import vw_nonzeros  # the counting of bench_l1's FTRL comparisons
-    model, pred = Path(workdir) / "vw.model", Path(workdir) / "vw.pred"
-    subprocess.run([sys.executable, "-c", VW_TRAIN,
-                    f"-d {train} --loss_function logistic -b {GEOMETRY_BITS}{extra} "
-                    f"--l1 {l1} -f {model} --readable_model {model}.txt --quiet"], check=True)
-    subprocess.run([sys.executable, "-c", VW_TRAIN,
-                    f"-d {test} -i {model} -t --quiet -p {pred}"], check=True)
-    scores = np.loadtxt(pred)  # margins: the logistic loss without --link
+    # margins: the logistic loss without --link
+    scores, model = _vw_scores(train, test, workdir, f"{extra} --l1 {l1}",
+                               " --readable_model {model}.txt")
     return float(np.mean(np.where(scores > 0, 1.0, -1.0) == y_test)), vw_nonzeros(model)
 
 
