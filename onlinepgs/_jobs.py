@@ -90,56 +90,83 @@ def groups(runs, k):
     return out
 
 
-# the pool of the threads beyond the caller's, made on first use; a process forked from
-# this one (its threads are not copied) makes its own
-_pool = None
-_pool_size = 0
-_pool_pid = None
-_pool_lock = threading.Lock()
+# the threads beyond the caller's, made on first use, each taking its jobs from a queue of
+# its own (threading and queue: `concurrent.futures` imports `logging`, 5 ms of the
+# command's cold start); a process forked from this one (its threads are not copied) makes
+# its own
+_workers = []
+_workers_pid = None
+_workers_lock = threading.Lock()
 
 
-def _executor(n_threads):
-    global _pool, _pool_size, _pool_pid
-    with _pool_lock:
-        if _pool is None or _pool_pid != os.getpid() or _pool_size < n_threads:
-            old = _pool if _pool_pid == os.getpid() else None
-            from concurrent.futures import ThreadPoolExecutor  # 12 ms: a race's first
+class _Job:
+    """``work(i, part)``, run on a worker; `done` set once it has ended, `error` what it
+    raised."""
+    __slots__ = ("work", "i", "part", "done", "error")
 
-            _pool = ThreadPoolExecutor(max_workers=n_threads,
-                                       thread_name_prefix="onlinepgs-runs")
-            _pool_size, _pool_pid = n_threads, os.getpid()
-            if old is not None:
-                old.shutdown(wait=False)  # its idle threads end; work it holds finishes
-        return _pool
+    def __init__(self, work, i, part):
+        self.work, self.i, self.part = work, i, part
+        self.done = threading.Event()
+        self.error = None
+
+    def run(self):
+        try:
+            self.work(self.i, self.part)
+        except BaseException as exc:  # handed to the caller of run_groups
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+def _worker_loop(jobs):
+    while True:
+        jobs.get().run()
+
+
+def _workers_for(n_threads):
+    """The job queues of `n_threads` idle worker threads (made if fewer exist)."""
+    global _workers, _workers_pid
+    import queue
+
+    with _workers_lock:
+        if _workers_pid != os.getpid():
+            _workers, _workers_pid = [], os.getpid()
+        while len(_workers) < n_threads:
+            jobs = queue.SimpleQueue()
+            # a daemon: an idle worker never holds the interpreter's exit (run_groups
+            # returns only once every job it gave has ended)
+            threading.Thread(target=_worker_loop, args=(jobs,), daemon=True,
+                             name=f"onlinepgs-runs_{len(_workers)}").start()
+            _workers.append(jobs)
+        return _workers[:n_threads]
 
 
 def run_groups(work, parts):
     """``work(i, part)`` for each part of `parts` at once: the first on this thread, the
-    others on the pool's. Returns once every one has ended, even if one raised or this
+    others on worker threads. Returns once every one has ended, even if one raised or this
     thread was interrupted meanwhile (a state is never left to a thread after return);
     then raises the first error in the parts' order, if any."""
     if len(parts) == 1:
         work(0, parts[0])
         return
-    from concurrent.futures import wait
-
-    pool = _executor(len(parts) - 1)
-    futures = [pool.submit(work, i, part) for i, part in enumerate(parts) if i]
+    jobs = [_Job(work, i, part) for i, part in enumerate(parts) if i]
+    # one job a worker: the caller holds _workers_lock only while taking the queues, and
+    # run_groups is not re-entered on a worker (the work is one group's steps)
+    for queue_, job in zip(_workers_for(len(jobs)), jobs):
+        queue_.put(job)
     error = None
     try:
         work(0, parts[0])
     except BaseException as exc:  # the others still run: waited for below
         error = exc
-    while True:
-        try:
-            wait(futures)
-            break
-        except BaseException as exc:  # e.g. KeyboardInterrupt: the threads finish first
-            error = error or exc
-    if error is None:
-        for future in futures:
-            if future.exception() is not None:
-                error = future.exception()
+    for job in jobs:
+        while True:
+            try:
+                job.done.wait()
                 break
+            except BaseException as exc:  # e.g. KeyboardInterrupt: the threads finish first
+                error = error or exc
+    if error is None:
+        error = next((job.error for job in jobs if job.error is not None), None)
     if error is not None:
         raise error

@@ -14,7 +14,6 @@ Two layers (docs/design/auto-sigma.md):
 read (DESIGN-34, section 1).
 """
 import math
-from dataclasses import asdict, dataclass, field
 
 __all__ = ["SigmaSchedule", "SigmaRace", "Run", "Decision", "progressive_sums",
            "DEFAULT_GRID", "RaceDivergedError"]
@@ -79,34 +78,55 @@ def progressive_sums(state):
                 n_mistakes_last=int(state.n_mistakes))
 
 
-@dataclass
+# Run and Decision are plain classes, not dataclasses: the command imports this module,
+# and `dataclasses` imports `inspect` (10 ms of a cold start)
 class Run:
     """One PGS run of the race: its sigma, the row count it started at, the run it
     was forked from (None: trained from row 0) and its base rate eta (the adaptive
     geometry's, in a race of eta: `onlinepgs._eta_race`; None: the learner's own)."""
-    run_id: int
-    sigma: float
-    started_at: int = 0
-    parent: "int | None" = None
-    eta: "float | None" = None
+
+    def __init__(self, run_id, sigma, started_at=0, parent=None, eta=None):
+        self.run_id, self.sigma, self.started_at = run_id, sigma, started_at
+        self.parent, self.eta = parent, eta
 
     def to_dict(self):
         """The run as JSON-able values (eta only where a race of eta set it)."""
-        d = asdict(self)
-        if self.eta is None:
-            del d["eta"]
+        d = dict(run_id=self.run_id, sigma=self.sigma, started_at=self.started_at,
+                 parent=self.parent)
+        if self.eta is not None:
+            d["eta"] = self.eta
         return d
 
+    def __eq__(self, other):
+        return self.to_dict() == other.to_dict() if type(other) is Run else NotImplemented
 
-@dataclass
+    __hash__ = None  # mutable, as a dataclass's
+
+    def __repr__(self):
+        return "Run(" + ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items()) + ")"
+
+
 class Decision:
     """What a check decided: the runs to drop, the forks to make as (parent run_id, new
     sigma) (the new runs' ids are `SigmaSchedule.runs`' next ones, in this order), the
     leader, and whether the race is over (only the leader lives on)."""
-    drop: list = field(default_factory=list)
-    fork: list = field(default_factory=list)
-    leader: int = 0
-    settled: bool = False
+
+    def __init__(self, drop=None, fork=None, leader=0, settled=False):
+        self.drop = [] if drop is None else drop
+        self.fork = [] if fork is None else fork
+        self.leader, self.settled = leader, settled
+
+    def _key(self):
+        return self.drop, self.fork, self.leader, self.settled
+
+    def __eq__(self, other):
+        return self._key() == other._key() if type(other) is Decision else NotImplemented
+
+    __hash__ = None  # mutable, as a dataclass's
+
+    def __repr__(self):
+        return (f"Decision(drop={self.drop!r}, fork={self.fork!r}, leader={self.leader!r}, "
+                f"settled={self.settled!r})")
 
 
 def _loss_between(now, then):

@@ -29,7 +29,6 @@ Examples
 """
 import contextlib
 import threading
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -45,7 +44,6 @@ WILDCARD = ":"  # in an interaction: any namespace letter (never RAW_COLUMN)
 FNV_PRIME = 16777619  # combines the hashes of an interaction (as Vowpal Wabbit does)
 
 
-@dataclass
 class NamespacedRows:
     """A chunk of rows before hashing into columns.
 
@@ -59,11 +57,15 @@ class NamespacedRows:
     names : list of str or None   the entries' names ("namespace^feature", or "feature" in
                            the default namespace), only when asked for (audit)
     """
-    ns: np.ndarray
-    hashes: np.ndarray
-    values: np.ndarray
-    indptr: np.ndarray
-    names: list = None
+    # a plain class, not a dataclass: the command imports this module, and `dataclasses`
+    # imports `inspect` (10 ms of a cold start)
+
+    def __init__(self, ns, hashes, values, indptr, names=None):
+        self.ns, self.hashes, self.values, self.indptr = ns, hashes, values, indptr
+        self.names = names
+
+    def __repr__(self):
+        return f"NamespacedRows(n_rows={self.n_rows}, nnz={len(self.values)})"
 
     @property
     def n_rows(self):
@@ -109,14 +111,26 @@ class NamespacedRows:
                        for p, s in zip(parts, starts)]), names)
 
 
-@dataclass
 class FeatureSpec:
     """How namespaced rows become columns: 2**n_bits hashed columns, the hash seed, the
     interactions (normalized strings of namespace letters, e.g. ("ab", "abc", "::"), as
-    `parse_interactions` gives them)."""
-    n_bits: int
-    hash_seed: int = 0
-    interactions: tuple = field(default_factory=tuple)
+    `parse_interactions` gives them). Equal when the three are."""
+
+    def __init__(self, n_bits, hash_seed=0, interactions=()):
+        self.n_bits, self.hash_seed, self.interactions = n_bits, hash_seed, interactions
+
+    def _key(self):
+        return self.n_bits, self.hash_seed, self.interactions
+
+    def __eq__(self, other):
+        return self._key() == other._key() if type(other) is FeatureSpec else NotImplemented
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        return (f"FeatureSpec(n_bits={self.n_bits!r}, hash_seed={self.hash_seed!r}, "
+                f"interactions={self.interactions!r})")
 
 
 def namespace_seed(name, hash_seed):

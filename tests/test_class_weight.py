@@ -322,7 +322,7 @@ def test_a_malformed_stored_class_weight_is_refused(tmp_path):
     import zipfile
 
     from onlinepgs.model_io import ModelFileError
-    from onlinepgs.model_io.container import write
+    from onlinepgs.model_io.writing import write
 
     X, y = imbalanced(n=100)
     path = tmp_path / "m.pgs"

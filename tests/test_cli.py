@@ -945,7 +945,7 @@ def test_a_full_disk_at_a_checkpoint_keeps_the_previous_one(tmp_path, capsys, mo
     previous checkpoint is intact; resuming from it gives the uninterrupted model."""
     import errno
 
-    from onlinepgs.model_io import container as model_io  # where the archive is written
+    from onlinepgs.model_io import writing as model_io  # where the archive is written
 
     data = tmp_path / "d.svm"
     write_svmlight(data, n=1000)

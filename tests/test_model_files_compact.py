@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from onlinepgs.model_io import ModelFileError, container, load_learner, read_header, save_model
+from onlinepgs.model_io import (ModelFileError, container, load_learner, read_header, save_model,
+                                writing)
 from onlinepgs.pgs import PGSClassifierLearner, PGSRegressorLearner
 
 N_BITS = 20
@@ -80,7 +81,7 @@ def _rewritten(tmp_path, source, mutate):
         entry["shape"] = list(arrays[entry["name"]].shape)
         entry["dtype"] = arrays[entry["name"]].dtype.str
     path = tmp_path / "crafted.pgs"
-    container.write(path, raw, arrays)
+    writing.write(path, raw, arrays)
     return path
 
 

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from fuzzing import MUTATIONS, fuzzer, mutate
 from onlinepgs import PGSClassifier, PGSRegressor
 from onlinepgs import model_io
-from onlinepgs.model_io import container, jsonvalues
+from onlinepgs.model_io import container, jsonvalues, writing
 from onlinepgs.model_io import (FORMAT_NAME, FORMAT_VERSION, ModelFileError, load_learner,
                                 load_model, read_header, save_model)
 
@@ -1033,20 +1033,69 @@ def test_crash_at_rename_keeps_the_previous_file(previous, fitted, monkeypatch):
 def test_crash_while_writing_arrays_keeps_the_previous_file(previous, fitted, monkeypatch):
     path, before = previous
     calls = []
-    real = container._write_array
+    real = writing._write_array
 
-    def crash_on_third(fileobj, arr):
+    def crash_on_third(fileobj, arr, *rest):
         calls.append(arr.shape)
         if len(calls) == 3:
             raise KeyboardInterrupt  # not only Exceptions: an interrupt too
-        real(fileobj, arr)
-    monkeypatch.setattr(container, "_write_array", crash_on_third)
+        real(fileobj, arr, *rest)
+    monkeypatch.setattr(writing, "_write_array", crash_on_third)
     with pytest.raises(KeyboardInterrupt):
         save_model(fitted, path)
     assert len(calls) == 3
     assert path.read_bytes() == before
     assert_only(path.parent, ["model.pgs"])
     load_model(path)  # still a valid model
+
+
+@pytest.fixture
+def wide_model():
+    """A model whose arrays are a few MiB: hashed while written (`_OVERLAP_BYTES`)."""
+    rng = np.random.default_rng(0)
+    X = sp.random(400, 100_000, density=0.01, format="csr", random_state=0)
+    y = rng.integers(0, 5, 400)
+    est = PGSClassifier(random_state=0).fit(X, y)  # the race's runs: several states
+    assert est._state.nbytes > 4 * writing._OVERLAP_BYTES
+    return est
+
+
+def test_arrays_hashed_while_written_give_the_bytes_of_hashing_first(tmp_path, wide_model,
+                                                                     monkeypatch):
+    """A large file's digest is taken on a thread while its arrays are written, then the
+    header filled in where it lies: byte for byte the file hashed first (the small
+    files' way), which the reader verifies."""
+    save_model(wide_model, tmp_path / "overlapped.pgs")
+    monkeypatch.setattr(writing, "_OVERLAP_BYTES", 2**62)
+    save_model(wide_model, tmp_path / "first.pgs")
+    overlapped = (tmp_path / "overlapped.pgs").read_bytes()
+    assert overlapped == (tmp_path / "first.pgs").read_bytes()
+    assert len(overlapped) > 4 * 2**20
+    reloaded = load_model(tmp_path / "overlapped.pgs")  # the checksum verified
+    np.testing.assert_array_equal(reloaded.coef_, wide_model.coef_)
+
+
+def test_crash_while_hashing_and_writing_keeps_the_previous_file(previous, wide_model,
+                                                                   monkeypatch):
+    """An interrupt between the arrays of a large file: the previous file stays whole,
+    and the hashing thread has ended."""
+    import threading
+
+    path, before = previous
+    real, calls = writing._write_array, []
+
+    def crash_on_fifth(fileobj, arr, hasher=None):
+        calls.append(hasher is not None)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        real(fileobj, arr, hasher)
+    monkeypatch.setattr(writing, "_write_array", crash_on_fifth)
+    with pytest.raises(KeyboardInterrupt):
+        save_model(wide_model, path)
+    assert calls == [True] * 5  # the overlapped way
+    assert path.read_bytes() == before
+    assert_only(path.parent, ["model.pgs"])
+    assert not [t for t in threading.enumerate() if t.name == "onlinepgs-sha256"]
 
 
 def test_crash_at_fsync_leaves_no_file_behind(tmp_path, fitted, monkeypatch):
@@ -1091,7 +1140,7 @@ def test_a_full_disk_names_the_file_and_keeps_the_previous_one(previous, fitted,
     def no_space(*args):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     if where == "write":
-        monkeypatch.setattr(container, "_write_array", no_space)
+        monkeypatch.setattr(writing, "_write_array", no_space)
     else:
         monkeypatch.setattr(os, "fsync", no_space)
     with pytest.raises(OSError, match=re.escape(f"cannot write {path}: No space left on "

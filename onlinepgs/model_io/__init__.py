@@ -124,6 +124,7 @@ version (entries carry a fixed timestamp).
 
 **Modules.** This module is the public face; the work is done in
 `~onlinepgs.model_io.container` (the zip, the checksum, reading with bounded memory),
+`~onlinepgs.model_io.writing` (the archive written, its checksum taken as it is),
 `~onlinepgs.model_io.atomic` (`replace_atomically`: temporary file, lock, fsync, rename),
 `~onlinepgs.model_io.schema` (estimators and learners to and from the header and
 arrays), `~onlinepgs.model_io.reported` (a PGS file's reported model without its
@@ -197,10 +198,10 @@ def save_model(estimator, path, *, extra=None, state=True):
     OSError
         The file cannot be written (the previous file, if any, is intact).
     """
-    from onlinepgs.model_io import schema  # the learners: numpy and the compiled core
+    from onlinepgs.model_io import schema, writing  # the learners: numpy and the compiled core
 
     path = os.fspath(path)
-    container.write(path, *schema.encode(estimator, path, extra, with_state=state))
+    writing.write(path, *schema.encode(estimator, path, extra, with_state=state))
 
 
 def read_header(path, *, verify=True):

@@ -1,11 +1,10 @@
-"""The model file's container: a zip of ``header.json`` and one ``.npy`` per array.
+"""The model file's container: a zip of ``header.json`` and one ``.npy`` per array, with
+a SHA-256 checksum of the arrays and the header (`_digest`).
 
-Writing: `storable_array` turns an array into one the format holds (object arrays only
-as strings), `write` adds the checksum to the header and writes the archive atomically
-(through `onlinepgs.model_io.atomic.replace_atomically`). Reading: `read` opens an
-archive, checks its header's format, version and table of arrays, reads the arrays
-with bounded memory (`_Room`: whatever the archive's directory claims, the entries
-read add up to at most the file's size) and verifies the SHA-256 checksum. What the
+Writing is `onlinepgs.model_io.writing`'s. Reading: `read` opens an archive, checks its
+header's format, version and table of arrays, reads the arrays with bounded memory
+(`_Room`: whatever the archive's directory claims, the entries read add up to at most
+the file's size) and verifies the SHA-256 checksum. What the
 header's fields mean for a model is `onlinepgs.model_io.schema`'s business; the format
 itself is described in `onlinepgs.model_io`'s docstring.
 
@@ -23,11 +22,10 @@ import struct
 import zipfile
 import zlib
 
-from onlinepgs.model_io.atomic import replace_atomically
 from onlinepgs.model_io.errors import ModelFileError, describe, short
 from onlinepgs.model_io.jsonvalues import MAX_JSON_DEPTH, from_json, is_float_tag, json_depth
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "storable_array", "write", "read"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "read"]
 
 FORMAT_NAME = "onlinepgs-model"
 FORMAT_VERSION = 1
@@ -63,90 +61,6 @@ def _digest(header, arrays):
             h.update(piece)
     h.update(_canonical(header))
     return h.hexdigest()
-
-
-def storable_array(name, arr, path):
-    """(array to write, table entry) for one array (or one given in pieces: `_bytes_of`);
-    object arrays only as strings."""
-    import numpy as np
-
-    if hasattr(arr, "pieces"):  # a state's numbers: stored as they are
-        return arr, {"name": name, "dtype": arr.dtype.str, "shape": list(arr.shape)}
-    arr = np.asarray(arr)
-    as_object = False
-    if arr.dtype == object:
-        if not all(isinstance(item, str) for item in arr.flat):
-            kinds = sorted({type(item).__name__ for item in arr.flat})
-            raise ModelFileError(path, f"array {name} has dtype object with {kinds} elements: "
-                                       "object arrays cannot be stored (no pickle); only "
-                                       "object arrays of str are converted")
-        arr = arr.astype(str) if arr.size else arr.astype("<U1")
-        as_object = True
-    if arr.dtype.kind not in _ARRAY_KINDS or arr.dtype.fields is not None:
-        raise ModelFileError(path, f"array {name} has dtype {arr.dtype}, which a model file "
-                                   "cannot store (bool, int, float, complex or str only)")
-    arr = np.ascontiguousarray(arr)
-    entry = {"name": name, "dtype": arr.dtype.str, "shape": list(arr.shape)}
-    if as_object:
-        entry["as_object"] = True
-    return arr, entry
-
-
-def _zip_info(name, compress):
-    info = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
-    info.compress_type = compress
-    info.external_attr = 0o644 << 16
-    return info
-
-
-def _write_array(fileobj, arr):
-    """One .npy entry: numpy's header (as `write_array` writes it), then the array's
-    bytes as they lie in memory, or a piece at a time (`_bytes_of`): never a copy of
-    the whole (`write_array` copies 16 MiB at a time into a stream that is no file)."""
-    from numpy.lib import format as _npy
-
-    if not hasattr(arr, "pieces") and arr.dtype.kind not in "biufc":
-        _npy.write_array(fileobj, arr, allow_pickle=False)
-        return
-    _npy.write_array_header_1_0(fileobj, {"descr": _npy.dtype_to_descr(arr.dtype),
-                                          "fortran_order": False, "shape": tuple(arr.shape)})
-    for piece in _bytes_of(arr):
-        fileobj.write(piece)
-
-
-def _header_bytes(header, arrays, path):
-    """header.json's bytes: the header with its checksum added, refused if the reader
-    would refuse it for its size."""
-    header = dict(header)
-    header["checksum"] = {"algorithm": "sha256", "digest": _digest(header, arrays)}
-    data = json.dumps(header, indent=1, ensure_ascii=True, allow_nan=False).encode("ascii")
-    data += b"\n"
-    if len(data) > _MAX_HEADER_BYTES:
-        raise ModelFileError(path, f"the header would have {len(data)} bytes, more than the "
-                                   f"{_MAX_HEADER_BYTES} a model file's header may have "
-                                   "(a large extra?)")
-    return data
-
-
-def _write_zip(fileobj, header_bytes, table, arrays):
-    """Write the archive: header.json and one .npy per array of `table`, in its order."""
-    # stored, not deflated: saving stays a few ms on a hot path (checkpoints), and the
-    # arrays of a trained model compress little anyway; readers refuse compressed entries
-    compress = zipfile.ZIP_STORED
-    with zipfile.ZipFile(fileobj, "w", compression=compress, allowZip64=True) as zf:
-        zf.writestr(_zip_info(_HEADER_ENTRY, compress), header_bytes)
-        for entry in table:
-            arr = arrays[entry["name"]]
-            with zf.open(_zip_info(entry["name"] + ".npy", compress), "w",
-                         force_zip64=arr.nbytes > 2**30) as out:
-                _write_array(out, arr)
-
-
-def write(path, header, arrays):
-    """Write the archive of `header` (without checksum) and its `arrays` to `path`,
-    atomically; a header the reader would refuse for its size is refused first."""
-    header_bytes = _header_bytes(header, arrays, path)
-    replace_atomically(path, lambda f: _write_zip(f, header_bytes, header["arrays"], arrays))
 
 
 # ---- reading ---------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from onlinepgs._options import settle_auto
 from onlinepgs._core._pgs import STATE_VERSION, PGSState
 from onlinepgs import pgs as _pgs
 from onlinepgs.model import LinearModel
-from onlinepgs.model_io.container import FORMAT_NAME, FORMAT_VERSION, storable_array
+from onlinepgs.model_io.container import FORMAT_NAME, FORMAT_VERSION
+from onlinepgs.model_io.writing import storable_array
 from onlinepgs.model_io.errors import ModelFileError, describe, short
 from onlinepgs.model_io.jsonvalues import (class_weight_from_json as _class_weight_from_json,
                                             class_weight_to_json as _class_weight_to_json,
