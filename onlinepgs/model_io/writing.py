@@ -108,7 +108,9 @@ class _Hasher:
     """SHA-256 of the pieces handed to `add`, taken on a thread of its own while the
     caller writes them (hashlib releases the GIL on large pieces: a model's save hashes
     and writes its arrays at once, on two cores; the digest is `_digest`'s). At most
-    `DEPTH` pieces wait (a state's rows are copied a MiB at a time)."""
+    `DEPTH` pieces wait (a state's rows are copied a MiB at a time). Reading a file
+    gained nothing from it (zipfile's reads hold the GIL between pieces): the reader
+    hashes on its own thread."""
 
     DEPTH = 8
 
