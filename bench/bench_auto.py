@@ -53,7 +53,8 @@ Parts (``--parts``, comma-separated; all by default):
   (``--loss_function squared``), from their own summaries;
 * ``sorted`` (issue 52): a9a and IMDB with the training rows sorted by label and the
   same rows shuffled, one pass: test log loss and AUC of the global geometry, the
-  adaptive one (eta raced, 0.1, 0.5 and 2) and VW's default;
+  adaptive one (eta raced, 0.1, 0.5 and 2; and eta raced with its averaged iterates
+  weighted2 and average) and VW's default;
 * ``weights`` (issue 52): a9a and IMDB with every +1 row of importance weight k (3, 30)
   and with every +1 row written k times in its place: test log loss and AUC of the
   global geometry, the adaptive one (eta raced, 0.5) and VW's default.
@@ -747,8 +748,12 @@ def part_sorted(args, record, out):
         for order, path in _sorted_and_shuffled(train, workdir, name).items():
             yield {"order": order}, path
 
+    # the adaptive geometry's averages (eta raced): an average forgets the first class
+    # less than a last iterate does
+    averages = {f"adaptive {iterate}": dict(geometry="adaptive", iterate=iterate, radius=None)
+                for iterate in ("weighted2", "average")}
     _variants_table(args, record, out, "sorted", title, ["order"], SORTED_SETS,
-                    _adaptive_runs(("auto", 0.1, 0.5, 2.0)), variants)
+                    {**_adaptive_runs(("auto", 0.1, 0.5, 2.0)), **averages}, variants)
 
 
 WEIGHT_SETS = ("a9a", "imdb")
