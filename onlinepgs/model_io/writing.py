@@ -119,13 +119,13 @@ class _Hasher:
         import threading
 
         self._sha = hashlib.sha256()
+        self._error = None
         self._pieces = queue.Queue(maxsize=self.DEPTH)
         self._thread = threading.Thread(target=self._run, name="onlinepgs-sha256",
                                         daemon=True)
         self._thread.start()
 
     def _run(self):
-        self._error = None
         while True:
             piece = self._pieces.get()
             if piece is None:
