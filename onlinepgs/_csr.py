@@ -284,6 +284,12 @@ class CSR:
         W = np.asarray(other)
         if W.ndim not in (1, 2) or W.shape[0] != self.shape[1]:
             raise ValueError(f"dimension mismatch: X is {self.shape}, W {W.shape}")
+        if _compiled(self, W):
+            from onlinepgs._core._products import csr_times_dense
+
+            out = csr_times_dense(self.indptr, self.indices, self.data,
+                                  W.reshape(W.shape[0], -1))
+            return out.reshape(-1) if W.ndim == 1 else out
         start, stop = self.indptr[0], self.indptr[-1]
         return _sums(self._rows_of_entries(), self.data[start:stop],
                      W[self.indices[start:stop]], self.shape[0])
@@ -300,9 +306,25 @@ class _Transposed:
         X, U = self.X, np.asarray(other)
         if U.ndim not in (1, 2) or U.shape[0] != X.shape[0]:
             raise ValueError(f"dimension mismatch: X.T is {self.shape}, U {U.shape}")
+        if _compiled(X, U):
+            from onlinepgs._core._products import csr_transposed_times_dense
+
+            out = csr_transposed_times_dense(X.indptr, X.indices, X.data,
+                                             U.reshape(U.shape[0], -1), X.shape[1])
+            return out.reshape(-1) if U.ndim == 1 else out
         start, stop = X.indptr[0], X.indptr[-1]
         return _sums(X.indices[start:stop], X.data[start:stop], U[X._rows_of_entries()],
                      X.shape[1])
+
+
+def _compiled(X, W):
+    """Whether the compiled products take X and the dense W (`_core._products`: float64
+    values, C-contiguous W, 32- or 64-bit indices): the same sums as `_sums`, in compiled
+    code (a 20-class `predict` of 4,780 rows took 0.13 s in `_sums`)."""
+    return (X.data.dtype == np.float64 and W.dtype == np.float64
+            and W.flags.c_contiguous and X.data.flags.c_contiguous
+            and all(a.dtype in (np.int32, np.int64) and a.flags.c_contiguous
+                    for a in (X.indices, X.indptr)))
 
 
 def _sums(bins, data, picked, n):
