@@ -99,8 +99,8 @@ def test_products_are_scipys_bit_for_bit(k):
 def test_compiled_products_sum_as_the_numpy_ones(index_dtype, k, monkeypatch):
     """The compiled products (`onlinepgs._core._products`) against `_sums` (NumPy's
     bincount, in stored order) and scipy, bit for bit: 32- and 64-bit indices, empty
-    rows, a selection's offsets; W that the compiled path does not take (float32, not
-    C-contiguous) go to `_sums`, with scipy's values too."""
+    rows, a selection's offsets; W in Fortran order (a model's coef_.T) too; W that the
+    compiled path does not take (float32) goes to `_sums`, with scipy's values too."""
     S = _random(400, 300, 0.03, 6)
     S[::7] = 0.0  # empty rows
     S.eliminate_zeros()
@@ -110,6 +110,9 @@ def test_compiled_products_sum_as_the_numpy_ones(index_dtype, k, monkeypatch):
     W = rng.standard_normal((300,) if k is None else (300, k))
     U = rng.standard_normal((400,) if k is None else (400, k))
     compiled = [C @ W, C.T @ U, C[50:333] @ W, C[50:333].T @ U[50:333]]
+    if k is not None:  # Fortran order: the same sums
+        assert np.array_equal(C @ np.asfortranarray(W), compiled[0])
+        assert np.array_equal(C.T @ np.asfortranarray(U), compiled[1])
     assert _csr._compiled(C, W) and _csr._compiled(C, U)
     monkeypatch.setattr(_csr, "_compiled", lambda X, W: False)
     plain = [C @ W, C.T @ U, C[50:333] @ W, C[50:333].T @ U[50:333]]
@@ -118,9 +121,9 @@ def test_compiled_products_sum_as_the_numpy_ones(index_dtype, k, monkeypatch):
         assert a.shape == b.shape == np.asarray(c).shape
         assert np.array_equal(a, b) and np.array_equal(a, np.asarray(c))
     monkeypatch.undo()
-    for other in (W.astype(np.float32), np.asfortranarray(np.column_stack([W, W]))):
-        assert not _csr._compiled(C, other)
-        assert np.allclose(C @ other, np.asarray(S @ other))
+    other = W.astype(np.float32)
+    assert not _csr._compiled(C, other)
+    assert np.allclose(C @ other, np.asarray(S @ other))
 
 
 def test_sum_duplicates_adds_in_stored_order():
