@@ -1003,6 +1003,35 @@ def test_huge_integers_and_headers_are_refused_when_saving(tmp_path, fitted, mon
         load_model(big)
 
 
+def test_arrays_in_fortran_order_and_in_many_pieces_load_checked(tmp_path, wide_model,
+                                                                 monkeypatch):
+    """A kept array is read (and hashed) a piece at a time (`container._READ_BYTES`) as it
+    comes in C order, and hashed in C order after its read in Fortran order (a file
+    another writer made): both load as saved, with the checksum verified, and a
+    changed byte in either is refused."""
+    monkeypatch.setattr(container, "_READ_BYTES", 1000)  # many pieces, a partial last
+    path = tmp_path / "m.pgs"
+    save_model(wide_model, path)
+    header, arrays = raw_parts(path)
+    name = next(n for n, a in arrays.items() if a.ndim == 3 and a.size > 10_000)
+
+    def written(path, arrays, order):  # the saved file's checksum, not recomputed
+        arrays = {k: np.asarray(v, order=order) if k == name else v
+                  for k, v in arrays.items()}
+        write_parts(path, header, arrays, checksum=False)
+        return path
+    fortran = written(tmp_path / "fortran.pgs", arrays, "F")
+    assert not np.isfortran(raw_parts(path)[1][name]) and np.isfortran(raw_parts(fortran)[1][name])
+    for source in (path, fortran):
+        np.testing.assert_array_equal(load_learner(source).coef_, wide_model.coef_)
+    changed = dict(arrays)
+    changed[name] = arrays[name].copy()
+    changed[name].flat[12_345] += 1.0
+    for order in "CF":
+        with pytest.raises(ModelFileError, match="checksum mismatch"):
+            load_learner(written(tmp_path / f"bad_{order}.pgs", changed, order))
+
+
 # ---- atomic writes ---------------------------------------------------------------------
 def assert_only(directory, names):
     assert sorted(os.listdir(directory)) == sorted(names)
