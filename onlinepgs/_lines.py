@@ -273,9 +273,10 @@ class LineReader:
         file's ``tell()``: the command asks after each chunk while the reader's thread
         reads on, and ``tell()`` waited for that read's lock (45 ms over IMDB's rows five
         times under cProfile)."""
-        if getattr(self, "_file", None) is None:
+        prefixed = getattr(self, "_prefixed", None)  # None: the file's opening failed
+        if getattr(self, "_file", None) is None or prefixed is None:
             return 0
-        return self._sniffed + self._prefixed.taken
+        return self._sniffed + prefixed.taken
 
     # ---- iteration ----------------------------------------------------------------
     def __iter__(self):
