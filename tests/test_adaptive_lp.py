@@ -13,6 +13,7 @@ from onlinepgs import PGSClassifier, duality_gap, load_model
 from onlinepgs._core import PGSState
 from onlinepgs._options import OptionError
 from reference import reference_adaptive
+from test_adaptive import write_svm
 from test_adaptive_core import assert_scale_free, fresh, run, stream, with_intercept
 
 P_VALUES = [1.5, 1.2]
@@ -254,11 +255,7 @@ def test_the_command_trains_p_below_2_in_the_adaptive_geometry(tmp_path):
     the same rows; --radius at p = 2 is refused, in the flags' words, before any row is
     read."""
     X, y = _race_data(m=500, n=8, seed=11)
-    data = tmp_path / "rows.svm"
-    with open(data, "w") as f:
-        for xi, yi in zip(X, y):
-            f.write(f"{yi} " + " ".join(f"{j + 1}:{v:.17g}" for j, v in enumerate(xi))
-                    + "\n")
+    data = write_svm(tmp_path / "rows.svm", X, y)
     done = subprocess.run([sys.executable, "-m", "onlinepgs.cli", "train", str(data),
                            "--geometry", "adaptive", "--p", "1.5", "--sigma", "1e-4",
                            "--eta", "32", "--radius", "4", "-o", str(tmp_path / "m.pgs"),
