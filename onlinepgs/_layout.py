@@ -84,6 +84,8 @@ class StateLayout:
         ball's norm at p = 2; not with l1).
     keeps_seen : bool
         Whether the state keeps the list of coordinates reached (it sweeps them).
+    block_bytes : int
+        Bytes of one coordinate in ``block_a`` (its K problems' fields).
     per_feature : int
         Bytes a feature costs, asymptotically (the list of coordinates reached counts
         8 / SEEN_DENSE = 2).
@@ -136,7 +138,9 @@ class StateLayout:
         self.keeps_seen = self.keeps_norm or (l1 > 0.0 and (bounded or p != 2.0 or averaged)
                                               and (geometry != "adaptive" or p != 2.0))
         K = self.n_problems
-        self.per_feature = (8 * K * len(self.fields)
+        # the bytes of a coordinate in the block (its K problems' fields)
+        self.block_bytes = 8 * K * len(self.fields)
+        self.per_feature = (self.block_bytes
                             + (16 * K if self.random or self.adaptive_average else 0)
                             + ((16 if self.row_cache else 8) * K + 9 if self.batched
                                else 0)

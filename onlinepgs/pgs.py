@@ -32,6 +32,7 @@ from onlinepgs._core._pgs import (finite_at_columns, power_is_cheap, row_power_s
                                   run_lockstep)
 from onlinepgs._event import EventClassifier, EventLearner
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
+from onlinepgs._core._pages import small_pages_pay
 from onlinepgs._layout import StateLayout, scales_of
 from onlinepgs.features import CrossedRows
 from onlinepgs.model import LinearModel
@@ -325,6 +326,12 @@ def feature_scales(state, inv_at):
     return scales_of(np.asarray(state.block_a)[:state.dim, 0, inv_at])
 
 
+def _reach(X):
+    """The column indices the rows of X reach (a CSR matrix's `indices`); None for rows
+    crossed in the pass (`CrossedRows`), whose columns are made as they are stepped."""
+    return None if isinstance(X, CrossedRows) else getattr(X, "indices", None)
+
+
 def _heaviest_row(X, sw):
     """(row, sample weight) of the row of largest sample_weight * max_j |x_ij|: the one
     whose gradient moves the solver's sums most (error path only)."""
@@ -457,14 +464,17 @@ class PGSLearner(EventLearner, LinearLearner):
         self.eta = eta
         self.n_jobs = n_jobs
 
-    def _new_state(self, n_features, n_problems, multiclass, rng):
+    def _new_state(self, n_features, n_problems, multiclass, rng, reach=None):
         """A fresh solver state at the sigma parameter (a number); its own RNG (the random
         iterate) is seeded from rng."""
-        return self._state_factory(n_features, n_problems, multiclass, rng)(float(self.sigma))
+        return self._state_factory(n_features, n_problems, multiclass, rng,
+                                   reach)(float(self.sigma))
 
-    def _state_factory(self, n_features, n_problems, multiclass, rng):
+    def _state_factory(self, n_features, n_problems, multiclass, rng, reach=None):
         """sigma -> a fresh solver state; the seed is drawn from rng once, so every run of
-        a race shares it and a run equals its sigma trained alone."""
+        a race shares it and a run equals its sigma trained alone. `reach`: the column
+        indices of the first rows, from which the states' blocks are mapped in small
+        pages where those rows reach few of each huge page's (`_pages.small_pages_pay`)."""
         seed = int(rng.randint(0, 2**31 - 1)) * 2**32 + int(rng.randint(0, 2**31 - 1))
         # K > 2 classes only: two classes keep the binary model whatever multi_class says
         multi_class = getattr(self, "multi_class", "ovr") if multiclass else "ovr"
@@ -479,6 +489,11 @@ class PGSLearner(EventLearner, LinearLearner):
 
         settled = self._settled()
         radius, iterate = settled["radius"], settled["iterate"]
+        small_pages = reach is not None and small_pages_pay(
+            reach, 1 + n_features, StateLayout(
+                p=float(self.p), iterate=iterate, l1=float(self.l1), radius=radius,
+                batch_size=int(self.batch_size), n_problems=n_problems,
+                geometry=self.geometry).block_bytes, offset=1)
 
         def make(sigma, eta=None):
             # a run of a race of eta (eta="auto") takes its family's rate
@@ -491,7 +506,7 @@ class PGSLearner(EventLearner, LinearLearner):
                             fit_intercept=bool(self.fit_intercept),
                             intercept_scaling=float(self.intercept_scaling),
                             epsilon=float(self.epsilon), n_features=n_features, seed=seed,
-                            forget=float(self.forget))
+                            forget=float(self.forget), small_pages=small_pages)
         return make
 
     def _settled(self):
@@ -514,8 +529,9 @@ class PGSLearner(EventLearner, LinearLearner):
     def _weight_passes(self):
         return self.max_epochs  # the state's sum of the weights grows each epoch
 
-    def _new_race(self, n_features, n_problems, multiclass, rng):
-        """A race at row 0 (sigma="auto"): the schedule and its start runs' states."""
+    def _new_race(self, n_features, n_problems, multiclass, rng, reach=None):
+        """A race at row 0 (sigma="auto"): the schedule and its start runs' states
+        (`reach`: `_state_factory`'s)."""
         if self._eta_auto():
             # sigma's race inside each eta's family, or the fixed sigma as a grid of one
             fixed = {} if isinstance(self.sigma, str) else dict(
@@ -532,7 +548,7 @@ class PGSLearner(EventLearner, LinearLearner):
             schedule = _race.SigmaSchedule(self.loss, n_problems=n_problems,
                                            batch_size=int(self.batch_size), **options)
         return _race.SigmaRace.begin(
-            schedule, self._state_factory(n_features, n_problems, multiclass, rng))
+            schedule, self._state_factory(n_features, n_problems, multiclass, rng, reach))
 
     def _race_pass(self, race, X, y, sw, order, power_sums):
         """Train every live run of the race on the rows of `order`; a run that diverges
@@ -843,9 +859,9 @@ class PGSLearner(EventLearner, LinearLearner):
         rng = check_random_state(self.random_state)
         race = state = None
         if self._auto():
-            race = self._new_race(X.shape[1], n_problems, multiclass, rng)
+            race = self._new_race(X.shape[1], n_problems, multiclass, rng, _reach(X))
         else:
-            state = self._new_state(X.shape[1], n_problems, multiclass, rng)
+            state = self._new_state(X.shape[1], n_problems, multiclass, rng, _reach(X))
         n = X.shape[0]
         power_sums = self._row_power_sums(X, passes=self.max_epochs)
         best, stall, epochs = np.inf, 0, 0
@@ -918,10 +934,10 @@ class PGSLearner(EventLearner, LinearLearner):
             race, state = (None if first else getattr(self, "_race", None)), None
             if first and self._auto():
                 race = self._new_race(X.shape[1], n_problems, multiclass,
-                                      check_random_state(self.random_state))
+                                      check_random_state(self.random_state), _reach(X))
             elif first:
                 state = self._new_state(X.shape[1], n_problems, multiclass,
-                                        check_random_state(self.random_state))
+                                        check_random_state(self.random_state), _reach(X))
             else:
                 state = self._state
                 if X.shape[1] > self.n_features_in_:

@@ -314,6 +314,9 @@ cdef class PGSState:
     cdef public cnp.ndarray ad_sq_a
     cdef double[::1] ad_sq
     cdef readonly bint keep_seen  # sweeps its coordinates: keeps a list of those reached
+    # its block mapped in small pages (_pages.pyx, `small_pages_pay`): how this process
+    # maps it, not part of the model (copies keep it, model files do not)
+    cdef readonly bint small_pages
     # the coupled multiclass loss of the K problems (_multiclass.pxd's MC_*): MC_NONE is
     # one-vs-rest, K independent binary problems
     cdef readonly int mc_code

@@ -11,7 +11,6 @@ lists; the state as a dict in _state_dict.pyx, the merge of Dask's lanes in _mer
 Coordinate 0 is the intercept's constant feature; feature j of the data is j + 1.
 """
 cimport cython
-import math
 
 import numpy as np
 cimport numpy as cnp
@@ -39,6 +38,7 @@ from onlinepgs._core._upkeep cimport (settle_all, settle_every, scale_of, widen_
                                       l1_rebuild, RENORM_BELOW, M_FLOOR)
 from onlinepgs._core._adaptive cimport AD_SQ, AD_STAB, AD_INV, AD_S, raise_batch, adq_scales
 from onlinepgs._core._adaptive_avg cimport settle_batch, ad_settle, ad_gap_sum, avg_power
+from onlinepgs._core._pages import cache_aligned_zeros, copy_mapped
 from onlinepgs._core._losses import LOSS_CODES, MULTI_CLASS, multi_class_code
 from onlinepgs._options import check_pgs_state
 from onlinepgs import _layout
@@ -75,33 +75,6 @@ ITERATES = {"last": ITERATE_LAST, "average": ITERATE_AVERAGE,
 cdef double CUM_RANGE = 1048576.0  # 2^20
 
 
-CACHE_LINE = 64
-HUGE_PAGE = 1 << 21  # a transparent huge page of x86-64
-
-
-def cache_aligned_zeros(shape, bint zero=True):
-    """A C-contiguous float64 array of zeros whose first element starts a cache line
-    (``zero=False``: its elements not set, for a caller that writes every one).
-
-    malloc aligns to 16 bytes only: a block of 32-byte coordinates (p < 2, averaged)
-    that starts 16 or 48 bytes into a line splits every other coordinate over two lines,
-    and the state's random accesses then cost 12-20% more in one process, and a lane up
-    to 62% more than its partner on the other core (docs/benchmarks.md).
-    """
-    n = math.prod(shape)
-    # a block of a huge page or more starts one (and holds 4 MB or more, for which NumPy
-    # asks for transparent huge pages): its first touches fault a 2 MB page each, not
-    # 512 small ones, each twice (read, then written). A race's twelve fresh states of
-    # 89,528 coordinates (2.9 MB each) took 27 ms in faults, a third of their first rows
-    align = HUGE_PAGE if n * 8 >= HUGE_PAGE else CACHE_LINE
-    size = n * 8 + align
-    if align == HUGE_PAGE:
-        size = max(-(-size // HUGE_PAGE) * HUGE_PAGE, 2 * HUGE_PAGE)
-    raw = (np.zeros if zero else np.empty)(size, dtype=np.uint8)
-    start = (-raw.ctypes.data) % align
-    return raw[start:start + n * 8].view(np.float64).reshape(shape)
-
-
 def power_is_cheap(double p):
     """True where |x|^(q-1) takes square roots and multiplies, not a log and an exp."""
     return p == 2.0 or phi_quarters(p / (p - 1.0)) > 0
@@ -128,6 +101,11 @@ cdef class PGSState:
     iterate="random", forgetting with an averaged iterate, Dask lanes. With l1 > 0 the
     online duality gap of `stats_dict` is NaN (it lacks the l1 term); the regret bound is
     kept.
+
+    ``small_pages`` maps the block in small pages, not huge ones (the learners' first call
+    decides, `_pages.small_pages_pay`: a wide block its rows reach sparsely); its copies
+    then write only the pages it has written (`_pages.copy_mapped`). How the process maps
+    the state, not part of the model: `config()` and model files leave it out.
     """
     # the attributes are declared in _pgs.pxd (the merge, _merge.pyx, reads them)
 
@@ -141,7 +119,7 @@ cdef class PGSState:
                  bint fit_intercept=True, double intercept_scaling=1.0, double epsilon=0.1,
                  Py_ssize_t n_features=0, uint64_t seed=0, double forget=1.0,
                  double l1=0.0, multi_class="ovr", str geometry="global", double eta=0.5,
-                 double delta=0.0, centered=None):
+                 double delta=0.0, centered=None, bint small_pages=False):
         # the learners' rules (onlinepgs._options): a state is never built from options
         # they refuse
         check_pgs_state(p=p, sigma=sigma, radius=radius, loss=loss, batch_size=batch_size,
@@ -255,6 +233,7 @@ cdef class PGSState:
                 self.l1q[c].m = self.l1q[c].inv_m = 1.0
         self.dim = 0
         self.span = 1
+        self.small_pages = small_pages
         self._allocate(1 + n_features)
         self._bind()
 
@@ -275,8 +254,10 @@ cdef class PGSState:
         (onlinepgs._layout); new coordinates are zero (``zero=False``: their block rows
         not set, for a caller that writes every one: a copy's)."""
         shapes = self.layout.arrays(new_dim)
-        block = cache_aligned_zeros(shapes["block_a"][0], zero)
-        if self.dim:
+        block = cache_aligned_zeros(shapes["block_a"][0], zero, self.small_pages)
+        if self.dim and self.small_pages:
+            copy_mapped(block, self.block_a)  # not every page of the width
+        elif self.dim:
             block[: self.dim] = self.block_a
         self.block_a = block
         for name in ("snap_a", "snapv_a"):
@@ -451,7 +432,8 @@ cdef class PGSState:
         too: finding it again is a scan of the whole block, which a race's fork
         (`with_sigma`) would pay each time."""
         io = _state_dict()
-        return io.restore(PGSState, io.as_dict(self, False), self._seen_coords(), True)
+        return io.restore(PGSState, io.as_dict(self, False), self._seen_coords(), True,
+                          self.small_pages)
 
     @classmethod
     def from_dict(cls, d):

@@ -9,6 +9,7 @@ cimport numpy as cnp
 
 from onlinepgs._core._pgs cimport PGSState, STATE_DICT_VERSION
 from onlinepgs._core._upkeep cimport l1_rebuild
+from onlinepgs._core._pages import copy_mapped
 from onlinepgs._layout import L1_MARKS_FIELDS, StateLayout
 
 cnp.import_array()
@@ -44,13 +45,15 @@ def as_dict(PGSState st, bint copy):
     return d
 
 
-def restore(cls, d, coords, bint coords_known):
+def restore(cls, d, coords, bint coords_known, bint small_pages=False):
     """`from_dict`, with the list of coordinates reached given (`coords_known`: a
-    copy's; None when every coordinate counts) instead of found by a scan."""
+    copy's; None when every coordinate counts) instead of found by a scan;
+    `small_pages`: the block mapped in small pages (a copy of such a state's), its
+    pages copied where the source's are mapped (`_pages.copy_mapped`)."""
     if d.get("version") not in (2, 3, STATE_DICT_VERSION):
         raise ValueError(f"unsupported solver state version {d.get('version')!r}")
     cfg = d["config"]
-    cdef PGSState st = cls(**cfg, n_features=0)
+    cdef PGSState st = cls(**cfg, n_features=0, small_pages=small_pages)
     if st.off_on > 0 and not d.get("l1_folded"):
         d = unfold_marks_layout(d)
     K = st.n_problems
@@ -60,7 +63,7 @@ def restore(cls, d, coords, bint coords_known):
     sparse_copy = coords_known and coords is not None and st.keep_seen
     # the block at its width, zeros only where not every element is copied below (the
     # zeros of 89,528 coordinates took a quarter of a fork's time)
-    st._allocate(int(d["dim"]), sparse_copy)
+    st._allocate(int(d["dim"]), sparse_copy or small_pages)
     for name in ("block_a", "snap_a", "snapv_a"):
         arr = np.ascontiguousarray(d[name])
         target = getattr(st, name)
@@ -69,6 +72,8 @@ def restore(cls, d, coords, bint coords_known):
                              f"expected {target.shape}")
         if sparse_copy and arr.shape[0] == st.dim:
             target[coords] = arr[coords]
+        elif small_pages and name == "block_a":
+            copy_mapped(target, arr)  # the width's untouched pages left unmapped
         else:
             target[...] = arr
     for name in ("norm_a", "scale_a", "s_a", "cum_a", "rnd_s_a", "regret_a", "rnd_ver_a"):

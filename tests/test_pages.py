@@ -1,0 +1,134 @@
+"""The pages a state's block is mapped in (onlinepgs/_core/_pages.pyx): the rule that
+picks small pages for a wide block the first rows reach sparsely, against a plain NumPy
+count; the copy that leaves untouched pages unmapped, against a whole copy; and the
+learners, whose models do not depend on the pages (bit for bit), while a wide sparse
+state maps only the pages its coordinates fall in."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from onlinepgs import PGSClassifier
+from onlinepgs import pgs as pgs_module
+from onlinepgs._core._pages import (HUGE_PAGE, SMALL_PAGE, SMALL_PAGES_PAY,
+                                    cache_aligned_zeros, copy_mapped, mapped_pages,
+                                    small_pages_pay)
+
+HAVE_PAGEMAP = mapped_pages(np.zeros(1)) is not None
+needs_pagemap = pytest.mark.skipif(not HAVE_PAGEMAP, reason="no /proc/self/pagemap here")
+
+
+def rule_by_numpy(cols, n_coords, coord_bytes, offset=0):
+    cols = np.asarray(cols, dtype=np.int64) + offset
+    cols = cols[(cols >= 0) & (cols < n_coords)]
+    if n_coords * coord_bytes < HUGE_PAGE or cols.size == 0:
+        return False
+    pages = np.unique(cols * coord_bytes // SMALL_PAGE).size
+    regions = np.unique(cols * coord_bytes // HUGE_PAGE).size
+    return pages < SMALL_PAGES_PAY * regions
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_rule_counts_pages_and_regions_as_numpy_does(seed):
+    rng = np.random.default_rng(seed)
+    n_coords = int(rng.choice([10_000, 70_000, 2_000_000, 50_000_000]))
+    coord_bytes = int(rng.choice([8, 32, 320]))
+    spread = int(rng.choice([1, 7, 1_000, 100_000]))
+    cols = rng.integers(0, n_coords // spread + 1, size=int(rng.integers(1, 40_000))) * spread
+    cols = np.concatenate([cols, [-3, n_coords + 5]])  # outside: not counted
+    for offset in (0, 1):
+        assert small_pages_pay(cols, n_coords, coord_bytes, offset) == rule_by_numpy(
+            cols, n_coords, coord_bytes, offset)
+
+
+def test_the_rule_at_its_edges():
+    # below a huge page a block never takes one; no column reached: nothing to decide
+    assert not small_pages_pay(np.array([0]), HUGE_PAGE // 8 - 1, 8)
+    assert not small_pages_pay(np.array([], dtype=np.int64), 10**8, 32)
+    # one column a page, every 2 MB region reached by SMALL_PAGES_PAY - 1 and by as many
+    # pages as pay: small pages below the break-even, huge ones at it
+    per_page, per_region = SMALL_PAGE // 32, HUGE_PAGE // 32
+    for n, small in ((SMALL_PAGES_PAY - 1, True), (SMALL_PAGES_PAY, False)):
+        cols = (np.arange(50)[:, None] * per_region + np.arange(n) * per_page).ravel()
+        assert small_pages_pay(cols, 50 * per_region, 32) is small
+
+
+@needs_pagemap
+@pytest.mark.parametrize("small", [False, True])
+def test_a_copy_of_the_touched_pages_equals_the_whole_copy(small):
+    rng = np.random.default_rng(1)
+    n = 3_000_017  # not a whole number of pages
+    source = cache_aligned_zeros((n,), True, small)
+    at = rng.choice(n, size=300, replace=False)
+    source[at] = rng.standard_normal(300)
+    source[-1] = 5.0  # the last, partial page
+    for read_first in (False, True):
+        if read_first:
+            assert source.sum() != 0.0  # a sweep maps the shared page of zeros
+        target = cache_aligned_zeros((n + 100,), True, small)
+        # memory the allocator gives back may be mapped already: the copy's own pages
+        # are the difference (counted before the checks below read every page)
+        before = int(mapped_pages(target).sum())
+        copy_mapped(target, source)
+        if small:
+            # a page of the source written, copied where it lies in the target: its
+            # bytes fall in one or two of the target's pages
+            written = np.unique(
+                (source.ctypes.data + 8 * np.append(at, n - 1)) // SMALL_PAGE).size
+            assert int(mapped_pages(target).sum()) - before <= 2 * written
+        assert np.array_equal(target[:n], source)
+        assert not target[n:].any()
+
+
+def test_a_copy_refuses_a_smaller_target():
+    with pytest.raises(ValueError, match="target bytes"):
+        copy_mapped(np.zeros(3), np.zeros(4))
+
+
+def wide_rows(n_rows=600, width=2**22, used=400, seed=0):
+    """Rows of a few hundred columns spread over a 2^22-column space (a hashed one),
+    labels from a linear rule."""
+    rng = np.random.default_rng(seed)
+    columns = np.sort(rng.choice(width, size=used, replace=False))
+    dense = sp.random(n_rows, used, density=0.05, random_state=seed, format="csr")
+    X = sp.csr_matrix((dense.data * 3.0, columns[dense.indices], dense.indptr),
+                      shape=(n_rows, width))
+    y = np.where(dense @ rng.standard_normal(used) > 0, 1.0, -1.0)
+    return X, y
+
+
+@pytest.mark.parametrize("params", [
+    dict(geometry="adaptive", iterate="last", radius=None),  # eta and sigma raced
+    dict(sigma=1e-3, geometry="adaptive", iterate="last", radius=None, eta=0.5),
+    dict(),  # the global default: sigma raced, the weighted average on the ball
+], ids=["adaptive race", "adaptive fixed", "global race"])
+def test_models_do_not_depend_on_the_pages(params, monkeypatch):
+    X, y = wide_rows()
+    chunks = [(X[:200], y[:200]), (X[200:], y[200:])]
+    wider = sp.hstack([X[200:], sp.csr_matrix((400, 5))]).tocsr()  # grows the state
+
+    def train():
+        est = PGSClassifier(random_state=0, max_model_bytes=None, **params)
+        est.partial_fit(*chunks[0], classes=[-1.0, 1.0])
+        est.partial_fit(*chunks[1])
+        est.partial_fit(wider, y[200:])
+        return est
+
+    small = train()
+    if HAVE_PAGEMAP:
+        # the state maps the pages its 400 columns fall in (and the intercept's), not
+        # the 2^22 columns' width: the race's forks and the growth copied no more
+        # (counted before coef_, whose read-out reads every page)
+        assert mapped_pages(small._state.block_a).sum() <= 400 + 8
+    monkeypatch.setattr(pgs_module, "small_pages_pay", lambda *args, **kwargs: False)
+    huge = train()
+    assert small._state.small_pages and not huge._state.small_pages
+    assert np.array_equal(small.coef_, huge.coef_)
+    assert np.array_equal(small.intercept_, huge.intercept_)
+    assert small.sigma_ == huge.sigma_
+
+
+def test_a_dense_first_call_keeps_huge_pages():
+    X, y = wide_rows(n_rows=400, width=60_000, used=60_000)
+    est = PGSClassifier(geometry="adaptive", iterate="last", radius=None, random_state=0)
+    est.partial_fit(X, y, classes=[-1.0, 1.0])
+    assert not est._state.small_pages
