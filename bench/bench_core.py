@@ -25,12 +25,22 @@ MB).
 
 ``--wide-adaptive`` mode (generated rows, no data files): the same rows spread over
 5,000,000 and over 50,000,000 columns, placed evenly as in ``--wide`` or at 5,000 columns
-drawn at random, for the adaptive geometry (eta 0.5: one run, not the race of eta) and
-the global default: the first
+drawn at random, for the adaptive geometry (eta 0.5, sigma 1e-4: one run) and the global
+geometry (sigma 1e-4), and the races of both with their defaults: the first
 ``partial_fit`` call on all the rows (it makes the model at its full width and touches the
 rows' coordinates for the first time, which maps their memory) and the median of the
-three calls after it, medians of ``--repeats`` interleaved runs (a state takes up to
-1.6 GB).
+three calls after it, medians of ``--repeats`` interleaved runs (a state's block takes up
+to 1.6 GB of address space), and the memory the live states' blocks have mapped after
+the first call (their pages in the process's page map). ``--huge-pages`` maps every
+block in huge pages, as before the choice of pages (`onlinepgs/_core/_pages.pyx`).
+
+``--page-costs`` mode (no data files): what a page's first write costs, small (4 KB) and
+huge (2 MB), k pages written in each 2 MB region of a fresh 1 GB block; and the first and
+a later `partial_fit` call of the adaptive geometry (eta 0.5, sigma 1e-4) on the rows of
+``--wide-adaptive`` spread over widths where they reach 7-66 pages of each region they
+reach, and of the races of both geometries over the narrower ones, with the blocks in
+small and in huge pages: the evidence for the rule that picks the pages
+(`onlinepgs/_core/_pages.pyx`, `SMALL_PAGES_PAY`).
 
 ``--geometry`` mode: one IMDB epoch of the adaptive geometry against the global one's.
 
@@ -54,6 +64,7 @@ Run from the repository root (the compiled extension must be built in place)::
     python bench/bench_core.py --out results.md   # full run
     python bench/bench_core.py --wide --repeats 5 --out docs/bench/core.md#wide
     python bench/bench_core.py --wide-adaptive --clock cpu --repeats 5 --out docs/bench/core.md#wide-adaptive
+    python bench/bench_core.py --page-costs --clock cpu --repeats 5 --out docs/bench/core.md#page-costs
     python bench/bench_core.py --geometry --clock cpu --repeats 7 --out docs/bench/core.md#geometry
     python bench/bench_core.py --iterates --out docs/bench/core.md#iterates
     python bench/bench_core.py --timing-only --repeats 7   # the epoch ratios only (~2 min)
@@ -607,23 +618,36 @@ WIDE_LATER_CALLS = 3
 def wide_calls(X, y, params):
     """Seconds of partial_fit calls on (X, y): the first's (it makes the model at its full
     width and touches the rows' coordinates for the first time, which maps their memory)
-    and the median of the next WIDE_LATER_CALLS (every coordinate touched before)."""
-    est = PGSClassifier(sigma=1e-4, random_state=0, max_model_bytes=None, **params)
-    times = []
+    and the median of the next WIDE_LATER_CALLS (every coordinate touched before); and
+    the MB the live states' blocks have mapped after the first call."""
+    from onlinepgs._core._pages import mapped_pages
+    est = PGSClassifier(**{"sigma": 1e-4, "random_state": 0, "max_model_bytes": None,
+                           **params})
+    times, mapped = [], None
     for call in range(1 + WIDE_LATER_CALLS):
         start = CLOCK()
         est.partial_fit(X, y, classes=[-1, 1] if call == 0 else None)
         times.append(CLOCK() - start)
-    return times[0], float(np.median(times[1:]))
+        if call == 0:
+            race = getattr(est, "_race", None)
+            states = race.states.values() if race is not None else [est._state]
+            pages = sum(int(mapped_pages(st.block_a).sum()) for st in states)
+            mapped = pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return times[0], float(np.median(times[1:])), mapped
 
 
 def run_wide_adaptive(args, out):
     """The same rows in 5,000,000 and in 50,000,000 columns, the adaptive geometry and the
     global default beside it: the first partial_fit and the later ones, medians of
     interleaved runs (module docstring)."""
-    runs = {"adaptive (eta 0.5)": dict(geometry="adaptive", iterate="last", radius=None,
-                                       eta=0.5),
-            "global (the default)": {}}
+    adaptive = dict(geometry="adaptive", iterate="last", radius=None)
+    runs = {"adaptive (eta 0.5, sigma 1e-4)": dict(adaptive, eta=0.5),
+            "global (sigma 1e-4)": {},
+            "adaptive, its race of eta and sigma": dict(adaptive, sigma="auto"),
+            "global, its race of sigma (the default)": dict(sigma="auto")}
+    if args.huge_pages:
+        import onlinepgs.pgs
+        onlinepgs.pgs.small_pages_pay = lambda *args, **kwargs: False
     times = {}
     for _ in range(args.repeats):  # interleaved
         for placement in ("even", "random"):
@@ -632,8 +656,10 @@ def run_wide_adaptive(args, out):
                 for name, params in runs.items():
                     times.setdefault((placement, name, dim), []).append(
                         wide_calls(X, y, params))
+    pages = "every block in huge pages (--huge-pages)" if args.huge_pages else (
+        "pages chosen by the first call")
     out += [f"## The same rows in {WIDE_ADAPTIVE[0]:,} and {WIDE_ADAPTIVE[1]:,} columns: "
-            f"partial_fit seconds, medians of {args.repeats} interleaved runs", ""]
+            f"partial_fit seconds, medians of {args.repeats} interleaved runs; {pages}", ""]
     rows = []
     for placement in ("even", "random"):
         for name in runs:
@@ -641,10 +667,86 @@ def run_wide_adaptive(args, out):
                                (f"later ({WIDE_LATER_CALLS}, median)", 1)):
                 narrow, wide = (float(np.median([t[pick] for t in times[placement, name, d]]))
                                 for d in WIDE_ADAPTIVE)
+                mapped = (f"{np.median([t[2] for t in times[placement, name, d]]):,.0f}"
+                          if pick == 0 else "" for d in WIDE_ADAPTIVE)
                 rows.append([placement, name, call, f"{narrow:.4f}", f"{wide:.4f}",
-                             f"{wide / narrow:.2f}"])
+                             f"{wide / narrow:.2f}", *mapped])
     out += md_table(["columns placed", "run", "call", f"{WIDE_ADAPTIVE[0]:,} columns: s",
-                     f"{WIDE_ADAPTIVE[1]:,} columns: s", "ratio"], rows)
+                     f"{WIDE_ADAPTIVE[1]:,} columns: s", "ratio",
+                     f"blocks mapped, MB ({WIDE_ADAPTIVE[0]:,})",
+                     f"blocks mapped, MB ({WIDE_ADAPTIVE[1]:,})"], rows)
+
+
+# ---- --page-costs mode -------------------------------------------------------------------
+PAGE_COSTS_K = (1, 16, 32, 64, 128, 512)  # pages written in each 2 MB region
+PAGE_COSTS_WIDTHS = (5_000_000, 6_800_000, 10_200_000, 20_400_000, 50_000_000)
+PAGE_COSTS_RACE_WIDTHS = (2_500_000, 5_000_000, 10_200_000)
+
+
+def run_page_costs(args, out):
+    """First writes of small and huge pages, and the adaptive geometry's first and later
+    calls over widths with its block in either (module docstring)."""
+    import onlinepgs.pgs
+    from onlinepgs._core._pages import HUGE_PAGE, SMALL_PAGE, cache_aligned_zeros
+    n = 1 << 27  # doubles: a 1 GB block
+    regions = n * 8 // HUGE_PAGE
+    per_region, per_page = HUGE_PAGE // 8, SMALL_PAGE // 8
+    faults = {}
+    for _ in range(args.repeats):  # interleaved
+        for k in PAGE_COSTS_K:
+            at = (np.arange(regions)[:, None] * per_region
+                  + (np.arange(k) * (512 // k) * per_page)[None, :]).ravel()
+            for small in (True, False):
+                block = cache_aligned_zeros((n,), True, small)
+                start = time.perf_counter()
+                block[at] = 1.0
+                faults.setdefault((k, small), []).append(
+                    (time.perf_counter() - start) / regions * 1e6)
+                del block
+    out += [f"## First writes to a fresh 1 GB block, k pages in each 2 MB region: "
+            f"microseconds a region, medians of {args.repeats}", ""]
+    rows = []
+    for k in PAGE_COSTS_K:
+        small, huge = (float(np.median(faults[k, s])) for s in (True, False))
+        rows.append([k, f"{small:.1f}", f"{small / k:.2f}", f"{huge:.1f}"])
+    out += md_table(["pages a region", "small pages: us a region", "us a page",
+                     "huge pages: us a region"], rows)
+    adaptive = dict(geometry="adaptive", iterate="last", radius=None)
+    # (run, its block's bytes a coordinate, the widths): the races at the narrower widths
+    # only (in huge pages their forks copy whole blocks: 8 s a call at 10,200,000)
+    runs = [("adaptive (eta 0.5, sigma 1e-4)", dict(adaptive, eta=0.5), 32,
+             PAGE_COSTS_WIDTHS),
+            ("adaptive, its race of eta and sigma", dict(adaptive, sigma="auto"), 32,
+             PAGE_COSTS_RACE_WIDTHS),
+            ("global, its race of sigma (the default)", dict(sigma="auto"), 16,
+             PAGE_COSTS_RACE_WIDTHS)]
+    rule = onlinepgs.pgs.small_pages_pay
+    calls = {}
+    try:
+        for _ in range(args.repeats):
+            for dim in sorted({*PAGE_COSTS_WIDTHS, *PAGE_COSTS_RACE_WIDTHS}):
+                X, y = wide_rows(dim, placement="even")
+                for name, params, _, widths in runs:
+                    for small in (True, False) if dim in widths else ():
+                        onlinepgs.pgs.small_pages_pay = lambda *a, small=small, **k: small
+                        calls.setdefault((name, dim, small), []).append(
+                            wide_calls(X, y, params)[:2])
+    finally:
+        onlinepgs.pgs.small_pages_pay = rule
+    out += ["", f"## The same 5,000 columns spread over each width, the blocks in small or "
+            f"huge pages: partial_fit seconds "
+            f"({'CPU' if CLOCK is time.process_time else 'wall'}), medians of "
+            f"{args.repeats} interleaved runs", ""]
+    rows = []
+    for name, _, coord_bytes, widths in runs:
+        for dim in widths:
+            reached = 5_000 / (dim * coord_bytes / HUGE_PAGE)  # evenly: a column a page
+            small, huge = (np.median(calls[name, dim, s], axis=0) for s in (True, False))
+            rows.append([name, f"{dim:,}", f"{reached:.0f}", f"{small[0]:.4f}",
+                         f"{huge[0]:.4f}", f"{small[1]:.4f}", f"{huge[1]:.4f}"])
+    out += md_table(["run", "columns", "pages reached a region", "first call, small pages",
+                     "first call, huge pages", "later call, small pages",
+                     "later call, huge pages"], rows)
 
 
 # ---- --callgrind mode ------------------------------------------------------------------
@@ -749,9 +851,17 @@ def main(argv=None):
                         help="time one partial_fit on the same rows in 5,000 and 5,000,000 "
                              "columns (generated; no data files)")
     parser.add_argument("--wide-adaptive", action="store_true",
-                        help="time partial_fit of the adaptive geometry (and the global "
-                             "default) on the same rows in 5,000,000 and 50,000,000 columns "
-                             "(generated; about 2.5 GB of memory)")
+                        help="time partial_fit of the adaptive and global geometries, one "
+                             "run and their races, on the same rows in 5,000,000 and "
+                             "50,000,000 columns (generated; about 2.5 GB of memory, 10 GB "
+                             "with --huge-pages)")
+    parser.add_argument("--page-costs", action="store_true",
+                        help="first writes of small and huge pages, and one adaptive run's "
+                             "and the races' calls over widths, the blocks in either (about "
+                             "6 GB of memory)")
+    parser.add_argument("--huge-pages", action="store_true",
+                        help="--wide-adaptive: every state's block in huge pages, as before "
+                             "the first call chose its pages")
     parser.add_argument("--geometry", action="store_true",
                         help="time one IMDB epoch of the adaptive geometry against the "
                         "global one")
@@ -790,6 +900,7 @@ def main(argv=None):
     n_head = len(out)
     start = time.perf_counter()
     mode = (run_wide if args.wide else run_wide_adaptive if args.wide_adaptive
+            else run_page_costs if args.page_costs
             else run_radius if args.radius
             else run_iterates if args.iterates else run_callgrind if args.callgrind
             else run_geometry if args.geometry
