@@ -23,6 +23,14 @@ The default mode, on IMDB (``--data-dir`` holds ``imdb_train.svm.gz`` and
 
     python bench/bench_command.py --data-dir DIR --repeats 7 --out docs/bench/command.md#imdb
 
+``--wide`` mode (no data files): the ``--clicks`` log (``--rows`` rows) hashed into 2^18
+and into 2^26 columns (``-b``): ``onlinepgs train`` with each geometry's defaults, as it
+is and with every state's block in huge pages as before the first call chose its pages
+(``HUGE_PAGES_CLI``; the same model file), against VW's driver with the same ``-b``:
+whole processes, wall time and peak RSS.
+
+    python bench/bench_command.py --wide --rows 100000 --repeats 5 --out docs/bench/command.md#wide
+
 ``--logs`` mode, issue 35's log goals: ``onlinepgs train`` on a CSV log (each column its
 own namespace, categorical values hashed) against VW's driver on the same rows converted
 to its text format (each column a namespace named by the column), the same hashing width
@@ -80,6 +88,7 @@ Needs ``pip install vowpalwabbit`` (and scikit-learn for ``--logs`` and ``--clic
 import argparse
 import compileall
 import csv
+import filecmp
 import gzip
 import io
 import os
@@ -417,6 +426,67 @@ def run_clicks(args, given):
             + "\n".join(threads) + "\n")
 
 
+WIDE_BITS = (18, 26)
+# the block in huge pages whatever the first call's rows reach, as before the first call
+# chose its pages (onlinepgs/_core/_pages.pyx): the same command otherwise
+HUGE_PAGES_CLI = ("import sys, onlinepgs.pgs\n"
+                  "onlinepgs.pgs.small_pages_pay = lambda *args, **kwargs: False\n"
+                  "from onlinepgs.cli import main\n"
+                  "sys.exit(main(sys.argv[1:]))")
+
+
+def run_wide(args, given):
+    """--wide: the click log (`write_clicks`, --rows rows) hashed into 2^18 and 2^26
+    columns: `onlinepgs train -b B` with each geometry's defaults, its blocks' pages
+    chosen by the first call and in huge pages (`HUGE_PAGES_CLI`), against VW's driver
+    with the same -b; returns the record's text."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    compileall.compile_dir(str(REPO / "onlinepgs"), quiet=1)
+    load, rows = os.getloadavg()[0], []
+    with tempfile.TemporaryDirectory(prefix="onlinepgs-wide-") as tmp:
+        work = Path(tmp)
+        train = work / "clicks.vw"
+        write_clicks(train, args.rows, 1)
+        size = os.path.getsize(train) / 1e6
+        for bits in WIDE_BITS:
+            commands = {"vw": vw_driver(f"-d {train} --loss_function logistic -b {bits} "
+                                        f"-f {work / 'm.vw'} --quiet")}
+            for geometry in ("global", "adaptive"):
+                tail = ["train", str(train), "-b", str(bits), "--geometry", geometry,
+                        "--quiet"]
+                commands[geometry] = [sys.executable, "-m", "onlinepgs.cli", *tail, "-o",
+                                      str(work / f"{geometry}.pgs")]
+                commands[geometry + ", huge pages"] = [
+                    sys.executable, "-c", HUGE_PAGES_CLI, *tail, "-o",
+                    str(work / f"{geometry}_huge.pgs")]
+            runs = compare(commands, args.repeats, env)
+            for geometry in ("global", "adaptive"):
+                same = filecmp.cmp(work / f"{geometry}.pgs", work / f"{geometry}_huge.pgs",
+                                   shallow=False)
+                for name in (geometry, geometry + ", huge pages"):
+                    med = [statistics.median(r[i] for r in runs[name]) for i in range(3)]
+                    shown = f"`train --geometry {geometry}`" + (
+                        " (huge pages)" if name != geometry else "")
+                    rows.append(f"| {bits} | {shown} | {med[0]:.2f} | "
+                                f"{med[1]:.2f} | {med[2]:.0f} | "
+                                f"{ratio(runs['vw'], runs[name]):.2f} | "
+                                f"{ratio(runs['vw'], runs[name], 2):.2f} | "
+                                f"{'yes' if same else 'NO'} |")
+                    print(rows[-1], flush=True)
+            med = [statistics.median(r[i] for r in runs["vw"]) for i in range(3)]
+            rows.append(f"| {bits} | VW's driver | {med[0]:.2f} | {med[1]:.2f} | "
+                        f"{med[2]:.0f} | 1 | 1 | |")
+    cmd = "python bench/bench_command.py " + " ".join(shlex.quote(a) for a in given)
+    return (f"# The click log hashed into 2^18 and 2^26 columns, against Vowpal Wabbit\n\n"
+            f"`{cmd}`\n\n{platform.processor() or platform.machine()}, {os.cpu_count()} "
+            f"CPUs, load average {load:.1f} at the start and {os.getloadavg()[0]:.1f} at the "
+            f"end, {args.rows:,} training rows ({size:.0f} MB), {args.repeats} interleaved "
+            "runs after a warm-up each, medians; ratios are medians of the per-round ratios "
+            "(> 1: VW's is the smaller).\n\n| -b | command | wall s | cpu s | peak MiB | "
+            "ours / VW's wall | ours / VW's peak | the same file in huge pages |\n"
+            "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
+
+
 def run_logs(args, given):
     """--logs: the CSV logs against VW (module docstring); returns the record's text."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -577,6 +647,9 @@ def main(argv=None):
     parser.add_argument("--clicks", action="store_true", help="an Avazu-shaped click log "
                         "that this script makes, with and without interactions, instead "
                         "of IMDB")
+    parser.add_argument("--wide", action="store_true", help="the click log hashed into "
+                        "2^18 and 2^26 columns, each geometry, pages chosen and in huge "
+                        "pages, against VW (no data files; --rows, --repeats)")
     parser.add_argument("--oaa", action="store_true", help="news20 multiclass (20 "
                         "classes) against VW --oaa 20, instead of IMDB")
     parser.add_argument("--rows", type=int, default=500_000, help="--clicks: training rows")
@@ -586,8 +659,9 @@ def main(argv=None):
     parser.add_argument("--out", help="write the markdown report here too (FILE#NAME: as "
                         "the section NAME of FILE, bench/_record.py)")
     args = parser.parse_args(argv)
-    if args.clicks:
-        report = run_clicks(args, sys.argv[1:] if argv is None else argv)
+    if args.clicks or args.wide:
+        report = (run_wide if args.wide else run_clicks)(
+            args, sys.argv[1:] if argv is None else argv)
         print(report)
         if args.out:
             write_record(args.out, report)
