@@ -1,8 +1,9 @@
 """The pages a state's block is mapped in (onlinepgs/_core/_pages.pyx): the rule that
 picks small pages for a wide block the first rows reach sparsely, against a plain NumPy
-count; the copy that leaves untouched pages unmapped, against a whole copy; and the
-learners, whose models do not depend on the pages (bit for bit), while a wide sparse
-state maps only the pages its coordinates fall in."""
+count; the copy that leaves untouched pages unmapped, against a whole copy; the search
+for a block's non-zero rows (model files) against NumPy's; and the learners, whose
+models do not depend on the pages (bit for bit), while a wide sparse state maps only
+the pages its coordinates fall in."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -11,7 +12,7 @@ from onlinepgs import PGSClassifier
 from onlinepgs import pgs as pgs_module
 from onlinepgs._core._pages import (HUGE_PAGE, SMALL_PAGE, SMALL_PAGES_PAY,
                                     cache_aligned_zeros, copy_mapped, mapped_pages,
-                                    small_pages_pay)
+                                    mark_nonzero_rows, small_pages_pay)
 
 HAVE_PAGEMAP = mapped_pages(np.zeros(1)) is not None
 needs_pagemap = pytest.mark.skipif(not HAVE_PAGEMAP, reason="no /proc/self/pagemap here")
@@ -132,3 +133,51 @@ def test_a_dense_first_call_keeps_huge_pages():
     est = PGSClassifier(geometry="adaptive", iterate="last", radius=None, random_state=0)
     est.partial_fit(X, y, classes=[-1.0, 1.0])
     assert not est._state.small_pages
+
+
+def nonzero_rows_by_numpy(values):
+    rows = values.reshape(values.shape[0], -1)
+    return (rows.view(f"u{rows.itemsize}") != 0).any(axis=1)
+
+
+@pytest.mark.parametrize("row_doubles", [1, 4, 80, 800])  # 8 B to 6.4 KB a row
+@pytest.mark.parametrize("small", [False, True])
+def test_the_nonzero_rows_are_numpys(row_doubles, small):
+    rng = np.random.default_rng(row_doubles)
+    dim = 3_000_000 // row_doubles + 7
+    values = cache_aligned_zeros((dim, row_doubles), True, small)
+    at = rng.choice(dim, size=200, replace=False)
+    values[at, rng.integers(0, row_doubles, size=200)] = rng.choice(
+        [1.0, -0.0, np.nan, 1e-300], size=200)
+    values[-1, -1] = -0.0  # the last row's last byte
+    for _ in range(2):  # as written, then with every page read (the page of zeros)
+        kept = np.zeros(dim, dtype=np.uint8)
+        mark_nonzero_rows(values, kept)
+        assert np.array_equal(kept.astype(bool), nonzero_rows_by_numpy(values))
+    with pytest.raises(ValueError, match="rows"):
+        mark_nonzero_rows(np.zeros(7, dtype=np.uint8), np.zeros(2, dtype=np.uint8))
+
+
+@needs_pagemap
+def test_a_wide_block_is_searched_in_its_pages_only():
+    values = cache_aligned_zeros((50_000_000, 2), True, True)  # 800 MB of address space
+    values[::1_000_000] = 1.0
+    before = int(mapped_pages(values).sum())
+    kept = np.zeros(50_000_000, dtype=np.uint8)
+    mark_nonzero_rows(values, kept)
+    assert int(mapped_pages(values).sum()) == before  # nothing else read
+    assert np.array_equal(np.flatnonzero(kept), np.arange(0, 50_000_000, 1_000_000))
+
+
+def test_without_a_page_map_every_page_is_read_and_copied(monkeypatch):
+    from onlinepgs._core import _pages
+    monkeypatch.setattr(_pages, "PAGEMAP", "/nonexistent/pagemap")  # not Linux, say
+    source = cache_aligned_zeros((600_001, 3), True, True)
+    source[::997, 1] = -0.0
+    assert mapped_pages(source) is None
+    target = cache_aligned_zeros((600_001, 3), True, True)
+    copy_mapped(target, source)
+    assert target.tobytes() == source.tobytes()
+    kept = np.zeros(600_001, dtype=np.uint8)
+    mark_nonzero_rows(source, kept)
+    assert np.array_equal(kept.astype(bool), nonzero_rows_by_numpy(source))

@@ -24,6 +24,8 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint64_t, uint8_t
 from libc.string cimport memcpy
+from posix.types cimport off_t
+from posix.unistd cimport pread
 
 cnp.import_array()
 
@@ -179,24 +181,34 @@ def mapped_pages(cnp.ndarray arr):
     cdef size_t start = <size_t>cnp.PyArray_DATA(arr)
     cdef size_t first = start // page_size
     cdef size_t last = (start + <size_t>arr.nbytes + page_size - 1) // page_size
+    cdef int fd
     try:
         fd = os.open(PAGEMAP, os.O_RDONLY)
     except OSError:
         return None
+    # read straight into the words' array (a 2 GB block's map is 4 MB), then flag them
+    entries = np.empty(last - first, dtype=np.uint64)
+    cdef uint64_t[::1] words = entries
+    cdef uint8_t[::1] flags
+    cdef Py_ssize_t want = 8 * (last - first), got = 0, n_read = 0, i
     try:
-        want = 8 * (last - first)
-        words = bytearray()
-        while len(words) < want:
-            piece = os.pread(fd, want - len(words), 8 * first + len(words))
-            if not piece:
-                return None
-            words += piece
-    except OSError:
-        return None
+        with nogil:
+            while got < want:
+                n_read = pread(fd, <char*>&words[0] + got, want - got,
+                               <off_t>(8 * first + got))
+                if n_read <= 0:
+                    break
+                got += n_read
     finally:
         os.close(fd)
-    entries = np.frombuffer(words, dtype=np.uint64)
-    return ((entries & np.uint64(PAGE_PRESENT | PAGE_SWAPPED)) != 0).astype(np.uint8)
+    if got < want:
+        return None  # a map this process may not read (or a short one): no flags
+    out = np.empty(last - first, dtype=np.uint8)
+    flags = out
+    with nogil:
+        for i in range(words.shape[0]):
+            flags[i] = (words[i] & (PAGE_PRESENT | PAGE_SWAPPED)) != 0
+    return out
 
 
 cdef inline bint all_zero(const char* p, Py_ssize_t n) noexcept nogil:
@@ -210,6 +222,14 @@ cdef inline bint all_zero(const char* p, Py_ssize_t n) noexcept nogil:
         if p[i]:
             return False
     return True
+
+
+cdef inline void page_span(Py_ssize_t page0, Py_ssize_t p, Py_ssize_t start,
+                           Py_ssize_t n, Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
+    """Into lo, hi: the offsets of the bytes of page p (pages from the address page0) that
+    belong to the n bytes at address start (lo >= hi: none)."""
+    lo[0] = max(page0 + p * page_size - start, 0)
+    hi[0] = min(page0 + (p + 1) * page_size - start, n)
 
 
 def copy_mapped(cnp.ndarray target, cnp.ndarray source):
@@ -234,10 +254,54 @@ def copy_mapped(cnp.ndarray target, cnp.ndarray source):
     cdef Py_ssize_t i, lo, hi
     with nogil:
         for i in range(mapped.shape[0]):
-            if not mapped[i]:
+            if mapped[i]:
+                page_span(page0, i, <Py_ssize_t>src, n, &lo, &hi)
+                if hi > lo and not all_zero(src + lo, hi - lo):
+                    memcpy(dst + lo, src + lo, hi - lo)
+
+
+def mark_nonzero_rows(cnp.ndarray values, uint8_t[::1] kept):
+    """Set ``kept[i]`` where row i of the C-contiguous array `values` (``kept``'s length
+    of rows, each the same number of bytes) holds a non-zero byte (-0.0 and NaN payloads
+    count: bytes, not values). Pages the page map says were never touched read as zeros
+    and are not read (nor mapped by reading them): a wide block a few rows reached is
+    searched in the pages it has, not over its width. Without a page map, every page.
+
+    >>> import numpy as np
+    >>> kept = np.zeros(4, dtype=np.uint8)
+    >>> mark_nonzero_rows(np.array([[0.0, 0.0], [0.0, -0.0], [1.0, 0.0], [0.0, 0.0]]), kept)
+    >>> kept.tolist()
+    [0, 1, 1, 0]
+    """
+    cdef Py_ssize_t n = values.nbytes, dim = kept.shape[0]
+    if dim == 0 or n == 0:
+        return
+    if n % dim:
+        raise ValueError(f"mark_nonzero_rows: {n} bytes are not {dim} rows")
+    if not values.flags.c_contiguous:
+        raise ValueError("mark_nonzero_rows: the array must be C-contiguous")
+    cdef Py_ssize_t row_bytes = n // dim
+    cdef const char* src = <const char*>cnp.PyArray_DATA(values)
+    flags = mapped_pages(values)
+    cdef Py_ssize_t page0 = <Py_ssize_t>((<size_t>src) // page_size * page_size)
+    if flags is None:  # every page read
+        flags = np.ones((<Py_ssize_t>src + n - page0 + page_size - 1) // page_size,
+                        dtype=np.uint8)
+    cdef uint8_t[::1] mapped = flags
+    cdef Py_ssize_t p, lo, hi, row, start, stop
+    with nogil:
+        for p in range(mapped.shape[0]):
+            if not mapped[p]:
                 continue
-            # the page's bytes of the array
-            lo = max(page0 + i * page_size - <Py_ssize_t>src, 0)
-            hi = min(page0 + (i + 1) * page_size - <Py_ssize_t>src, n)
-            if hi > lo and not all_zero(src + lo, hi - lo):
-                memcpy(dst + lo, src + lo, hi - lo)
+            # the array's bytes in this page, and the rows they belong to
+            page_span(page0, p, <Py_ssize_t>src, n, &lo, &hi)
+            if hi <= lo:
+                continue
+            row = lo // row_bytes
+            while row * row_bytes < hi:
+                if not kept[row]:
+                    start = max(row * row_bytes, lo)
+                    stop = min((row + 1) * row_bytes, hi)
+                    if not all_zero(src + start, stop - start):
+                        kept[row] = 1
+                row += 1

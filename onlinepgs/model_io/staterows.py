@@ -18,6 +18,7 @@ model beyond that is stored dense).
 """
 import numpy as np
 
+from onlinepgs._core._pages import mark_nonzero_rows
 from onlinepgs._core._pgs import PGSState
 from onlinepgs._core._state_dict import as_dict
 from onlinepgs._layout import StateLayout
@@ -68,11 +69,11 @@ def compact(state_dict):
     per_row = StateLayout.of(state_dict["config"]).row_arrays(dim)
     if dim < 2 or not per_row:
         return arrays, None
-    kept = np.zeros(dim, dtype=bool)
+    kept = np.zeros(dim, dtype=np.uint8)
     for key in per_row:
-        values = np.ascontiguousarray(arrays[key]).reshape(dim, -1)
-        # by their bytes: -0.0 and NaN payloads are kept as they are
-        kept |= (values.view(f"u{values.itemsize}") != 0).any(axis=1)
+        # by their bytes (-0.0 and NaN payloads are kept as they are), in the pages the
+        # array has: a wide block is not read over its width
+        mark_nonzero_rows(np.ascontiguousarray(arrays[key]), kept)
     rows = np.flatnonzero(kept).astype(np.int32 if dim <= 2**31 - 1 else np.int64)
     dense = sum(arrays[k].nbytes for k in per_row)
     cut = sum(arrays[k].nbytes // dim * rows.size for k in per_row)
