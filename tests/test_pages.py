@@ -12,7 +12,7 @@ from onlinepgs import PGSClassifier
 from onlinepgs import pgs as pgs_module
 from onlinepgs._core._pages import (HUGE_PAGE, SMALL_PAGE, SMALL_PAGES_PAY,
                                     cache_aligned_zeros, copy_mapped, mapped_pages,
-                                    mark_nonzero_rows, small_pages_pay)
+                                    first_nonfinite, mark_nonzero_rows, small_pages_pay)
 
 HAVE_PAGEMAP = mapped_pages(np.zeros(1)) is not None
 needs_pagemap = pytest.mark.skipif(not HAVE_PAGEMAP, reason="no /proc/self/pagemap here")
@@ -181,3 +181,18 @@ def test_without_a_page_map_every_page_is_read_and_copied(monkeypatch):
     kept = np.zeros(600_001, dtype=np.uint8)
     mark_nonzero_rows(source, kept)
     assert np.array_equal(kept.astype(bool), nonzero_rows_by_numpy(source))
+
+
+@pytest.mark.parametrize("small", [False, True])
+def test_the_first_nonfinite_element_is_numpys(small):
+    rng = np.random.default_rng(3)
+    values = cache_aligned_zeros((1_000_003, 4), True, small)
+    values[rng.choice(1_000_003, 500, replace=False)] = rng.standard_normal((500, 4))
+    assert first_nonfinite(values) == -1
+    for bad in (np.inf, -np.inf, np.nan):
+        at = rng.choice(values.size, 3, replace=False)
+        values.flat[at] = bad
+        assert first_nonfinite(values) == np.flatnonzero(~np.isfinite(values))[0] == at.min()
+        values.flat[at] = 0.0
+    with pytest.raises(ValueError, match="float64"):
+        first_nonfinite(np.zeros(3, dtype=np.float32))

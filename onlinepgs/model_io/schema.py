@@ -15,6 +15,7 @@ import numpy as np
 
 from onlinepgs._checks import unique
 from onlinepgs._options import settle_auto
+from onlinepgs._core._pages import first_nonfinite
 from onlinepgs._core._pgs import STATE_VERSION, PGSState
 from onlinepgs import pgs as _pgs
 from onlinepgs.model import LinearModel
@@ -299,8 +300,12 @@ def _inconsistency(estimator):
                 f"(multiclass={config['multiclass']})")
     for key in _FINITE_STATE_ARRAYS:
         arr = getattr(state, key)
-        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-            return (f"the solver state's {key} holds {float(arr[~np.isfinite(arr)][0])} "
+        if arr.dtype.kind != "f":
+            continue
+        # in the pages the array has, without a temporary of its size (2 GB at -b 26)
+        at = first_nonfinite(np.ascontiguousarray(arr, dtype=np.float64))
+        if at >= 0:
+            return (f"the solver state's {key} holds {float(arr.flat[at])} "
                     "(the weights' arrays must be finite)")
     for key in ("sum_weight", "sum_loss", "sum_weighted_loss", "loss0_max", "radius"):
         if math.isnan(getattr(state, key)):
