@@ -71,6 +71,7 @@ Run from the repository root (the compiled extension must be built in place)::
     python bench/bench_core.py --callgrind        # instructions of the pass (~2 min)
 """
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -636,6 +637,19 @@ def wide_calls(X, y, params):
     return times[0], float(np.median(times[1:])), mapped
 
 
+@contextlib.contextmanager
+def pages_forced(small):
+    """Every state's block made in small (True) or huge (False) pages while it lasts,
+    whatever the learners' first call would choose (`onlinepgs.pgs.small_pages_pay`)."""
+    import onlinepgs.pgs
+    rule = onlinepgs.pgs.small_pages_pay
+    onlinepgs.pgs.small_pages_pay = lambda *args, **kwargs: small
+    try:
+        yield
+    finally:
+        onlinepgs.pgs.small_pages_pay = rule
+
+
 def run_wide_adaptive(args, out):
     """The same rows in 5,000,000 and in 50,000,000 columns, the adaptive geometry and the
     global default beside it: the first partial_fit and the later ones, medians of
@@ -645,17 +659,15 @@ def run_wide_adaptive(args, out):
             "global (sigma 1e-4)": {},
             "adaptive, its race of eta and sigma": dict(adaptive, sigma="auto"),
             "global, its race of sigma (the default)": dict(sigma="auto")}
-    if args.huge_pages:
-        import onlinepgs.pgs
-        onlinepgs.pgs.small_pages_pay = lambda *args, **kwargs: False
     times = {}
-    for _ in range(args.repeats):  # interleaved
-        for placement in ("even", "random"):
-            for dim in WIDE_ADAPTIVE:
-                X, y = wide_rows(dim, placement=placement)
-                for name, params in runs.items():
-                    times.setdefault((placement, name, dim), []).append(
-                        wide_calls(X, y, params))
+    with pages_forced(False) if args.huge_pages else contextlib.nullcontext():
+        for _ in range(args.repeats):  # interleaved
+            for placement in ("even", "random"):
+                for dim in WIDE_ADAPTIVE:
+                    X, y = wide_rows(dim, placement=placement)
+                    for name, params in runs.items():
+                        times.setdefault((placement, name, dim), []).append(
+                            wide_calls(X, y, params))
     pages = "every block in huge pages (--huge-pages)" if args.huge_pages else (
         "pages chosen by the first call")
     out += [f"## The same rows in {WIDE_ADAPTIVE[0]:,} and {WIDE_ADAPTIVE[1]:,} columns: "
@@ -686,7 +698,6 @@ PAGE_COSTS_RACE_WIDTHS = (2_500_000, 5_000_000, 10_200_000)
 def run_page_costs(args, out):
     """First writes of small and huge pages, and the adaptive geometry's first and later
     calls over widths with its block in either (module docstring)."""
-    import onlinepgs.pgs
     from onlinepgs._core._pages import HUGE_PAGE, SMALL_PAGE, cache_aligned_zeros
     n = 1 << 27  # doubles: a 1 GB block
     regions = n * 8 // HUGE_PAGE
@@ -720,19 +731,15 @@ def run_page_costs(args, out):
              PAGE_COSTS_RACE_WIDTHS),
             ("global, its race of sigma (the default)", dict(sigma="auto"), 16,
              PAGE_COSTS_RACE_WIDTHS)]
-    rule = onlinepgs.pgs.small_pages_pay
     calls = {}
-    try:
-        for _ in range(args.repeats):
-            for dim in sorted({*PAGE_COSTS_WIDTHS, *PAGE_COSTS_RACE_WIDTHS}):
-                X, y = wide_rows(dim, placement="even")
-                for name, params, _, widths in runs:
-                    for small in (True, False) if dim in widths else ():
-                        onlinepgs.pgs.small_pages_pay = lambda *a, small=small, **k: small
+    for _ in range(args.repeats):
+        for dim in sorted({*PAGE_COSTS_WIDTHS, *PAGE_COSTS_RACE_WIDTHS}):
+            X, y = wide_rows(dim, placement="even")
+            for name, params, _, widths in runs:
+                for small in (True, False) if dim in widths else ():
+                    with pages_forced(small):
                         calls.setdefault((name, dim, small), []).append(
                             wide_calls(X, y, params)[:2])
-    finally:
-        onlinepgs.pgs.small_pages_pay = rule
     out += ["", f"## The same 5,000 columns spread over each width, the blocks in small or "
             f"huge pages: partial_fit seconds "
             f"({'CPU' if CLOCK is time.process_time else 'wall'}), medians of "
