@@ -27,7 +27,8 @@ The default mode, on IMDB (``--data-dir`` holds ``imdb_train.svm.gz`` and
 and into 2^26 columns (``-b``): ``onlinepgs train`` with each geometry's defaults, as it
 is and with every state's block in huge pages as before the first call chose its pages
 (``HUGE_PAGES_CLI``; the same model file), against VW's driver with the same ``-b``:
-whole processes, wall time and peak RSS.
+whole processes, wall time and peak RSS; then each model scoring a quarter as many
+held-out rows (``onlinepgs predict``) against VW's ``-t -i`` on them.
 
     python bench/bench_command.py --wide --rows 100000 --repeats 5 --out docs/bench/command.md#wide
 
@@ -442,11 +443,12 @@ def run_wide(args, given):
     with the same -b; returns the record's text."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     compileall.compile_dir(str(REPO / "onlinepgs"), quiet=1)
-    load, rows = os.getloadavg()[0], []
+    load, rows, predicted = os.getloadavg()[0], [], []
     with tempfile.TemporaryDirectory(prefix="onlinepgs-wide-") as tmp:
         work = Path(tmp)
-        train = work / "clicks.vw"
+        train, test = work / "clicks.vw", work / "clicks_test.vw"
         write_clicks(train, args.rows, 1)
+        write_clicks(test, max(args.rows // 4, 1), 2)
         size = os.path.getsize(train) / 1e6
         for bits in WIDE_BITS:
             commands = {"vw": vw_driver(f"-d {train} --loss_function logistic -b {bits} "
@@ -476,6 +478,23 @@ def run_wide(args, given):
             med = [statistics.median(r[i] for r in runs["vw"]) for i in range(3)]
             rows.append(f"| {bits} | VW's driver | {med[0]:.2f} | {med[1]:.2f} | "
                         f"{med[2]:.0f} | 1 | 1 | |")
+            # the models just written, scoring the held-out rows
+            commands = {"vw": vw_driver(f"-d {test} -t -i {work / 'm.vw'} -p "
+                                        f"{work / 'p.vw.txt'} --quiet")}
+            for geometry in ("global", "adaptive"):
+                commands[geometry] = [sys.executable, "-m", "onlinepgs.cli", "predict",
+                                      str(work / f"{geometry}.pgs"), str(test), "-o",
+                                      str(work / f"p_{geometry}.txt")]
+            runs = compare(commands, args.repeats, env)
+            for name in ("global", "adaptive", "vw"):
+                med = [statistics.median(r[i] for r in runs[name]) for i in range(3)]
+                shown = "VW's driver `-t -i`" if name == "vw" else (
+                    f"`predict` (a `--geometry {name}` model)")
+                ratios = ("1 | 1" if name == "vw" else f"{ratio(runs['vw'], runs[name]):.2f} | "
+                          f"{ratio(runs['vw'], runs[name], 2):.2f}")
+                predicted.append(f"| {bits} | {shown} | {med[0]:.2f} | {med[1]:.2f} | "
+                                 f"{med[2]:.0f} | {ratios} |")
+                print(predicted[-1], flush=True)
     cmd = "python bench/bench_command.py " + " ".join(shlex.quote(a) for a in given)
     return (f"# The click log hashed into 2^18 and 2^26 columns, against Vowpal Wabbit\n\n"
             f"`{cmd}`\n\n{platform.processor() or platform.machine()}, {os.cpu_count()} "
@@ -484,7 +503,11 @@ def run_wide(args, given):
             "runs after a warm-up each, medians; ratios are medians of the per-round ratios "
             "(> 1: VW's is the smaller).\n\n| -b | command | wall s | cpu s | peak MiB | "
             "ours / VW's wall | ours / VW's peak | the same file in huge pages |\n"
-            "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
+            "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+            f"Scoring {max(args.rows // 4, 1):,} held-out rows with each model:\n\n"
+            "| -b | command | wall s | cpu s | peak MiB | ours / VW's wall | "
+            "ours / VW's peak |\n|---|---|---|---|---|---|---|\n"
+            + "\n".join(predicted) + "\n")
 
 
 def run_logs(args, given):

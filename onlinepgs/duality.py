@@ -873,7 +873,8 @@ _OBJECTIVES = ("trained", "raw")
 
 def _objective_coordinates(model, value, objective):
     """(value, inv): the model in the coordinates of the objective certified, and the
-    factors 1 / s_j of the data's columns there (None: the columns as they are).
+    factors 1 / s_j of the data's columns there, ``inv(columns)`` (None: the columns as
+    they are).
 
     A model of the adaptive geometry minimizes its objective on the scaled weights
     ``v_j = s_j w_j`` over the scaled features ``x_j / s_j`` (docs/design/adaptive.md),
@@ -886,37 +887,36 @@ def _objective_coordinates(model, value, objective):
     ``sigma r(w) + l1 ||w||_1`` plus the loss on the raw weights."""
     if objective not in _OBJECTIVES:
         raise ValueError(f"objective must be one of {list(_OBJECTIVES)}, got {objective!r}")
-    scales = getattr(value, "scales", None)
-    if objective == "raw" or scales is None:
+    if objective == "raw" or not getattr(value, "has_scales", False):
         return value, None
-    if value.is_sparse:  # the non-zeros scaled, never densified
+    if value.is_sparse:  # the non-zeros scaled, never densified (nor the scales)
         held = value.coef_sparse
         scaled = value._with(None, SparseWeights(
-            held.indptr, held.indices, held.data * scales[1 + np.asarray(held.indices)],
-            held.shape))
+            held.indptr, held.indices,
+            held.data * value.scales_at(1 + np.asarray(held.indices)), held.shape))
     else:
-        coef = np.asarray(value.coef) * scales[1:]
+        coef = np.asarray(value.coef) * value.scales_at(np.arange(1, value.n_features + 1))
         coef.setflags(write=False)
         scaled = value._with(coef, None)
-    scaled.intercept_weight = value.intercept_weight * scales[0]
-    scaled.intercept_scaling = value.intercept_scaling / scales[0]
-    scaled.scales = None  # its own coordinates
-    return scaled, 1.0 / scales[1:]
+    s0 = float(value.scales_at([0])[0])
+    scaled.intercept_weight = value.intercept_weight * s0
+    scaled.intercept_scaling = value.intercept_scaling / s0
+    scaled._set_scales(None)  # its own coordinates
+    return scaled, lambda columns: 1.0 / value.scales_at(1 + columns)
 
 
 def _scaled_columns(X, inv):
-    """X (CSR or dense, float64) with column j times inv[j] (1 beyond inv), or X itself
-    without factors; a new matrix, the caller's left as it is."""
+    """X (CSR or dense, float64) with column j times ``inv(j)`` (the factors 1 / s_j of
+    `_objective_coordinates`: 1 past the model's width, O(entries) on sparse X), or X
+    itself without factors; a new matrix, the caller's left as it is."""
     if inv is None:
         return X
     if sp.issparse(X):
-        factors = np.ones(X.shape[1])
-        factors[:min(X.shape[1], inv.shape[0])] = inv[:X.shape[1]]
-        data = np.asarray(X.data, dtype=np.float64) * factors[np.asarray(X.indices)]
+        columns = np.asarray(X.indices, dtype=np.int64)
+        data = np.asarray(X.data, dtype=np.float64) * inv(columns)
         return sp.csr_matrix((data, X.indices, X.indptr), shape=X.shape)
     X = np.array(X, dtype=np.float64)
-    width = min(X.shape[1], inv.shape[0])
-    X[:, :width] *= inv[:width]
+    X *= inv(np.arange(X.shape[1]))
     return X
 
 

@@ -143,12 +143,15 @@ class LinearModel:
         (``loss="hinge"``; no probabilities). ``predict`` is the argmax for all three.
         Two classes: the binary model whatever its value (multinomial is then the
         logistic loss, crammer_singer the hinge). A regressor: "ovr".
-    scales : array-like of shape (n_features + 1,) or None, default=None
+    scales : array-like of shape (n_features + 1,), (coordinates, values) or None, default=None
         A model of the adaptive geometry (``geometry="adaptive"``): the scale s_j of each
         coordinate, the intercept's constant feature first, 1 where training saw no
         value; its objective is taken on the scaled weights ``s_j w_j``
-        (`onlinepgs.duality_gap` certifies that one). None: the global geometry, whose
-        objective is on the weights as they are.
+        (`onlinepgs.duality_gap` certifies that one). Given whole, or as the pair of
+        the coordinates whose scale is not 1 (strictly increasing, in ``[0,
+        n_features]``) and their scales, which is how a wide model holds them (a
+        2**26-column model's scales whole take 512 MB). None: the global geometry,
+        whose objective is on the weights as they are.
 
     Attributes
     ----------
@@ -159,6 +162,9 @@ class LinearModel:
     n_problems, n_features, n_nonzero : int
     density : float
     is_sparse : bool
+    scales : ndarray of shape (n_features + 1,) or None
+        The scales whole (built on each access from a pair: prefer `scale_pairs` or
+        `scales_at`).
     """
 
     def __init__(self, coef, intercept_weight=None, *, classes=None, loss="logistic",
@@ -217,14 +223,84 @@ class LinearModel:
         # the option (multinomial == logistic, crammer_singer == hinge on the margin)
         self.multi_class = multi_class if K > 1 else "ovr"
         w0.setflags(write=False)
-        if scales is not None:
-            scales = np.array(scales, dtype=np.float64)
-            if scales.shape != (self.n_features + 1,) or not (
-                    np.isfinite(scales).all() and (scales > 0).all()):
-                raise ValueError(f"scales must be {self.n_features + 1} finite positive "
-                                 f"numbers (the intercept's first), got shape {scales.shape}")
-            scales.setflags(write=False)
-        self.scales = scales
+        self._set_scales(scales)
+
+    def _set_scales(self, scales):
+        """Hold `scales` (see the class's parameter), checked: whole, as a pair, or None."""
+        self._scales = self._scale_pairs = None
+        if scales is None:
+            return
+        if isinstance(scales, tuple):
+            if len(scales) != 2:
+                raise ValueError("scales given as a pair must be (coordinates, values)")
+            index = np.array(scales[0], dtype=np.int64, ndmin=1)
+            value = np.array(scales[1], dtype=np.float64, ndmin=1)
+            if index.ndim != 1 or index.shape != value.shape:
+                raise ValueError(f"scales' coordinates and values must be two vectors of "
+                                 f"one length, got shapes {index.shape} and {value.shape}")
+            if index.size and not (index[0] >= 0 and index[-1] <= self.n_features
+                                   and (np.diff(index) > 0).all()):
+                raise ValueError(f"scales' coordinates must be strictly increasing in [0, "
+                                 f"{self.n_features}]")
+            if not (np.isfinite(value).all() and (value > 0).all()):
+                raise ValueError("scales must be finite positive numbers")
+            index.setflags(write=False)
+            value.setflags(write=False)
+            self._scale_pairs = index, value
+            return
+        scales = np.array(scales, dtype=np.float64)
+        if scales.shape != (self.n_features + 1,) or not (
+                np.isfinite(scales).all() and (scales > 0).all()):
+            raise ValueError(f"scales must be {self.n_features + 1} finite positive "
+                             f"numbers (the intercept's first), got shape {scales.shape}")
+        scales.setflags(write=False)
+        self._scales = scales
+
+    @property
+    def has_scales(self):
+        """Whether the model is of the adaptive geometry (it has scales)."""
+        return self._scales is not None or self._scale_pairs is not None
+
+    @property
+    def scales(self):
+        """The scales of the n_features + 1 coordinates (the intercept's first) as a
+        read-only ndarray, or None (the global geometry); held as a pair, they are
+        built on each access (O(n_features) memory: prefer `scale_pairs`)."""
+        if self._scale_pairs is None:
+            return self._scales
+        scales = np.ones(self.n_features + 1)
+        scales[self._scale_pairs[0]] = self._scale_pairs[1]
+        scales.setflags(write=False)
+        return scales
+
+    @property
+    def scale_pairs(self):
+        """(coordinates, values) of the scales that are not 1, the coordinates strictly
+        increasing (the intercept's is 0), or None (the global geometry)."""
+        if self._scales is None:
+            return self._scale_pairs
+        index = np.flatnonzero(self._scales != 1.0)
+        return index, self._scales[index]
+
+    def scales_at(self, coordinates):
+        """The scales of the given coordinates (0 the intercept's, j + 1 column j's; 1
+        past the model's width), O(len(coordinates) log(held scales)); None without
+        scales."""
+        coordinates = np.asarray(coordinates, dtype=np.int64)
+        if self._scales is not None:
+            out = np.ones(coordinates.shape)
+            inside = coordinates <= self.n_features
+            out[inside] = self._scales[coordinates[inside]]
+            return out
+        if self._scale_pairs is None:
+            return None
+        index, value = self._scale_pairs
+        at = np.searchsorted(index, coordinates)
+        found = at < index.size
+        found[found] = index[at[found]] == coordinates[found]
+        out = np.ones(coordinates.shape)
+        out[found] = value[at[found]]
+        return out
 
     # ---- what it is ----------------------------------------------------------------------
     @property

@@ -34,6 +34,8 @@ from onlinepgs._event import EventClassifier, EventLearner
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
 from onlinepgs._core._pages import small_pages_pay
 from onlinepgs._layout import StateLayout, scales_of
+from onlinepgs._sparse_readout import rows_read_out
+from onlinepgs._weights import SparseWeights
 from onlinepgs.features import CrossedRows
 from onlinepgs.model import LinearModel
 
@@ -1002,7 +1004,10 @@ class PGSLearner(EventLearner, LinearLearner):
 
     # ---- read-out ---------------------------------------------------------------------
     def _make_model(self, check_finite=True):
-        """The installed state's model as a value, computed once per state.
+        """The installed state's model as a value, computed once per state: dense, or,
+        for a wide state whose rows reached few of its coordinates, its weights held
+        sparse and read at those coordinates only (`onlinepgs._sparse_readout`: the same
+        model, O(coordinates reached) rather than O(width)).
 
         A snapshot already taken is returned without waiting; otherwise it is taken
         under the state lock, after the partial_fit pass in progress if any. Weights
@@ -1018,16 +1023,25 @@ class PGSLearner(EventLearner, LinearLearner):
             if "model" in cache:
                 return cache["model"]
             state = self._state
-            with np.errstate(all="ignore"):
-                W = state.weights()  # (1 + n_features, K)
-            finite = bool(np.isfinite(W).all())
+            at_rows = rows_read_out(state)  # a wide model: at the coordinates reached
+            if at_rows is not None:
+                (indptr, indices, data), w0, scales = at_rows
+                coef = SparseWeights(indptr, indices, data,
+                                     (state.n_problems, state.dim - 1))
+                finite = True  # (checked: else the dense read-out below says where)
+            else:
+                with np.errstate(all="ignore"):
+                    W = state.weights()  # (1 + n_features, K)
+                coef, w0 = W[1:].T, W[0]
+                scales = feature_scales(state, self._layout(1).offset("inv_scale"))
+                finite = bool(np.isfinite(W).all())
             if not finite and check_finite:
                 reason = _overflow_reason(state, None, None)
                 raise PGSDivergedError(f"the model is not usable: {reason}", reason=reason)
             cfg = state.config()  # the fitted configuration, whatever set_params did since
             fitted = self._state_params
             model = LinearModel(
-                W[1:].T, W[0] if cfg["fit_intercept"] else None,
+                coef, w0 if cfg["fit_intercept"] else None,
                 classes=self.classes_ if self._classifier else None, loss=cfg["loss"],
                 epsilon=cfg["epsilon"], p=cfg["p"], sigma=cfg["sigma"],
                 l1=cfg.get("l1", 0.0),
@@ -1037,8 +1051,7 @@ class PGSLearner(EventLearner, LinearLearner):
                 n_bits=fitted["n_bits"], hash_seed=fitted["hash_seed"],
                 n_features_in=self.n_features_in_, solver="pgs",
                 interactions=fitted.get("interactions"),
-                multi_class=self._fitted_multi_class(),
-                scales=feature_scales(state, self._layout(1).offset("inv_scale")))
+                multi_class=self._fitted_multi_class(), scales=scales)
             if finite:
                 cache["model"] = model
             return model

@@ -12,7 +12,8 @@ from onlinepgs import PGSClassifier
 from onlinepgs import pgs as pgs_module
 from onlinepgs._core._pages import (HUGE_PAGE, SMALL_PAGE, SMALL_PAGES_PAY,
                                     cache_aligned_zeros, copy_mapped, mapped_pages,
-                                    first_nonfinite, mark_nonzero_rows, small_pages_pay)
+                                    first_nonfinite, mark_nonzero_rows, nonzero_rows,
+                                    small_pages_pay)
 
 HAVE_PAGEMAP = mapped_pages(np.zeros(1)) is not None
 needs_pagemap = pytest.mark.skipif(not HAVE_PAGEMAP, reason="no /proc/self/pagemap here")
@@ -118,7 +119,7 @@ def test_models_do_not_depend_on_the_pages(params, monkeypatch):
     if HAVE_PAGEMAP:
         # the state maps the pages its 400 columns fall in (and the intercept's), not
         # the 2^22 columns' width: the race's forks and the growth copied no more
-        # (counted before coef_, whose read-out reads every page)
+        # (counted before coef_)
         assert mapped_pages(small._state.block_a).sum() <= 400 + 8
     monkeypatch.setattr(pgs_module, "small_pages_pay", lambda *args, **kwargs: False)
     huge = train()
@@ -150,10 +151,15 @@ def test_the_nonzero_rows_are_numpys(row_doubles, small):
     values[at, rng.integers(0, row_doubles, size=200)] = rng.choice(
         [1.0, -0.0, np.nan, 1e-300], size=200)
     values[-1, -1] = -0.0  # the last row's last byte
+    other = np.zeros((dim, 2), dtype=np.int64)  # a second array of the rows (snapv_a's)
+    other[rng.choice(dim, size=50, replace=False), 1] = 7
     for _ in range(2):  # as written, then with every page read (the page of zeros)
         kept = np.zeros(dim, dtype=np.uint8)
         mark_nonzero_rows(values, kept)
         assert np.array_equal(kept.astype(bool), nonzero_rows_by_numpy(values))
+        rows = nonzero_rows([values, other], dim)
+        assert rows.dtype == np.int64 and np.array_equal(rows, np.flatnonzero(
+            nonzero_rows_by_numpy(values) | nonzero_rows_by_numpy(other)))
     with pytest.raises(ValueError, match="rows"):
         mark_nonzero_rows(np.zeros(7, dtype=np.uint8), np.zeros(2, dtype=np.uint8))
 
@@ -167,6 +173,10 @@ def test_a_wide_block_is_searched_in_its_pages_only():
     mark_nonzero_rows(values, kept)
     assert int(mapped_pages(values).sum()) == before  # nothing else read
     assert np.array_equal(np.flatnonzero(kept), np.arange(0, 50_000_000, 1_000_000))
+    assert np.array_equal(nonzero_rows([values], 50_000_000),
+                          np.arange(0, 50_000_000, 1_000_000))
+    assert int(mapped_pages(values).sum()) == before
+    assert nonzero_rows([values[:0]], 0).shape == (0,)
 
 
 def test_without_a_page_map_every_page_is_read_and_copied(monkeypatch):
@@ -181,6 +191,7 @@ def test_without_a_page_map_every_page_is_read_and_copied(monkeypatch):
     kept = np.zeros(600_001, dtype=np.uint8)
     mark_nonzero_rows(source, kept)
     assert np.array_equal(kept.astype(bool), nonzero_rows_by_numpy(source))
+    assert np.array_equal(nonzero_rows([source], 600_001), np.flatnonzero(kept))
 
 
 @pytest.mark.parametrize("small", [False, True])

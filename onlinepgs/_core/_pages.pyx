@@ -316,6 +316,53 @@ def mark_nonzero_rows(cnp.ndarray values, uint8_t[::1] kept):
                 row += 1
 
 
+def nonzero_rows(arrays, Py_ssize_t dim):
+    """The rows, increasing (int64), that hold a non-zero byte in some array of `arrays`
+    (C-contiguous arrays of `dim` rows each, as `mark_nonzero_rows` takes them), found
+    in the pages the arrays have and collected from the pages their marks have: a wide
+    state a few rows reached is searched in O(rows reached), not over its width (NumPy's
+    ``flatnonzero`` of a 2^26-row mask took 0.1 s).
+
+    >>> import numpy as np
+    >>> nonzero_rows([np.array([[0.0], [2.0], [0.0]]), np.array([[0, 0], [0, 0], [0, 1]])], 3)
+    array([1, 2])
+    """
+    marks = np.zeros(dim, dtype=np.uint8)  # pages mapped only where a mark is written
+    cdef uint8_t[::1] kept = marks
+    for values in arrays:
+        mark_nonzero_rows(values, kept)
+    if dim == 0:
+        return np.zeros(0, dtype=np.int64)
+    cdef uint8_t[::1] mapped = pages_to_read(marks)
+    cdef Py_ssize_t n
+    with nogil:
+        n = _marked(&kept[0], dim, mapped, NULL)
+    out = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] rows = out
+    if n:
+        with nogil:
+            _marked(&kept[0], dim, mapped, &rows[0])
+    return out
+
+
+cdef Py_ssize_t _marked(const uint8_t* kept, Py_ssize_t dim, const uint8_t[::1] mapped,
+                        int64_t* rows) noexcept nogil:
+    """The count of the marks kept[i] != 0 in the pages `mapped` flags, their i written
+    to `rows` in order unless it is NULL."""
+    cdef Py_ssize_t page0 = <Py_ssize_t>((<size_t>kept) // page_size * page_size)
+    cdef Py_ssize_t p, i, lo, hi, n = 0
+    for p in range(mapped.shape[0]):
+        if not mapped[p]:
+            continue
+        page_span(page0, p, <Py_ssize_t>kept, dim, &lo, &hi)
+        for i in range(lo, hi):
+            if kept[i]:
+                if rows != NULL:
+                    rows[n] = i
+                n += 1
+    return n
+
+
 def first_nonfinite(cnp.ndarray values):
     """The flat index of the first element of the C-contiguous float64 array `values`
     that is not finite, or -1: read in the pages it has (a page never touched holds

@@ -30,7 +30,8 @@ import copy
 import numpy as np
 
 from onlinepgs._core._state_dict import unfold_marks_layout
-from onlinepgs._layout import L1_MARKS_FIELDS, StateLayout, scales_of
+from onlinepgs._layout import L1_MARKS_FIELDS, StateLayout
+from onlinepgs._sparse_readout import csr_of, dense_of, scale_pairs_of
 from onlinepgs.model_io import schema
 from onlinepgs.model_io.errors import ModelFileError
 from onlinepgs.model_io.jsonvalues import from_json
@@ -131,9 +132,9 @@ def _build(archive, header, arrays, path, sklearn):
     scales = _scales(slices, layout.offset("inv_scale"))
     d = dim - 1
     if sparse_is_smaller(K, d, int(nnz.sum())):
-        coef = _sparse(weights.of(slices), nnz, K, d)
+        coef = csr_of(weights.of(slices), nnz, K, d)
     else:
-        coef = _dense(weights.of(slices), K, d)
+        coef = dense_of(weights.of(slices), K, d)
     return _reported(header, arrays, coef, intercept, scalars, dim, path, sklearn, scales)
 
 
@@ -143,13 +144,7 @@ def _scales(slices, inv_at):
     or None for the global geometry."""
     if inv_at is None:
         return None
-    index, value = [np.zeros(0, dtype=np.int64)], [np.zeros(0)]
-    for at, parts in slices:
-        scales = scales_of(parts["block_a"][:, 0, inv_at])
-        keep = scales != 1.0
-        index.append(at[keep])
-        value.append(scales[keep])
-    return np.concatenate(index), np.concatenate(value)
+    return scale_pairs_of((at, parts["block_a"][:, 0, inv_at]) for at, parts in slices)
 
 
 def _check_rows_entry(stored, keys, dim, header, path):
@@ -243,32 +238,6 @@ class _Weights:
         """Coordinate 0's weights (its stored row, or an empty row's)."""
         parts = slices.first_row(self.marks, self.state_json)
         return self._of_parts(parts, True)[0]
-
-
-def _sparse(pieces, nnz, K, d):
-    """The weights of the data's coordinates (1 .. dim - 1) as CSR arrays."""
-    indptr = np.zeros(K + 1, dtype=np.int64)
-    np.cumsum(nnz, out=indptr[1:])
-    indices = np.empty(int(indptr[-1]), dtype=np.int32 if d <= 2**31 - 1 else np.int64)
-    data = np.empty(int(indptr[-1]))
-    filled = indptr[:-1].copy()
-    for at, W in pieces:
-        for c in range(K):
-            keep = (W[:, c] != 0.0) & (at > 0)
-            n = int(np.count_nonzero(keep))
-            indices[filled[c]:filled[c] + n] = at[keep] - 1
-            data[filled[c]:filled[c] + n] = W[keep, c]
-            filled[c] += n
-    return indptr, indices, data
-
-
-def _dense(pieces, K, d):
-    coef = np.zeros((K, d))
-    for at, W in pieces:
-        data = at > 0
-        coef[:, at[data] - 1] = W[data].T
-    coef.setflags(write=False)  # the model holds it as it is (LinearModel, no copy)
-    return coef
 
 
 def _reported(header, arrays, coef, intercept, scalars, dim, path, sklearn, scales):

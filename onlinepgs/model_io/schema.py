@@ -149,7 +149,7 @@ def encode(estimator, path, extra, with_state=True):
         add_array("state/intercept_weight", model.intercept_weight)
         if stateless:
             state_json.update(to_json(stateless_header(model), "the model", path))
-            add_scales(model.scales, add_array)
+            add_scales(model.scale_pairs, add_array)
         n_features = model.n_features
         stats = estimator.online_stats_ if stateless else {}
     else:

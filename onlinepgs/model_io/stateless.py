@@ -40,21 +40,19 @@ def stateless_header(model):
 
 
 def add_scales(scales, add_array):
-    """Write the adaptive geometry's scales that are not 1 (`scales`: all of them, or
-    their (coordinates, values)): the coordinates, increasing, the intercept's 0, and
-    the values. Nothing for the global geometry (None)."""
+    """Write the adaptive geometry's scales that are not 1 (`scales`: their
+    (coordinates, values), `LinearModel.scale_pairs`): the coordinates, increasing, the
+    intercept's 0, and the values. Nothing for the global geometry (None)."""
     if scales is None:
         return
-    if not isinstance(scales, tuple):
-        index = np.flatnonzero(scales != 1.0)
-        scales = index, scales[index]
     add_array(SCALE_ARRAYS[0], np.asarray(scales[0], dtype=np.int64))
     add_array(SCALE_ARRAYS[1], np.asarray(scales[1], dtype=np.float64))
 
 
 def read_scales(arrays, n_features, path):
-    """The scales of a file's adaptive model, shape (n_features + 1,), or None (the
-    global geometry: no scale arrays); damaged arrays are refused, naming them."""
+    """The scales of a file's adaptive model that are not 1, (coordinates, values) as
+    `LinearModel` holds them, or None (the global geometry: no scale arrays); damaged
+    arrays are refused, naming them."""
     present = [name in arrays for name in SCALE_ARRAYS]
     if not any(present):
         return None
@@ -75,9 +73,7 @@ def read_scales(arrays, n_features, path):
     if not (np.isfinite(value).all() and (value > 0).all()):
         raise ModelFileError(path, f"damaged model: array {SCALE_ARRAYS[1]} holds a scale "
                                    "that is not a finite positive number")
-    scales = np.ones(n_features + 1)
-    scales[index] = value
-    return scales
+    return index, value
 
 
 def stateless_model(estimator, weights, attributes, header, path):
@@ -104,7 +100,7 @@ def stateless_model(estimator, weights, attributes, header, path):
         interactions=fitted.get("interactions"),
         multi_class=fitted.get("multi_class", "ovr") if estimator._classifier else "ovr",
         scales=weights.scales)
-    if (model.scales is not None) != (getattr(estimator, "geometry", "global") == "adaptive"):
+    if model.has_scales != (getattr(estimator, "geometry", "global") == "adaptive"):
         raise ModelFileError(path, "inconsistent model: a model of the adaptive geometry "
                                    "has scales (state/scale_index, state/scale_value), one "
                                    "of the global geometry none")

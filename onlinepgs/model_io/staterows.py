@@ -18,7 +18,7 @@ model beyond that is stored dense).
 """
 import numpy as np
 
-from onlinepgs._core._pages import mark_nonzero_rows
+from onlinepgs._core._pages import nonzero_rows
 from onlinepgs._core._pgs import PGSState
 from onlinepgs._core._state_dict import as_dict
 from onlinepgs._layout import StateLayout
@@ -69,12 +69,10 @@ def compact(state_dict):
     per_row = StateLayout.of(state_dict["config"]).row_arrays(dim)
     if dim < 2 or not per_row:
         return arrays, None
-    kept = np.zeros(dim, dtype=np.uint8)
-    for key in per_row:
-        # by their bytes (-0.0 and NaN payloads are kept as they are), in the pages the
-        # array has: a wide block is not read over its width
-        mark_nonzero_rows(np.ascontiguousarray(arrays[key]), kept)
-    rows = np.flatnonzero(kept).astype(np.int32 if dim <= 2**31 - 1 else np.int64)
+    # by their bytes (-0.0 and NaN payloads are kept as they are), in the pages the
+    # arrays have: a wide block is not read over its width
+    rows = nonzero_rows([np.ascontiguousarray(arrays[key]) for key in per_row], dim)
+    rows = rows.astype(np.int32 if dim <= 2**31 - 1 else np.int64)
     dense = sum(arrays[k].nbytes for k in per_row)
     cut = sum(arrays[k].nbytes // dim * rows.size for k in per_row)
     if cut + rows.nbytes + _ENTRY_BYTES >= dense or dense > _limit(cut + rows.nbytes):
