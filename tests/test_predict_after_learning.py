@@ -90,7 +90,8 @@ def test_state_scores_are_the_read_out_models():
     dict(radius="auto", iterate="weighted2"), dict(radius=1.0, iterate="random"),
     dict(p=1.5, iterate="average"), dict(p=1.01, radius=None, iterate="last"),
     dict(l1=1e-3, radius="auto", iterate="weighted2"), dict(l1=1e-3, p=1.5, iterate="last"),
-    dict(n_problems=3, multiclass=True, radius="auto", iterate="weighted")])
+    dict(n_problems=3, multiclass=True, radius="auto", iterate="weighted"),
+    dict(geometry="adaptive", p=1.5, radius=None, iterate="average")])
 def test_a_copy_is_the_state(cfg):
     """A copy (a race's fork) that copies only the coordinates reached is the state
     rebuilt from its whole arrays (`from_dict`), bit for bit, and trains on as it does."""
