@@ -4,12 +4,15 @@ count; the copy that leaves untouched pages unmapped, against a whole copy; the 
 for a block's non-zero rows (model files) against NumPy's; and the learners, whose
 models do not depend on the pages (bit for bit), while a wide sparse state maps only
 the pages its coordinates fall in."""
+import resource
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from onlinepgs import PGSClassifier
 from onlinepgs import pgs as pgs_module
+from onlinepgs._core import PGSState
 from onlinepgs._core._pages import (HUGE_PAGE, SMALL_PAGE, SMALL_PAGES_PAY,
                                     cache_aligned_zeros, copy_mapped, mapped_pages,
                                     first_nonfinite, mark_nonzero_rows, nonzero_rows,
@@ -207,3 +210,29 @@ def test_the_first_nonfinite_element_is_numpys(small):
         values.flat[at] = 0.0
     with pytest.raises(ValueError, match="float64"):
         first_nonfinite(np.zeros(3, dtype=np.float32))
+
+
+@needs_pagemap
+def test_a_pass_writes_each_new_page_of_a_small_page_block_once():
+    """A step reads a coordinate's fields before it writes them: in a block in small
+    pages, a page first read is the kernel's shared page of zeros, and the write after
+    it faults a second time (and flushes the TLBs of the process's other processors).
+    A pass writes each new page its rows reach first (_written.pxd): one fault a page,
+    counted by the kernel, and the same state as without (a block in huge pages)."""
+    n_pages, per_row = 3_000, 10
+    width = n_pages * 128  # the adaptive geometry's 32-byte rows: 128 to a 4 KB page
+    cols = np.arange(n_pages) * 128 + 127  # coordinate c + 1: one a page
+    X = sp.csr_matrix((np.ones(n_pages), cols, np.arange(0, n_pages + 1, per_row)),
+                      shape=(n_pages // per_row, width))
+    y = np.where(np.arange(X.shape[0]) % 2 == 0, 1.0, -1.0)
+    st = PGSState(geometry="adaptive", radius=None, sigma=1e-3, n_features=width,
+                  small_pages=True)
+    order = np.arange(X.shape[0], dtype=np.int64)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    st.run(X.data, X.indices, X.indptr, width, y, np.ones(X.shape[0]), order, True)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    assert faults < 1.2 * n_pages, faults  # two a page without the first writes
+    huge = PGSState(geometry="adaptive", radius=None, sigma=1e-3, n_features=width)
+    huge.run(X.data, X.indices, X.indptr, width, y, np.ones(X.shape[0]), order, True)
+    assert st.weights().tobytes() == huge.weights().tobytes()
+    assert np.asarray(st.block_a).tobytes() == np.asarray(huge.block_a).tobytes()

@@ -7,7 +7,7 @@
 # pass in _pgs.pyx.
 cimport cython
 cimport numpy as cnp
-from libc.stdint cimport uint64_t, int64_t, int32_t
+from libc.stdint cimport uint64_t, int64_t, int32_t, uint8_t
 from cpython.object cimport PyObject
 
 from onlinepgs._core._mirror cimport Mirror
@@ -317,6 +317,10 @@ cdef class PGSState:
     # its block mapped in small pages (_pages.pyx, `small_pages_pay`): how this process
     # maps it, not part of the model (copies keep it, model files do not)
     cdef readonly bint small_pages
+    # a byte a 4 KB page of the block in small pages: written by a pass already
+    # (_written.pxd); NULL in huge pages
+    cdef uint8_t* written
+    cdef cnp.ndarray written_a
     # the coupled multiclass loss of the K problems (_multiclass.pxd's MC_*): MC_NONE is
     # one-vs-rest, K independent binary problems
     cdef readonly int mc_code

@@ -25,6 +25,7 @@ from onlinepgs._core._mirror cimport mirror_init, MIRROR_CHUNK
 from onlinepgs._core._l1q cimport L1Q, l1q_tol
 from onlinepgs._core._sparse cimport index_t
 from onlinepgs._core._seen cimport _seen_compact
+from onlinepgs._core._written cimport write_rows_first, written_pages
 from onlinepgs._core._touch cimport _averaged
 from onlinepgs._core._steps cimport row_power_sum
 from onlinepgs._core._features cimport Crossing, CrossRows
@@ -260,6 +261,12 @@ cdef class PGSState:
         elif self.dim:
             block[: self.dim] = self.block_a
         self.block_a = block
+        self.written = NULL  # (a block in huge pages: none)
+        self.written_a = None
+        if self.small_pages:
+            self.written_a = np.zeros(written_pages(<char*>cnp.PyArray_DATA(block),
+                                                    block.nbytes), dtype=np.uint8)
+            self.written = <uint8_t*>cnp.PyArray_DATA(self.written_a)
         for name in ("snap_a", "snapv_a"):
             # the random iterate's snapshots; a placeholder row otherwise
             shape, dtype = shapes[name]
@@ -1070,6 +1077,7 @@ cdef class RowPasses:
         self.n_made = n
         with nogil:
             for s in range(n):
+                _write_first(<PGSState>self.ptrs[s], &self.ps[s], indices, indptr, order)
                 note_rows(&self.ps[s], &(<PGSState>self.ptrs[s]).seen, indices, indptr,
                           order)  # for the sweeps (_seen.pxd)
             for s in range(n):
@@ -1116,6 +1124,16 @@ cdef inline bint _pass_step(PGSState self, Pass* ps, const RowKernels* kn, Row* 
     return True
 
 
+cdef inline void _write_first(PGSState self, Pass* ps, const index_t* indices,
+                              const int64_t* indptr, const int64_t[::1] order) noexcept nogil:
+    """Before a pass over CSR rows: the pages of a block in small pages that its rows
+    reach written first (_written.pxd)."""
+    if self.written != NULL and not ps.dense and ps.cross == NULL:
+        write_rows_first(self.written, <char*>&self.block[0, 0, 0],
+                         8 * self.n_problems * self.n_fields, indices, indptr, order,
+                         ps.fit_icpt)
+
+
 cdef void _run_pass(PGSState self, const double* data, const index_t* indices,
                     int64_t* indptr, Py_ssize_t n_cols, const double[::1] y,
                     const double[::1] sw, const int64_t[::1] order, bint classifier,
@@ -1129,6 +1147,7 @@ cdef void _run_pass(PGSState self, const double* data, const index_t* indices,
                            n_rows, row_xq, NULL)
     cdef RowKernels kn = select_kernels(&ps, indices)
     cdef Row rw
+    _write_first(self, &ps, indices, indptr, order)
     note_rows(&ps, &self.seen, indices, indptr, order)  # for the sweeps (_seen.pxd)
     while pos < n_rows:
         bsize = ps.k if n_rows - pos >= ps.k else n_rows - pos
@@ -1156,6 +1175,7 @@ cdef void _run_lockstep(PyObject** states, Py_ssize_t n_states, const Rep* reps,
         ps[s] = pass_of(<PGSState>states[s], reps[s], classifier, dense, n_cols, &y[0],
                         &sw[0], &order[0], n_rows, row_xq, cross)
         kn[s] = select_kernels(&ps[s], indices)
+        _write_first(<PGSState>states[s], &ps[s], indices, indptr, order)
         note_rows(&ps[s], &(<PGSState>states[s]).seen, indices, indptr, order)
         live[s] = True
     for pos in range(n_rows):
