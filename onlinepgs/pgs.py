@@ -32,7 +32,7 @@ from onlinepgs._core._pgs import (finite_at_columns, power_is_cheap, row_power_s
                                   run_lockstep)
 from onlinepgs._event import EventClassifier, EventLearner
 from onlinepgs._csr import sparse as sp  # scipy.sparse, imported when first needed
-from onlinepgs._core._pages import small_pages_pay
+from onlinepgs._core._pages import first_nonfinite, small_pages_pay
 from onlinepgs._layout import StateLayout, scales_of
 from onlinepgs._sparse_readout import rows_read_out
 from onlinepgs._weights import SparseWeights
@@ -292,8 +292,8 @@ def _finite_after(state, X):
     """Whether the state is finite after a call on the rows of X, at a cost of O(nnz).
 
     The scalars, then every field of every coordinate (lambda, the averages' sums, ...)
-    where one vectorized pass over them costs no more than the call (a fit, a large
-    chunk): the state itself, not its weights, whose l1 averages take closed forms at
+    where one compiled pass over them (`_pages.first_nonfinite`) costs no more than the
+    entries' rows (a fit, a large chunk, many problems): the state itself, not its weights, whose l1 averages take closed forms at
     about 20 ns a coordinate, as much as the pass itself on news20's small splits. Else
     the scalars alone where the core keeps N (p < 2 or a ball: M is refreshed to max
     |lambda_j|, which an overflow of lambda reaches at once), and for p = 2 on R^n the
@@ -307,8 +307,13 @@ def _finite_after(state, X):
         block = state.block_a
         crossed = isinstance(X, CrossedRows)  # its entries: at most the crossing's bound
         nnz = X.crossing().entries if crossed else X.nnz if sp.issparse(X) else None
-        if nnz is None or block.size <= 4 * (nnz + X.shape[0]):
-            return bool(np.isfinite(block).all() and np.isfinite(state.snap_a).all())
+        # an entry's coordinate holds a row of K problems' fields: the scan of the
+        # whole block (compiled, in the pages it has, no temporary) costs its doubles,
+        # the entries' about theirs (news20's 20 classes: 80 doubles an entry, 15 ms a
+        # call where the block's 5M took 4)
+        if nnz is None or block.size <= 4 * (nnz + X.shape[0]) * (block.shape[1]
+                                                                  * block.shape[2]):
+            return bool(first_nonfinite(block) < 0 and np.isfinite(state.snap_a).all())
         if state.need_norm:
             return True
         # the intercept's coordinate 0 and each entry's column + 1 (repeats cost less
@@ -329,9 +334,12 @@ def feature_scales(state, inv_at):
 
 
 def _reach(X):
-    """The column indices the rows of X reach (a CSR matrix's `indices`); None for rows
-    crossed in the pass (`CrossedRows`), whose columns are made as they are stepped."""
-    return None if isinstance(X, CrossedRows) else getattr(X, "indices", None)
+    """The column indices the rows of X reach (a CSR matrix's `indices`; rows crossed in
+    the pass, `CrossedRows`, their columns made once more, O(entries)); None for dense
+    rows."""
+    if isinstance(X, CrossedRows):
+        return X.crossing().columns()
+    return getattr(X, "indices", None)
 
 
 def _heaviest_row(X, sw):

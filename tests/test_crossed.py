@@ -481,3 +481,44 @@ def test_a_model_the_matrix_path_trained_is_trained_and_predicted_bit_for_bit(tm
         scores = np.concatenate([before.decision_function(X)
                                  for X, _, _ in open_reader(str(test), "vw", spec=spec)])
     assert same_bits(scores, np.load(STATES / "pgs_interactions_q_scores.npy"))
+
+
+def test_rows_crossed_in_the_pass_map_a_wide_block_in_small_pages(tmp_path, monkeypatch):
+    """Rows crossed in the pass decide the block's pages as a matrix's do (their columns
+    made once more for the rule: a first call over 2^25 columns that reaches a few
+    thousand maps small pages), and over such a block each row, as it is made, writes
+    each new page of its before its step reads it (_written.pxd): about one fault a page
+    the block maps, where a read of the kernel's page of zeros and the write after it
+    took two. The same state as in huge pages."""
+    import resource
+
+    from onlinepgs import pgs as pgs_module
+    from onlinepgs._core._pages import mapped_pages, nonzero_rows
+
+    if mapped_pages(np.zeros(1)) is None:
+        pytest.skip("no /proc/self/pagemap here")
+    path = tmp_path / "clicks.vw"
+    path.write_text(click_lines(400, 8))
+    spec = FeatureSpec(25, 0, parse_interactions(["sda"]))
+    (X, y, _), = chunks(path, spec, True, chunk_rows=400)
+
+    def learner():
+        return PGSClassifierLearner(n_bits=25, interactions=["sda"], geometry="adaptive",
+                                    radius=None, sigma=1e-2, eta=0.5, random_state=0,
+                                    max_model_bytes=None)  # one run: its faults alone
+
+    small = learner()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    small.partial_fit(X, y, classes=[-1.0, 1.0])
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    pages = int(mapped_pages(small._state.block_a).sum())
+    assert small._state.small_pages and pages > 1_000
+    assert faults < 1.5 * pages, (faults, pages)  # about 2 a page without
+    monkeypatch.setattr(pgs_module, "small_pages_pay", lambda *args, **kwargs: False)
+    huge = learner()
+    huge.partial_fit(X, y, classes=[-1.0, 1.0])
+    assert not huge._state.small_pages
+    a, b = small._state, huge._state
+    rows = nonzero_rows([a.block_a], a.dim)  # (the blocks whole: 1 GB of bytes each)
+    assert np.array_equal(rows, nonzero_rows([b.block_a], b.dim))
+    assert same_bits(a.block_a[rows], b.block_a[rows])

@@ -302,6 +302,31 @@ def test_the_finite_check_of_the_touched_coordinates_is_numpys(dtype):
             assert finite_at_columns(spoilt, columns) == want
 
 
+def test_a_state_of_many_problems_is_checked_whole_where_that_costs_less():
+    """An entry's coordinate holds a row of K problems' fields: with 20 problems a call's
+    entries hold more doubles than the whole block, which the guard then scans whole
+    (compiled, `first_nonfinite`), catching a non-finite field the rows do not reach; a
+    wide block of one problem is checked at the rows' columns only."""
+    from onlinepgs.pgs import _finite_after
+
+    rng = np.random.RandomState(3)
+    X = sp.random(400, 2_000, density=0.01, random_state=3, format="csr")
+    for K, wide in ((20, False), (1, True)):
+        y = rng.randint(0, K, 400) if K > 2 else np.where(rng.rand(400) > 0.5, 1, -1)
+        width = 2**20 if wide else 2_000
+        Xw = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(400, width))
+        est = PGSClassifier(geometry="adaptive", radius=None, sigma=1e-3, random_state=0,
+                            max_model_bytes=None).fit(Xw, y)
+        state = est._state
+        assert _finite_after(state, Xw)
+        unreached = next(c for c in range(width) if c not in set(X.indices.tolist()))
+        state.block_a[unreached + 1, -1, 0] = np.nan
+        assert _finite_after(state, Xw) == wide  # the wide one looks at the rows' only
+        state.block_a[unreached + 1, -1, 0] = 0.0
+        state.block_a[X.indices[0] + 1, 0, 1] = np.inf
+        assert not _finite_after(state, Xw)
+
+
 def test_predict_proba_and_pickle():
     X, y = data(classes=3)
     est = PGSClassifier(random_state=0).fit(X, y)

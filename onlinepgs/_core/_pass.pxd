@@ -16,6 +16,7 @@ from onlinepgs._core._multiclass cimport (mc_loss_grad, MC_NONE, MC_MULTINOMIAL,
 from onlinepgs._core._upkeep cimport end_steps
 from onlinepgs._core._sparse cimport index_t, prefetch_gather, OPGS_PREFETCH
 from onlinepgs._core._features cimport CrossRows, cross_row, emit_crossed
+from onlinepgs._core._written cimport write_cols_first
 
 
 cdef inline Pass pass_of(PGSState st, Rep rep, bint classifier, bint dense, Py_ssize_t n_cols,
@@ -25,6 +26,7 @@ cdef inline Pass pass_of(PGSState st, Rep rep, bint classifier, bint dense, Py_s
     """What the kernels of a pass over the rows in `order` share (see `Pass`)."""
     cdef Pass ps
     ps.cross = cross
+    ps.written = st.written
     ps.core = st._core()
     ps.rep = rep
     ps.K = st.n_problems
@@ -198,6 +200,9 @@ cdef inline void row_crossed(Pass* ps, Row* rw, const double* data, const index_
     rw.start = s * room
     rw.nnz = cx.made_nnz[s]
     rw.vals = cx.row_vals + rw.start
+    if ps.written != NULL:  # each new page of a block in small pages written first
+        write_cols_first(ps.written, <char*>ps.core.lam, 8 * ps.K * ps.core.S,
+                         <const int32_t*>cx.row_idx + rw.start, rw.nnz)
     if rw.nnz > 0:  # canonical rows: the last index is the largest
         top = (<int64_t>cx.row_idx[rw.start + rw.nnz - 1] + 1) + 1
         if top > ps.span[0]:

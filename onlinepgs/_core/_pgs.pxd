@@ -184,6 +184,7 @@ cdef struct Pass:
     const int64_t* order
     const double* row_xq  # sum_j |x_ij|^q of every row, or NULL
     CrossRows* cross  # namespaced rows crossed a row at a time (`row_crossed`), or NULL
+    uint8_t* written  # the state's pages written first (_written.pxd), or NULL
     int64_t* span  # the state's `span` and `touches_since_exact`, which the rows move
     int64_t* touches
     bint dense, classifier, multiclass, fit_icpt, p2, radius_auto

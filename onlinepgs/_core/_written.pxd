@@ -9,9 +9,9 @@
 # -b 24 click log's samples (one write fault maps the page once, no flush). So before a
 # pass each page its rows reach is written first, once: an atomic OR of zero into the
 # row's first and last eight bytes, a write that leaves them as they are (whatever wrote
-# the page before), and a byte a page marks it done. Dense and crossed rows, and blocks
-# in huge pages, are left as they are.
-from libc.stdint cimport int64_t, uint8_t, uintptr_t
+# the page before), and a byte a page marks it done. Rows crossed in the pass are
+# written first as each is made; dense rows and blocks in huge pages are left as they are.
+from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
 
 from onlinepgs._core._sparse cimport index_t
 
@@ -58,6 +58,17 @@ cdef inline void write_rows_first(uint8_t* written, char* block, Py_ssize_t row_
         for e in range(indptr[row], indptr[row + 1]):
             _write_row_first(written, page0, block + (<int64_t>indices[e] + 1) * row_bytes,
                              row_bytes)
+
+
+cdef inline void write_cols_first(uint8_t* written, char* block, Py_ssize_t row_bytes,
+                                  const int32_t* cols, Py_ssize_t n) noexcept nogil:
+    """`write_rows_first` of one row's `n` columns (a row crossed in the pass, made just
+    before its step: its columns are known only then)."""
+    cdef uintptr_t page0 = <uintptr_t>block >> WRITTEN_PAGE_SHIFT
+    cdef Py_ssize_t e
+    for e in range(n):
+        _write_row_first(written, page0, block + (<int64_t>cols[e] + 1) * row_bytes,
+                         row_bytes)
 
 
 cdef inline Py_ssize_t written_pages(char* block, Py_ssize_t nbytes) noexcept nogil:
