@@ -28,7 +28,7 @@ __all__ = ["READ_OUT_DENSE_BYTES", "SLICE_BYTES", "csr_of", "dense_of", "empty_r
 # (its coef_ an array kept, its scores on dense input by one BLAS product); above it,
 # at the rows the state has when the sparse rows take fewer bytes (the file's rule)
 READ_OUT_DENSE_BYTES = 2**24
-SLICE_BYTES = 4 * 2**20  # of the state's rows copied at a time
+SLICE_BYTES = 4 * 2**20  # of a state's rows read at a time (here, and from model files)
 
 
 def empty_row_weight(state, n_fields):
@@ -107,24 +107,23 @@ def rows_read_out(state):
         return None
     snaps = "snap_a" in arrays  # the random iterate's snapshots, a row a coordinate
     step = max(1, SLICE_BYTES // (8 * K * n_fields))
-
-    def pieces():
-        for start in range(0, rows.size, step):
-            at = rows[start:start + step]
-            fields = block[at]
-            with np.errstate(all="ignore"):
-                yield at, fields, state.weights_of(
-                    fields, arrays["snap_a"][at] if snaps else None,
-                    arrays["snapv_a"][at] if snaps else None, intercept=start == 0)
-
-    nnz, scale_pieces, first = np.zeros(K, dtype=np.int64), [], None
     inv_at = layout.offset("inv_scale")
-    for at, fields, W in pieces():
+    # one pass over the rows, a slice at a time; their weights are kept for the sparse
+    # rows (K doubles a row reached: less than those rows' bytes, which are smaller)
+    pieces, scale_pieces, nnz = [], [], np.zeros(K, dtype=np.int64)
+    for start in range(0, rows.size, step):
+        at = rows[start:start + step]
+        fields = block[at]
+        with np.errstate(all="ignore"):
+            W = state.weights_of(fields, arrays["snap_a"][at] if snaps else None,
+                                 arrays["snapv_a"][at] if snaps else None,
+                                 intercept=start == 0)
         if not np.isfinite(W).all():
             return None
-        first = W[0] if first is None else first  # coordinate 0's: the intercept's
+        pieces.append((at, W))
         nnz += np.count_nonzero(W[at > 0], axis=0)
         if inv_at is not None:
-            scale_pieces.append((at, fields[:, 0, inv_at].copy()))  # not the slice
-    coef = csr_of(((at, W) for at, _, W in pieces()), nnz, K, d)
+            scale_pieces.append((at, fields[:, 0, inv_at].copy()))  # not all the fields
+    coef = csr_of(pieces, nnz, K, d)
+    first = pieces[0][1][0]  # coordinate 0's weights: the intercept's
     return coef, first, None if inv_at is None else scale_pairs_of(scale_pieces)

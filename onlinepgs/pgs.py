@@ -293,8 +293,9 @@ def _finite_after(state, X):
 
     The scalars, then every field of every coordinate (lambda, the averages' sums, ...)
     where one compiled pass over them (`_pages.first_nonfinite`) costs no more than the
-    entries' rows (a fit, a large chunk, many problems): the state itself, not its weights, whose l1 averages take closed forms at
-    about 20 ns a coordinate, as much as the pass itself on news20's small splits. Else
+    entries' rows (a fit, a large chunk, many problems): the state itself, not its
+    weights, whose l1 averages take closed forms at about 20 ns a coordinate, as much as
+    the pass itself on news20's small splits. Else
     the scalars alone where the core keeps N (p < 2 or a ball: M is refreshed to max
     |lambda_j|, which an overflow of lambda reaches at once), and for p = 2 on R^n the
     coordinates the rows touched. What remains, weights beyond 1.8e308 from a finite

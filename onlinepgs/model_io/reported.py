@@ -31,7 +31,7 @@ import numpy as np
 
 from onlinepgs._core._state_dict import unfold_marks_layout
 from onlinepgs._layout import L1_MARKS_FIELDS, StateLayout
-from onlinepgs._sparse_readout import csr_of, dense_of, scale_pairs_of
+from onlinepgs._sparse_readout import SLICE_BYTES, csr_of, dense_of, scale_pairs_of
 from onlinepgs.model_io import schema
 from onlinepgs.model_io.errors import ModelFileError
 from onlinepgs.model_io.jsonvalues import from_json
@@ -41,7 +41,6 @@ from onlinepgs.model_io.weights import SPARSE_ARRAYS, sparse_is_smaller
 
 __all__ = ["load_reported"]
 
-_SLICE_BYTES = 4 * 2**20  # of the state's rows read at a time
 
 
 class _Whole(Exception):
@@ -167,7 +166,7 @@ class _Slices:
     def __init__(self, archive, keys, compact, n_rows, K, fields, path):
         self.archive, self.keys, self.compact, self.path = archive, keys, compact, path
         self.n_rows = n_rows
-        self.step = max(1, _SLICE_BYTES // (8 * K * fields))
+        self.step = max(1, SLICE_BYTES // (8 * K * fields))
         self.K, self.fields = K, fields
 
     def __iter__(self):
