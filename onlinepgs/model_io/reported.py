@@ -41,6 +41,8 @@ from onlinepgs.model_io.weights import SPARSE_ARRAYS, sparse_is_smaller
 
 __all__ = ["load_reported"]
 
+_SLICE_BYTES = SLICE_BYTES  # of the state's rows read at a time (the read-out's size)
+
 
 
 class _Whole(Exception):
@@ -166,7 +168,7 @@ class _Slices:
     def __init__(self, archive, keys, compact, n_rows, K, fields, path):
         self.archive, self.keys, self.compact, self.path = archive, keys, compact, path
         self.n_rows = n_rows
-        self.step = max(1, SLICE_BYTES // (8 * K * fields))
+        self.step = max(1, _SLICE_BYTES // (8 * K * fields))
         self.K, self.fields = K, fields
 
     def __iter__(self):
