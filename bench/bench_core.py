@@ -42,6 +42,16 @@ reach, and of the races of both geometries over the narrower ones, with the bloc
 small and in huge pages: the evidence for the rule that picks the pages
 (`onlinepgs/_core/_pages.pyx`, `SMALL_PAGES_PAY`).
 
+``--columns-seen`` mode (no data files): a learner's states over the columns its rows
+reach against the same learner's over the width (`onlinepgs/_columns_seen.py`). The
+click log of ``bench_command.py --clicks`` (100,000 rows) with ``-q sd``'s interactions,
+read in chunks of 2,000 rows by `iter_vw`, hashed into 2^20, 2^22 and 2^24 columns,
+trained by each geometry's default race as the learner holds it (a column map from 2^21
+columns on) and with the map off: CPU seconds of the ``partial_fit`` calls, medians of
+``--repeats`` interleaved runs; the MB the live states' blocks have mapped at the end;
+and the largest relative difference of the two models' decision values on the last
+chunk (the same steps; the l_p norm's sums in another order).
+
 ``--geometry`` mode: one IMDB epoch of the adaptive geometry against the global one's.
 
 ``--adaptive-iterates`` mode: one pass of the adaptive geometry with its defaults on a9a
@@ -66,6 +76,7 @@ Run from the repository root (the compiled extension must be built in place)::
     python bench/bench_core.py --wide-adaptive --clock cpu --repeats 5 --out docs/bench/core.md#wide-adaptive
     python bench/bench_core.py --page-costs --clock cpu --repeats 5 --out docs/bench/core.md#page-costs
     python bench/bench_core.py --geometry --clock cpu --repeats 7 --out docs/bench/core.md#geometry
+    python bench/bench_core.py --columns-seen --clock cpu --repeats 3 --out docs/bench/core.md#columns-seen
     python bench/bench_core.py --iterates --out docs/bench/core.md#iterates
     python bench/bench_core.py --timing-only --repeats 7   # the epoch ratios only (~2 min)
     python bench/bench_core.py --callgrind        # instructions of the pass (~2 min)
@@ -689,6 +700,92 @@ def run_wide_adaptive(args, out):
                      f"blocks mapped, MB ({WIDE_ADAPTIVE[1]:,})"], rows)
 
 
+# ---- --columns-seen mode -----------------------------------------------------------------
+SEEN_ROWS = 100_000
+SEEN_CHUNK = 2000
+SEEN_BITS = (20, 22, 24)
+
+
+def clicks_chunks(path, n_bits):
+    """The click log's chunks with -q sd's interactions, hashed into 2^n_bits columns."""
+    from onlinepgs.formats.vw import iter_vw
+    return [(X.tocsr(), y) for X, y, _ in iter_vw(path, n_bits=n_bits, interactions=("sd",),
+                                                  chunk_rows=SEEN_CHUNK)]
+
+
+@contextlib.contextmanager
+def over_the_width(on):
+    """New learners hold their states over the width (no column map) while it lasts."""
+    import onlinepgs._columns_seen as seen
+    before = seen.MIN_WIDTH
+    seen.MIN_WIDTH = 2**62 if on else before
+    try:
+        yield
+    finally:
+        seen.MIN_WIDTH = before
+
+
+def train_chunks(chunks, params):
+    """Seconds of one learner's partial_fit calls over the chunks, the MB its live states'
+    blocks have mapped at the end, and the learner."""
+    from onlinepgs._core._pages import mapped_pages
+    est = PGSClassifier(**params, max_model_bytes=None, n_jobs=1, random_state=0)
+    start = CLOCK()
+    for X, y in chunks:
+        est.partial_fit(X, y, classes=[-1.0, 1.0])
+    seconds = CLOCK() - start
+    race = getattr(est, "_race", None)
+    states = race.states.values() if race is not None else [est._state]
+    pages = sum(int(mapped_pages(st.block_a).sum()) for st in states)
+    return seconds, pages * os.sysconf("SC_PAGE_SIZE") / 2**20, est
+
+
+def run_columns_seen(args, out):
+    """The click log with -q sd over hashed widths, the states over the columns seen and
+    over the width (module docstring)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from bench_command import write_clicks
+    runs = {"adaptive, its race (eta and sigma)": dict(geometry="adaptive", iterate="last",
+                                                      radius=None),
+            "global, its race (the default)": {}}
+    with tempfile.TemporaryDirectory(prefix="onlinepgs-seen-") as tmp:
+        path = os.path.join(tmp, "clicks.vw")
+        write_clicks(path, SEEN_ROWS, 0)
+        data = {b: clicks_chunks(path, b) for b in SEEN_BITS}
+    ways = {"over the columns seen (the map from 2^21 columns)": False,
+            "over the width (no map)": True}
+    times, agree = {}, {}
+    for _ in range(args.repeats):  # interleaved
+        for name, params in runs.items():
+            for bits, chunks in data.items():
+                models = {}
+                for way, wide in ways.items():
+                    with over_the_width(wide):
+                        seconds, mapped, models[way] = train_chunks(chunks, params)
+                    times.setdefault((name, bits, way), []).append((seconds, mapped))
+                a, b = (m.decision_function(chunks[-1][0]) for m in models.values())
+                agree[name, bits] = max(agree.get((name, bits), 0.0), float(
+                    np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-300))))
+    reached = {b: np.unique(np.concatenate([X.indices for X, _ in c])).size
+               for b, c in data.items()}
+    out += [f"## The click log with -q sd ({SEEN_ROWS:,} rows, "
+            f"{sum(X.nnz for X, _ in data[SEEN_BITS[-1]]):,} entries): partial_fit "
+            f"seconds, medians of {args.repeats} interleaved runs", ""]
+    rows = []
+    for name in runs:
+        for bits in SEEN_BITS:
+            seen_s, seen_mb = (float(np.median([t[i] for t in times[name, bits, list(ways)[0]]]))
+                               for i in (0, 1))
+            wide_s, wide_mb = (float(np.median([t[i] for t in times[name, bits, list(ways)[1]]]))
+                               for i in (0, 1))
+            rows.append([name, f"2^{bits} ({reached[bits]:,} reached)", f"{seen_s:.2f}",
+                         f"{seen_mb:,.0f}", f"{wide_s:.2f}", f"{wide_mb:,.0f}",
+                         f"{seen_s / wide_s:.2f}", f"{agree[name, bits]:.1e}"])
+    out += md_table(["run", "columns hashed into", "over the columns seen: s",
+                     "its blocks mapped, MB", "over the width: s", "its blocks mapped, MB",
+                     "seen / width", "decision values: largest relative difference"], rows)
+
+
 # ---- --page-costs mode -------------------------------------------------------------------
 PAGE_COSTS_K = (1, 16, 32, 64, 128, 512)  # pages written in each 2 MB region
 PAGE_COSTS_WIDTHS = (5_000_000, 6_800_000, 10_200_000, 20_400_000, 50_000_000)
@@ -866,6 +963,10 @@ def main(argv=None):
                         help="first writes of small and huge pages, and one adaptive run's "
                              "and the races' calls over widths, the blocks in either (about "
                              "6 GB of memory)")
+    parser.add_argument("--columns-seen", action="store_true",
+                        help="the click log with -q sd: each geometry's race over its "
+                             "columns hashed into 2^20, 2^22 and 2^24 and over the 2^24 "
+                             "columns numbered by first sight (generated; about 4 GB)")
     parser.add_argument("--huge-pages", action="store_true",
                         help="--wide-adaptive: every state's block in huge pages, as before "
                              "the first call chose its pages")
@@ -908,6 +1009,7 @@ def main(argv=None):
     start = time.perf_counter()
     mode = (run_wide if args.wide else run_wide_adaptive if args.wide_adaptive
             else run_page_costs if args.page_costs
+            else run_columns_seen if args.columns_seen
             else run_radius if args.radius
             else run_iterates if args.iterates else run_callgrind if args.callgrind
             else run_geometry if args.geometry

@@ -131,6 +131,9 @@ class EventLearner:
                 or int(self.batch_size) != 1
                 or getattr(self, "class_weight", None) is not None):
             return None
+        # the path steps the state at the columns themselves: a learner that holds its
+        # states over the columns seen (onlinepgs._columns_seen) expands them, once
+        self._unmap()
         ev = _make_path(self, d["_state_params"], d.get("classes_"))
         d["_events"] = ev
         return ev

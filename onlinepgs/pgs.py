@@ -22,7 +22,8 @@ import warnings
 
 import numpy as np
 
-from onlinepgs import _checks, _class_weight, _eta_race, _jobs, _options, _race, _runaway
+from onlinepgs import (_checks, _class_weight, _columns_seen, _eta_race, _jobs, _options,
+                       _race, _runaway)
 from onlinepgs._options import settle_auto
 from onlinepgs._base import (ClassifierLearner, LinearLearner, RegressorLearner,  # noqa: F401
                              _training, _unchanged_on_error)
@@ -656,7 +657,9 @@ class PGSLearner(EventLearner, LinearLearner):
         Only a width the data decides is limited (with n_bits it is 2**n_bits), and
         only growth beyond the `have` features the state already holds: a model keeps
         what it has. ``where(row)`` names a row in the message (default: "row i of
-        this call")."""
+        this call"). A learner whose states are over the columns its rows reach
+        (`onlinepgs._columns_seen`) is held to the width too: a model file holds them over
+        it, and loading one expands them (a stray index of 4e8 would make it 6 GB)."""
         budget = self.max_model_bytes
         width = X.shape[1]
         if budget is None or self.n_bits is not None or width <= have:
@@ -865,14 +868,20 @@ class PGSLearner(EventLearner, LinearLearner):
                 "not usable; fit again with other parameters.", row=row, reason=reason)
 
     def _fit_unguarded(self, X, y, sample_weight):
+        records = is_records(X)
         X, y_core, n_problems, multiclass, extra, sw = self._fit_inputs(X, y, sample_weight)
+        # a wide sparse matrix: the states over the columns its rows reach (_columns_seen)
         self._check_width(X, n_problems)  # a new state, whatever a former fit had
+        columns = _columns_seen.ColumnMap() if _columns_seen.maps(X, records) else None
+        if columns is not None:
+            X = _columns_seen.mapped(X, columns)
+        width = X.shape[1] if columns is None else _columns_seen.capacity(X.shape[1])
         rng = check_random_state(self.random_state)
         race = state = None
         if self._auto():
-            race = self._new_race(X.shape[1], n_problems, multiclass, rng, _reach(X))
+            race = self._new_race(width, n_problems, multiclass, rng, _reach(X))
         else:
-            state = self._new_state(X.shape[1], n_problems, multiclass, rng, _reach(X))
+            state = self._new_state(width, n_problems, multiclass, rng, _reach(X))
         n = X.shape[0]
         power_sums = self._row_power_sums(X, passes=self.max_epochs)
         best, stall, epochs = np.inf, 0, 0
@@ -898,7 +907,7 @@ class PGSLearner(EventLearner, LinearLearner):
                 best = min(best, epoch_loss)
                 if stall >= self.n_iter_no_change:
                     break
-        self._install(state, epochs, race=race, **extra)  # max_epochs >= 1: state is set
+        self._install(state, epochs, race=race, _columns=columns, **extra)  # (max_epochs >= 1)
         return self
 
     def _partial_fit(self, X, y, sample_weight, classes=None, one_class=False):
@@ -917,6 +926,7 @@ class PGSLearner(EventLearner, LinearLearner):
 
     def _partial_fit_unguarded(self, X, y, sample_weight, classes, one_class=False):
         first = not hasattr(self, "_state")
+        records = is_records(X)
         if not first and hasattr(self, "_saved_stats"):  # loaded from a weights-only file
             from onlinepgs.model_io.stateless import NO_STATE
             raise ValueError(f"this {type(self).__name__} cannot continue training: "
@@ -935,26 +945,37 @@ class PGSLearner(EventLearner, LinearLearner):
             sw = _class_weight.partial_fit_weights(self, raw, y_core, multiclass, extra,
                                                    first)
         _checks.check_weight_sum(sw, 0.0 if first else self._state.sum_weight, raw=raw)
-        self._check_width(X, n_problems, have=0 if first else self._state.dim - 1)
+        # a learner whose first matrix is wide and sparse holds its states over the columns
+        # its rows reach (_columns_seen): X's columns as their slots from here on
+        columns = (self.__dict__.get("_columns") if not first else
+                   _columns_seen.ColumnMap() if _columns_seen.maps(X, records) else None)
+        self._check_width(X, n_problems, have=0 if first else self.n_features_in_)
+        width_in = X.shape[1]
+        if columns is not None:
+            X = _columns_seen.mapped(X, columns)
         # everything is validated: from here on nothing can fail half-way
         power_sums = self._row_power_sums(X)
         order = np.arange(X.shape[0], dtype=np.int64)
+        width = X.shape[1] if columns is None else _columns_seen.capacity(X.shape[1])
         # the installed state changes in place (and may be reallocated to widen it):
         # readers of the weights wait for this pass
         with self._lock("_state_lock"):
             race, state = (None if first else getattr(self, "_race", None)), None
             if first and self._auto():
-                race = self._new_race(X.shape[1], n_problems, multiclass,
+                race = self._new_race(width, n_problems, multiclass,
                                       check_random_state(self.random_state), _reach(X))
             elif first:
-                state = self._new_state(X.shape[1], n_problems, multiclass,
+                state = self._new_state(width, n_problems, multiclass,
                                         check_random_state(self.random_state), _reach(X))
             else:
                 state = self._state
-                if X.shape[1] > self.n_features_in_:
+                if X.shape[1] > state.dim - 1:  # more columns, or slots, than it holds
                     for grown in (race.states.values() if race is not None else (state,)):
-                        grown.ensure_dim(X.shape[1])
-                    extra["n_features_in_"] = X.shape[1]
+                        grown.ensure_dim(width)
+                if width_in > self.n_features_in_:
+                    extra["n_features_in_"] = width_in
+            if first:
+                extra["_columns"] = columns
             diverged = False
             try:
                 if race is not None:
@@ -985,6 +1006,26 @@ class PGSLearner(EventLearner, LinearLearner):
                 # its weights may not be finite: predictions read the whole model, which
                 # says whether it is usable (`_scores`)
                 self._cache["diverged"] = True
+
+    def _unmap(self):
+        """A learner that holds its states over the columns its rows reach
+        (`onlinepgs._columns_seen`) holds them over the width from here on, each state
+        expanded (the same steps, each slot's rows at its column): for the paths that run
+        the core on columns themselves (the per-event path, ``onlinepgs serve``, Dask's
+        lanes). Nothing for any other learner."""
+        columns = self.__dict__.get("_columns")
+        if columns is None:
+            return
+        with self._lock("_state_lock"):
+            width, race = self.n_features_in_, getattr(self, "_race", None)
+            if race is not None:
+                leader = next(rid for rid, st in race.states.items() if st is self._state)
+                race.states = {rid: _columns_seen.expanded(st, columns, width)
+                               for rid, st in race.states.items()}
+                state = race.states[leader]
+            else:
+                state = _columns_seen.expanded(self._state, columns, width)
+            self._install(state, self.n_iter_, race=race, _columns=None)
 
     def _settle_race(self, reason, epochs):
         """End a live sigma race after a first pass that later passes over the same rows
@@ -1044,9 +1085,13 @@ class PGSLearner(EventLearner, LinearLearner):
                 coef, w0 = W[1:].T, W[0]
                 scales = feature_scales(state, self._layout(1).offset("inv_scale"))
                 finite = bool(np.isfinite(W).all())
-            if not finite and check_finite:
+            columns = self.__dict__.get("_columns")
+            if not finite and (check_finite or columns is not None):
                 reason = _overflow_reason(state, None, None)
                 raise PGSDivergedError(f"the model is not usable: {reason}", reason=reason)
+            if columns is not None:  # a state over slots: its weights at their columns
+                coef, scales = _columns_seen.model_at_columns(coef, scales, columns,
+                                                              self.n_features_in_)
             cfg = state.config()  # the fitted configuration, whatever set_params did since
             fitted = self._state_params
             model = LinearModel(
@@ -1088,6 +1133,9 @@ class PGSLearner(EventLearner, LinearLearner):
         if sp.issparse(X):
             with self._lock("_state_lock"):  # not halfway through a partial_fit pass
                 cache, state = self._cache, self._state
+                columns = self.__dict__.get("_columns")
+                if columns is not None:  # the rows over the state's slots
+                    X = _columns_seen.slots_of_rows(X, columns)
                 if ("model" not in cache and "diverged" not in cache
                         and X.nnz + X.shape[0] < state.dim):
                     scores = state.scores(X.data, X.indices, X.indptr)

@@ -587,15 +587,27 @@ def test_an_index_too_large_for_memory_names_its_line(tmp_path):
     data = tmp_path / "big.svm"
     data.write_text("1 1:1\n-1 2:1\n1 3000000000:1\n")
     for budget, said in (([], b"big.svm:3: feature index 3000000000 would make a model"),
-                         (["--max-model-bytes", "none"], b"big.svm:3: out of memory")):
+                         (["--max-model-bytes", "none", "--chunk-rows", "1",
+                           "--classes=-1,1"],
+                          b"big.svm:3: out of memory")):
         # the default budget refuses the index before allocating; without a budget the
-        # allocation fails, and the message names the line all the same
+        # allocation fails, and the message names the line all the same (a model made
+        # narrow by a first chunk of narrow rows, widened by line 3)
         done = subprocess.run(
             ["bash", "-c", f"ulimit -v 3000000; exec {sys.executable} -m onlinepgs.cli "
              f"train {data} -o {tmp_path / 'm.pgs'} --quiet {' '.join(budget)}"],
             capture_output=True, timeout=120)
         assert done.returncode == 1 and done.stderr.count(b"\n") == 1, done.stderr
         assert said in done.stderr and b"--bits" in done.stderr
+    # a first chunk that wide holds the model over the columns its rows reach
+    # (onlinepgs._columns_seen): trained, saved and continued in the same memory
+    for more in ([], ["-i", tmp_path / "m.pgs"]):
+        done = subprocess.run(
+            ["bash", "-c", f"ulimit -v 3000000; exec {sys.executable} -m onlinepgs.cli "
+             f"train {data} -o {tmp_path / 'm.pgs'} --quiet --max-model-bytes none "
+             f"{' '.join(map(str, more))}"], capture_output=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    assert load_model(tmp_path / "m.pgs").n_features_in_ == 3_000_000_000
 
 
 def test_classes_with_a_regression_loss_is_a_usage_error(data, tmp_path, capsys):

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import onlinepgs._columns_seen as columns_seen
 from onlinepgs._core._event import EventRow
 from onlinepgs._core._features import Crossing, _rank_sort_version
 from onlinepgs._core._hashing import records_to_rows
@@ -362,11 +363,14 @@ def test_partial_fit_on_crossed_chunks_is_partial_fit_on_matrices(tmp_path, make
 
 
 @pytest.mark.parametrize("n_bits", [10, 22])
-def test_the_finiteness_guard_looks_where_crossed_rows_reach(tmp_path, n_bits):
+def test_the_finiteness_guard_looks_where_crossed_rows_reach(tmp_path, n_bits, monkeypatch):
     # after a call, a state that is not finite where the rows reach is refused; at 2**22
     # columns and 30 rows the guard looks at those columns only (O(nnz), not O(width),
-    # as it does for a chunk's matrix), at 2**10 at the whole state
+    # as it does for a chunk's matrix), at 2**10 at the whole state (a state over the
+    # width: a learner over the columns seen gives the pass their slots)
     from onlinepgs.pgs import _finite_after
+
+    monkeypatch.setattr(columns_seen, "MIN_WIDTH", 2**62)
 
     path = tmp_path / "clicks.vw"
     path.write_text(click_lines(30, 6))
@@ -489,8 +493,11 @@ def test_rows_crossed_in_the_pass_map_a_wide_block_in_small_pages(tmp_path, monk
     thousand maps small pages), and over such a block each row, as it is made, writes
     each new page of its before its step reads it (_written.pxd): about one fault a page
     the block maps, where a read of the kernel's page of zeros and the write after it
-    took two. The same state as in huge pages."""
+    took two. The same state as in huge pages. (States over the width: over the columns
+    seen, onlinepgs._columns_seen, the rows are a matrix of slots.)"""
     import resource
+
+    monkeypatch.setattr(columns_seen, "MIN_WIDTH", 2**62)
 
     from onlinepgs import pgs as pgs_module
     from onlinepgs._core._pages import mapped_pages, nonzero_rows

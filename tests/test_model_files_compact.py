@@ -91,7 +91,7 @@ def _rewritten(tmp_path, source, mutate):
     (lambda h, a: h["state"]["stored_rows"].__setitem__("n_rows", 3),
      "expected 3 integer row numbers"),
     (lambda h, a: h["state"]["dim"].__class__ and h["state"].__setitem__("dim", 2**40),
-     "would expand to"),
+     "inconsistent model: a solver state over 1099511627775 features"),
     (lambda h, a: h["state"].pop("stored_rows"), "unexpected array state/stored_rows"),
     (lambda h, a: h["state"].__setitem__("stored_rows", [1]), "is not {\"arrays\""),
 ], ids=["unordered", "count", "huge dim", "no entry", "malformed"])

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import onlinepgs._columns_seen as columns_seen
 from onlinepgs import PGSClassifier
 from onlinepgs import pgs as pgs_module
 from onlinepgs._core import PGSState
@@ -107,6 +108,9 @@ def wide_rows(n_rows=600, width=2**22, used=400, seed=0):
     dict(),  # the global default: sigma raced, the weighted average on the ball
 ], ids=["adaptive race", "adaptive fixed", "global race"])
 def test_models_do_not_depend_on_the_pages(params, monkeypatch):
+    # states over the width (a learner over the columns seen, onlinepgs._columns_seen,
+    # holds a narrow block): the expanded ones, the event path's, Dask's lanes'
+    monkeypatch.setattr(columns_seen, "MIN_WIDTH", 2**62)
     X, y = wide_rows()
     chunks = [(X[:200], y[:200]), (X[200:], y[200:])]
     wider = sp.hstack([X[200:], sp.csr_matrix((400, 5))]).tocsr()  # grows the state

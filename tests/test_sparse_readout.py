@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import onlinepgs._columns_seen as columns_seen
 from onlinepgs import PGSClassifier, PGSRegressor, duality_gap, load_model, save_model
 from onlinepgs.model_io import load_learner
 from onlinepgs import _sparse_readout
@@ -115,6 +116,9 @@ def test_a_small_model_is_read_out_dense_whatever_its_rows():
 
 
 def test_a_wide_model_costs_its_coordinates_not_its_width(tmp_path, monkeypatch):
+    # a state over the width (over the columns seen, onlinepgs._columns_seen, the
+    # read-out is of their slots: tests/test_columns_seen.py)
+    monkeypatch.setattr(columns_seen, "MIN_WIDTH", 2**62)
     width = 2**23  # 64 MB of weights dense, as much of scales
     X, y = rows_in_a_wide_space(n_rows=600, width=width, used=300, seed=2)
     est = PGSClassifier(random_state=0, geometry="adaptive", radius=None,

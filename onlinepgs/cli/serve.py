@@ -164,6 +164,9 @@ class ServedModel:
             est, extra = load(args.model, "serve")
         else:
             est, extra = _trainable(args.model)
+            # its passes step the state at the columns: a wide model's states, loaded
+            # over the columns they reach (onlinepgs._columns_seen), over the width
+            est._unmap()
             # the run option train sets too: the budget of a model the data widens
             est.set_params(max_model_bytes=args.max_model_bytes)
             # predictions that run away stop a row as they stop train (then undone)

@@ -307,13 +307,18 @@ def _no_memory_for_bits(est, trainer, args):
     n_problems = 1 if classes is None or len(classes) <= 2 else len(classes)
     runs = est._states_held()
     layout = est._layout(n_problems)  # onlinepgs._layout: what the state allocates
-    needed = layout.nbytes(2**est.n_bits + 1) * runs
+    from onlinepgs._columns_seen import capacity
+
+    columns = est.__dict__.get("_columns")  # states over the columns seen (_columns_seen)
+    width = 2**est.n_bits if columns is None else capacity(columns.n_slots)
+    needed = layout.nbytes(width + 1) * runs
     race = f", for each of the {runs} runs of --sigma auto" if runs > 1 else ""
     advice = "; a fixed --sigma trains one" if runs > 1 else ""
-    return UserError(f"out of memory for the model of 2**{est.n_bits} columns (-b "
-                     f"{est.n_bits}): its solver state takes about {needed / 2**30:.1f} GiB "
-                     f"({layout.per_feature} bytes a column{race}); a "
-                     f"smaller -b halves it at each step{advice}")
+    model = (f"the model of 2**{est.n_bits} columns" if columns is None else
+             f"the model of the {columns.n_slots} columns the rows reached of 2**{est.n_bits}")
+    return UserError(f"out of memory for {model} (-b {est.n_bits}): its solver state takes "
+                     f"about {needed / 2**30:.1f} GiB ({layout.per_feature} bytes a "
+                     f"column{race}); a smaller -b halves it at each step{advice}")
 
 
 def _too_wide(exc, at, base):

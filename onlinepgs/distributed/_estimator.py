@@ -143,11 +143,13 @@ def install(est, runs, race, epochs, **fitted):
     once (threads may be predicting meanwhile); with ``sigma="auto"`` its race too (the
     live runs and the schedule: `sigma_`, `sigma_path_`, and the race partial_fit goes on
     with)."""
+    # the lanes' states are over the width (`run`: a learner's that were over the
+    # columns seen expanded first)
     if race is None:
-        est._install(runs.state, epochs, **fitted)
+        est._install(runs.state, epochs, _columns=None, **fitted)
         return
     kept = SigmaRace(race.schedule, runs.states, race.n_rows)
-    est._install(runs.state, epochs, race=kept, **fitted)
+    est._install(runs.state, epochs, race=kept, _columns=None, **fitted)
 
 
 def spec(est, classes):

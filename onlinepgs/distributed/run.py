@@ -112,6 +112,10 @@ def _run(est, source, classes, options, backend, lanes_wanted, first, groups=Non
     # the state to start from
     rng = estimator_api.random_state(est, options.random_state)
     width = source.width
+    if not first:
+        # the lanes step states at the columns: a learner that holds its states over the
+        # columns seen (onlinepgs._columns_seen) expands them first
+        est._unmap()
     estimator_api.check_width(est, width, n_problems,  # a declared width
                               have=0 if first else estimator_api.fitted_width(est))
     if first:

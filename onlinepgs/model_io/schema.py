@@ -25,7 +25,8 @@ from onlinepgs.model_io.errors import ModelFileError, describe, short
 from onlinepgs.model_io.jsonvalues import (class_weight_from_json as _class_weight_from_json,
                                             class_weight_to_json as _class_weight_to_json,
                                             to_json)
-from onlinepgs.model_io.staterows import add_state, expand, state_template
+from onlinepgs._columns_seen import columns_of, state_dim
+from onlinepgs.model_io.staterows import add_state, expand, over_slots, state_template
 from onlinepgs.model_io.stateless import (add_scales, stateless_header, stateless_inconsistency,
                                            stateless_model)
 from onlinepgs.model_io.weights import add_sdca_weights, build_weights_state, pgs_count
@@ -154,8 +155,8 @@ def encode(estimator, path, extra, with_state=True):
         stats = estimator.online_stats_ if stateless else {}
     else:
         state_json = add_state(state, add_array, "state/", lambda key, value: to_json(
-            value, f"solver state {key}", path, depth=3))
-        n_features, stats = int(state.dim) - 1, estimator.online_stats_
+            value, f"solver state {key}", path, depth=3), *columns_of(estimator))
+        n_features, stats = state_dim(estimator) - 1, estimator.online_stats_
     race = None if sdca or stateless else _encode_race(estimator, add_array, path)
 
     import onlinepgs  # late: the package may import this module while initialising
@@ -194,7 +195,8 @@ def _encode_race(estimator, add_array, path):
             continue
         runs[str(rid)] = add_state(st, add_array, f"race/run{rid}_",
                                    lambda k, v, rid=rid: to_json(
-                                       v, f"race run {rid} state {k}", path, depth=5))
+                                       v, f"race run {rid} state {k}", path, depth=5),
+                                   *columns_of(estimator))
     return {"schedule": to_json(race.schedule.to_dict(), "sigma race schedule", path, depth=3),
             "n_rows": race.n_rows, "leader": leader, "runs": runs}
 
@@ -274,12 +276,13 @@ def _inconsistency(estimator):
             return (f"_state_params has {key}={short(trained[key])} but the solver state's "
                     f"configuration has {key}={short(config[key])}")
     n_bits = trained.get("n_bits")
-    if n_bits is not None and state.dim != 2**n_bits + 1:
+    dim = state_dim(estimator)
+    if n_bits is not None and dim != 2**n_bits + 1:
         return (f"n_bits={n_bits} hashes into {2**n_bits} features but the solver state has "
-                f"{state.dim - 1}")
-    if estimator.n_features_in_ > state.dim - 1:
+                f"{dim - 1}")
+    if estimator.n_features_in_ > dim - 1:
         return (f"n_features_in_={estimator.n_features_in_} but the solver state has "
-                f"{state.dim - 1} features")
+                f"{dim - 1} features")
     if estimator.t_ != state.t:
         return f"t_={estimator.t_} but the solver state has made {state.t} steps"
     if estimator._classifier:
@@ -405,6 +408,9 @@ def build(header, arrays, path, sklearn=True):
 
     sdca = _is_sdca(cls)
     stateless = not sdca and header["state"].get("solver") == "pgs-weights"
+    # a wide model's states over the columns their rows reach (onlinepgs._columns_seen)
+    header, arrays, columns, file_dim = ((header, arrays, None, None) if sdca or stateless
+                                         else over_slots(header, arrays))
     state = (build_weights_state if sdca or stateless else _build_state)(header, arrays, path)
 
     attributes = dict(header["attributes"])
@@ -480,6 +486,10 @@ def build(header, arrays, path, sklearn=True):
     elif stateless:
         state = stateless_model(estimator, state, attributes, header, path)
     estimator._state = state
+    estimator._columns = columns  # (a state over the columns seen: over_slots)
+    if columns is not None and file_dim != estimator.n_features_in_ + 1:
+        raise ModelFileError(path, f"inconsistent model: a solver state over {file_dim - 1} "
+                                   f"features, n_features_in_={estimator.n_features_in_}")
     estimator._cache = {"model": state} if stateless else {}
     estimator._race = _build_race(header, arrays, path, state) if "race" in header else None
     reason = (_sdca_inconsistency if sdca else _pgs_inconsistency)(estimator)

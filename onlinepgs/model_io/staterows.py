@@ -18,13 +18,14 @@ model beyond that is stored dense).
 """
 import numpy as np
 
+from onlinepgs import _columns_seen
 from onlinepgs._core._pages import nonzero_rows
 from onlinepgs._core._pgs import PGSState
 from onlinepgs._core._state_dict import as_dict
 from onlinepgs._layout import StateLayout
 from onlinepgs.model_io.errors import ModelFileError, short
 
-__all__ = ["compact", "expand", "state_template", "TakenRows", "ROWS"]
+__all__ = ["compact", "expand", "over_slots", "state_template", "TakenRows", "ROWS"]
 
 ROWS = "stored_rows"
 _ENTRY_BYTES = 250  # zip and .npy headers of one more entry (see weights.py)
@@ -60,10 +61,15 @@ class TakenRows:
             yield np.ascontiguousarray(self.array[self.rows[start:start + step]])
 
 
-def compact(state_dict):
+def compact(state_dict, columns=None, width=None):
     """(the state's arrays to store by key, the header entry or None): the per-coordinate
     arrays cut to their non-zero rows when that makes the file smaller (as `TakenRows`
-    of the state's arrays: the rows are copied a piece at a time as they are written)."""
+    of the state's arrays: the rows are copied a piece at a time as they are written).
+
+    A state over the slots of a column map (`columns`, `onlinepgs._columns_seen`) is
+    stored by its rows at their columns' coordinates, as a state over `width` features
+    (`state_dict`'s dim is made ``width + 1``): the file a state over the width of the
+    same steps gives."""
     dim = int(state_dict["dim"])
     arrays = {k: v for k, v in state_dict.items() if isinstance(v, np.ndarray)}
     per_row = StateLayout.of(state_dict["config"]).row_arrays(dim)
@@ -72,13 +78,21 @@ def compact(state_dict):
     # by their bytes (-0.0 and NaN payloads are kept as they are), in the pages the
     # arrays have: a wide block is not read over its width
     rows = nonzero_rows([np.ascontiguousarray(arrays[key]) for key in per_row], dim)
+    taken = rows
+    if columns is not None:
+        at = _columns_seen.coordinates(columns, rows)
+        order = np.argsort(at, kind="stable")
+        rows, taken = at[order], rows[order]
+        state_dict["dim"] = dim = int(width) + 1
+        state_dict["span"] = _columns_seen.span_at_width(columns)
     rows = rows.astype(np.int32 if dim <= 2**31 - 1 else np.int64)
-    dense = sum(arrays[k].nbytes for k in per_row)
-    cut = sum(arrays[k].nbytes // dim * rows.size for k in per_row)
-    if cut + rows.nbytes + _ENTRY_BYTES >= dense or dense > _limit(cut + rows.nbytes):
+    dense = sum(arrays[k].nbytes // arrays[k].shape[0] * dim for k in per_row)
+    cut = sum(arrays[k].nbytes // arrays[k].shape[0] * rows.size for k in per_row)
+    if columns is None and (cut + rows.nbytes + _ENTRY_BYTES >= dense
+                            or dense > _limit(cut + rows.nbytes)):
         return arrays, None
     for key in per_row:
-        arrays[key] = TakenRows(arrays[key], rows)
+        arrays[key] = TakenRows(arrays[key], taken)
     arrays[ROWS] = rows
     return arrays, {"arrays": per_row, "n_rows": int(rows.size)}
 
@@ -132,13 +146,65 @@ def expand(state_json, arrays, prefix, path):
     return out
 
 
-def add_state(state, add_array, prefix, scalar):
+def over_slots(header, arrays):
+    """``(header, arrays, columns, dim)``: a wide model's states read over the columns
+    their rows reach (`onlinepgs._columns_seen`), not expanded to the width, and their
+    dim in the file; or the file's own header and arrays and None, None.
+
+    A file whose states (its state and each run of its race) are over `MIN_WIDTH`
+    features or more, each stored by its rows, is read through a `ColumnMap` of the
+    columns any of them stores, in increasing order: each stored row number r becomes
+    the slot of column r - 1 plus 1 (0, the intercept's, stays 0), and each state's dim
+    the capacity of those slots. Anything else, and anything malformed (which `expand`
+    then names), is left as it is."""
+    state = header.get("state")
+    race = header.get("race")
+    runs = race.get("runs") if isinstance(race, dict) else {}
+    if not isinstance(state, dict) or not isinstance(runs, dict):
+        return header, arrays, None, None
+    entries = [("state/", state)] + [(f"race/run{rid}_", scalars)
+                                     for rid, scalars in runs.items()]
+    stored = []
+    for prefix, scalars in entries:
+        dim = scalars.get("dim") if isinstance(scalars, dict) else None
+        rows = arrays.get(prefix + ROWS)
+        if (type(dim) is not int or dim - 1 < _columns_seen.MIN_WIDTH
+                or not isinstance(scalars.get(ROWS), dict) or rows is None
+                or rows.ndim != 1 or rows.dtype.kind not in "iu"
+                or (rows.size and (rows[0] < 0 or rows[-1] >= dim))
+                or (rows.size > 1 and not (np.diff(rows) > 0).all())
+                or dim != entries[0][1].get("dim")):
+            return header, arrays, None, None
+        stored.append(rows)
+    file_dim = state["dim"]
+    reached = np.unique(np.concatenate(stored).astype(np.int64))
+    reached = reached[reached > 0]
+    columns = _columns_seen.ColumnMap(reached - 1)
+    dim = _columns_seen.capacity(reached.size) + 1
+    header, arrays = dict(header), dict(arrays)
+    new_scalars = {}
+    for (prefix, scalars), rows in zip(entries, stored):
+        at = np.searchsorted(reached, rows.astype(np.int64)) + 1
+        at[rows == 0] = 0
+        arrays[prefix + ROWS] = at.astype(rows.dtype)
+        new_scalars[prefix] = dict(scalars, dim=dim, span=min(
+            int(scalars.get("span", dim)) if type(scalars.get("span")) is int else dim,
+            1 + reached.size))
+    header["state"] = new_scalars["state/"]
+    if runs:
+        header["race"] = dict(race, runs={rid: new_scalars[f"race/run{rid}_"]
+                                          for rid in runs})
+    return header, arrays, columns, file_dim
+
+
+def add_state(state, add_array, prefix, scalar, columns=None, width=None):
     """Write a `PGSState`'s arrays with ``add_array(prefix + key, array)`` (compact when
-    smaller) and return its header scalars, ``scalar(key, value)`` each, with the rows
+    smaller; a state over the slots of `columns` at its columns, over `width` features:
+    `compact`) and return its header scalars, ``scalar(key, value)`` each, with the rows
     entry. The arrays are the state's own, not `PGSState.to_dict`'s copies: written as
     they are (a save comes between updates), without a second state in memory."""
     state_dict = as_dict(state, False)
-    stored, rows = compact(state_dict)
+    stored, rows = compact(state_dict, columns, width)
     for key, value in stored.items():
         add_array(prefix + key, value)
     scalars = {key: scalar(key, value) for key, value in state_dict.items()

@@ -1,0 +1,246 @@
+"""A learner's states over the columns its rows reach (onlinepgs._columns_seen): the map
+against a dict, and every learner path against the same learner over the width (the
+map switched off by raising `MIN_WIDTH`), bit for bit where no sum over the coordinates
+is taken (p = 2 on R^n, the adaptive geometry), to 1e-12 where one is (the l_p norm)."""
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import onlinepgs._columns_seen as columns_seen
+from onlinepgs import PGSClassifier, PGSRegressor, load_model, save_model
+from onlinepgs._core._columns import ColumnMap
+from onlinepgs.pgs import ModelTooLargeError
+
+WIDTH = 2**22
+
+
+# ---- the map ------------------------------------------------------------------------------
+def _first_sight(columns):
+    slots = {}
+    return np.array([slots.setdefault(int(c), len(slots)) for c in columns]), slots
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_slots_are_numbered_in_the_order_columns_first_come(dtype):
+    rng = np.random.default_rng(0)
+    pool = rng.choice(2**30, 5000, replace=False)
+    calls = [pool[rng.integers(0, 5000, n)].astype(dtype) for n in (1, 700, 20_000, 3)]
+    m = ColumnMap()
+    want, slots = _first_sight(np.concatenate(calls))
+    got = np.concatenate([m.slots(c) for c in calls])  # the table grows between calls
+    assert got.dtype == np.int32 and got.tolist() == want.tolist()
+    assert m.n_slots == len(slots) and m.columns().tolist() == list(slots)
+    probe = np.concatenate([pool[:10], [2**30 + 1, 0]]).astype(dtype)
+    assert m.find(probe).tolist() == [slots.get(int(c), -1) for c in probe]
+    again = pickle.loads(pickle.dumps(m))
+    assert again.find(probe).tolist() == m.find(probe).tolist()
+    assert again.slots(np.array([7], dtype=dtype)).tolist() == [m.n_slots]  # the next one
+
+
+def test_a_map_is_rebuilt_from_distinct_non_negative_columns_only():
+    assert ColumnMap([5, 9, 2]).slots(np.array([2, 5], dtype=np.int64)).tolist() == [2, 0]
+    for bad in ([1, 1], [-3]):
+        with pytest.raises(ValueError, match="column map's columns"):
+            ColumnMap(bad)
+
+
+# ---- the learner ------------------------------------------------------------------------------
+def _hashed(n_rows=3000, seed=0, pool=2500, width=WIDTH):
+    """Rows of ~8 entries over `pool` columns spread over `width`, labels of a linear
+    model (and targets for regression)."""
+    rng = np.random.default_rng(seed)
+    cols = np.sort(rng.choice(width, pool, replace=False))
+    truth = rng.normal(size=pool)
+    per_row = rng.integers(3, 12, n_rows)
+    indptr = np.concatenate([[0], np.cumsum(per_row)])
+    picks = np.concatenate([np.sort(rng.choice(pool, k, replace=False)) for k in per_row])
+    values = rng.exponential(1.0, picks.size)
+    X = sp.csr_matrix((values, cols[picks], indptr), shape=(n_rows, width))
+    score = np.add.reduceat(values * truth[picks], indptr[:-1])
+    return X, np.where(score + 0.3 * rng.normal(size=n_rows) > 0, 1.0, -1.0), score
+
+
+@pytest.fixture
+def over_the_width(monkeypatch):
+    """A context in which new learners do not map their columns."""
+    def off():
+        monkeypatch.setattr(columns_seen, "MIN_WIDTH", 2**62)
+
+    def on():
+        monkeypatch.setattr(columns_seen, "MIN_WIDTH", 2**21)
+    return off, on
+
+
+def _trained(make, chunks, off, on, mapped, **fit):
+    (off if not mapped else on)()
+    est = make()
+    for i, (X, y) in enumerate(chunks):
+        est.partial_fit(X, y, **(fit if i == 0 else {}))
+    on()
+    return est
+
+
+def _coef(est):
+    coef = est.model_.coef
+    return coef.toarray() if hasattr(coef, "toarray") else np.asarray(coef)
+
+
+CONFIGS = {
+    "adaptive, its race": (dict(geometry="adaptive"), 0.0),
+    "global, its race (a ball: its norm)": ({}, 1e-12),
+    "adaptive, eta 0.5, sigma 1e-4": (dict(geometry="adaptive", eta=0.5, sigma=1e-4), 0.0),
+    "global, p 1.5 on a ball": (dict(p=1.5, sigma=1e-3, radius=1.0), 1e-12),
+    "global, l1 on a ball": (dict(sigma=1e-3, l1=1e-3), 1e-12),
+}
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_a_wide_learner_is_the_learner_over_the_width(name, over_the_width, tmp_path):
+    params, rtol = CONFIGS[name]
+    off, on = over_the_width
+    X, y, _ = _hashed()
+    chunks = [(X[a:a + 600], y[a:a + 600]) for a in range(0, 3000, 600)]
+
+    def make():
+        return PGSClassifier(random_state=0, max_model_bytes=None, **params)
+    got = _trained(make, chunks, off, on, True, classes=[-1.0, 1.0])
+    want = _trained(make, chunks, off, on, False, classes=[-1.0, 1.0])
+    # the states are as wide as the columns reached (2,500 of 2^22), grown by doubling
+    reached = np.unique(X.indices).size
+    assert got._columns.n_slots == reached and got._state.dim - 1 == 4096
+    assert want.__dict__.get("_columns") is None and want._state.dim == WIDTH + 1
+    assert got.n_features_in_ == want.n_features_in_ == WIDTH
+    assert got.sigma_ == want.sigma_ and got.t_ == want.t_
+    np.testing.assert_allclose(_coef(got), _coef(want), rtol=rtol, atol=0)
+    np.testing.assert_allclose(got.intercept_, want.intercept_, rtol=rtol, atol=0)
+    got_scales, want_scales = got.model_.scale_pairs, want.model_.scale_pairs
+    if want_scales is not None:
+        assert np.array_equal(got_scales[0], want_scales[0])
+        assert np.array_equal(got_scales[1], want_scales[1])
+    # a few rows scored from the state (unseen columns in them) and by the model
+    rows = sp.vstack([X[:2], sp.csr_matrix(([1.0], [7], [0, 1]), shape=(1, WIDTH))]).tocsr()
+    for est in (got, want):
+        est.partial_fit(X[:5], y[:5])
+    np.testing.assert_allclose(got.decision_function(rows), want.decision_function(rows),
+                               rtol=rtol, atol=1e-300)
+    # the model file is the one the learner over the width writes: the same bytes
+    # where no sum over the coordinates is taken
+    save_model(got, tmp_path / "got.pgs")
+    save_model(want, tmp_path / "want.pgs")
+    if rtol == 0.0:
+        assert (tmp_path / "got.pgs").read_bytes() == (tmp_path / "want.pgs").read_bytes()
+    # loaded over the columns its states' rows reach (every run's), not over the width,
+    # and resumed as the learner over the width goes on
+    loaded = load_model(tmp_path / "got.pgs")
+    assert loaded._columns.n_slots == reached and loaded._state.dim - 1 == 4096
+    race = getattr(loaded, "_race", None)
+    assert all(st.dim == 4097 for st in (race.states.values() if race else []))
+    save_model(loaded, tmp_path / "again.pgs")
+    if rtol == 0.0:
+        assert (tmp_path / "again.pgs").read_bytes() == (tmp_path / "want.pgs").read_bytes()
+    for est in (loaded, got, want):
+        est.partial_fit(X[2000:2600], y[2000:2600])
+    np.testing.assert_allclose(_coef(loaded), _coef(want), rtol=rtol, atol=1e-300)
+    np.testing.assert_allclose(_coef(got), _coef(want), rtol=rtol, atol=1e-300)
+
+
+def test_multiclass_regression_and_fit_over_the_columns_seen(over_the_width):
+    off, on = over_the_width
+    X, _, score = _hashed(n_rows=1500, seed=1)
+    classes = np.digitize(score, np.quantile(score, [1 / 3, 2 / 3])).astype(float)
+    common = dict(random_state=0, max_model_bytes=None)
+    cases = [(lambda: PGSClassifier(**common, multi_class="multinomial"), classes),
+             (lambda: PGSClassifier(**common, geometry="adaptive"), classes),
+             (lambda: PGSRegressor(**common, geometry="adaptive", loss="squared"), score)]
+    for make, target in cases:
+        fit = {"classes": [0.0, 1.0, 2.0]} if target is classes else {}
+        got, want = (_trained(make, [(X, target)], off, on, mapped, **fit)
+                     for mapped in (True, False))
+        assert got._state.dim <= 4097 < want._state.dim
+        np.testing.assert_array_equal(got.predict(X), want.predict(X))
+        np.testing.assert_array_equal(_coef(got), _coef(want))
+        # fit's epochs too
+        on()
+        got = make().set_params(max_epochs=3).fit(X, target)
+        off()
+        want = make().set_params(max_epochs=3).fit(X, target)
+        on()
+        assert got._state.dim <= 4097 < want._state.dim
+        np.testing.assert_array_equal(_coef(got), _coef(want))
+
+
+def test_the_paths_that_step_at_the_columns_expand_the_states_first(over_the_width):
+    """The per-event path (learn_one, predict_one) expands a mapped learner's states to
+    the width, once, and goes on as the learner over the width does; a pickled learner
+    keeps its map."""
+    off, on = over_the_width
+    X, y, _ = _hashed(n_rows=1200, seed=2, width=2**21)
+
+    def make():
+        return PGSClassifier(random_state=0, n_bits=21, geometry="adaptive")
+    got = _trained(make, [(X[:1000], y[:1000])], off, on, True, classes=[-1.0, 1.0])
+    want = _trained(make, [(X[:1000], y[:1000])], off, on, False, classes=[-1.0, 1.0])
+    copy = pickle.loads(pickle.dumps(got))
+    assert copy._columns.n_slots == got._columns.n_slots
+    copy.partial_fit(X[1000:1100], y[1000:1100])
+    got_twin = pickle.loads(pickle.dumps(got))
+    got_twin.partial_fit(X[1000:1100], y[1000:1100])
+    np.testing.assert_array_equal(_coef(copy), _coef(got_twin))
+    for i in range(1000, 1010):
+        row = X[i]
+        event = {f"{c}": v for c, v in zip(row.indices, row.data)}
+        # n_bits hashes the names: the same dict for both learners
+        assert got.predict_proba_one(event) == want.predict_proba_one(event)
+        got.learn_one(event, y[i])
+        want.learn_one(event, y[i])
+    assert got.__dict__.get("_columns") is None and got._state.dim == want._state.dim
+    np.testing.assert_array_equal(_coef(got), _coef(want))
+    np.testing.assert_array_equal(got.decision_function(X[:50]), want.decision_function(X[:50]))
+
+
+def test_a_hashed_width_costs_the_columns_reached_and_a_data_width_its_budget():
+    """With n_bits the width is the user's (never held to max_model_bytes): over 2^28
+    columns the race's states hold the columns reached, where 2^28 of them would take
+    8.6 GB each. A width the data decides is held to the budget as before, mapped or
+    not (a model file holds the states over it)."""
+    X, y, _ = _hashed(n_rows=400, seed=3, width=2**28)
+    est = PGSClassifier(n_bits=28).partial_fit(X, y, classes=[-1.0, 1.0])
+    states = list(est._race.states.values())
+    assert est._columns.n_slots == np.unique(X.indices).size
+    assert sum(st.nbytes for st in states) < 2**22 and est.coef_.shape == (1, 2**28)
+    with pytest.raises(ModelTooLargeError, match="has a feature at column .* beyond max_model"):
+        PGSClassifier(sigma=1e-3).partial_fit(X, y, classes=[-1.0, 1.0])
+
+
+def test_a_matrix_below_the_threshold_or_records_keep_the_width():
+    X, y, _ = _hashed(n_rows=300, seed=4, width=2**20)
+    est = PGSClassifier(sigma=1e-3).partial_fit(X, y, classes=[-1.0, 1.0])
+    assert est.__dict__.get("_columns") is None and est._state.dim == 2**20 + 1
+    event = PGSClassifier(sigma=1e-3, n_bits=22, classes=[-1.0, 1.0])
+    event.learn_one({"a": 1.0}, 1.0)
+    assert event.__dict__.get("_columns") is None and event._state.dim == 2**22 + 1
+
+
+def test_dask_lanes_go_on_from_a_learner_over_the_columns_seen(over_the_width):
+    """Dask's lanes step states at the columns: a learner that mapped its columns
+    continues there as the learner over the width does (its states expanded first, the
+    model installed over the width)."""
+    pytest.importorskip("dask.array")
+    import onlinepgs.dask as opd
+    from dask_helpers import dask_rows
+
+    off, on = over_the_width
+    X, y, _ = _hashed(n_rows=1600, seed=5, width=2**21)
+
+    def make():
+        return PGSClassifier(random_state=0, sigma=1e-3, max_model_bytes=None)
+    got = _trained(make, [(X[:1000], y[:1000])], off, on, True, classes=[-1.0, 1.0])
+    want = _trained(make, [(X[:1000], y[:1000])], off, on, False, classes=[-1.0, 1.0])
+    assert got._columns is not None
+    for est in (got, want):
+        opd.partial_fit(est, dask_rows(X[1000:], [300, 300]), y[1000:], n_lanes=1,
+                        slice_rows=200)
+    assert got.__dict__.get("_columns") is None and got._state.dim == want._state.dim
+    np.testing.assert_array_equal(_coef(got), _coef(want))
