@@ -32,7 +32,10 @@ rows' coordinates for the first time, which maps their memory) and the median of
 three calls after it, medians of ``--repeats`` interleaved runs (a state's block takes up
 to 1.6 GB of address space), and the memory the live states' blocks have mapped after
 the first call (their pages in the process's page map). ``--huge-pages`` maps every
-block in huge pages, as before the choice of pages (`onlinepgs/_core/_pages.pyx`).
+block in huge pages, as before the choice of pages (`onlinepgs/_core/_pages.pyx`);
+``--over-the-width`` runs each learner beside its twin whose states are over the width, as
+before the column map (`onlinepgs/_columns_seen.py`: the learners hold them over the
+5,000 columns reached), in the same rounds.
 
 ``--page-costs`` mode (no data files): what a page's first write costs, small (4 KB) and
 huge (2 MB), k pages written in each 2 MB region of a fresh 1 GB block; and the first and
@@ -74,6 +77,7 @@ Run from the repository root (the compiled extension must be built in place)::
     python bench/bench_core.py --out results.md   # full run
     python bench/bench_core.py --wide --repeats 5 --out docs/bench/core.md#wide
     python bench/bench_core.py --wide-adaptive --clock cpu --repeats 5 --out docs/bench/core.md#wide-adaptive
+    python bench/bench_core.py --wide-adaptive --over-the-width --clock cpu --repeats 7 --out docs/bench/core.md#wide-adaptive
     python bench/bench_core.py --page-costs --clock cpu --repeats 5 --out docs/bench/core.md#page-costs
     python bench/bench_core.py --geometry --clock cpu --repeats 7 --out docs/bench/core.md#geometry
     python bench/bench_core.py --columns-seen --clock cpu --repeats 3 --out docs/bench/core.md#columns-seen
@@ -670,15 +674,20 @@ def run_wide_adaptive(args, out):
             "global (sigma 1e-4)": {},
             "adaptive, its race of eta and sigma": dict(adaptive, sigma="auto"),
             "global, its race of sigma (the default)": dict(sigma="auto")}
+    # --over-the-width: each run beside its twin whose states are over the width
+    ways = ((False, ""), (True, ", over the width")) if args.over_the_width else ((False, ""),)
+    runs = {name + label: (params, wide) for name, params in runs.items()
+            for wide, label in ways}
     times = {}
     with pages_forced(False) if args.huge_pages else contextlib.nullcontext():
         for _ in range(args.repeats):  # interleaved
             for placement in ("even", "random"):
                 for dim in WIDE_ADAPTIVE:
                     X, y = wide_rows(dim, placement=placement)
-                    for name, params in runs.items():
-                        times.setdefault((placement, name, dim), []).append(
-                            wide_calls(X, y, params))
+                    for name, (params, wide) in runs.items():
+                        with over_the_width(wide):
+                            times.setdefault((placement, name, dim), []).append(
+                                wide_calls(X, y, params))
     pages = "every block in huge pages (--huge-pages)" if args.huge_pages else (
         "pages chosen by the first call")
     out += [f"## The same rows in {WIDE_ADAPTIVE[0]:,} and {WIDE_ADAPTIVE[1]:,} columns: "
@@ -690,7 +699,7 @@ def run_wide_adaptive(args, out):
                                (f"later ({WIDE_LATER_CALLS}, median)", 1)):
                 narrow, wide = (float(np.median([t[pick] for t in times[placement, name, d]]))
                                 for d in WIDE_ADAPTIVE)
-                mapped = (f"{np.median([t[2] for t in times[placement, name, d]]):,.0f}"
+                mapped = (f"{np.median([t[2] for t in times[placement, name, d]]):,.1f}"
                           if pick == 0 else "" for d in WIDE_ADAPTIVE)
                 rows.append([placement, name, call, f"{narrow:.4f}", f"{wide:.4f}",
                              f"{wide / narrow:.2f}", *mapped])
@@ -967,6 +976,9 @@ def main(argv=None):
                         help="the click log with -q sd: each geometry's race over its "
                              "columns hashed into 2^20, 2^22 and 2^24 and over the 2^24 "
                              "columns numbered by first sight (generated; about 4 GB)")
+    parser.add_argument("--over-the-width", action="store_true",
+                        help="--wide-adaptive: each run beside its twin whose states are "
+                             "over the width (no column map: onlinepgs/_columns_seen.py)")
     parser.add_argument("--huge-pages", action="store_true",
                         help="--wide-adaptive: every state's block in huge pages, as before "
                              "the first call chose its pages")

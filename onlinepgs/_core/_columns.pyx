@@ -11,8 +11,8 @@ those numbers, the slots (docs/design/core.md, "A state over the columns seen").
 
 The map is an open-addressing table of (column, slot) pairs, side by side (a probe reads
 one cache line), with linear probing, at most half full, doubled when it would be more;
-the columns by slot in a second array. A lookup is one multiplicative hash and, at that
-load, one or two probes; the table of a wide stream is larger than the caches, so each
+the columns by slot in a second array. A lookup is one mixing hash and, at that load,
+one or two probes; the table of a wide stream is larger than the caches, so each
 lookup prefetches the home of the entry `PREFETCH_AHEAD` places further on.
 """
 import numpy as np
@@ -36,13 +36,21 @@ cdef enum:
     MIN_TABLE = 1024
     EMPTY = -1
     PREFETCH_AHEAD = 8
+    RING = 15  # a ring of 16 homes (> PREFETCH_AHEAD), indexed by entry & RING
     MAX_SLOTS = 2147483647  # int32 slots
 
 
 cdef inline Py_ssize_t _home(int64_t column, int shift) noexcept nogil:
-    # Fibonacci hashing: the product's top bits spread consecutive and strided columns
-    # (svmlight's, hashed ones) alike
-    return <Py_ssize_t>((<uint64_t>column * 11400714819323198485ULL) >> shift)
+    # a 64-bit finalizer's mix (MurmurHash3's), then the top bits: consecutive and
+    # strided columns (svmlight's, a stride of 10,000) spread alike, where a product
+    # alone left strided ones in clusters that linear probing walked (2.9x the lookups)
+    cdef uint64_t h = <uint64_t>column
+    h ^= h >> 33
+    h *= 0xff51afd7ed558ccdULL
+    h ^= h >> 33
+    h *= 0xc4ceb9fe1a85ec53ULL
+    h ^= h >> 33
+    return <Py_ssize_t>(h >> shift)
 
 
 cdef class ColumnMap:
@@ -139,6 +147,8 @@ cdef class ColumnMap:
         cdef int32_t[::1] res = out
         cdef int64_t col
         cdef int64_t* table
+        cdef Py_ssize_t homes[RING + 1]
+        cdef Py_ssize_t k
         while i < n:
             if self.n_slots == MAX_SLOTS:
                 raise OverflowError(f"a column map holds at most {MAX_SLOTS} columns")
@@ -148,12 +158,17 @@ cdef class ColumnMap:
             room = min((self.mask + 1) // 2, self.by_slot.shape[0], MAX_SLOTS) - self.n_slots
             mask, shift, table = self.mask, self.shift, &self.table[0, 0]
             with nogil:
+                # each entry's home hashed once: kept in a ring from its prefetch,
+                # PREFETCH_AHEAD entries before its lookup
+                for k in range(i, min(n, i + PREFETCH_AHEAD)):
+                    homes[k & RING] = _home(columns[k], shift)
                 while i < n:
                     if i + PREFETCH_AHEAD < n:
-                        OPGS_PREFETCH_COLUMNS(table + 2 * _home(columns[i + PREFETCH_AHEAD],
-                                                                shift))
+                        h = _home(columns[i + PREFETCH_AHEAD], shift)
+                        homes[(i + PREFETCH_AHEAD) & RING] = h
+                        OPGS_PREFETCH_COLUMNS(table + 2 * h)
                     col = columns[i]
-                    h = _home(col, shift)
+                    h = homes[i & RING]
                     while table[2 * h] != col and table[2 * h] != EMPTY:
                         h = (h + 1) & mask
                     if table[2 * h] == EMPTY:
