@@ -951,15 +951,15 @@ class PGSLearner(EventLearner, LinearLearner):
                    _columns_seen.ColumnMap() if _columns_seen.maps(X, records) else None)
         self._check_width(X, n_problems, have=0 if first else self.n_features_in_)
         width_in = X.shape[1]
-        if columns is not None:
-            X = _columns_seen.mapped(X, columns)
         # everything is validated: from here on nothing can fail half-way
-        power_sums = self._row_power_sums(X)
+        power_sums = self._row_power_sums(X)  # (a row's: the same over slots)
         order = np.arange(X.shape[0], dtype=np.int64)
-        width = X.shape[1] if columns is None else _columns_seen.capacity(X.shape[1])
         # the installed state changes in place (and may be reallocated to widen it):
         # readers of the weights wait for this pass
         with self._lock("_state_lock"):
+            if columns is not None:  # (under the lock: readers look columns up in it)
+                X = _columns_seen.mapped(X, columns)
+            width = X.shape[1] if columns is None else _columns_seen.capacity(X.shape[1])
             race, state = (None if first else getattr(self, "_race", None)), None
             if first and self._auto():
                 race = self._new_race(width, n_problems, multiclass,

@@ -244,3 +244,37 @@ def test_dask_lanes_go_on_from_a_learner_over_the_columns_seen(over_the_width):
                         slice_rows=200)
     assert got.__dict__.get("_columns") is None and got._state.dim == want._state.dim
     np.testing.assert_array_equal(_coef(got), _coef(want))
+
+
+def test_readers_while_a_wide_learner_trains_see_a_whole_model():
+    """Rows scored from the state (a map lookup) while partial_fit maps new columns and
+    grows the states: every answer is the model before or after some call, and the end
+    is the serial run's."""
+    import threading
+
+    X, y, _ = _hashed(n_rows=3000, seed=6)
+    est = PGSClassifier(random_state=0, sigma=1e-3).partial_fit(X[:100], y[:100],
+                                                                 classes=[-1.0, 1.0])
+    serial = pickle.loads(pickle.dumps(est))
+    rows, errors, done = X[2990:], [], threading.Event()
+
+    def read():
+        while not done.is_set():
+            try:
+                scores = est.decision_function(rows)
+                assert np.isfinite(scores).all()
+            except Exception as exc:  # noqa: BLE001 - the test reports it
+                errors.append(exc)
+                return
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for a in range(100, 2900, 100):
+            est.partial_fit(X[a:a + 100], y[a:a + 100])
+    finally:
+        done.set()
+        reader.join()
+    assert not errors, errors[0]
+    for a in range(100, 2900, 100):
+        serial.partial_fit(X[a:a + 100], y[a:a + 100])
+    np.testing.assert_array_equal(est.decision_function(rows), serial.decision_function(rows))

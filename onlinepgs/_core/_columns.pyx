@@ -190,7 +190,8 @@ cdef class ColumnMap:
         out = np.empty(n, dtype=np.int64)
         cdef int64_t[::1] res = out
         cdef int64_t col
-        cdef int64_t* table = &self.table[0, 0]
+        cdef int64_t[:, ::1] held = self.table  # (kept alive while it is read)
+        cdef int64_t* table = &held[0, 0]
         with nogil:
             for i in range(n):
                 if i + PREFETCH_AHEAD < n:
