@@ -278,3 +278,22 @@ def test_readers_while_a_wide_learner_trains_see_a_whole_model():
     for a in range(100, 2900, 100):
         serial.partial_fit(X[a:a + 100], y[a:a + 100])
     np.testing.assert_array_equal(est.decision_function(rows), serial.decision_function(rows))
+
+
+def test_out_of_memory_counts_the_columns_reached():
+    """The command's out-of-memory message with -b counts the state it holds: over the
+    columns the rows reach for a learner that maps them, over 2**BITS otherwise."""
+    from types import SimpleNamespace
+
+    from onlinepgs.cli.train import _no_memory_for_bits
+
+    X, y, _ = _hashed(n_rows=200, seed=7, width=2**28)
+    est = PGSClassifier(n_bits=28, sigma=1e-3).partial_fit(X, y, classes=[-1.0, 1.0])
+    trainer = SimpleNamespace(_classes=[-1.0, 1.0])
+    said = str(_no_memory_for_bits(est, trainer, None))
+    reached = np.unique(X.indices).size
+    assert f"the model of the {reached} columns the rows reached of 2**28 (-b 28)" in said
+    assert "about 0.0 GiB" in said
+    wide = PGSClassifier(n_bits=28, sigma=1e-3)
+    assert "the model of 2**28 columns (-b 28): its solver state takes about 4.5 GiB" in str(
+        _no_memory_for_bits(wide, trainer, None))
