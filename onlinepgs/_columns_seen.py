@@ -32,7 +32,8 @@ __all__ = ["MIN_WIDTH", "ColumnMap", "capacity", "columns_of", "coordinates", "e
 
 # a learner whose first matrix is this wide or wider maps its columns: at 2^20 hashed
 # columns a state over the width costs what one over the columns seen does (the click
-# log of `bench/bench_core.py --columns-seen`: 1.0x), at 2^22 2x, at 2^24 4-28x
+# log of `bench/bench_core.py --columns-seen`), at 2^22 the races take 1.9-4.8x the
+# time over the width, at 2^24 3.3-30x
 MIN_WIDTH = 2**21
 
 

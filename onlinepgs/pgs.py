@@ -870,8 +870,8 @@ class PGSLearner(EventLearner, LinearLearner):
     def _fit_unguarded(self, X, y, sample_weight):
         records = is_records(X)
         X, y_core, n_problems, multiclass, extra, sw = self._fit_inputs(X, y, sample_weight)
-        # a wide sparse matrix: the states over the columns its rows reach (_columns_seen)
         self._check_width(X, n_problems)  # a new state, whatever a former fit had
+        # a wide sparse matrix: the states over the columns its rows reach (_columns_seen)
         columns = _columns_seen.ColumnMap() if _columns_seen.maps(X, records) else None
         if columns is not None:
             X = _columns_seen.mapped(X, columns)
