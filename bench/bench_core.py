@@ -974,8 +974,8 @@ def main(argv=None):
                              "6 GB of memory)")
     parser.add_argument("--columns-seen", action="store_true",
                         help="the click log with -q sd: each geometry's race over its "
-                             "columns hashed into 2^20, 2^22 and 2^24 and over the 2^24 "
-                             "columns numbered by first sight (generated; about 4 GB)")
+                             "columns hashed into 2^20, 2^22 and 2^24, its states over the "
+                             "columns seen and over the width (generated; about 4 GB)")
     parser.add_argument("--over-the-width", action="store_true",
                         help="--wide-adaptive: each run beside its twin whose states are "
                              "over the width (no column map: onlinepgs/_columns_seen.py)")

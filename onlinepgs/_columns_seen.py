@@ -93,11 +93,8 @@ def span_at_width(columns):
 
 
 def slots_of_rows(X, columns):
-    """X's rows over the slots of `columns` (the map unchanged): entries on a column no
-    row has reached are left out (their weight is 0 in every problem); None when X is
-    not sparse."""
-    if not sp.issparse(X):
-        return None
+    """Sparse X's rows over the slots of `columns` (the map unchanged): entries on a
+    column no row has reached are left out (their weight is 0 in every problem)."""
     X = X.tocsr()
     slots = columns.find(np.ascontiguousarray(X.indices[:X.nnz]))
     keep = slots >= 0
@@ -116,16 +113,9 @@ def model_at_columns(coef, scales, columns, width):
 
     by_slot = columns.columns()
     n = by_slot.size
-    if isinstance(coef, SparseWeights):
-        indptr, slot_of, data = coef.indptr, coef.indices, coef.data
-    else:
-        coef = np.asarray(coef)[:, :n]
-        K = coef.shape[0]
-        nonzero = coef != 0.0
-        indptr = np.zeros(K + 1, dtype=np.int64)
-        np.cumsum(nonzero.sum(axis=1), out=indptr[1:])
-        rows, slot_of = np.nonzero(nonzero)
-        data = coef[rows, slot_of]
+    if not isinstance(coef, SparseWeights):
+        coef = SparseWeights.from_dense(np.asarray(coef)[:, :n])
+    indptr, slot_of, data = coef.indptr, coef.indices, coef.data
     K = len(indptr) - 1
     cols = by_slot[np.asarray(slot_of, dtype=np.int64)]
     order = np.lexsort((cols, np.repeat(np.arange(K), np.diff(indptr))))

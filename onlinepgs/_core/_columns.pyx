@@ -36,7 +36,6 @@ cdef enum:
     MIN_TABLE = 1024
     EMPTY = -1
     PREFETCH_AHEAD = 8
-    RING = 15  # a ring of 16 homes (> PREFETCH_AHEAD), indexed by entry & RING
     MAX_SLOTS = 2147483647  # int32 slots
 
 
@@ -105,11 +104,6 @@ cdef class ColumnMap:
         """The column of each slot, a copy (int64, ``n_slots`` of them)."""
         return np.array(self.by_slot[:self.n_slots], dtype=np.int64)
 
-    @property
-    def nbytes(self):
-        """Bytes the map holds (its table and its columns by slot)."""
-        return self.table.shape[0] * 16 + self.by_slot.shape[0] * 8
-
     cdef int _grow(self, Py_ssize_t need) except -1:
         """Room for `need` slots: the table at most half full, the columns by slot."""
         cdef Py_ssize_t size = self.mask + 1
@@ -147,8 +141,6 @@ cdef class ColumnMap:
         cdef int32_t[::1] res = out
         cdef int64_t col
         cdef int64_t* table
-        cdef Py_ssize_t homes[RING + 1]
-        cdef Py_ssize_t k
         while i < n:
             if self.n_slots == MAX_SLOTS:
                 raise OverflowError(f"a column map holds at most {MAX_SLOTS} columns")
@@ -158,17 +150,12 @@ cdef class ColumnMap:
             room = min((self.mask + 1) // 2, self.by_slot.shape[0], MAX_SLOTS) - self.n_slots
             mask, shift, table = self.mask, self.shift, &self.table[0, 0]
             with nogil:
-                # each entry's home hashed once: kept in a ring from its prefetch,
-                # PREFETCH_AHEAD entries before its lookup
-                for k in range(i, min(n, i + PREFETCH_AHEAD)):
-                    homes[k & RING] = _home(columns[k], shift)
                 while i < n:
                     if i + PREFETCH_AHEAD < n:
-                        h = _home(columns[i + PREFETCH_AHEAD], shift)
-                        homes[(i + PREFETCH_AHEAD) & RING] = h
-                        OPGS_PREFETCH_COLUMNS(table + 2 * h)
+                        OPGS_PREFETCH_COLUMNS(table + 2 * _home(columns[i + PREFETCH_AHEAD],
+                                                                shift))
                     col = columns[i]
-                    h = homes[i & RING]
+                    h = _home(col, shift)
                     while table[2 * h] != col and table[2 * h] != EMPTY:
                         h = (h + 1) & mask
                     if table[2 * h] == EMPTY:

@@ -97,6 +97,12 @@ def compact(state_dict, columns=None, width=None):
     return arrays, {"arrays": per_row, "n_rows": int(rows.size)}
 
 
+def _increasing_in(rows, dim):
+    """Whether integer `rows` are strictly increasing row numbers in [0, dim)."""
+    return not rows.size or (rows[0] >= 0 and rows[-1] < dim
+                             and (rows.size < 2 or bool((np.diff(rows) > 0).all())))
+
+
 def expand(state_json, arrays, prefix, path):
     """The arrays of a state (names ``prefix + key``) with its stored rows put back in
     zero arrays of dim rows, checked; unchanged when the state is stored whole."""
@@ -121,7 +127,7 @@ def expand(state_json, arrays, prefix, path):
     if rows.ndim != 1 or rows.dtype.kind not in "iu" or rows.shape[0] != n:
         raise ModelFileError(path, f"array {name} has dtype {rows.dtype.str} and shape "
                                    f"{rows.shape}, expected {n} integer row numbers")
-    if n and (rows[0] < 0 or rows[-1] >= dim or (n > 1 and not (np.diff(rows) > 0).all())):
+    if not _increasing_in(rows, dim):
         raise ModelFileError(path, f"damaged state: array {name} is not strictly increasing "
                                    f"row numbers in [0, {dim})")
     out = {k: v for k, v in arrays.items() if k != name}
@@ -171,9 +177,7 @@ def over_slots(header, arrays):
         if (type(dim) is not int or dim - 1 < _columns_seen.MIN_WIDTH
                 or not isinstance(scalars.get(ROWS), dict) or rows is None
                 or rows.ndim != 1 or rows.dtype.kind not in "iu"
-                or (rows.size and (rows[0] < 0 or rows[-1] >= dim))
-                or (rows.size > 1 and not (np.diff(rows) > 0).all())
-                or dim != entries[0][1].get("dim")):
+                or not _increasing_in(rows, dim) or dim != entries[0][1].get("dim")):
             return header, arrays, None, None
         stored.append(rows)
     file_dim = state["dim"]
