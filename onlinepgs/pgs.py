@@ -296,11 +296,12 @@ def _finite_after(state, X):
     where one compiled pass over them (`_pages.first_nonfinite`) costs no more than the
     entries' rows (a fit, a large chunk, many problems): the state itself, not its
     weights, whose l1 averages take closed forms at about 20 ns a coordinate, as much as
-    the pass itself on news20's small splits. Else
-    the scalars alone where the core keeps N (p < 2 or a ball: M is refreshed to max
-    |lambda_j|, which an overflow of lambda reaches at once), and for p = 2 on R^n the
-    coordinates the rows touched. What remains, weights beyond 1.8e308 from a finite
-    state (averaged sums near it), is caught where the weights are read (`model_`).
+    the pass itself on news20's small splits. Else the coordinates the rows touched,
+    every field: where the core keeps N (p < 2 or a ball) its refresh of M = max
+    |lambda_j| reaches an overflow of lambda, not one of the averages' sums (a value
+    of 1e300 on a coordinate no step has reached leaves lambda finite and its sums
+    NaN). What remains, weights beyond 1.8e308 from a finite state (averaged sums near
+    it), is caught where the weights are read (`model_`).
     """
     with np.errstate(all="ignore"):
         if not all(np.isfinite(a).all() for a in (state.s_a, state.cum_a, state.cum2_a,
@@ -316,8 +317,6 @@ def _finite_after(state, X):
         if nnz is None or block.size <= 4 * (nnz + X.shape[0]) * (block.shape[1]
                                                                   * block.shape[2]):
             return bool(first_nonfinite(block) < 0 and np.isfinite(state.snap_a).all())
-        if state.need_norm:
-            return True
         # the intercept's coordinate 0 and each entry's column + 1 (repeats cost less
         # than sorting them out; crossed rows' columns made again, unsorted), in
         # compiled code: a gather of the rows would copy them all (on wide rows it took

@@ -327,6 +327,30 @@ def test_a_state_of_many_problems_is_checked_whole_where_that_costs_less():
         assert not _finite_after(state, Xw)
 
 
+@pytest.mark.parametrize("path", ["partial_fit", "learn_one"])
+def test_a_huge_value_on_a_coordinate_never_reached_is_refused_on_a_ball(path):
+    """On a ball (the core keeps N, whose refresh of max |lambda_j| catches an overflow of
+    lambda), 1e300 on a coordinate no step has reached leaves lambda finite and the
+    averaged iterate's sums NaN there: the call's guard looks at the fields of the
+    coordinates the row touched and refuses it (PGSDivergedError), where it once let the
+    state hold NaN (predictions finite, the model unsaveable)."""
+    rng = np.random.RandomState(0)
+    X = sp.random(400, 64, density=0.1, random_state=0, format="csr")
+    X = sp.hstack([X, sp.csr_matrix((400, 16))]).tocsr()  # columns 64.. never reached
+    y = X @ rng.randn(80) + 0.1 * rng.randn(400)
+    est = PGSRegressor(sigma=1e-3, n_bits=None, random_state=0).partial_fit(X, y)
+    assert est._state.need_norm  # (radius "auto": a ball)
+    row = sp.csr_matrix(([1e300, 1.0], ([0, 0], [70, 72])), shape=(1, 80))
+    with pytest.raises(PGSDivergedError, match="running sum"):
+        if path == "partial_fit":
+            est.partial_fit(row, [1.0])
+        else:
+            est = PGSRegressor(sigma=1e-3, n_bits=18, random_state=0)  # (hashed names)
+            for i in np.flatnonzero(np.diff(X.indptr)):
+                est.learn_one({f"f{j}": v for j, v in zip(X[i].indices, X[i].data)}, y[i])
+            est.learn_one({"g70": 1e300, "g72": 1.0}, 1.0)
+
+
 def test_predict_proba_and_pickle():
     X, y = data(classes=3)
     est = PGSClassifier(random_state=0).fit(X, y)

@@ -381,8 +381,7 @@ cdef class EventRow:
 cdef bint _finite_at_row(PGSState state, const int32_t* cols, Py_ssize_t nnz) except -1:
     """`onlinepgs.pgs._finite_after` for a call on the one row of columns `cols`, in
     O(nnz K): the state's scalars, then its fields at the intercept and the row's
-    coordinates (every field where the state is as small as the row, none more where the
-    core keeps N: its refresh reaches any overflow of lambda at once), and the
+    coordinates (every field where the state is as small as the row), and the
     progressive loss (`PGSLearner._check_finite`'s first test)."""
     cdef Py_ssize_t e, K = state.n_problems, S = state.n_fields
     cdef const double* blk = <const double*>cnp.PyArray_DATA(state.block_a)
@@ -394,8 +393,6 @@ cdef bint _finite_at_row(PGSState state, const int32_t* cols, Py_ssize_t nnz) ex
         return False
     if cnp.PyArray_SIZE(state.block_a) <= 4 * (nnz + 1):
         return _all_finite(state.block_a) and _all_finite(state.snap_a)
-    if state.need_norm:
-        return True
     if not _finite_run(blk, K * S):  # the intercept's coordinate 0
         return False
     for e in range(nnz):
