@@ -18,10 +18,14 @@ of ``serve --learn`` started once, and one pipelining client sending DATA in eac
 (each row answered, then learned, test then train: the model goes on learning from round
 to round), against ``onlinepgs train DATA -i MODEL`` as a whole process (one pass over
 the same rows, the same model continued), ``/usr/bin/time -f '%e %M' onlinepgs train
-DATA -i MODEL -o OUT --quiet``, in the same rounds.
+DATA -i MODEL -o OUT --quiet``, in the same rounds. ``--train-options`` adds options to
+the first training (e.g. ``"-b 24 --geometry adaptive"`` for a VW file). The servers'
+peak resident memory (Linux's VmHWM, read before they stop) is printed beside
+predict's and train -i's, each a median over the rounds where it is a whole process.
 """
 import argparse
 import os
+import shlex
 import signal
 import socket
 import statistics
@@ -64,6 +68,12 @@ def start_server(model, directory, *flags):
         time.sleep(0.05)
     with open(port_file) as f:
         return proc, int(f.read())
+
+
+def peak_kib(pid):
+    """The peak resident memory of process `pid` so far, KiB (Linux's VmHWM)."""
+    with open(f"/proc/{pid}/status") as f:
+        return int(f.read().split("VmHWM:")[1].split()[0])
 
 
 def client(port, payload, n_lines, result, i):
@@ -119,11 +129,13 @@ def main():
     parser.add_argument("--learn", action="store_true")
     parser.add_argument("--sigma", default="1e-4",
                         help="the model's sigma (auto: a race, which the model continues)")
+    parser.add_argument("--train-options", default="",
+                        help="more options of the first training, one string")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "model.pgs")
         subprocess.run([*CLI, "train", args.train, "-o", model, "--sigma", args.sigma,
-                        "--quiet"], check=True)
+                        "--quiet", *shlex.split(args.train_options)], check=True)
         with open(args.data, "rb") as f:
             payload = f.read()
         n = payload.count(b"\n")
@@ -135,7 +147,7 @@ def main():
             learner, learn_port = start_server(model, tmp, "--learn")
             figures.update({"train -i": [], "serve --learn": []})
             ratios.update({"serve --learn": []})
-        rss, cpu = [], {}
+        rss, train_rss, served_peak, cpu = [], [], {}, {}
         try:
             for round_ in range(args.repeats + 1):  # round 0: the warm-up
                 wall, peak = predict_seconds(model, args.data)
@@ -143,7 +155,8 @@ def main():
                 one = served_seconds(port, payload, n, 1, *timed)
                 two = served_seconds(port, payload, n, 2, *timed)
                 if learner is not None:
-                    trained, _ = train_seconds(model, args.data, os.path.join(tmp, "t.pgs"))
+                    trained, train_peak = train_seconds(model, args.data,
+                                                        os.path.join(tmp, "t.pgs"))
                     learned = served_seconds(learn_port, payload, n, 1)
                 if round_ == 0:
                     continue
@@ -154,16 +167,22 @@ def main():
                 ratios["serve, 1 client"].append(wall / one)
                 ratios["serve, 2 clients"].append(2 * wall / two)
                 if learner is not None:
+                    train_rss.append(train_peak)
                     figures["train -i"].append(n / trained)
                     figures["serve --learn"].append(n / learned)
                     ratios["serve --learn"].append(wall / learned)
+            served_peak = {name: peak_kib(proc.pid) for name, proc in
+                           (("serve", server), ("serve --learn", learner)) if proc}
         finally:
             for proc in (server, learner):
                 if proc is not None:
                     proc.send_signal(signal.SIGTERM)
                     proc.wait(60)
         print(f"{n} rows, {len(payload) / 2**20:.1f} MiB; medians of {args.repeats} "
-              f"rounds; predict's peak RSS {statistics.median(rss) / 1024:.0f} MB")
+              f"rounds; peak RSS: predict {statistics.median(rss) / 1024:.0f} MB"
+              + (f", train -i {statistics.median(train_rss) / 1024:.0f} MB" if train_rss
+                 else "")
+              + "".join(f", {name} {kib / 1024:.0f} MB" for name, kib in served_peak.items()))
         for name, values in figures.items():
             ratio = (f"  {statistics.median(ratios[name]):.2f}x predict"
                      if name in ratios else "")

@@ -13,10 +13,11 @@ the ball) take them in slot order.
 Everything that reads the state in columns goes through here: the model read out
 (`model_at_columns`), a few rows scored from the state (`slots_of_rows`), a model file's
 state rows (`onlinepgs.model_io.staterows`, stored at their columns: the file an
-unmapped state of the same steps writes), and the paths that run the core on columns
-themselves (the per-event path, ``onlinepgs serve``, Dask's lanes), which take the state
-expanded to the width first (`expanded`: the same state, each slot's rows at its
-column). docs/design/core.md, "A state over the columns seen".
+unmapped state of the same steps writes), a batch that ``onlinepgs serve --learn`` tests
+then trains (`slots_of_batch`), and the paths that run the core on columns themselves
+(the per-event path, Dask's lanes), which take the state expanded to the width first
+(`expanded`: the same state, each slot's rows at its column). docs/design/core.md, "A
+state over the columns seen".
 """
 import numpy as np
 
@@ -27,8 +28,8 @@ from onlinepgs._layout import StateLayout
 from onlinepgs.features import CrossedRows
 
 __all__ = ["MIN_WIDTH", "ColumnMap", "capacity", "columns_of", "coordinates", "expanded",
-           "maps", "mapped", "model_at_columns", "slots_of_rows", "span_at_width",
-           "state_dim"]
+           "grow_states", "maps", "mapped", "model_at_columns", "slots_of_batch",
+           "slots_of_rows", "span_at_width", "state_dim"]
 
 # a learner whose first matrix is this wide or wider maps its columns: at 2^20 hashed
 # columns a state over the width costs what one over the columns seen does (the click
@@ -103,6 +104,38 @@ def slots_of_rows(X, columns):
     indptr = kept[np.asarray(X.indptr, dtype=np.int64)]
     return like(X, X.data[:X.nnz][keep], slots[keep].astype(np.int32), indptr,
                 (X.shape[0], max(1, columns.n_slots)))
+
+
+def slots_of_batch(data, indices, indptr, trained, columns):
+    """A CSR batch (its arrays; `indptr` int64) over the slots of `columns`, for a pass
+    that tests every row and trains the rows flagged in `trained`: a trained row's
+    columns get their slots (new ones in the order of the entries, as `mapped` gives
+    them), a row only tested looks its columns up, and an entry on a column no trained
+    row reaches is left out (its weight is 0 in every problem, as at a column of the
+    width no step has reached). The rows keep their numbers; returns (data, slots
+    (int32), indptr), each entry where it was in its row (`onlinepgs serve --learn`)."""
+    n = len(indptr) - 1
+    end = int(indptr[n])
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    on = np.asarray(trained, dtype=bool)[rows]
+    cols = np.ascontiguousarray(indices[:end])
+    slots = np.empty(end, dtype=np.int64)
+    slots[on] = columns.slots(np.ascontiguousarray(cols[on]))
+    slots[~on] = columns.find(np.ascontiguousarray(cols[~on]))
+    keep = slots >= 0
+    kept = np.zeros(end + 1, dtype=np.int64)
+    np.cumsum(keep, out=kept[1:])
+    return (np.ascontiguousarray(data[:end][keep]), slots[keep].astype(np.int32),
+            kept[np.asarray(indptr, dtype=np.int64)])
+
+
+def grow_states(states, columns):
+    """Each solver state of a learner over `columns` made as wide as its slots (by the
+    doubling `capacity`, as a training call grows them; never shrunk)."""
+    width = capacity(columns.n_slots)
+    for state in states:
+        if columns.n_slots > state.dim - 1:
+            state.ensure_dim(width)
 
 
 def model_at_columns(coef, scales, columns, width):

@@ -48,6 +48,39 @@ def a9a(tmp_path_factory):
     return root
 
 
+# a9a's columns spread over WIDE_STRIDE times as many (2.46 million): a model this wide
+# holds its states over the columns its rows reach (onlinepgs._columns_seen), and so does
+# the server that learns on
+WIDE_STRIDE = 20011
+
+
+def _spread(data):
+    out = []
+    for line in data.splitlines(keepends=True):
+        label, *entries = line.split()
+        out.append(b" ".join([label] + [b"%d:%s" % (int(j) * WIDE_STRIDE, v) for j, v in
+                                        (e.split(b":") for e in entries)]) + b"\n")
+    return b"".join(out)
+
+
+@pytest.fixture(scope="module")
+def a9a_wide(a9a, tmp_path_factory):
+    """The a9a fixture's rows with their columns spread over 2.46 million (a model of
+    them: over the columns seen)."""
+    root = tmp_path_factory.mktemp("serve_wide")
+    for name in ("train.svm", "test.svm"):
+        (root / name).write_bytes(_spread((a9a / name).read_bytes()))
+    run("train", root / "train.svm", "-o", root / "model.pgs", "--sigma", "1e-3", "--quiet")
+    assert load_learner(str(root / "model.pgs"))._columns is not None
+    return root
+
+
+@pytest.fixture(params=["narrow", "wide"])
+def a9a_any(request):
+    """The a9a fixture, then its columns spread wide."""
+    return request.getfixturevalue("a9a" if request.param == "narrow" else "a9a_wide")
+
+
 @contextlib.contextmanager
 def served(model, *flags, tmp_path):
     """A server of `model` on 127.0.0.1 (a free port); stopped by SIGTERM on leaving,
@@ -199,15 +232,23 @@ def _same_model(path, reference):
     a, b = load_learner(str(path)), load_learner(str(reference))
     assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.intercept_, b.intercept_)
     assert a.t_ == b.t_
+    # the solver states, field by field (the models go on alike)
+    da, db = a._state.to_dict(), b._state.to_dict()
+    assert da.keys() == db.keys()
+    for key, value in da.items():
+        if isinstance(value, np.ndarray):
+            assert np.array_equal(value, db[key], equal_nan=value.dtype.kind == "f"), key
+        else:
+            assert value == db[key] or value != value and db[key] != db[key], key
 
 
-def test_learning_gives_train_is_model_and_answers_before_each_row(a9a, tmp_path):
-    data = (a9a / "test.svm").read_bytes()
-    with served(a9a / "model.pgs", "--learn", "-o", tmp_path / "learned.pgs",
+def test_learning_gives_train_is_model_and_answers_before_each_row(a9a_any, tmp_path):
+    data = (a9a_any / "test.svm").read_bytes()
+    with served(a9a_any / "model.pgs", "--learn", "-o", tmp_path / "learned.pgs",
                 "--kind", "scores", tmp_path=tmp_path) as proc:
         answers = exchange(proc, data).decode().splitlines()
-    run("train", a9a / "test.svm", "-i", a9a / "model.pgs", "-o", tmp_path / "ref.pgs",
-        "--quiet")
+    run("train", a9a_any / "test.svm", "-i", a9a_any / "model.pgs", "-o",
+        tmp_path / "ref.pgs", "--quiet")
     _same_model(tmp_path / "learned.pgs", tmp_path / "ref.pgs")
     # test-then-train: the answer to line i+1 is the model of train -i on lines 1..i
     lines = data.splitlines(keepends=True)
@@ -215,12 +256,12 @@ def test_learning_gives_train_is_model_and_answers_before_each_row(a9a, tmp_path
         (tmp_path / "next.svm").write_bytes(lines[i])
         if i:
             (tmp_path / "head.svm").write_bytes(b"".join(lines[:i]))
-            run("train", tmp_path / "head.svm", "-i", a9a / "model.pgs", "-o",
+            run("train", tmp_path / "head.svm", "-i", a9a_any / "model.pgs", "-o",
                 tmp_path / "head.pgs", "--quiet")
-        model = tmp_path / "head.pgs" if i else a9a / "model.pgs"
+        model = tmp_path / "head.pgs" if i else a9a_any / "model.pgs"
         assert answers[i] == predicted(model, tmp_path / "next.svm", "scores")[0]
     # a saved model resumes like any other
-    run("train", a9a / "test.svm", "-i", tmp_path / "learned.pgs", "--quiet")
+    run("train", a9a_any / "test.svm", "-i", tmp_path / "learned.pgs", "--quiet")
 
 
 # rows that would make the model diverge: a label whose squared loss overflows, a value
@@ -229,15 +270,21 @@ def test_learning_gives_train_is_model_and_answers_before_each_row(a9a, tmp_path
 POISON = [b"1e200 3:1\n", b"1 3:1e300 5:1\n", b"1 3:1e9\n"]
 
 
-def test_a_row_that_diverges_is_undone_and_the_server_goes_on(a9a, tmp_path):
+def _poison(root):
+    """POISON on the columns of the rows in `root` (the a9a fixture's or the wide one's)."""
+    return [_spread(line) for line in POISON] if root.name.startswith("serve_wide") else POISON
+
+
+def test_a_row_that_diverges_is_undone_and_the_server_goes_on(a9a_any, tmp_path):
     """Each poisoned row is answered `error: not learned: ...` and leaves the model as it
     was: the saved model is train -i's of the file without them, bit for bit, and the
     answers after them are predict's of the models train -i makes of the clean rows
     before them."""
-    run("train", a9a / "train.svm", "-o", tmp_path / "sq.pgs", "--loss", "squared",
+    run("train", a9a_any / "train.svm", "-o", tmp_path / "sq.pgs", "--loss", "squared",
         "--sigma", "1e-3", "--quiet")
-    clean = (a9a / "test.svm").read_bytes().splitlines(keepends=True)[:600]
-    stream = clean[:200] + POISON[:1] + clean[200:400] + POISON[1:] + clean[400:]
+    clean = (a9a_any / "test.svm").read_bytes().splitlines(keepends=True)[:600]
+    poison = _poison(a9a_any)
+    stream = clean[:200] + poison[:1] + clean[200:400] + poison[1:] + clean[400:]
     with served(tmp_path / "sq.pgs", "--learn", "-o", tmp_path / "learned.pgs", "--kind",
                 "scores", tmp_path=tmp_path) as proc:
         answers = exchange(proc, b"".join(stream)).decode().splitlines()
@@ -260,7 +307,7 @@ def test_a_row_that_diverges_is_undone_and_the_server_goes_on(a9a, tmp_path):
 
 
 @pytest.mark.parametrize("sigma", ["1e-3", "auto"])
-def test_undo_from_a_snapshot_replays_the_rows_since(a9a, tmp_path, monkeypatch, sigma):
+def test_undo_from_a_snapshot_replays_the_rows_since(a9a_any, tmp_path, monkeypatch, sigma):
     """In the server's process, snapshots every few hundred rows: poisoned rows in
     batches and alone, on the compiled pass (a fixed sigma; a sigma race, one run or two
     live, its checks' rows on partial_fit), leave the model of partial_fit over the clean
@@ -272,7 +319,7 @@ def test_undo_from_a_snapshot_replays_the_rows_since(a9a, tmp_path, monkeypatch,
 
     monkeypatch.setattr(Undo, "MIN_BYTES", 4000)
     monkeypatch.setattr(Undo, "MAX_BYTES", 4000)
-    run("train", a9a / "train.svm", "-o", tmp_path / "sq.pgs", "--loss", "squared",
+    run("train", a9a_any / "train.svm", "-o", tmp_path / "sq.pgs", "--loss", "squared",
         "--sigma", sigma, "--quiet")
     args = build_parser().parse_args(["serve", str(tmp_path / "sq.pgs"), "--learn",
                                       "--kind", "scores"])
@@ -280,10 +327,11 @@ def test_undo_from_a_snapshot_replays_the_rows_since(a9a, tmp_path, monkeypatch,
     duel_rows = []  # rows learned while two runs of the race were live
     race_rows = ServedModel._race_rows
     monkeypatch.setattr(ServedModel, "_race_rows", lambda self, *a: duel_rows.append(
-        len(a[4])) or race_rows(self, *a))
-    clean = (a9a / "test.svm").read_bytes().splitlines(keepends=True)[:1500]
-    batches = [clean[:150] + POISON[:1] + clean[150:300], POISON[1:2], clean[300:301],
-               POISON[2:] + clean[301:]]
+        len(a[5])) or race_rows(self, *a))
+    clean = (a9a_any / "test.svm").read_bytes().splitlines(keepends=True)[:1500]
+    poison = _poison(a9a_any)
+    batches = [clean[:150] + poison[:1] + clean[150:300], poison[1:2], clean[300:301],
+               poison[2:] + clean[301:]]
     answers = []
     for batch in batches:
         answers += served_model.answer([b"".join(batch)])
@@ -296,6 +344,8 @@ def test_undo_from_a_snapshot_replays_the_rows_since(a9a, tmp_path, monkeypatch,
     for i in range(X.shape[0]):  # each row as wide as it needs, as the server takes it
         reference.partial_fit(_narrow(X[i:i + 1]), y[i:i + 1])
     est = served_model.est
+    # a wide model learns over the columns its rows reach, as partial_fit does
+    assert (est._columns is not None) == a9a_any.name.startswith("serve_wide")
     assert np.array_equal(est.coef_, reference.coef_)
     assert np.array_equal(est.intercept_, reference.intercept_) and est.t_ == reference.t_
 
@@ -372,22 +422,43 @@ def test_numbers_are_written_as_pythons_format_writes_them():
     assert _lines(np.array([0.25, np.nan, -np.inf]), "scores") == ["0.25", "nan", "-inf"]
 
 
-def test_a_sigma_race_learns_as_train_continues_it(a9a, tmp_path):
+def test_a_sigma_race_learns_as_train_continues_it(a9a_any, tmp_path):
     """A model whose sigma race is live (one run, its next check at row 2,250): the
     compiled pass steps its one run up to the check's row, the race's Python takes that
     row (and any row while two runs are live); the model is train -i's, bit for bit."""
-    run("train", a9a / "train.svm", "-o", tmp_path / "race.pgs", "--quiet")
+    run("train", a9a_any / "train.svm", "-o", tmp_path / "race.pgs", "--quiet")
     race = load_learner(str(tmp_path / "race.pgs"))._race
     assert len(race.states) == 1 and race.n_rows < race.schedule.check_at < race.n_rows + 1500
     with served(tmp_path / "race.pgs", "--learn", "-o", tmp_path / "learned.pgs",
                 tmp_path=tmp_path) as proc:
-        exchange(proc, (a9a / "test.svm").read_bytes())
-    run("train", a9a / "test.svm", "-i", tmp_path / "race.pgs", "-o", tmp_path / "ref.pgs",
-        "--quiet")
+        exchange(proc, (a9a_any / "test.svm").read_bytes())
+    run("train", a9a_any / "test.svm", "-i", tmp_path / "race.pgs", "-o",
+        tmp_path / "ref.pgs", "--quiet")
     _same_model(tmp_path / "learned.pgs", tmp_path / "ref.pgs")
     # the check was decided on the way (the next one is later)
     assert load_learner(str(tmp_path / "learned.pgs"))._race.schedule.check_at > \
         race.schedule.check_at
+
+
+def test_a_hashed_model_of_2_to_26_columns_learns_in_the_memory_of_its_columns(tmp_path):
+    """A model trained with -b 26 (its states over the columns its rows reach) learns
+    on in the server over those columns too: its peak memory a small part of one
+    state over the width (2^26 coordinates of 4 doubles each: 2 GiB), and the model
+    it saves train -i's."""
+    (tmp_path / "a.vw").write_bytes(vw_data(600, seed=1))
+    (tmp_path / "b.vw").write_bytes(vw_data(600, seed=2))
+    run("train", tmp_path / "a.vw", "-b", "26", "--geometry", "adaptive", "-o",
+        tmp_path / "m.pgs", "--quiet")
+    with served(tmp_path / "m.pgs", "--learn", "-o", tmp_path / "learned.pgs",
+                tmp_path=tmp_path) as proc:
+        answers = exchange(proc, (tmp_path / "b.vw").read_bytes()).decode().splitlines()
+        with open(f"/proc/{proc.pid}/status") as f:
+            peak_kib = int(f.read().split("VmHWM:")[1].split()[0])
+    assert len(answers) == 600 and not any(a.startswith("error") for a in answers)
+    assert peak_kib < 400 * 1024, peak_kib
+    run("train", tmp_path / "b.vw", "-i", tmp_path / "m.pgs", "-o", tmp_path / "ref.pgs",
+        "--quiet")
+    _same_model(tmp_path / "learned.pgs", tmp_path / "ref.pgs")
 
 
 def test_a_client_that_leaves_mid_line_leaves_no_half_row(a9a, tmp_path):

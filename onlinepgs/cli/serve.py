@@ -164,9 +164,6 @@ class ServedModel:
             est, extra = load(args.model, "serve")
         else:
             est, extra = _trainable(args.model)
-            # its passes step the state at the columns: a wide model's states, loaded
-            # over the columns they reach (onlinepgs._columns_seen), over the width
-            est._unmap()
             # the run option train sets too: the budget of a model the data widens
             est.set_params(max_model_bytes=args.max_model_bytes)
             # predictions that run away stop a row as they stop train (then undone)
@@ -242,7 +239,7 @@ class ServedModel:
         batch = self._fast_batch(X, y, w, labeled, at)
         if batch is None:
             return None
-        csr, rows, learn, targets, weights, refused = batch
+        csr, n_cols, rows, learn, targets, weights, refused = batch
         for i, text in refused.items():
             out[i] = text
         if self.save_every:  # no further than the row that makes a save due
@@ -265,7 +262,8 @@ class ServedModel:
         if not len(rows):
             return len(out)
         if race is not None and len(race.states) > 1:
-            return self._race_rows(X, y, w, csr, rows, learn, targets, weights, out)
+            return self._race_rows(X, y, w, csr, n_cols, rows, learn, targets, weights,
+                                   out)
         state = est._state
         check = _runaway.checked(state)
         zero = (_runaway.zero_model_losses(state, targets, est._classifier)
@@ -273,7 +271,7 @@ class ServedModel:
         seen = _runaway.seen(est)
         scores = np.empty((len(rows), state.n_problems))
         done, stop, seen_then, loss_before, weight_before = test_then_train(
-            state, *csr, rows, learn, X.shape[1], targets, weights, est._classifier,
+            state, *csr, rows, learn, n_cols, targets, weights, est._classifier,
             scores, zero, _runaway.RATIO, seen or 0.0)
         before = seen_then if check else seen  # the runaway check's memory then
         n_learned = int(np.count_nonzero(learn[:done]))
@@ -281,7 +279,7 @@ class ServedModel:
             if check:
                 _runaway.remember(est, seen_then)
             self._installed(n_learned)
-            self.undo.keep_pass(csr, X.shape[1], rows[:done], learn[:done],
+            self.undo.keep_pass(csr, n_cols, rows[:done], learn[:done],
                                 targets[:done], weights[:done])
         for i, text in zip(rows[:done].tolist(), score_lines(est, scores[:done],
                                                                self.kind)):
@@ -299,7 +297,7 @@ class ServedModel:
         # checks of that call (`PGSLearner._after_pass`) word it, and it is undone
         _runaway.remember(est, before)
         try:
-            est._after_pass(state, _one_row_csr(X, i), targets[done:done + 1],
+            est._after_pass(state, _one_row_csr(csr, n_cols, i), targets[done:done + 1],
                             weights[done:done + 1], np.zeros(1, dtype=np.int64),
                             est._classifier, (loss_before, weight_before))
         except FloatingPointError as exc:  # PGSDivergedError
@@ -309,13 +307,13 @@ class ServedModel:
             return i + 1
         # the learner's checks take it (they have the last word): learned
         self._installed(1)
-        self.undo.keep_pass(csr, X.shape[1], rows[done:done + 1], learn[done:done + 1],
+        self.undo.keep_pass(csr, n_cols, rows[done:done + 1], learn[done:done + 1],
                             targets[done:done + 1], weights[done:done + 1])
         out[i] = score_lines(est, scores[done:done + 1], self.kind)[0]
         self._learned(n_learned + 1)
         return i + 1
 
-    def _race_rows(self, X, y, w, csr, rows, learn, targets, weights, out):
+    def _race_rows(self, X, y, w, csr, n_cols, rows, learn, targets, weights, out):
         """`_pass` while several runs of a sigma race are live (between its checks): a
         row at a time, scored by the leader, then every live run's step on it in the
         order of their ids (`SigmaRace.advance`), each with its call's checks, then the
@@ -328,7 +326,7 @@ class ServedModel:
         from onlinepgs._core._event import test_then_train
         from onlinepgs.cli.predict import score_lines
 
-        est, n_cols = self.est, X.shape[1]
+        est = self.est
         check = _runaway.checked(est._state)
         zero = (_runaway.zero_model_losses(est._state, targets, est._classifier)
                 if check else np.zeros(len(rows)))
@@ -369,9 +367,12 @@ class ServedModel:
         return int(rows[-1]) + 1
 
     def _fast_batch(self, X, y, w, labeled, at):
-        """The rows at, at + 1, ... of X as `test_then_train` takes them: (rows, learn
-        flags, core targets, sample weights, {row: answer} of the rows refused for
-        their label), or None where the learner's Python must take them."""
+        """The rows at, at + 1, ... of X as `test_then_train` takes them: (the batch's
+        CSR arrays and its count of columns, rows, learn flags, core targets, sample
+        weights, {row: answer} of the rows refused for their label), or None where the
+        learner's Python must take them. A learner whose states are over the columns
+        its rows reach (`onlinepgs._columns_seen`) gets the batch over its slots, its
+        states grown to hold them (under the lock: its readers look columns up)."""
         import numpy as np
 
         from onlinepgs._checks import check_labels
@@ -427,7 +428,16 @@ class ServedModel:
         if not (np.isfinite(weights).all() and (weights >= 0).all()
                 and np.isfinite(est._state.sum_weight + weights[learn.astype(bool)].sum())):
             return None
-        return csr, rows, learn, np.ascontiguousarray(targets), weights, refused
+        n_cols, columns = X.shape[1], d.get("_columns")
+        if columns is not None:
+            from onlinepgs import _columns_seen
+
+            trained = np.zeros(n, dtype=bool)
+            trained[rows[learn.astype(bool)]] = True
+            csr = _columns_seen.slots_of_batch(*csr, trained, columns)
+            n_cols = columns.n_slots
+            _columns_seen.grow_states(_states(d), columns)
+        return csr, n_cols, rows, learn, np.ascontiguousarray(targets), weights, refused
 
     def _cheap_powers(self):
         """Whether partial_fit passes no row power sums taken by NumPy (p = 2, or a p
@@ -525,12 +535,18 @@ def _installed(est, n):
     est.t_ = int(est._state.t)
 
 
-def _one_row_csr(X, i):
-    """Row i of the readers' CSR batch X as a one-row CSR of X's width (error paths)."""
-    from onlinepgs._event import _one_row_matrix
+def _one_row_csr(csr, n_cols, i):
+    """Row i of a batch's CSR arrays (data, indices, indptr) as a one-row CSR of n_cols
+    columns (error paths)."""
+    import numpy as np
 
-    lo, hi = int(X.indptr[i]), int(X.indptr[i + 1])
-    return _one_row_matrix(X.data[lo:hi], X.indices[lo:hi], X.shape[1])
+    from onlinepgs._csr import csr as make_csr
+
+    data, indices, indptr = csr
+    lo, hi = int(indptr[i]), int(indptr[i + 1])
+    cols = indices[lo:hi]  # (slots, over the columns seen, are not in order)
+    return make_csr(data[lo:hi], cols, np.array([0, hi - lo], dtype=np.int64), (1, n_cols),
+                    canonical=bool((np.diff(cols) > 0).all()))
 
 
 class Undo:
@@ -601,6 +617,10 @@ class Undo:
         for name in [n for n in est.__dict__ if n not in attributes]:
             del est.__dict__[name]
         _runaway.remember(est, self.saved_seen)
+        columns = est.__dict__.get("_columns")
+        if columns is not None:  # (slots given since the snapshot: the rows kept hold them)
+            from onlinepgs import _columns_seen
+            _columns_seen.grow_states(_states(est.__dict__), columns)
         for kind, piece in self.since:
             if kind == "call":
                 X, y, kwargs = piece
@@ -628,7 +648,9 @@ def _attributes_copy(attributes):
     import copy
 
     kept = {k: v for k, v in attributes.items() if k not in ("_events", "_cache")}
-    memo = {}
+    # a column map is shared, not copied: it only grows, and the slots it gave since a
+    # snapshot stay those of the rows kept to learn again (`Undo.undo`)
+    memo = {id(kept.get("_columns")): kept.get("_columns")}
     for state in _states(kept):
         memo.setdefault(id(state), state.copy())
     out = copy.deepcopy(kept, memo)
