@@ -421,6 +421,8 @@ EVENT_API = {
     "onlinepgs geometry adaptive (eta auto, sigma auto)": {
         "geometry": "adaptive", "radius": None, "iterate": "last"},
 }
+# --count-only's names of them
+COUNT_ONLY = dict(zip(("default", "fixed", "adaptive"), EVENT_API))
 
 
 def event_dicts(n, seed=0, n_categories=16, n_numbers=4):
@@ -454,6 +456,14 @@ def per_event(args, out):
 
     widths = [int(b) for b in args.widths.split(",")]
     events, labels, lines = event_dicts(args.warm + args.rows * args.repeats)
+    if args.count_only:  # one configuration's loop, untimed, for an instruction count
+        clf = PGSClassifier(n_bits=widths[0], classes=[0, 1], random_state=0,
+                            **EVENT_API[COUNT_ONLY[args.count_only]])
+        for x, label in zip(events, labels):
+            clf.predict_proba_one(x)
+            clf.learn_one(x, label)
+        out.append(f"{len(events)} events of {args.count_only!r} at 2^{widths[0]}")
+        return
     steps = {}
     for b in widths:
         for name, params in EVENT_API.items():
@@ -538,6 +548,9 @@ def main():
     parser.add_argument("--events", action="store_true",
                         help="time the per-event API (predict_proba_one + learn_one) "
                              "against River and VW's Python, at --widths")
+    parser.add_argument("--count-only", choices=sorted(COUNT_ONLY),
+                        help="--events: only this configuration's events at the first "
+                             "of --widths, untimed (under valgrind: its instructions)")
     parser.add_argument("--configs",
                         help="--test-then-train: ';'-separated parts of configuration names")
     parser.add_argument("--out")
