@@ -1,7 +1,8 @@
 """A PGS learner's state over the columns its rows reach, not over the width.
 
 A learner that first trains on a sparse matrix of `MIN_WIDTH` columns or more (hashed
-features: ``n_bits`` 21 and more, ``onlinepgs train -b 21`` and more) keeps a map from
+features, records and events too: ``n_bits`` 21 and more, ``onlinepgs train -b 21`` and
+more) keeps a map from
 column to slot (`onlinepgs._core._columns.ColumnMap`): each column gets the next slot the
 first time a row reaches it, each chunk's columns are given to the core as their slots,
 and the solver states (a race's runs share the map: they see the same rows) are as wide
@@ -14,10 +15,10 @@ Everything that reads the state in columns goes through here: the model read out
 (`model_at_columns`), a few rows scored from the state (`slots_of_rows`), a model file's
 state rows (`onlinepgs.model_io.staterows`, stored at their columns: the file an
 unmapped state of the same steps writes), a batch that ``onlinepgs serve --learn`` tests
-then trains (`slots_of_batch`), and the paths that run the core on columns themselves
-(the per-event path, Dask's lanes), which take the state expanded to the width first
-(`expanded`: the same state, each slot's rows at its column). docs/design/core.md, "A
-state over the columns seen".
+then trains (`slots_of_batch`), an event (the per-event path's row maps its own entries,
+`onlinepgs._core._event.EventRow`), and Dask's lanes, which run the core on columns and
+take the state expanded to the width first (`expanded`: the same state, each slot's
+rows at its column). docs/design/core.md, "A state over the columns seen".
 """
 import numpy as np
 
@@ -51,13 +52,11 @@ def state_dim(estimator):
     return int(estimator._state.dim) if columns is None else width + 1
 
 
-def maps(X, records):
-    """Whether a learner's first training call on X (`records`: given as dicts, the
-    per-event path's) makes it keep a column map: a sparse matrix (or rows crossed in
-    the pass) of `MIN_WIDTH` columns or more, not records (an event's state is the
-    per-event path's, over the width)."""
-    return (not records and (isinstance(X, CrossedRows) or sp.issparse(X))
-            and X.shape[1] >= MIN_WIDTH)
+def maps(X):
+    """Whether a learner's first training call on X makes it keep a column map: a sparse
+    matrix (records hashed into one, rows crossed in the pass) of `MIN_WIDTH` columns or
+    more."""
+    return (isinstance(X, CrossedRows) or sp.issparse(X)) and X.shape[1] >= MIN_WIDTH
 
 
 def capacity(n_slots):

@@ -55,6 +55,9 @@ def _make_path(est, params, classes):
     # the row by the fitted hashing (the model's columns), whatever was set since
     letters, orders = _letters(parse_interactions(params.get("interactions")))
     ev.row = EventRow(int(params["n_bits"]), int(params["hash_seed"]), letters, orders)
+    # a learner over the columns its rows reach (onlinepgs._columns_seen): the row
+    # given as slots of its map
+    ev.row.columns = est.__dict__.get("_columns")
     ev.n_cols = int(est.n_features_in_)
     ev.classifier = est._classifier
     # partial_fit's row power sums (`_row_power_sums`): NumPy's where it passes them
@@ -131,9 +134,6 @@ class EventLearner:
                 or int(self.batch_size) != 1
                 or getattr(self, "class_weight", None) is not None):
             return None
-        # the path steps the state at the columns themselves: a learner that holds its
-        # states over the columns seen (onlinepgs._columns_seen) expands them, once
-        self._unmap()
         ev = _make_path(self, d["_state_params"], d.get("classes_"))
         d["_events"] = ev
         return ev

@@ -867,11 +867,10 @@ class PGSLearner(EventLearner, LinearLearner):
                 "not usable; fit again with other parameters.", row=row, reason=reason)
 
     def _fit_unguarded(self, X, y, sample_weight):
-        records = is_records(X)
         X, y_core, n_problems, multiclass, extra, sw = self._fit_inputs(X, y, sample_weight)
         self._check_width(X, n_problems)  # a new state, whatever a former fit had
         # a wide sparse matrix: the states over the columns its rows reach (_columns_seen)
-        columns = _columns_seen.ColumnMap() if _columns_seen.maps(X, records) else None
+        columns = _columns_seen.ColumnMap() if _columns_seen.maps(X) else None
         if columns is not None:
             X = _columns_seen.mapped(X, columns)
         width = X.shape[1] if columns is None else _columns_seen.capacity(X.shape[1])
@@ -925,7 +924,6 @@ class PGSLearner(EventLearner, LinearLearner):
 
     def _partial_fit_unguarded(self, X, y, sample_weight, classes, one_class=False):
         first = not hasattr(self, "_state")
-        records = is_records(X)
         if not first and hasattr(self, "_saved_stats"):  # loaded from a weights-only file
             from onlinepgs.model_io.stateless import NO_STATE
             raise ValueError(f"this {type(self).__name__} cannot continue training: "
@@ -947,7 +945,7 @@ class PGSLearner(EventLearner, LinearLearner):
         # a learner whose first matrix is wide and sparse holds its states over the columns
         # its rows reach (_columns_seen): X's columns as their slots from here on
         columns = (self.__dict__.get("_columns") if not first else
-                   _columns_seen.ColumnMap() if _columns_seen.maps(X, records) else None)
+                   _columns_seen.ColumnMap() if _columns_seen.maps(X) else None)
         self._check_width(X, n_problems, have=0 if first else self.n_features_in_)
         width_in = X.shape[1]
         # everything is validated: from here on nothing can fail half-way
@@ -1010,8 +1008,7 @@ class PGSLearner(EventLearner, LinearLearner):
         """A learner that holds its states over the columns its rows reach
         (`onlinepgs._columns_seen`) holds them over the width from here on, each state
         expanded (the same steps, each slot's rows at its column): for the paths that run
-        the core on columns themselves (the per-event path, ``onlinepgs serve``, Dask's
-        lanes). Nothing for any other learner."""
+        the core on columns themselves (Dask's lanes). Nothing for any other learner."""
         columns = self.__dict__.get("_columns")
         if columns is None:
             return

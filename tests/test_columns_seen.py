@@ -171,10 +171,11 @@ def test_multiclass_regression_and_fit_over_the_columns_seen(over_the_width):
         np.testing.assert_array_equal(_coef(got), _coef(want))
 
 
-def test_the_paths_that_step_at_the_columns_expand_the_states_first(over_the_width):
-    """The per-event path (learn_one, predict_one) expands a mapped learner's states to
-    the width, once, and goes on as the learner over the width does; a pickled learner
-    keeps its map."""
+def test_the_per_event_path_steps_a_mapped_learner_over_its_slots(over_the_width):
+    """The per-event path (learn_one, predict_one) gives an event's columns as slots of a
+    mapped learner's map (new ones where it learns) and goes on as the learner over the
+    width does; a pickled learner keeps its map; expanded to the width (as Dask's lanes
+    expand it), the learner's next event takes a path over the width."""
     off, on = over_the_width
     X, y, _ = _hashed(n_rows=1200, seed=2, width=2**21)
 
@@ -188,6 +189,7 @@ def test_the_paths_that_step_at_the_columns_expand_the_states_first(over_the_wid
     got_twin = pickle.loads(pickle.dumps(got))
     got_twin.partial_fit(X[1000:1100], y[1000:1100])
     np.testing.assert_array_equal(_coef(copy), _coef(got_twin))
+    slots = got._columns.n_slots
     for i in range(1000, 1010):
         row = X[i]
         event = {f"{c}": v for c, v in zip(row.indices, row.data)}
@@ -195,9 +197,19 @@ def test_the_paths_that_step_at_the_columns_expand_the_states_first(over_the_wid
         assert got.predict_proba_one(event) == want.predict_proba_one(event)
         got.learn_one(event, y[i])
         want.learn_one(event, y[i])
-    assert got.__dict__.get("_columns") is None and got._state.dim == want._state.dim
+    assert got._events is not None and got._events.row.columns is got._columns
+    assert got._columns.n_slots > slots and got._state.dim <= 4097 < want._state.dim
     np.testing.assert_array_equal(_coef(got), _coef(want))
     np.testing.assert_array_equal(got.decision_function(X[:50]), want.decision_function(X[:50]))
+    got._unmap()
+    for i in range(1010, 1020):
+        row = X[i]
+        event = {f"{c}": v for c, v in zip(row.indices, row.data)}
+        assert got.predict_proba_one(event) == want.predict_proba_one(event)
+        got.learn_one(event, y[i])
+        want.learn_one(event, y[i])
+    assert got.__dict__.get("_columns") is None and got._events.row.columns is None
+    np.testing.assert_array_equal(_coef(got), _coef(want))
 
 
 def test_a_hashed_width_costs_the_columns_reached_and_a_data_width_its_budget():
@@ -214,13 +226,42 @@ def test_a_hashed_width_costs_the_columns_reached_and_a_data_width_its_budget():
         PGSClassifier(sigma=1e-3).partial_fit(X, y, classes=[-1.0, 1.0])
 
 
-def test_a_matrix_below_the_threshold_or_records_keep_the_width():
+def test_a_matrix_below_the_threshold_keeps_the_width_and_records_map_as_matrices():
     X, y, _ = _hashed(n_rows=300, seed=4, width=2**20)
     est = PGSClassifier(sigma=1e-3).partial_fit(X, y, classes=[-1.0, 1.0])
     assert est.__dict__.get("_columns") is None and est._state.dim == 2**20 + 1
     event = PGSClassifier(sigma=1e-3, n_bits=22, classes=[-1.0, 1.0])
     event.learn_one({"a": 1.0}, 1.0)
-    assert event.__dict__.get("_columns") is None and event._state.dim == 2**22 + 1
+    assert event._columns.n_slots == 1 and event._state.dim == 1025
+    narrow = PGSClassifier(sigma=1e-3, n_bits=20, classes=[-1.0, 1.0])
+    narrow.learn_one({"a": 1.0}, 1.0)
+    assert narrow.__dict__.get("_columns") is None and narrow._state.dim == 2**20 + 1
+
+
+@pytest.mark.parametrize("params", [
+    dict(), dict(geometry="adaptive"), dict(sigma=1e-3, p=1.5, radius=5.0),
+    dict(sigma=1e-3, l1=1e-3), dict(geometry="adaptive", classes=[0, 1, 2])])
+def test_learn_one_over_the_slots_is_partial_fit_of_the_records(params):
+    """Events at n_bits=22 (the states over the slots of the columns they reach, grown
+    as new columns come): a sequence of learn_one, each after predict_proba_one, ends
+    with partial_fit's model of the same records, bit for bit, the race included; the
+    states hold the columns reached."""
+    rng = np.random.RandomState(7)
+    classes = params.pop("classes", [0, 1])
+    events = [{f"u{rng.randint(3000)}": 1.0, f"a{rng.randint(40)}": 1.0,
+               "n": float(rng.rand())} for _ in range(1500)]
+    labels = [int(rng.randint(len(classes))) for _ in events]
+    got = PGSClassifier(n_bits=22, random_state=0, classes=classes, **params)
+    for x, label in zip(events, labels):
+        got.predict_proba_one(x)
+        got.learn_one(x, label)
+    want = PGSClassifier(n_bits=22, random_state=0, classes=classes, **params)
+    want.partial_fit(events, labels)
+    assert got._columns.columns().tolist() == want._columns.columns().tolist()
+    assert got._state.dim <= 4097
+    np.testing.assert_array_equal(_coef(got), _coef(want))
+    np.testing.assert_array_equal(got.intercept_, want.intercept_)
+    assert got.predict_proba_one(events[0]) == want.predict_proba_one(events[0])
 
 
 def test_dask_lanes_go_on_from_a_learner_over_the_columns_seen(over_the_width):
@@ -297,3 +338,30 @@ def test_out_of_memory_counts_the_columns_reached():
     wide = PGSClassifier(n_bits=28, sigma=1e-3)
     assert "the model of 2**28 columns (-b 28): its solver state takes about 4.5 GiB" in str(
         _no_memory_for_bits(wide, trainer, None))
+
+
+def test_classes_learned_as_labels_arrive_over_the_slots(over_the_width):
+    """Without the classes parameter, learn_one of a mapped learner (n_bits=22) adds a
+    class as it comes (the states' problems regrouped over the slots) and ends with the
+    model of the learner over the width: equal to rounding (the ball's norm sums its
+    coordinates in slot order), the same predictions."""
+    off, on = over_the_width
+    rng = np.random.RandomState(8)
+    events = [{f"u{rng.randint(2000)}": 1.0, "n": float(rng.rand())} for _ in range(900)]
+    labels = ["a"] * 5 + [["a", "b"][rng.randint(2)] for _ in range(395)] + [
+        ["a", "b", "c"][rng.randint(3)] for _ in range(500)]
+    learners = {}
+    for mapped in (True, False):
+        (on if mapped else off)()
+        est = PGSClassifier(n_bits=22, random_state=0)
+        for x, label in zip(events, labels):
+            est.predict_proba_one(x)
+            est.learn_one(x, label)
+        learners[mapped] = est
+    on()
+    got, want = learners[True], learners[False]
+    assert got._columns is not None and want.__dict__.get("_columns") is None
+    assert got.classes_.tolist() == ["a", "b", "c"] and got._state.dim <= 4097
+    np.testing.assert_allclose(_coef(got), _coef(want), rtol=1e-12, atol=1e-15)
+    assert [got.predict_one(x) for x in events[:100]] == [want.predict_one(x)
+                                                          for x in events[:100]]

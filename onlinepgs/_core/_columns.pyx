@@ -73,12 +73,6 @@ cdef class ColumnMap:
     >>> m.find(np.array([7, 8], dtype=np.int64)).tolist()
     [1, -1]
     """
-    cdef int64_t[:, ::1] table  # (column, slot) pairs; column EMPTY: free
-    cdef Py_ssize_t mask
-    cdef int shift
-    cdef int64_t[::1] by_slot
-    cdef public Py_ssize_t n_slots
-
     def __init__(self, columns=None):
         self.n_slots = 0
         self._table(MIN_TABLE)
@@ -169,6 +163,49 @@ cdef class ColumnMap:
                     res[i] = <int32_t>table[2 * h + 1]
                     i += 1
         return out
+
+    cdef int slots_into(self, const int32_t* columns, Py_ssize_t n, int32_t* out) except -1:
+        """`slots` of n columns into out, for a row's few entries (room made for them
+        all first, no prefetch)."""
+        cdef Py_ssize_t i, h
+        cdef int64_t col
+        cdef int64_t* table
+        if self.n_slots > MAX_SLOTS - n:
+            raise OverflowError(f"a column map holds at most {MAX_SLOTS} columns")
+        self._grow(self.n_slots + n)
+        table = &self.table[0, 0]
+        for i in range(n):
+            col = columns[i]
+            h = _home(col, self.shift)
+            while table[2 * h] != col and table[2 * h] != EMPTY:
+                h = (h + 1) & self.mask
+            if table[2 * h] == EMPTY:
+                table[2 * h] = col
+                table[2 * h + 1] = self.n_slots
+                self.by_slot[self.n_slots] = col
+                self.n_slots += 1
+            out[i] = <int32_t>table[2 * h + 1]
+        return 0
+
+    cdef Py_ssize_t found_into(self, const int32_t* columns, const double* values,
+                               Py_ssize_t n, int32_t* slots, double* kept) noexcept:
+        """The entries (columns, values) of a row whose columns have slots, as (slots,
+        kept values), in their order; returns how many (the map unchanged: an entry left
+        out has weight 0 in every problem, `onlinepgs._columns_seen.slots_of_rows`)."""
+        cdef Py_ssize_t i, h, m = 0
+        cdef int64_t col
+        cdef const int64_t* table = &self.table[0, 0]
+        for i in range(n):
+            col = columns[i]
+            h = _home(col, self.shift)
+            while table[2 * h] != EMPTY:
+                if table[2 * h] == col:
+                    slots[m] = <int32_t>table[2 * h + 1]
+                    kept[m] = values[i]
+                    m += 1
+                    break
+                h = (h + 1) & self.mask
+        return m
 
     def find(self, index_t[::1] columns):
         """The slot of each column (int64), -1 for a column not seen; the map unchanged."""

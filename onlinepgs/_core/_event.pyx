@@ -33,6 +33,7 @@ from onlinepgs._core._features cimport (MAX_ORDER, RowBuilder, builder_init,
                                          builder_reserve, builder_release, check_row_bound,
                                          row_bound, build_row)
 from onlinepgs._core._pgs cimport PGSState, run_row, RowPasses, Readout
+from onlinepgs._core._columns cimport ColumnMap
 from onlinepgs._core._readout cimport _readout, _read_scores
 
 from onlinepgs._race import SigmaSchedule
@@ -82,9 +83,13 @@ cdef class EventRow:
     hash_seed : int
     letters, orders : the interactions' arrays (`onlinepgs.features._letters`)
 
-    Attributes ``data``, ``indices`` (int32) and ``indptr`` are NumPy views of the row
-    (valid until the next `read`), for the paths that want a matrix (the errors of a
-    diverging step).
+    Attributes ``data``, ``indices`` (int32) and ``indptr`` are NumPy copies of the row
+    as the state takes it (over its slots, for a learner over the columns seen), for the
+    paths that want a matrix (the errors of a diverging step). ``columns``: the column
+    map of a learner whose states are over the columns its rows reach
+    (`onlinepgs._columns_seen`), or None: the row's columns are then given as slots (new
+    ones where it learns, looked up where it is scored) and the states it learns on grown
+    to hold them.
     """
     cdef _Entries entries
     cdef uint32_t seed
@@ -112,6 +117,15 @@ cdef class EventRow:
     cdef list one
     cdef int64_t[::1] order_v
     cdef cnp.ndarray y_a, sw_a, order_a, scores_a
+    # the row over the slots of `columns`: at_slots 0 where it is not (the row's own
+    # arrays are the state's), 1 looked up (entries on a column without slot left out;
+    # valid while the map holds `looked_at` slots: it only grows), 2 given slots
+    cdef public ColumnMap columns
+    cdef double* svals
+    cdef int32_t* scols
+    cdef Py_ssize_t sroom, looked_at
+    cdef int64_t sptr[2]
+    cdef int at_slots
 
     def __cinit__(self, int n_bits, uint32_t hash_seed, letters, orders):
         if not 1 <= n_bits <= 30:
@@ -141,6 +155,8 @@ cdef class EventRow:
         free(self.held)
         free(self.vals)
         free(self.cols)
+        free(self.svals)
+        free(self.scols)
         builder_release(&self.build)
 
     cdef int _reserve(self, Py_ssize_t entries, Py_ssize_t bound) except -1:
@@ -168,6 +184,7 @@ cdef class EventRow:
         if x is self.last_x and self._holds(<dict>x):
             return self.nnz  # the same keys and values, the same objects: the same row
         self._let_go()
+        self.at_slots = 0
         self.entries.truncate(0)
         n = _push_record(x, 0, self.seed, self.entries, None)
         self.n_entries = n
@@ -251,18 +268,79 @@ cdef class EventRow:
                 return False
         return True
 
+    cdef int _slotted(self, bint give) except -1:
+        """The row over the map's slots, where there is a map: `give` (a step) gives its
+        columns slots, else (a score) looks them up."""
+        cdef void* p
+        if self.columns is None or self.at_slots == 2 or (
+                self.at_slots == 1 and not give and self.looked_at == self.columns.n_slots):
+            return 0
+        if self.nnz > self.sroom:
+            p = realloc(self.svals, self.nnz * sizeof(double))
+            if p == NULL:
+                raise MemoryError()
+            self.svals = <double*>p
+            p = realloc(self.scols, self.nnz * sizeof(int32_t))
+            if p == NULL:
+                raise MemoryError()
+            self.scols = <int32_t*>p
+            self.sroom = self.nnz
+        self.sptr[0] = 0
+        if give:
+            self.columns.slots_into(self.cols, self.nnz, self.scols)
+            if self.nnz:
+                memcpy(self.svals, self.vals, self.nnz * sizeof(double))
+            self.sptr[1] = self.nnz
+            self.at_slots = 2
+        else:
+            self.sptr[1] = self.columns.found_into(self.cols, self.vals, self.nnz,
+                                                   self.scols, self.svals)
+            self.looked_at = self.columns.n_slots
+            self.at_slots = 1
+        return 0
+
+    cdef inline const double* _vals(self):
+        return self.svals if self.at_slots else self.vals
+
+    cdef inline const int32_t* _cols(self):
+        return self.scols if self.at_slots else self.cols
+
+    cdef inline int64_t* _ptr(self):
+        if self.at_slots:
+            return &self.sptr[0]
+        return &self.ptr[0]
+
+    cdef Py_ssize_t _width(self, Py_ssize_t n_cols, list states) except -1:
+        """The width a step on the row takes (the slots, over the columns seen: each of
+        `states` grown to hold them, as a training call grows a race's runs)."""
+        cdef PGSState state
+        if self.columns is None:
+            return n_cols
+        self._slotted(True)
+        for state in states:
+            if self.columns.n_slots > state.dim - 1:
+                from onlinepgs._columns_seen import grow_states
+                grow_states(states, self.columns)
+                break
+        return self.columns.n_slots
+
     @property
     def data(self):
-        return np.array(<double[:self.nnz]>self.vals) if self.nnz else np.zeros(0)
+        self._slotted(True)  # (as a step takes it)
+        cdef Py_ssize_t n = self._ptr()[1]
+        return np.array(<double[:n]>self._vals()) if n else np.zeros(0)
 
     @property
     def indices(self):
-        return (np.array(<int32_t[:self.nnz]>self.cols) if self.nnz
+        self._slotted(True)
+        cdef Py_ssize_t n = self._ptr()[1]
+        return (np.array(<int32_t[:n]>self._cols()) if n
                 else np.zeros(0, dtype=np.int32))
 
     @property
     def indptr(self):
-        return np.array([0, self.nnz], dtype=np.int64)
+        self._slotted(True)
+        return np.array([0, self._ptr()[1]], dtype=np.int64)
 
     cpdef int learn(self, PGSState state, Py_ssize_t n_cols, double y, double weight,
                     bint classifier, power_sum=None) except -1:
@@ -275,9 +353,10 @@ cdef class EventRow:
         if power_sum is not None:
             rps = power_sum
             rps_ptr = &rps
+        n_cols = self._width(n_cols, [state])
         self.y_v[0] = y
         self.sw_v[0] = weight
-        run_row(state, self.vals, self.cols, self.ptr, n_cols, self.y_v, self.sw_v,
+        run_row(state, self._vals(), self._cols(), self._ptr(), n_cols, self.y_v, self.sw_v,
                 self.order_v, classifier, rps_ptr)
         return 0
 
@@ -286,10 +365,11 @@ cdef class EventRow:
         """`learn` of each state of `states` (a race's live runs, in their order; the
         one installed state) under one release of the GIL, each state's pass kept from
         event to event (`_pgs.RowPasses`); the caller reads each one's ``diverged``."""
+        n_cols = self._width(n_cols, states)
         self.y_v[0] = y
         self.sw_v[0] = weight
-        self.passes.step(states, self.vals, self.cols, self.ptr, n_cols, self.y_v, self.sw_v,
-                         self.order_v, classifier)
+        self.passes.step(states, self._vals(), self._cols(), self._ptr(), n_cols, self.y_v,
+                         self.sw_v, self.order_v, classifier)
         return 0
 
     cpdef bint step(self, PGSState state, Py_ssize_t n_cols, double y, double weight,
@@ -303,8 +383,12 @@ cdef class EventRow:
 
     cdef int _scores_into(self, PGSState state, double* out) except -1:
         cdef Readout rd = _readout(state, state.iterate)
+        self._slotted(False)
+        cdef const double* vals = self._vals()
+        cdef const int32_t* cols = self._cols()
+        cdef int64_t* ptr = self._ptr()
         with nogil:
-            _read_scores(rd, self.vals, self.cols, self.ptr, 1, state.dim - 1,
+            _read_scores(rd, vals, cols, ptr, 1, state.dim - 1,
                          state.fit_intercept, state.intercept_scaling, out)
         return 0
 
@@ -375,7 +459,7 @@ cdef class EventRow:
 
     cpdef bint state_finite(self, PGSState state):
         """`onlinepgs.pgs._finite_after` for a call on this one row (`_finite_at_row`)."""
-        return _finite_at_row(state, self.cols, self.nnz)
+        return _finite_at_row(state, self._cols(), self._ptr()[1])
 
 
 cdef bint _finite_at_row(PGSState state, const int32_t* cols, Py_ssize_t nnz) except -1:
@@ -617,7 +701,9 @@ cdef class EventPath:
         return (_no_path, ())
 
     cdef inline bint _current(self, dict d):
-        return d.get("_state_params") is self.params and d.get("classes_") is self.classes
+        # (a learner's states expanded to the width, `PGSLearner._unmap`, drop the map)
+        return (d.get("_state_params") is self.params and d.get("classes_") is self.classes
+                and d.get("_columns") is self.row.columns)
 
     def current(self, est):
         """Whether this path is the one of `est`'s installed model."""
