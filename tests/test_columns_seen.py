@@ -190,24 +190,22 @@ def test_the_per_event_path_steps_a_mapped_learner_over_its_slots(over_the_width
     got_twin.partial_fit(X[1000:1100], y[1000:1100])
     np.testing.assert_array_equal(_coef(copy), _coef(got_twin))
     slots = got._columns.n_slots
-    for i in range(1000, 1010):
-        row = X[i]
-        event = {f"{c}": v for c, v in zip(row.indices, row.data)}
-        # n_bits hashes the names: the same dict for both learners
-        assert got.predict_proba_one(event) == want.predict_proba_one(event)
-        got.learn_one(event, y[i])
-        want.learn_one(event, y[i])
+
+    def events_alike(rows):
+        for i in rows:
+            row = X[i]
+            event = {f"{c}": v for c, v in zip(row.indices, row.data)}
+            # n_bits hashes the names: the same dict for both learners
+            assert got.predict_proba_one(event) == want.predict_proba_one(event)
+            got.learn_one(event, y[i])
+            want.learn_one(event, y[i])
+    events_alike(range(1000, 1010))
     assert got._events is not None and got._events.row.columns is got._columns
     assert got._columns.n_slots > slots and got._state.dim <= 4097 < want._state.dim
     np.testing.assert_array_equal(_coef(got), _coef(want))
     np.testing.assert_array_equal(got.decision_function(X[:50]), want.decision_function(X[:50]))
     got._unmap()
-    for i in range(1010, 1020):
-        row = X[i]
-        event = {f"{c}": v for c, v in zip(row.indices, row.data)}
-        assert got.predict_proba_one(event) == want.predict_proba_one(event)
-        got.learn_one(event, y[i])
-        want.learn_one(event, y[i])
+    events_alike(range(1010, 1020))
     assert got.__dict__.get("_columns") is None and got._events.row.columns is None
     np.testing.assert_array_equal(_coef(got), _coef(want))
 
