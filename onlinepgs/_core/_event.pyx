@@ -28,7 +28,7 @@ cdef extern from "Python.h":
 from cpython.ref cimport Py_INCREF, Py_DECREF
 from cpython.float cimport PyFloat_AsDouble
 
-from onlinepgs._core._hashing cimport _Entries, _push_record
+from onlinepgs._core._hashing cimport _Entries, _push_record, _unchanging_item
 from onlinepgs._core._features cimport (MAX_ORDER, RowBuilder, builder_init,
                                          builder_reserve, builder_release, check_row_bound,
                                          row_bound, build_row)
@@ -55,20 +55,9 @@ cdef extern from *:
     #define ONLINEPGS_DICT_TAGS 0
     static inline uint64_t onlinepgs_dict_tag(PyObject* d) { (void)d; return 0; }
     #endif
-    /* an item that cannot change: a str or int key (exactly), a float, int, str, bool or
-       None value (exactly); read from the pointers, no reference taken */
-    static inline int onlinepgs_unchanging_item(PyObject* key, PyObject* value) {
-        PyTypeObject* k = Py_TYPE(key);
-        PyTypeObject* v = Py_TYPE(value);
-        return (k == &PyUnicode_Type || k == &PyLong_Type)
-            && (v == &PyFloat_Type || v == &PyUnicode_Type || v == &PyLong_Type
-                || v == &PyBool_Type || value == Py_None);
-    }
     """
     bint DICT_TAGS "ONLINEPGS_DICT_TAGS"
     uint64_t _dict_tag "onlinepgs_dict_tag"(object d)
-    bint _unchanging_item "onlinepgs_unchanging_item"(PyObject* key,
-                                                      PyObject* value) noexcept
 
 
 @cython.final
@@ -181,12 +170,13 @@ cdef class EventRow:
         raised before the row changes."""
         cdef Py_ssize_t n, bound
         cdef const uint8_t* ns
+        cdef bint plain = False
         if x is self.last_x and self._holds(<dict>x):
             return self.nnz  # the same keys and values, the same objects: the same row
         self._let_go()
         self.at_slots = 0
         self.entries.truncate(0)
-        n = _push_record(x, 0, self.seed, self.entries, None)
+        n = _push_record(x, 0, self.seed, self.entries, None, &plain)
         self.n_entries = n
         if n == 0:
             self.nnz = 0
@@ -200,23 +190,21 @@ cdef class EventRow:
                              self.entries.values.data.as_doubles, 0, n, self.vals,
                              self.cols, NULL)
         self.ptr[1] = self.nnz
-        if type(x) is dict and self._hold(<dict>x):
+        if plain and self._hold(<dict>x):
             self.last_x = x
         return self.nnz
 
     cdef bint _hold(self, dict x) except -1:
-        """Hold x's keys and values if they are objects that cannot change: str or int
-        keys, float, int, str, bool or None values, exactly (a namespace, a dict, can).
-        Where dicts have version tags, the tag (of a dict kept alive by `last_x`) says
-        whether x changed since, and its items are only looked at."""
+        """Hold x, a dict whose keys and values are objects that cannot change (str or int
+        keys, float, int, str, bool or None values, exactly: `_push_record` looked at
+        them as it read x; a namespace, a dict, can change). Where dicts have version
+        tags, the tag (of a dict kept alive by `last_x`) says whether x changed since;
+        else its items are held."""
         cdef Py_ssize_t pos = 0, n = 0
         cdef PyObject* key
         cdef PyObject* value
         cdef void* room
         if DICT_TAGS:
-            while PyDict_Next(x, &pos, &key, &value):
-                if not _unchanging_item(key, value):
-                    return False
             self.last_tag = _dict_tag(x)
             return True
         if 2 * len(x) > self.held_room:

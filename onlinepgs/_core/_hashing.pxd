@@ -2,7 +2,23 @@
 """The feature hash, for the compiled readers (cimport it; Python callers use murmurhash3),
 and the hashing of one record (`_push_record`: the records of a call and one event alike)."""
 from cpython cimport array
+from cpython.object cimport PyObject
 from libc.stdint cimport uint32_t, uint8_t
+
+cdef extern from *:
+    """
+    /* an item that cannot change: a str or int key (exactly), a float, int, str, bool or
+       None value (exactly); read from the pointers, no reference taken */
+    static inline int onlinepgs_unchanging_item(PyObject* key, PyObject* value) {
+        PyTypeObject* k = Py_TYPE(key);
+        PyTypeObject* v = Py_TYPE(value);
+        return (k == &PyUnicode_Type || k == &PyLong_Type)
+            && (v == &PyFloat_Type || v == &PyUnicode_Type || v == &PyLong_Type
+                || v == &PyBool_Type || value == Py_None);
+    }
+    """
+    bint _unchanging_item "onlinepgs_unchanging_item"(PyObject* key,
+                                                      PyObject* value) noexcept
 
 cdef uint32_t murmurhash3_x86_32(const uint8_t* key, Py_ssize_t length,
                                  uint32_t seed) noexcept nogil
@@ -28,4 +44,4 @@ cdef class _Entries:
 
 
 cdef Py_ssize_t _push_record(object record, Py_ssize_t row, uint32_t hash_seed,
-                             _Entries out, list name_out) except -1
+                             _Entries out, list name_out, bint* plain=*) except -1

@@ -434,16 +434,22 @@ cdef Py_ssize_t _push_pair(object key, object raw, Py_ssize_t row, uint32_t hash
 
 
 cdef Py_ssize_t _push_record(object record, Py_ssize_t row, uint32_t hash_seed,
-                             _Entries out, list name_out) except -1:
+                             _Entries out, list name_out, bint* plain=NULL) except -1:
     """Push the entries of one record (the rules of `records_to_rows`) onto `out`, their
-    names onto `name_out` unless None; returns how many; an error names `row`."""
+    names onto `name_out` unless None; returns how many; an error names `row`. `plain`,
+    unless NULL: set to whether the record is a dict whose items cannot change
+    (`_unchanging_item`, taken in the same walk: the per-event path keeps such a row)."""
     cdef Py_ssize_t pushed = 0, pos = 0
     cdef PyObject* key
     cdef PyObject* raw
     cdef double value
+    if plain != NULL:
+        plain[0] = type(record) is dict
     if type(record) is dict:
         # a plain dict's items without a tuple each (one event's cost is mostly this walk)
         while PyDict_Next(record, &pos, &key, &raw):
+            if plain != NULL and plain[0] and not _unchanging_item(key, raw):
+                plain[0] = False
             if name_out is None and _ascii_name_number(key, raw):
                 # `_push_pair`'s entry of a str name (ASCII: its UTF-8 is its data) with a
                 # finite float value, without its calls: the commonest item
