@@ -459,9 +459,13 @@ cdef bint _finite_at_row(PGSState state, const int32_t* cols, Py_ssize_t nnz) ex
     cdef const double* blk = <const double*>cnp.PyArray_DATA(state.block_a)
     if not isfinite(state.sum_weighted_loss):
         return False
-    if not (_all_finite(state.s_a) and _all_finite(state.cum_a)
-            and _all_finite(state.cum2_a) and _all_finite(state.norm_a)
-            and _all_finite(state.scale_a)):
+    # the per-problem scalars the core steps with (s_a, cum_a, cum2_a, norm_a, scale_a,
+    # as bound to the state's views), read through the views: no object an array
+    if not (_finite_run(&state.s[0], state.s.shape[0])
+            and _finite_run(&state.cum[0], state.cum.shape[0])
+            and _finite_run(&state.cum2[0], state.cum2.shape[0])
+            and _finite_run(&state.norm_sum[0], state.norm_sum.shape[0])
+            and _finite_run(&state.mscale[0], state.mscale.shape[0])):
         return False
     if cnp.PyArray_SIZE(state.block_a) <= 4 * (nnz + 1):
         return _all_finite(state.block_a) and _all_finite(state.snap_a)
