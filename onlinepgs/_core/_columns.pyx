@@ -52,6 +52,16 @@ cdef inline Py_ssize_t _home(int64_t column, int shift) noexcept nogil:
     return <Py_ssize_t>(h >> shift)
 
 
+cdef inline Py_ssize_t _probe(const int64_t* table, Py_ssize_t mask, int shift,
+                              int64_t column) noexcept nogil:
+    """The pair of `column` in the table, or the free pair where it would go (linear
+    probing from its home)."""
+    cdef Py_ssize_t h = _home(column, shift)
+    while table[2 * h] != column and table[2 * h] != EMPTY:
+        h = (h + 1) & mask
+    return h
+
+
 cdef class ColumnMap:
     """Slots for columns, numbered in the order they are first given.
 
@@ -149,9 +159,7 @@ cdef class ColumnMap:
                         OPGS_PREFETCH_COLUMNS(table + 2 * _home(columns[i + PREFETCH_AHEAD],
                                                                 shift))
                     col = columns[i]
-                    h = _home(col, shift)
-                    while table[2 * h] != col and table[2 * h] != EMPTY:
-                        h = (h + 1) & mask
+                    h = _probe(table, mask, shift, col)
                     if table[2 * h] == EMPTY:
                         if room == 0:
                             break
@@ -176,9 +184,7 @@ cdef class ColumnMap:
         table = &self.table[0, 0]
         for i in range(n):
             col = columns[i]
-            h = _home(col, self.shift)
-            while table[2 * h] != col and table[2 * h] != EMPTY:
-                h = (h + 1) & self.mask
+            h = _probe(table, self.mask, self.shift, col)
             if table[2 * h] == EMPTY:
                 table[2 * h] = col
                 table[2 * h + 1] = self.n_slots
@@ -193,18 +199,13 @@ cdef class ColumnMap:
         kept values), in their order; returns how many (the map unchanged: an entry left
         out has weight 0 in every problem, `onlinepgs._columns_seen.slots_of_rows`)."""
         cdef Py_ssize_t i, h, m = 0
-        cdef int64_t col
         cdef const int64_t* table = &self.table[0, 0]
         for i in range(n):
-            col = columns[i]
-            h = _home(col, self.shift)
-            while table[2 * h] != EMPTY:
-                if table[2 * h] == col:
-                    slots[m] = <int32_t>table[2 * h + 1]
-                    kept[m] = values[i]
-                    m += 1
-                    break
-                h = (h + 1) & self.mask
+            h = _probe(table, self.mask, self.shift, columns[i])
+            if table[2 * h] != EMPTY:
+                slots[m] = <int32_t>table[2 * h + 1]
+                kept[m] = values[i]
+                m += 1
         return m
 
     def find(self, index_t[::1] columns):
@@ -213,19 +214,12 @@ cdef class ColumnMap:
         cdef int shift = self.shift
         out = np.empty(n, dtype=np.int64)
         cdef int64_t[::1] res = out
-        cdef int64_t col
         cdef int64_t[:, ::1] held = self.table  # (kept alive while it is read)
         cdef int64_t* table = &held[0, 0]
         with nogil:
             for i in range(n):
                 if i + PREFETCH_AHEAD < n:
                     OPGS_PREFETCH_COLUMNS(table + 2 * _home(columns[i + PREFETCH_AHEAD], shift))
-                col = columns[i]
-                h = _home(col, shift)
-                res[i] = -1
-                while table[2 * h] != EMPTY:
-                    if table[2 * h] == col:
-                        res[i] = table[2 * h + 1]
-                        break
-                    h = (h + 1) & mask
+                h = _probe(table, mask, shift, columns[i])
+                res[i] = table[2 * h + 1] if table[2 * h] != EMPTY else -1
         return out

@@ -455,7 +455,7 @@ cdef bint _finite_at_row(PGSState state, const int32_t* cols, Py_ssize_t nnz) ex
     O(nnz K): the state's scalars, then its fields at the intercept and the row's
     coordinates (every field where the state is as small as the row), and the
     progressive loss (`PGSLearner._check_finite`'s first test)."""
-    cdef Py_ssize_t e, K = state.n_problems, S = state.n_fields
+    cdef Py_ssize_t K = state.n_problems, S = state.n_fields
     cdef const double* blk = <const double*>cnp.PyArray_DATA(state.block_a)
     if not isfinite(state.sum_weighted_loss):
         return False
@@ -573,16 +573,22 @@ cdef bint _as_double(object value, double* out):
 cdef uint64_t _EXPONENT = 0x7FF0000000000000  # a double's exponent bits
 
 
-cdef inline bint _finite_run(const double* values, Py_ssize_t n) noexcept nogil:
-    """Whether the n doubles are finite: none has every exponent bit set (inf, NaN), read
-    as integers without a branch an entry, so that the compiler takes them 4 at a time
-    (each run of a race looks at its state at the event's coordinates: K S an entry)."""
+cdef inline uint64_t _beyond(const double* values, Py_ssize_t n) noexcept nogil:
+    """Not 0 where one of the n doubles is not finite (every exponent bit set: inf, NaN),
+    read as integers without a branch an entry, so that the compiler takes them 4 at a
+    time (each run of a race looks at its state at the event's coordinates: K S an
+    entry)."""
     cdef Py_ssize_t i
     cdef uint64_t bits, beyond = 0
     for i in range(n):
         memcpy(&bits, &values[i], sizeof(uint64_t))
         beyond |= (bits & _EXPONENT) == _EXPONENT
-    return beyond == 0
+    return beyond
+
+
+cdef inline bint _finite_run(const double* values, Py_ssize_t n) noexcept nogil:
+    """Whether the n doubles are finite."""
+    return _beyond(values, n) == 0
 
 
 cdef inline bint _finite_rows(const double* blk, const int32_t* cols, Py_ssize_t nnz,
@@ -592,11 +598,8 @@ cdef inline bint _finite_rows(const double* blk, const int32_t* cols, Py_ssize_t
     theirs on every event)."""
     cdef Py_ssize_t e, i
     cdef const double* at
-    cdef uint64_t bits, beyond = 0
-    for i in range(width):
-        memcpy(&bits, &blk[i], sizeof(uint64_t))
-        beyond |= (bits & _EXPONENT) == _EXPONENT
-    for e in range(nnz):
+    cdef uint64_t bits, beyond = _beyond(blk, width)
+    for e in range(nnz):  # (`_beyond` inlined: a call an entry costs more than its loop)
         at = blk + (<Py_ssize_t>cols[e] + 1) * width
         for i in range(width):
             memcpy(&bits, &at[i], sizeof(uint64_t))
