@@ -23,7 +23,7 @@ from onlinepgs._row_errors import AtRows, RowError  # noqa: F401 (their home)
 __all__ = ["NotFittedError", "ConvergenceWarning", "InvalidParameterError", "RowError",
            "AtRows", "row_of_entry", "check_params",
            "check_labels", "encode_targets", "label_values", "is_records", "single_record",
-           "as_matrix", "check_csr",
+           "as_matrix", "check_csr", "refuse_stray_columns",
            "check_dense", "check_weights", "check_random_state", "available_if"]
 
 
@@ -232,7 +232,26 @@ def check_csr(X, min_features=1):
         X = X.astype(np.float64)
     _refuse_nonfinite(X.data, X)
     _refuse_empty(X.shape, min_features)
+    refuse_stray_columns(X)
     return X
+
+
+def refuse_stray_columns(X):
+    """Refuse a CSR matrix with a column index outside [0, n_features): scipy builds
+    one without a word, and the core would read and write outside its state (a negative
+    index corrupts the process's memory). The error names the first such entry."""
+    indices = X.indices[:X.nnz]
+    if not indices.size:
+        return
+    low, high = indices.min(), indices.max()
+    if low >= 0 and high < X.shape[1]:
+        return
+    entry = int(np.flatnonzero((indices < 0) | (indices >= X.shape[1]))[0])
+    row = row_of_entry(X, entry)
+    raise ValueError(f"X's column index {int(indices[entry])} (row {row}, entry "
+                     f"{entry - int(X.indptr[row])} of the row) is outside the matrix's "
+                     f"{X.shape[1]} columns [0, {X.shape[1]}): a CSR matrix's indices "
+                     "must be in [0, shape[1])")
 
 
 def _refuse_empty(shape, min_features):

@@ -71,6 +71,8 @@ def mapped(X, columns):
     the entries' values and rows shared."""
     if isinstance(X, CrossedRows):
         X = X.to_csr()
+    elif not sp.issparse(X):  # a dense chunk after a sparse first one
+        X = sp.csr_matrix(X)
     X = X.tocsr()
     slots = columns.slots(np.ascontiguousarray(X.indices[:X.nnz]))
     return like(X, X.data[:X.nnz], slots, X.indptr, (X.shape[0], columns.n_slots))

@@ -101,15 +101,19 @@ def largest_value(X, rows):
     return row, column, value, float(np.median(sizes[sizes > 0]))
 
 
-def runaway_reason(loss, mean, zero, X, rows):
+def runaway_reason(loss, mean, zero, X, rows, columns=None):
     """Why the call's predictions ran away and what helps, in one sentence (and the row
-    of the call's largest value, or None)."""
+    of the call's largest value, or None). `columns`: the learner's column map where X's
+    columns are its slots (`onlinepgs._columns_seen`), so that the column named is the
+    user's."""
     if hasattr(X, "crossing"):  # rows crossed in the pass: their matrix, made here
         X = X.to_csr()
     found = largest_value(X, rows) if X is not None else None
     where, row = "", None
     if found is not None:
         row, column, value, median = found
+        if columns is not None:
+            column = int(columns.columns()[column])
         where = (f"; the largest value of this call, {value:.3g} in column {column}, is "
                  f"{abs(value) / median:.2g} times the median column's largest")
     # only the global geometry's calls are checked (`check`)
@@ -122,13 +126,14 @@ def runaway_reason(loss, mean, zero, X, rows):
             f"{advice}.", row)
 
 
-def check(learner, state, X, y, order, classifier, before):
+def check(learner, state, X, y, order, classifier, before, columns=None):
     """After `learner`'s call over the rows `order` of `state` (`before`: the state's
     sum_weighted_loss_reported and sum_weight before it): the reason and row if the
     call's predictions ran away, else None. Only on a ball (the global geometry's
     radius "auto" or a number): on R^n such predictions overflow soon after, and
     PGSDivergedError says so with the advice of that case; the adaptive geometry's steps
-    are scaled per feature."""
+    are scaled per feature. `columns`: the learner's column map where X's columns are
+    its slots."""
     if not checked(state):
         return None
     rows = np.asarray(order)
@@ -142,7 +147,7 @@ def check(learner, state, X, y, order, classifier, before):
     mean = (state.sum_weighted_loss_reported - before[0]) / weight
     if not (math.isfinite(mean) and mean > RATIO * zero):  # NaN, inf: `_check_finite`'s
         return None
-    return runaway_reason(state.loss, mean, zero, X, rows)
+    return runaway_reason(state.loss, mean, zero, X, rows, columns)
 
 
 def seen(learner):

@@ -561,7 +561,7 @@ class PGSLearner(EventLearner, LinearLearner):
         return _race.SigmaRace.begin(
             schedule, self._state_factory(n_features, n_problems, multiclass, rng, reach))
 
-    def _race_pass(self, race, X, y, sw, order, power_sums):
+    def _race_pass(self, race, X, y, sw, order, power_sums, columns=None):
         """Train every live run of the race on the rows of `order`; a run that diverges
         is dropped (the race's path says so), unless every run has: then the last
         run's error is raised. With one row a step the runs learn each piece in lockstep
@@ -569,7 +569,7 @@ class PGSLearner(EventLearner, LinearLearner):
         after run. With ``n_jobs`` threads (`onlinepgs._jobs`), the runs are split into
         groups, each stepped on its own thread over the same rows (crossed rows: crossed
         once into blocks the threads share, `_crossed_threads`): the same steps, bit for
-        bit."""
+        bit. `columns`: the column map whose slots X's columns are (`_run`)."""
         crossed = isinstance(X, CrossedRows)
         lockstep = crossed or self.batch_size == 1
         n_jobs = getattr(self, "n_jobs", None)  # a learner unpickled from before it
@@ -580,10 +580,10 @@ class PGSLearner(EventLearner, LinearLearner):
             # the finiteness guard once a call (below), not once a piece: it is O(width)
             if id(state) in before:  # trained by train_all with the other runs
                 self._after_pass(state, X, y, sw, order[start:stop], self._classifier,
-                                 before.pop(id(state)), guard=False)
+                                 before.pop(id(state)), guard=False, columns=columns)
             else:
                 self._run(state, X, y, sw, order[start:stop], self._classifier, power_sums,
-                          guard=False)
+                          guard=False, columns=columns)
 
         def step(i, states, rows):
             if not lockstep:  # mini-batches: run after run
@@ -767,13 +767,15 @@ class PGSLearner(EventLearner, LinearLearner):
             self.n_features_in_ = X.shape[1]
         return X
 
-    def _run(self, state, X, y, sw, order, classifier, row_power_sums=None, guard=True):
+    def _run(self, state, X, y, sw, order, classifier, row_power_sums=None, guard=True,
+             columns=None):
         """One core pass over the rows of `order`; PGSDivergedError where a step diverged,
         (with `guard`, the O(nnz) `_check_finite`) where the state is not finite, or where
-        the predictions ran away (`_runaway`)."""
+        the predictions ran away (`_runaway`). `columns`: the column map whose slots X's
+        columns are (`_columns_seen`), for the messages' columns."""
         before = (state.sum_weighted_loss_reported, state.sum_weight)
         self._core_pass(state, X, y, sw, order, classifier, row_power_sums)
-        self._after_pass(state, X, y, sw, order, classifier, before, guard)
+        self._after_pass(state, X, y, sw, order, classifier, before, guard, columns)
 
     @staticmethod
     def _core_pass(state, X, y, sw, order, classifier, row_power_sums=None):
@@ -789,13 +791,14 @@ class PGSLearner(EventLearner, LinearLearner):
             state.run(X.ravel(), None, None, X.shape[1], y, sw, order, classifier,
                       row_power_sums)
 
-    def _after_pass(self, state, X, y, sw, order, classifier, before, guard=True):
+    def _after_pass(self, state, X, y, sw, order, classifier, before, guard=True,
+                    columns=None):
         """After a core pass over the rows `order` of X (`before`: the state's
         sum_weighted_loss_reported and sum_weight before it): `_after_run`'s checks, then
         the runaway check (a warning at a fixed sigma with `guard`, else
         PGSDivergedError)."""
         self._after_run(state, X, sw, guard)
-        runaway = _runaway.check(self, state, X, y, order, classifier, before)
+        runaway = _runaway.check(self, state, X, y, order, classifier, before, columns)
         if runaway is None:
             return
         reason, row = runaway
@@ -887,7 +890,7 @@ class PGSLearner(EventLearner, LinearLearner):
             order = rng.permutation(n).astype(np.int64) if self.shuffle else np.arange(n, dtype=np.int64)
             if race is not None and state is None:
                 # the first pass races; the later ones continue the winner
-                self._race_pass(race, X, y_core, sw, order, power_sums)
+                self._race_pass(race, X, y_core, sw, order, power_sums, columns)
                 state = race.settle("fit", int(self.max_epochs))
                 before = (0.0, 0.0)
             else:
@@ -896,7 +899,8 @@ class PGSLearner(EventLearner, LinearLearner):
                 # fixed sigma (issue 34 keeps those); a later epoch's last iterate is also
                 # the better-resolved signal of progress (the average lags by design)
                 before = (state.sum_weighted_loss, state.sum_weight)
-                self._run(state, X, y_core, sw, order, self._classifier, power_sums)
+                self._run(state, X, y_core, sw, order, self._classifier, power_sums,
+                          columns=columns)
             epochs += 1
             if self.tol is not None:
                 w = state.sum_weight - before[1]
@@ -976,9 +980,10 @@ class PGSLearner(EventLearner, LinearLearner):
             diverged = False
             try:
                 if race is not None:
-                    self._race_pass(race, X, y_core, sw, order, power_sums)
+                    self._race_pass(race, X, y_core, sw, order, power_sums, columns)
                 else:
-                    self._run(state, X, y_core, sw, order, self._classifier, power_sums)
+                    self._run(state, X, y_core, sw, order, self._classifier, power_sums,
+                              columns=columns)
             except PGSDivergedError:
                 diverged = True
                 raise
@@ -1130,11 +1135,12 @@ class PGSLearner(EventLearner, LinearLearner):
             with self._lock("_state_lock"):  # not halfway through a partial_fit pass
                 cache, state = self._cache, self._state
                 columns = self.__dict__.get("_columns")
-                if columns is not None:  # the rows over the state's slots
-                    X = _columns_seen.slots_of_rows(X, columns)
+                # the rows over the state's slots; X stays over the columns, for the
+                # model below (which reads slots as columns: the weights of others)
+                rows = X if columns is None else _columns_seen.slots_of_rows(X, columns)
                 if ("model" not in cache and "diverged" not in cache
-                        and X.nnz + X.shape[0] < state.dim):
-                    scores = state.scores(X.data, X.indices, X.indptr)
+                        and rows.nnz + rows.shape[0] < state.dim):
+                    scores = state.scores(rows.data, rows.indices, rows.indptr)
                     if np.isfinite(scores).all():
                         return (scores, self.classes_ if self._classifier else None,
                                 self._fitted_multi_class())

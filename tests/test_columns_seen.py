@@ -363,3 +363,80 @@ def test_classes_learned_as_labels_arrive_over_the_slots(over_the_width):
     np.testing.assert_allclose(_coef(got), _coef(want), rtol=1e-12, atol=1e-15)
     assert [got.predict_one(x) for x in events[:100]] == [want.predict_one(x)
                                                           for x in events[:100]]
+
+
+def test_scores_a_mapped_learner_takes_from_its_model_are_over_the_columns(over_the_width):
+    """Rows scored between calls are looked up in the map, and where the state's scores
+    are not finite the model scores them: the rows over the columns, not the slots (which
+    the model over the width would read as other columns, giving the intercept alone).
+    Against the learner over the width: the same inf, the same finite scores."""
+    off, on = over_the_width
+    X, y, _ = _hashed(n_rows=600, pool=500)
+    learners = [_trained(lambda: PGSClassifier(sigma=1e-3, random_state=0), [(X, y)], off,
+                         on, mapped, classes=[-1.0, 1.0]) for mapped in (True, False)]
+    got, want = learners
+    assert got._columns is not None and want.__dict__.get("_columns") is None
+    w = _coef(want)[0]
+    top = np.sort(np.argsort(-w)[:3])  # three columns of positive weight
+    huge = sp.csr_matrix((np.full(3, 1e308), top, [0, 3]), shape=(1, WIDTH))
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert np.isinf(want.decision_function(huge)).all()
+        np.testing.assert_array_equal(got.decision_function(huge),
+                                      want.decision_function(huge))
+    # (the ball's norm sums its coordinates in slot order: equal to rounding)
+    np.testing.assert_allclose(got.decision_function(X[:50]), want.decision_function(X[:50]),
+                               rtol=1e-12)
+
+
+def test_a_dense_chunk_after_a_sparse_first_one(over_the_width):
+    """A mapped learner takes a dense chunk of the width (its non-zeros become slots) and
+    continues as the learner over the width."""
+    off, on = over_the_width
+    X, y, _ = _hashed(n_rows=300, seed=4)
+    dense = X[:2].toarray()
+    learners = [_trained(lambda: PGSClassifier(sigma=1e-3, random_state=0),
+                         [(X, y), (dense, y[:2])], off, on, mapped, classes=[-1.0, 1.0])
+                for mapped in (True, False)]
+    got, want = learners
+    assert got._columns is not None and got.t_ == want.t_ == 302
+    np.testing.assert_allclose(_coef(got), _coef(want), rtol=1e-12, atol=1e-15)
+
+
+def test_a_runaway_names_the_users_column_not_its_slot(over_the_width):
+    """The message of predictions that ran away names the column of the call's largest
+    value as the user gave it, also where the learner trains on slots."""
+    off, on = over_the_width
+    n, cols = 300, np.array([3_000_001, 3_500_017, 4_000_037])
+    X = sp.csr_matrix((np.tile([1.0, 1.0, 1e9], n), (np.repeat(np.arange(n), 3),
+                                                       np.tile(cols, n))), shape=(n, WIDTH))
+    y = np.random.default_rng(0).normal(size=n)
+    for mapped in (True, False):
+        (on if mapped else off)()
+        with pytest.warns(RuntimeWarning, match="ran away") as caught:
+            est = PGSRegressor(loss="squared", sigma=1e-3, random_state=0).partial_fit(X, y)
+        assert (est.__dict__.get("_columns") is not None) == mapped
+        assert "1e+09 in column 4000037" in str(caught[0].message)
+    on()
+
+
+@pytest.mark.parametrize("column", [-1, -5, WIDTH])
+def test_a_column_index_outside_the_matrix_is_refused(column):
+    """A CSR matrix whose index is outside [0, n_features) (scipy builds one without a
+    word) is refused before any step, with the row and the entry: -1 was the map's empty
+    cell (a new slot at every entry) and -5 wrote outside a state over the width."""
+    X, y, _ = _hashed(n_rows=50)
+    bad = X.copy()
+    bad.indices[bad.indptr[7] + 1] = column
+    est = PGSClassifier(sigma=1e-3, random_state=0)
+    message = rf"column index {column} \(row 7, entry 1 of the row\) is outside"
+    with pytest.raises(ValueError, match=message):
+        est.partial_fit(bad, y, classes=[-1.0, 1.0])
+    assert not hasattr(est, "coef_")
+    est.partial_fit(X, y, classes=[-1.0, 1.0])
+    before = _coef(est).copy()
+    with pytest.raises(ValueError, match=message):
+        est.partial_fit(bad, y)
+    with pytest.raises(ValueError, match=message):
+        est.decision_function(bad)
+    np.testing.assert_array_equal(_coef(est), before)
+    assert est._columns.n_slots == len(np.unique(X.indices))

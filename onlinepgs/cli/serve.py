@@ -299,7 +299,8 @@ class ServedModel:
         try:
             est._after_pass(state, _one_row_csr(csr, n_cols, i), targets[done:done + 1],
                             weights[done:done + 1], np.zeros(1, dtype=np.int64),
-                            est._classifier, (loss_before, weight_before))
+                            est._classifier, (loss_before, weight_before),
+                            columns=est.__dict__.get("_columns"))  # (csr: its slots)
         except FloatingPointError as exc:  # PGSDivergedError
             self.undo.undo(before)
             self._learned(n_learned)
