@@ -1008,6 +1008,17 @@ def _check_train(args, words):
             "input"], flags, words)
     if args.initial:
         return  # the model's options: check_train_model, once it is read
+    # a model option that the geometry given would ignore (the estimators take it: their
+    # parameters stay settable together, as a grid search sets them)
+    if getattr(args, "geometry", "global") != "adaptive" and _given(args, "eta"):
+        raise _refuse("eta", "{@eta} is the adaptive geometry's base rate: give {@geometry} "
+                      "adaptive with it (the global geometry's step is 1/(sigma t))",
+                      flags, words)
+    if getattr(args, "geometry", "global") == "adaptive" and _given(args,
+                                                                    "intercept_scaling"):
+        raise _refuse("intercept_scaling", "{@intercept_scaling} has no effect with "
+                      "{@geometry} adaptive: the intercept's constant feature is divided by "
+                      "its own largest value, as every feature is", flags, words)
     solver, task, params = learner_params(args)
     params["interactions"] = interactions or None
     if params["n_bits"] is None and any(fmt in HASHED for fmt in formats):

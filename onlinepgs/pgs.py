@@ -121,6 +121,8 @@ _COMMON_DOC = """
         Section VII); ``intercept_ = intercept_scaling * w_0``.
     intercept_scaling : float > 0, default=1.0
         The constant feature's value; larger values regularize the intercept less.
+        No effect in the adaptive geometry, which divides the constant by its own
+        largest value as it divides every feature.
     max_epochs : int >= 1, default=5
         Passes over the data made by `fit`.
     tol : float or None, default=None

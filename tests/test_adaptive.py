@@ -145,6 +145,14 @@ def test_the_command_trains_raw_columns_with_geometry_adaptive(tmp_path):
                tmp_path / "x.pgs", cwd=tmp_path)
     assert bad.returncode == 2
     assert "--iterate: the adaptive geometry reports the last iterate or an average" in bad.stderr
+    # options the geometry given would ignore: refused, not dropped without a word
+    for flags, words in ((["--eta", "0.1"], "--eta: the adaptive geometry's base rate: "
+                                            "give --geometry adaptive"),
+                         (["--geometry", "adaptive", "--intercept-scaling", "10"],
+                          "--intercept-scaling: has no effect with --geometry adaptive")):
+        bad = _cli("train", path, *flags, "-o", tmp_path / "x.pgs", cwd=tmp_path)
+        assert bad.returncode == 2 and words in bad.stderr, bad.stderr
+        assert not (tmp_path / "x.pgs").exists()
     dask = _cli("train", path, "--geometry", "adaptive", "--scheduler", "local", "-o",
                 tmp_path / "x.pgs", cwd=tmp_path)
     assert dask.returncode != 0 and "--eta 0.5" in dask.stderr

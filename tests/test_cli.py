@@ -136,7 +136,9 @@ def test_the_summary_names_sigmas_choice_only_when_the_model_races_it(data, tmp_
     lines = [line for line in capsys.readouterr().err.splitlines()
              if line.startswith("sigma = ")]
     chosen = load_model(model).sigma_
-    assert len(lines) == 1 and lines[0].startswith(f"sigma = {chosen:.0e} (auto: "), lines
+    # the sigma in full: giving it as --sigma trains with the race's sigma
+    assert len(lines) == 1 and lines[0].startswith(f"sigma = {chosen!r} (auto: "), lines
+    assert float(lines[0].split()[2]) == chosen
     assert main(["train", str(data), "-o", str(model), "--sigma", "1e-3"]) == 0
     assert "sigma = " not in capsys.readouterr().err
 

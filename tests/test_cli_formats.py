@@ -141,6 +141,24 @@ def test_train_refuses_a_line_without_label(tmp_path):
         "on every row")
 
 
+@pytest.mark.parametrize("header", [True, False])
+def test_a_csv_rows_error_in_the_first_chunk_names_its_line(tmp_path, header):
+    """A row the learner refuses in a CSV file's first chunk is named by its line, the
+    header counted (it was named by the range of the chunk's lines, one more than its
+    rows), as in every later chunk."""
+    rows = [f"{i % 7}.5,{i % 2}" for i in range(300)]
+    rows[9] = "0.5,7"  # line 11 with the header, 10 without
+    text = ("a,y\n" if header else "") + "\n".join(rows) + "\n"
+    (tmp_path / "d.csv").write_text(text)
+    label = ["--label", "y"] if header else ["--no-header", "--label", "2"]
+    proc = run("train", tmp_path / "d.csv", *label, "--classes", "0,1", "--quiet",
+               "--chunk-rows", "100", check=False)
+    assert proc.returncode == 1, proc.stderr
+    line = 11 if header else 10
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        f"onlinepgs: error: {tmp_path / 'd.csv'}:{line}: label 7 is not one of the classes")
+
+
 def test_bad_vw_line_is_one_line_with_its_column(tmp_path):
     (tmp_path / "d.vw").write_bytes(b"1 |f a\n-1 |f b:2zz\n")  # (b:zz: a string value)
     proc = run("train", tmp_path / "d.vw", "--quiet", check=False)

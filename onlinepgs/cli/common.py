@@ -285,8 +285,10 @@ def _sigma_note(est):
         state = ("settled" if live is None or live.schedule.settled else
                  f"racing on: {len(live.states)} run{'s' if len(live.states) > 1 else ''} "
                  "live")
-        lines.append(f"sigma = {est.sigma_:.0e} (auto: the best progressive loss of "
-                     f"{len(tried)} sigmas tried, {tried[0]:.0e}..{tried[-1]:.0e}; {state})")
+        # the sigma in full (the grid's steps are half decades: 3.16e-06, not 3e-06, which
+        # a user giving --sigma would train another model with)
+        lines.append(f"sigma = {est.sigma_!r} (auto: the best progressive loss of "
+                     f"{len(tried)} sigmas tried, {tried[0]:.3g}..{tried[-1]:.3g}; {state})")
     if params.get("geometry") == "adaptive" and params.get("eta") == "auto":
         chosen = [r for r in path if r["event"] == "eta"]
         how = (f"chosen at row {chosen[-1]['rows']:,}" if chosen else

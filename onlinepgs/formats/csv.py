@@ -243,6 +243,13 @@ class CSVReader(LineReader):
             raise self._header_error("empty source: a CSV source starts with a header line "
                                      "naming its columns")
 
+    @property
+    def lines_before_rows(self):
+        """Lines of the source before its first row: the header's (`n_lines` counts
+        it), so that a chunk's rows are named by their lines
+        (`onlinepgs.streaming.sources.lines_of`)."""
+        return 1 if self._has_header else 0
+
     # ---- chunks -------------------------------------------------------------------
     def _take(self):
         parser = self._parser

@@ -49,7 +49,9 @@ def read_ahead(reader, depth=2):
         from onlinepgs import _jobs
 
         try:
-            lines, items = 0, iter(reader)
+            # the lines before the first row (a CSV header): else the first chunk's rows
+            # would span one line more than they are, and be named by a range
+            lines, items = getattr(reader, "lines_before_rows", 0), iter(reader)
             while True:
                 with _jobs.reading():  # a core parsing: a race's runs take one fewer
                     item = next(items, done)
