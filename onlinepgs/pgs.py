@@ -365,9 +365,13 @@ def _heaviest_row(X, sw):
     return row, py(sw[row])
 
 
-def _overflow_reason(state, X, sw, at=None):
+def _overflow_reason(state, X, sw, at=None, columns=None):
     """Why the state's weights are not finite (or, at row `at`, the margin), and what
-    helps, in one sentence."""
+    helps, in one sentence (`columns`: the column map whose slots the state's
+    coordinates are, for a column named)."""
+    tiny = _tiny_scale_reason(state, columns) if state.adaptive else None
+    if tiny is not None:
+        return tiny
     row, weight = _heaviest_row(X, sw)
     heaviest = ("" if row is None else
                 f" (the heaviest row of this call is row {row}, sample_weight {weight!r})")
@@ -377,6 +381,12 @@ def _overflow_reason(state, X, sw, at=None):
     with np.errstate(all="ignore"):
         lam_finite = bool(np.isfinite(state.lam_a).all())
         last_finite = bool(np.isfinite(state.weights("last")).all())
+    if not lam_finite and state.adaptive:
+        # each coordinate's sums take a row's weight as its size (the squares' root
+        # grows as sqrt(weight)): no one factor leaves its model as it is
+        return (f"the solver's running sum of sample_weight * loss' * x / s overflowed the "
+                f"double range{heaviest}; use smaller sample weights (the adaptive "
+                f"geometry's model depends on their sizes, not only on their ratios).")
     if not lam_finite:
         # lambda = -sum_t g_t, g_t = sample_weight * loss' * x: scaling sample_weight and
         # sigma by one factor scales lambda and leaves lambda / (t sigma), the model, as is
@@ -390,6 +400,32 @@ def _overflow_reason(state, X, sw, at=None):
     return (f"the model's weights exceed the double range (1.8e308){heaviest}: with "
             f"these sample weights and sigma={state.sigma:g} the model cannot be finite; "
             f"use smaller sample weights, a larger sigma or a finite radius.")
+
+
+def _tiny_scale_reason(state, columns=None):
+    """Where the adaptive geometry's state overflowed because of a tiny feature: its
+    scale s_j, the largest |value| seen, so small that 1 / s_j or its weight v_j / s_j
+    leaves the double range; the column of the smallest such scale named (a slot of
+    `columns` as its column). None where no feature is so."""
+    inv = np.asarray(state.block_a)[:state.dim, 0, state.layout.offset("inv_scale")]
+    with np.errstate(all="ignore"):
+        v = state.weights("last")  # the scaled weights: finite here, else not the scale's
+        bad = ~np.isfinite(inv) | (np.isfinite(v).all(axis=1)
+                                   & ~np.isfinite(v * inv[:, None]).all(axis=1))
+    bad[0] = False  # the intercept's constant is its own scale
+    bad = np.flatnonzero(bad)
+    if not bad.size:
+        return None
+    with np.errstate(all="ignore"):
+        scales = np.abs(1.0 / inv[bad])
+    j = int(bad[np.argmin(scales)]) - 1  # data feature j is coordinate j + 1
+    column = j if columns is None else int(columns.columns()[j])
+    # 1 / s_j infinite: a subnormal s_j, below the least normal double's 2.2e-308
+    size = "below 2.2e-308" if np.min(scales) == 0.0 else f"{np.min(scales):.3g}"
+    return (f"the weight of column {column}, whose largest |value| is {size}, "
+            "leaves the double range: the adaptive geometry divides a feature by that "
+            "value and its weight by it again; scale that column up (a feature whose "
+            "values are all below about 1e-300 leaves no room for a weight).")
 
 
 class _InThisCall(AtRows):
@@ -614,7 +650,7 @@ class PGSLearner(EventLearner, LinearLearner):
             race.advance(len(order), train, diverged=(PGSDivergedError,),
                          train_all=train_all if lockstep or together > 1 else None,
                          together=together)
-            race.check(lambda state: self._check_finite(state, X, sw),
+            race.check(lambda state: self._check_finite(state, X, sw, columns),
                        diverged=(PGSDivergedError,))
         except _race.RaceDivergedError as exc:
             raise exc.errors[-1] from None
@@ -799,7 +835,7 @@ class PGSLearner(EventLearner, LinearLearner):
         sum_weighted_loss_reported and sum_weight before it): `_after_run`'s checks, then
         the runaway check (a warning at a fixed sigma with `guard`, else
         PGSDivergedError)."""
-        self._after_run(state, X, sw, guard)
+        self._after_run(state, X, sw, guard, columns)
         runaway = _runaway.check(self, state, X, y, order, classifier, before, columns)
         if runaway is None:
             return
@@ -812,7 +848,7 @@ class PGSLearner(EventLearner, LinearLearner):
                                "The model is not usable; fit again with other parameters.",
                                row=row, reason=reason)
 
-    def _after_run(self, state, X, sw, guard=True):
+    def _after_run(self, state, X, sw, guard=True, columns=None):
         """After a core pass over X (weights sw): PGSDivergedError where a step diverged
         or (with `guard`) where the state is not finite."""
         if state.diverged:
@@ -821,7 +857,8 @@ class PGSLearner(EventLearner, LinearLearner):
             if self.loss in _BOUNDED_DERIVATIVE:
                 # the derivative is finite at any finite margin: the margin was not,
                 # because the model (or the margin's sum) had overflowed
-                reason = _overflow_reason(state, X, sw, at=row)
+                reason = _overflow_reason(state, X, sw, at=row,
+                                          columns=self._map_of(columns))
                 kept = ("The model keeps the state before that step."
                         if _finite_weights(state) else
                         "The model is not usable; fit again with other parameters.")
@@ -829,7 +866,12 @@ class PGSLearner(EventLearner, LinearLearner):
                     ("PGS diverged at ", row, f" (step {state.t + 1}): {reason} {kept}"),
                     reason=reason)
             radius = self._settled()["radius"]
-            if radius is None:
+            if state.adaptive:
+                # the steps are eta / sqrt(n_j) on scaled features: what is left to
+                # overflow is the residual, the targets' or the sample weights' size
+                advice = ("Its gradient grows with the residual: use smaller sample "
+                          "weights or scale the targets down.")
+            elif radius is None:
                 advice = (f"Its gradient is unbounded, so on R^n (radius=None) a small "
                           f"sigma={state.sigma:g} lets the first steps of size 1/(t sigma) "
                           "blow up; use radius='auto' (or a finite radius) or a larger "
@@ -846,13 +888,26 @@ class PGSLearner(EventLearner, LinearLearner):
                 ("PGS diverged at ", row, f" (step {state.t + 1}): {reason} {kept}"),
                 reason=reason)
         if guard:
-            self._check_finite(state, X, sw)
+            self._check_finite(state, X, sw, columns)
 
-    def _check_finite(self, state, X, sw):
+    def _map_of(self, columns):
+        """The column map whose slots a call's rows are: `columns` (a first call's,
+        not installed yet), else the learner's (None: the rows are over the columns)."""
+        return columns if columns is not None else self.__dict__.get("_columns")
+
+    def _check_finite(self, state, X, sw, columns=None):
         """PGSDivergedError unless the state is finite after a call on X (`_finite_after`)
         and so is its progressive loss (a loss's value overflows long before the weights
         do: squared loss at weights of 1e154)."""
-        if not np.isfinite(state.sum_weighted_loss):
+        if not np.isfinite(state.sum_weighted_loss) and state.adaptive:
+            # its steps are scaled per feature: the weights' sum, or the targets', is what
+            # leaves the range, not the steps of one size
+            row, weight = _heaviest_row(X, sw)
+            reason = (f"the progressive {self.loss!r} loss times sample_weight overflowed "
+                      f"the double range (the heaviest row of this call is row {row}, "
+                      f"sample_weight {weight!r}); use smaller sample weights"
+                      + (" or scale the targets down." if not self._classifier else "."))
+        elif not np.isfinite(state.sum_weighted_loss):
             row, _ = _heaviest_row(X, sw)
             reason = (f"the progressive {self.loss!r} loss overflowed the double range: "
                       "the predictions grew without bound (the steps of size 1/(t sigma) "
@@ -860,12 +915,13 @@ class PGSLearner(EventLearner, LinearLearner):
                       + ("radius='auto' (or a finite radius) or "
                          if self._settled()["radius"] is None
                          else "") + "a larger sigma.")
+        if not np.isfinite(state.sum_weighted_loss):
             raise PGSDivergedError(
                 f"PGS diverged in this call (after step {state.t}): {reason} The model is "
                 "not usable; fit again with other parameters.", row=row, reason=reason)
         if not _finite_after(state, X):
             # the last guard: no path may hand out a non-finite model
-            reason = _overflow_reason(state, X, sw)
+            reason = _overflow_reason(state, X, sw, columns=self._map_of(columns))
             row, _ = _heaviest_row(X, sw)
             raise PGSDivergedError(
                 f"PGS overflowed in this call (after step {state.t}): {reason} The model is "
@@ -1090,7 +1146,7 @@ class PGSLearner(EventLearner, LinearLearner):
                 finite = bool(np.isfinite(W).all())
             columns = self.__dict__.get("_columns")
             if not finite and (check_finite or columns is not None):
-                reason = _overflow_reason(state, None, None)
+                reason = _overflow_reason(state, None, None, columns=columns)
                 raise PGSDivergedError(f"the model is not usable: {reason}", reason=reason)
             if columns is not None:  # a state over slots: its weights at their columns
                 coef, scales = _columns_seen.model_at_columns(coef, scales, columns,

@@ -11,6 +11,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 
 from onlinepgs import PGSClassifier, PGSRegressor, load_model, save_model
+from onlinepgs.pgs import PGSDivergedError
 
 ADAPTIVE = dict(geometry="adaptive", iterate="last", radius=None)
 
@@ -203,3 +204,27 @@ def test_a_row_of_weight_1e6_is_learned_to_its_label_not_past_it(tmp_path):
     shown = _cli("predict", "m.pgs", "row.vw", "--format", "vw", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert float(shown.stdout.split()[0]) == pytest.approx(50.0, abs=1e-5)
+
+
+def test_its_divergences_give_its_own_causes_and_advice():
+    """The adaptive geometry's errors name what overflows there: a tiny feature (its
+    scale's reciprocal, or the weight divided by it, beyond the double range: the column
+    and its size, scale it up) or heavy sample weights (smaller ones: no factor shared
+    with sigma leaves its model as it is), never the global geometry's 1/(t sigma) steps,
+    radius or sigma."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(300, 3)
+    y = (X[:, 0] > 0).astype(int)
+    Z = X.copy()
+    Z[:, 1] = np.where(X[:, 1] > 0, 2e-310, -2e-310)  # 1 / 2e-310 overflows
+    with pytest.raises(PGSDivergedError, match=r"the weight of column 1, whose largest "
+                       r"\|value\| is below 2.2e-308, .*scale that column up"):
+        PGSClassifier(geometry="adaptive", random_state=0).fit(Z, y)
+    weights = np.where(np.arange(300) % 5 == 0, 1e300, 1.0)
+    with pytest.raises(PGSDivergedError) as caught:
+        PGSClassifier(geometry="adaptive", random_state=0).partial_fit(
+            X, y, classes=[0, 1], sample_weight=weights)
+    message = str(caught.value)
+    assert "sample_weight 1e+300); use smaller sample weights" in message
+    for global_words in ("1/(t sigma)", "radius", "sigma by one factor", "sigma="):
+        assert global_words not in message
