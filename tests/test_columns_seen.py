@@ -440,3 +440,22 @@ def test_a_column_index_outside_the_matrix_is_refused(column):
         est.decision_function(bad)
     np.testing.assert_array_equal(_coef(est), before)
     assert est._columns.n_slots == len(np.unique(X.indices))
+
+
+@pytest.mark.parametrize("params", [dict(p=1.5, sigma=1e-3, radius=1.0), {}],
+                         ids=["p 1.5 on a ball", "global race (a ball)"])
+def test_a_loaded_learner_goes_on_as_the_learner_saved_bit_for_bit(params, tmp_path):
+    """A file of states that keep the l_p norm holds the map's slots in their order
+    (`slots/columns`): loaded over the same slots, the norm's recounts sum the
+    coordinates in the same order, and the learner goes on bit for bit (over slots in
+    increasing column order it was equal to 1e-15)."""
+    X, y, _ = _hashed(n_rows=3000, seed=3)
+    est = PGSClassifier(random_state=0, max_model_bytes=None, **params)
+    est.partial_fit(X[:1000], y[:1000], classes=[-1.0, 1.0])
+    save_model(est, tmp_path / "m.pgs")
+    loaded = load_model(tmp_path / "m.pgs")
+    assert loaded._columns.columns().tolist() == est._columns.columns().tolist()
+    for learner in (est, loaded):
+        learner.partial_fit(X[1000:], y[1000:])
+    np.testing.assert_array_equal(_coef(loaded), _coef(est))
+    np.testing.assert_array_equal(loaded.intercept_, est.intercept_)

@@ -33,7 +33,8 @@ FORMAT_VERSION = 1
 _HEADER_ENTRY = "header.json"
 _MAX_HEADER_BYTES = 64 * 2**20
 # race/: the solver states of a sigma race's other live runs (sigma="auto")
-_ARRAY_NAME = re.compile(r"(state|attributes|race)/[A-Za-z_][A-Za-z0-9_]*\Z")
+# slots/: the columns of a wide model's slots, in their order (model_io/staterows.py)
+_ARRAY_NAME = re.compile(r"(state|attributes|race|slots)/[A-Za-z_][A-Za-z0-9_]*\Z")
 _ARRAY_KINDS = "biufcUS"  # bool, ints, floats, complex, unicode, bytes
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 

@@ -26,7 +26,7 @@ from onlinepgs.model_io.jsonvalues import (class_weight_from_json as _class_weig
                                             class_weight_to_json as _class_weight_to_json,
                                             to_json)
 from onlinepgs._columns_seen import columns_of, state_dim
-from onlinepgs.model_io.staterows import add_state, expand, over_slots, state_template
+from onlinepgs.model_io.staterows import add_slots, add_state, expand, over_slots, state_template
 from onlinepgs.model_io.stateless import (add_scales, stateless_header, stateless_inconsistency,
                                            stateless_model)
 from onlinepgs.model_io.weights import add_sdca_weights, build_weights_state, pgs_count
@@ -151,12 +151,12 @@ def encode(estimator, path, extra, with_state=True):
         if stateless:
             state_json.update(to_json(stateless_header(model), "the model", path))
             add_scales(model.scale_pairs, add_array)
-        n_features = model.n_features
-        stats = estimator.online_stats_ if stateless else {}
+        n_features, stats = model.n_features, estimator.online_stats_ if stateless else {}
     else:
         state_json = add_state(state, add_array, "state/", lambda key, value: to_json(
             value, f"solver state {key}", path, depth=3), *columns_of(estimator))
         n_features, stats = state_dim(estimator) - 1, estimator.online_stats_
+        add_slots(estimator, add_array)
     race = None if sdca or stateless else _encode_race(estimator, add_array, path)
 
     import onlinepgs  # late: the package may import this module while initialising

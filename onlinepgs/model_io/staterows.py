@@ -25,7 +25,8 @@ from onlinepgs._core._state_dict import as_dict
 from onlinepgs._layout import StateLayout
 from onlinepgs.model_io.errors import ModelFileError, short
 
-__all__ = ["compact", "expand", "over_slots", "state_template", "TakenRows", "ROWS"]
+__all__ = ["add_slots", "compact", "expand", "over_slots", "state_template", "TakenRows",
+           "ROWS", "SLOTS"]
 
 ROWS = "stored_rows"
 _ENTRY_BYTES = 250  # zip and .npy headers of one more entry (see weights.py)
@@ -152,6 +153,44 @@ def expand(state_json, arrays, prefix, path):
     return out
 
 
+# the array of a file whose states are over the columns seen and keep a sum over their
+# coordinates: each slot's column, in the order of the slots
+SLOTS = "slots/columns"
+
+
+def add_slots(estimator, add_array):
+    """Write the columns of a learner's map in the order of their slots (`SLOTS`) where
+    its file needs them: states over the slots that keep the l_p norm (p < 2, a ball, l1
+    on a ball), whose recounts sum the coordinates in slot order, so that a load over the
+    same slots continues bit for bit. Without such a sum the order changes no bit, and
+    the file is the one a learner over the width writes, byte for byte."""
+    columns = estimator.__dict__.get("_columns")
+    if columns is None:
+        return
+    race = getattr(estimator, "_race", None)
+    states = list(race.states.values()) if race is not None else [estimator._state]
+    if any(st.layout.keeps_norm for st in states):
+        add_array(SLOTS, np.asarray(columns.columns(), dtype=np.int64))
+
+
+def _slots_in_file(arrays, reached, width):
+    """The file's map in its slots' order (`SLOTS`) if it is one of these states' columns:
+    distinct columns in [0, width) holding every column a state stores; else None (a file
+    without it, or a malformed one: its states are then read over the columns in
+    increasing order, as a file of states that keep no sum over them)."""
+    order = arrays.get(SLOTS)
+    if (order is None or order.ndim != 1 or order.dtype.kind not in "iu"
+            or order.size < reached.size or (order.size and (
+                int(order.min()) < 0 or int(order.max()) >= width))):
+        return None
+    order = order.astype(np.int64)
+    try:
+        columns = _columns_seen.ColumnMap(order)  # (refuses repeated columns)
+    except ValueError:
+        return None
+    return columns if (columns.find(reached - 1) >= 0).all() else None  # (reached > 0)
+
+
 def over_slots(header, arrays):
     """``(header, arrays, columns, dim)``: a wide model's states read over the columns
     their rows reach (`onlinepgs._columns_seen`), not expanded to the width, and their
@@ -183,17 +222,27 @@ def over_slots(header, arrays):
     file_dim = state["dim"]
     reached = np.unique(np.concatenate(stored).astype(np.int64))
     reached = reached[reached > 0]
-    columns = _columns_seen.ColumnMap(reached - 1)
-    dim = _columns_seen.capacity(reached.size) + 1
+    columns = _slots_in_file(arrays, reached, file_dim - 1)
+    if columns is None:
+        columns = _columns_seen.ColumnMap(reached - 1)
+    dim = _columns_seen.capacity(columns.n_slots) + 1
     header, arrays = dict(header), dict(arrays)
+    arrays.pop(SLOTS, None)
     new_scalars = {}
     for (prefix, scalars), rows in zip(entries, stored):
-        at = np.searchsorted(reached, rows.astype(np.int64)) + 1
-        at[rows == 0] = 0
-        arrays[prefix + ROWS] = at.astype(rows.dtype)
+        at = np.zeros(rows.size, dtype=np.int64)  # row 0, the intercept's, stays 0
+        data = rows > 0
+        at[data] = columns.find(rows[data].astype(np.int64) - 1) + 1
+        # by slot (the file's rows are by column): the stored rows in that order
+        order = np.argsort(at, kind="stable")
+        if (np.diff(order) < 0).any():
+            for key in scalars[ROWS].get("arrays", ()):
+                if isinstance(arrays.get(prefix + key), np.ndarray):
+                    arrays[prefix + key] = arrays[prefix + key][order]
+        arrays[prefix + ROWS] = at[order].astype(rows.dtype)
         new_scalars[prefix] = dict(scalars, dim=dim, span=min(
             int(scalars.get("span", dim)) if type(scalars.get("span")) is int else dim,
-            1 + reached.size))
+            1 + columns.n_slots))
     header["state"] = new_scalars["state/"]
     if runs:
         header["race"] = dict(race, runs={rid: new_scalars[f"race/run{rid}_"]
