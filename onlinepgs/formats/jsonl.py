@@ -91,10 +91,26 @@ def _number(value, what, key, line, finite_only=True):
             out = math.inf
         if not finite_only or math.isfinite(out):
             return out
-        raise _Bad(f"{what} is not finite", _column(line, key), json.dumps(value))
+        column = _column(line, key)
+        written = _number_after(line, column)  # as the line has it (1e400: inf parsed)
+        raise _Bad(f"{what} is not finite" + (f": {written}" if written else ""), column,
+                   json.dumps(value))
     raise _Bad(f"{what} must be a number, got {_kind(value)} "
                f"'{show_bytes(json.dumps(value).encode())}'", _column(line, key),
                json.dumps(value))
+
+
+_NUMBER = re.compile(rb'\s*:\s*(-?[0-9][0-9.eE+-]*|-?Infinity|NaN)')
+
+
+def _number_after(line, column):
+    """The number written after the key at 1-based byte `column` of the line (the key's
+    first occurrence, as `_column` finds it), or None."""
+    if column is None:
+        return None
+    end = line.find(b'"', column)  # the key's closing quote (keys here have no escapes)
+    found = _NUMBER.match(line, end + 1) if end >= 0 else None
+    return found.group(1).decode("ascii") if found else None
 
 
 def _column(line, key):
