@@ -139,6 +139,13 @@ def test_train_refuses_a_line_without_label(tmp_path):
     assert proc.stderr.strip().splitlines()[-1].endswith(
         f"{tmp_path / 'd.vw'}:3: no label (a line to predict?): training needs a label "
         "on every row")
+    # from standard input: named as its reader names it
+    proc = run("train", "-", "--format", "vw", "--quiet", "--classes=-1,1", check=False,
+               stdin="1 |f a\n-1 |f b\n|f c\n")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "onlinepgs: error: <stdin>:3: no label (a line to predict?): training needs a "
+        "label on every row")
 
 
 @pytest.mark.parametrize("header", [True, False])

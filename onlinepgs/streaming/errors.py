@@ -20,7 +20,10 @@ def label_text(value):
 
 def place(source, in_file, line=None, record=None, first=None):
     """Where something is: ``file:line``, ``record N of the stream``, or the rows from
-    one (`first`) when only the call that failed is known."""
+    one (`first`) when only the call that failed is known; standard input (the source
+    "-") by the name its reader's own errors give it."""
+    if source == "-":
+        source = "<stdin>"
     if in_file:
         if line is not None:
             return f"{source}:{line}"
