@@ -679,6 +679,39 @@ cdef inline double _power_q(Pass* ps, double xs) noexcept nogil:
     return a * phi_power(a, ps.core.mm.q, ps.core.mm.quarters) if a > 0.0 else 0.0
 
 
+cdef inline void _margins_adq_one(Pass* ps, const Row* rw, const index_t* idx,
+                                  bint l1) noexcept nogil:
+    """`_margins_adq` of one problem and the last iterate (binary problems, regression):
+    the same sums in the same order, so the same bits, with the margin, ||x / s||_q^q and
+    the constants of the row's loop in locals. The general loop reads them through `ps`
+    again at every entry (the compiler cannot tell them apart from the scales the loop
+    raises) and runs a loop over the problems around each term."""
+    cdef Core core = ps.core
+    cdef Py_ssize_t e, S = core.S
+    cdef bint dense = ps.dense
+    cdef int quarters = core.mm.quarters
+    cdef double q = core.mm.q, x, xs, a, m = 0.0, xq = 0.0, thr = core.thr[0], inv_m = 0.0
+    cdef double* lam1 = core.lam + S  # data feature j is coordinate j + 1
+    cdef double* at
+    if l1:
+        inv_m = core.l1q[0].inv_m
+    for e in range(-1 if ps.fit_icpt else 0, rw.nnz):
+        if e < 0:  # the intercept's constant feature, coordinate 0
+            at = core.lam
+            x = ps.icpt
+        else:
+            at = lam1 + (e if dense else <Py_ssize_t>idx[e]) * S
+            x = rw.vals[e]
+        xs = x * _raised_scale(at, 1, S, x)
+        if xs == 0.0:
+            continue
+        a = fabs(xs)
+        xq += a * phi_power(a, q, quarters) if a > 0.0 else 0.0  # `_power_q`'s |xs|^q
+        m += (l1q_link(at[0], thr, inv_m, ps.q, ps.quarters) if l1 else at[AD_PHI]) * xs
+    ps.margins[0] = m * ps.s[0]
+    ps.row_xx = xq
+
+
 cdef inline void _margins_adq(Pass* ps, const Row* rw, const index_t* idx,
                               bint l1) noexcept nogil:
     """p < 2: the K margins of a row, each entry's scale raised first (`_raised_scale`),
@@ -694,6 +727,9 @@ cdef inline void _margins_adq(Pass* ps, const Row* rw, const index_t* idx,
     # and pending one, acc_j + phi_j (C - mark_j) (the read-out's PART_AVGQ)
     cdef bint rep = not ps.rep_last
     cdef Py_ssize_t oa = core.acc - core.lam, om = core.mark - core.lam
+    if K == 1 and not rep:
+        _margins_adq_one(ps, rw, idx, l1)
+        return
     for c in range(K):
         ps.margins[c] = 0.0
         if rep:
