@@ -588,7 +588,7 @@ def test_train_sigma_auto_prints_and_saves_the_choice(tmp_path):
     learner.partial_fit(X[:1300], y[:1300], classes=[-1, 1]).partial_fit(X[1300:], y[1300:])
     assert saved.sigma_ == learner.sigma_ and saved.sigma_path_ == learner.sigma_path_
     np.testing.assert_array_equal(saved.coef_, learner.model_.coef)
-    assert len(note) == 1 and note[0].startswith(f"sigma = {learner.sigma_:.0e} (auto: ")
+    assert len(note) == 1 and note[0].startswith(f"sigma = {learner.sigma_!r} (auto: ")
     # -i continues the race
     done = subprocess.run(exe + [str(data), "-i", str(model), "-o", str(more), "--quiet"],
                           capture_output=True, text=True, timeout=120)
