@@ -23,7 +23,7 @@ from onlinepgs._row_errors import AtRows, RowError  # noqa: F401 (their home)
 __all__ = ["NotFittedError", "ConvergenceWarning", "InvalidParameterError", "RowError",
            "AtRows", "row_of_entry", "check_params",
            "check_labels", "encode_targets", "label_values", "is_records", "single_record",
-           "as_matrix", "check_csr", "refuse_stray_columns",
+           "as_matrix", "check_csr", "refuse_stray_columns", "beyond_doubles",
            "check_dense", "check_weights", "check_random_state", "available_if"]
 
 
@@ -334,7 +334,11 @@ def check_weights(sample_weight, n_rows):
     """Sample weights: one finite value >= 0 a row (a scalar: the same for every row)."""
     if sample_weight is None:
         return np.ones(n_rows)
-    sw = np.asarray(sample_weight, dtype=np.float64)
+    try:
+        sw = np.asarray(sample_weight, dtype=np.float64)
+    except OverflowError:
+        raise _beyond_doubles("sample_weight must be finite and >= 0; ",
+                              np.ravel(np.asarray(sample_weight, dtype=object))) from None
     if sw.ndim == 0:
         sw = np.full(n_rows, float(sw))
     if sw.shape != (n_rows,):
@@ -344,6 +348,25 @@ def check_weights(sample_weight, n_rows):
         raise RowError("sample_weight must be finite and >= 0; ", bad[0],
                        f" has {py(sw[bad[0]])!r}")
     return np.ascontiguousarray(sw)
+
+
+def beyond_doubles(value):
+    """A number that float() cannot take (a Python int, or a fraction, beyond the double
+    range) in a message: its size, not its thousand digits."""
+    if isinstance(value, int):
+        return f"an integer of {len(str(abs(value)))} digits, beyond the double range"
+    text = repr(value)
+    return (text if len(text) <= 40 else text[:30] + "...") + ", beyond the double range"
+
+
+def _beyond_doubles(what, values):
+    """The RowError of the first of `values` (1-D, objects) that float() cannot take."""
+    for row, value in enumerate(values):
+        try:
+            float(value)
+        except OverflowError:
+            return RowError(what, row, f" has {beyond_doubles(value)}")
+    return ValueError(what + "a value is beyond the double range")
 
 
 # ---- labels and targets -----------------------------------------------------------------------
@@ -499,6 +522,8 @@ def encode_values(y, n_rows, owner, column=None):
     y = as_1d(y, owner, column)
     try:
         y = y.astype(np.float64)
+    except OverflowError:
+        raise _beyond_doubles("y must be finite; ", y) from None
     except (TypeError, ValueError) as exc:
         raise ValueError(f"y must be numeric for a regressor: {exc}") from None
     if y.shape[0] != n_rows:

@@ -21,7 +21,7 @@ import operator
 import numpy as np
 
 from onlinepgs import _race
-from onlinepgs._checks import check_weight_sum, unique
+from onlinepgs._checks import beyond_doubles, check_weight_sum, unique
 from onlinepgs._row_errors import RowError
 
 __all__ = ["EventLearner", "EventClassifier"]
@@ -183,6 +183,9 @@ class EventLearner:
             return code
         try:
             value = float(y)
+        except OverflowError:  # an int beyond the double range
+            raise ValueError(f"{method}: y must be finite, got "
+                             f"{beyond_doubles(y)}") from None
         except (TypeError, ValueError):
             raise ValueError(f"{method}: y must be a number, got {y!r}") from None
         if not math.isfinite(value):
@@ -193,6 +196,9 @@ class EventLearner:
     def _event_weight(w, method):
         try:
             weight = float(w)
+        except OverflowError:  # an int beyond the double range
+            raise ValueError(f"{method}: w must be finite and >= 0, got "
+                             f"{beyond_doubles(w)}") from None
         except (TypeError, ValueError):
             raise ValueError(f"{method}: w must be a number, got {w!r}") from None
         if not (math.isfinite(weight) and weight >= 0.0):

@@ -297,6 +297,7 @@ def _state_of(clf):
     ({"w": None}, 1, 1.0, r"x has no feature"),
     ({"w": "x"}, 1, -1.0, r"w must be finite and >= 0, got -1.0"),
     ({"w": "x"}, 1, float("nan"), r"w must be finite and >= 0, got nan"),
+    ({"w": "x"}, 1, 10**400, r"w must be finite and >= 0, got an integer of 401 digits"),
     ({"w": "x", 5.5: 1.0}, 1, 1.0, r"feature 5.5 is neither a str nor an int"),
 ])
 def test_bad_events_are_refused_by_name_and_leave_the_model(sigma, x, y, w, match):
@@ -318,6 +319,14 @@ def test_bad_events_in_predictions_and_regression_targets():
     reg.learn_one({"a": 1.0}, 2.0)
     with pytest.raises(ValueError, match=r"learn_one: y must be finite, got nan"):
         reg.learn_one({"a": 1.0}, float("nan"))
+    # an int beyond the double range: a ValueError naming it (an OverflowError before)
+    with pytest.raises(ValueError, match=r"learn_one: y must be finite, got an integer of "
+                                         r"401 digits, beyond the double range"):
+        reg.learn_one({"a": 1.0}, 10**400)
+    with pytest.raises(ValueError, match=r"y must be finite; row 1 has an integer of 401 "):
+        reg.partial_fit([{"a": 1.0}, {"a": 2.0}], [1.0, 10**400])
+    with pytest.raises(ValueError, match=r"sample_weight must be finite and >= 0; row 0 "):
+        reg.partial_fit([{"a": 1.0}], [1.0], sample_weight=[10**400])
     with pytest.raises(ValueError, match=r"predict_one: x, feature 'a': value \[\] is not a "):
         reg.predict_one({"a": []})
     with pytest.raises(TypeError, match=r"predict_one: x must be a dict"):
