@@ -931,6 +931,10 @@ def _check_serve(args, words):
     if args.output is not None and not args.learn:
         raise _refuse("output", "{@output} needs {@learn} (without it the model does not change, "
                       "and there is nothing to save)", flags, words)
+    if hasattr(args, "max_model_bytes") and not args.learn:  # (absent unless given)
+        raise _refuse("max_model_bytes", "{@max_model_bytes} needs {@learn} (it bounds what "
+                      "learning may grow the model to; a model only answering never grows)",
+                      flags, words)
 
 
 def _given(args, name):

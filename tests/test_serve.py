@@ -545,6 +545,7 @@ def _rss(pid):
 @pytest.mark.parametrize("flags, message", [
     (["--save-every", "10"], "argument --save-every: needs -o MODEL"),
     (["-o", "x.pgs"], "argument --output: needs --learn"),
+    (["--max-model-bytes", "1K"], "argument --max-model-bytes: needs --learn"),
     (["--port", "70000"], "--port must be an int in the range [0, 65535]"),
     (["--max-line-bytes", "0"], "--max-line-bytes"),
 ])

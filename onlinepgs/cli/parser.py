@@ -454,8 +454,9 @@ def _serve_parser(sub):
     serve.add_argument("--max-clients", type=_int, default=64, metavar="N",
                        help="clients connected at once; one more is answered an error "
                        "line and closed")
-    serve.add_argument("--max-model-bytes", type=_model_bytes, default="1G",
-                       metavar="SIZE", help="with --learn: as train's")
+    # (absent unless given: without --learn it is refused, `_options._check_serve`)
+    serve.add_argument("--max-model-bytes", type=_model_bytes, default=argparse.SUPPRESS,
+                       metavar="SIZE", help="with --learn: as train's (default 1G)")
     serve.add_argument("--zero-based", type=_zero_based, default="auto",
                        metavar="{auto,0,1}",
                        help="svmlight: auto, the model's record (else one-based)")
