@@ -184,6 +184,27 @@ def test_vw_with_interactions_and_csv_with_columns_read_as_predict_reads_them(tm
     assert len(vw) == 400 and len(csv) == 300
 
 
+def test_a_line_whose_crossed_product_overflows_is_its_own_error(tmp_path):
+    """A line whose -q product leaves the double range (found when the batch is scored,
+    not when it is read) is answered its own error; the lines sent with it get predict's
+    answers (every line of the batch was answered that error)."""
+    text = vw_data(50)
+    (tmp_path / "d.vw").write_bytes(text)
+    run("train", tmp_path / "d.vw", "-o", tmp_path / "vw.pgs", "-q", "ua", "-b", "12",
+        "--sigma", "1e-3", "--quiet")
+    lines = text.splitlines(keepends=True)[:6]
+    bad = b"1 |user x:1e200 |ad y:1e200\n"
+    for flags in ((), ("--learn",)):
+        with served(tmp_path / "vw.pgs", "--kind", "scores", *flags,
+                    tmp_path=tmp_path) as proc:
+            got = exchange(proc, b"".join(lines[:3]) + bad).decode().splitlines()
+        want = predicted(tmp_path / "vw.pgs", tmp_path / "d.vw", "scores")[:3]
+        # (learning, each line is answered before it is learned: the first as predict)
+        assert got[:3] == want if not flags else got[0] == want[0], flags
+        assert all(float(answer) == float(answer) for answer in got[:3])
+        assert got[3].startswith("error: this line: Input X contains infinity"), got[3]
+
+
 def test_concurrent_clients_each_get_their_answers_in_order(a9a, tmp_path):
     data = (a9a / "test.svm").read_bytes().splitlines(keepends=True)
     parts = [b"".join(data[i::4]) for i in range(4)]

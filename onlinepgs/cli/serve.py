@@ -472,7 +472,12 @@ class ServedModel:
         try:
             return prediction_lines(self.est, X, self.kind)
         except (ValueError, FloatingPointError) as exc:  # e.g. a model that diverged
-            return [f"error: {reason(exc)}"] * X.shape[0]
+            if X.shape[0] == 1:  # (its row, "row 0" of the call, is the line answered)
+                text = (exc.worded(lambda row: "this line") if hasattr(exc, "worded")
+                        else reason(exc))
+                return [f"error: {text}"]
+        # a row's own error (a -q product that overflows) is its line's: each row alone
+        return [line for i in range(X.shape[0]) for line in self._predicted(X[i:i + 1])]
 
     def _learn_row(self, X, y, w, i):
         """Row i's answer, then the row learned by partial_fit (under the lock); a row
