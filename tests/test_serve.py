@@ -7,6 +7,7 @@ loop that talks to it is bounded in count and in time.
 import contextlib
 import gzip
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -519,6 +520,33 @@ def test_saves_every_n_rows_and_on_sigterm_mid_stream_a_consistent_snapshot(a9a,
     assert learned >= 3200
     stream = lines[:1200] + (lines * 20)
     (tmp_path / "seen.svm").write_bytes(b"".join(stream[:learned]))
+    run("train", tmp_path / "seen.svm", "-i", a9a / "model.pgs", "-o", tmp_path / "ref.pgs",
+        "--quiet")
+    _same_model(out, tmp_path / "ref.pgs")
+
+
+def test_a_save_that_fails_is_said_and_the_server_goes_on(a9a, tmp_path):
+    """A periodic save that cannot be written (its directory removed) is said on
+    stderr, and the server answers and learns on (it closed every client whose batch
+    made a save due, each batch after retrying it); the final save, once it can be
+    written, holds every row learned."""
+    lines = (a9a / "test.svm").read_bytes().splitlines(keepends=True)
+    t0 = load_learner(str(a9a / "model.pgs")).t_
+    folder = tmp_path / "out"
+    folder.mkdir()
+    out = folder / "learned.pgs"
+    with served(a9a / "model.pgs", "--learn", "-o", out, "--save-every", "10",
+                tmp_path=tmp_path) as proc:
+        assert exchange(proc, b"".join(lines[:20])).count(b"\n") == 20
+        assert load_learner(str(out)).t_ == t0 + 20
+        shutil.rmtree(folder)
+        for k in range(3):
+            got = exchange(proc, b"".join(lines[20 + 5 * k:25 + 5 * k]))
+            assert got.count(b"\n") == 5 and b"error" not in got
+        folder.mkdir()
+    assert f"cannot save to {out} at row 30" in proc.stderr_text
+    assert "learning goes on" in proc.stderr_text
+    (tmp_path / "seen.svm").write_bytes(b"".join(lines[:35]))
     run("train", tmp_path / "seen.svm", "-i", a9a / "model.pgs", "-o", tmp_path / "ref.pgs",
         "--quiet")
     _same_model(out, tmp_path / "ref.pgs")

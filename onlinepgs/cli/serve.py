@@ -152,6 +152,7 @@ class ServedModel:
         self.lock = threading.Lock()
         self.learned = 0  # rows learned since the start
         self.saved_at = 0  # ... at the last save
+        self.save_tried_at = 0  # ... at the last save tried (the next is due from it)
         self.closed = False  # shutting down: no more learning
         # what undoes a row that diverges (the learner as it was, and the rows since)
         self.undo = Undo(est) if self.learn else None
@@ -243,7 +244,7 @@ class ServedModel:
         for i, text in refused.items():
             out[i] = text
         if self.save_every:  # no further than the row that makes a save due
-            due = self.save_every - (self.learned - self.saved_at)
+            due = self.save_every - (self.learned - self.save_tried_at)
             cut = np.flatnonzero(np.cumsum(learn) >= due)
             if len(cut):
                 rows, learn = rows[:cut[0] + 1], learn[:cut[0] + 1]
@@ -464,8 +465,15 @@ class ServedModel:
 
     def _learned(self, n):
         self.learned += n
-        if self.save_every and self.learned - self.saved_at >= self.save_every:
-            self._save()
+        if self.save_every and self.learned - self.save_tried_at >= self.save_every:
+            try:
+                self._save()
+            except (OSError, ValueError) as exc:  # (ModelFileError: a ValueError)
+                # said, not raised: the rows were learned and the clients are answered;
+                # the next save is due save_every rows on (each batch would retry it)
+                print(f"{PROG} serve: cannot save to {self.output} at row {self.learned:,}: "
+                      f"{exc}; learning goes on, the next save after "
+                      f"{self.save_every:,} more rows", file=sys.stderr, flush=True)
         self.undo.maybe_snapshot()
 
     def _predicted(self, X):
@@ -516,15 +524,23 @@ class ServedModel:
         """The model to -o, atomically (under the lock: a whole update, never half)."""
         from onlinepgs.model_io import save_model
 
+        self.save_tried_at = self.learned
         save_model(self.est, self.output, extra=self.extra)
         self.saved_at = self.learned
 
     def close(self):
-        """After the update in progress: no more learning, the model saved to -o."""
+        """After the update in progress: no more learning, the model saved to -o (a
+        UserError where it cannot be: what is lost said)."""
         with self.lock:
             self.closed = True
             if self.learn and self.output is not None:
-                self._save()
+                try:
+                    self._save()
+                except (OSError, ValueError) as exc:
+                    raise UserError(
+                        f"cannot save the model to {self.output}: {exc} (the "
+                        f"{self.learned - self.saved_at:,} rows learned since the last "
+                        "save are not in any file)") from None
 
 
 def _installed(est, n):
