@@ -342,6 +342,29 @@ def test_a_changed_parameter_is_refused_as_partial_fit_refuses_it():
         clf.learn_one({"a": 1.0}, 1)
 
 
+@pytest.mark.parametrize("change", [dict(hash_seed=5), dict(n_bits=16),
+                                    dict(interactions=None)])
+def test_a_fitted_model_hashes_records_as_it_learned_whatever_is_set_since(change):
+    """After set_params of a hashing parameter, predict and predict_proba hash records
+    as the model learned them (its columns), as predict_one does: the same answers (the
+    matrix path hashed them by the new parameters into other columns); fit starts over
+    with the new ones."""
+    records = [{"a": f"x{i % 7}", "v": i / 100, "ns": {"k": f"k{i % 3}"}} for i in range(300)]
+    labels = [int(i % 7 < 3) for i in range(300)]
+    clf = PGSClassifier(n_bits=18, sigma=1e-2, classes=[0, 1], interactions=["nn", "n "])
+    for x, label in zip(records, labels):
+        clf.learn_one(x, label)
+    want = clf.predict_proba(records[:20])
+    clf.set_params(**change)
+    np.testing.assert_array_equal(clf.predict_proba(records[:20]), want)
+    # (the one-row path sums a row's terms in its own order: equal to rounding)
+    np.testing.assert_allclose([clf.predict_proba_one(x)[1] for x in records[:20]],
+                               want[:, 1], rtol=1e-12)
+    assert [clf.predict_one(x) for x in records[:20]] == clf.predict(records[:20]).tolist()
+    clf.fit(records, labels)  # a new model, by the parameters as they are
+    assert clf.n_features_in_ == 2 ** change.get("n_bits", 18)
+
+
 def test_mini_batches_are_partial_fit_s():
     with pytest.raises(ValueError, match=r"batch_size=1 \(got 4\)"):
         PGSClassifier(n_bits=10, batch_size=4, classes=[0, 1]).learn_one({"a": 1.0}, 1)
