@@ -731,6 +731,24 @@ def test_truncated_array_entry_is_refused(tmp_path, model_file):
         load_model(path)
 
 
+def test_a_garbled_npy_header_is_refused(tmp_path, model_file):
+    """An entry whose .npy header dict does not parse (an unclosed bracket, stored in the
+    zip with a valid CRC: written so, or a flip in an entry too large for the CRC to be
+    checked before its header is read) is a ModelFileError naming the array, not
+    NumPy's tokenize.TokenError."""
+    path = tmp_path / "garbled.pgs"
+    with zipfile.ZipFile(model_file) as src, zipfile.ZipFile(path, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info.filename)
+            if info.filename == "state/s_a.npy":
+                at = data.index(b"'shape': (") + len(b"'shape': ")
+                data = data[:at] + b")" + data[at + 1:]  # '(' -> ')'
+            dst.writestr(info.filename, data)
+    for reader in (load_model, lambda p: load_learner(str(p), state=False)):
+        with pytest.raises(ModelFileError, match=r"state/s_a is not a valid .npy entry"):
+            reader(path)
+
+
 # ---- corruption ------------------------------------------------------------------------
 def test_changed_header_fails_the_checksum(tmp_path, model_file):
     path = crafted(tmp_path, model_file, lambda h, a: h["attributes"].update(n_iter_=6),

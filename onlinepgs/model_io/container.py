@@ -19,6 +19,7 @@ import math
 import os
 import re
 import struct
+import tokenize
 import zipfile
 import zlib
 
@@ -69,9 +70,11 @@ def _digest(header, arrays):
 # limited to BadZipFile (e.g. NotImplementedError for a garbled version field).
 _COMPRESSIONS = {zipfile.ZIP_DEFLATED: "deflate", zipfile.ZIP_BZIP2: "bzip2",
                  zipfile.ZIP_LZMA: "lzma"}
+# NumPy's parse of a .npy header adds tokenize.TokenError (a garbled dict: an unclosed
+# bracket), which is no SyntaxError.
 _DAMAGED = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, ValueError,
             NotImplementedError, RuntimeError, OverflowError, IndexError, KeyError,
-            struct.error, UnicodeDecodeError)
+            struct.error, UnicodeDecodeError, tokenize.TokenError)
 
 
 def _open_archive(path):
