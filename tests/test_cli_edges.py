@@ -238,6 +238,24 @@ def test_checkpoints_without_output_are_a_usage_error(model, tmp_path):
                            "MODEL (the file the checkpoints are written to)\n")
 
 
+def test_train_i_refuses_a_base_the_model_was_not_trained_on(model, tmp_path):
+    """`train -i` with --zero-based against the model's record is refused before any row
+    is read: its rows would be read shifted, and the saved record would then shift every
+    later `predict` of the model's first files. The model's own base trains on."""
+    path, data = model  # one-based svmlight (its first chunk decided it)
+    bad = subprocess.run(EXE + ["train", str(data), "-i", str(path), "--zero-based", "0",
+                                "-o", str(tmp_path / "x.pgs")],
+                         **_in(tmp_path), capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and not (tmp_path / "x.pgs").exists()
+    assert bad.stderr == (f"onlinepgs train: error: argument --zero-based: 0 contradicts "
+                          f"{path}, trained on one-based svmlight indices (--zero-based 1); "
+                          "give that, with the new files written in its base\n")
+    good = subprocess.run(EXE + ["train", str(data), "-i", str(path), "--zero-based", "1",
+                                 "-o", str(tmp_path / "x.pgs"), "--quiet"],
+                          **_in(tmp_path), capture_output=True, text=True, timeout=120)
+    assert good.returncode == 0, good.stderr
+
+
 @pytest.mark.parametrize("text, expected", [
     ("1..20", list(range(1, 21))), ("0,2..5", [0, 2, 3, 4, 5]),
     ("-3..-1,7", [-3, -2, -1, 7]), ("5,1..3,2", [1, 2, 3, 5]), ("-1,1", [-1, 1])])

@@ -187,6 +187,15 @@ def _continued(args):
     check_train_model(args, est.get_params(), args.initial, regressor=not est._classifier,
                       balanced=hasattr(est, "class_counts_"))
     extra = header.get("extra") or {}
+    recorded = extra.get("zero_based")
+    if isinstance(recorded, bool) and args.zero_based not in ("auto", recorded):
+        # the run's base would be the file's record too: predict's and eval's "auto"
+        # would then read the files of the model's first runs shifted by one column
+        raise UsageError(
+            f"argument --zero-based: {0 if args.zero_based else 1} contradicts "
+            f"{args.initial}, trained on {'zero' if recorded else 'one'}-based svmlight "
+            f"indices (--zero-based {0 if recorded else 1}); give that, with the new "
+            "files written in its base")
     base = data_base(args, extra)
     ignored = _ignored_options(args, est)
     if ignored:
