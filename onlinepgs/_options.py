@@ -103,6 +103,7 @@ MODEL_OPTIONS = {"loss": "loss", "p": "p", "sigma": "sigma", "l1": "l1",
 _FLAG = {**{param: "--" + option.replace("_", "-") for option, param in MODEL_OPTIONS.items()},
          "n_bits": "--bits", "interactions": "-q/--interactions", "solver": "--solver",
          "max_model_bytes": "--max-model-bytes", "n_lanes": "--lanes", "n_jobs": "--jobs",
+         "header": "--no-header",
          "checkpoint_path": "-o", "initial": "-i", "quadratic": "-q/--quadratic"}
 
 # what the words of a message name, in each vocabulary
@@ -865,7 +866,7 @@ CSV_OPTIONS = ("label", "weight", "categorical", "numeric", "ignore", "delimiter
                "label_map", "header")
 # options of the streaming PGS run that --solver sdca (all rows at once) does not take
 _NOT_SDCA = ("initial", "resume", "holdout_every", "checkpoint_every", "scheduler")
-_PGS_ONLY = ("radius", "batch_size", "iterate", "forget", "jobs")
+_PGS_ONLY = ("radius", "batch_size", "iterate", "forget", "jobs", "geometry", "eta")
 # options of the streaming run that --scheduler (onlinepgs.dask's rounds) does not take
 _NOT_DASK = {"resume": "rounds read the files on the workers",
              "checkpoint_every": "rounds read the files on the workers",
@@ -1023,6 +1024,18 @@ def _check_train(args, words):
         raise _refuse("intercept_scaling", "{@intercept_scaling} has no effect with "
                       "{@geometry} adaptive: the intercept's constant feature is divided by "
                       "its own largest value, as every feature is", flags, words)
+    if _given(args, "intercept_scaling") and _given(args, "no_intercept"):
+        raise _refuse("intercept_scaling", "{@intercept_scaling} is the value of the "
+                      "intercept's feature, which {@no_intercept} leaves out", flags, words)
+    if _given(args, "epsilon") and args.loss not in ("huber", "epsilon_insensitive"):
+        raise _refuse("epsilon", "{@epsilon} is the width of the huber and "
+                      "epsilon_insensitive losses; the loss here is {loss}",
+                      dict(flags, loss=args.loss), words)
+    if (_given(args, "hash_seed") and getattr(args, "bits", None) is None
+            and all(fmt == "svmlight" for fmt in formats)):
+        raise _refuse("hash_seed", "{@hash_seed} seeds the hashing of features, which "
+                      "svmlight input without {@bits} does not do (its indices are its "
+                      "columns)", flags, words)
     solver, task, params = learner_params(args)
     params["interactions"] = interactions or None
     if params["n_bits"] is None and any(fmt in HASHED for fmt in formats):

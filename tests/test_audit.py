@@ -331,6 +331,12 @@ def test_info_weights_of_an_svmlight_model(svm, tmp_path, capsys):
     assert main(["info", str(model), "--weights", "--top", "3"]) == 0
     top, _ = parse_weight_lines(capsys.readouterr().out)
     assert list(top) == [int(c) for c in printed[:3]]
+    # the default 20; --top without --weights counts nothing: refused
+    assert main(["info", str(model), "--weights"]) == 0
+    assert len(parse_weight_lines(capsys.readouterr().out)[0]) == min(20, len(rows))
+    assert main(["info", str(model), "--top", "3"]) == 2
+    assert capsys.readouterr().err == ("onlinepgs info: error: argument --top: needs "
+                                       "--weights (the weights it counts)\n")
 
 
 def test_info_weights_json_matches_coef(svm, tmp_path, capsys):

@@ -39,6 +39,19 @@ from onlinepgs.cli import main
     (["--audit"], "argument --audit: needs -o MODEL"),
     (["--l1", "-1"], "argument --l1 must be a float in the range [0, inf). Got -1.0"),
     (["--p", "1.00000001"], "argument --p: --p 1.00000001 is too close to 1"),
+    # options that would change nothing: refused, not dropped without a word
+    (["--solver", "sdca", "--sigma", "1e-3", "--geometry", "adaptive"],
+     "argument --geometry: a PGS option"),
+    (["--eta", "0.1"], "argument --eta: the adaptive geometry's base rate"),
+    (["--no-header"], "argument --no-header: applies to csv or tsv input"),
+    (["--epsilon", "0.3"], "argument --epsilon: the width of the huber and "
+                           "epsilon_insensitive losses; the loss here is the default --loss "
+                           "logistic"),
+    (["--hash-seed", "3"], "argument --hash-seed: seeds the hashing of features, which "
+                           "svmlight input without --bits does not do"),
+    (["--no-intercept", "--intercept-scaling", "2"],
+     "argument --intercept-scaling: the value of the intercept's feature, which "
+     "--no-intercept leaves out"),
 ])
 def test_the_command_refuses_options_before_opening_data(tmp_path, capsys, args, words):
     missing = tmp_path / "missing.svm"

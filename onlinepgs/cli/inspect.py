@@ -6,7 +6,7 @@ import sys
 
 from onlinepgs.cli.common import (check_model, data_base, load, nonzero_text, open_reader,
                                   reader_skipped, reading_of)
-from onlinepgs.cli.errors import PROG
+from onlinepgs.cli.errors import PROG, UsageError
 from onlinepgs.streaming.errors import label_text
 
 
@@ -14,8 +14,6 @@ def cmd_gap(args):
     from onlinepgs.duality import duality_gap_stream
     est, extra = load(args.model, "gap")
     if args.refine and not _refinable(est):
-        from onlinepgs.cli.errors import UsageError
-
         raise UsageError("argument --refine: SDCA's epochs refine one-vs-rest models "
                          f"without l1; {args.model} has " + (
                              f"l1={est.l1:g}" if getattr(est, "l1", 0) else
@@ -193,6 +191,8 @@ def _header_and_classes(path):
 def cmd_info(args):
     if args.weights:
         return _info_weights(args)
+    if hasattr(args, "top"):  # (absent unless given)
+        raise UsageError("argument --top: needs --weights (the weights it counts)")
     from onlinepgs.streaming import checkpoint_position
 
     check_model(args.model)
@@ -238,7 +238,8 @@ def _info_weights(args):
     from onlinepgs.feature_names import weights_report
 
     est, extra = load(args.model, "info --weights")
-    report = weights_report(est, _model_names(args.model, est, extra), args.top)
+    report = weights_report(est, _model_names(args.model, est, extra),
+                            getattr(args, "top", 20))
     if args.json:
         print(json.dumps(_json_safe({"model": args.model, **report}), indent=2))
         return 0

@@ -402,8 +402,10 @@ def build_parser():
                       help="print the non-zero weights, largest |weight| first, with the "
                       "names of the features in each column (hashed models: names "
                       "collected by train --audit; one block a class for one-vs-rest)")
-    info.add_argument("--top", type=_int, default=20, metavar="N",
-                      help="with --weights: the N largest weights of each class (0: all)")
+    # (absent unless given: without --weights it is refused, `inspect.cmd_info`)
+    info.add_argument("--top", type=_int, default=argparse.SUPPRESS, metavar="N",
+                      help="with --weights: the N largest weights of each class (0: all; "
+                      "default 20)")
     _serve_parser(sub)
     for command in sub.choices.values():
         _show_defaults(command)
