@@ -238,6 +238,20 @@ def test_checkpoints_without_output_are_a_usage_error(model, tmp_path):
                            "MODEL (the file the checkpoints are written to)\n")
 
 
+def test_eval_of_one_class_says_why_it_has_no_auc(model, tmp_path, capsys):
+    """A binary model's eval on rows of one class prints no AUC (none is defined) and
+    says so on stderr."""
+    path, data = model
+    ones = [line for line in data.read_text().splitlines() if line.split()[0] in ("1", "+1")]
+    (tmp_path / "ones.svm").write_text("\n".join(ones[:30]) + "\n")
+    capsys.readouterr()
+    assert main(["eval", str(path), str(tmp_path / "ones.svm")]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("rows = 30\naccuracy = ") and "auc" not in out
+    assert err == (f"onlinepgs: note: no auc: {tmp_path / 'ones.svm'} holds rows of class 1 "
+                   "only (the AUC ranks each class's rows against the other's)\n")
+
+
 def test_train_i_refuses_a_base_the_model_was_not_trained_on(model, tmp_path):
     """`train -i` with --zero-based against the model's record is refused before any row
     is read: its rows would be read shifted, and the saved record would then shift every

@@ -9,7 +9,7 @@ import numpy as np
 
 from onlinepgs.cli.common import (check_labels, check_output, data_base, load,
                                   open_reader, reader_skipped, reading_of)
-from onlinepgs.cli.errors import UserError
+from onlinepgs.cli.errors import PROG, UserError
 from onlinepgs.streaming.errors import label_text
 
 
@@ -152,8 +152,13 @@ def cmd_eval(args):
     reader_skipped(args.data, reader)
     if not metrics.rows:
         raise UserError(f"{args.data}: no rows")
-    for key, value in metrics.result().items():
+    result = metrics.result()
+    for key, value in result.items():
         print(f"{key} = {value:.6f}" if isinstance(value, float) else f"{key} = {value}")
+    if metrics.auc is not None and "auc" not in result:  # a binary model, one class here
+        only = est.classes_[1 if metrics.auc.n_positive else 0]
+        print(f"{PROG}: note: no auc: {args.data} holds rows of class {label_text(only)} "
+              "only (the AUC ranks each class's rows against the other's)", file=sys.stderr)
     return 0
 
 
