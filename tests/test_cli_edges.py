@@ -1,6 +1,7 @@
 """Issue 35, item 6: the command's rough edges a newcomer hit (--version, defaults in
 --help, a missing model file, compressed predictions, ...)."""
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -236,6 +237,19 @@ def test_checkpoints_without_output_are_a_usage_error(model, tmp_path):
     assert done.returncode == 2
     assert done.stderr == ("onlinepgs train: error: argument --checkpoint-every: needs -o "
                            "MODEL (the file the checkpoints are written to)\n")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("argv", [["train", "DATA", "-o", "/dev/full", "--quiet"],
+                                  ["predict", "MODEL", "DATA", "-o", "/dev/full"]])
+def test_a_device_that_fills_is_named(model, capsys, argv):
+    """An output written in place (a device, a FIFO) that fails names its path."""
+    path, data = model
+    argv = [str(data) if a == "DATA" else str(path) if a == "MODEL" else a for a in argv]
+    capsys.readouterr()
+    assert main(argv) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "onlinepgs: error: cannot write /dev/full: No space left on device")
 
 
 def test_eval_of_one_class_says_why_it_has_no_auc(model, tmp_path, capsys):

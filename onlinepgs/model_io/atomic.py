@@ -141,11 +141,10 @@ def replace_atomically(path, write, *, binary=True):
     target, atomic = write_target(path)
     if not atomic:
         try:
-            f = open(target, "wb" if binary else "w")
-        except OSError as exc:
+            with open(target, "wb" if binary else "w") as f:
+                write(f)
+        except OSError as exc:  # (a device that fills, a FIFO's reader gone)
             raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from None
-        with f:
-            write(f)
         return
     directory = os.path.dirname(os.path.abspath(target))
     base = os.path.basename(target)
