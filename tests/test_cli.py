@@ -821,6 +821,14 @@ def test_resume_refuses_other_run_options(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"argument {flag}" in err and f"{flag} {saved}" in err
         assert not out.exists()
+    # over another number of files: each pass would read other rows
+    assert main(["train", str(data), str(data), "-i", str(ckpt), "--resume", "-o", str(out),
+                 *options]) == 2
+    assert capsys.readouterr().err == (
+        f"onlinepgs train: error: the checkpoint {ckpt} was written by a run over 1 file(s) "
+        f"({data}), this one reads 2; resume over as many files, in the same order (each "
+        "pass reads them in turn)\n")
+    assert not out.exists()
     full = tmp_path / "full.pgs"
     assert main(["train", str(data), "-o", str(full), "--quiet", *options]) == 0
     # a checkpoint written before the options were recorded still resumes

@@ -155,6 +155,15 @@ def check_resume(checkpoint, names, passes, holdout_every):
                 f"the checkpoint {checkpoint.path} was written by a run with {name}="
                 f"{position[name]}, this one has {name}={given[name]}; resume with the "
                 "same value (it decides which rows are trained)")
+    files = position.get("data")
+    if isinstance(files, list) and len(files) != len(names):
+        # a pass is the files in turn: other files than the run's make other passes
+        # (another file's name is only noted: a file moved or renamed reads the same)
+        raise ResumeError("files", len(files), len(names),
+                          f"the checkpoint {checkpoint.path} was written by a run over "
+                          f"{len(files)} file(s) ({', '.join(map(str, files))}), this one "
+                          f"reads {len(names)}; resume over as many files, in the same "
+                          "order (each pass reads them in turn)")
     if position["pass"] >= passes:
         raise ResumeError("pass", position["pass"], passes,
                           f"the checkpoint {checkpoint.path} resumes in pass "

@@ -222,10 +222,11 @@ class ReadOnceError(StreamError):
 
 class ResumeError(StreamError):
     """A checkpoint that this run cannot resume. ``option`` says why: "passes" or
-    "holdout_every" (a run option other than the checkpoint's run's), "pass" or "file"
-    (a position beyond this run's passes or sources), "rows" (a source shorter than the
-    position); ``saved`` is the checkpoint's value (the position's for "pass", "file",
-    "rows") and ``given`` this run's."""
+    "holdout_every" (a run option other than the checkpoint's run's), "files" (another
+    number of sources than its run's), "pass" or "file" (a position beyond this run's
+    passes or sources), "rows" (a source shorter than the position); ``saved`` is the
+    checkpoint's value (the position's for "pass", "file", "rows") and ``given`` this
+    run's."""
 
     def __init__(self, option, saved, given, reason, **where):
         self.option, self.saved, self.given = option, saved, given
