@@ -92,6 +92,14 @@ def test_train_solver_sdca_is_the_sdca_estimator_on_the_loaded_file(data, capsys
     assert main(["predict", out, path, "--kind", "probabilities"]) == 0
     proba = np.loadtxt(capsys.readouterr().out.splitlines())
     np.testing.assert_allclose(proba, reference.predict_proba(X), rtol=1e-8)
+    # a class of --classes that no row has: refused (the fit would leave it out)
+    assert main(["train", path, "-o", str(tmp / "x.pgs"), "--solver", "sdca", "--sigma",
+                 "1e-2", "--classes", "-1,1,2"]) == 1
+    assert capsys.readouterr().err == (
+        f"onlinepgs: error: {path}: no row has the label 2 of --classes; --solver sdca "
+        "solves for the classes of the rows (drop it from --classes, or train PGS, which "
+        "keeps a class before its rows come)\n")
+    assert not (tmp / "x.pgs").exists()
 
 
 def test_train_solver_sdca_regression_and_its_refusals(data, capsys):

@@ -52,6 +52,14 @@ def train_sdca(args):
     if est._classifier and np.unique(y).shape[0] < 2 and classes is None:
         raise UserError(f"{', '.join(args.data)}: every row has the label "
                         f"{label_text(y[0])}; a classifier needs two classes")
+    absent = [] if classes is None else [c for c in classes if not np.any(y == c)]
+    if est._classifier and absent:
+        # SDCA's fit learns the classes of its rows: a class given without rows would be
+        # left out of the model without a word
+        raise UserError(f"{', '.join(args.data)}: no row has the label "
+                        f"{label_text(absent[0])} of --classes; --solver sdca solves for "
+                        "the classes of the rows (drop it from --classes, or train PGS, "
+                        "which keeps a class before its rows come)")
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
