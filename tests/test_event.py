@@ -365,6 +365,28 @@ def test_a_fitted_model_hashes_records_as_it_learned_whatever_is_set_since(chang
     assert clf.n_features_in_ == 2 ** change.get("n_bits", 18)
 
 
+def test_str_subclasses_hash_as_their_text_and_huge_indices_are_named():
+    """NumPy's str_ (a str subclass) as a key, a value or a namespace's key hashes as the
+    plain str (it failed with a TypeError naming no feature); an int key beyond 2**63 - 1
+    is named as such (it said "neither a str nor an int")."""
+    plain = [{"city": "paris", "u": 1.0}, {"ns": {"city": "lyon"}}, {"k": "x", "v": 2.0}]
+    numpy = [{np.str_("city"): np.str_("paris"), "u": 1.0},
+             {np.str_("ns"): {np.str_("city"): np.str_("lyon")}},
+             {"k": np.str_("x"), np.str_("v"): 2.0}]
+    learners = []
+    for records in (plain, numpy):
+        clf = PGSClassifier(n_bits=12, sigma=1e-3, classes=[0, 1])
+        for x, label in zip(records * 20, [0, 1, 1] * 20):
+            clf.learn_one(x, label)
+        learners.append((clf, records))
+    (a, ra), (b, rb) = learners
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.predict_proba(ra), b.predict_proba(rb))
+    with pytest.raises(ValueError, match=r"learn_one: x: feature index 9223372036854775808 "
+                                         r"is beyond 2\*\*63 - 1"):
+        a.learn_one({2**63: 1.0}, 1)
+
+
 def test_mini_batches_are_partial_fit_s():
     with pytest.raises(ValueError, match=r"batch_size=1 \(got 4\)"):
         PGSClassifier(n_bits=10, batch_size=4, classes=[0, 1]).learn_one({"a": 1.0}, 1)

@@ -211,7 +211,10 @@ def records_to_csr(records, int n_bits, uint32_t seed, Py_ssize_t n_features):
             else:
                 try:
                     col = key.__index__()
-                except (AttributeError, TypeError, OverflowError):
+                except OverflowError:
+                    raise _at_row(row, f": feature index {key!r:.40} is beyond 2**63 - "
+                                     "1") from None
+                except (AttributeError, TypeError):
                     raise _at_row(row, f": feature {key!r} is neither a str nor an "
                                      "int") from None
                 if col < 0:
@@ -237,9 +240,11 @@ cdef uint8_t DEFAULT_NAMESPACE = 32  # onlinepgs.features.DEFAULT_NAMESPACE
 cdef uint8_t RAW_COLUMN = 0  # onlinepgs.features.RAW_COLUMN
 
 
-cdef uint32_t _hash_text(str text, uint32_t seed, Py_ssize_t row, str what,
+cdef uint32_t _hash_text(object text, uint32_t seed, Py_ssize_t row, str what,
                          object namespace=None) except? 0:
-    """murmurhash3 of a str's UTF-8 (a lone surrogate has none: an error at `row`)."""
+    """murmurhash3 of a str's UTF-8 (a lone surrogate has none: an error at `row`); a
+    subclass of str (NumPy's str_) hashes as its text does (typed `str`, Cython took only
+    str itself, and a str_ key failed with a TypeError naming no feature)."""
     cdef const char* buf
     cdef Py_ssize_t n
     if PyUnicode_IS_COMPACT_ASCII(text):  # its UTF-8 is its data (no try: an event's cost)
@@ -322,7 +327,7 @@ cdef class _Entries:
         return 0
 
 
-cdef uint32_t _hash_joined(str key, str raw, uint32_t seed, Py_ssize_t row,
+cdef uint32_t _hash_joined(object key, object raw, uint32_t seed, Py_ssize_t row,
                           object namespace) except? 0:
     """murmurhash3 of ``key + "=" + raw`` (a category), without making that str: the two
     UTF-8 texts joined in a buffer (the str's own errors where one has no UTF-8)."""
@@ -343,7 +348,7 @@ cdef uint32_t _hash_joined(str key, str raw, uint32_t seed, Py_ssize_t row,
     return murmurhash3_x86_32(<const uint8_t*>joined, kn + 1 + rn, seed)
 
 
-cdef Py_ssize_t _push_namespace(str key, dict features, Py_ssize_t row, uint32_t hash_seed,
+cdef Py_ssize_t _push_namespace(object key, dict features, Py_ssize_t row, uint32_t hash_seed,
                                 _Entries out, list name_out) except -1:
     """Push the features of namespace `key` (one level); returns how many."""
     cdef Py_ssize_t pushed = 0, n
@@ -417,7 +422,9 @@ cdef Py_ssize_t _push_pair(object key, object raw, Py_ssize_t row, uint32_t hash
         return 1
     try:
         col = key.__index__()
-    except (AttributeError, TypeError, OverflowError):
+    except OverflowError:
+        raise _at_row(row, f": feature index {key!r:.40} is beyond 2**63 - 1") from None
+    except (AttributeError, TypeError):
         raise _at_row(row, f": feature {key!r:.40} is neither a str nor an "
                          "int") from None
     if col < 0:
