@@ -93,6 +93,19 @@ def test_train_refuses_a_stray_feature_index_before_allocating(tmp_path):
         assert f"{path}:2: feature index 400000000 would make a model over 400000000 " \
             "features, 6.7G of state, beyond --max-model-bytes 1G" in err.splitlines()[-1]
     assert "--bits BITS" in err and not model.exists()
+    # a small budget's sizes in its own units (it said "0.0G of state"); SDCA's names
+    # the first row beyond it (it named the widest) and the budget
+    small = tmp_path / "small.svm"
+    small.write_bytes(b"1 1:1 3:2\n-1 60:1\n1 2:1 90:1\n")
+    for solver, words in ((["--sigma", "1e-4"], ":2: feature index 60 would make a model "
+                           "over 60 features, 1.1K of state, beyond --max-model-bytes 1K"),
+                          (["--solver", "sdca", "--sigma", "1e-4"],
+                           ":2: feature index 60 would make an SDCA model over 60 features "
+                           "(1.4K a problem), beyond --max-model-bytes 1K")):
+        done = subprocess.run(EXE + ["train", str(small), "-o", str(model), "--quiet",
+                                     "--max-model-bytes", "1K", *solver],
+                              capture_output=True, timeout=120)
+        assert done.returncode == 1 and f"{small}{words}" in done.stderr.decode(), done.stderr
     args = build_parser().parse_args(["train", str(path), "-o", str(model)])
     assert args.max_model_bytes == MAX_MODEL_BYTES  # the documented default, both ways
     # hashing makes the width the user's; the budget is an option (18 bytes a feature)

@@ -77,6 +77,17 @@ def _model_bytes(text):
 SIZE_SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
+def size_text(n_bytes, exact=False):
+    """A byte count in --max-model-bytes' units: 2.6G, 512.0K, 80 bytes (`exact`: a
+    whole number of the largest unit that divides it, as the flag would take it: 1K)."""
+    for suffix, scale in reversed(SIZE_SUFFIXES.items()):
+        if exact and n_bytes and n_bytes % scale == 0:
+            return f"{n_bytes // scale}{suffix}"
+        if not exact and n_bytes >= scale:
+            return f"{n_bytes / scale:.1f}{suffix}"
+    return f"{n_bytes} bytes"
+
+
 def _class_weight(text):
     """--class-weight: "balanced", or LABEL:WEIGHT pairs separated by commas (e.g.
     "1:5,-1:1") as the dict {1: 5.0, -1: 1.0}; an error names the bad item."""

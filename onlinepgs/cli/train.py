@@ -11,7 +11,7 @@ from onlinepgs.cli.common import (check_model, check_output, class_note, data_ba
                                   estimator_from_args, in_flags, parse_classes,
                                   print_summary, reading_of, train_input, unsaved)
 from onlinepgs.cli.errors import PROG, UsageError, UserError
-from onlinepgs.cli.parser import MODEL_OPTIONS, SIZE_SUFFIXES, flag_of
+from onlinepgs.cli.parser import MODEL_OPTIONS, flag_of, size_text
 from onlinepgs.cli.progress import ByteProgress, ProgressTable, report_skipped, show_progress
 from onlinepgs.streaming.errors import label_text
 
@@ -334,12 +334,8 @@ def _too_wide(exc, at, base):
     """The budget's refusal (ModelTooLargeError `exc`, at the place of the engine's
     LearnerError `at`) in the file's terms: its line and feature index, and the
     options to change."""
-    needed = f"{exc.needed / 2**30:.1f}G" if exc.needed else "more"
-    budget = exc.budget
-    for suffix, scale in reversed(SIZE_SUFFIXES.items()):
-        if budget % scale == 0:
-            budget = f"{budget // scale}{suffix}"
-            break
+    needed = size_text(exc.needed) if exc.needed else "more"
+    budget = size_text(exc.budget, exact=True)
     if at.line is None:
         where = f"{at.source}: the data has {exc.n_features} columns"
     else:

@@ -9,6 +9,7 @@ from onlinepgs.cli.common import (check_input, check_labels, check_output, open_
                                   parse_classes, reader_skipped, save, saved, unsaved)
 from onlinepgs._checks import row_of_entry
 from onlinepgs.cli.errors import PROG, UserError
+from onlinepgs.cli.parser import size_text
 from onlinepgs.streaming.errors import label_text
 
 
@@ -108,12 +109,13 @@ def _check_sdca_width(args, X, source, line_of, base):
     limit = budget // 24  # 24 bytes a feature for one problem (more for K > 2 classes)
     if X.shape[1] <= limit:
         return
-    at = int(np.argmax(X.indices))
-    row = row_of_entry(X, at)
-    index = int(X.indices[at]) + (0 if base is True else 1)
+    at = int(np.flatnonzero(X.indices >= limit)[0])  # the first entry beyond the budget
+    row, width = row_of_entry(X, at), int(X.indices[at]) + 1
+    index = width - 1 + (0 if base is True else 1)
     raise UserError(f"{source}:{line_of(row)}: feature index {index} would make an SDCA model "
-                    f"over {X.shape[1]} features ({24 * X.shape[1] / 2**30:.1f}G a problem), "
-                    f"beyond --max-model-bytes (a stray index?); --bits BITS hashes the "
-                    "features into 2**BITS columns, or raise --max-model-bytes (none: no limit)")
+                    f"over {width} features ({size_text(24 * width)} a problem), beyond "
+                    f"--max-model-bytes {size_text(budget, exact=True)} (a stray index?); "
+                    "--bits BITS hashes the features into 2**BITS columns, or raise "
+                    "--max-model-bytes (none: no limit)")
 
 
