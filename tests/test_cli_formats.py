@@ -89,6 +89,12 @@ def test_importance_weights_are_sample_weights(tmp_path):
     plain = PGSClassifierLearner(sigma=1e-3, n_bits=12, random_state=0)
     plain.partial_fit(X, y, classes=[-1, 1])
     assert not np.array_equal(plain.coef_, est.coef_)
+    # eval's figures count each row once: said where the rows have other weights
+    done = run("eval", tmp_path / "m.pgs", tmp_path / "d.vw")
+    assert done.stderr == (f"onlinepgs: note: {tmp_path / 'd.vw'} gives its rows importance "
+                           "weights; the figures count every row once, whatever its weight\n")
+    (tmp_path / "plain.vw").write_bytes(vw_data())
+    assert run("eval", tmp_path / "m.pgs", tmp_path / "plain.vw").stderr == ""
 
 
 def test_predict_and_eval_read_as_the_model_was_trained(tmp_path):

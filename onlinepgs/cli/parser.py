@@ -367,7 +367,9 @@ def build_parser():
         "DATA), accuracy and log loss (logistic loss), for a regressor RMSE and MAE. One "
         "pass in memory that does not grow with the rows: the AUC is exact, its scores "
         "sorted in runs of 2^20 spilled to temporary files (TMPDIR, at most 24 bytes a "
-        "row) and merged, which adds at most about 60 MB to predict's memory.")
+        "row) and merged, which adds at most about 60 MB to predict's memory. Every row "
+        "counts once: importance weights (VW's, CSV's --weight) are not applied, and a "
+        "note says so where DATA gives rows other weights.")
     _model_and_data(evaluate)
     _reading(evaluate)
 

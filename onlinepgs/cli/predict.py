@@ -138,7 +138,9 @@ def cmd_eval(args):
     reader = open_reader(args.data, args.chunk_rows, data_base(args, extra),
                          reading_of(args.data, est, extra, args.format),
                          skip=args.skip_bad_lines)
+    weighted = False  # rows of a weight other than 1 (VW's, CSV's --weight)
     for X, y, w, line_of in read_ahead(reader):
+        weighted = weighted or (w is not None and bool(np.any(w != 1.0)))
         if est._classifier:  # at its line, before the rest of the file is scored
             check_labels(y, est.classes_, args.data, line_of, what="the model's classes")
             scores = est.decision_function(X)
@@ -155,6 +157,9 @@ def cmd_eval(args):
     result = metrics.result()
     for key, value in result.items():
         print(f"{key} = {value:.6f}" if isinstance(value, float) else f"{key} = {value}")
+    if weighted:
+        print(f"{PROG}: note: {args.data} gives its rows importance weights; the figures "
+              "count every row once, whatever its weight", file=sys.stderr)
     if metrics.auc is not None and "auc" not in result:  # a binary model, one class here
         only = est.classes_[1 if metrics.auc.n_positive else 0]
         print(f"{PROG}: note: no auc: {args.data} holds rows of class {label_text(only)} "
