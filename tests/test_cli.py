@@ -390,9 +390,13 @@ def test_gap_errors_are_one_line_naming_the_place(data, tmp_path, capsys):
     code, err = fails("gap", model, tmp_path / "nope.svm")
     assert code == 1 and "nope.svm: no such file" in err
     labels = tmp_path / "labels.svm"
-    labels.write_text("1 1:0.5\n# a comment\n3 2:1\n")
+    labels.write_text("1 1:0.5\n3 2:1\n")
+    for refine in ([], ["--refine", "2"]):  # at its line, as eval names it
+        code, err = fails("gap", model, labels, *refine)
+        assert code == 1 and f"{labels}:2: label 3 is not one of the model's classes" in err
+    labels.write_text("1 1:0.5\n# a comment\n3 2:1\n")  # (its chunk's lines are not all rows)
     code, err = fails("gap", model, labels)
-    assert code == 1 and "labels.svm, row 2 (counted from 1): label 3.0 is not one of" in err
+    assert code == 1 and f"{labels}:1-3 (row 2 of the 2 rows there): label 3 is not" in err
     code, err = fails("gap", data, data)
     assert code == 1
     empty = tmp_path / "empty.svm"

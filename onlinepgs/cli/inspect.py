@@ -22,8 +22,9 @@ def cmd_gap(args):
     reader = open_reader(args.data, args.chunk_rows, data_base(args, extra),
                          reading_of(args.data, est, extra, args.format),
                          skip=args.skip_bad_lines)
-    cert = (duality_gap_stream(est, reader, objective=args.objective) if not args.refine
-            else _refined(est, reader, args))
+    chunks = _labels_checked(est, reader, args.data)
+    cert = (duality_gap_stream(est, chunks, objective=args.objective) if not args.refine
+            else _refined(est, chunks, args))
     reader_skipped(args.data, reader)
     if (not args.refine and _refinable(est) and est.loss in _KINKED
             and cert.relative_gap > _LOOSE):
@@ -81,6 +82,26 @@ _KINKED = ("hinge", "absolute", "epsilon_insensitive")
 def _refinable(est):
     """Whether --refine applies: SDCA's epochs are one-vs-rest's, without l1."""
     return not getattr(est, "l1", 0) and getattr(est, "multi_class", "ovr") == "ovr"
+
+
+class _labels_checked:
+    """The reader's chunks, each label checked against the model's classes at its line
+    before the chunk is certified (as eval checks them: the certificate would name the
+    row counted in the stream, blank and comment lines left out)."""
+
+    def __init__(self, est, reader, data):
+        self.est, self.reader, self.data = est, reader, data
+        self.source_name = getattr(reader, "source_name", data)
+
+    def __iter__(self):
+        from onlinepgs.cli.common import check_labels
+        from onlinepgs.streaming import read_ahead
+
+        for X, y, w, line_of in read_ahead(self.reader):
+            if self.est._classifier:
+                check_labels(y, self.est.classes_, self.data, line_of,
+                             what="the model's classes")
+            yield (X, y) if w is None else (X, y, w)
 
 
 def _refined(est, reader, args):
