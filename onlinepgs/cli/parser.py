@@ -358,7 +358,8 @@ def build_parser():
                          help="a line a row: its predicted label; its score (a classifier "
                          "of K > 2 classes: K scores, in the order of `info`'s classes); or "
                          "(logistic loss) the probability of each class, space-separated, "
-                         "after a first line '# classes: C1 C2 ...' naming the columns")
+                         "after a first line '# classes: C1 C2 ...' naming the columns; "
+                         "numbers (a regressor's too) with 9 significant digits")
     _reading(predict)
 
     evaluate = sub.add_parser(
