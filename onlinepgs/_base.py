@@ -221,17 +221,20 @@ class LinearLearner:
         # the fitted width matters to records only (Dask asks unfitted copies, `fitted`
         # meaning "do not reset": hence getattr)
         width = getattr(self, "n_features_in_", None) if fitted else None
-        # a fitted model's records by the hashing it learned with (its columns), as the
-        # per-event path hashes them, whatever set_params set since (partial_fit
-        # refuses such a change; fit starts over with the parameters)
-        learned = getattr(self, "_state_params", None) if fitted else None
-        if learned is not None and "n_bits" in learned:
-            n_bits, seed = learned["n_bits"], learned["hash_seed"]
-            interactions = parse_interactions(learned.get("interactions"))
-        else:
-            n_bits, seed, interactions = self.n_bits, self.hash_seed, self._interactions()
+        n_bits, seed, interactions = self._hashing(fitted)
         return _checks.as_matrix(X, n_bits, seed, width, self._array,
                                  interactions=interactions)
+
+    def _hashing(self, fitted):
+        """(n_bits, hash_seed, interactions) that input is hashed by: a fitted model's
+        those it learned with (its columns), as the per-event path hashes, whatever
+        set_params set since (partial_fit refuses such a change; fit starts over with the
+        parameters)."""
+        learned = getattr(self, "_state_params", None) if fitted else None
+        if learned is not None and "n_bits" in learned:
+            return (learned["n_bits"], learned["hash_seed"],
+                    parse_interactions(learned.get("interactions")))
+        return self.n_bits, self.hash_seed, self._interactions()
 
     def _validate_X(self, X, *, reset):
         """CSR float64 (not copied when it already is one) or C-contiguous dense float64."""

@@ -12,9 +12,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import (_check_feature_names, check_array, check_is_fitted,
+                                      column_or_1d, validate_data)
 
 import numpy as np
+import scipy.sparse as sp
 
 from onlinepgs._checks import binary_targets as _binary_targets  # noqa: F401
 from onlinepgs._checks import is_records as _is_records  # noqa: F401
@@ -65,6 +67,15 @@ class SklearnLayer:
 
     def _check_fitted(self):
         check_is_fitted(self, "_state")
+
+    def _as_matrix(self, X, fitted):
+        # input that reaches the learner as CSR (sparse, or dense hashed by n_bits) never
+        # passes validate_data: its feature names are checked here, as validate_data
+        # checks a dense X's (recorded on a first fit, else compared: a DataFrame with
+        # its columns reordered is refused; a refit on other input drops stale names)
+        if not _is_records(X) and (sp.issparse(X) or self._hashing(fitted)[0] is not None):
+            _check_feature_names(self, X, reset=not fitted)
+        return super()._as_matrix(X, fitted)
 
     def _check_sparse(self, X, records):
         return check_array(X, accept_sparse="csr", dtype=np.float64, accept_large_sparse=True,

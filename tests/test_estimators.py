@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from onlinepgs import (ModelTooLargeError, PGSClassifier, PGSDivergedError, PGSRegressor,
-                       iter_svmlight, load_svmlight)
+                       SDCAClassifier, iter_svmlight, load_svmlight)
 
 from onlinepgs.estimators import _finite_weights
 from reference import combine, loss_value, reference_pgs
@@ -762,3 +762,25 @@ def test_partial_fit_in_a_hashed_width_sweeps_only_reached_coordinates():
     assert state.n_swept < wide  # a single sweep of the old code visited 2^24 + 1
     np.testing.assert_allclose(big.coef_[:, cols], small.coef_, rtol=1e-9, atol=1e-15)
     assert np.count_nonzero(big.coef_) == np.count_nonzero(small.coef_)
+
+
+@pytest.mark.parametrize("est", [PGSClassifier(n_bits=4, sigma=1e-2, random_state=0),
+                                 PGSClassifier(sigma=1e-2, random_state=0),
+                                 SDCAClassifier(sigma=1e-2, random_state=0)])
+def test_feature_names_are_checked_on_every_path_and_a_refit_forgets_them(est):
+    """A DataFrame's column names are recorded and checked also where the input reaches
+    the learner as CSR (hashed by n_bits: a reordered frame was scored into other
+    columns, silently), and a refit on a sparse matrix drops the names of a frame fitted
+    before (they stayed beside the new width)."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame(rng.rand(200, 4), columns=["age", "income", "score", "tenure"])
+    y = (frame["income"] > 0.5).astype(int)
+    est.fit(frame, y)
+    assert est.feature_names_in_.tolist() == ["age", "income", "score", "tenure"]
+    with pytest.raises(ValueError, match="feature names should match"):
+        est.predict(frame[["income", "age", "score", "tenure"]])
+    with pytest.raises(ValueError, match="feature names should match"):
+        est.predict(frame.iloc[:, :2])
+    est.fit(sp.csr_matrix(rng.rand(50, 8)), rng.randint(0, 2, 50))
+    assert not hasattr(est, "feature_names_in_") and est.n_features_in_ in (8, 16)
