@@ -103,7 +103,10 @@ _COMMON_DOC = """
         With ``geometry="adaptive"`` at p = 2, "auto" is R^n: its per-coordinate steps
         are bounded by their own stabilizers, and a ball there has no O(nnz) step.
     batch_size : int >= 1, default=1
-        k rows per step, all evaluated at the same iterate.
+        k rows per step, all evaluated at the same iterate. Each call's rows make its
+        steps, the last one shorter where the call's rows are not a multiple of k: calls
+        of multiples of k (as `fit_stream` and the command make them) give the model of
+        one call; other cuts give other steps.
     iterate : {"auto", "weighted2", "weighted", "average", "last", "random"}, default="auto"
         Which iterate the model reports: the average of w_1..w_T with weights
         proportional to t^2 ("weighted2", polynomial-decay averaging) or to t
