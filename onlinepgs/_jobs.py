@@ -42,9 +42,13 @@ def cores():
 
 def threads_for(n_jobs, n_runs):
     """The threads for `n_runs` live runs: ``n_jobs`` None, one a run up to the cores
-    but those a reader is parsing input on right now (`reading`), at least 1; an int,
-    at most that many; never more than the runs, never fewer than 1."""
-    limit = max(1, cores() - _parsing) if n_jobs is None else int(n_jobs)
+    but those a reader is parsing input on right now (`reading`), at least 1; a positive
+    int, at most that many; a negative one, the cores plus 1 plus it (-1: every core,
+    joblib's convention); never more than the runs, never fewer than 1."""
+    if n_jobs is None:
+        limit = max(1, cores() - _parsing)
+    else:
+        limit = int(n_jobs) if n_jobs > 0 else cores() + 1 + int(n_jobs)
     return max(1, min(limit, int(n_runs)))
 
 

@@ -413,7 +413,8 @@ _PGS = {
     "interactions": _INTERACTIONS,
     "geometry": [("str", {"global", "adaptive"})],
     "eta": [("str", {"auto"}), _POSITIVE],
-    "n_jobs": [None, _COUNT],
+    # -1: every core, -2: all but one, ... (joblib's and scikit-learn's convention)
+    "n_jobs": [None, _COUNT, ("int", None, -1, "right")],
 }
 _SDCA = {
     "p": _COMMON["p"],

@@ -208,13 +208,14 @@ _COMMON_DOC = """
         0.1, 0.5 and 2 (8, 32 and 128 at p < 2), each with its own sigma race (or at
         the fixed sigma), over the first 4,000 rows and keeps the best by progressive loss over the second half of
         them (``eta_`` is the choice). Unused by the global geometry.
-    n_jobs : int >= 1 or None, default=None
+    n_jobs : int (not 0) or None, default=None
         Threads the runs of a race (sigma="auto", eta="auto") learn on: the live runs
         are split into groups, each stepped by its own thread over the same rows. None:
         one thread a live run, up to the cores this process may run on
         (``os.sched_getaffinity``) less those a file reader of the command or of
         ``onlinepgs.streaming.train_stream`` is parsing on at that moment; 1: every run
-        on the calling thread. Every result is the same bit for bit whatever n_jobs is
+        on the calling thread; -1: one a run up to every core, -2 all but one (as in
+        scikit-learn). Every result is the same bit for bit whatever n_jobs is
         (each run makes the same steps; only the wall time changes, not the CPU time),
         so it is not a parameter of the model: a model trained with one n_jobs continues
         with another, and a model file does not hold it (a loaded model has None). A

@@ -71,7 +71,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("n_jobs", [2, 3])
+@pytest.mark.parametrize("n_jobs", [2, 3, -1])  # (-1: every core, as in scikit-learn)
 def test_a_threaded_race_is_the_serial_race_bit_for_bit(split, case, n_jobs):
     """fit, then chunked partial_fit (pieces cut at the checks, the first check's beaten
     runs trained `together`): the path, every live run's state and the model equal
@@ -81,7 +81,8 @@ def test_a_threaded_race_is_the_serial_race_bit_for_bit(split, case, n_jobs):
     one = PGSClassifierLearner(n_jobs=1, **options).fit(X, y)
     assert split[0] <= 1  # mini-batches on one thread: no groups at all
     many = PGSClassifierLearner(n_jobs=n_jobs, **options).fit(X, y)
-    assert split[0] == n_jobs  # the first pass: the runs outnumber the threads
+    # the first pass: the runs outnumber the threads (-1: one a core)
+    assert split[0] == (n_jobs if n_jobs > 0 else _jobs.cores())
     _same_learners(one, many)
     one = _chunked(PGSClassifierLearner(n_jobs=1, **options), X, y, 777, classes=[-1, 1])
     many = _chunked(PGSClassifierLearner(n_jobs=n_jobs, **options), X, y, 777,
@@ -230,12 +231,13 @@ def test_a_model_trained_on_two_threads_continues_on_one(tmp_path, split):
     assert "n_jobs" not in read_header(tmp_path / "m.opgs")["params"]
 
 
-@pytest.mark.parametrize("value", [0, -1, 1.5, "2"])
+@pytest.mark.parametrize("value", [0, 1.5, "2"])
 def test_n_jobs_out_of_range_is_refused_before_the_data(value):
     X, y = _rows(n=50)
     for cls in (PGSClassifier, PGSClassifierLearner):
         with pytest.raises(ValueError, match=r"The 'n_jobs' parameter of "
-                           r"PGSClassifier must be None or an int in the range \[1, inf\)"):
+                           r"PGSClassifier must be None, an int in the range \[1, inf\) or "
+                           r"an int in the range \(-inf, -1\]"):
             cls(n_jobs=value).fit(X, y)
     with pytest.raises(ValueError, match="'n_jobs' parameter of PGSRegressor"):
         PGSRegressor(n_jobs=value).partial_fit(X, y.astype(float))
