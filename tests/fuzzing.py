@@ -1,5 +1,6 @@
 """The fuzzers' shared parts: `fuzzer`, which makes each one deterministic with a slow
 larger run beside it, and the byte edits of the readers' and model files' fuzzers."""
+import lzma
 import sys
 
 import pytest
@@ -58,3 +59,26 @@ def mutate(data, mutations):
         else:
             data[i:i + len(piece)] = piece
     return bytes(data)
+
+
+def xz_streams(data):
+    """Every xz stream of `data`, with the stream padding the format allows between them
+    (NUL bytes, a multiple of 4) skipped: lzma.decompress stops at padding and drops the
+    streams after it as junk, where they are data."""
+    out, rest = [], data
+    while rest:
+        stream = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+        try:
+            out.append(stream.decompress(rest))
+        except lzma.LZMAError:
+            if out:  # junk after the streams: ignored, as lzma.decompress ignores it
+                break
+            raise
+        if not stream.eof:
+            raise lzma.LZMAError("a truncated stream")
+        rest = stream.unused_data
+        stripped = rest.lstrip(b"\0")
+        if (len(rest) - len(stripped)) % 4:
+            break  # not padding: junk, as above
+        rest = stripped
+    return b"".join(out)

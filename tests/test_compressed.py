@@ -11,13 +11,14 @@ import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from fuzzing import MUTATIONS, fuzzer, mutate
+from fuzzing import MUTATIONS, fuzzer, mutate, xz_streams
 from onlinepgs._lines import InputError
 from onlinepgs.compressed import compression_of
 from onlinepgs.formats import iter_csv, iter_jsonl, iter_vw
 
 COMPRESS = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}
-DECOMPRESS = {"gzip": gzip.decompress, "bz2": bz2.decompress, "xz": lzma.decompress}
+# (xz: every stream, the padding between them skipped: `fuzzing.xz_streams`)
+DECOMPRESS = {"gzip": gzip.decompress, "bz2": bz2.decompress, "xz": xz_streams}
 VALID = {
     "vw": b"".join(b"%d |a w%d:%d x |b y:0.5\n" % ((-1) ** i, i % 7, i % 3 + 1)
                    for i in range(40)),

@@ -26,7 +26,7 @@ from onlinepgs._core._svmlight import _fast_float, _parse_float, _Parser
 from onlinepgs.compressed import MAGIC
 from onlinepgs.svmlight import SvmlightError, SvmlightReader, iter_svmlight, load_svmlight
 
-from fuzzing import MUTATIONS, fuzzer, mutate
+from fuzzing import MUTATIONS, fuzzer, mutate, xz_streams
 from shared_data import DEFAULT_DATA, shared
 
 REPO = Path(__file__).resolve().parents[1]
@@ -992,7 +992,7 @@ def test_fuzz_mutated_compressed_file(mutations, kind, n_streams, padded, block_
     got = read_all(data, block_size=block_size, zero_based=True)
     if got is None:
         return
-    decompress = {"gz": gzip.decompress, "bz2": bz2.decompress, "xz": lzma.decompress}[kind]
+    decompress = {"gz": gzip.decompress, "bz2": bz2.decompress, "xz": xz_streams}[kind]
     magic = next(m for m, k in MAGIC if k == {"gz": "gzip"}.get(kind, kind))
     # raises if this reader let damage through; without its magic bytes (a mutation at
     # the start) the data is read as the plain text it then is
