@@ -175,6 +175,18 @@ def test_partitions_of_files_and_lanes(text_data):
     assert len(src.parts) == 3  # default: a range per lane
 
 
+def test_a_relative_path_is_the_drivers_file_on_every_worker(text_data, monkeypatch):
+    """A relative path's partitions name the file the driver measured and cut, by its
+    absolute path: a worker resolved the relative one in its own directory (another
+    file of the name there was trained on, silently)."""
+    whole = text_data["whole"]
+    monkeypatch.chdir(os.path.dirname(whole))
+    src = file_source.FileSource([os.path.basename(whole)], PGSClassifier(),
+                                 RunOptions(zero_based=False, block_rows=100), 2,
+                                 backends.LocalBackend())
+    assert {p[0] for p in src.parts} == {os.path.abspath(whole)}
+
+
 def test_compressed_reader_reopens_when_its_cache_is_gone(text_data):
     gz = text_data["files"][2]
     task = (gz, 0, os.path.getsize(gz), True, False, 25, 40, 0, "test-token", None)
@@ -603,6 +615,36 @@ def test_cli_scheduler_errors(tmp_path, text_data, capsys):
                    "--holdout-every", 5) == 2  # refused before any byte is read
     assert "argument --holdout-every: not available with --scheduler" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_cli_a_cluster_lost_mid_fit_is_one_line_and_sigterm_unwinds(tmp_path, text_data,
+                                                                    capsys, monkeypatch):
+    """A worker (or the scheduler) lost mid-fit is the command's one line, no model
+    written (a RuntimeError's traceback before); SIGTERM unwinds the fit as SIGINT does,
+    so its copies on the workers are dropped by the driver's `finally`."""
+    import os
+    import signal
+
+    from onlinepgs.cli import train_dask
+
+    def lost(*args, **kwargs):
+        raise RuntimeError("worker tcp://127.0.0.1:9 left the cluster during the fit")
+    monkeypatch.setattr(opd, "partial_fit", lost)
+    out = tmp_path / "m.pgs"
+    assert run_cli("train", text_data["files"][0], "-o", out, "--scheduler", "threads",
+                   "--quiet") == 1
+    assert capsys.readouterr().err == (
+        "onlinepgs: error: training on threads stopped: worker tcp://127.0.0.1:9 left the "
+        "cluster during the fit; no model was written\n")
+    assert not out.exists()
+    before = signal.getsignal(signal.SIGTERM)
+    previous = train_dask._terminate_as_interrupt()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)  # (handled before the call returns)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 # ---- blocks, slices, scheduling on threads -------------------------------------------

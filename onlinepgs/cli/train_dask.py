@@ -1,6 +1,8 @@
 """``train --scheduler``: distributed PGS in rounds (onlinepgs.dask) on a Dask cluster or
 Dask's local threads, one model file at the end."""
+import signal
 import sys
+import threading
 import time
 
 import numpy as np
@@ -70,6 +72,9 @@ def train_on_dask(args, est, base):
     start = time.perf_counter()
     from onlinepgs.pgs import ModelTooLargeError, PGSDivergedError
 
+    # SIGTERM (a batch system's stop, `timeout`) unwinds as SIGINT does: the fit's
+    # copies on the workers are dropped in its `finally` (left there for good, before)
+    previous = _terminate_as_interrupt()
     try:
         opd.partial_fit(est, list(args.data), classes=classes if est._classifier else None,
                         passes=args.passes, client=client, n_lanes=args.lanes,
@@ -81,7 +86,17 @@ def train_on_dask(args, est, base):
                         ) from None
     except ModelTooLargeError as exc:  # names the file's line; says it in the flags
         raise UserError(in_flags(str(exc))) from None
+    except (RuntimeError, OSError) as exc:
+        # the cluster lost a worker (its state with it) or the scheduler mid-fit: one
+        # line, and no model written (a traceback before)
+        if not (client is not None or isinstance(exc, RuntimeError)):
+            raise
+        raise UserError(f"training on {args.scheduler} stopped: "
+                        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                        "; no model was written") from None
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         if client is not None:
             client.close()
     save(est, args.output, checkpoint_extra(base, True), state=not args.no_state)
@@ -92,3 +107,14 @@ def train_on_dask(args, est, base):
     return 0
 
 
+def _terminate_as_interrupt():
+    """SIGTERM raised as KeyboardInterrupt in the main thread (the command then exits 130,
+    "interrupted", after every `finally`); the handler it replaces, or None where none
+    can be set (not the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)

@@ -46,6 +46,9 @@ class FileSource:
         for index, path in enumerate(paths):
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"{path}: no such file")
+            # the file the driver measured and cut: a relative path resolved on each
+            # worker, in its own directory, named another file there, or none
+            path = os.path.abspath(path)
             size = os.path.getsize(path)
             with open(path, "rb") as f:
                 head = f.read(6)
