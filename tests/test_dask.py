@@ -611,6 +611,20 @@ def test_cli_scheduler_errors(tmp_path, text_data, capsys):
     assert run_cli("train", text_data["files"][0], "-o", out, "--scheduler",
                    "tcp://127.0.0.1:1", "--connect-timeout", 0.5) == 1
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:1" in capsys.readouterr().err
+    # a port that accepts and never answers as a scheduler: bounded too (it hung)
+    import socket
+    import time
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        start = time.monotonic()
+        assert run_cli("train", text_data["files"][0], "-o", out, "--scheduler",
+                       f"tcp://127.0.0.1:{port}", "--connect-timeout", 0.5) == 1
+        assert time.monotonic() - start < 30
+    assert (f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}: it accepted the "
+            "connection but did not answer as a scheduler within 0.5 s") in \
+        capsys.readouterr().err
     assert run_cli("train", text_data["files"][0], "-o", out, "--scheduler", "threads",
                    "--holdout-every", 5) == 2  # refused before any byte is read
     assert "argument --holdout-every: not available with --scheduler" in capsys.readouterr().err

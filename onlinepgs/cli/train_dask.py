@@ -30,12 +30,7 @@ def train_on_dask(args, est, base):
         except ImportError:
             raise UserError("--scheduler ADDRESS needs dask.distributed: pip install "
                             "'onlinepgs[dask]'") from None
-        try:
-            client = Client(args.scheduler, timeout=args.connect_timeout)
-        except (OSError, ValueError) as exc:
-            raise UserError(f"cannot reach the Dask scheduler at {args.scheduler}: "
-                            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-                            ) from None
+        client = _connected(Client, args.scheduler, args.connect_timeout)
     classes = parse_classes(args.classes) if args.classes else getattr(est, "classes_", None)
     origin = ("given by --classes" if args.classes else
               f"those of the model {args.initial}")
@@ -118,3 +113,32 @@ def _terminate_as_interrupt():
         raise KeyboardInterrupt
 
     return signal.signal(signal.SIGTERM, interrupt)
+
+
+def _connected(Client, address, timeout):
+    """A distributed Client of the scheduler at `address` within `timeout` seconds, else a
+    UserError saying why. Client's own timeout bounds the TCP connection, not the
+    handshake after it: a port that accepts and never answers as a scheduler (another
+    service) hung the command; the handshake waits on a thread of its own here."""
+    made = {}
+
+    def connect():
+        try:
+            made["client"] = Client(address, timeout=timeout)
+        except Exception as exc:  # (handed to the caller)
+            made["error"] = exc
+
+    thread = threading.Thread(target=connect, daemon=True, name="onlinepgs-dask-connect")
+    thread.start()
+    thread.join(timeout + 1.0)  # (Client's own timeout first, where it applies)
+    if thread.is_alive():
+        raise UserError(f"cannot reach the Dask scheduler at {address}: it accepted the "
+                        f"connection but did not answer as a scheduler within "
+                        f"{timeout:g} s (--connect-timeout)")
+    exc = made.get("error")
+    if isinstance(exc, (OSError, ValueError, TimeoutError)):
+        raise UserError(f"cannot reach the Dask scheduler at {address}: "
+                        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+    if exc is not None:
+        raise exc
+    return made["client"]
