@@ -41,7 +41,8 @@ What it computes, exactly (tested against a NumPy transcription):
   taken at the same iterate, lambda moves by the sum of the lanes' mean gradients and t
   by the number of lanes;
 * with one lane, rounds change nothing: the run is single-process PGS over the rows in
-  order (`partial_fit`), to rounding;
+  order (`partial_fit`), to rounding (the random iterate aside: its reservoir draws over
+  rounds);
 * with longer slices, a lane's step is taken at its own iterate, which misses the other
   lanes' steps of the round (at most ``(n_lanes - 1) * slice_rows / batch_size``) and
   stands in its own for them: PGS with delayed, extrapolated gradients. See the README
