@@ -575,6 +575,8 @@ def test_a_stray_feature_index_in_a_file_is_refused_at_its_line(tmp_path, text_d
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{path}:151 has a feature at column 4999" in err
     assert "beyond --max-model-bytes 50000" in err and "--bits BITS" in err
+    # its sizes in the flag's units, as the command without --scheduler says them
+    assert f"needs {needed / 1024:.1f}K of solver state" in err
     assert not model.exists()
 
 

@@ -85,7 +85,7 @@ def size_text(n_bytes, exact=False):
             return f"{n_bytes // scale}{suffix}"
         if not exact and n_bytes >= scale:
             return f"{n_bytes / scale:.1f}{suffix}"
-    return f"{n_bytes} bytes"
+    return str(n_bytes) if exact else f"{n_bytes} bytes"
 
 
 def _class_weight(text):

@@ -10,6 +10,7 @@ import numpy as np
 from onlinepgs.cli.common import (class_note, in_flags, parse_classes, print_summary,
                                   save, unsaved)
 from onlinepgs.cli.errors import UserError
+from onlinepgs.cli.parser import size_text
 from onlinepgs.cli.progress import ProgressTable
 
 
@@ -80,7 +81,7 @@ def train_on_dask(args, est, base):
         raise UserError(f"{', '.join(args.data)}: {in_flags(str(exc).splitlines()[0])}"
                         ) from None
     except ModelTooLargeError as exc:  # names the file's line; says it in the flags
-        raise UserError(in_flags(str(exc))) from None
+        raise UserError(_in_flag_units(in_flags(str(exc)), exc)) from None
     except (RuntimeError, OSError) as exc:
         # the cluster lost a worker (its state with it) or the scheduler mid-fit: one
         # line, and no model written (a traceback before)
@@ -142,3 +143,15 @@ def _connected(Client, address, timeout):
     if exc is not None:
         raise exc
     return made["client"]
+
+
+def _in_flag_units(message, exc):
+    """The budget's refusal with its sizes in --max-model-bytes' units (1.1K, 7.2G), as
+    the command without --scheduler says them (the learner's message has 7.2 GB and the
+    budget's count of bytes)."""
+    from onlinepgs.pgs import _size
+
+    if exc.needed:
+        message = message.replace(_size(exc.needed), size_text(exc.needed), 1)
+    return message.replace(f"--max-model-bytes {exc.budget}",
+                           f"--max-model-bytes {size_text(exc.budget, exact=True)}", 1)
