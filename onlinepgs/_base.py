@@ -245,7 +245,6 @@ class LinearLearner:
         # records declare no width: a first chunk of empty records starts a model of
         # no features, which later chunks grow
         X = self._check_sparse(X, records)
-        _checks.refuse_stray_columns(X)  # (scikit-learn's checks let them through)
         if not X.has_canonical_format:
             # the k = 1 step and ||g_t||_q assume one entry per (row, column)
             X = X.copy()
@@ -295,9 +294,7 @@ class LinearLearner:
         records = is_records(X)
         X = self._as_matrix(X, fitted=True)
         if sp.issparse(X):
-            X = self._check_sparse(X, records)
-            _checks.refuse_stray_columns(X)
-            return X
+            return self._check_sparse(X, records)
         return self._check_dense(X, reset=False)
 
     def _weights(self):

@@ -20,6 +20,7 @@ import scipy.sparse as sp
 
 from onlinepgs._checks import binary_targets as _binary_targets  # noqa: F401
 from onlinepgs._checks import is_records as _is_records  # noqa: F401
+from onlinepgs._checks import refuse_stray_columns
 from onlinepgs.pgs import (_CLASS_WEIGHT_DOC, _CLASSES_DOC, _COMMON_DOC,  # noqa: F401
                            _STATE_PARAMS,
                            _MULTI_CLASS_DOC, _THREADS_DOC,
@@ -78,8 +79,10 @@ class SklearnLayer:
         return super()._as_matrix(X, fitted)
 
     def _check_sparse(self, X, records):
-        return check_array(X, accept_sparse="csr", dtype=np.float64, accept_large_sparse=True,
-                           input_name="X", ensure_min_features=0 if records else 1)
+        X = check_array(X, accept_sparse="csr", dtype=np.float64, accept_large_sparse=True,
+                        input_name="X", ensure_min_features=0 if records else 1)
+        refuse_stray_columns(X)  # (as check_csr does: scikit-learn's checks let them by)
+        return X
 
     def _check_dense(self, X, reset):
         return validate_data(self, X, dtype=np.float64, order="C", reset=reset)

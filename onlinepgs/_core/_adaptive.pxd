@@ -672,11 +672,11 @@ cdef inline void batch_ad(Pass* ps, const double* data, const index_t* indices,
 # step, so N, phi and L do not move (there is no per-coordinate sum of squares to rescale),
 # and only the model's w_j = v_j / s_j follows. A row costs O(nnz): one power a touched
 # coordinate (phi's), one a row's entry (|x_j / s_j|^q, for L).
-cdef inline double _power_q(Pass* ps, double xs) noexcept nogil:
+cdef inline double _power_q(double xs, double q, int quarters) noexcept nogil:
     """|xs|^q = |xs| phi_power(|xs|) (the map's packed roots where q - 1 is a multiple of
-    1/4)."""
+    1/4; q and quarters the map's, `Mirror`)."""
     cdef double a = fabs(xs)
-    return a * phi_power(a, ps.core.mm.q, ps.core.mm.quarters) if a > 0.0 else 0.0
+    return a * phi_power(a, q, quarters) if a > 0.0 else 0.0
 
 
 cdef inline void _margins_adq_one(Pass* ps, const Row* rw, const index_t* idx,
@@ -690,7 +690,7 @@ cdef inline void _margins_adq_one(Pass* ps, const Row* rw, const index_t* idx,
     cdef Py_ssize_t e, S = core.S
     cdef bint dense = ps.dense
     cdef int quarters = core.mm.quarters
-    cdef double q = core.mm.q, x, xs, a, m = 0.0, xq = 0.0, thr = core.thr[0], inv_m = 0.0
+    cdef double q = core.mm.q, x, xs, m = 0.0, xq = 0.0, thr = core.thr[0], inv_m = 0.0
     cdef double* lam1 = core.lam + S  # data feature j is coordinate j + 1
     cdef double* at
     if l1:
@@ -705,8 +705,7 @@ cdef inline void _margins_adq_one(Pass* ps, const Row* rw, const index_t* idx,
         xs = x * _raised_scale(at, 1, S, x)
         if xs == 0.0:
             continue
-        a = fabs(xs)
-        xq += a * phi_power(a, q, quarters) if a > 0.0 else 0.0  # `_power_q`'s |xs|^q
+        xq += _power_q(xs, q, quarters)
         m += (l1q_link(at[0], thr, inv_m, ps.q, ps.quarters) if l1 else at[AD_PHI]) * xs
     ps.margins[0] = m * ps.s[0]
     ps.row_xx = xq
@@ -744,7 +743,7 @@ cdef inline void _margins_adq(Pass* ps, const Row* rw, const index_t* idx,
             xs = rw.vals[e] * _raised_scale(at, K, S, rw.vals[e])
         if xs == 0.0:
             continue
-        xq += _power_q(ps, xs)
+        xq += _power_q(xs, ps.core.mm.q, ps.core.mm.quarters)
         for c in range(K):
             if l1:
                 ps.margins[c] += l1q_link(at[c * S], thr, core.l1q[c].inv_m, ps.q,
@@ -858,7 +857,7 @@ cdef inline void _batch_adq(Pass* ps, const double* data, const index_t* indices
                 continue
             n_touched = mark_touched(ps, j, n_touched)
             xs = xv * core.lam[j * KS + AD_INV]
-            xq += _power_q(ps, xs)
+            xq += _power_q(xs, ps.core.mm.q, ps.core.mm.quarters)
             for c in range(K):
                 G[j * K + c] += ps.coefs[b * K + c] * xs
         n2 = _dual_sq(ps, xq)

@@ -22,7 +22,7 @@ def cmd_gap(args):
     reader = open_reader(args.data, args.chunk_rows, data_base(args, extra),
                          reading_of(args.data, est, extra, args.format),
                          skip=args.skip_bad_lines)
-    chunks = _labels_checked(est, reader, args.data)
+    chunks = _LabelsChecked(est, reader, args.data)
     cert = (duality_gap_stream(est, chunks, objective=args.objective) if not args.refine
             else _refined(est, chunks, args))
     reader_skipped(args.data, reader)
@@ -84,7 +84,7 @@ def _refinable(est):
     return not getattr(est, "l1", 0) and getattr(est, "multi_class", "ovr") == "ovr"
 
 
-class _labels_checked:
+class _LabelsChecked:
     """The reader's chunks, each label checked against the model's classes at its line
     before the chunk is certified (as eval checks them: the certificate would name the
     row counted in the stream, blank and comment lines left out)."""

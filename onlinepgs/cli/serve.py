@@ -166,7 +166,9 @@ class ServedModel:
         else:
             est, extra = _trainable(args.model)
             # the run option train sets too: the budget of a model the data widens
-            est.set_params(max_model_bytes=getattr(args, "max_model_bytes", 1 << 30))
+            from onlinepgs.pgs import MAX_MODEL_BYTES  # (the learner's default: train's)
+            est.set_params(max_model_bytes=getattr(args, "max_model_bytes",
+                                                   MAX_MODEL_BYTES))
             # predictions that run away stop a row as they stop train (then undone)
             est._runaway_fatal = True
             check_output(args.output, [])
